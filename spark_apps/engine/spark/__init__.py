@@ -1,0 +1,1 @@
+"""Spark data plane: the only package of the engine that imports pyspark (public DataFrame API only)."""

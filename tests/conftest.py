@@ -1,0 +1,42 @@
+"""Shared fixtures.
+
+* ``conformance_root`` / ``conformance_manifest``: the 40 third-party tables in ../shared/conformance,
+  used in place (never copied into the repo).
+* ``spark``: ONE session-scoped local[2] SparkSession for every test that asks for it (start-up costs
+  ~7-10 s here); tests that do not ask for it never start a JVM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CONFORMANCE = Path(os.environ.get("DELTA_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")).resolve()
+
+
+@pytest.fixture(scope="session")
+def conformance_root() -> Path:
+    if not (CONFORMANCE / "manifest.json").exists():
+        pytest.skip(f"conformance corpus not found at {CONFORMANCE} (set DELTA_CONFORMANCE_DIR)")
+    return CONFORMANCE
+
+
+@pytest.fixture(scope="session")
+def conformance_manifest(conformance_root) -> dict:
+    return json.loads((conformance_root / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from spark_apps.engine.spark.session import build_session
+
+    session = build_session(app_name="airflow-delta-provider-tests", master="local[2]")
+    yield session
+    session.stop()
