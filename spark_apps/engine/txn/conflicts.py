@@ -1,0 +1,490 @@
+"""Conflict detection between this transaction and one winning commit (after delta-spark's ConflictChecker).
+
+When our put-if-absent of version ``v`` fails, every commit written since our read version
+("winning commit") is checked, oldest first, by :class:`ConflictChecker`. The checks run in this
+order, each raising ONE typed error (all subclasses of ``CommitConflictError``):
+
+1. ``check_protocol``        winner changed the protocol                -> ProtocolChangedError
+2. ``check_metadata``        winner changed the metadata                -> MetadataChangedError
+3. ``check_app_txns``        winner wrote a txn for an appId we read    -> ConcurrentTransactionError
+4. ``check_added_files_read`` winner added (dataChange) files matching our read predicates
+                              -> ConcurrentAppendError. Which adds count depends on the isolation
+                              level: Serializable all; WriteSerializable all but the winner's blind
+                              appends (unless we change metadata); SnapshotIsolation none.
+5. ``check_deleted_read``    winner removed a file we read (or any file when we read the whole
+                              table)                                      -> ConcurrentDeleteReadError
+6. ``check_deleted_deleted`` winner removed a file we also remove      -> ConcurrentDeleteDeleteError
+7. ``check_domain_metadata`` winner touched a metadata domain we touch  -> ConcurrentTransactionError
+
+A transaction that read nothing (a blind append) therefore only conflicts on protocol/metadata.
+
+Read predicates (:class:`ReadPredicate`) are evaluated vectorised on a ``pa.Table`` of the winner's
+adds (columns ``path``, ``partition_values`` map<string,string>, ``size``, ``modification_time``,
+``data_change``, ``stats``): :class:`PartitionFilter` (dict or DNF tuples over partition values) and
+:class:`CallablePredicate` (any ``fn(adds) -> boolean mask``, the hook for SQL/stat predicates).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..actions import (
+    AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction,
+)
+from ..errors import (
+    ConcurrentAppendError, ConcurrentDeleteDeleteError, ConcurrentDeleteReadError,
+    ConcurrentTransactionError, InvalidArgumentError, MetadataChangedError, ProtocolChangedError,
+)
+from .isolation import IsolationLevel
+
+# --------------------------------------------------------------------------------------------
+# winning-commit adds as an arrow table
+# --------------------------------------------------------------------------------------------
+
+ADDS_SCHEMA = pa.schema([
+    ("path", pa.string()),
+    ("partition_values", pa.map_(pa.string(), pa.string())),
+    ("size", pa.int64()),
+    ("modification_time", pa.int64()),
+    ("data_change", pa.bool_()),
+    ("stats", pa.string()),
+])
+
+
+def adds_to_table(adds: Iterable[AddFile]) -> pa.Table:
+    """A small ``pa.Table`` (ADDS_SCHEMA) of add actions, for predicate evaluation."""
+    adds = list(adds)
+    return pa.table({
+        "path": pa.array([a.path for a in adds], pa.string()),
+        "partition_values": pa.array([list((a.partition_values or {}).items()) for a in adds],
+                                     pa.map_(pa.string(), pa.string())),
+        "size": pa.array([a.size for a in adds], pa.int64()),
+        "modification_time": pa.array([a.modification_time for a in adds], pa.int64()),
+        "data_change": pa.array([a.data_change for a in adds], pa.bool_()),
+        "stats": pa.array([a.stats for a in adds], pa.string()),
+    }, schema=ADDS_SCHEMA)
+
+
+# --------------------------------------------------------------------------------------------
+# read predicates
+# --------------------------------------------------------------------------------------------
+
+class ReadPredicate:
+    """What a transaction read, as a filter over files. Subclasses implement :meth:`matches`.
+
+    ``matches(adds)`` returns a boolean array (one per row of ``adds``); null counts as "may
+    match" (a conflict), because a predicate that cannot rule a file out must assume it read it.
+    """
+
+    def matches(self, adds: pa.Table) -> pa.Array:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def any_match(self, adds: pa.Table) -> int | None:
+        """Row index of the first add that (may) match, or ``None``."""
+        if adds.num_rows == 0:
+            return None
+        mask = self.matches(adds)
+        if isinstance(mask, pa.ChunkedArray):
+            mask = mask.combine_chunks()
+        if not isinstance(mask, pa.Array):
+            mask = pa.array(mask, pa.bool_())
+        mask = pc.fill_null(mask, True)
+        idx = pc.index(mask, True).as_py()
+        return None if idx is None or idx < 0 else idx
+
+
+class WholeTable(ReadPredicate):
+    """Matches every file."""
+
+    def matches(self, adds: pa.Table) -> pa.Array:
+        return pa.array([True] * adds.num_rows, pa.bool_())
+
+    def describe(self) -> str:
+        return "the whole table"
+
+
+def _partition_string(value: Any) -> str | None:
+    """Python value -> Delta partition value string (``None`` = null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+_OPS = ("=", "==", "!=", "<>", "in", "not in", "is null", "is not null")
+
+
+class PartitionFilter(ReadPredicate):
+    """A filter on partition values.
+
+    Accepts ``{"col": value}`` / ``{"col": [v1, v2]}`` (AND of equalities / IN lists; ``None`` is
+    the null partition) or deltalake-style DNF: a list of ``(col, op, value)`` tuples (AND) or a
+    list of such lists (OR of ANDs); ops ``= != in not in is null is not null``. Values are
+    compared as Delta partition strings (``1`` -> ``"1"``, ``True`` -> ``"true"``); the empty
+    string in a log counts as null.
+    """
+
+    def __init__(self, spec: Mapping[str, Any] | list):
+        if isinstance(spec, Mapping):
+            conj = []
+            for col, v in spec.items():
+                if isinstance(v, (list, tuple, set, frozenset)):
+                    conj.append((col, "in", list(v)))
+                else:
+                    conj.append((col, "=", v))
+            self.dnf: list[list[tuple]] = [conj]
+        elif isinstance(spec, list) and spec and all(isinstance(t, tuple) for t in spec):
+            self.dnf = [list(spec)]
+        elif isinstance(spec, list) and all(isinstance(c, list) for c in spec):
+            self.dnf = [list(c) for c in spec]
+        else:
+            raise InvalidArgumentError(
+                "Cannot use this partition filter as a read predicate",
+                f"got {type(spec).__name__}: {spec!r}",
+                "pass a dict {column: value} or a list of (column, op, value) tuples",
+            )
+        for conj in self.dnf:
+            for t in conj:
+                if len(t) not in (2, 3) or str(t[1]).lower() not in _OPS:
+                    raise InvalidArgumentError(
+                        f"Bad partition filter term {t!r}", f"ops allowed: {', '.join(_OPS)}",
+                        "write terms as (column, op, value)",
+                    )
+
+    def _term(self, pv: pa.Array, col: str, op: str, value: Any) -> pa.Array:
+        got = pc.map_lookup(pv, pa.scalar(col, pa.string()), "first")
+        got = pc.if_else(pc.equal(got, ""), pa.scalar(None, pa.string()), got)
+        op = op.lower()
+        if op in ("=", "==") and value is None or op == "is null":
+            return pc.is_null(got)
+        if op in ("!=", "<>") and value is None or op == "is not null":
+            return pc.is_valid(got)
+        if op in ("=", "=="):
+            return pc.fill_null(pc.equal(got, _partition_string(value)), False)
+        if op in ("!=", "<>"):
+            return pc.fill_null(pc.not_equal(got, _partition_string(value)), True)
+        values = [_partition_string(v) for v in value]
+        has_null = any(v is None for v in values)
+        inside = pc.is_in(got, value_set=pa.array([v for v in values if v is not None], pa.string()))
+        inside = pc.or_(pc.fill_null(inside, False), pc.is_null(got)) if has_null else pc.fill_null(inside, False)
+        return inside if op == "in" else pc.invert(inside)
+
+    def matches(self, adds: pa.Table) -> pa.Array:
+        pv = adds.column("partition_values").combine_chunks()
+        out = None
+        for conj in self.dnf:
+            acc = None
+            for t in conj:
+                col, op, value = (t[0], t[1], t[2] if len(t) == 3 else None)
+                m = self._term(pv, col, op, value)
+                acc = m if acc is None else pc.and_(acc, m)
+            if acc is None:
+                acc = pa.array([True] * adds.num_rows, pa.bool_())
+            out = acc if out is None else pc.or_(out, acc)
+        return out
+
+    def describe(self) -> str:
+        return " OR ".join(
+            "(" + " AND ".join(f"{t[0]} {t[1]} {t[2] if len(t) == 3 else ''}".strip() for t in c) + ")"
+            for c in self.dnf
+        )
+
+
+class CallablePredicate(ReadPredicate):
+    """Wraps ``fn(adds: pa.Table) -> boolean array-like`` (one value per add; null = may match)."""
+
+    def __init__(self, fn: Callable[[pa.Table], Any], description: str | None = None):
+        self.fn = fn
+        self.description = description or getattr(fn, "__name__", "predicate")
+
+    def matches(self, adds: pa.Table) -> pa.Array:
+        out = self.fn(adds)
+        if isinstance(out, (pa.Array, pa.ChunkedArray)):
+            return out
+        return pa.array(list(out), pa.bool_())
+
+    def describe(self) -> str:
+        return self.description
+
+
+def to_read_predicate(obj: Any) -> ReadPredicate:
+    """Normalise what ``txn.read_predicate(...)`` was given into a :class:`ReadPredicate`."""
+    if obj is None or obj is True:
+        return WholeTable()
+    if isinstance(obj, ReadPredicate):
+        return obj
+    if hasattr(obj, "matches") and callable(obj.matches):
+        return CallablePredicate(obj.matches, getattr(obj, "describe", lambda: None)() or type(obj).__name__)
+    if isinstance(obj, (Mapping, list)):
+        return PartitionFilter(obj)
+    if callable(obj):
+        return CallablePredicate(obj)
+    raise InvalidArgumentError(
+        "Cannot use this object as a read predicate",
+        f"got {type(obj).__name__}",
+        "pass a partition filter dict, a list of (column, op, value) tuples, or fn(adds_table) -> mask",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# the two sides of a conflict check
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class CurrentTransaction:
+    """What the conflict checker needs to know about the transaction trying to commit."""
+
+    read_version: int
+    isolation_level: IsolationLevel
+    actions: list = field(default_factory=list)
+    read_whole_table: bool = False
+    read_files: frozenset = frozenset()
+    read_predicates: list = field(default_factory=list)
+    read_app_ids: frozenset = frozenset()
+    metadata_changed: bool = False
+
+    @cached_property
+    def removed_paths(self) -> set:
+        return {a.path for a in self.actions if isinstance(a, RemoveFile)}
+
+    @cached_property
+    def domains(self) -> set:
+        return {a.domain for a in self.actions if isinstance(a, DomainMetadata)}
+
+
+@dataclass
+class WinningCommit:
+    """A commit that got in between our read version and our attempt (actions already parsed)."""
+
+    version: int
+    actions: list
+
+    @cached_property
+    def commit_info(self) -> dict:
+        for a in self.actions:
+            if isinstance(a, CommitInfo):
+                return a.values
+        return {}
+
+    @property
+    def operation(self) -> str | None:
+        return self.commit_info.get("operation")
+
+    @property
+    def is_blind_append(self) -> bool:
+        return self.commit_info.get("isBlindAppend") is True
+
+    @cached_property
+    def protocol(self) -> Protocol | None:
+        return next((a for a in self.actions if isinstance(a, Protocol)), None)
+
+    @cached_property
+    def metadata(self) -> Metadata | None:
+        return next((a for a in self.actions if isinstance(a, Metadata)), None)
+
+    @cached_property
+    def adds(self) -> list[AddFile]:
+        return [a for a in self.actions if isinstance(a, AddFile)]
+
+    @cached_property
+    def changed_data_adds(self) -> list[AddFile]:
+        return [a for a in self.adds if a.data_change]
+
+    @cached_property
+    def removes(self) -> list[RemoveFile]:
+        return [a for a in self.actions if isinstance(a, RemoveFile)]
+
+    @cached_property
+    def txns(self) -> list[SetTransaction]:
+        return [a for a in self.actions if isinstance(a, SetTransaction)]
+
+    @cached_property
+    def domains(self) -> list[DomainMetadata]:
+        return [a for a in self.actions if isinstance(a, DomainMetadata)]
+
+
+# --------------------------------------------------------------------------------------------
+# the checker
+# --------------------------------------------------------------------------------------------
+
+def _params(ci: dict) -> str:
+    p = ci.get("operationParameters")
+    return "" if not p else " " + json.dumps(p, sort_keys=True, separators=(",", ":"))
+
+
+class ConflictChecker:
+    """Checks one winning commit against the current transaction; :meth:`check` raises or returns."""
+
+    CHECKS = (
+        "check_protocol",
+        "check_metadata",
+        "check_app_txns",
+        "check_added_files_read",
+        "check_deleted_read",
+        "check_deleted_deleted",
+        "check_domain_metadata",
+    )
+
+    def __init__(self, current: CurrentTransaction, winner: WinningCommit):
+        self.current = current
+        self.winner = winner
+
+    def check(self) -> None:
+        for name in self.CHECKS:
+            getattr(self, name)()
+
+    # -- helpers --------------------------------------------------------------------------
+    def _who(self) -> str:
+        w = self.winner
+        op = w.operation or "an unknown operation"
+        return f"version {w.version} ({op}{_params(w.commit_info)}) was committed after this transaction read version {self.current.read_version}"
+
+    def _kw(self) -> dict:
+        return {"winning_version": self.winner.version, "winning_operation": self.winner.operation}
+
+    # -- checks -------------------------------------------------------------------------
+    def check_protocol(self) -> None:
+        w = self.winner
+        if w.protocol is None:
+            return
+        if self.current.read_version < 0:
+            raise ProtocolChangedError(
+                "The table was created by another writer at the same time",
+                f"{self._who()}; both writers tried to create version 0",
+                "re-read the table and retry (CREATE TABLE IF NOT EXISTS will then find it)",
+                **self._kw(),
+            )
+        raise ProtocolChangedError(
+            "The table protocol was changed by a concurrent commit",
+            f"{self._who()} and upgraded the protocol to reader {w.protocol.min_reader_version} / "
+            f"writer {w.protocol.min_writer_version}",
+            "re-read the table and retry the operation",
+            **self._kw(),
+        )
+
+    def check_metadata(self) -> None:
+        if self.winner.metadata is None:
+            return
+        raise MetadataChangedError(
+            "The table metadata (schema, partitioning or properties) was changed by a concurrent commit",
+            self._who(),
+            "re-read the table and retry the operation against the new metadata",
+            **self._kw(),
+        )
+
+    def check_app_txns(self) -> None:
+        read = self.current.read_app_ids
+        if not read:
+            return
+        for t in self.winner.txns:
+            if t.app_id in read:
+                raise ConcurrentTransactionError(
+                    f"A concurrent commit recorded a transaction for application id '{t.app_id}'",
+                    f"{self._who()} with txn version {t.version}; two runs of the same idempotent "
+                    "write raced",
+                    "retry: the retry re-reads the table and skips the write if it already landed",
+                    **self._kw(),
+                )
+
+    def _adds_to_check(self) -> list[AddFile]:
+        cur, w = self.current, self.winner
+        level = cur.isolation_level
+        if level == IsolationLevel.SNAPSHOT_ISOLATION:
+            return []
+        if level == IsolationLevel.WRITE_SERIALIZABLE and not cur.metadata_changed and w.is_blind_append:
+            return []
+        return w.changed_data_adds
+
+    def check_added_files_read(self) -> None:
+        cur = self.current
+        if not cur.read_whole_table and not cur.read_predicates:
+            return
+        adds = self._adds_to_check()
+        if not adds:
+            return
+        hit_path = None
+        reason = None
+        if cur.read_whole_table:
+            hit_path, reason = adds[0].path, "this transaction read the whole table"
+        else:
+            table = adds_to_table(adds)
+            for pred in cur.read_predicates:
+                idx = pred.any_match(table)
+                if idx is not None:
+                    hit_path, reason = adds[idx].path, f"it matches this transaction's read predicate {pred.describe()}"
+                    break
+        if hit_path is None:
+            return
+        raise ConcurrentAppendError(
+            "Files were added to data this transaction read, by a concurrent commit",
+            f"{self._who()} and added '{hit_path}'; {reason} (isolation level {cur.isolation_level.value})",
+            "retry the operation; to avoid this, make concurrent writers touch disjoint partitions and "
+            "put the partition filter in the condition, or use delta.isolationLevel=WriteSerializable "
+            "so blind appends do not conflict",
+            **self._kw(),
+        )
+
+    def check_deleted_read(self) -> None:
+        cur, w = self.current, self.winner
+        if not w.removes:
+            return
+        if cur.read_whole_table:
+            hit = w.removes[0].path
+            why = "this transaction read the whole table"
+        else:
+            if not cur.read_files:
+                return
+            hit = next((r.path for r in w.removes if r.path in cur.read_files), None)
+            why = "this transaction read that file"
+            if hit is None:
+                return
+        raise ConcurrentDeleteReadError(
+            "A file this transaction read was removed by a concurrent commit",
+            f"{self._who()} and removed '{hit}'; {why}",
+            "retry the operation; concurrent UPDATE/DELETE/MERGE should touch disjoint partitions with the "
+            "partition filter in their condition",
+            **self._kw(),
+        )
+
+    def check_deleted_deleted(self) -> None:
+        mine = self.current.removed_paths
+        if not mine:
+            return
+        hit = next((r.path for r in self.winner.removes if r.path in mine), None)
+        if hit is None:
+            return
+        raise ConcurrentDeleteDeleteError(
+            "A file this transaction removes was already removed by a concurrent commit",
+            f"{self._who()} and removed '{hit}' too",
+            "retry the operation; it will re-read the table and no longer see that file",
+            **self._kw(),
+        )
+
+    def check_domain_metadata(self) -> None:
+        mine = self.current.domains
+        if not mine:
+            return
+        hit = next((d.domain for d in self.winner.domains if d.domain in mine), None)
+        if hit is None:
+            return
+        raise ConcurrentTransactionError(
+            f"The metadata domain '{hit}' was changed by a concurrent commit",
+            f"{self._who()} and wrote domain '{hit}', which this transaction writes too",
+            "retry the operation so it is based on the domain's new value",
+            **self._kw(),
+        )
+
+
+def check_winning_commit(current: CurrentTransaction, winner: WinningCommit) -> None:
+    """Run every check of :class:`ConflictChecker`; raises the first conflict found."""
+    ConflictChecker(current, winner).check()

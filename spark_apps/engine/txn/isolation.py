@@ -1,0 +1,93 @@
+"""Isolation levels and the rule that picks one for a commit.
+
+Levels (strongest first, names as written to ``commitInfo.isolationLevel``):
+
+* ``Serializable``: a concurrent commit's data-changing adds (blind appends included) that match
+  what this transaction read are a conflict.
+* ``WriteSerializable``: like Serializable, but a concurrent *blind append* (a commit that read
+  nothing and only added files) is not a conflict, unless this transaction changes the metadata.
+  The result equals some serial order of the writes, not necessarily of the reads.
+* ``SnapshotIsolation``: concurrent adds are never a conflict. Used automatically for commits that
+  change no data (every file action has ``dataChange=false``: OPTIMIZE-style rearrangements), for
+  which it gives the same guarantee as Serializable.
+
+Choice (:func:`choose_isolation_level`): no data change -> SnapshotIsolation; otherwise the level
+the caller asked for, else the table's ``delta.isolationLevel``, else Serializable.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Iterable
+
+from .. import config
+from ..actions import AddCDCFile, AddFile, RemoveFile
+from ..errors import InvalidArgumentError
+
+
+class IsolationLevel(str, Enum):
+    SERIALIZABLE = "Serializable"
+    WRITE_SERIALIZABLE = "WriteSerializable"
+    SNAPSHOT_ISOLATION = "SnapshotIsolation"
+
+    def __str__(self) -> str:  # the wire name
+        return self.value
+
+    @classmethod
+    def parse(cls, value: "IsolationLevel | str") -> "IsolationLevel":
+        """Accept the enum, the wire name (any case) or the snake/upper-case name."""
+        if isinstance(value, IsolationLevel):
+            return value
+        key = str(value).strip().replace("_", "").replace(" ", "").lower()
+        for level in cls:
+            if level.value.lower() == key:
+                return level
+        raise InvalidArgumentError(
+            f"Unknown isolation level '{value}'",
+            None,
+            "use one of Serializable, WriteSerializable, SnapshotIsolation",
+        )
+
+
+DEFAULT_ISOLATION_LEVEL = IsolationLevel.SERIALIZABLE
+# Levels a table may be configured with (Delta refuses SnapshotIsolation as a table property).
+VALID_TABLE_LEVELS = (IsolationLevel.SERIALIZABLE, IsolationLevel.WRITE_SERIALIZABLE)
+
+
+def table_isolation_level(metadata: Any) -> IsolationLevel | None:
+    """The table's ``delta.isolationLevel`` or ``None`` when unset."""
+    raw = config.isolation_level_name(metadata)
+    if raw is None or not raw.strip():
+        return None
+    level = IsolationLevel.parse(raw)
+    if level not in VALID_TABLE_LEVELS:
+        raise InvalidArgumentError(
+            f"Table property {config.ISOLATION_LEVEL}='{raw}' is not allowed",
+            "a table can only be configured as Serializable or WriteSerializable",
+            f"set {config.ISOLATION_LEVEL} to Serializable or WriteSerializable",
+        )
+    return level
+
+
+def changes_data(actions: Iterable[Any]) -> bool:
+    """True when any file action has ``dataChange=true`` (cdc files do not count)."""
+    for a in actions:
+        if isinstance(a, (AddFile, RemoveFile)) and a.data_change:
+            return True
+    return False
+
+
+def choose_isolation_level(actions: Iterable[Any], metadata: Any,
+                           requested: IsolationLevel | str | None = None) -> IsolationLevel:
+    """The level this commit's conflicts are checked under (see module doc).
+
+    :param actions: the commit's actions
+    :param metadata: the table metadata the commit is based on (for ``delta.isolationLevel``)
+    :param requested: an explicit level from the caller, overriding the table property
+    """
+    acts = [a for a in actions if not isinstance(a, AddCDCFile)]
+    if not changes_data(acts):
+        return IsolationLevel.SNAPSHOT_ISOLATION
+    if requested is not None:
+        return IsolationLevel.parse(requested)
+    return table_isolation_level(metadata) or DEFAULT_ISOLATION_LEVEL

@@ -1,0 +1,578 @@
+"""OptimisticTransaction: read tracking, commit validation, commitInfo, put-if-absent and the retry loop.
+
+Algorithm of :meth:`OptimisticTransaction.commit` (after delta-spark's OptimisticTransactionImpl):
+
+1. **Idempotence**: with ``(app_id, app_version)`` and a snapshot already holding a txn version
+   ``>= app_version`` for ``app_id`` (and not expired by ``delta.setTransactionRetentionDuration``),
+   nothing is written: the result says ``skipped=True``.
+2. **Prepare / validate** (nothing written on failure, :class:`InvalidCommitError`): at most one
+   metaData and one protocol (``update_metadata``/``update_protocol`` or in ``actions``), version 0
+   has both; no two adds or two removes of one path, no add and remove of the same (path, dvId);
+   one txn per appId; every add/cdc has a value for exactly the partition columns; protocol never
+   downgraded; ``delta.appendOnly``: no data-changing remove; the writer feature gate.
+3. **Isolation level** (:func:`~.isolation.choose_isolation_level`) and ``isBlindAppend`` (read
+   nothing, only adds). **commitInfo** first: timestamp, [inCommitTimestamp], operation,
+   operationParameters, readVersion, isolationLevel, isBlindAppend, operationMetrics, engineInfo,
+   txnId, userMetadata.
+4. **Write** ``readVersion+1`` with put-if-absent. On ``FileExistsError`` read every winning
+   commit from our attempt's version up to the newest, check each (:mod:`.conflicts`, raises the
+   typed conflict), then retry at newest+1. At most ``max_retries`` retries, then
+   :class:`CommitRetriesExhaustedError`.
+5. **Post-commit** (only after the commit file exists; failures here never fail the commit):
+   checkpoint when ``version % delta.checkpointInterval == 0`` then expired-log cleanup when
+   ``delta.enableExpiredLogCleanup``.
+
+The outcome is a value (:class:`CommitResult`); exceptions are raised for invalid commits, for
+conflicts (a retry of the whole operation may help: ``err.retryable``) and for I/O errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+
+from .. import config
+from ..actions import (
+    AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction,
+    parse_commit_bytes, serialize_actions,
+)
+from ..errors import (
+    AppendOnlyViolationError, CommitRetriesExhaustedError, DeltaError, InvalidArgumentError,
+    InvalidCommitError,
+)
+from .conflicts import CurrentTransaction, ReadPredicate, WinningCommit, check_winning_commit, to_read_predicate
+from .isolation import IsolationLevel, choose_isolation_level
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RETRIES = 50
+ENGINE_INFO = "spark_apps-delta-engine"
+
+
+def _engine_info() -> str:
+    try:
+        from ..versions import __version__  # type: ignore[attr-defined]
+        return f"{ENGINE_INFO}/{__version__}"
+    except Exception:
+        try:
+            from importlib.metadata import version
+            return f"{ENGINE_INFO}/{version('airflow-delta-provider')}"
+        except Exception:
+            return ENGINE_INFO
+
+
+def log_dir_of(storage, table_root: str) -> str:
+    return storage.join(table_root, "_delta_log")
+
+
+def commit_path(storage, table_root: str, version: int) -> str:
+    return storage.join(table_root, "_delta_log", f"{version:020d}.json")
+
+
+@dataclass
+class CommitResult:
+    """Outcome of :meth:`OptimisticTransaction.commit`.
+
+    :ivar version: the version written (for a skipped commit: the snapshot's version)
+    :ivar attempts: put-if-absent attempts (1 = no race lost; 0 = skipped)
+    :ivar skipped: the (app_id, app_version) had already been committed: nothing written
+    :ivar commit_info: the commitInfo written (empty when skipped)
+    :ivar checkpoint: the post-commit checkpoint metrics, or ``None``
+    :ivar cleanup: the post-commit log-cleanup metrics, or ``None``
+    :ivar conflicts_checked: versions of winning commits checked (and found compatible)
+    :ivar post_commit_error: message of a failed checkpoint/cleanup (the commit itself succeeded)
+    """
+
+    version: int
+    attempts: int
+    skipped: bool
+    commit_info: dict
+    checkpoint: dict | None = None
+    cleanup: dict | None = None
+    conflicts_checked: list = field(default_factory=list)
+    isolation_level: str | None = None
+    post_commit_error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "version": self.version, "attempts": self.attempts, "skipped": self.skipped,
+            "commit_info": self.commit_info, "checkpoint": self.checkpoint, "cleanup": self.cleanup,
+            "conflicts_checked": list(self.conflicts_checked), "isolation_level": self.isolation_level,
+            "post_commit_error": self.post_commit_error,
+        }
+
+
+def _encode_params(params: dict | None) -> dict:
+    """operationParameters as delta-spark writes them: strings as-is, anything else JSON-encoded."""
+    out = {}
+    for k, v in (params or {}).items():
+        if v is None:
+            continue
+        out[str(k)] = v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+    return out
+
+
+def _encode_metrics(metrics: dict | None) -> dict:
+    """operationMetrics as delta-spark writes them: every value a string."""
+    out = {}
+    for k, v in (metrics or {}).items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        out[str(k)] = v if isinstance(v, str) else str(v)
+    return out
+
+
+def _dv_id(a) -> str | None:
+    dv = getattr(a, "deletion_vector", None)
+    return dv.unique_id if dv is not None else None
+
+
+class OptimisticTransaction:
+    """One optimistic transaction against a table, based on ``snapshot`` (``None``: creating version 0).
+
+    :param storage: the table's :class:`~spark_apps.engine.storage.Storage`
+    :param table_root: normalised table location
+    :param snapshot: the snapshot read (``.version``, ``.metadata``, ``.protocol``,
+        ``.set_transactions``), or ``None`` when the commit creates the table
+    :param operation: Delta operation name for commitInfo (``WRITE``, ``DELETE``, ``CREATE TABLE``...)
+    :param operation_parameters: commitInfo.operationParameters (non-strings are JSON-encoded)
+    :param app_id: SetTransaction application id (idempotent writes); needs ``app_version``
+    :param app_version: SetTransaction version for ``app_id``
+    :param user_metadata: commitInfo.userMetadata
+    :param isolation_level: force a level for data-changing commits (else ``delta.isolationLevel``,
+        else Serializable)
+    :param max_retries: how many lost races to absorb before giving up (default 50)
+    :param engine_info: commitInfo.engineInfo (default ``spark_apps-delta-engine/<version>``)
+    :param clock: ``() -> epoch ms`` (tests)
+    :param post_commit: run checkpoint/cleanup after the commit (default True)
+    """
+
+    def __init__(self, storage, table_root: str, snapshot=None, *, operation: str = "WRITE",
+                 operation_parameters: dict | None = None, app_id: str | None = None,
+                 app_version: int | None = None, user_metadata: str | None = None,
+                 isolation_level: IsolationLevel | str | None = None, max_retries: int | None = None,
+                 engine_info: str | None = None, clock: Callable[[], int] | None = None,
+                 post_commit: bool = True):
+        if (app_id is None) != (app_version is None):
+            raise InvalidArgumentError(
+                "An idempotent write needs both an application id and a version",
+                f"got app_id={app_id!r}, app_version={app_version!r}",
+                "pass both app_id and app_version (e.g. the DAG run id and a monotonically increasing number), or neither",
+            )
+        if app_version is not None:
+            try:
+                app_version = int(app_version)
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(
+                    f"Transaction version {app_version!r} is not an integer", None,
+                    "pass app_version as an integer",
+                ) from None
+        if max_retries is not None and int(max_retries) < 0:
+            raise InvalidArgumentError(f"max_retries={max_retries} is negative", None, "pass 0 or more")
+        self.storage = storage
+        self.table_root = table_root
+        self.snapshot = snapshot
+        self.operation = operation
+        self.operation_parameters = dict(operation_parameters or {})
+        self.app_id = app_id
+        self.app_version = app_version
+        self.user_metadata = user_metadata
+        self.requested_isolation = IsolationLevel.parse(isolation_level) if isolation_level is not None else None
+        self.max_retries = DEFAULT_MAX_RETRIES if max_retries is None else int(max_retries)
+        self.engine_info = engine_info or _engine_info()
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.post_commit_enabled = post_commit
+
+        self.read_version: int = snapshot.version if snapshot is not None else -1
+        self._read_metadata: Metadata | None = getattr(snapshot, "metadata", None) if snapshot is not None else None
+        self._read_protocol: Protocol | None = getattr(snapshot, "protocol", None) if snapshot is not None else None
+        self.new_metadata: Metadata | None = None
+        self.new_protocol: Protocol | None = None
+
+        self.read_whole_table_flag = False
+        self.read_file_paths: set[str] = set()
+        self.read_predicates: list[ReadPredicate] = []
+        self.read_app_ids: set[str] = set()
+        self.committed: CommitResult | None = None
+        if app_id is not None:
+            self.read_app_ids.add(app_id)
+
+    # ------------------------------------------------------------------ state accessors
+    @property
+    def metadata(self) -> Metadata | None:
+        """The metadata this commit will leave (new one if updated)."""
+        return self.new_metadata or self._read_metadata
+
+    @property
+    def protocol(self) -> Protocol | None:
+        return self.new_protocol or self._read_protocol
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The latest committed txn version for ``app_id`` in the snapshot (expired txns ignored);
+        registers the read so a concurrent commit for the same app id is a conflict."""
+        self.read_app_ids.add(app_id)
+        if self.snapshot is None:
+            return None
+        txns = getattr(self.snapshot, "set_transactions", None) or {}
+        t = txns.get(app_id)
+        if t is None:
+            return None
+        retention = config.set_transaction_retention_ms(self._read_metadata)
+        if retention is not None and t.last_updated is not None and t.last_updated < self.clock() - retention:
+            return None
+        return t.version
+
+    def is_duplicate(self) -> bool:
+        """True when this (app_id, app_version) already landed: the caller should skip its work."""
+        if self.app_id is None:
+            return False
+        v = self.txn_version(self.app_id)
+        return v is not None and v >= self.app_version
+
+    # ------------------------------------------------------------------ read tracking
+    def read_whole_table(self) -> None:
+        """The operation depends on every file of the table (e.g. an unfiltered DELETE or overwrite)."""
+        self.read_whole_table_flag = True
+
+    def read_files(self, files: Iterable[str] | pa.Table) -> None:
+        """The operation read these files (paths as in the log, or a table with a ``path`` column)."""
+        if isinstance(files, (pa.Table, pa.RecordBatch)):
+            self.read_file_paths.update(files.column("path").to_pylist())
+        elif isinstance(files, str):
+            self.read_file_paths.add(files)
+        else:
+            self.read_file_paths.update(files)
+
+    def read_predicate(self, predicate: Any) -> None:
+        """The operation read the files matching ``predicate`` (see :func:`.conflicts.to_read_predicate`);
+        a concurrent add matching it is a conflict (per isolation level)."""
+        pred = to_read_predicate(predicate)
+        if pred.__class__.__name__ == "WholeTable":
+            self.read_whole_table_flag = True
+        else:
+            self.read_predicates.append(pred)
+
+    @property
+    def reads_anything(self) -> bool:
+        return self.read_whole_table_flag or bool(self.read_file_paths) or bool(self.read_predicates)
+
+    # ------------------------------------------------------------------ metadata updates
+    def update_metadata(self, metadata: Metadata) -> None:
+        if self.new_metadata is not None:
+            raise InvalidCommitError(
+                "Cannot change the table metadata twice in one transaction",
+                "update_metadata was already called", "build one Metadata with every change and pass it once",
+            )
+        self.new_metadata = metadata
+
+    def update_protocol(self, protocol: Protocol) -> None:
+        if self.new_protocol is not None:
+            raise InvalidCommitError(
+                "Cannot change the table protocol twice in one transaction",
+                "update_protocol was already called", "pass one Protocol with every feature needed",
+            )
+        self.new_protocol = protocol
+
+    # ------------------------------------------------------------------ validation
+    def _prepare(self, actions: list) -> tuple[list, dict]:
+        """Validated actions (without commitInfo) and extra commitInfo values given by the caller."""
+        extra_ci: dict = {}
+        out: list = []
+        for a in actions:
+            if isinstance(a, CommitInfo):
+                extra_ci.update(a.values)
+            elif isinstance(a, Metadata):
+                if self.new_metadata is not None and a != self.new_metadata:
+                    raise InvalidCommitError(
+                        "A commit may contain at most one metaData action",
+                        "update_metadata() and the actions list carry different metaData",
+                        "pass the metadata once",
+                    )
+                self.new_metadata = a
+            elif isinstance(a, Protocol):
+                if self.new_protocol is not None and a != self.new_protocol:
+                    raise InvalidCommitError(
+                        "A commit may contain at most one protocol action",
+                        "update_protocol() and the actions list carry different protocols",
+                        "pass the protocol once",
+                    )
+                self.new_protocol = a
+            elif a is None:
+                continue
+            else:
+                out.append(a)
+        if self.read_version < 0:
+            missing = [n for n, v in (("metaData", self.new_metadata), ("protocol", self.new_protocol)) if v is None]
+            if missing:
+                raise InvalidCommitError(
+                    "The first commit of a table must contain a metaData and a protocol action",
+                    f"missing: {', '.join(missing)}",
+                    "call txn.update_metadata(...) and txn.update_protocol(...) before committing version 0",
+                )
+        elif self._read_metadata is None or self._read_protocol is None:
+            raise InvalidCommitError(
+                "The snapshot this transaction is based on has no metaData or protocol",
+                f"snapshot version {self.read_version}", "load the snapshot with load_snapshot()",
+            )
+        metadata, protocol = self.metadata, self.protocol
+        self._validate_protocol(protocol)
+        self._validate_file_actions(out, metadata)
+        self._validate_txns(out)
+        self._check_append_only(out, metadata)
+        self._check_features(protocol, metadata)
+
+        head: list = []
+        if self.new_protocol is not None:
+            head.append(self.new_protocol)
+        if self.new_metadata is not None:
+            head.append(self.new_metadata)
+        if self.app_id is not None and not any(
+                isinstance(a, SetTransaction) and a.app_id == self.app_id for a in out):
+            head.append(SetTransaction(app_id=self.app_id, version=self.app_version, last_updated=self.clock()))
+        return head + out, extra_ci
+
+    def _validate_protocol(self, protocol: Protocol) -> None:
+        old = self._read_protocol
+        new = self.new_protocol
+        if old is None or new is None:
+            return
+        if (new.min_reader_version < old.min_reader_version or new.min_writer_version < old.min_writer_version):
+            raise InvalidCommitError(
+                "A commit may not downgrade the table protocol",
+                f"reader {old.min_reader_version}->{new.min_reader_version}, writer "
+                f"{old.min_writer_version}->{new.min_writer_version}",
+                "keep the protocol versions at least as high as the table's",
+            )
+        dropped = (set(old.writer_features or ()) - set(new.writer_features or ())) | (
+            set(old.reader_features or ()) - set(new.reader_features or ()))
+        if dropped and (new.writer_features is not None or new.reader_features is not None):
+            raise InvalidCommitError(
+                "A commit may not remove table features from the protocol",
+                f"dropped: {', '.join(sorted(dropped))}", "keep every existing feature in the new protocol",
+            )
+
+    def _validate_file_actions(self, actions: list, metadata: Metadata) -> None:
+        part_cols = list(metadata.partition_columns or [])
+        part_set = set(part_cols)
+        add_keys: set = set()
+        add_paths: set = set()
+        rem_keys: set = set()
+        rem_paths: set = set()
+        for a in actions:
+            if isinstance(a, AddFile):
+                if a.path in add_paths:
+                    raise InvalidCommitError(
+                        f"The commit adds the file '{a.path}' twice",
+                        "a commit may contain at most one add per path", "deduplicate the add actions",
+                    )
+                add_paths.add(a.path)
+                add_keys.add((a.path, _dv_id(a)))
+            elif isinstance(a, RemoveFile):
+                if a.path in rem_paths:
+                    raise InvalidCommitError(
+                        f"The commit removes the file '{a.path}' twice",
+                        "a commit may contain at most one remove per path", "deduplicate the remove actions",
+                    )
+                rem_paths.add(a.path)
+                rem_keys.add((a.path, _dv_id(a)))
+            else:
+                continue
+        both = add_keys & rem_keys
+        if both:
+            p = sorted(both, key=str)[0]
+            raise InvalidCommitError(
+                f"The commit both adds and removes the file '{p[0]}' with the same deletion vector",
+                "an add and a remove of one logical file (path, deletion vector) cancel out",
+                "only add and remove the same path when the deletion vector changes",
+            )
+        for a in actions:
+            if isinstance(a, (AddFile, AddCDCFile)):
+                keys = set((a.partition_values or {}).keys())
+                if keys != part_set:
+                    missing = sorted(part_set - keys)
+                    extra = sorted(keys - part_set)
+                    cause = []
+                    if missing:
+                        cause.append(f"missing values for {missing}")
+                    if extra:
+                        cause.append(f"values for non-partition columns {extra}")
+                    raise InvalidCommitError(
+                        f"The file '{a.path}' has partition values that do not match the table's partition "
+                        f"columns {part_cols}",
+                        "; ".join(cause),
+                        "give every added file a value (or null) for exactly the partition columns",
+                    )
+
+    @staticmethod
+    def _validate_txns(actions: list) -> None:
+        seen: set = set()
+        for a in actions:
+            if isinstance(a, SetTransaction):
+                if a.app_id in seen:
+                    raise InvalidCommitError(
+                        f"The commit contains two txn actions for application id '{a.app_id}'",
+                        None, "keep one txn action per application id",
+                    )
+                seen.add(a.app_id)
+
+    def _check_append_only(self, actions: list, metadata: Metadata) -> None:
+        if not config.append_only(metadata) and not config.append_only(self._read_metadata):
+            return
+        bad = next((a for a in actions if isinstance(a, RemoveFile) and a.data_change), None)
+        if bad is not None:
+            raise AppendOnlyViolationError(
+                f"Cannot {self.operation} the table: it is append-only",
+                f"delta.appendOnly=true and this commit removes data (file '{bad.path}')",
+                "only append to this table, or ALTER TABLE ... SET TBLPROPERTIES ('delta.appendOnly'='false') first",
+            )
+
+    @staticmethod
+    def _check_features(protocol: Protocol, metadata: Metadata) -> None:
+        try:
+            from ..features import check_write_supported  # H1's feature gate
+        except ImportError:
+            try:
+                from ..features import check_can_write as check_write_supported  # type: ignore
+            except ImportError:
+                return
+        check_write_supported(protocol, metadata)
+
+    # ------------------------------------------------------------------ commit
+    def _previous_ict(self) -> int | None:
+        """inCommitTimestamp of the read version (read from its commit file), if any."""
+        if self.read_version < 0:
+            return None
+        try:
+            data = self.storage.read_bytes(commit_path(self.storage, self.table_root, self.read_version))
+        except FileNotFoundError:
+            return None
+        for a in parse_commit_bytes(data):
+            if isinstance(a, CommitInfo):
+                return a.in_commit_timestamp
+        return None
+
+    def commit(self, actions: Iterable[Any] = (), operation_metrics: dict | None = None) -> CommitResult:
+        """Validate and write the commit; retry on lost races after checking for conflicts.
+
+        :param actions: data actions (add/remove/cdc/txn/domainMetadata; metaData/protocol allowed too)
+        :param operation_metrics: commitInfo.operationMetrics (values rendered as strings)
+        :returns: :class:`CommitResult`
+        :raises InvalidCommitError, AppendOnlyViolationError: nothing was written
+        :raises CommitConflictError: a concurrent commit conflicts (subclass says which)
+        """
+        if self.committed is not None:
+            raise InvalidCommitError(
+                "This transaction has already committed", f"it wrote version {self.committed.version}",
+                "start a new transaction for another commit",
+            )
+        actions = list(actions)
+        if self.is_duplicate():
+            self.committed = CommitResult(version=self.read_version, attempts=0, skipped=True, commit_info={})
+            return self.committed
+
+        final_actions, extra_ci = self._prepare(actions)
+        level = choose_isolation_level(final_actions, self._read_metadata or self.metadata, self.requested_isolation)
+        file_actions = [a for a in final_actions if isinstance(a, (AddFile, RemoveFile))]
+        is_blind_append = (not self.reads_anything) and all(isinstance(a, AddFile) for a in file_actions)
+
+        now = self.clock()
+        ci: dict = {"timestamp": now}
+        ict_enabled = config.in_commit_timestamps_enabled(self.metadata)
+        if ict_enabled:
+            prev = self._previous_ict()
+            ci["inCommitTimestamp"] = max(now, (prev + 1) if prev is not None else now)
+        ci["operation"] = self.operation
+        ci["operationParameters"] = _encode_params(self.operation_parameters)
+        if self.read_version >= 0:
+            ci["readVersion"] = self.read_version
+        ci["isolationLevel"] = level.value
+        ci["isBlindAppend"] = is_blind_append
+        ci["operationMetrics"] = _encode_metrics(operation_metrics)
+        if self.user_metadata is not None:
+            ci["userMetadata"] = self.user_metadata
+        ci["engineInfo"] = self.engine_info
+        ci["txnId"] = str(uuid.uuid4())
+        for k, v in extra_ci.items():
+            ci.setdefault(k, v)
+
+        current = CurrentTransaction(
+            read_version=self.read_version,
+            isolation_level=level,
+            actions=final_actions,
+            read_whole_table=self.read_whole_table_flag,
+            read_files=frozenset(self.read_file_paths),
+            read_predicates=list(self.read_predicates),
+            read_app_ids=frozenset(self.read_app_ids),
+            metadata_changed=self.new_metadata is not None,
+        )
+
+        if self.read_version < 0:
+            self.storage.mkdirs(log_dir_of(self.storage, self.table_root))
+        version = self.read_version + 1
+        attempts = 0
+        checked: list[int] = []
+        while True:
+            attempts += 1
+            data = serialize_actions([CommitInfo(dict(ci))] + final_actions)
+            try:
+                self.storage.write_bytes(commit_path(self.storage, self.table_root, version), data, overwrite=False)
+                break
+            except FileExistsError:
+                pass
+            # Lost the race for `version`: check it and every newer commit, then rebase.
+            while True:
+                try:
+                    raw = self.storage.read_bytes(commit_path(self.storage, self.table_root, version))
+                except FileNotFoundError:
+                    break
+                winner = WinningCommit(version, parse_commit_bytes(raw, where=f"commit {version}"))
+                check_winning_commit(current, winner)
+                checked.append(version)
+                if ict_enabled and winner.commit_info.get("inCommitTimestamp") is not None:
+                    ci["inCommitTimestamp"] = max(ci["inCommitTimestamp"], winner.commit_info["inCommitTimestamp"] + 1)
+                version += 1
+            if attempts > self.max_retries:
+                raise CommitRetriesExhaustedError(
+                    f"Gave up committing to the table after {attempts} attempts",
+                    f"concurrent writers kept taking the next version (last tried {version}); the "
+                    f"retry budget is {self.max_retries}",
+                    "retry later or raise max_retries; reduce the number of concurrent writers",
+                    winning_version=version - 1,
+                )
+
+        result = CommitResult(version=version, attempts=attempts, skipped=False, commit_info=ci,
+                              conflicts_checked=checked, isolation_level=level.value)
+        self.committed = result
+        if self.post_commit_enabled:
+            self._post_commit(result)
+        return result
+
+    # ------------------------------------------------------------------ post-commit
+    def _post_commit(self, result: CommitResult) -> None:
+        """Checkpoint every ``delta.checkpointInterval`` versions, then expired-log cleanup.
+
+        Runs only after the commit file exists; an error is logged and recorded in the result,
+        never raised (the commit has landed)."""
+        metadata = self.metadata
+        try:
+            interval = config.checkpoint_interval(metadata)
+        except DeltaError as e:
+            result.post_commit_error = str(e)
+            return
+        if result.version == 0 or result.version % interval != 0:
+            return
+        try:
+            from ..log.checkpoint import checkpoint_after_commit
+            result.checkpoint, result.cleanup = checkpoint_after_commit(
+                self.storage, self.table_root, result.version, now_ms=self.clock())
+        except Exception as e:  # noqa: BLE001 - post-commit must not fail a landed commit
+            log.warning("post-commit checkpoint of version %s failed: %s", result.version, e)
+            result.post_commit_error = f"{type(e).__name__}: {e}"
