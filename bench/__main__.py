@@ -1,0 +1,196 @@
+"""``make bench`` = ``.venv/bin/python -m bench``: log replay and small-commit latency, ours vs
+deltalake (delta-rs), on the same generated tables.
+
+Algorithm:
+
+1. Build (or reuse from ``bench/data``) every table the selected cases need (bench/generate.py).
+2. For each case and each engine, start ONE fresh worker process (``python -m bench.worker``):
+   imports are timed apart, the first call is reported as *cold*, then ``warmup`` calls are
+   dropped and ``reps`` calls are kept (median, p90). Each engine runs in its own process so the
+   two never share caches, allocator state or thread pools. Mutating cases (commits) run on a
+   private scratch copy of the table for each engine.
+3. Both engines' answers (file count, version) are compared with each other and with what the
+   generator wrote; a disagreement is flagged in the row (``[!...]``), not hidden.
+4. Print the table; write ``latest.md``, ``latest.csv`` and ``latest.png`` to the output dir
+   (``bench/results`` for a full run; ``bench/data/results-quick`` for ``--quick``).
+
+Usage: ``python -m bench [--quick] [--only SUBSTR ...] [--reps N] [--files N] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import cases as C
+from . import generate as g
+from . import report as R
+from .engines import MUTATING
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+
+NOTES = [
+    "**open**: ours = `load_snapshot(storage_for(p), p)` + `snap.files.num_rows`; deltalake = "
+    "`DeltaTable(p)` + `len(dt.file_uris())`. Each engine in its own fresh process; samples are "
+    "warm calls in that process (the cold column is the first call).",
+    "**time travel**: the same with `version=v` (ours `load_snapshot(..., version=v)`, deltalake "
+    "`DeltaTable(p, version=v)`).",
+    "**latest_version**: ours = `listing.latest_version(storage, p)` (directory listing only); "
+    "deltalake = `DeltaTable(p, without_files=True).version()`, its cheapest public way (it still "
+    "replays the non-file actions). `DeltaTable(p).version()` costs the full *open* time.",
+    "**small commit, preloaded snapshot**: the snapshot / `DeltaTable` is loaded outside the timer "
+    "before every sample. *log only*: ours commits one `AddFile` through "
+    "`OptimisticTransaction` (no data file) while deltalake's `write_deltalake(dt, 100 rows, "
+    "mode='append')` also writes the parquet file: not like for like, shown for the pure log "
+    "cost. *write 1 parquet*: ours writes a 100-row parquet file with pyarrow, computes its stats "
+    "JSON, commits; deltalake's same `write_deltalake` call: like for like.",
+    "**small commit incl. open**: opening the table is inside the timer (ours `load_snapshot` + "
+    "write + commit; deltalake `write_deltalake(path, ...)`, which opens the table itself).",
+    "Every bench table sets `delta.checkpointInterval=1000000` and deltalake's post-commit hook "
+    "is told not to checkpoint/clean up, so no sample includes a checkpoint write.",
+    "Tables: realistic logs (commitInfo, protocol (1,2), metaData partitioned by `dt`, adds with "
+    "partitionValues and stats JSON strings, ~500 B per add line), fake data-file paths (only "
+    "the log is read). Checkpoints: delta-rs `DeltaTable.create_checkpoint()` (third party) and, "
+    "for the *(ours)* row, our `log/checkpoint.py` writer.",
+    "Both engines' answers (file count, version) are checked against each other and against the "
+    "generator; a row marked (!...) disagreed.",
+]
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_worker(job: dict, timeout: int) -> R.EngineResult:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        p = subprocess.run([sys.executable, "-m", "bench.worker", json.dumps(job)], cwd=REPO,
+                           env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return R.EngineResult("error", reason=f"timed out after {timeout}s")
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return R.EngineResult("error", reason=f"worker exit {p.returncode}: {' | '.join(tail)}")
+    out = json.loads(lines[-1])
+    if out["status"] == "ok":
+        return R.EngineResult("ok", out["samples_ms"], out["cold_ms"], out["import_ms"],
+                              out["result"])
+    reason = out.get("reason") or out.get("error") or ""
+    if out["status"] == "error" and out.get("traceback"):
+        _log(out["traceback"])
+    return R.EngineResult(out["status"], reason=reason)
+
+
+def check(case: C.Case, ours: R.EngineResult, theirs: R.EngineResult) -> str:
+    problems = []
+    for name, r in (("ours", ours), ("deltalake", theirs)):
+        if r.ok and r.result is not None:
+            for k, v in case.expect.items():
+                if k in r.result and r.result[k] != v:
+                    problems.append(f"{name} {k}={r.result[k]}, expected {v}")
+    return "; ".join(problems)
+
+
+def parse_args(argv: list[str] | None):
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small tables, few reps (smoke run)")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="run only cases whose id contains one of these substrings")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--out", default=None, help="output directory for latest.{md,csv,png}")
+    ap.add_argument("--timeout", type=int, default=900, help="per worker process, seconds")
+    for f in dataclasses.fields(C.Sizes):
+        ap.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=None,
+                        dest=f.name, help=f"override size/repetition '{f.name}'")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    sizes = (C.Sizes.quick() if a.quick else C.Sizes()).with_env()
+    for f in dataclasses.fields(C.Sizes):
+        v = getattr(a, f.name)
+        if v is not None:
+            setattr(sizes, f.name, v)
+    cases = C.build(sizes)
+    if a.only:
+        cases = [c for c in cases if any(s in c.id for s in a.only)]
+    if a.list:
+        for c in cases:
+            print(f"{c.id:20s} {c.title}")
+        return 0
+    default_out = (g.DATA_DIR / "results-quick") if a.quick else RESULTS
+    out_dir = Path(a.out) if a.out else default_out
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    t_start = time.perf_counter()
+    have_ckpt = g.checkpoint_ours_available()
+    _log(f"bench: {len(cases)} cases, sizes {dataclasses.asdict(sizes)}")
+    rows: list[R.Row] = []
+    for case in cases:
+        if case.needs_ours_checkpoint and not have_ckpt:
+            why = "spark_apps.engine.log.checkpoint (our checkpoint writer) not available"
+            skipped = R.EngineResult("unavailable", reason=why)
+            rows.append(R.Row(case.id, case.title, skipped, R.EngineResult("unavailable", reason=why),
+                              headline=case.headline))
+            _log(f"[{case.id}] skipped: {why}")
+            continue
+        try:
+            path = g.ensure(case.table, log=_log)
+        except Exception as e:  # a generator failure is a row, not a crash
+            err = R.EngineResult("error", reason=f"table generation failed: {e}")
+            rows.append(R.Row(case.id, case.title, err, err, headline=case.headline))
+            _log(f"[{case.id}] table generation failed: {e!r}")
+            continue
+        res = {}
+        for engine in ("deltalake", "ours"):
+            p = path
+            if case.op in MUTATING:
+                p = g.scratch_copy(path, f"{case.id}-{engine}")
+            job = {"op": case.op, "engine": engine, "path": str(p), "args": case.args,
+                   "warmup": case.warmup, "reps": case.reps}
+            t0 = time.perf_counter()
+            res[engine] = run_worker(job, a.timeout)
+            r = res[engine]
+            _log(f"[{case.id}] {engine:9s} {r.status:11s} "
+                 + (f"median {r.median:9.1f} ms  p90 {r.p90:9.1f}  cold {r.cold_ms:9.1f}"
+                    if r.ok else r.reason)
+                 + f"   ({time.perf_counter() - t0:.1f}s)")
+        row = R.Row(case.id, case.title, res["ours"], res["deltalake"],
+                    check=check(case, res["ours"], res["deltalake"]), headline=case.headline,
+                    reps=case.reps)
+        rows.append(row)
+    runtime = time.perf_counter() - t_start
+
+    print()
+    print(R.text_table(rows))
+    head = [r for r in rows if r.headline]
+    if head and head[0].ratio is not None:
+        verdict = "within" if head[0].ratio <= 1.5 else "NOT within"
+        print(f"\nheadline ({head[0].title}): ours/deltalake = {head[0].ratio:.2f}x, "
+              f"{verdict} the 1.5x target")
+    info = R.machine_info()
+    R.write_md(rows, out_dir / "latest.md", sizes=dataclasses.asdict(sizes), notes=NOTES,
+               runtime_s=runtime, info=info)
+    R.write_csv(rows, out_dir / "latest.csv")
+    try:
+        R.write_png(rows, out_dir / "latest.png",
+                    title=f"ours vs deltalake {info['deltalake']} - {info['cores (os.cpu_count)']}"
+                          f" cores, python {info['python']}, pyarrow {info['pyarrow']}")
+    except Exception as e:  # the chart is a convenience; the md/csv are the record
+        _log(f"chart not written: {e!r}")
+    print(f"\nwrote {out_dir}/latest.md, latest.csv, latest.png ({runtime:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

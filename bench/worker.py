@@ -1,0 +1,78 @@
+"""One measurement in a fresh process: ``python -m bench.worker '<json job>'``.
+
+The job names an operation, an engine, a table path, op args, ``warmup`` and ``reps``. The worker:
+
+1. imports the engine's modules and times that (``import_ms``, never part of a sample);
+2. runs the operation once more than ``warmup + reps`` times, each time ``setup()`` outside the
+   timer and ``run(state)`` inside it (``time.perf_counter``);
+3. reports the first call as ``cold_ms`` (first call in a fresh process: lazy initialisation,
+   allocator growth, ...; the OS page cache is warm for both engines), drops ``warmup`` samples,
+   keeps ``reps`` samples;
+4. prints one JSON line: ``{"status": "ok", "cold_ms", "samples_ms", "import_ms", "result"}``,
+   or ``{"status": "unavailable", "reason"}`` / ``{"status": "error", "error"}``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+import traceback
+
+
+def _import_engine(engine: str) -> None:
+    if engine == "deltalake":
+        import deltalake  # noqa: F401
+    else:
+        import spark_apps.engine  # noqa: F401
+        try:
+            import spark_apps.engine.log.snapshot  # noqa: F401
+        except ImportError:
+            pass
+    import pyarrow  # noqa: F401
+
+
+def run_job(job: dict) -> dict:
+    from . import engines
+
+    t0 = time.perf_counter()
+    _import_engine(job["engine"])
+    import_ms = (time.perf_counter() - t0) * 1000
+    try:
+        setup, run = engines.OPS[job["op"]][job["engine"]](job["path"], job.get("args") or {})
+    except engines.Unavailable as e:
+        return {"status": "unavailable", "reason": str(e)}
+    samples = []
+    result = None
+    cold_ms = None
+    total = 1 + job["warmup"] + job["reps"]
+    try:
+        for i in range(total):
+            state = setup()
+            gc.collect()
+            t = time.perf_counter()
+            result = run(state)
+            ms = (time.perf_counter() - t) * 1000
+            del state
+            if i == 0:
+                cold_ms = ms
+            elif i > job["warmup"]:
+                samples.append(ms)
+    except engines.Unavailable as e:
+        return {"status": "unavailable", "reason": str(e)}
+    except Exception as e:  # reported as a row, not hidden
+        return {"status": "error", "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(limit=6)}
+    return {"status": "ok", "cold_ms": cold_ms, "samples_ms": samples, "import_ms": import_ms,
+            "result": result}
+
+
+def main() -> None:
+    job = json.loads(sys.argv[1])
+    out = run_job(job)
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
