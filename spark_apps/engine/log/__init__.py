@@ -1,0 +1,8 @@
+"""Transaction log core: listing, vectorised replay, snapshots, ``_last_checkpoint``.
+
+Public entry points::
+
+    from spark_apps.engine.log.snapshot import Snapshot, load_snapshot, history, read_commit_infos
+    from spark_apps.engine.log.listing import latest_version, list_log, LogSegment
+    from spark_apps.engine.log.replay import FILE_SCHEMA, REMOVE_SCHEMA
+"""

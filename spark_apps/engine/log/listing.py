@@ -1,0 +1,317 @@
+"""Listing of ``_delta_log/`` and selection of the log segment for a version.
+
+Rules (PROTOCOL.md, "Delta Log Entries" / "Checkpoints"):
+
+* Files are recognised by EXACT name patterns only; anything else in ``_delta_log/`` (``.crc``,
+  compacted ``<x>.<y>.compacted.json``, ``_last_checkpoint``, temp files such as
+  ``.00000.json.tmp``, sub-directories like ``.tmp/``, ``_autostats/``, ``_sidecars/``) is ignored:
+
+  ======================  =============================================================
+  commit                  ``<v:020d>.json``
+  classic checkpoint      ``<v:020d>.checkpoint.parquet`` (V1 content, or V2 content)
+  multi-part checkpoint   ``<v:020d>.checkpoint.<part:010d>.<parts:010d>.parquet``
+  UUID (V2) checkpoint    ``<v:020d>.checkpoint.<uuid>.json|parquet`` (sidecars live in
+                          ``_delta_log/_sidecars/`` and are found through the checkpoint)
+  ======================  =============================================================
+
+* A multi-part checkpoint counts only when every part ``1..parts`` of one ``(version, parts)``
+  set is present; incomplete sets (a crashed writer) are ignored.
+* Segment for version ``v``: the newest complete checkpoint with version ``<= v`` plus the JSON
+  commits ``checkpoint+1 .. v`` (``0 .. v`` without a checkpoint). The commits must be contiguous:
+  a hole between available commits is a :class:`LogCorruptedError` naming the missing version.
+  When the commits needed are missing at the *start* of the range (log cleanup removed them and no
+  checkpoint covers the version), an explicitly requested version raises
+  :class:`VersionNotFoundError`; the latest version raises :class:`LogCorruptedError`.
+* No ``_delta_log`` or neither commits nor checkpoints -> :class:`TableNotFoundError`.
+* When several complete checkpoints exist for one version, the one named by ``_last_checkpoint``
+  is preferred, then a classic single file, then a UUID-named one, then a multi-part set.
+
+The latest version is ``max(newest commit, newest complete checkpoint)``: a table whose commits
+were cleaned up is still readable at its checkpoint version.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import LogCorruptedError, TableNotFoundError, VersionNotFoundError
+from ..storage import FileInfo, Storage
+
+COMMIT_RE = re.compile(r"^(\d{20})\.json$")
+CLASSIC_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+MULTIPART_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+UUID_CHECKPOINT_RE = re.compile(
+    r"^(\d{20})\.checkpoint\."
+    r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.(json|parquet)$"
+)
+
+LOG_DIR_NAME = "_delta_log"
+SIDECAR_DIR_NAME = "_sidecars"
+
+
+def log_dir_of(storage: Storage, table_root: str) -> str:
+    """``<table_root>/_delta_log``."""
+    return storage.join(table_root, LOG_DIR_NAME)
+
+
+def commit_file_name(version: int) -> str:
+    """``00000000000000000007.json`` for version 7."""
+    return f"{version:020d}.json"
+
+
+def classic_checkpoint_name(version: int) -> str:
+    return f"{version:020d}.checkpoint.parquet"
+
+
+def multipart_checkpoint_name(version: int, part: int, parts: int) -> str:
+    return f"{version:020d}.checkpoint.{part:010d}.{parts:010d}.parquet"
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One file of the log: its version, full path, size and modification time (ms)."""
+
+    version: int
+    path: str
+    size: int
+    mtime_ms: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One complete checkpoint of a version.
+
+    :ivar kind: ``"classic"`` (single ``.checkpoint.parquet``), ``"multipart"`` or ``"uuid"``.
+    :ivar format: ``"parquet"`` or ``"json"`` (only UUID-named V2 checkpoints may be JSON).
+    :ivar files: the part files, in part order (one file unless multi-part).
+    """
+
+    version: int
+    kind: str
+    format: str
+    files: tuple[LogFile, ...]
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+
+@dataclass
+class LogListing:
+    """Everything recognised in ``_delta_log/``.
+
+    :ivar commits: commit files sorted by version (at most one per version).
+    :ivar checkpoints: complete checkpoints sorted by version (several per version possible).
+    :ivar last_checkpoint: the parsed ``_last_checkpoint`` hint, or ``None`` (missing/corrupt).
+    """
+
+    table_root: str
+    log_dir: str
+    commits: list[LogFile] = field(default_factory=list)
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    last_checkpoint: dict | None = None
+
+    @property
+    def commit_versions(self) -> list[int]:
+        return [c.version for c in self.commits]
+
+    @property
+    def latest_version(self) -> int | None:
+        best = self.commits[-1].version if self.commits else None
+        if self.checkpoints:
+            cp = self.checkpoints[-1].version
+            best = cp if best is None else max(best, cp)
+        return best
+
+    @property
+    def earliest_reconstructable_version(self) -> int | None:
+        """The smallest version a snapshot can be built for (0, or the oldest checkpoint)."""
+        if self.commits and self.commits[0].version == 0:
+            return 0
+        if self.checkpoints:
+            return self.checkpoints[0].version
+        return None
+
+    def commit(self, version: int) -> LogFile | None:
+        """The commit file of ``version`` or ``None``."""
+        hit = self._commit_index().get(version)
+        return hit[0] if hit else None
+
+    def _commit_index(self) -> dict[int, tuple[LogFile]]:
+        idx = getattr(self, "_idx", None)
+        if idx is None or len(idx) != len(self.commits):
+            idx = {c.version: (c,) for c in self.commits}
+            self._idx = idx
+        return idx
+
+    def checkpoint_at_or_before(self, version: int) -> Checkpoint | None:
+        """The preferred complete checkpoint with the highest version ``<= version``."""
+        cands = [c for c in self.checkpoints if c.version <= version]
+        if not cands:
+            return None
+        top = cands[-1].version
+        same = [c for c in cands if c.version == top]
+        return min(same, key=self._preference)
+
+    def _preference(self, cp: Checkpoint) -> tuple:
+        hinted = 1
+        lc = self.last_checkpoint or {}
+        if lc.get("version") == cp.version:
+            v2 = lc.get("v2Checkpoint") or {}
+            if v2.get("path") and cp.files[0].name == str(v2.get("path")).rsplit("/", 1)[-1]:
+                hinted = 0
+            elif lc.get("parts") and cp.kind == "multipart" and len(cp.files) == lc.get("parts"):
+                hinted = 0
+        kind_rank = {"classic": 0, "uuid": 1, "multipart": 2}[cp.kind]
+        return (hinted, kind_rank, cp.files[0].name)
+
+
+@dataclass(frozen=True)
+class LogSegment:
+    """The files needed to build the snapshot of ``version``.
+
+    :ivar checkpoint: the checkpoint to start from, or ``None`` (replay from commit 0).
+    :ivar commits: the JSON commits after the checkpoint, contiguous, ending at ``version``.
+    """
+
+    table_root: str
+    log_dir: str
+    version: int
+    checkpoint: Checkpoint | None
+    commits: tuple[LogFile, ...]
+
+    @property
+    def checkpoint_version(self) -> int | None:
+        return self.checkpoint.version if self.checkpoint else None
+
+
+def _classify(files: list[FileInfo]) -> tuple[list[LogFile], list[Checkpoint]]:
+    commits: dict[int, LogFile] = {}
+    checkpoints: list[Checkpoint] = []
+    multipart: dict[tuple[int, int], dict[int, LogFile]] = {}
+    for f in files:
+        name = f.name
+        if not name[:1].isdigit():
+            continue
+        m = COMMIT_RE.match(name)
+        if m:
+            v = int(m.group(1))
+            commits[v] = LogFile(v, f.path, f.size, f.mtime_ms)
+            continue
+        m = CLASSIC_CHECKPOINT_RE.match(name)
+        if m:
+            v = int(m.group(1))
+            checkpoints.append(Checkpoint(v, "classic", "parquet", (LogFile(v, f.path, f.size, f.mtime_ms),)))
+            continue
+        m = MULTIPART_CHECKPOINT_RE.match(name)
+        if m:
+            v, part, parts = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            if 1 <= part <= parts:
+                multipart.setdefault((v, parts), {})[part] = LogFile(v, f.path, f.size, f.mtime_ms)
+            continue
+        m = UUID_CHECKPOINT_RE.match(name)
+        if m:
+            v = int(m.group(1))
+            checkpoints.append(Checkpoint(v, "uuid", m.group(3), (LogFile(v, f.path, f.size, f.mtime_ms),)))
+    for (v, parts), got in multipart.items():
+        if len(got) == parts:  # complete set only
+            checkpoints.append(Checkpoint(v, "multipart", "parquet", tuple(got[i] for i in range(1, parts + 1))))
+    checkpoints.sort(key=lambda c: (c.version, c.kind, c.files[0].name))
+    return [commits[v] for v in sorted(commits)], checkpoints
+
+
+def list_log(storage: Storage, table_root: str, *, read_hint: bool = True) -> LogListing:
+    """List and classify ``<table_root>/_delta_log`` (one directory listing).
+
+    :param read_hint: also read ``_last_checkpoint`` (a hint; missing/corrupt is fine).
+    :raises TableNotFoundError: no ``_delta_log`` directory or nothing recognised in it.
+    """
+    log_dir = log_dir_of(storage, table_root)
+    files = storage.list_dir(log_dir)
+    commits, checkpoints = _classify(files)
+    if not commits and not checkpoints:
+        raise TableNotFoundError(
+            f"No Delta table at '{table_root}'",
+            "there is no _delta_log directory with a commit or checkpoint file"
+            if not files
+            else "_delta_log contains no commit (<version>.json) or checkpoint file",
+            "check the table URI, or create the table first",
+        )
+    hint = None
+    if read_hint and any(f.name == "_last_checkpoint" for f in files):
+        from .last_checkpoint import read_last_checkpoint
+
+        hint = read_last_checkpoint(storage, log_dir)
+    return LogListing(table_root, log_dir, commits, checkpoints, hint)
+
+
+def latest_version(storage: Storage, table_root: str) -> int | None:
+    """The newest version of the table, or ``None`` when there is no table (yet).
+
+    One directory listing, no file is read: cheap enough for a sensor that polls.
+    """
+    try:
+        return list_log(storage, table_root, read_hint=False).latest_version
+    except TableNotFoundError:
+        return None
+
+
+def select_segment(listing: LogListing, version: int | None = None) -> LogSegment:
+    """Pick the checkpoint and commits that reconstruct ``version`` (latest when ``None``).
+
+    :raises VersionNotFoundError: the version does not exist or cannot be reconstructed any more.
+    :raises LogCorruptedError: the commits needed are not contiguous.
+    """
+    latest = listing.latest_version
+    explicit = version is not None
+    if version is None:
+        version = latest
+    if version < 0 or version > latest:
+        raise VersionNotFoundError(
+            f"Version {version} of table '{listing.table_root}' does not exist",
+            f"the table's versions end at {latest}",
+            f"ask for a version between {listing.earliest_reconstructable_version} and {latest}",
+        )
+    cp = listing.checkpoint_at_or_before(version)
+    start = cp.version + 1 if cp else 0
+    idx = listing._commit_index()
+    needed = range(start, version + 1)
+    missing = [v for v in needed if v not in idx]
+    if missing:
+        present = [v for v in needed if v in idx]
+        first_present = present[0] if present else None
+        hole = [v for v in missing if first_present is not None and v > first_present]
+        if hole:
+            raise LogCorruptedError(
+                f"Versions of table '{listing.table_root}' are not contiguous: "
+                f"commit {hole[0]} ({commit_file_name(hole[0])}) is missing",
+                f"the log has commits {first_present}..{version} with a gap at version {hole[0]} "
+                f"(missing: {hole[:10]})",
+                "restore the missing commit file from a backup; a Delta log must have every version",
+            )
+        earliest = listing.earliest_reconstructable_version
+        if explicit:
+            raise VersionNotFoundError(
+                f"Version {version} of table '{listing.table_root}' cannot be reconstructed",
+                f"commit {missing[0]} ({commit_file_name(missing[0])}) is gone (log cleanup) and no checkpoint "
+                f"at or before version {version} exists",
+                f"time travel to a version >= {earliest}" if earliest is not None
+                else "restore the log from a backup",
+            )
+        raise LogCorruptedError(
+            f"Table '{listing.table_root}' cannot be reconstructed at version {version}",
+            f"commit {missing[0]} ({commit_file_name(missing[0])}) is missing and no checkpoint covers it",
+            "restore the missing commit or checkpoint files from a backup",
+        )
+    return LogSegment(
+        listing.table_root,
+        listing.log_dir,
+        version,
+        cp,
+        tuple(idx[v][0] for v in needed),
+    )

@@ -1,0 +1,782 @@
+"""Vectorised (pyarrow) log replay: checkpoint + JSON commits -> table state.
+
+Replay rules (PROTOCOL.md "Action Reconciliation"; Delta's ``InMemoryLogReplay``):
+
+1. Actions are applied in log order: the checkpoint first (its rows are already reconciled), then
+   every JSON commit ``checkpoint+1 .. version`` in version order, lines in file order.
+2. ``protocol`` and ``metaData``: the latest one wins (full replace). Both must exist at the end,
+   otherwise :class:`LogCorruptedError`.
+3. ``txn``: the latest action per ``appId`` wins (its version need not grow).
+4. ``domainMetadata``: the latest action per ``domain`` wins; ``removed=true`` drops the domain from
+   the snapshot.
+5. File actions: the logical file key is ``(path, deletionVector.uniqueId)`` (``uniqueId`` =
+   ``storageType + pathOrInlineDv [+ "@" + offset]``; ``(path, NULL)`` without a DV). The newest
+   action per key wins; a winning ``add`` is a live file, a winning ``remove`` is a tombstone.
+   So an ``add`` after a ``remove`` of the same key is live again, and a re-``add`` of a live key
+   replaces its stats/metadata. ``path`` is compared exactly as written (URI-encoded).
+6. ``commitInfo``, ``cdc``, ``checkpointMetadata``/``sidecar`` (outside checkpoints) and unknown
+   actions do not take part in the state; the ``commitInfo`` of the last commit is kept for
+   :attr:`ReplayResult.commit_info`.
+
+Algorithm (no Python object per file):
+
+* Parquet checkpoints (classic, multi-part, V2 with sidecars) are read with ``pyarrow.parquet``,
+  only the ``add``/``remove`` sub-columns we keep (never ``stats_parsed`` /
+  ``partitionValues_parsed``); non-file actions (a handful of rows) are converted to dataclasses.
+* JSON commits are read into one buffer; line boundaries are found with numpy, lines are classified
+  with one vectorised regex (add/remove vs other), file-action lines are parsed by ONE
+  ``pyarrow.json`` call with an explicit schema (``partitionValues``/``tags`` are left to inference
+  as structs, since pyarrow.json cannot build maps) and the structs are turned into
+  ``map<string,string>`` with ``MapArray.from_arrays``. Other lines are ``json.loads``-ed.
+* Every file action gets a global order number (checkpoint row index, then line index after it).
+  One hash ``group_by(path, dv_key).max(order)`` finds the winner per key; ``is_in`` filters the
+  add and remove tables to the winners.
+* Partition values of JSON adds are rebuilt with exactly the table's partition keys (physical names
+  under column mapping), a missing key being a null value; JSON removes keep their non-null entries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from ..actions import (
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    SetTransaction,
+    action_from_json,
+)
+from ..errors import LogCorruptedError, StorageError
+from ..storage import Storage
+from .listing import SIDECAR_DIR_NAME, Checkpoint, LogFile
+
+# ---------------------------------------------------------------------------------------------
+# schemas
+
+STRING_MAP = pa.map_(pa.string(), pa.string())
+
+DV_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
+)
+
+#: live files of a snapshot: one row per logical file (path, dv id)
+FILE_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("partition_values", STRING_MAP),
+        ("size", pa.int64()),
+        ("modification_time", pa.int64()),
+        ("data_change", pa.bool_()),
+        ("stats", pa.string()),
+        ("tags", STRING_MAP),
+        ("deletion_vector", DV_TYPE),
+        ("base_row_id", pa.int64()),
+        ("default_row_commit_version", pa.int64()),
+        ("clustering_provider", pa.string()),
+    ]
+)
+
+#: tombstones of a snapshot
+REMOVE_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("deletion_timestamp", pa.int64()),
+        ("data_change", pa.bool_()),
+        ("extended_file_metadata", pa.bool_()),
+        ("partition_values", STRING_MAP),
+        ("size", pa.int64()),
+        ("stats", pa.string()),
+        ("tags", STRING_MAP),
+        ("deletion_vector", DV_TYPE),
+        ("base_row_id", pa.int64()),
+        ("default_row_commit_version", pa.int64()),
+    ]
+)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+# wire (camelCase) name for each column
+_WIRE = {n: _camel(n) for n in FILE_SCHEMA.names + REMOVE_SCHEMA.names}
+
+_MAP_FIELDS = ("partitionValues", "tags")
+
+# explicit JSON schema for commit file-action lines (maps left out: inferred as structs)
+_JSON_ADD = pa.struct(
+    [
+        (_WIRE[f.name], f.type)
+        for f in FILE_SCHEMA
+        if f.type != STRING_MAP
+    ]
+)
+_JSON_REMOVE = pa.struct(
+    [
+        (_WIRE[f.name], f.type)
+        for f in REMOVE_SCHEMA
+        if f.type != STRING_MAP
+    ]
+)
+_JSON_FILE_SCHEMA = pa.schema([("add", _JSON_ADD), ("remove", _JSON_REMOVE)])
+
+_FILE_LINE_RE = r'^\s*\{\s*"(add|remove)"\s*:'
+_SKIP_LINE_RE = r'^\s*(\{\s*"cdc"\s*:.*)?$'  # blank lines and cdc actions
+
+_NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
+
+
+def empty_files() -> pa.Table:
+    return FILE_SCHEMA.empty_table()
+
+
+def empty_tombstones() -> pa.Table:
+    return REMOVE_SCHEMA.empty_table()
+
+
+# ---------------------------------------------------------------------------------------------
+# result
+
+
+@dataclass
+class ReplayResult:
+    """State after replay. ``files``/``tombstones`` follow :data:`FILE_SCHEMA`/:data:`REMOVE_SCHEMA`."""
+
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    files: pa.Table = field(default_factory=empty_files)
+    tombstones: pa.Table = field(default_factory=empty_tombstones)
+    set_transactions: dict[str, SetTransaction] = field(default_factory=dict)
+    domain_metadata: dict[str, DomainMetadata] = field(default_factory=dict)
+    commit_info: CommitInfo | None = None
+    #: version whose commit carried the winning protocol / metaData (checkpoint version if from it)
+    protocol_version: int | None = None
+    metadata_version: int | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorised helpers
+
+
+def _null(type_: pa.DataType, n: int) -> pa.Array:
+    return pa.nulls(n, type=type_)
+
+
+def _child(struct: pa.StructArray, name: str) -> pa.Array | None:
+    t = struct.type
+    idx = t.get_field_index(name)
+    if idx < 0:
+        return None
+    return struct.field(idx)
+
+
+def dv_unique_ids(dv: pa.Array | None, n: int) -> pa.Array:
+    """``storageType + pathOrInlineDv [+ "@" + offset]`` per row, null without DV (vectorised)."""
+    if dv is None or n == 0 or pa.types.is_null(dv.type):
+        return _null(pa.string(), n)
+    st = _child(dv, "storageType")
+    p = _child(dv, "pathOrInlineDv")
+    if st is None or p is None:
+        return _null(pa.string(), n)
+    st = st.cast(pa.string())
+    p = p.cast(pa.string())
+    base = pc.binary_join_element_wise(st, p, "")
+    off = _child(dv, "offset")
+    if off is not None and not pa.types.is_null(off.type):
+        with_off = pc.binary_join_element_wise(base, off.cast(pa.string()), "@")
+        base = pc.coalesce(with_off, base)
+    if dv.null_count:
+        base = pc.if_else(dv.is_valid(), base, _null(pa.string(), n))
+    return base
+
+
+def _map_from_struct(struct: pa.Array | None, n: int, keys: list[str] | None, keep_null_values: bool) -> pa.Array:
+    """Turn a (JSON-inferred) struct of string-ish values into ``map<string,string>``.
+
+    :param keys: the map keys for every row (fixed-key mode; missing fields are null values), or
+        ``None`` to use the struct's own fields.
+    :param keep_null_values: keep entries whose value is null (else they are dropped).
+    """
+    if struct is None or pa.types.is_null(struct.type):
+        if keys is None:
+            return _null(STRING_MAP, n)
+        struct = None
+    if keys is None:
+        keys = [f.name for f in struct.type]
+        rows_valid = struct.is_valid()
+    else:
+        rows_valid = None
+    k = len(keys)
+    cols = []
+    for key in keys:
+        col = None
+        if struct is not None:
+            idx = struct.type.get_field_index(key)
+            if idx < 0:  # case-insensitive fallback (legacy writers)
+                lower = [f.name.lower() for f in struct.type]
+                if lower.count(key.lower()) == 1:
+                    idx = lower.index(key.lower())
+            if idx >= 0:
+                col = struct.field(idx)
+                if pa.types.is_null(col.type):
+                    col = None
+                elif not pa.types.is_string(col.type):
+                    col = _to_string(col)
+        cols.append(col if col is not None else _null(pa.string(), n))
+    if k == 0:
+        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+        items = pa.array([], pa.string())
+        keys_arr = pa.array([], pa.string())
+    else:
+        flat = pa.concat_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols])
+        order = (np.arange(n)[:, None] + np.arange(k)[None, :] * n).ravel()
+        items = flat.take(pa.array(order))
+        keys_arr = pa.array(np.tile(np.array(keys, dtype=object), n), pa.string())
+        if keep_null_values:
+            offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
+        else:
+            valid = items.is_valid().to_numpy(zero_copy_only=False)
+            counts = valid.reshape(n, k).sum(axis=1)
+            offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+            sel = pa.array(valid)
+            items = items.filter(sel)
+            keys_arr = keys_arr.filter(sel)
+    out = pa.MapArray.from_arrays(offsets, keys_arr, items, type=STRING_MAP)
+    if rows_valid is not None and struct.null_count:
+        out = pc.if_else(rows_valid, out, _null(STRING_MAP, n))
+    return out
+
+
+def _to_string(arr: pa.Array) -> pa.Array:
+    if pa.types.is_boolean(arr.type):
+        return pc.if_else(arr, "true", "false")
+    try:
+        return arr.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([None if v is None else json.dumps(v) for v in arr.to_pylist()], pa.string())
+
+
+def _to_map(arr: pa.Array | None, n: int, keys: list[str] | None, keep_null_values: bool) -> pa.Array:
+    if arr is None or pa.types.is_null(arr.type):
+        return _map_from_struct(None, n, keys, keep_null_values)
+    if pa.types.is_map(arr.type):
+        if arr.type == STRING_MAP:
+            return arr
+        return arr.cast(STRING_MAP)
+    if pa.types.is_struct(arr.type):
+        return _map_from_struct(arr, n, keys, keep_null_values)
+    raise LogCorruptedError(
+        "A partitionValues/tags field of a file action is not a map",
+        f"found type {arr.type}",
+        "repair the log; partitionValues and tags must be JSON objects of strings",
+    )
+
+
+def _to_dv(arr: pa.Array | None, n: int) -> pa.Array:
+    if arr is None or pa.types.is_null(arr.type):
+        return _null(DV_TYPE, n)
+    if arr.type == DV_TYPE:
+        return arr
+    children = []
+    for f in DV_TYPE:
+        c = _child(arr, f.name)
+        children.append(_null(f.type, n) if c is None or pa.types.is_null(c.type) else c.cast(f.type))
+    mask = pc.invert(arr.is_valid()) if arr.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(DV_TYPE), mask=mask)
+
+
+def normalize_file_actions(
+    struct: pa.Array, schema: pa.Schema, *, partition_keys: list[str] | None
+) -> pa.Table:
+    """Project an ``add``/``remove`` struct array (all rows valid) onto ``schema`` (snake_case).
+
+    :param partition_keys: for adds: the fixed map keys of ``partition_values`` when the source
+        holds inferred structs (JSON); ``None`` for removes (non-null entries kept).
+    """
+    n = len(struct)
+    cols = []
+    for f in schema:
+        src = _child(struct, _WIRE[f.name]) if n else None
+        if f.name == "partition_values":
+            cols.append(_to_map(src, n, partition_keys, keep_null_values=partition_keys is not None))
+        elif f.name == "tags":
+            cols.append(_to_map(src, n, None, keep_null_values=False))
+        elif f.name == "deletion_vector":
+            cols.append(_to_dv(src, n))
+        elif src is None or pa.types.is_null(src.type):
+            cols.append(_null(f.type, n))
+        elif src.type != f.type:
+            try:
+                cols.append(src.cast(f.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise LogCorruptedError(
+                    f"Field '{_WIRE[f.name]}' of a file action has the wrong type",
+                    f"expected {f.type}, found {src.type}: {e}",
+                    "repair the log; the table was written by a non-conforming writer",
+                ) from None
+        else:
+            cols.append(src)
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# sources
+
+
+@dataclass
+class _FileSource:
+    """Raw add or remove struct rows (all valid) from one place, with their global order numbers."""
+
+    kind: str  # "add" | "remove"
+    rows: pa.StructArray
+    order: pa.Array  # int64
+    from_json: bool
+
+
+@dataclass
+class _Collected:
+    sources: list[_FileSource] = field(default_factory=list)
+    # (order, version, action) of non-file actions in log order
+    actions: list[tuple[int, int, object]] = field(default_factory=list)
+    next_order: int = 0
+    last_commit_info_line: tuple[int, str] | None = None
+
+
+def _strip_nones(obj):
+    if isinstance(obj, dict):
+        return {k: _strip_nones(v) for k, v in obj.items() if v is not None}
+    return obj
+
+
+def _add_struct_rows(col: pa.ChunkedArray | pa.Array, kind: str, coll: _Collected, from_json: bool,
+                     order_base: np.ndarray | None = None) -> None:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_null(arr.type) or len(arr) == 0:
+        return
+    valid = arr.is_valid()
+    if order_base is None:
+        order = pa.array(np.arange(coll.next_order, coll.next_order + len(arr), dtype=np.int64))
+    else:
+        order = pa.array(order_base)
+    if arr.null_count:
+        arr = arr.filter(valid)
+        order = order.filter(valid)
+    if len(arr):
+        # a row without path is not a file action we can key on
+        p = _child(arr, "path")
+        if p is None:
+            raise LogCorruptedError(
+                f"A '{kind}' action has no 'path'", "the path field is required",
+                "repair the log; the table was written by a non-conforming writer",
+            )
+        if p.null_count:
+            ok = p.is_valid()
+            arr, order = arr.filter(ok), order.filter(ok)
+        coll.sources.append(_FileSource(kind, arr, order, from_json))
+
+
+def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None, *, only_files: bool = False) -> pa.Table:
+    """Read the action columns we need from one checkpoint/sidecar parquet file."""
+    try:
+        fh = storage.filesystem.open_input_file(storage.fs_path(path))
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if "no such file" in str(e).lower() or "not found" in str(e).lower():
+            raise FileNotFoundError(path) from None
+        raise StorageError(f"Cannot open '{path}'", str(e), "check the storage and retry") from None
+    with fh:
+        try:
+            pf = pq.ParquetFile(fh)
+            schema = pf.schema_arrow
+        except (pa.ArrowInvalid, OSError) as e:
+            raise LogCorruptedError(
+                f"Checkpoint file '{path}' is not readable parquet", str(e),
+                "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
+            ) from None
+        cols: list[str] = []
+        for kind, fschema in (("add", FILE_SCHEMA), ("remove", REMOVE_SCHEMA)):
+            idx = schema.get_field_index(kind)
+            if idx < 0:
+                continue
+            t = schema.field(idx).type
+            if not pa.types.is_struct(t):
+                continue
+            present = {f.name for f in t}
+            cols += [f"{kind}.{_WIRE[n]}" for n in fschema.names if _WIRE[n] in present]
+        if not only_files:
+            cols += [c for c in _NON_FILE_COLUMNS if schema.get_field_index(c) >= 0]
+        if not cols:
+            return pa.table({})
+        try:
+            return pf.read(columns=cols, use_threads=True)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise LogCorruptedError(
+                f"Checkpoint file '{path}' is not readable parquet", str(e),
+                "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
+            ) from None
+
+
+def _collect_parquet_table(t: pa.Table, version: int, coll: _Collected, *, files_only: bool = False) -> list[dict]:
+    """Add the file rows of a checkpoint table to ``coll``; return its non-file actions as dicts."""
+    n = t.num_rows
+    base = coll.next_order
+    for kind in ("add", "remove"):
+        if kind in t.column_names:
+            _add_struct_rows(t.column(kind), kind, coll, False,
+                             np.arange(base, base + n, dtype=np.int64))
+    coll.next_order = base + n
+    out: list[dict] = []
+    if files_only:
+        return out
+    for c in _NON_FILE_COLUMNS:
+        if c not in t.column_names:
+            continue
+        col = t.column(c)
+        if pa.types.is_null(col.type):
+            continue
+        rows = col.filter(col.is_valid())
+        for r in rows.to_pylist(maps_as_pydicts="lossy"):
+            out.append({c: _strip_nones(r)})
+    return out
+
+
+def _sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
+    if "://" in path or path.startswith("/"):
+        return path
+    return storage.join(log_dir, SIDECAR_DIR_NAME, unquote(path))
+
+
+def _read_checkpoint(storage: Storage, log_dir: str, cp: Checkpoint, coll: _Collected) -> None:
+    """Collect every action of ``cp`` (all parts, sidecars) into ``coll`` at order position 0.."""
+    non_file: list[dict] = []
+    try:
+        if cp.format == "json":
+            data = storage.read_bytes(cp.files[0].path)
+            _collect_json([(cp.version, data)], coll, where=cp.files[0].name, in_checkpoint=True)
+            # the non-file actions were parsed into coll.actions; pull sidecars out of them
+            sidecars = [a for (_, _, a) in coll.actions if isinstance(a, dict) and "sidecar" in a]
+            coll.actions = [x for x in coll.actions if not (isinstance(x[2], dict) and "sidecar" in x[2])]
+        else:
+            for f in cp.files:
+                t = _read_parquet(storage, f.path)
+                non_file += _collect_parquet_table(t, cp.version, coll)
+            sidecars = [a for a in non_file if "sidecar" in a]
+        for sc in sidecars:
+            p = sc["sidecar"].get("path")
+            if not p:
+                raise LogCorruptedError(
+                    f"A sidecar action in checkpoint {cp.files[0].name} has no path", None,
+                    "repair or delete the checkpoint",
+                )
+            t = _read_parquet(storage, _sidecar_path(storage, log_dir, p), only_files=True)
+            _collect_parquet_table(t, cp.version, coll, files_only=True)
+    except FileNotFoundError as e:
+        raise LogCorruptedError(
+            f"Checkpoint {cp.version} of the table is incomplete",
+            f"file '{e.args[0] if e.args else e}' referenced by it is missing",
+            "delete the broken checkpoint (and _last_checkpoint) or restore the missing file",
+        ) from None
+    for obj in non_file:
+        if "sidecar" in obj or "checkpointMetadata" in obj:
+            continue
+        coll.actions.append((-1, cp.version, action_from_json(obj)))
+
+
+def _read_all(storage: Storage, commits: list[LogFile]) -> list[bytes]:
+    if len(commits) <= 8:
+        return [storage.read_bytes(c.path) for c in commits]
+    with ThreadPoolExecutor(max_workers=8) as ex:
+        return list(ex.map(lambda c: storage.read_bytes(c.path), commits))
+
+
+def _lines_array(big: bytes) -> tuple[pa.Array, np.ndarray]:
+    """Lines of ``big`` (each keeping its trailing newline) as a large_string array + start offsets."""
+    buf = np.frombuffer(big, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    offsets = np.empty(len(nl) + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:] = nl + 1
+    arr = pa.LargeStringArray.from_buffers(len(nl), pa.py_buffer(offsets), pa.py_buffer(big))
+    return arr, offsets
+
+
+def _collect_json(
+    datas: list[tuple[int, bytes]], coll: _Collected, *, where: str | None = None, in_checkpoint: bool = False
+) -> None:
+    """Parse NDJSON commits ``[(version, bytes)]`` (in version order) into ``coll``."""
+    parts = []
+    counts = []
+    for _, d in datas:
+        if b"\r" in d:
+            d = d.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if d and not d.endswith(b"\n"):
+            d = d + b"\n"
+        parts.append(d)
+        counts.append(d.count(b"\n"))
+    big = b"".join(parts)
+    if not big:
+        return
+    lines, _ = _lines_array(big)
+    n_lines = len(lines)
+    versions = np.repeat(np.array([v for v, _ in datas], dtype=np.int64), counts)
+    base = coll.next_order
+    coll.next_order = base + n_lines
+    try:
+        is_file = pc.match_substring_regex(lines, _FILE_LINE_RE)
+        skip = pc.match_substring_regex(lines, _SKIP_LINE_RE)
+    except pa.ArrowInvalid:  # invalid UTF-8 somewhere
+        raise LogCorruptedError(
+            f"The log ({where or 'commits'}) contains bytes that are not UTF-8", None,
+            "restore the commit files from a backup",
+        ) from None
+    other_mask = pc.invert(pc.or_(is_file, skip))
+    # --- non-file actions: few, parse with json
+    other_idx = np.flatnonzero(other_mask.to_numpy(zero_copy_only=False))
+    if len(other_idx):
+        texts = lines.take(pa.array(other_idx)).to_pylist()
+        for i, text in zip(other_idx.tolist(), texts):
+            v = int(versions[i])
+            stripped = text.lstrip()
+            if stripped.startswith('{"commitInfo"'):
+                coll.last_commit_info_line = (v, text)
+                continue
+            try:
+                obj = json.loads(text)
+            except ValueError as e:
+                raise LogCorruptedError(
+                    f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is not valid JSON",
+                    str(e),
+                    "restore the commit file from a backup; a Delta commit is one JSON action per line",
+                ) from None
+            if not isinstance(obj, dict):
+                continue
+            if "commitInfo" in obj:
+                coll.last_commit_info_line = (v, text)
+                continue
+            if in_checkpoint and "sidecar" in obj:
+                coll.actions.append((base + i, v, obj))
+                continue
+            if "checkpointMetadata" in obj or "sidecar" in obj:
+                continue
+            try:
+                a = action_from_json(obj)
+            except LogCorruptedError as e:
+                raise LogCorruptedError(f"Commit {v} of the table: {e.problem}", e.cause, e.fix) from None
+            if a is not None:
+                coll.actions.append((base + i, v, a))
+    # --- file actions: one vectorised parse
+    file_idx_arr = pc.indices_nonzero(is_file)
+    if len(file_idx_arr) == 0:
+        return
+    file_lines = lines.take(file_idx_arr)
+    off = file_lines.buffers()[1]
+    offs = np.frombuffer(off, dtype=np.int64)[file_lines.offset: file_lines.offset + len(file_lines) + 1]
+    data_buf = file_lines.buffers()[2]
+    doc = data_buf.slice(int(offs[0]), int(offs[-1] - offs[0]))
+    orders = file_idx_arr.to_numpy().astype(np.int64) + base
+    try:
+        t = pajson.read_json(
+            pa.BufferReader(doc),
+            read_options=pajson.ReadOptions(use_threads=True, block_size=max(1 << 20, min(len(doc) + 1, (1 << 31) - 1))),
+            parse_options=pajson.ParseOptions(explicit_schema=_JSON_FILE_SCHEMA, unexpected_field_behavior="infer"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        t = _parse_file_lines_slow(file_lines.to_pylist(), versions[file_idx_arr.to_numpy()], where)
+    if t.num_rows != len(orders):  # blank-ish lines cannot occur here, but stay safe
+        t = _parse_file_lines_slow(file_lines.to_pylist(), versions[file_idx_arr.to_numpy()], where)
+    for kind in ("add", "remove"):
+        if kind in t.column_names:
+            _add_struct_rows(t.column(kind), kind, coll, True, orders)
+
+
+def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | None) -> pa.Table:
+    """Fallback when the vectorised parse fails (type conflicts, bad JSON): per line, with errors."""
+    adds, removes = [], []
+    for text, v in zip(texts, versions.tolist()):
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise LogCorruptedError(
+                f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is not valid JSON",
+                str(e),
+                "restore the commit file from a backup; a Delta commit is one JSON action per line",
+            ) from None
+        a = obj.get("add") if isinstance(obj, dict) else None
+        r = obj.get("remove") if isinstance(obj, dict) else None
+        for target, val, schema in ((adds, a, FILE_SCHEMA), (removes, r, REMOVE_SCHEMA)):
+            if isinstance(val, dict):
+                row = {}
+                for name in schema.names:
+                    w = _WIRE[name]
+                    x = val.get(w)
+                    if w in _MAP_FIELDS and isinstance(x, dict):
+                        x = {str(k): (None if vv is None else vv if isinstance(vv, str) else json.dumps(vv))
+                             for k, vv in x.items()}
+                    elif w == "stats" and x is not None and not isinstance(x, str):
+                        x = json.dumps(x)
+                    row[w] = x
+                target.append(row)
+            else:
+                target.append(None)
+    add_t = pa.struct([(_WIRE[f.name], f.type) for f in FILE_SCHEMA])
+    rem_t = pa.struct([(_WIRE[f.name], f.type) for f in REMOVE_SCHEMA])
+    try:
+        return pa.table({"add": pa.array(adds, add_t), "remove": pa.array(removes, rem_t)})
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise LogCorruptedError(
+            f"A file action in the log ({where or 'commits'}) has fields of the wrong type", str(e),
+            "repair the log; the table was written by a non-conforming writer",
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# the replay
+
+
+def partition_keys_of(metadata: Metadata) -> list[str]:
+    """Keys used in ``partitionValues``: the partition columns, physical names under column mapping."""
+    cols = list(metadata.partition_columns or [])
+    mode = (metadata.configuration or {}).get("delta.columnMapping.mode", "none")
+    if not cols or mode in (None, "none"):
+        return cols
+    try:
+        fields = json.loads(metadata.schema_string).get("fields", [])
+    except (ValueError, AttributeError):
+        return cols
+    phys = {}
+    for f in fields:
+        md = f.get("metadata") or {}
+        phys[f.get("name")] = md.get("delta.columnMapping.physicalName", f.get("name"))
+    return [phys.get(c, c) for c in cols]
+
+
+def replay(
+    storage: Storage,
+    log_dir: str,
+    checkpoint: Checkpoint | None,
+    commits: list[LogFile] | tuple[LogFile, ...],
+) -> ReplayResult:
+    """Reconstruct the state from ``checkpoint`` (optional) + ``commits`` (contiguous, in order).
+
+    See the module docstring for the rules. Raises :class:`LogCorruptedError` when protocol or
+    metaData is missing at the end.
+    """
+    coll = _Collected()
+    if checkpoint is not None:
+        _read_checkpoint(storage, log_dir, checkpoint, coll)
+    n_cp_actions = len(coll.actions)
+    if commits:
+        datas = _read_all(storage, list(commits))
+        _collect_json([(c.version, d) for c, d in zip(commits, datas)], coll)
+    res = ReplayResult()
+    # non-file actions, in log order (checkpoint ones first, then by line order)
+    cp_actions = coll.actions[:n_cp_actions]
+    json_actions = sorted(coll.actions[n_cp_actions:], key=lambda x: x[0])
+    for _, v, a in cp_actions + json_actions:
+        if isinstance(a, Protocol):
+            res.protocol, res.protocol_version = a, v
+        elif isinstance(a, Metadata):
+            res.metadata, res.metadata_version = a, v
+        elif isinstance(a, SetTransaction):
+            res.set_transactions[a.app_id] = a
+        elif isinstance(a, DomainMetadata):
+            if a.removed:
+                res.domain_metadata.pop(a.domain, None)
+            else:
+                res.domain_metadata[a.domain] = a
+    if coll.last_commit_info_line is not None and commits and coll.last_commit_info_line[0] == commits[-1].version:
+        try:
+            res.commit_info = CommitInfo.from_json(json.loads(coll.last_commit_info_line[1])["commitInfo"])
+        except (ValueError, KeyError, TypeError):
+            res.commit_info = None
+    last_v = commits[-1].version if commits else (checkpoint.version if checkpoint else None)
+    if res.protocol is None or res.metadata is None:
+        missing = "protocol" if res.protocol is None else "metaData"
+        raise LogCorruptedError(
+            f"The table's log has no '{missing}' action (state at version {last_v})",
+            f"no checkpoint or commit up to version {last_v} contains a {missing} action",
+            "restore the log from a backup; every Delta table needs protocol and metaData (version 0 has them)",
+        )
+    res.files, res.tombstones = _reconcile_files(coll.sources, partition_keys_of(res.metadata))
+    return res
+
+
+def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> tuple[pa.Table, pa.Table]:
+    if not sources:
+        return empty_files(), empty_tombstones()
+    need_dedup = len(sources) > 1 or sources[0].from_json
+    if need_dedup:
+        paths, dvs, orders = [], [], []
+        for s in sources:
+            p = _child(s.rows, "path")
+            paths.append(p.cast(pa.string()) if p.type != pa.string() else p)
+            dvs.append(pc.fill_null(dv_unique_ids(_child(s.rows, "deletionVector"), len(s.rows)), ""))
+            orders.append(s.order)
+        keys = pa.table(
+            {
+                "path": pa.chunked_array(paths, pa.string()),
+                "dv": pa.chunked_array(dvs, pa.string()),
+                "order": pa.chunked_array(orders, pa.int64()),
+            }
+        )
+        winners = keys.group_by(["path", "dv"]).aggregate([("order", "max")]).column("order_max")
+        winners = winners.combine_chunks()
+    adds, removes = [], []
+    for s in sources:
+        rows = s.rows
+        if need_dedup:
+            mask = pc.is_in(s.order, value_set=winners)
+            if mask.false_count:
+                rows = rows.filter(mask)
+        if s.kind == "add":
+            adds.append(normalize_file_actions(rows, FILE_SCHEMA, partition_keys=partition_keys if s.from_json else None))
+        else:
+            removes.append(normalize_file_actions(rows, REMOVE_SCHEMA, partition_keys=None))
+    files = pa.concat_tables(adds).combine_chunks() if adds else empty_files()
+    tombs = pa.concat_tables(removes).combine_chunks() if removes else empty_tombstones()
+    return files, tombs
+
+
+# ---------------------------------------------------------------------------------------------
+# commitInfo of single commits (history, in-commit timestamps)
+
+_COMMIT_INFO_RE = re.compile(rb'^\s*\{\s*"commitInfo"\s*:')
+
+
+def commit_info_from_bytes(data: bytes) -> CommitInfo | None:
+    """The ``commitInfo`` action of one commit file (first one found), or ``None``."""
+    for line in data.splitlines():
+        if _COMMIT_INFO_RE.match(line):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                return None
+            return CommitInfo.from_json(obj.get("commitInfo"))
+    if b'"commitInfo"' in data:  # unusual formatting: parse every line
+        for line in data.splitlines():
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and "commitInfo" in obj:
+                return CommitInfo.from_json(obj["commitInfo"])
+    return None

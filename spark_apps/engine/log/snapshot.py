@@ -1,0 +1,363 @@
+"""Snapshot: the state of a Delta table at one version.
+
+``load_snapshot(storage, table_root, version=None, timestamp_ms=None)``:
+
+1. list ``_delta_log`` once (:func:`listing.list_log`; ``_last_checkpoint`` is only a hint);
+2. resolve the version: latest, the given one, or for a timestamp the latest commit whose
+   timestamp is ``<= timestamp_ms`` (see below);
+3. select the segment (newest complete checkpoint ``<=`` version + contiguous later commits);
+4. replay it vectorised (:mod:`.replay`).
+
+Commit timestamps (time travel by timestamp, history): the ``inCommitTimestamp`` of the commit when
+in-commit timestamps are enabled for that version (``delta.enableInCommitTimestamps=true`` in the
+latest metadata, from ``delta.inCommitTimestampEnablementVersion`` on), otherwise the commit file's
+modification time, made strictly increasing like Delta's ``DeltaHistoryManager`` does (a commit
+whose mtime is not after its predecessor's gets predecessor + 1 ms). A timestamp before the first
+reconstructable commit raises :class:`VersionNotFoundError`; one after the last commit gives the
+latest version.
+
+Errors: :class:`TableNotFoundError` (no ``_delta_log`` / no commits), :class:`VersionNotFoundError`
+(version or timestamp cannot be reconstructed), :class:`LogCorruptedError` (gap in versions,
+missing protocol/metaData, unreadable files).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..actions import (
+    AddFile,
+    CommitInfo,
+    DeletionVectorDescriptor,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+)
+from ..errors import InvalidArgumentError, VersionNotFoundError
+from ..storage import Storage, normalize_table_uri
+from .listing import LogListing, LogSegment, list_log, select_segment
+from .replay import FILE_SCHEMA, REMOVE_SCHEMA, ReplayResult, commit_info_from_bytes, replay
+
+__all__ = [
+    "Snapshot",
+    "load_snapshot",
+    "FILE_SCHEMA",
+    "REMOVE_SCHEMA",
+    "read_commit_infos",
+    "commit_timestamps",
+    "history",
+]
+
+
+@dataclass(eq=False)
+class Snapshot:
+    """The reconstructed state of a table at :attr:`version` (see module docstring)."""
+
+    storage: Storage
+    table_root: str
+    version: int
+    log_segment: LogSegment
+    protocol: Protocol
+    metadata: Metadata
+    files: pa.Table
+    tombstones: pa.Table
+    set_transactions: dict[str, SetTransaction] = field(default_factory=dict)
+    domain_metadata: dict[str, DomainMetadata] = field(default_factory=dict)
+    listing: LogListing | None = None
+    _commit_info: CommitInfo | None = None
+    _commit_info_loaded: bool = False
+    _schema = None
+
+    # ------------------------------------------------------------------ metadata views
+    @property
+    def schema_json(self) -> dict:
+        """The table schema as the Delta JSON dict (``metaData.schemaString`` parsed)."""
+        return json.loads(self.metadata.schema_string)
+
+    @property
+    def schema(self):
+        """The table schema as ``schema.StructType`` (imported lazily)."""
+        if self._schema is None:
+            from ..schema import StructType  # noqa: PLC0415  (owned by another module, lazy on purpose)
+
+            self._schema = StructType.from_json(self.schema_json)
+        return self._schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns or [])
+
+    @property
+    def configuration(self) -> dict:
+        return dict(self.metadata.configuration or {})
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_in_bytes(self) -> int:
+        if self.files.num_rows == 0:
+            return 0
+        return int(pc.sum(self.files.column("size")).as_py() or 0)
+
+    @property
+    def log_dir(self) -> str:
+        return self.log_segment.log_dir
+
+    # ------------------------------------------------------------------ commit info / time
+    @property
+    def commit_info(self) -> CommitInfo | None:
+        """The ``commitInfo`` of this version's own commit (``None`` if it has none or is gone)."""
+        if not self._commit_info_loaded:
+            self._commit_info = read_commit_infos(self.storage, self.table_root, [self.version]).get(self.version)
+            self._commit_info_loaded = True
+        return self._commit_info
+
+    def commit_timestamps(self) -> list[tuple[int, int]]:
+        """``[(version, timestamp_ms)]`` of every commit still in the log up to this version."""
+        listing = self.listing or list_log(self.storage, self.table_root)
+        return [(v, ts) for v, ts in commit_timestamps(self.storage, listing, self.metadata) if v <= self.version]
+
+    # ------------------------------------------------------------------ slow paths
+    def add_files(self) -> list[AddFile]:
+        """Live files as :class:`AddFile` objects (one Python object per file: small uses only)."""
+        return [_add_from_row(r) for r in self.files.to_pylist(maps_as_pydicts="lossy")]
+
+    def remove_files(self) -> list[RemoveFile]:
+        """Tombstones as :class:`RemoveFile` objects (small uses only)."""
+        return [_remove_from_row(r) for r in self.tombstones.to_pylist(maps_as_pydicts="lossy")]
+
+    def file_paths(self) -> list[str]:
+        return self.files.column("path").to_pylist()
+
+    def __repr__(self) -> str:
+        return (
+            f"Snapshot(table_root={self.table_root!r}, version={self.version}, num_files={self.num_files}, "
+            f"protocol=({self.protocol.min_reader_version},{self.protocol.min_writer_version}))"
+        )
+
+
+def _dv(d: dict | None) -> DeletionVectorDescriptor | None:
+    if d is None:
+        return None
+    return DeletionVectorDescriptor(
+        storage_type=d["storageType"],
+        path_or_inline_dv=d["pathOrInlineDv"],
+        size_in_bytes=d["sizeInBytes"],
+        cardinality=d["cardinality"],
+        offset=d.get("offset"),
+    )
+
+
+def _add_from_row(r: dict) -> AddFile:
+    return AddFile(
+        path=r["path"],
+        partition_values=dict(r["partition_values"] or {}),
+        size=r["size"],
+        modification_time=r["modification_time"],
+        data_change=r["data_change"],
+        stats=r["stats"],
+        tags=r["tags"],
+        deletion_vector=_dv(r["deletion_vector"]),
+        base_row_id=r["base_row_id"],
+        default_row_commit_version=r["default_row_commit_version"],
+        clustering_provider=r["clustering_provider"],
+    )
+
+
+def _remove_from_row(r: dict) -> RemoveFile:
+    return RemoveFile(
+        path=r["path"],
+        data_change=True if r["data_change"] is None else r["data_change"],
+        deletion_timestamp=r["deletion_timestamp"],
+        extended_file_metadata=r["extended_file_metadata"],
+        partition_values=r["partition_values"],
+        size=r["size"],
+        stats=r["stats"],
+        tags=r["tags"],
+        deletion_vector=_dv(r["deletion_vector"]),
+        base_row_id=r["base_row_id"],
+        default_row_commit_version=r["default_row_commit_version"],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def snapshot_from_segment(storage: Storage, segment: LogSegment, listing: LogListing | None = None) -> Snapshot:
+    """Replay ``segment`` into a :class:`Snapshot`."""
+    res: ReplayResult = replay(storage, segment.log_dir, segment.checkpoint, segment.commits)
+    snap = Snapshot(
+        storage=storage,
+        table_root=segment.table_root,
+        version=segment.version,
+        log_segment=segment,
+        protocol=res.protocol,
+        metadata=res.metadata,
+        files=res.files,
+        tombstones=res.tombstones,
+        set_transactions=res.set_transactions,
+        domain_metadata=res.domain_metadata,
+        listing=listing,
+    )
+    if segment.commits and segment.commits[-1].version == segment.version:
+        snap._commit_info = res.commit_info
+        snap._commit_info_loaded = True
+    return snap
+
+
+def load_snapshot(
+    storage: Storage,
+    table_root: str,
+    version: int | None = None,
+    timestamp_ms: int | None = None,
+) -> Snapshot:
+    """Load the snapshot of the table at ``table_root``.
+
+    :param version: time travel to this version (default: latest).
+    :param timestamp_ms: time travel to the latest commit at or before this time (ms since epoch).
+    :raises TableNotFoundError: no Delta table there.
+    :raises VersionNotFoundError: the version/timestamp cannot be reconstructed.
+    :raises LogCorruptedError: the log breaks the protocol.
+    """
+    if version is not None and timestamp_ms is not None:
+        raise InvalidArgumentError(
+            "Cannot time travel by version and timestamp at once",
+            f"both version={version} and timestamp_ms={timestamp_ms} were given",
+            "pass only one of them",
+        )
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise InvalidArgumentError(
+            f"Invalid version {version!r}", "a table version is a non-negative integer", "pass an int"
+        )
+    if "://" not in table_root:
+        table_root = normalize_table_uri(table_root)
+    else:
+        table_root = table_root.rstrip("/")
+    listing = list_log(storage, table_root)
+    if timestamp_ms is not None:
+        version = version_at_timestamp(storage, listing, int(timestamp_ms))
+    segment = select_segment(listing, version)
+    return snapshot_from_segment(storage, segment, listing)
+
+
+# ---------------------------------------------------------------------------------------------
+# commit infos, timestamps, history
+
+
+def read_commit_infos(storage: Storage, table_root: str, versions) -> dict[int, CommitInfo]:
+    """``{version: CommitInfo}`` for the given versions whose commit file exists and has one."""
+    from .listing import commit_file_name, log_dir_of
+
+    log_dir = log_dir_of(storage, table_root)
+    out: dict[int, CommitInfo] = {}
+    for v in versions:
+        try:
+            data = storage.read_bytes(storage.join(log_dir, commit_file_name(v)))
+        except FileNotFoundError:
+            continue
+        ci = commit_info_from_bytes(data)
+        if ci is not None:
+            out[v] = ci
+    return out
+
+
+def _ict_config(metadata: Metadata | None) -> tuple[bool, int | None]:
+    conf = (metadata.configuration or {}) if metadata else {}
+    enabled = str(conf.get("delta.enableInCommitTimestamps", "false")).lower() == "true"
+    ev = conf.get("delta.inCommitTimestampEnablementVersion")
+    try:
+        ev = int(ev) if ev is not None else None
+    except ValueError:
+        ev = None
+    return enabled, ev
+
+
+def commit_timestamps(storage: Storage, listing: LogListing, metadata: Metadata | None = None) -> list[tuple[int, int]]:
+    """``[(version, timestamp_ms)]`` for every commit file in ``listing`` (see module docstring).
+
+    :param metadata: the latest metadata (decides whether in-commit timestamps are enabled); when
+        ``None`` the latest commit's ``commitInfo`` is inspected and, if it carries an
+        ``inCommitTimestamp``, the latest snapshot's metadata is loaded.
+    """
+    commits = listing.commits
+    if not commits:
+        return []
+    if metadata is None:
+        last = read_commit_infos(storage, listing.table_root, [commits[-1].version]).get(commits[-1].version)
+        if last is not None and last.in_commit_timestamp is not None:
+            metadata = snapshot_from_segment(storage, select_segment(listing, None), listing).metadata
+    enabled, enablement_version = _ict_config(metadata)
+    out: list[tuple[int, int]] = []
+    prev: int | None = None
+    ict_versions: list[int] = []
+    if enabled:
+        start = enablement_version if enablement_version is not None else 0
+        ict_versions = [c.version for c in commits if c.version >= start]
+    icts = read_commit_infos(storage, listing.table_root, ict_versions) if ict_versions else {}
+    for c in commits:
+        ci = icts.get(c.version)
+        if ci is not None and ci.in_commit_timestamp is not None:
+            ts = int(ci.in_commit_timestamp)
+        else:
+            ts = c.mtime_ms
+            if prev is not None and ts <= prev:
+                ts = prev + 1
+        out.append((c.version, ts))
+        prev = ts
+    return out
+
+
+def version_at_timestamp(storage: Storage, listing: LogListing, timestamp_ms: int) -> int:
+    """The latest reconstructable version whose commit timestamp is ``<= timestamp_ms``."""
+    earliest = listing.earliest_reconstructable_version
+    stamps = [(v, ts) for v, ts in commit_timestamps(storage, listing) if earliest is None or v >= earliest]
+    best = None
+    for v, ts in stamps:
+        if ts <= timestamp_ms:
+            best = v
+        else:
+            break
+    if best is None:
+        first = stamps[0] if stamps else None
+        raise VersionNotFoundError(
+            f"No version of table '{listing.table_root}' exists at timestamp {timestamp_ms}",
+            f"the earliest available commit (version {first[0]}) is at {first[1]}" if first
+            else "the log has no commit files",
+            "time travel to a later timestamp",
+        )
+    return best
+
+
+def history(storage: Storage, table_root: str, limit: int | None = None) -> list[dict]:
+    """Commit history, newest first: each ``commitInfo`` dict plus ``version`` and ``timestamp``.
+
+    ``timestamp`` is the commit timestamp used for time travel (see module docstring); the
+    writer's own ``commitInfo.timestamp`` stays available as ``commitInfoTimestamp`` when it differs.
+    """
+    if "://" not in table_root:
+        table_root = normalize_table_uri(table_root)
+    listing = list_log(storage, table_root)
+    stamps = commit_timestamps(storage, listing)
+    stamps.sort(reverse=True)
+    if limit is not None:
+        stamps = stamps[: max(0, int(limit))]
+    infos = read_commit_infos(storage, table_root, [v for v, _ in stamps])
+    out = []
+    for v, ts in stamps:
+        ci = infos.get(v)
+        d = dict(ci.values) if ci else {}
+        if "timestamp" in d and d["timestamp"] != ts:
+            d["commitInfoTimestamp"] = d["timestamp"]
+        d["version"] = v
+        d["timestamp"] = ts
+        out.append(d)
+    return out
