@@ -1,0 +1,474 @@
+"""Checkpoint writer: classic V1 checkpoints (single file, or multi-part above a size threshold).
+
+Rules (PROTOCOL.md "Checkpoints", "Checkpoint Schema"; delta-spark's ``Checkpoints.scala``):
+
+* Content of the checkpoint of version ``v``, one row per action, one nullable struct column per
+  action type (``txn``, ``add``, ``remove``, ``metaData``, ``protocol``, ``domainMetadata``):
+  the protocol, the metadata, every live add (``snapshot.files``), the *unexpired* tombstones
+  (``deletionTimestamp > now - delta.deletedFileRetentionDuration``), the txns not expired by
+  ``delta.setTransactionRetentionDuration`` (``lastUpdated``), the non-removed domain metadata.
+  Never commitInfo or cdc. As in delta-spark, file actions are written with ``dataChange=false``.
+* ``add.stats`` (JSON string) is written when ``delta.checkpoint.writeStatsAsJson`` (default
+  true); ``add.stats_parsed`` and ``add.partitionValues_parsed`` (typed structs) when
+  ``delta.checkpoint.writeStatsAsStruct=true``. Removes carry no stats/tags.
+* Built vectorised from ``snapshot.files`` / ``snapshot.tombstones`` (pyarrow tables): no Python
+  object per file.
+* Multi-part: more than ``part_size`` actions -> ``ceil(n / part_size)`` parts
+  ``<v>.checkpoint.<i:010d>.<n:010d>.parquet``. Non-file actions go to part 1; file actions are
+  sorted by path and split into contiguous ranges, so every path sits in exactly one part (the
+  spec asks for Spark hash partitioning by path; readers do not depend on which part a path is in).
+* Crash safety: each part is serialised in memory and stored with one atomic whole-file write
+  (``Storage.write_bytes(overwrite=True)``: temp file + rename locally), so a part file exists
+  complete or not at all; an incomplete multi-part set is ignored by readers; ``_last_checkpoint``
+  is written last, and never moved back to an older version.
+* Written only for a version whose commit exists (post-commit or explicit ``DeltaTable.checkpoint()``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .. import config
+from .listing import classic_checkpoint_name, log_dir_of, multipart_checkpoint_name
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PART_SIZE = 5_000_000  # actions per part (delta-spark spark.databricks.delta.checkpoint.partSize)
+
+STR_MAP = pa.map_(pa.string(), pa.string())
+
+DV_TYPE = pa.struct([
+    ("storageType", pa.string()),
+    ("pathOrInlineDv", pa.string()),
+    ("offset", pa.int32()),
+    ("sizeInBytes", pa.int32()),
+    ("cardinality", pa.int64()),
+])
+
+TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
+
+FORMAT_TYPE = pa.struct([("provider", pa.string()), ("options", STR_MAP)])
+
+METADATA_TYPE = pa.struct([
+    ("id", pa.string()),
+    ("name", pa.string()),
+    ("description", pa.string()),
+    ("format", FORMAT_TYPE),
+    ("schemaString", pa.string()),
+    ("partitionColumns", pa.list_(pa.string())),
+    ("configuration", STR_MAP),
+    ("createdTime", pa.int64()),
+])
+
+PROTOCOL_TYPE = pa.struct([
+    ("minReaderVersion", pa.int32()),
+    ("minWriterVersion", pa.int32()),
+    ("readerFeatures", pa.list_(pa.string())),
+    ("writerFeatures", pa.list_(pa.string())),
+])
+
+DOMAIN_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])
+
+# (wire name, arrow type, snake-case source column)
+ADD_FIELDS = [
+    ("path", pa.string(), "path"),
+    ("partitionValues", STR_MAP, "partition_values"),
+    ("size", pa.int64(), "size"),
+    ("modificationTime", pa.int64(), "modification_time"),
+    ("dataChange", pa.bool_(), "data_change"),
+    ("tags", STR_MAP, "tags"),
+    ("deletionVector", DV_TYPE, "deletion_vector"),
+    ("baseRowId", pa.int64(), "base_row_id"),
+    ("defaultRowCommitVersion", pa.int64(), "default_row_commit_version"),
+    ("clusteringProvider", pa.string(), "clustering_provider"),
+    ("stats", pa.string(), "stats"),
+]
+
+REMOVE_FIELDS = [
+    ("path", pa.string(), "path"),
+    ("deletionTimestamp", pa.int64(), "deletion_timestamp"),
+    ("dataChange", pa.bool_(), "data_change"),
+    ("extendedFileMetadata", pa.bool_(), "extended_file_metadata"),
+    ("partitionValues", STR_MAP, "partition_values"),
+    ("size", pa.int64(), "size"),
+    ("deletionVector", DV_TYPE, "deletion_vector"),
+    ("baseRowId", pa.int64(), "base_row_id"),
+    ("defaultRowCommitVersion", pa.int64(), "default_row_commit_version"),
+]
+
+ADD_TYPE = pa.struct([(n, t) for n, t, _ in ADD_FIELDS])
+REMOVE_TYPE = pa.struct([(n, t) for n, t, _ in REMOVE_FIELDS])
+
+COLUMN_ORDER = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"]
+
+
+def checkpoint_schema(add_type: pa.DataType = ADD_TYPE) -> pa.Schema:
+    """The parquet schema of a V1 checkpoint (``add_type`` may carry the ``*_parsed`` fields)."""
+    types = {"txn": TXN_TYPE, "add": add_type, "remove": REMOVE_TYPE, "metaData": METADATA_TYPE,
+             "protocol": PROTOCOL_TYPE, "domainMetadata": DOMAIN_TYPE}
+    return pa.schema([pa.field(c, types[c], nullable=True) for c in COLUMN_ORDER])
+
+
+# --------------------------------------------------------------------------------------------
+# vectorised column conversion
+# --------------------------------------------------------------------------------------------
+
+def _snake(name: str) -> str:
+    out = []
+    for ch in name:
+        if ch.isupper():
+            out.append("_" + ch.lower())
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _conform(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Cast ``arr`` to ``target``, matching struct children by camelCase or snake_case name."""
+    if arr.type.equals(target):
+        return arr
+    if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
+        names = {arr.type.field(i).name: i for i in range(arr.type.num_fields)}
+        children = []
+        for f in target:
+            idx = names.get(f.name, names.get(_snake(f.name)))
+            if idx is None:
+                children.append(pa.nulls(len(arr), f.type))
+            else:
+                children.append(_conform(arr.field(idx), f.type))
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=arr.is_null())
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), target)
+    return arr.cast(target)
+
+
+def _column(table: pa.Table, source: str, wire: str, target: pa.DataType) -> pa.Array:
+    for name in (source, wire):
+        if name in table.column_names:
+            col = table.column(name)
+            arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+            return _conform(arr, target)
+    return pa.nulls(table.num_rows, target)
+
+
+def _struct_from(table: pa.Table, fields: list, overrides: dict | None = None,
+                 extra: list[tuple[str, pa.Array]] | None = None) -> pa.StructArray:
+    overrides = overrides or {}
+    arrays, out_fields = [], []
+    for wire, typ, source in fields:
+        arr = overrides[wire] if wire in overrides else _column(table, source, wire, typ)
+        arrays.append(arr)
+        out_fields.append(pa.field(wire, typ))
+    for name, arr in extra or []:
+        arrays.append(arr)
+        out_fields.append(pa.field(name, arr.type))
+    return pa.StructArray.from_arrays(arrays, fields=out_fields)
+
+
+def _rows(n: int, column: str, values: pa.Array, schema: pa.Schema) -> pa.Table:
+    cols = []
+    for f in schema:
+        cols.append(values if f.name == column else pa.nulls(n, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+# --------------------------------------------------------------------------------------------
+# typed stats / partition values (writeStatsAsStruct)
+# --------------------------------------------------------------------------------------------
+
+def _stats_type(schema, partition_columns: list[str]) -> pa.DataType | None:
+    """struct<numRecords, minValues, maxValues, nullCount, tightBounds> for the data columns."""
+    def minmax(t: pa.DataType) -> pa.DataType | None:
+        if pa.types.is_struct(t):
+            kids = [pa.field(f.name, mt) for f in t if (mt := minmax(f.type)) is not None]
+            return pa.struct(kids) if kids else None
+        if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+                or pa.types.is_string(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)):
+            return t
+        return None
+
+    def nulls(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, nulls(f.type)) for f in t])
+        return pa.int64()
+
+    parts = set(partition_columns)
+    data_fields = [f for f in schema.to_arrow_schema() if f.name not in parts]
+    mm = [pa.field(f.name, t) for f in data_fields if (t := minmax(f.type)) is not None]
+    nc = [pa.field(f.name, nulls(f.type)) for f in data_fields]
+    fields = [pa.field("numRecords", pa.int64())]
+    if mm:
+        fields += [pa.field("minValues", pa.struct(mm)), pa.field("maxValues", pa.struct(mm))]
+    if nc:
+        fields.append(pa.field("nullCount", pa.struct(nc)))
+    fields.append(pa.field("tightBounds", pa.bool_()))
+    return pa.struct(fields)
+
+
+def _parse_stats(stats: pa.Array, stats_type: pa.DataType) -> pa.Array:
+    """JSON stats strings -> typed struct, vectorised with pyarrow's JSON reader."""
+    import pyarrow.json as pj
+
+    n = len(stats)
+    if n == 0:
+        return pa.nulls(0, stats_type)
+    filled = pc.fill_null(stats.cast(pa.large_string()), "{}")
+    filled = pc.if_else(pc.equal(pc.utf8_trim_whitespace(filled), ""), "{}", filled)
+    joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array([0, n], pa.int64()), filled), pa.scalar("\n", pa.large_string()))
+    data = joined[0].as_buffer()
+    schema = pa.schema(list(stats_type))
+    table = pj.read_json(
+        pa.BufferReader(data),
+        read_options=pj.ReadOptions(block_size=max(1 << 20, data.size + 1)),
+        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+    )
+    if table.num_rows != n:
+        raise ValueError(f"parsed {table.num_rows} stats rows for {n} files")
+    arrays = [table.column(f.name).combine_chunks() for f in stats_type]
+    return pa.StructArray.from_arrays(arrays, fields=list(stats_type), mask=stats.is_null())
+
+
+def _parse_partition_values(pv: pa.Array, schema, partition_columns: list[str]) -> pa.Array:
+    """map<string,string> partition values -> struct of typed partition columns."""
+    arrow_fields = {f.name: f.type for f in schema.to_arrow_schema()}
+    children, fields = [], []
+    for col in partition_columns:
+        t = arrow_fields.get(col, pa.string())
+        raw = pc.map_lookup(pv, pa.scalar(col, pa.string()), "first")
+        raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
+        try:
+            typed = _parse_partition_strings(raw, t)
+        except Exception:  # noqa: BLE001 - typed column is an optional optimisation
+            typed = None
+        if typed is None:
+            return None
+        children.append(typed)
+        fields.append(pa.field(col, t))
+    return pa.StructArray.from_arrays(children, fields=fields) if fields else None
+
+
+def _parse_partition_strings(raw: pa.Array, t: pa.DataType) -> pa.Array | None:
+    if pa.types.is_string(t):
+        return raw
+    if pa.types.is_boolean(t):
+        return pc.equal(pc.utf8_lower(raw), "true")
+    if pa.types.is_timestamp(t):
+        # 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC assumed) or ISO-8601 with Z
+        s = pc.replace_substring_regex(raw, r"Z$", "")
+        s = pc.replace_substring(s, " ", "T")
+        return pc.cast(pc.cast(s, pa.timestamp("us")), t)
+    if pa.types.is_binary(t):
+        return pc.cast(raw, t)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date(t):
+        return pc.cast(raw, t)
+    return None
+
+
+def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tuple[str, pa.Array]]:
+    if not want_struct:
+        return []
+    schema = getattr(snapshot, "schema", None)
+    if schema is None:
+        try:
+            from ..schema import parse_schema
+            schema = parse_schema(snapshot.metadata.schema_string)
+        except Exception:  # noqa: BLE001
+            return []
+    part_cols = list(snapshot.metadata.partition_columns or [])
+    extra: list[tuple[str, pa.Array]] = []
+    try:
+        if part_cols:
+            pv = _column(files, "partition_values", "partitionValues", STR_MAP)
+            parsed = _parse_partition_values(pv, schema, part_cols)
+            if parsed is not None:
+                extra.append(("partitionValues_parsed", parsed))
+        st = _stats_type(schema, part_cols)
+        if st is not None:
+            stats = _column(files, "stats", "stats", pa.string())
+            extra.append(("stats_parsed", _parse_stats(stats, st)))
+    except Exception as e:  # noqa: BLE001 - the typed columns are optional
+        log.warning("checkpoint: not writing stats_parsed/partitionValues_parsed: %s", e)
+        extra = [x for x in extra if x[0] == "partitionValues_parsed"]
+    return extra
+
+
+# --------------------------------------------------------------------------------------------
+# building and writing
+# --------------------------------------------------------------------------------------------
+
+def _non_file_rows(snapshot, now_ms: int, schema: pa.Schema) -> tuple[list[pa.Table], dict]:
+    md, proto = snapshot.metadata, snapshot.protocol
+    tables = []
+    p = proto
+    tables.append(_rows(1, "protocol", pa.array([{
+        "minReaderVersion": p.min_reader_version,
+        "minWriterVersion": p.min_writer_version,
+        "readerFeatures": list(p.reader_features) if p.reader_features is not None else None,
+        "writerFeatures": list(p.writer_features) if p.writer_features is not None else None,
+    }], PROTOCOL_TYPE), schema))
+    fmt = md.format
+    tables.append(_rows(1, "metaData", pa.array([{
+        "id": md.id,
+        "name": md.name,
+        "description": md.description,
+        "format": {"provider": getattr(fmt, "provider", "parquet") or "parquet",
+                   "options": list((getattr(fmt, "options", None) or {}).items())},
+        "schemaString": md.schema_string,
+        "partitionColumns": list(md.partition_columns or []),
+        "configuration": [(k, None if v is None else str(v)) for k, v in (md.configuration or {}).items()],
+        "createdTime": md.created_time,
+    }], METADATA_TYPE), schema))
+
+    retention = config.set_transaction_retention_ms(md)
+    txns = list((getattr(snapshot, "set_transactions", None) or {}).values())
+    kept = [t for t in txns if retention is None or t.last_updated is None or t.last_updated >= now_ms - retention]
+    if kept:
+        tables.append(_rows(len(kept), "txn", pa.array(
+            [{"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated} for t in kept], TXN_TYPE),
+            schema))
+    domains = [d for d in (getattr(snapshot, "domain_metadata", None) or {}).values() if not d.removed]
+    if domains:
+        tables.append(_rows(len(domains), "domainMetadata", pa.array(
+            [{"domain": d.domain, "configuration": d.configuration, "removed": False} for d in domains],
+            DOMAIN_TYPE), schema))
+    return tables, {"num_txns": len(kept), "num_expired_txns": len(txns) - len(kept),
+                    "num_domain_metadata": len(domains)}
+
+
+def _tombstones(snapshot, now_ms: int) -> tuple[pa.Table, int]:
+    tomb = getattr(snapshot, "tombstones", None)
+    if tomb is None or tomb.num_rows == 0:
+        return pa.table({"path": pa.array([], pa.string())}), 0
+    cutoff = now_ms - config.deleted_file_retention_ms(snapshot.metadata)
+    col = "deletion_timestamp" if "deletion_timestamp" in tomb.column_names else "deletionTimestamp"
+    if col in tomb.column_names:
+        # a missing deletionTimestamp counts as 0 (delta-spark: delTimestamp defaults to 0 -> expired)
+        ts = pc.fill_null(tomb.column(col), 0)
+        keep = pc.greater(ts, cutoff)
+        kept = tomb.filter(keep)
+    else:
+        kept = tomb
+    return kept, tomb.num_rows - kept.num_rows
+
+
+def build_checkpoint_table(snapshot, *, now_ms: int | None = None) -> tuple[pa.Table, dict]:
+    """The checkpoint content of ``snapshot`` as one arrow table (non-file actions first, then
+    adds and removes sorted by path), plus counts."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    md = snapshot.metadata
+    files: pa.Table = snapshot.files
+    n_add = files.num_rows
+
+    extra = _add_parsed_fields(files, snapshot, config.write_stats_as_struct(md))
+    overrides = {"dataChange": pa.array([False] * n_add, pa.bool_())}
+    if not config.write_stats_as_json(md):
+        overrides["stats"] = pa.nulls(n_add, pa.string())
+    add_struct = _struct_from(files, ADD_FIELDS, overrides, extra)
+    schema = checkpoint_schema(add_struct.type)
+
+    tables, counts = _non_file_rows(snapshot, now_ms, schema)
+    kept_tomb, expired = _tombstones(snapshot, now_ms)
+    n_rem = kept_tomb.num_rows
+    rem_struct = _struct_from(kept_tomb, REMOVE_FIELDS, {"dataChange": pa.array([False] * n_rem, pa.bool_())})
+
+    file_rows = pa.concat_tables([_rows(n_add, "add", add_struct, schema), _rows(n_rem, "remove", rem_struct, schema)])
+    if file_rows.num_rows > 1:
+        key = pa.concat_arrays([
+            add_struct.field("path"), rem_struct.field("path"),
+        ])
+        file_rows = file_rows.take(pc.sort_indices(key))
+    table = pa.concat_tables(tables + [file_rows])
+    counts.update({"num_add_files": n_add, "num_remove_files": n_rem, "num_expired_tombstones": expired,
+                   "num_non_file_actions": sum(t.num_rows for t in tables)})
+    return table, counts
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="snappy")
+    return sink.getvalue().to_pybytes()
+
+
+def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None = None,
+                     part_size: int | None = None, update_last_checkpoint: bool = True) -> dict:
+    """Write the V1 checkpoint of ``snapshot.version`` and then ``_last_checkpoint``.
+
+    :param storage: table storage
+    :param table_root: table location
+    :param snapshot: the snapshot to checkpoint (its commit must exist)
+    :param now_ms: "now" for tombstone / txn expiry (default: the clock)
+    :param part_size: max actions per part; more -> multi-part (default 5,000,000)
+    :param update_last_checkpoint: write ``_last_checkpoint`` (unless it names a newer checkpoint)
+    :returns: metrics: ``version``, ``num_actions``, ``num_parts``, ``size_in_bytes``,
+        ``num_add_files``, ``num_remove_files``, ``num_expired_tombstones``, ``num_txns``,
+        ``num_expired_txns``, ``num_domain_metadata``, ``paths``, ``last_checkpoint_updated``
+    """
+    from .last_checkpoint import read_last_checkpoint, write_last_checkpoint
+
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    part_size = DEFAULT_PART_SIZE if part_size is None else int(part_size)
+    if part_size < 1:
+        from ..errors import InvalidArgumentError
+        raise InvalidArgumentError(f"part_size={part_size} is not positive", None, "pass part_size >= 1")
+    version = snapshot.version
+    log_dir = log_dir_of(storage, table_root)
+    table, counts = build_checkpoint_table(snapshot, now_ms=now_ms)
+    n = table.num_rows
+    num_parts = max(1, math.ceil(n / part_size))
+    paths: list[str] = []
+    total_bytes = 0
+    if num_parts == 1:
+        data = _parquet_bytes(table)
+        path = storage.join(log_dir, classic_checkpoint_name(version))
+        storage.write_bytes(path, data, overwrite=True)
+        paths.append(path)
+        total_bytes += len(data)
+    else:
+        for i in range(num_parts):
+            part = table.slice(i * part_size, part_size)
+            data = _parquet_bytes(part)
+            path = storage.join(log_dir, multipart_checkpoint_name(version, i + 1, num_parts))
+            storage.write_bytes(path, data, overwrite=True)
+            paths.append(path)
+            total_bytes += len(data)
+
+    info = {"version": version, "size": n}
+    if num_parts > 1:
+        info["parts"] = num_parts
+    info["sizeInBytes"] = total_bytes
+    info["numOfAddFiles"] = counts["num_add_files"]
+    updated = False
+    if update_last_checkpoint:
+        current = read_last_checkpoint(storage, log_dir)
+        if current is None or int(current.get("version", -1)) <= version:
+            write_last_checkpoint(storage, log_dir, info)
+            updated = True
+    metrics = {"version": version, "num_actions": n, "num_parts": num_parts, "size_in_bytes": total_bytes}
+    metrics.update(counts)
+    metrics["paths"] = paths
+    metrics["last_checkpoint_updated"] = updated
+    return metrics
+
+
+def checkpoint_after_commit(storage, table_root: str, version: int, *, now_ms: int | None = None,
+                            part_size: int | None = None) -> tuple[dict, dict | None]:
+    """Post-commit hook: checkpoint ``version`` and, if enabled, clean up expired log files.
+
+    :returns: ``(checkpoint metrics, cleanup metrics or None)``
+    """
+    from .cleanup import cleanup_expired_logs
+    from .snapshot import load_snapshot
+
+    snap = load_snapshot(storage, table_root, version=version)
+    metrics = write_checkpoint(storage, table_root, snap, now_ms=now_ms, part_size=part_size)
+    cleanup = None
+    if config.enable_expired_log_cleanup(snap.metadata):
+        cleanup = cleanup_expired_logs(storage, table_root, snap, now_ms=now_ms)
+    return metrics, cleanup

@@ -1,0 +1,122 @@
+"""Expired log cleanup (metadata cleanup), after delta-spark's ``MetadataCleanup``.
+
+Algorithm (:func:`cleanup_expired_logs`):
+
+1. ``threshold`` = ``now - delta.logRetentionDuration`` (default 30 days) truncated to midnight UTC.
+2. Commit timestamps are the commit files' modification times made strictly increasing in version
+   order (``ts[v] = max(mtime[v], ts[v-1] + 1)``), as delta-spark does, so a clock step back on
+   one writer cannot expire a newer commit before an older one.
+3. ``cutoff_version`` = newest commit with timestamp ``<= threshold``. The *protected checkpoint*
+   is the newest complete checkpoint with version ``<= cutoff_version``. No such checkpoint ->
+   nothing is deleted (the table must stay reconstructable).
+4. Delete, oldest first: commits, ``.crc`` files and checkpoint files (any kind, incomplete
+   multi-part sets included) with version ``<`` the protected checkpoint; compactions
+   ``<x>.<y>.compacted.json`` with ``y <=`` it; orphan temp files (``.*.tmp`` left by a crashed
+   writer) older than the threshold. The protected checkpoint, its commit and everything newer stay.
+
+Deleting oldest first keeps the table readable at every step: a crash midway leaves a checkpoint
+plus every later commit. Time travel to versions before the protected checkpoint is no longer
+possible afterwards (that is the point of the retention setting).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from .. import config
+from ..config import MS_PER_DAY
+from .listing import COMMIT_RE, list_log, log_dir_of
+
+_CRC_RE = re.compile(r"^(\d{20})\.crc$")
+_CHECKPOINT_ANY_RE = re.compile(r"^(\d{20})\.checkpoint(\..+)?\.(parquet|json)$")
+_COMPACTED_RE = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
+_TEMP_RE = re.compile(r"^\..*\.tmp$")
+
+
+def truncate_to_day(ms: int) -> int:
+    """Midnight UTC at or before ``ms``."""
+    return (ms // MS_PER_DAY) * MS_PER_DAY
+
+
+def cleanup_expired_logs(storage, table_root: str, snapshot=None, *, now_ms: int | None = None,
+                         retention_ms: int | None = None, dry_run: bool = False) -> dict:
+    """Delete log files older than the log retention that no snapshot at or after the protected
+    checkpoint needs (see module doc).
+
+    :param storage: table storage
+    :param table_root: table location
+    :param snapshot: a snapshot of the table (its metadata gives ``delta.logRetentionDuration``)
+    :param now_ms: "now" (default: the clock)
+    :param retention_ms: override the table's log retention
+    :param dry_run: only report what would be deleted
+    :returns: metrics: ``threshold_ms``, ``cutoff_version``, ``checkpoint_version``,
+        ``num_deleted_commits``, ``num_deleted_checkpoint_files``, ``num_deleted_checksums``,
+        ``num_deleted_compactions``, ``num_deleted_temp_files``, ``num_deleted_files``, ``deleted``
+    """
+    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    md = getattr(snapshot, "metadata", None)
+    retention = config.log_retention_ms(md) if retention_ms is None else int(retention_ms)
+    threshold = truncate_to_day(now_ms - retention)
+    metrics = {
+        "threshold_ms": threshold, "cutoff_version": None, "checkpoint_version": None,
+        "num_deleted_commits": 0, "num_deleted_checkpoint_files": 0, "num_deleted_checksums": 0,
+        "num_deleted_compactions": 0, "num_deleted_temp_files": 0, "num_deleted_files": 0,
+        "deleted": [], "dry_run": dry_run,
+    }
+    listing = list_log(storage, table_root, read_hint=False)
+    ts_prev = None
+    cutoff_version = None
+    for c in listing.commits:
+        ts = c.mtime_ms if ts_prev is None else max(c.mtime_ms, ts_prev + 1)
+        ts_prev = ts
+        if ts <= threshold:
+            cutoff_version = c.version
+        else:
+            break
+    metrics["cutoff_version"] = cutoff_version
+    if cutoff_version is None:
+        return metrics
+    protected = listing.checkpoint_at_or_before(cutoff_version)
+    if protected is None:
+        return metrics
+    keep_from = protected.version
+    metrics["checkpoint_version"] = keep_from
+
+    doomed: list[tuple[int, int, str, str]] = []  # (version, kind order, path, metric)
+    for f in storage.list_dir(log_dir_of(storage, table_root)):
+        name = f.name
+        m = COMMIT_RE.match(name)
+        if m:
+            v = int(m.group(1))
+            if v < keep_from:
+                doomed.append((v, 0, f.path, "num_deleted_commits"))
+            continue
+        m = _CRC_RE.match(name)
+        if m:
+            v = int(m.group(1))
+            if v < keep_from:
+                doomed.append((v, 1, f.path, "num_deleted_checksums"))
+            continue
+        m = _CHECKPOINT_ANY_RE.match(name)
+        if m:
+            v = int(m.group(1))
+            if v < keep_from:
+                doomed.append((v, 2, f.path, "num_deleted_checkpoint_files"))
+            continue
+        m = _COMPACTED_RE.match(name)
+        if m:
+            end = int(m.group(2))
+            if end <= keep_from:
+                doomed.append((end, 3, f.path, "num_deleted_compactions"))
+            continue
+        if _TEMP_RE.match(name) and f.mtime_ms <= threshold:
+            doomed.append((-1, 4, f.path, "num_deleted_temp_files"))
+    doomed.sort()
+    for _, _, path, key in doomed:
+        if not dry_run:
+            storage.delete(path)
+        metrics[key] += 1
+        metrics["num_deleted_files"] += 1
+        metrics["deleted"].append(path)
+    return metrics
