@@ -1,0 +1,301 @@
+"""CREATE TABLE [IF NOT EXISTS] [AS SELECT] at a path.
+
+Algorithm:
+
+1. Parse the schema (DDL string, Delta/Spark schema JSON string or dict, a pyspark ``StructType``
+   (via its ``.json()``), or a :class:`~spark_apps.engine.schema.StructType`), and validate:
+   partition columns exist (matched case-insensitively, stored with the schema's spelling), are
+   top-level primitive columns, appear once, and are not all of the columns; table properties
+   (:func:`validate_properties`): ``delta.*`` keys must be ones Delta defines and their values must
+   parse (booleans, intervals, positive integers); other keys are kept verbatim.
+2. If the table exists (a readable latest version): with IF NOT EXISTS return its state with
+   ``skipped=True``; otherwise raise :class:`TableAlreadyExistsError`. Nothing is written.
+3. Protocol from :func:`spark_apps.engine.features.protocol_for_new_table` (lowest versions
+   that cover the schema and properties), then the writer gate.
+4. With a source DataFrame (create-as-select): write its data files first (Spark data plane,
+   nothing committed; the source's schema must fit the declared one), then commit.
+5. Version 0 = commitInfo + protocol + metaData [+ adds] [+ txn], written with put-if-absent by
+   :class:`~spark_apps.engine.txn.OptimisticTransaction`. Losing the race to another creator is
+   handled like step 2 (IF NOT EXISTS -> skipped; else TableAlreadyExistsError); the data files a
+   losing create-as-select wrote stay as orphans for VACUUM.
+
+commitInfo: operation ``CREATE TABLE`` (``CREATE TABLE AS SELECT`` with a source),
+operationParameters ``isManaged``, ``description``, ``partitionBy``, ``properties`` as delta-spark
+writes them; CTAS metrics ``numFiles``, ``numOutputRows``, ``numOutputBytes``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .. import config
+from ..actions import Metadata
+from ..errors import (
+    CommitConflictError, DeltaError, InvalidArgumentError, InvalidSchemaError, TableAlreadyExistsError,
+)
+from ..storage import normalize_table_uri, storage_for
+
+OPERATION_CREATE = "CREATE TABLE"
+OPERATION_CTAS = "CREATE TABLE AS SELECT"
+
+# delta.* table properties Delta defines (DeltaConfigs.scala); values checked where we know the type.
+_BOOL_PROPS = {
+    "delta.appendOnly", "delta.enableExpiredLogCleanup", "delta.checkpoint.writeStatsAsJson",
+    "delta.checkpoint.writeStatsAsStruct", "delta.enableChangeDataFeed", "delta.enableDeletionVectors",
+    "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.enableTypeWidening",
+    "delta.randomizeFilePrefixes", "delta.autoOptimize.optimizeWrite", "delta.autoOptimize.autoCompact",
+    "delta.compatibility.symlinkFormatManifest.enabled", "delta.enableIcebergCompatV1",
+    "delta.enableIcebergCompatV2", "delta.tuneFileSizesForRewrites", "delta.rowTrackingSuspended",
+    "delta.enableVariantShredding", "delta.checkpoint.partSize.enabled",
+}
+_INTERVAL_PROPS = {
+    "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
+    "delta.setTransactionRetentionDuration", "delta.checkpointRetentionDuration",
+    "delta.sampleRetentionDuration",
+}
+_POSITIVE_INT_PROPS = {"delta.checkpointInterval", "delta.randomPrefixLength", "delta.checkpoint.partSize"}
+_INT_PROPS = {"delta.dataSkippingNumIndexedCols", "delta.minReaderVersion", "delta.minWriterVersion"}
+_OTHER_PROPS = {
+    "delta.isolationLevel", "delta.columnMapping.mode", "delta.columnMapping.maxColumnId",
+    "delta.dataSkippingStatsColumns", "delta.checkpointPolicy", "delta.targetFileSize",
+    "delta.universalFormat.enabledFormats", "delta.parquet.compression.codec",
+    "delta.inCommitTimestampEnablementVersion", "delta.inCommitTimestampEnablementTimestamp",
+    "delta.rowTracking.materializedRowIdColumnName", "delta.rowTracking.materializedRowCommitVersionColumnName",
+    "delta.clusteringColumns",
+}
+_PREFIX_PROPS = ("delta.constraints.", "delta.feature.")
+KNOWN_DELTA_PROPERTIES = _BOOL_PROPS | _INTERVAL_PROPS | _POSITIVE_INT_PROPS | _INT_PROPS | _OTHER_PROPS
+
+
+def validate_properties(properties: dict | None) -> dict:
+    """Table properties as a ``dict[str, str]``, with ``delta.*`` keys and values checked.
+
+    Keys are matched case-insensitively and stored with Delta's spelling
+    (``delta.appendonly`` -> ``delta.appendOnly``); boolean values are normalised to ``true``/``false``.
+
+    :raises InvalidArgumentError: unknown ``delta.*`` key or a value that does not parse
+    """
+    if properties is None:
+        return {}
+    if not isinstance(properties, dict):
+        raise InvalidArgumentError(
+            f"Table properties must be a mapping, got {type(properties).__name__}", None,
+            "pass properties as a dict such as {'delta.appendOnly': 'true'}",
+        )
+    canonical = {k.lower(): k for k in KNOWN_DELTA_PROPERTIES}
+    out: dict[str, str] = {}
+    for key, value in properties.items():
+        key = str(key).strip()
+        if not key:
+            raise InvalidArgumentError("A table property has an empty name", None, "remove it")
+        if value is None:
+            raise InvalidArgumentError(f"Table property '{key}' has no value", None, "give it a string value")
+        sval = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        low = key.lower()
+        if low.startswith("delta."):
+            if low in canonical:
+                key = canonical[low]
+            elif not any(low.startswith(p) for p in _PREFIX_PROPS):
+                raise InvalidArgumentError(
+                    f"Unknown Delta table property '{key}'",
+                    "properties starting with 'delta.' are reserved for the ones Delta defines",
+                    "check the spelling (e.g. delta.appendOnly, delta.checkpointInterval, "
+                    "delta.logRetentionDuration) or use a name without the 'delta.' prefix",
+                )
+            if key in _BOOL_PROPS:
+                if sval.strip().lower() not in ("true", "false"):
+                    raise InvalidArgumentError(
+                        f"Table property {key}='{sval}' is not a boolean", None, f"set {key} to 'true' or 'false'"
+                    )
+                sval = sval.strip().lower()
+            elif key in _INTERVAL_PROPS:
+                config.parse_interval_ms(sval, name=key)
+            elif key in _POSITIVE_INT_PROPS or key in _INT_PROPS:
+                try:
+                    n = int(sval)
+                except ValueError:
+                    n = None
+                if n is None or (key in _POSITIVE_INT_PROPS and n <= 0) or (key in _INT_PROPS and n < -1):
+                    raise InvalidArgumentError(
+                        f"Table property {key}='{sval}' is not a valid integer",
+                        "it must be a positive integer" if key in _POSITIVE_INT_PROPS else None,
+                        f"set {key} to an integer such as 10",
+                    )
+            elif key == config.ISOLATION_LEVEL:
+                from ..txn.isolation import IsolationLevel
+
+                IsolationLevel.parse(sval)
+        out[key] = sval
+    return out
+
+
+def to_delta_schema(schema):
+    """A :class:`~spark_apps.engine.schema.StructType` from any accepted schema form."""
+    from .. import schema as schema_mod
+
+    if schema is None:
+        raise InvalidSchemaError("No schema given", None, "pass a DDL string, a Spark StructType or a Delta JSON schema")
+    if not isinstance(schema, (str, bytes, dict, schema_mod.StructType)) and hasattr(schema, "jsonValue"):
+        schema = schema.jsonValue()  # a pyspark StructType (never imported here)
+    return schema_mod.parse_schema(schema)
+
+
+def validate_partition_columns(schema, partition_by) -> list[str]:
+    """Partition columns, spelled as in the schema; each a top-level primitive column, once."""
+    from .. import schema as schema_mod
+
+    if partition_by is None:
+        return []
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    by_lower = {f.name.lower(): f for f in schema.fields}
+    out: list[str] = []
+    for col in partition_by:
+        f = by_lower.get(str(col).lower())
+        if f is None:
+            raise InvalidArgumentError(
+                f"Partition column '{col}' is not in the schema",
+                f"the schema has columns {[x.name for x in schema.fields]}",
+                "partition by existing top-level columns",
+            )
+        if isinstance(f.type, (schema_mod.StructType, schema_mod.ArrayType, schema_mod.MapType)):
+            raise InvalidArgumentError(
+                f"Cannot partition by column '{f.name}' of type {f.type.simple_string()}",
+                "partition columns must have a primitive type", "partition by a primitive column",
+            )
+        if getattr(f.type, "name", None) in ("void", "variant"):
+            raise InvalidArgumentError(
+                f"Cannot partition by column '{f.name}' of type {f.type.simple_string()}", None,
+                "partition by a column of another type",
+            )
+        if f.name in out:
+            raise InvalidArgumentError(f"Partition column '{f.name}' is listed twice", None, "list it once")
+        out.append(f.name)
+    if out and len(out) == len(schema.fields):
+        raise InvalidArgumentError(
+            "Cannot use all columns as partition columns",
+            "a Delta table needs at least one data column stored in the files", "leave one column unpartitioned",
+        )
+    return out
+
+
+@dataclass
+class CreateResult:
+    """Outcome of a CREATE TABLE: the version written (or found), whether it was skipped, metrics."""
+
+    operation: str
+    table_uri: str
+    version: int
+    skipped: bool
+    metrics: dict
+    commit_info: dict | None = None
+
+    def to_dict(self) -> dict:
+        return {"operation": self.operation, "table_uri": self.table_uri, "version": self.version,
+                "skipped": self.skipped, "metrics": dict(self.metrics)}
+
+
+def _existing_version(storage, table_root: str) -> int | None:
+    from ..log.listing import latest_version
+
+    return latest_version(storage, table_root)
+
+
+def create_table(table_uri: str, *, schema, partition_by=None, properties=None, description=None,
+                 name=None, if_not_exists: bool = False, source_df=None, app_id=None, app_version=None,
+                 user_metadata=None, target_file_size: int | None = None) -> CreateResult:
+    """Create a Delta table (version 0) at ``table_uri``; see the module docstring.
+
+    :param table_uri: table location (local path or URI)
+    :param schema: DDL string, Delta/Spark schema JSON (str or dict), pyspark or engine StructType
+    :param partition_by: partition column names
+    :param properties: table properties (``delta.*`` validated)
+    :param description: ``metaData.description``
+    :param name: ``metaData.name``
+    :param if_not_exists: return the existing table (skipped) instead of failing
+    :param source_df: a pyspark DataFrame whose rows become the table's first data (create-as-select)
+    :param app_id: SetTransaction application id (with ``app_version``)
+    :param app_version: SetTransaction version
+    :param user_metadata: commitInfo.userMetadata
+    :param target_file_size: data file size target for the source rows (bytes)
+    :raises TableAlreadyExistsError: the table exists and ``if_not_exists`` is false
+    """
+    from .. import features
+
+    table_root = normalize_table_uri(table_uri)
+    storage = storage_for(table_root)
+    operation = OPERATION_CTAS if source_df is not None else OPERATION_CREATE
+
+    delta_schema = to_delta_schema(schema)
+    partition_columns = validate_partition_columns(delta_schema, partition_by)
+    configuration = validate_properties(properties)
+
+    existing = _existing_version(storage, table_root)
+    if existing is not None:
+        return _already_exists(table_root, existing, if_not_exists, operation)
+
+    protocol = features.protocol_for_new_table(delta_schema, configuration)
+    metadata = Metadata(
+        id=Metadata.new_id(),
+        schema_string=delta_schema.to_json_string(),
+        partition_columns=partition_columns,
+        configuration=configuration,
+        name=name,
+        description=description,
+        created_time=int(time.time() * 1000),
+    )
+    features.check_write_supported(protocol, metadata)
+
+    adds: list = []
+    metrics: dict = {}
+    if source_df is not None:
+        from .write import prepare_dataframe, write_files
+
+        df = prepare_dataframe(source_df, delta_schema)
+        result = write_files(df, table_root, delta_schema, partition_columns, configuration,
+                             target_file_size=target_file_size)
+        adds = result.adds
+        metrics = {"numFiles": result.num_files, "numOutputRows": result.num_output_rows,
+                   "numOutputBytes": result.num_output_bytes}
+
+    from ..txn import OptimisticTransaction
+
+    txn = OptimisticTransaction(
+        storage, table_root, None, operation=operation,
+        operation_parameters={
+            "isManaged": "false",
+            "description": description,
+            "partitionBy": list(partition_columns),
+            "properties": dict(configuration),
+        },
+        app_id=app_id, app_version=app_version, user_metadata=user_metadata,
+    )
+    txn.update_protocol(protocol)
+    txn.update_metadata(metadata)
+    try:
+        commit = txn.commit(adds, operation_metrics=metrics)
+    except CommitConflictError:
+        # another creator won version 0
+        existing = _existing_version(storage, table_root)
+        if existing is None:
+            raise
+        return _already_exists(table_root, existing, if_not_exists, operation)
+    return CreateResult(operation, table_root, commit.version, False, metrics, commit.commit_info)
+
+
+def _already_exists(table_root: str, version: int, if_not_exists: bool, operation: str) -> CreateResult:
+    if not if_not_exists:
+        raise TableAlreadyExistsError(
+            f"Cannot create the table at '{table_root}': a Delta table is already there",
+            f"its transaction log is at version {version}",
+            "use if_not_exists (--if-not-exists) to keep the existing table, pick another location, "
+            "or write to the existing table",
+        )
+    return CreateResult(operation, table_root, version, True, {})
+
+
+__all__ = [
+    "create_table", "CreateResult", "validate_properties", "validate_partition_columns", "to_delta_schema",
+    "KNOWN_DELTA_PROPERTIES", "DeltaError",
+]

@@ -1,0 +1,261 @@
+"""DeltaTable: the public Python facade over the engine (fixed names; other code and checks use them).
+
+::
+
+    from spark_apps.engine import DeltaTable
+    t = DeltaTable.create(spark, "/data/events", schema="id BIGINT, day DATE", partition_by=["day"])
+    t = DeltaTable.for_path(spark, "/data/events")    # spark may be None for log-only calls
+    t.version(); t.detail(); t.history(limit=10)      # log only: no Spark
+    t.checkpoint(); t.cleanup_metadata()              # log only: no Spark
+    t.to_df(version=3)                                # Spark
+    t.append(df, app_id="dag.task", app_version=7)    # Spark
+
+Rules: this module holds no protocol logic; each method is one call into a command or the log layer.
+It never imports pyspark at module level (``import spark_apps.engine`` must not load pyspark); the
+methods that need Spark take the session given to :meth:`for_path`/:meth:`create` and fail with a
+clear error when it is ``None``.
+
+Returned dicts: ``append`` returns ``{"operation", "table_uri", "version", "skipped", "metrics": {...}}``
+with the metrics (Delta's names, ints) repeated at top level, so ``t.append(df)["numOutputRows"]``
+works too. ``detail()`` keys: version, num_files, size_in_bytes, partition_columns, schema (Delta
+schema JSON object), protocol {min_reader_version, min_writer_version, reader_features,
+writer_features}, configuration, id, name, description, created_time (plus table_uri, format).
+``history()`` returns the commitInfo objects, newest first, each with its ``version`` (and
+``timestamp``) set, as delta-spark's ``DESCRIBE HISTORY`` shows them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+
+from .errors import InvalidArgumentError, TableNotFoundError
+from .storage import normalize_table_uri, storage_for
+
+
+def parse_timestamp_ms(value) -> int:
+    """Epoch milliseconds of a time-travel timestamp.
+
+    Accepts an int/float (epoch ms), a ``datetime`` (naive = UTC), a ``date`` (midnight UTC), or
+    a string: digits (epoch ms) or ISO-8601 / Spark style (``2024-01-31``, ``2024-01-31 12:00:00``,
+    ``2024-01-31T12:00:00.123Z``, ``...+02:00``); a string without a zone is UTC.
+
+    :raises InvalidArgumentError: anything else
+    """
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"Cannot use {value!r} as a timestamp", None, "pass epoch ms or an ISO timestamp")
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.timezone.utc)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, _dt.date):
+        return int(_dt.datetime(value.year, value.month, value.day, tzinfo=_dt.timezone.utc).timestamp() * 1000)
+    if isinstance(value, str):
+        s = value.strip()
+        if s.lstrip("-").isdigit():
+            return int(s)
+        t = s.replace(" ", "T", 1)
+        if t.endswith("Z") or t.endswith("z"):
+            t = t[:-1] + "+00:00"
+        try:
+            parsed = _dt.datetime.fromisoformat(t)
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            return parse_timestamp_ms(parsed)
+    raise InvalidArgumentError(
+        f"Cannot parse timestamp {value!r}", "expected epoch milliseconds or an ISO-8601 timestamp",
+        "pass e.g. '2024-01-31 12:00:00' (UTC), '2024-01-31T12:00:00+02:00' or 1706702400000",
+    )
+
+
+class DeltaTable:
+    """A Delta table at a path. Construct with :meth:`for_path` or :meth:`create`.
+
+    :param spark: a SparkSession, or ``None`` for log-only use
+    :param table_uri: the table location (local path or URI)
+    """
+
+    def __init__(self, spark, table_uri: str):
+        self.spark = spark
+        self.table_uri = normalize_table_uri(table_uri)
+        self.storage = storage_for(self.table_uri)
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self.table_uri!r})"
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def for_path(cls, spark, table_uri: str) -> "DeltaTable":
+        """The Delta table at ``table_uri``.
+
+        :raises TableNotFoundError: there is no Delta table there
+        """
+        from .log.listing import latest_version
+
+        t = cls(spark, table_uri)
+        if latest_version(t.storage, t.table_uri) is None:
+            raise TableNotFoundError(
+                f"No Delta table at '{t.table_uri}'",
+                "there is no _delta_log directory with a commit or checkpoint file",
+                "check the table URI, or create the table first (DeltaTable.create / create-table)",
+            )
+        return t
+
+    @classmethod
+    def create(cls, spark, table_uri: str, *, schema=None, partition_by=None, properties=None,
+               description=None, if_not_exists: bool = False, name=None, source_df=None, app_id=None,
+               app_version=None, user_metadata=None, target_file_size: int | None = None) -> "DeltaTable":
+        """CREATE TABLE [IF NOT EXISTS] [AS SELECT] (see :mod:`spark_apps.engine.commands.create_table`).
+
+        The commit result is kept in :attr:`last_result` (``skipped`` is true when IF NOT EXISTS found
+        the table).
+
+        :param schema: DDL string, Spark StructType or Delta schema JSON; with ``source_df`` it may be
+            omitted (the source's schema is used)
+        :param source_df: DataFrame whose rows are written into version 0 (create-as-select)
+        """
+        from .commands.create_table import create_table
+
+        if schema is None and source_df is not None:
+            schema = source_df.schema.jsonValue()
+        result = create_table(
+            table_uri, schema=schema, partition_by=partition_by, properties=properties,
+            description=description, name=name, if_not_exists=if_not_exists, source_df=source_df,
+            app_id=app_id, app_version=app_version, user_metadata=user_metadata,
+            target_file_size=target_file_size,
+        )
+        t = cls(spark, table_uri)
+        t.last_result = result.to_dict()
+        return t
+
+    last_result: dict | None = None
+
+    # ------------------------------------------------------------------ log-only
+    def snapshot(self, version: int | None = None, timestamp=None):
+        """The table's :class:`~spark_apps.engine.log.snapshot.Snapshot` (latest, or time travel)."""
+        from .log.snapshot import load_snapshot
+
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError(
+                "Both a version and a timestamp were given for time travel", None, "pass only one of them"
+            )
+        if version is not None:
+            try:
+                version = int(version)
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(f"Version {version!r} is not an integer", None,
+                                           "pass a table version number") from None
+        ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
+        return load_snapshot(self.storage, self.table_uri, version=version, timestamp_ms=ts)
+
+    def version(self) -> int:
+        """The latest version (one listing of ``_delta_log``, no file read)."""
+        from .log.listing import latest_version
+
+        v = latest_version(self.storage, self.table_uri)
+        if v is None:
+            raise TableNotFoundError(f"No Delta table at '{self.table_uri}'", None,
+                                     "check the table URI, or create the table first")
+        return v
+
+    def detail(self) -> dict:
+        """The table's current state (see the module docstring for the keys)."""
+        return snapshot_detail(self.snapshot(), self.table_uri)
+
+    def history(self, limit: int | None = None) -> list[dict]:
+        """commitInfo of each version, newest first (``limit`` newest only)."""
+        from .log.snapshot import history
+
+        if limit is not None:
+            try:
+                limit = int(limit)
+            except (TypeError, ValueError):
+                limit = -1
+            if limit < 0:
+                raise InvalidArgumentError(f"History limit {limit!r} is not a non-negative integer", None,
+                                           "pass a limit such as 10")
+        return history(self.storage, self.table_uri, limit=limit)
+
+    def checkpoint(self) -> dict:
+        """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its metrics."""
+        from .log.checkpoint import write_checkpoint
+
+        snap = self.snapshot()
+        metrics = write_checkpoint(self.storage, self.table_uri, snap)
+        metrics = dict(metrics)
+        metrics.pop("paths", None)
+        return {"operation": "CHECKPOINT", "table_uri": self.table_uri, "version": snap.version,
+                "skipped": False, "metrics": metrics}
+
+    def cleanup_metadata(self) -> dict:
+        """Delete expired log files (``delta.logRetentionDuration``) older than the newest checkpoint
+        before the retention cutoff; returns what was deleted."""
+        from .log.cleanup import cleanup_expired_logs
+
+        snap = self.snapshot()
+        metrics = dict(cleanup_expired_logs(self.storage, self.table_uri, snap))
+        deleted = metrics.pop("deleted", [])
+        metrics["num_deleted_files"] = metrics.get("num_deleted_files", len(deleted))
+        return {"operation": "CLEANUP METADATA", "table_uri": self.table_uri, "version": snap.version,
+                "skipped": False, "metrics": metrics}
+
+    # ------------------------------------------------------------------ Spark
+    def _need_spark(self, what: str):
+        if self.spark is None:
+            raise InvalidArgumentError(
+                f"{what} needs a SparkSession", "this DeltaTable was opened with spark=None (log-only)",
+                "open it with DeltaTable.for_path(spark, table_uri)",
+            )
+        return self.spark
+
+    def to_df(self, version: int | None = None, timestamp=None):
+        """The table's rows as a pyspark DataFrame (latest, or time travel by version / timestamp)."""
+        from .spark.scan import to_dataframe
+
+        spark = self._need_spark("Reading the table")
+        return to_dataframe(spark, self.snapshot(version=version, timestamp=timestamp))
+
+    def append(self, df, *, app_id: str | None = None, app_version: int | None = None,
+               user_metadata: str | None = None, target_file_size: int | None = None) -> dict:
+        """Blind append of ``df`` with schema enforcement (see :mod:`spark_apps.engine.commands.write`).
+
+        :param app_id: idempotent-write application id (with ``app_version``): an already committed
+            version is skipped (``skipped: true``, nothing written)
+        :param target_file_size: roll data files at about this many bytes (default: the table's
+            ``delta.targetFileSize`` or 128 MiB)
+        """
+        from .commands.write import append
+
+        self._need_spark("Appending")
+        return append(self.table_uri, df, app_id=app_id, app_version=app_version, user_metadata=user_metadata,
+                      target_file_size=target_file_size).to_dict()
+
+
+def snapshot_detail(snap, table_uri: str) -> dict:
+    """``detail()`` of a snapshot."""
+    md, proto = snap.metadata, snap.protocol
+    rf = proto.reader_features
+    wf = proto.writer_features
+    return {
+        "table_uri": table_uri,
+        "format": "delta",
+        "version": snap.version,
+        "num_files": int(snap.num_files),
+        "size_in_bytes": int(snap.size_in_bytes),
+        "partition_columns": list(md.partition_columns or []),
+        "schema": json.loads(md.schema_string),
+        "protocol": {
+            "min_reader_version": proto.min_reader_version,
+            "min_writer_version": proto.min_writer_version,
+            "reader_features": list(rf) if rf is not None else None,
+            "writer_features": list(wf) if wf is not None else None,
+        },
+        "configuration": dict(md.configuration or {}),
+        "id": md.id,
+        "name": md.name,
+        "description": md.description,
+        "created_time": md.created_time,
+    }
