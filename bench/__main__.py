@@ -97,6 +97,15 @@ def check(case: C.Case, ours: R.EngineResult, theirs: R.EngineResult) -> str:
             for k, v in case.expect.items():
                 if k in r.result and r.result[k] != v:
                     problems.append(f"{name} {k}={r.result[k]}, expected {v}")
+            if r.result.get("bad_partition_values"):
+                problems.append(f"{name}: {r.result['bad_partition_values']} files with a wrong "
+                                f"partition value, e.g. {r.result['bad_sample']}")
+            if r.result.get("verify_error"):
+                problems.append(f"{name}: check failed: {r.result['verify_error']}")
+    if ours.ok and theirs.ok and ours.result and theirs.result:
+        a, b = ours.result.get("paths_digest"), theirs.result.get("paths_digest")
+        if a and b and a != b:
+            problems.append("the two engines return different file sets")
     return "; ".join(problems)
 
 

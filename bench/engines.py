@@ -121,8 +121,10 @@ def _ours_stats_json(table, snap) -> str:
 
 
 def _stats_via_collector(stats_mod, collector_cls, table, snap) -> str:
-    # StatsCollector(schema, ...) -> .update(batch) / .to_json(); adapted when H2's API is known
-    c = collector_cls(snap.schema, partition_columns=snap.partition_columns)
+    kwargs = {}
+    if hasattr(stats_mod, "stats_config_from_properties"):
+        kwargs = stats_mod.stats_config_from_properties(snap.metadata.configuration)
+    c = collector_cls(snap.schema, partition_columns=snap.partition_columns, **kwargs)
     c.update(table)
     return c.to_json()
 
@@ -265,6 +267,50 @@ def rs_open_commit(path: str, args: dict):
         return {}
 
     return (lambda: None), run
+
+
+# --------------------------------------------------------------------------------------------
+# correctness checks (run after the timed samples, never timed)
+
+
+def _verify(paths, dts) -> dict:
+    """Digest of the sorted paths (compared across engines) and the files whose partition value
+    disagrees with the ``dt=<value>/`` directory the generator put them in (ground truth)."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    paths = pa.chunked_array([paths]) if isinstance(paths, pa.Array) else paths
+    dts = pc.cast(dts, pa.string())
+    from_path = pc.utf8_slice_codeunits(paths, 3, 13)
+    bad = pc.invert(pc.fill_null(pc.equal(from_path, dts), False))
+    n_bad = pc.sum(bad).as_py() or 0
+    sample = pc.filter(dts, bad).slice(0, 3).to_pylist() if n_bad else []
+    digest = hashlib.sha1("\n".join(sorted(paths.to_pylist())).encode()).hexdigest()[:16]
+    return {"paths_digest": digest, "bad_partition_values": n_bad, "bad_sample": sample}
+
+
+def ours_open_verify(path: str, args: dict) -> dict:
+    import pyarrow.compute as pc
+
+    snapshot = _ours("spark_apps.engine.log.snapshot")
+    snap = snapshot.load_snapshot(_ours_storage(path), path, version=args.get("version"))
+    files = snap.files
+    dts = pc.list_element(pc.map_lookup(files.column("partition_values"), "dt", "all"), 0)
+    return _verify(files.column("path"), dts)
+
+
+def rs_open_verify(path: str, args: dict) -> dict:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path, version=args.get("version"))
+    t = pa.table(dt.get_add_actions(flatten=True))
+    return _verify(t.column("path"), t.column("partition.dt"))
+
+
+VERIFY = {"open": {"ours": ours_open_verify, "deltalake": rs_open_verify}}
 
 
 OPS: dict[str, dict[str, Callable[[str, dict], tuple[Callable[[], Any], Callable[[Any], dict]]]]] = {

@@ -215,10 +215,24 @@ class TableSpec:
 
     @property
     def key(self) -> str:
-        return f"{self.kind}-" + "-".join(f"{k}{v}" for k, v in self.params) + f"-g{GEN_VERSION}"
+        key = f"{self.kind}-" + "-".join(f"{k}{v}" for k, v in self.params) + f"-g{GEN_VERSION}"
+        if self.kind == "ckptours":  # our writer changes while we work: regenerate when it does
+            key += "-" + _our_log_code_digest()
+        return key
 
     def p(self, name: str) -> int:
         return dict(self.params)[name]
+
+
+def _our_log_code_digest() -> str:
+    import hashlib
+
+    h = hashlib.sha1()
+    log_dir = Path(__file__).resolve().parent.parent / "spark_apps" / "engine" / "log"
+    for name in ("checkpoint.py", "replay.py", "snapshot.py"):
+        p = log_dir / name
+        h.update(p.read_bytes() if p.exists() else b"-")
+    return h.hexdigest()[:8]
 
 
 def spec(kind: str, **params: int) -> TableSpec:
@@ -253,7 +267,7 @@ def _checkpoint_ours(root: Path) -> None:
 
     st = storage_for(str(root))
     snap = load_snapshot(st, str(root))
-    ck.write_checkpoint(snap)
+    ck.write_checkpoint(st, str(root), snap, now_ms=commit_ts(snap.version) + 1000)
 
 
 def _build_ckpt_plus(ws: _LogWriter, s: TableSpec, checkpointer: Callable[[Path], None]) -> None:

@@ -64,6 +64,12 @@ def run_job(job: dict) -> dict:
     except Exception as e:  # reported as a row, not hidden
         return {"status": "error", "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(limit=6)}
+    verify = engines.VERIFY.get(job["op"], {}).get(job["engine"])
+    if verify is not None:  # correctness, after the timed samples
+        try:
+            result = dict(result or {}, **verify(job["path"], job.get("args") or {}))
+        except Exception as e:
+            result = dict(result or {}, verify_error=f"{type(e).__name__}: {e}")
     return {"status": "ok", "cold_ms": cold_ms, "samples_ms": samples, "import_ms": import_ms,
             "result": result}
 
