@@ -1,0 +1,702 @@
+"""DeltaHook: run one bundled Delta app through spark-submit and bring its result back.
+
+Data flow (one :meth:`DeltaHook.run` call)::
+
+    connection (type "spark": local[*], yarn, spark://, k8s://) + hook config
+      -> spark-submit settings (master, deploy mode, binary, conf)        _submit_settings()
+      -> the bundled apps: spark_apps.zip (--py-files) + launcher .py      build_app_bundle()
+      -> application args: <operation> --table-uri U --result-uri R --spec-json J
+      -> SparkSubmitHook.submit()  (its own Popen, log streaming, on_kill, yarn/k8s/standalone handling)
+      -> result: the --result-uri file first, else the last result line captured from stdout
+      -> dict, or DeltaRetryableError (AirflowException) / DeltaPermanentError (AirflowFailException)
+         carrying the app's one-line error
+
+Rules:
+
+* The Airflow layer never imports pyspark. The pyspark-bundled ``bin/spark-submit`` is found with
+  ``importlib.util.find_spec`` (no import). Order: the hook's ``spark_binary`` argument, the
+  connection's ``spark-binary`` extra (looked up on PATH, as the apache-spark provider does),
+  ``$SPARK_HOME/bin/spark-submit``, the installed pyspark's ``bin/spark-submit``, ``spark-submit``.
+* The apps ship as a zip of the installed ``spark_apps`` package, built once per package version and
+  content hash into a cache folder (deterministic bytes, written atomically), with a two-line launcher
+  next to it that runs ``python -m spark_apps`` from that zip (``runpy``), so driver and executors run
+  exactly the zipped code.
+* The job spec always travels as ONE ``--spec-json`` argument (keys are the CLI's argparse ``dest``
+  names, ``None`` values dropped): no quoting issues on any cluster manager.
+* Result channel: ``--result-uri``. Client deploy mode: a local temporary file (the driver runs in
+  the spark-submit process on this machine), unless a result folder is configured. Cluster deploy
+  mode: a file under ``result_dir`` (hook argument or connection extra ``delta_result_dir``) on storage
+  both sides reach (hdfs://, s3://, a shared mount); without one, cluster mode is refused, because
+  the driver's stdout never comes back. Fallback: the last ``{"status": ...}`` JSON line (or the last
+  ``DELTA_ERROR`` line) captured from spark-submit's output.
+* Failure mapping lives in :func:`resolve_outcome` (pure, unit-tested): the app's ``retryable`` flag,
+  else its exit code (2 = retryable) or the engine error class's ``retryable``.
+* Local masters get ``spark.pyspark.python``/``spark.pyspark.driver.python`` = this interpreter (unless
+  set in ``spark_conf`` or the environment), so the app runs with the engine's dependencies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import uuid
+import zipfile
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import ALLOWED_SPARK_BINARIES, SparkSubmitHook
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+
+from airflow_delta_provider.exceptions import (
+    DeltaConfigurationError,
+    DeltaPermanentError,
+    DeltaRetryableError,
+    DeltaTaskError,
+    app_error,
+)
+
+RESULT_DIR_EXTRA = "delta_result_dir"
+APP_PACKAGE = "spark_apps"
+LAUNCHER_NAME = "delta_spark_app.py"
+LAUNCHER_SOURCE = (
+    '"""spark-submit entry of airflow-delta-provider: runs `python -m spark_apps` from the --py-files zip."""\n'
+    "import runpy\n"
+    'runpy.run_module("spark_apps", run_name="__main__", alter_sys=True)\n'
+)
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+#: Operations the bundled CLI knows (docs/design.md, "CLI flags").
+OPERATIONS = frozenset(
+    {"describe", "history", "read", "create-table", "write", "checkpoint", "cleanup-metadata"}
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# Configuration object
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SparkSubmitOptions:
+    """spark-submit settings passed through to :class:`SparkSubmitHook` (all optional).
+
+    One small object instead of thirty operator parameters; operators take it as ``submit_options``
+    (a dict with the same keys works too). Connection extras (``deploy-mode``, ``queue``, ``namespace``,
+    ``principal``, ``keytab``) still apply; a value set here wins, as in SparkSubmitHook.
+
+    :param deploy_mode: ``client`` or ``cluster``.
+    :param driver_memory: e.g. ``"2g"``.
+    :param executor_memory: e.g. ``"4g"``.
+    :param executor_cores: cores per executor.
+    :param num_executors: number of executors (YARN, Kubernetes).
+    :param total_executor_cores: total cores (standalone).
+    :param yarn_queue: YARN queue.
+    :param proxy_user: user to impersonate.
+    :param principal: Kerberos principal.
+    :param keytab: Kerberos keytab path.
+    :param properties_file: spark-defaults style properties file.
+    :param jars: comma-separated jars.
+    :param packages: comma-separated Maven coordinates.
+    :param files: comma-separated files for the executors' working directory.
+    :param archives: comma-separated archives.
+    :param extra_py_files: more ``--py-files`` after the bundled apps zip.
+    :param env_vars: environment variables for the driver (client mode: the spark-submit process).
+    :param name: Spark application name (default ``delta-<operation>``).
+    :param verbose: pass ``--verbose`` to spark-submit.
+    :param status_poll_interval: seconds between driver status polls (standalone cluster mode).
+    """
+
+    deploy_mode: str | None = None
+    driver_memory: str | None = None
+    executor_memory: str | None = None
+    executor_cores: int | None = None
+    num_executors: int | None = None
+    total_executor_cores: int | None = None
+    yarn_queue: str | None = None
+    proxy_user: str | None = None
+    principal: str | None = None
+    keytab: str | None = None
+    properties_file: str | None = None
+    jars: str | None = None
+    packages: str | None = None
+    files: str | None = None
+    archives: str | None = None
+    extra_py_files: tuple[str, ...] = ()
+    env_vars: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+    verbose: bool = False
+    status_poll_interval: int = 1
+
+    @classmethod
+    def coerce(cls, value: SparkSubmitOptions | dict | None) -> SparkSubmitOptions:
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            unknown = set(value) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise DeltaConfigurationError(
+                    f"Unknown spark-submit option(s) {sorted(unknown)}",
+                    f"SparkSubmitOptions knows {sorted(cls.__dataclass_fields__)}",
+                    "fix the key, or pass Spark properties through spark_conf",
+                )
+            value = dict(value)
+            if "extra_py_files" in value and isinstance(value["extra_py_files"], str):
+                value["extra_py_files"] = tuple(p for p in value["extra_py_files"].split(",") if p)
+            return cls(**value)
+        raise TypeError(f"submit_options must be SparkSubmitOptions or dict, not {type(value).__name__}")
+
+    def hook_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for SparkSubmitHook (everything but what DeltaHook sets itself)."""
+        d = asdict(self)
+        for own in ("extra_py_files", "name", "env_vars"):
+            d.pop(own)
+        d["env_vars"] = dict(self.env_vars) or None
+        return {k: v for k, v in d.items() if v is not None}
+
+
+# ----------------------------------------------------------------------------------------------
+# The bundled apps
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppBundle:
+    """The shipped apps: ``zip_path`` for ``--py-files``, ``launcher_path`` as the application file."""
+
+    zip_path: str
+    launcher_path: str
+    version: str
+    digest: str
+
+
+def _package_dir(package: str = APP_PACKAGE) -> str:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise DeltaConfigurationError(
+            f"The '{package}' package is not installed",
+            "the Delta apps ship from the installed airflow-delta-provider distribution",
+            "pip install airflow-delta-provider into the Airflow environment",
+        )
+    return list(spec.submodule_search_locations)[0]
+
+
+def _package_files(pkg_dir: str) -> list[tuple[str, str]]:
+    """(archive name, absolute path) of every .py file of the package, sorted."""
+    out = []
+    parent = os.path.dirname(pkg_dir.rstrip(os.sep))
+    for root, dirs, files in os.walk(pkg_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                out.append((os.path.relpath(path, parent).replace(os.sep, "/"), path))
+    out.sort()
+    return out
+
+
+def _dist_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("airflow-delta-provider")
+    except Exception:
+        return "0+unknown"
+
+
+def default_bundle_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), "airflow-delta-provider", "bundles")
+
+
+def build_app_bundle(cache_dir: str | None = None) -> AppBundle:
+    """Zip the installed ``spark_apps`` package once per (version, content hash); return the paths.
+
+    The zip's bytes depend only on the files' names and contents (sorted, fixed timestamps), so
+    two workers build identical files; each write goes to a temporary name and is renamed into place.
+    """
+    pkg_dir = _package_dir()
+    files = _package_files(pkg_dir)
+    h = hashlib.sha256()
+    contents = []
+    for arcname, path in files:
+        with open(path, "rb") as f:
+            data = f.read()
+        contents.append((arcname, data))
+        h.update(arcname.encode() + b"\0" + hashlib.sha256(data).digest())
+    h.update(LAUNCHER_SOURCE.encode())
+    digest = h.hexdigest()[:16]
+    version = _dist_version()
+    target = os.path.join(cache_dir or default_bundle_dir(), f"{version}-{digest}")
+    zip_path = os.path.join(target, f"{APP_PACKAGE}.zip")
+    launcher_path = os.path.join(target, LAUNCHER_NAME)
+    if not (os.path.isfile(zip_path) and os.path.isfile(launcher_path)):
+        os.makedirs(target, exist_ok=True)
+        tmp_zip = f"{zip_path}.{uuid.uuid4().hex}.tmp"
+        with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for arcname, data in contents:
+                info = zipfile.ZipInfo(arcname, date_time=_ZIP_EPOCH)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                zf.writestr(info, data)
+        os.replace(tmp_zip, zip_path)
+        tmp_launcher = f"{launcher_path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp_launcher, "w") as f:
+            f.write(LAUNCHER_SOURCE)
+        os.replace(tmp_launcher, launcher_path)
+    return AppBundle(zip_path=zip_path, launcher_path=launcher_path, version=version, digest=digest)
+
+
+def clear_bundle_cache(cache_dir: str | None = None) -> None:
+    """Delete every cached apps bundle (rebuilt on the next run)."""
+    shutil.rmtree(cache_dir or default_bundle_dir(), ignore_errors=True)
+
+
+def find_spark_submit() -> str:
+    """``$SPARK_HOME/bin/spark-submit``, else the installed pyspark's, else ``spark-submit`` (PATH)."""
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home:
+        cand = os.path.join(spark_home, "bin", "spark-submit")
+        if os.access(cand, os.X_OK):
+            return cand
+    spec = importlib.util.find_spec("pyspark")
+    if spec is not None and spec.submodule_search_locations:
+        cand = os.path.join(list(spec.submodule_search_locations)[0], "bin", "spark-submit")
+        if os.access(cand, os.X_OK):
+            return cand
+    return "spark-submit"
+
+
+# ----------------------------------------------------------------------------------------------
+# Output capture and outcome (pure)
+# ----------------------------------------------------------------------------------------------
+
+# The app's failure line; design.md names it "DELTA_ERROR <Class>: msg" (and, in one place,
+# "DeltaError[<Class>]: msg"): both are accepted.
+_ERROR_LINE_RE = re.compile(
+    r"^(?:DELTA_ERROR\s+(?P<c1>[A-Za-z_][\w.]*)|DeltaError\[(?P<c2>[A-Za-z_][\w.]*)\])\s*:\s*(?P<msg>.*)$"
+)
+
+
+@dataclass
+class AppOutput:
+    """What spark-submit's merged stdout/stderr told us: the last result line, the last error line."""
+
+    result: dict | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    tail: deque = field(default_factory=lambda: deque(maxlen=20))
+
+    def feed(self, raw: str) -> None:
+        line = raw.strip()
+        if not line:
+            return
+        self.tail.append(line)
+        if line.startswith("{") and line.endswith("}") and '"status"' in line:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                return
+            if isinstance(obj, dict) and obj.get("status") in ("ok", "error"):
+                self.result = obj
+            return
+        m = _ERROR_LINE_RE.match(line)
+        if m:
+            self.error_class = m.group("c1") or m.group("c2")
+            self.error_message = m.group("msg").strip()
+
+    @classmethod
+    def parse(cls, lines) -> AppOutput:
+        out = cls()
+        for line in lines:
+            out.feed(line)
+        return out
+
+
+def engine_error_retryable(error_class: str | None) -> bool | None:
+    """The engine's ``retryable`` for an error class name; ``None`` when it is not an engine error."""
+    if not error_class:
+        return None
+    try:
+        from spark_apps.engine import errors
+    except Exception:  # the engine is optional on the Airflow side
+        return None
+    cls = getattr(errors, error_class.rsplit(".", 1)[-1], None)
+    if isinstance(cls, type) and issubclass(cls, errors.DeltaError):
+        return bool(cls.retryable)
+    return None
+
+
+def _error_from_result(result: dict) -> DeltaTaskError:
+    error_class = str(result.get("error_class") or "DeltaError")
+    message = result.get("message") or " ".join(
+        p for p in (result.get("problem"), result.get("cause"), result.get("fix")) if p
+    ) or "the app reported an error without a message"
+    retryable = result.get("retryable")
+    if retryable is None:
+        retryable = bool(engine_error_retryable(error_class))
+    return app_error(error_class, str(message), retryable=bool(retryable), result=result)
+
+
+def resolve_outcome(
+    *,
+    returncode: int | None,
+    file_result: dict | None,
+    output: AppOutput,
+    submit_error: str | None = None,
+) -> dict:
+    """Decide the task's outcome from everything the submission produced.
+
+    Precedence: the ``--result-uri`` file, then the last JSON result line on stdout, then the last
+    ``DELTA_ERROR`` line, then the bare exit status. An ``ok`` result wins even over a non-zero
+    spark-submit exit (the commit is in the log; failing would invite a duplicate retry).
+
+    :return: the app's result dict (``status == "ok"``).
+    :raises DeltaRetryableError: retryable app error, or spark-submit failed before the app reported.
+    :raises DeltaPermanentError: non-retryable app error, or the app succeeded without a result.
+    """
+    for result in (file_result, output.result):
+        if result is None:
+            continue
+        if result.get("status") == "ok":
+            return result
+        if result.get("status") == "error":
+            raise _error_from_result(result)
+    if output.error_class:
+        retryable = returncode == 2 or bool(engine_error_retryable(output.error_class))
+        raise app_error(output.error_class, output.error_message or "", retryable=retryable)
+    if returncode:
+        tail = " | ".join(list(output.tail)[-5:])
+        detail = submit_error.splitlines()[0] if submit_error else f"spark-submit exited with code {returncode}"
+        raise DeltaRetryableError(
+            "SparkSubmitError",
+            f"The Spark application failed before the Delta app reported a result. Cause: {detail}. "
+            f"Last output: {tail or '(none)'}. Fix: see the task log for the Spark error.",
+            retryable=True,
+        )
+    raise DeltaPermanentError(
+        "MissingResultError",
+        "The Delta app finished but returned no result. Cause: no --result-uri file and no JSON result "
+        "line on stdout. Fix: check that the installed spark_apps matches this provider version.",
+        retryable=False,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# SparkSubmitHook with output capture
+# ----------------------------------------------------------------------------------------------
+
+
+class _CapturingSparkSubmitHook(SparkSubmitHook):
+    """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.app_output = AppOutput()
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        def tap():
+            for raw in itr:
+                self.app_output.feed(raw)
+                yield raw
+
+        super()._process_spark_submit_log(tap())
+
+
+# ----------------------------------------------------------------------------------------------
+# The hook
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubmitSettings:
+    """Resolved per-connection settings (what the connection + hook arguments mean)."""
+
+    master: str
+    deploy_mode: str
+    spark_binary: str
+    result_dir: str | None
+
+    @property
+    def is_local(self) -> bool:
+        return self.master.startswith("local")
+
+    @property
+    def is_cluster_mode(self) -> bool:
+        return self.deploy_mode == "cluster"
+
+
+def master_from_connection(conn) -> str:
+    """The Spark master URL, exactly as SparkSubmitHook derives it from a connection."""
+    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
+        master = conn.host
+    else:
+        master = f"{conn.conn_type}://{conn.host or ''}"
+    return f"{master}:{conn.port}" if conn.port else master
+
+
+class DeltaHook(BaseHook):
+    """Run the bundled Delta apps with spark-submit over any Airflow ``spark`` connection.
+
+    :param conn_id: a connection of type ``spark`` (host ``local[*]``, ``yarn``, ``spark://h:7077``,
+        ``k8s://https://h:6443``; extras ``deploy-mode``, ``queue``, ``namespace``, ``spark-binary`` as in
+        the apache-spark provider, plus ``delta_result_dir``).
+    :param spark_conf: Spark properties (``--conf``).
+    :param spark_binary: spark-submit to run (name on PATH or absolute path); overrides the
+        connection's ``spark-binary``. Default: see :func:`find_spark_submit`.
+    :param result_dir: folder (local path or URI) for the result files; required for cluster
+        deploy mode. Default: the connection extra ``delta_result_dir``.
+    :param submit_options: :class:`SparkSubmitOptions` (or a dict of its fields).
+    :param bundle_dir: cache folder for the apps zip (default: ``<tmp>/airflow-delta-provider/bundles``).
+
+    Example::
+
+        hook = DeltaHook("spark_local", spark_conf={"spark.sql.shuffle.partitions": "4"})
+        result = hook.run("checkpoint", "/data/tables/events")
+        result["version"], result["metrics"]
+    """
+
+    conn_name_attr = "conn_id"
+    default_conn_name = "spark_default"
+    conn_type = "spark"
+    hook_name = "Delta Lake (spark-submit)"
+
+    def __init__(
+        self,
+        conn_id: str = default_conn_name,
+        *,
+        spark_conf: dict[str, Any] | None = None,
+        spark_binary: str | None = None,
+        result_dir: str | None = None,
+        submit_options: SparkSubmitOptions | dict | None = None,
+        bundle_dir: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.conn_id = conn_id
+        self.spark_conf = dict(spark_conf or {})
+        self.spark_binary = spark_binary
+        self.result_dir = result_dir
+        self.submit_options = SparkSubmitOptions.coerce(submit_options)
+        self.bundle_dir = bundle_dir
+        self._submit_hook: _CapturingSparkSubmitHook | None = None
+        self._settings: SubmitSettings | None = None
+
+    # -- connection -------------------------------------------------------------------------
+
+    def get_conn(self):
+        """The Airflow connection (raises a clear error when it does not exist)."""
+        try:
+            return self.get_connection(self.conn_id)
+        except AirflowNotFoundException:
+            raise DeltaConfigurationError(
+                f"Spark connection '{self.conn_id}' does not exist",
+                "DeltaHook needs a connection of type 'spark' to know the master",
+                f"define it, e.g. AIRFLOW_CONN_{self.conn_id.upper()}="
+                '\'{"conn_type": "spark", "host": "local[*]"}\'',
+            ) from None
+
+    def submit_settings(self) -> SubmitSettings:
+        if self._settings is None:
+            conn = self.get_conn()
+            extra = conn.extra_dejson
+            deploy_mode = self.submit_options.deploy_mode or extra.get("deploy-mode") or "client"
+            if deploy_mode not in ("client", "cluster"):
+                raise DeltaConfigurationError(
+                    f"Unknown deploy mode '{deploy_mode}'", None, "use 'client' or 'cluster'"
+                )
+            binary = self.spark_binary
+            if not binary:
+                conn_binary = extra.get("spark-binary")
+                if conn_binary and conn_binary not in ALLOWED_SPARK_BINARIES:
+                    raise DeltaConfigurationError(
+                        f"The connection's spark-binary extra '{conn_binary}' is not allowed",
+                        f"the apache-spark provider accepts only {ALLOWED_SPARK_BINARIES}",
+                        "fix the extra, or pass spark_binary= to the hook/operator",
+                    )
+                binary = conn_binary or find_spark_submit()
+            self._settings = SubmitSettings(
+                master=master_from_connection(conn),
+                deploy_mode=deploy_mode,
+                spark_binary=binary,
+                result_dir=self.result_dir or extra.get(RESULT_DIR_EXTRA) or None,
+            )
+        return self._settings
+
+    # -- building ---------------------------------------------------------------------------
+
+    def effective_conf(self, settings: SubmitSettings) -> dict[str, str]:
+        conf = {str(k): str(v) for k, v in self.spark_conf.items()}
+        if settings.is_local:
+            if not (conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
+                conf["spark.pyspark.python"] = sys.executable
+            if not (
+                conf.get("spark.pyspark.driver.python")
+                or os.environ.get("PYSPARK_DRIVER_PYTHON")
+                or os.environ.get("PYSPARK_PYTHON")
+            ):
+                conf["spark.pyspark.driver.python"] = conf.get("spark.pyspark.python", sys.executable)
+            conf.setdefault("spark.log.level", "WARN")
+        return conf
+
+    def new_result_uri(self, settings: SubmitSettings) -> str:
+        name = f"delta-result-{uuid.uuid4().hex}.json"
+        if settings.result_dir:
+            return settings.result_dir.rstrip("/") + "/" + name
+        if settings.is_cluster_mode:
+            raise DeltaConfigurationError(
+                "No result location for cluster deploy mode",
+                "the driver runs on the cluster, so its stdout does not come back to Airflow",
+                f"set the connection extra '{RESULT_DIR_EXTRA}' (or result_dir=) to a folder both "
+                "Airflow and the cluster reach, e.g. hdfs:///tmp/delta-results or s3://bucket/results",
+            )
+        folder = os.path.join(tempfile.gettempdir(), "airflow-delta-provider", "results")
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, name)
+
+    @staticmethod
+    def application_args(operation: str, table_uri: str, spec: dict, result_uri: str) -> list[str]:
+        return [
+            operation,
+            "--table-uri",
+            table_uri,
+            "--result-uri",
+            result_uri,
+            "--spec-json",
+            json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str),
+        ]
+
+    @staticmethod
+    def job_spec(table_uri: str, params: dict[str, Any]) -> dict[str, Any]:
+        spec = {k: v for k, v in params.items() if v is not None}
+        spec["table_uri"] = table_uri
+        return spec
+
+    def build_submit_hook(
+        self, operation: str, table_uri: str, params: dict[str, Any] | None = None, *, result_uri: str | None = None
+    ) -> tuple[_CapturingSparkSubmitHook, str, str]:
+        """Build the SparkSubmitHook for one app run.
+
+        :return: (submit hook, application file, result URI); the command is
+            ``hook._build_spark_submit_command(application)``.
+        """
+        if operation not in OPERATIONS:
+            raise DeltaConfigurationError(
+                f"Unknown Delta operation '{operation}'", None, f"use one of {sorted(OPERATIONS)}"
+            )
+        if not table_uri or not str(table_uri).strip():
+            raise DeltaConfigurationError("No table_uri given", None, "pass the table's path or URI")
+        settings = self.submit_settings()
+        bundle = build_app_bundle(self.bundle_dir)
+        result_uri = result_uri or self.new_result_uri(settings)
+        spec = self.job_spec(table_uri, dict(params or {}))
+        opts = self.submit_options
+        py_files = ",".join([bundle.zip_path, *opts.extra_py_files])
+        kwargs = opts.hook_kwargs()  # deploy_mode only when set here; else the connection extra applies
+        try:
+            sub = _CapturingSparkSubmitHook(
+                conf=self.effective_conf(settings),
+                conn_id=self.conn_id,
+                py_files=py_files,
+                name=opts.name or f"delta-{operation}",
+                application_args=self.application_args(operation, table_uri, spec, result_uri),
+                spark_binary=settings.spark_binary,
+                **kwargs,
+            )
+        except (NameError, RuntimeError) as e:
+            if settings.master.startswith("k8s"):
+                raise DeltaConfigurationError(
+                    f"Cannot submit to Kubernetes master '{settings.master}'",
+                    f"the apache-spark provider needs the cncf-kubernetes provider for k8s:// ({e})",
+                    "pip install apache-airflow-providers-cncf-kubernetes",
+                ) from None
+            raise
+        return sub, bundle.launcher_path, result_uri
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self, operation: str, table_uri: str, **params: Any) -> dict:
+        """Run one Delta app operation and return its result dict.
+
+        :param operation: a CLI operation (``create-table``, ``write``, ``checkpoint``, ...).
+        :param table_uri: the table's path or URI.
+        :param params: the operation's parameters, named as the CLI's spec keys (``mode``,
+            ``source``, ``source_format``, ``partition_by``, ``app_id``, ...).
+        :return: ``{"status": "ok", "operation", "table_uri", "version", "metrics", ...}``.
+        :raises DeltaRetryableError: a retry may help (conflict, I/O, Spark failure).
+        :raises DeltaPermanentError: a retry cannot help (bad input, missing table, ...).
+        """
+        sub, application, result_uri = self.build_submit_hook(operation, table_uri, params)
+        self._submit_hook = sub
+        submit_error = None
+        try:
+            sub.submit(application)
+            if sub._should_track_driver_status:  # standalone cluster mode: submit returns early
+                sub._start_driver_status_tracking()
+                if sub._driver_status != "FINISHED":
+                    submit_error = f"Spark driver {sub._driver_id} ended in state {sub._driver_status}"
+        except AirflowException as e:
+            submit_error = str(e)
+        returncode = sub._submit_sp.returncode if sub._submit_sp is not None else None
+        if submit_error and not returncode:  # e.g. k8s driver exit code, lost standalone driver
+            returncode = 1
+        file_result = self.read_result(result_uri)
+        result = resolve_outcome(
+            returncode=returncode, file_result=file_result, output=sub.app_output, submit_error=submit_error
+        )
+        self.log.info(
+            "Delta %s on %s: version %s%s", operation, table_uri, result.get("version"),
+            " (skipped)" if result.get("skipped") else "",
+        )
+        return result
+
+    def read_result(self, result_uri: str) -> dict | None:
+        """Read and delete the ``--result-uri`` file; ``None`` when the app did not write it."""
+        try:
+            if "://" in result_uri:
+                from spark_apps.engine.storage import storage_for
+
+                storage = storage_for(result_uri)
+                data = storage.read_bytes(result_uri)
+                storage.delete(result_uri)
+            else:
+                with open(result_uri, "rb") as f:
+                    data = f.read()
+                os.unlink(result_uri)
+        except FileNotFoundError:
+            return None
+        except Exception as e:  # unreadable result storage: fall back to stdout
+            self.log.warning("Cannot read the result file %s: %s", result_uri, e)
+            return None
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            self.log.warning("The result file %s is not JSON; using stdout instead", result_uri)
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    def on_kill(self) -> None:
+        """Kill the running submission (delegated to SparkSubmitHook: local process, YARN app, k8s pod)."""
+        if self._submit_hook is not None:
+            self._submit_hook.on_kill()
+
+
+__all__ = [
+    "AppBundle",
+    "AppOutput",
+    "DeltaHook",
+    "SparkSubmitOptions",
+    "SubmitSettings",
+    "build_app_bundle",
+    "clear_bundle_cache",
+    "find_spark_submit",
+    "resolve_outcome",
+]

@@ -1,0 +1,126 @@
+"""The one decision shared by DeltaTableVersionSensor (poke) and DeltaTableVersionTrigger (async).
+
+``decide(table_uri, baseline, wait_for_table=...)`` reads the table's ``_delta_log`` WITHOUT Spark
+(one directory listing through the engine's log core, plus the commit files of the new versions)
+and answers: has the table moved past ``baseline``?
+
+Rules, in order:
+
+1. No table (no ``_delta_log`` with a commit or checkpoint):
+   * ``wait_for_table=False`` -> ``error`` (not retryable): the sensor fails at once.
+   * ``wait_for_table=True``  -> not fired; the baseline becomes :data:`NO_TABLE` (``-1``) when none was
+     given, so the first version that appears (0) fires.
+2. ``baseline is None`` -> the baseline becomes the current version (the "first poke"); not fired.
+   The caller stores it (the sensor in the task state store, the trigger in its own kwargs).
+3. ``latest > baseline`` -> fired, with the operations of versions ``baseline+1 .. latest`` (the last
+   ``max_operations`` of them) read from their commitInfo: ``{"version", "operation", "timestamp"}``.
+   Versions whose commit file is gone (log cleanup) are skipped.
+4. Otherwise not fired (also when ``latest < baseline``: a recreated table waits until it passes it).
+
+Engine errors become ``error`` with the engine's ``retryable`` flag (storage I/O is retryable; a
+corrupt log is not). This module imports no Airflow and no pyspark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NO_TABLE = -1
+"""Baseline meaning "there was no table": any version (>= 0) is newer."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Outcome of one check.
+
+    :param fired: the table has a version newer than the baseline.
+    :param version: the latest version seen (``None``: no table).
+    :param baseline: the baseline after resolution (store it when the caller passed ``None``).
+    :param operations: ``{"version", "operation", "timestamp"}`` per new version, oldest first.
+    :param error: one-line error (problem, cause, fix) when the check cannot go on.
+    :param retryable: whether a retry may fix ``error``.
+    """
+
+    fired: bool
+    version: int | None
+    baseline: int | None
+    operations: tuple = field(default_factory=tuple)
+    error: str | None = None
+    error_class: str | None = None
+    retryable: bool = False
+
+    def xcom_value(self) -> dict:
+        """The sensor's XCom on firing: ``{"version", "baseline", "operations"}``."""
+        return {"version": self.version, "baseline": self.baseline, "operations": list(self.operations)}
+
+
+def _operations(storage, table_root: str, first: int, last: int, max_operations: int) -> tuple:
+    from spark_apps.engine.log.snapshot import read_commit_infos
+
+    first = max(first, last - max_operations + 1, 0)
+    infos = read_commit_infos(storage, table_root, range(first, last + 1))
+    ops = []
+    for v in range(first, last + 1):
+        ci = infos.get(v)
+        if ci is None:
+            continue
+        ops.append(
+            {
+                "version": v,
+                "operation": ci.operation,
+                "timestamp": ci.in_commit_timestamp or ci.timestamp,
+            }
+        )
+    return tuple(ops)
+
+
+def decide(
+    table_uri: str,
+    baseline: int | None,
+    *,
+    wait_for_table: bool = False,
+    max_operations: int = 100,
+) -> Decision:
+    """Check once whether ``table_uri`` has a version newer than ``baseline`` (see module rules)."""
+    from spark_apps.engine.errors import DeltaError
+    from spark_apps.engine.log.listing import latest_version
+    from spark_apps.engine.storage import normalize_table_uri, storage_for
+
+    try:
+        table_root = normalize_table_uri(table_uri)
+        storage = storage_for(table_root)
+        latest = latest_version(storage, table_root)
+        if latest is None:
+            if wait_for_table:
+                return Decision(False, None, NO_TABLE if baseline is None else baseline)
+            return Decision(
+                False,
+                None,
+                baseline,
+                error=(
+                    f"No Delta table at '{table_uri}'. Cause: there is no _delta_log with a commit or "
+                    "checkpoint file. Fix: check the table URI, create the table first, or set "
+                    "wait_for_table=True to wait for it to appear."
+                ),
+                error_class="TableNotFoundError",
+                retryable=False,
+            )
+        if baseline is None:
+            return Decision(False, latest, latest)
+        if latest > baseline:
+            ops = _operations(storage, table_root, baseline + 1, latest, max_operations)
+            return Decision(True, latest, baseline, ops)
+        return Decision(False, latest, baseline)
+    except DeltaError as e:
+        return Decision(
+            False, None, baseline, error=e.one_line(), error_class=type(e).__name__, retryable=e.retryable
+        )
+    except OSError as e:
+        return Decision(
+            False,
+            None,
+            baseline,
+            error=f"Cannot read the log of '{table_uri}'. Cause: {e}. Fix: check the storage and retry.",
+            error_class=type(e).__name__,
+            retryable=True,
+        )
