@@ -278,7 +278,9 @@ def partition_column_array(strings: pa.Array | pa.ChunkedArray | Sequence[str | 
         if name == "timestamp_ntz":
             return _normalize_timestamp_strings(arr, with_zone=False).cast(target)
         if name == "date":
-            return pc.utf8_trim_whitespace(arr).cast(target)
+            # like Spark's cast to date, a trailing time part ("2021-09-08 00:00:00") is ignored
+            d = pc.replace_substring_regex(pc.utf8_trim_whitespace(arr), r"^(-?\d{4,}-\d{1,2}-\d{1,2})[T ].*$", r"\1")
+            return d.cast(target)
         if name == "decimal":
             try:
                 return arr.cast(target)

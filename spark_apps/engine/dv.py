@@ -1,0 +1,225 @@
+"""Deletion vectors (read side): descriptor -> the set of deleted row indexes of a data file.
+
+Format (PROTOCOL.md "Deletion Vectors", "Deletion Vector Format"):
+
+* Descriptor ``storageType``:
+  ``u`` - file under the table root: ``pathOrInlineDv`` = optional random prefix + the last 20
+  chars, a Z85-encoded UUID; file ``<root>/<prefix>/deletion_vector_<uuid>.bin``;
+  ``p`` - ``pathOrInlineDv`` is an absolute path URI of the file;
+  ``i`` - ``pathOrInlineDv`` is the Z85-encoded serialized bitmap itself.
+  ``offset`` (absent for ``i``, treat absent as 1 for files: just after the version byte) points
+  at the bitmap's framing in the file; ``sizeInBytes`` is the bitmap size; ``cardinality`` the
+  number of deleted rows.
+* File layout: 1 byte format version (1), then per DV: 4-byte big-endian data size, the data,
+  4-byte big-endian CRC-32 of the data (checked here).
+* Data: 4-byte little-endian magic 1681511377, then a RoaringBitmap 64-bit "portable"
+  serialization: u64 LE bucket count, then per bucket a u32 LE key (high 32 bits of the row
+  index) and a standard 32-bit RoaringBitmap (portable format: cookie 12346 without run
+  containers or 12347 with; descriptive header of (key, cardinality-1) u16 pairs; offsets
+  header; array containers (u16 values), bitmap containers (1024 u64 words), run containers
+  (u16 count, then (start, length-1) u16 pairs)).
+* Z85 (ZeroMQ RFC 32): 5 chars -> 4 bytes, big-endian base 85 over the alphabet below.
+
+Everything is decoded with numpy (no Python object per deleted row). Readers drop the rows whose
+0-based physical row index in the file is in the set (:func:`keep_mask`).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+import zlib
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import DataFileMissingError, LogCorruptedError
+from .storage import Storage
+
+__all__ = ["z85_decode", "z85_encode", "dv_file_path", "read_dv_bytes", "decode_bitmap", "deleted_row_indexes",
+           "keep_mask", "MAGIC"]
+
+MAGIC = 1681511377
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_INDEX = np.full(256, -1, dtype=np.int64)
+for _i, _c in enumerate(_Z85):
+    _Z85_INDEX[ord(_c)] = _i
+_POW85 = np.array([85 ** 4, 85 ** 3, 85 ** 2, 85, 1], dtype=np.int64)
+
+
+def _corrupt(what: str, cause: str) -> LogCorruptedError:
+    return LogCorruptedError(
+        f"Deletion vector {what} is invalid", cause,
+        "the deletion vector file or descriptor is damaged; restore it or rewrite the data file",
+    )
+
+
+def z85_decode(text: str) -> bytes:
+    """Z85 text (length a multiple of 5) -> bytes."""
+    raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    if len(raw) % 5:
+        raise _corrupt("encoding", f"Z85 text length {len(raw)} is not a multiple of 5")
+    digits = _Z85_INDEX[raw]
+    if (digits < 0).any():
+        raise _corrupt("encoding", "a character is not in the Z85 alphabet")
+    words = (digits.reshape(-1, 5) * _POW85).sum(axis=1)
+    if (words > 0xFFFFFFFF).any():
+        raise _corrupt("encoding", "a Z85 group overflows 32 bits")
+    return words.astype(">u4").tobytes()
+
+
+def z85_encode(data: bytes) -> str:
+    """bytes (length a multiple of 4) -> Z85 text (used by tests and future writers)."""
+    if len(data) % 4:
+        raise ValueError("Z85 input length must be a multiple of 4")
+    words = np.frombuffer(data, dtype=">u4").astype(np.int64)
+    out = []
+    for w in words.tolist():
+        chunk = []
+        for p in (85 ** 4, 85 ** 3, 85 ** 2, 85, 1):
+            chunk.append(_Z85[(w // p) % 85])
+        out.append("".join(chunk))
+    return "".join(out)
+
+
+def _get(dv: Any, camel: str, snake: str):
+    if isinstance(dv, dict):
+        return dv.get(camel, dv.get(snake))
+    return getattr(dv, snake, None)
+
+
+def dv_file_path(table_root: str, dv: Any) -> str:
+    """Location of an on-disk deletion vector (storage type ``u`` or ``p``)."""
+    st = _get(dv, "storageType", "storage_type")
+    p = _get(dv, "pathOrInlineDv", "path_or_inline_dv")
+    if st == "u":
+        if len(p) < 20:
+            raise _corrupt("descriptor", f"pathOrInlineDv '{p}' is shorter than a Z85 UUID (20 chars)")
+        prefix, enc = p[:-20], p[-20:]
+        u = uuid.UUID(bytes=z85_decode(enc))
+        name = f"deletion_vector_{u}.bin"
+        return Storage.join(table_root, prefix, name) if prefix else Storage.join(table_root, name)
+    if st == "p":
+        from .reader import data_file_uri  # same URI rules as data files
+
+        return data_file_uri(table_root, p)
+    raise _corrupt("descriptor", f"storageType '{st}' has no file")
+
+
+def read_dv_bytes(storage: Storage, table_root: str, dv: Any) -> bytes:
+    """The serialized bitmap (magic + roaring64) of a descriptor."""
+    st = _get(dv, "storageType", "storage_type")
+    p = _get(dv, "pathOrInlineDv", "path_or_inline_dv")
+    size = _get(dv, "sizeInBytes", "size_in_bytes")
+    if st == "i":
+        data = z85_decode(p)
+        return data[:size] if size else data
+    location = dv_file_path(table_root, dv)
+    offset = _get(dv, "offset", "offset")
+    offset = 1 if offset is None else int(offset)
+    try:
+        with storage.filesystem.open_input_file(storage.fs_path(location)) as f:
+            f.seek(offset)
+            head = f.read(4)
+            if len(head) != 4:
+                raise _corrupt("file", f"'{location}' ends before offset {offset}")
+            (n,) = struct.unpack(">i", head)
+            data = f.read(n)
+            crc_b = f.read(4)
+    except FileNotFoundError:
+        raise DataFileMissingError(
+            f"Deletion vector file '{location}' is missing",
+            "it was deleted outside Delta or vacuumed while a table version still references it",
+            "read a newer version of the table, or restore the file",
+        ) from None
+    if len(data) != n or len(crc_b) != 4:
+        raise _corrupt("file", f"'{location}' is truncated")
+    if size is not None and int(size) != n:
+        raise _corrupt("file", f"'{location}' holds {n} bytes at offset {offset}, the descriptor says {size}")
+    (crc,) = struct.unpack(">I", crc_b)
+    if zlib.crc32(data) & 0xFFFFFFFF != crc:
+        raise _corrupt("file", f"CRC-32 mismatch in '{location}' at offset {offset}")
+    return data
+
+
+def _decode_roaring32(buf: memoryview, pos: int) -> tuple[np.ndarray, int]:
+    """Decode one 32-bit portable RoaringBitmap at ``pos``; returns (uint32 values, new pos)."""
+    (cookie,) = struct.unpack_from("<I", buf, pos)
+    pos += 4
+    if cookie & 0xFFFF == 12347:
+        size = (cookie >> 16) + 1
+        run_bytes = (size + 7) // 8
+        run_flags = np.unpackbits(np.frombuffer(buf, np.uint8, run_bytes, pos), bitorder="little")[:size].astype(bool)
+        pos += run_bytes
+        has_offsets = size >= 4
+    elif cookie == 12346:
+        (size,) = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        run_flags = np.zeros(size, dtype=bool)
+        has_offsets = True
+    else:
+        raise _corrupt("bitmap", f"unknown RoaringBitmap cookie {cookie}")
+    header = np.frombuffer(buf, "<u2", 2 * size, pos).reshape(-1, 2) if size else np.zeros((0, 2), "<u2")
+    pos += 4 * size
+    if has_offsets:
+        pos += 4 * size
+    parts = []
+    for i in range(size):
+        key = int(header[i, 0]) << 16
+        card = int(header[i, 1]) + 1
+        if run_flags[i]:
+            (nruns,) = struct.unpack_from("<H", buf, pos)
+            pos += 2
+            runs = np.frombuffer(buf, "<u2", 2 * nruns, pos).reshape(-1, 2).astype(np.int64)
+            pos += 4 * nruns
+            lens = runs[:, 1] + 1
+            starts = np.repeat(runs[:, 0] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+            vals = starts + np.arange(int(lens.sum()))
+        elif card <= 4096:
+            vals = np.frombuffer(buf, "<u2", card, pos).astype(np.int64)
+            pos += 2 * card
+        else:
+            bits = np.unpackbits(np.frombuffer(buf, np.uint8, 8192, pos), bitorder="little")
+            vals = np.flatnonzero(bits).astype(np.int64)
+            pos += 8192
+        parts.append(vals + key)
+    out = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return out.astype(np.uint64), pos
+
+
+def decode_bitmap(data: bytes) -> np.ndarray:
+    """Serialized DV (magic + roaring64 portable) -> sorted uint64 row indexes."""
+    buf = memoryview(data)
+    if len(buf) < 12:
+        raise _corrupt("bitmap", f"only {len(buf)} bytes")
+    (magic,) = struct.unpack_from("<I", buf, 0)
+    if magic != MAGIC:
+        raise _corrupt("bitmap", f"magic number {magic} is not {MAGIC}")
+    (nbuckets,) = struct.unpack_from("<Q", buf, 4)
+    pos = 12
+    parts = []
+    for _ in range(nbuckets):
+        (high,) = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        vals, pos = _decode_roaring32(buf, pos)
+        parts.append(vals | (np.uint64(high) << np.uint64(32)))
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+
+
+def deleted_row_indexes(storage: Storage, table_root: str, dv: Any) -> np.ndarray:
+    """Row indexes (uint64, sorted) deleted by descriptor ``dv``; checks the cardinality."""
+    rows = decode_bitmap(read_dv_bytes(storage, table_root, dv))
+    card = _get(dv, "cardinality", "cardinality")
+    if card is not None and int(card) != len(rows):
+        raise _corrupt("bitmap", f"it holds {len(rows)} rows, the descriptor says cardinality {card}")
+    return rows
+
+
+def keep_mask(deleted: np.ndarray, num_rows: int) -> pa.Array:
+    """Boolean Arrow mask of length ``num_rows``: False for deleted row indexes."""
+    mask = np.ones(num_rows, dtype=bool)
+    if len(deleted):
+        d = deleted[deleted < np.uint64(num_rows)].astype(np.int64)
+        mask[d] = False
+    return pa.array(mask, pa.bool_())
