@@ -235,18 +235,23 @@ def _parse_stats(stats: pa.Array, stats_type: pa.DataType) -> pa.Array:
     return pa.StructArray.from_arrays(arrays, fields=list(stats_type), mask=stats.is_null())
 
 
-def _parse_partition_values(pv: pa.Array, schema, partition_columns: list[str]) -> pa.Array:
+def _parse_partition_values(pv: pa.Array, schema, partition_columns: list[str]) -> pa.Array | None:
     """map<string,string> partition values -> struct of typed partition columns."""
-    arrow_fields = {f.name: f.type for f in schema.to_arrow_schema()}
+    try:
+        from ..partitions import partition_column_array  # H2's vectorised parser
+    except ImportError:  # pragma: no cover - fallback while partitions.py is absent
+        partition_column_array = None
+    by_name = {f.name: f for f in schema}
     children, fields = [], []
     for col in partition_columns:
-        t = arrow_fields.get(col, pa.string())
+        sf = by_name.get(col)
+        t = sf.type.to_arrow() if sf is not None else pa.string()
         raw = pc.map_lookup(pv, pa.scalar(col, pa.string()), "first")
         raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
-        try:
+        if partition_column_array is not None and sf is not None:
+            typed = partition_column_array(raw, sf.type)
+        else:
             typed = _parse_partition_strings(raw, t)
-        except Exception:  # noqa: BLE001 - typed column is an optional optimisation
-            typed = None
         if typed is None:
             return None
         children.append(typed)
@@ -282,20 +287,28 @@ def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tup
         except Exception:  # noqa: BLE001
             return []
     part_cols = list(snapshot.metadata.partition_columns or [])
+    mode = (snapshot.metadata.configuration or {}).get("delta.columnMapping.mode", "none")
+    if str(mode).lower() != "none":
+        # *_parsed must use physical names with column mapping: not written (they are optional)
+        return []
     extra: list[tuple[str, pa.Array]] = []
-    try:
-        if part_cols:
+    if part_cols:
+        try:
             pv = _column(files, "partition_values", "partitionValues", STR_MAP)
             parsed = _parse_partition_values(pv, schema, part_cols)
-            if parsed is not None:
-                extra.append(("partitionValues_parsed", parsed))
+        except Exception as e:  # noqa: BLE001 - the typed columns are optional
+            parsed = None
+            log.warning("checkpoint: not writing partitionValues_parsed: %s", e)
+        if parsed is None:  # required with stats_parsed on a partitioned table: write neither
+            return []
+        extra.append(("partitionValues_parsed", parsed))
+    try:
         st = _stats_type(schema, part_cols)
         if st is not None:
             stats = _column(files, "stats", "stats", pa.string())
             extra.append(("stats_parsed", _parse_stats(stats, st)))
     except Exception as e:  # noqa: BLE001 - the typed columns are optional
-        log.warning("checkpoint: not writing stats_parsed/partitionValues_parsed: %s", e)
-        extra = [x for x in extra if x[0] == "partitionValues_parsed"]
+        log.warning("checkpoint: not writing stats_parsed: %s", e)
     return extra
 
 

@@ -129,9 +129,10 @@ class PartitionFilter(ReadPredicate):
 
     Accepts ``{"col": value}`` / ``{"col": [v1, v2]}`` (AND of equalities / IN lists; ``None`` is
     the null partition) or deltalake-style DNF: a list of ``(col, op, value)`` tuples (AND) or a
-    list of such lists (OR of ANDs); ops ``= != in not in is null is not null``. Values are
-    compared as Delta partition strings (``1`` -> ``"1"``, ``True`` -> ``"true"``); the empty
-    string in a log counts as null.
+    list of such lists (OR of ANDs); ops ``= != in not in is null is not null`` with SQL null
+    semantics (``p != 'a'`` and ``p not in (...)`` do not match a null partition; ``= None`` means
+    ``is null``). Values are compared as Delta partition strings (``1`` -> ``"1"``, ``True`` ->
+    ``"true"``); the empty string in a log counts as null.
     """
 
     def __init__(self, spec: Mapping[str, Any] | list):
@@ -171,13 +172,16 @@ class PartitionFilter(ReadPredicate):
             return pc.is_valid(got)
         if op in ("=", "=="):
             return pc.fill_null(pc.equal(got, _partition_string(value)), False)
-        if op in ("!=", "<>"):
-            return pc.fill_null(pc.not_equal(got, _partition_string(value)), True)
+        if op in ("!=", "<>"):  # SQL: null != x is not true
+            return pc.fill_null(pc.not_equal(got, _partition_string(value)), False)
         values = [_partition_string(v) for v in value]
         has_null = any(v is None for v in values)
-        inside = pc.is_in(got, value_set=pa.array([v for v in values if v is not None], pa.string()))
-        inside = pc.or_(pc.fill_null(inside, False), pc.is_null(got)) if has_null else pc.fill_null(inside, False)
-        return inside if op == "in" else pc.invert(inside)
+        inside = pc.fill_null(pc.is_in(got, value_set=pa.array([v for v in values if v is not None], pa.string())),
+                              False)
+        if op == "in":
+            return pc.or_(inside, pc.is_null(got)) if has_null else inside
+        # SQL: a null partition value is never "not in" a list
+        return pc.and_(pc.invert(inside), pc.is_valid(got))
 
     def matches(self, adds: pa.Table) -> pa.Array:
         pv = adds.column("partition_values").combine_chunks()
