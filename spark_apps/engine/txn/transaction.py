@@ -326,6 +326,7 @@ class OptimisticTransaction:
         self._validate_protocol(protocol)
         self._validate_file_actions(out, metadata)
         self._validate_txns(out)
+        self._validate_domains(out, protocol)
         self._check_append_only(out, metadata)
         self._check_features(protocol, metadata)
 
@@ -422,6 +423,26 @@ class OptimisticTransaction:
                         None, "keep one txn action per application id",
                     )
                 seen.add(a.app_id)
+
+    @staticmethod
+    def _validate_domains(actions: list, protocol: Protocol) -> None:
+        domains = [a for a in actions if isinstance(a, DomainMetadata)]
+        if not domains:
+            return
+        if "domainMetadata" not in set(protocol.writer_features or ()):
+            raise InvalidCommitError(
+                "The commit writes domain metadata but the table does not support it",
+                f"protocol writer version {protocol.min_writer_version} without the 'domainMetadata' writer feature",
+                "upgrade the protocol to writer version 7 with the 'domainMetadata' feature first",
+            )
+        seen: set = set()
+        for d in domains:
+            if d.domain in seen:
+                raise InvalidCommitError(
+                    f"The commit contains two domainMetadata actions for domain '{d.domain}'",
+                    None, "keep one action per domain",
+                )
+            seen.add(d.domain)
 
     def _check_append_only(self, actions: list, metadata: Metadata) -> None:
         if not config.append_only(metadata) and not config.append_only(self._read_metadata):
