@@ -307,6 +307,11 @@ class StructType(_TypeBase):
     def add(self, f: StructField) -> "StructType":
         return StructType(self.fields + (f,))
 
+    def to_ddl(self) -> str:
+        """Spark DDL column list (``parse_ddl(s.to_ddl()) == s`` when metadata is only comments
+        or char/varchar markers)."""
+        return ", ".join(_field_ddl(f, top=True) for f in self.fields)
+
     # --- validation -----------------------------------------------------------------------
     def validate(self) -> "StructType":
         _validate_struct(self, ())
@@ -366,6 +371,39 @@ def _simple_string(t) -> str:
     if isinstance(t, StructType):
         return "struct<" + ",".join(f"{f.name}:{_simple_string(f.type)}" for f in t.fields) + ">"
     return str(t)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_string(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _type_ddl(t, md: dict | None = None) -> str:
+    if md and CHAR_VARCHAR_KEY in md and isinstance(t, PrimitiveType) and t.name == "string":
+        return str(md[CHAR_VARCHAR_KEY]).upper()
+    if isinstance(t, PrimitiveType):
+        return {"integer": "INT", "long": "BIGINT", "short": "SMALLINT", "byte": "TINYINT"}.get(t.name, t.name.upper())
+    if isinstance(t, DecimalType):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if isinstance(t, ArrayType):
+        return f"ARRAY<{_type_ddl(t.element_type)}>"
+    if isinstance(t, MapType):
+        return f"MAP<{_type_ddl(t.key_type)}, {_type_ddl(t.value_type)}>"
+    if isinstance(t, StructType):
+        return "STRUCT<" + ", ".join(_field_ddl(f, top=False) for f in t.fields) + ">"
+    raise TypeError(t)
+
+
+def _field_ddl(f: StructField, *, top: bool) -> str:
+    out = _quote(f.name) + (" " if top else ": ") + _type_ddl(f.type, f.metadata)
+    if not f.nullable:
+        out += " NOT NULL"
+    if f.metadata.get("comment") is not None:
+        out += " COMMENT " + _sql_string(str(f.metadata["comment"]))
+    return out
 
 
 def _validate_struct(st: StructType, path: tuple[str, ...]) -> None:
