@@ -4,8 +4,8 @@ Algorithm:
 
 1. The driver turns the snapshot's live files (``snapshot.files``, an Arrow table: no Python object
    per file) into a small Arrow table with one row per file: ``path`` (as written in the log),
-   ``partition_values`` (JSON), ``deletion_vector`` (JSON or null) and ``size``; files are dealt to
-   ``num_tasks`` tasks by a greedy size balance (largest first onto the lightest task).
+   ``partition_values`` (map), ``deletion_vector`` (struct, only when some file has one) and
+   ``size``; files are dealt to ``num_tasks`` tasks round-robin in decreasing size order (vectorised).
 2. That table becomes a DataFrame (``spark.createDataFrame(arrow_table)``), is repartitioned by the
    task number and mapped with ``mapInArrow``: each task reads its files with
    :func:`spark_apps.engine.reader.read_data_file` (missing columns -> null, partition columns typed
@@ -23,7 +23,6 @@ returns the exact file list that was scanned.
 
 from __future__ import annotations
 
-import heapq
 import json
 from dataclasses import dataclass
 
@@ -41,6 +40,14 @@ class ScanResult:
     files: pa.Table
 
 
+def check_read_supported(protocol) -> None:
+    """The reader-feature gate (features.py names it check_read_supported or check_can_read)."""
+    from .. import features
+
+    fn = getattr(features, "check_read_supported", None) or getattr(features, "check_can_read")
+    fn(protocol)
+
+
 def _default_parallelism(spark) -> int:
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
@@ -52,31 +59,31 @@ def _default_parallelism(spark) -> int:
 
 
 def _files_table(files: pa.Table, num_tasks: int) -> pa.Table:
-    """One row per file with the columns the executors need, plus the task number."""
+    """One row per file with the columns the executors need, plus the task number (vectorised).
+
+    Files are dealt to tasks round-robin in decreasing size order, which balances bytes per task
+    within one file's size.
+    """
+    import numpy as np
+
     n = files.num_rows
-    paths = files.column("path")
-    pv = files.column("partition_values").to_pylist() if "partition_values" in files.column_names else [None] * n
-    pv_json = [json.dumps(dict(v) if v is not None else {}) for v in pv]
-    if "deletion_vector" in files.column_names:
-        dvs = files.column("deletion_vector")
-        dv_json = [None if d is None else json.dumps(d) for d in dvs.to_pylist()] if dvs.null_count < n else [None] * n
-    else:
-        dv_json = [None] * n
-    sizes = files.column("size").to_pylist() if "size" in files.column_names else [0] * n
-    # greedy balance: biggest files first onto the lightest task
-    heap = [(0, t) for t in range(num_tasks)]
-    tasks = [0] * n
-    for i in sorted(range(n), key=lambda i: -(sizes[i] or 0)):
-        load, t = heapq.heappop(heap)
-        tasks[i] = t
-        heapq.heappush(heap, (load + (sizes[i] or 0), t))
-    return pa.table({
-        "path": paths.cast(pa.string()),
-        "partition_values": pa.array(pv_json, pa.string()),
-        "deletion_vector": pa.array(dv_json, pa.string()),
-        "size": pa.array(sizes, pa.int64()),
-        _TASK_COLUMN: pa.array(tasks, pa.int32()),
-    })
+    sizes = files.column("size").to_numpy(zero_copy_only=False) if "size" in files.column_names else np.zeros(n)
+    sizes = np.nan_to_num(np.asarray(sizes, dtype="float64"))
+    order = np.argsort(-sizes, kind="stable")
+    tasks = np.empty(n, dtype="int32")
+    tasks[order] = np.arange(n, dtype="int64") % max(1, num_tasks)
+    pv = files.column("partition_values") if "partition_values" in files.column_names else pa.nulls(
+        n, pa.map_(pa.string(), pa.string()))
+    dv = files.column("deletion_vector") if "deletion_vector" in files.column_names else None
+    cols = {
+        "path": files.column("path").cast(pa.string()),
+        "partition_values": pv,
+        "size": pa.array(sizes.astype("int64")),
+        _TASK_COLUMN: pa.array(tasks),
+    }
+    if dv is not None and dv.null_count < n:
+        cols["deletion_vector"] = dv
+    return pa.table(cols)
 
 
 def scan_files(spark, snapshot, *, files: pa.Table | None = None, columns: list[str] | None = None,
@@ -93,8 +100,10 @@ def scan_files(spark, snapshot, *, files: pa.Table | None = None, columns: list[
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructField, StructType
 
+    from ..reader import column_mapping_mode_of
     from ..storage import normalize_table_uri
 
+    check_read_supported(snapshot.protocol)
     schema_json = snapshot.metadata.schema_string
     full_schema = StructType.fromJson(json.loads(schema_json))
     if columns is not None:
@@ -124,11 +133,13 @@ def scan_files(spark, snapshot, *, files: pa.Table | None = None, columns: list[
     partition_columns = list(snapshot.metadata.partition_columns)
     cols = list(columns) if columns is not None else None
 
+    mode = column_mapping_mode_of(snapshot.schema, snapshot.metadata.configuration or {})
+
     def fn(batches, _root=table_root, _schema_json=schema_json, _parts=partition_columns, _cols=cols,
-           _arrow=arrow_schema, _with_file=with_file_column):
+           _arrow=arrow_schema, _with_file=with_file_column, _mode=mode):
         from spark_apps.engine.spark.scan import read_files_batches
 
-        return read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file)
+        return read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode)
 
     files_df = spark.createDataFrame(listing)
     if n_tasks > 1:
@@ -144,14 +155,14 @@ def to_dataframe(spark, snapshot, *, columns: list[str] | None = None, with_file
 
 
 def read_files_batches(batches, table_root: str, schema_json: str, partition_columns: list[str],
-                       columns: list[str] | None, arrow_schema: pa.Schema, with_file_column: bool):
+                       columns: list[str] | None, arrow_schema: pa.Schema, with_file_column: bool,
+                       column_mapping_mode: str = "none"):
     """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``.
 
-    Usable without Spark (any iterable of batches with ``path``, ``partition_values``,
-    ``deletion_vector`` columns).
+    Usable without Spark (any iterable of batches with ``path``, ``partition_values`` (map or JSON)
+    and optionally ``deletion_vector`` (struct with Delta's camelCase fields) columns).
     """
     from .. import reader
-    from ..actions import DeletionVectorDescriptor
     from ..schema import parse_schema
     from ..storage import storage_for
 
@@ -160,12 +171,12 @@ def read_files_batches(batches, table_root: str, schema_json: str, partition_col
     for batch in batches:
         paths = batch.column("path").to_pylist()
         pvs = batch.column("partition_values").to_pylist()
-        dvs = batch.column("deletion_vector").to_pylist()
+        names = batch.schema.names
+        dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
         for path, pv, dv in zip(paths, pvs, dvs):
-            dv_obj = DeletionVectorDescriptor.from_json(json.loads(dv)) if dv else None
             table = reader.read_data_file(
-                storage, table_root, path, json.loads(pv) if pv else {}, schema, partition_columns,
-                columns=columns, deletion_vector=dv_obj,
+                storage, table_root, path, _as_dict(pv), schema, partition_columns,
+                columns=columns, deletion_vector=dv, column_mapping_mode=column_mapping_mode,
             )
             if with_file_column:
                 table = table.append_column(pa.field(FILE_COLUMN, pa.string(), nullable=False),
@@ -174,6 +185,16 @@ def read_files_batches(batches, table_root: str, schema_json: str, partition_col
             for b in table.to_batches():
                 if b.num_rows:
                     yield b
+
+
+def _as_dict(pv) -> dict:
+    if pv is None:
+        return {}
+    if isinstance(pv, dict):
+        return pv
+    if isinstance(pv, str):
+        return json.loads(pv)
+    return dict(pv)  # Arrow map -> list of (key, value)
 
 
 def _conform(table: pa.Table, arrow_schema: pa.Schema) -> pa.Table:

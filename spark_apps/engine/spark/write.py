@@ -235,7 +235,10 @@ class _TaskWriter:
         self.target = max(1, int(spec.target_file_size))
         self.row_group_bytes = max(1, int(spec.row_group_bytes))
         # state
-        self._pvalues: tuple | None = None      # python partition values of the current run
+        self._pvalues: tuple | None = None      # serialised partition values of the current run
+        from .. import partitions as partitions_mod
+
+        self._partitions = partitions_mod
         self._buffer: list[pa.RecordBatch] = []
         self._buffer_bytes = 0
         self._file = None                        # open file state (dict)
@@ -251,7 +254,10 @@ class _TaskWriter:
             return
         for start, length in _runs(batch, self.partition_columns):
             run = batch.slice(start, length)
-            key = tuple(run.column(c)[0].as_py() for c in self.partition_columns)
+            key = tuple(
+                _serialize_partition_value(self._partitions, run.column(c)[0].as_py(), self.partition_fields[c].type)
+                for c in self.partition_columns
+            )
             if key != self._pvalues:
                 yield from self._flush(final=True)
                 self._pvalues = key
@@ -321,8 +327,7 @@ class _TaskWriter:
         name = f"part-{self.task_id:05d}-{uuid.uuid4()}-c000.snappy.parquet"
         pvalues: dict = {}
         if self.partition_columns:
-            for col, value in zip(self.partition_columns, self._pvalues or ()):
-                pvalues[col] = _serialize_partition_value(partitions, value, self.partition_fields[col].type)
+            pvalues = dict(zip(self.partition_columns, self._pvalues or ()))
             rel_dir = partitions.partition_path(self.partition_columns, pvalues)
             rel = f"{rel_dir}/{name}"
         else:
