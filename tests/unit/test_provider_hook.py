@@ -1,0 +1,416 @@
+"""DeltaHook without a JVM: spark-submit command building per connection kind, the bundled apps zip,
+output parsing, outcome/error mapping, and the whole run() path against a stand-in spark-submit
+executable (a small script that behaves like the app would: logs, result file, last stdout line,
+exit code). Real spark-submit runs are in tests/airflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import tempfile
+
+# Importing Airflow creates $AIRFLOW_HOME/logs: keep that out of ~/airflow when nothing set it.
+os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airflow-delta-provider-unit-home"))
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_delta_provider.exceptions import (
+    DeltaConfigurationError,
+    DeltaPermanentError,
+    DeltaRetryableError,
+    DeltaTaskError,
+)
+from airflow_delta_provider.hooks.delta import (
+    AppOutput,
+    DeltaHook,
+    SparkSubmitOptions,
+    build_app_bundle,
+    engine_error_retryable,
+    find_spark_submit,
+    resolve_outcome,
+)
+
+PYSPARK_SUBMIT = os.path.join(os.path.dirname(__import__("importlib").util.find_spec("pyspark").origin), "bin", "spark-submit")
+
+
+def _conn(monkeypatch, conn_id: str, host: str, **extra) -> str:
+    body = {"conn_type": "spark", "host": host}
+    if extra:
+        body["extra"] = extra
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(body))
+    return conn_id
+
+
+def _command(hook: DeltaHook, operation="write", table_uri="/data/t", **params):
+    sub, application, result_uri = hook.build_submit_hook(operation, table_uri, params)
+    return sub._build_spark_submit_command(application), application, result_uri
+
+
+def _flag(cmd: list[str], flag: str) -> list[str]:
+    return [cmd[i + 1] for i, c in enumerate(cmd) if c == flag]
+
+
+def _app_args(cmd: list[str], application: str) -> list[str]:
+    return cmd[cmd.index(application) + 1 :]
+
+
+@pytest.fixture
+def bundle_dir(tmp_path):
+    return str(tmp_path / "bundles")
+
+
+# ------------------------------------------------------------------------------------------------
+# command building
+
+
+def test_local_connection_command(monkeypatch, bundle_dir):
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    cid = _conn(monkeypatch, "spark_local_t", "local[2]")
+    hook = DeltaHook(cid, spark_conf={"spark.sql.shuffle.partitions": 3}, bundle_dir=bundle_dir)
+    cmd, application, result_uri = _command(
+        hook, "write", "/data/t", mode="append", source="/in/x.parquet", source_format="parquet",
+        source_options=None, app_id="loader", app_version=7,
+    )
+    assert cmd[0] == PYSPARK_SUBMIT  # the pyspark-bundled spark-submit, not whatever is on PATH
+    assert _flag(cmd, "--master") == ["local[2]"]
+    confs = dict(c.split("=", 1) for c in _flag(cmd, "--conf"))
+    assert confs["spark.sql.shuffle.partitions"] == "3"
+    assert confs["spark.pyspark.python"] == sys.executable
+    assert confs["spark.pyspark.driver.python"] == sys.executable
+    assert "--deploy-mode" not in cmd
+    (py_files,) = _flag(cmd, "--py-files")
+    assert py_files.endswith("spark_apps.zip") and py_files.startswith(bundle_dir)
+    assert _flag(cmd, "--name") == ["delta-write"]
+    assert os.path.dirname(application) == os.path.dirname(py_files)
+    args = _app_args(cmd, application)
+    assert args[:5] == ["write", "--table-uri", "/data/t", "--result-uri", result_uri]
+    assert not result_uri.startswith(bundle_dir) and result_uri.endswith(".json")
+    assert args[5] == "--spec-json" and len(args) == 7
+    spec = json.loads(args[6])
+    assert spec == {
+        "table_uri": "/data/t", "mode": "append", "source": "/in/x.parquet", "source_format": "parquet",
+        "app_id": "loader", "app_version": 7,
+    }
+
+
+def test_yarn_cluster_uses_result_dir_and_connection_extras(monkeypatch, bundle_dir):
+    cid = _conn(monkeypatch, "spark_yarn_t", "yarn", **{"deploy-mode": "cluster", "queue": "etl",
+                                                        "delta_result_dir": "hdfs://nn:8020/tmp/delta-results/"})
+    hook = DeltaHook(cid, bundle_dir=bundle_dir,
+                     submit_options={"executor_memory": "4g", "num_executors": 3, "name": "nightly"})
+    cmd, application, result_uri = _command(hook, "checkpoint", "hdfs://nn:8020/lake/t", cleanup=True)
+    assert _flag(cmd, "--master") == ["yarn"]
+    assert _flag(cmd, "--deploy-mode") == ["cluster"]
+    assert _flag(cmd, "--queue") == ["etl"]
+    assert _flag(cmd, "--executor-memory") == ["4g"]
+    assert _flag(cmd, "--num-executors") == ["3"]
+    assert _flag(cmd, "--name") == ["nightly"]
+    assert result_uri.startswith("hdfs://nn:8020/tmp/delta-results/delta-result-")
+    assert "//delta-result-" not in result_uri.split("://", 1)[1]
+    confs = dict(c.split("=", 1) for c in _flag(cmd, "--conf"))
+    assert "spark.pyspark.python" not in confs  # the cluster's Python, not ours
+    assert json.loads(_app_args(cmd, application)[-1]) == {"table_uri": "hdfs://nn:8020/lake/t", "cleanup": True}
+
+
+def test_cluster_mode_without_result_dir_is_refused(monkeypatch, bundle_dir):
+    cid = _conn(monkeypatch, "spark_yarn_nodir", "yarn", **{"deploy-mode": "cluster"})
+    with pytest.raises(DeltaConfigurationError, match="delta_result_dir") as ei:
+        _command(DeltaHook(cid, bundle_dir=bundle_dir))
+    assert isinstance(ei.value, AirflowFailException)
+    # a hook argument is enough
+    cmd, _, result_uri = _command(DeltaHook(cid, bundle_dir=bundle_dir, result_dir="s3://b/results"))
+    assert result_uri.startswith("s3://b/results/delta-result-")
+
+
+def test_standalone_master_with_port(monkeypatch, bundle_dir):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE_T", json.dumps({"conn_type": "spark", "host": "spark://m1", "port": 7077}))
+    cmd, _, _ = _command(DeltaHook("spark_standalone_t", bundle_dir=bundle_dir))
+    assert _flag(cmd, "--master") == ["spark://m1:7077"]
+
+
+def test_k8s_connection(monkeypatch, bundle_dir):
+    cid = _conn(monkeypatch, "spark_k8s_t", "k8s://https://k8s.example:6443",
+                **{"deploy-mode": "cluster", "namespace": "etl", "delta_result_dir": "s3://bucket/res"})
+    import airflow.providers.apache.spark.hooks.spark_submit as ssh
+
+    if getattr(ssh, "kube_client", None) is None:
+        # Without the cncf-kubernetes provider the apache-spark hook cannot be built for k8s://:
+        # our hook says so clearly ...
+        with pytest.raises(DeltaConfigurationError, match="cncf-kubernetes"):
+            _command(DeltaHook(cid, bundle_dir=bundle_dir))
+        # ... and with it installed (a stand-in module object here) the command is:
+        monkeypatch.setattr(ssh, "kube_client", object(), raising=False)
+    cmd, application, result_uri = _command(DeltaHook(cid, bundle_dir=bundle_dir), "describe", "s3://bucket/t")
+    assert _flag(cmd, "--master") == ["k8s://https://k8s.example:6443"]
+    assert _flag(cmd, "--deploy-mode") == ["cluster"]
+    assert "spark.kubernetes.namespace=etl" in _flag(cmd, "--conf")
+    assert result_uri.startswith("s3://bucket/res/")
+    assert _app_args(cmd, application)[:3] == ["describe", "--table-uri", "s3://bucket/t"]
+
+
+def test_spark_binary_resolution(monkeypatch, bundle_dir, tmp_path):
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    # the connection's spark-binary extra is honoured as a name on PATH
+    cid = _conn(monkeypatch, "spark_bin_t", "local[1]", **{"spark-binary": "spark3-submit"})
+    assert _command(DeltaHook(cid, bundle_dir=bundle_dir))[0][0] == "spark3-submit"
+    # the hook argument wins
+    assert _command(DeltaHook(cid, bundle_dir=bundle_dir, spark_binary="/opt/x/spark-submit"))[0][0] == "/opt/x/spark-submit"
+    # SPARK_HOME wins over the pyspark-bundled one
+    home = tmp_path / "spark_home"
+    (home / "bin").mkdir(parents=True)
+    exe = home / "bin" / "spark-submit"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    assert find_spark_submit() == str(exe)
+    monkeypatch.delenv("SPARK_HOME")
+    assert find_spark_submit() == PYSPARK_SUBMIT
+    # a binary the apache-spark provider does not allow is refused up front
+    bad = _conn(monkeypatch, "spark_badbin_t", "local[1]", **{"spark-binary": "/tmp/evil"})
+    with pytest.raises(DeltaConfigurationError, match="spark-binary"):
+        _command(DeltaHook(bad, bundle_dir=bundle_dir))
+
+
+def test_missing_connection_is_a_clear_error(monkeypatch, bundle_dir):
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_SPARK", raising=False)
+    with pytest.raises(DeltaConfigurationError, match="'no_such_spark' does not exist"):
+        _command(DeltaHook("no_such_spark", bundle_dir=bundle_dir))
+
+
+def test_unknown_operation_and_options(monkeypatch, bundle_dir):
+    cid = _conn(monkeypatch, "spark_local_ops", "local[1]")
+    with pytest.raises(DeltaConfigurationError, match="Unknown Delta operation 'vacuum'"):
+        _command(DeltaHook(cid, bundle_dir=bundle_dir), "vacuum")
+    with pytest.raises(DeltaConfigurationError, match="executor_mem"):
+        SparkSubmitOptions.coerce({"executor_mem": "1g"})
+
+
+def test_user_python_settings_are_kept(monkeypatch, bundle_dir):
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    cid = _conn(monkeypatch, "spark_local_py", "local[1]")
+    hook = DeltaHook(cid, bundle_dir=bundle_dir, spark_conf={"spark.pyspark.python": "/opt/py/bin/python"})
+    confs = dict(c.split("=", 1) for c in _flag(_command(hook)[0], "--conf"))
+    assert confs["spark.pyspark.python"] == "/opt/py/bin/python"
+    assert confs["spark.pyspark.driver.python"] == "/opt/py/bin/python"
+
+
+# ------------------------------------------------------------------------------------------------
+# the bundled apps
+
+
+def test_bundle_is_cached_deterministic_and_importable(tmp_path):
+    a = build_app_bundle(str(tmp_path / "a"))
+    b = build_app_bundle(str(tmp_path / "b"))
+    assert a.digest == b.digest
+    with open(a.zip_path, "rb") as fa, open(b.zip_path, "rb") as fb:
+        assert fa.read() == fb.read()
+    mtime = os.stat(a.zip_path).st_mtime_ns
+    again = build_app_bundle(str(tmp_path / "a"))
+    assert again == a and os.stat(a.zip_path).st_mtime_ns == mtime  # not rebuilt
+    names = zipfile.ZipFile(a.zip_path).namelist()
+    assert "spark_apps/__init__.py" in names and "spark_apps/engine/errors.py" in names
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    # the zip alone provides the package (no site-packages: -S)
+    out = subprocess.run(
+        [sys.executable, "-S", "-c",
+         f"import sys; sys.path.insert(0, {a.zip_path!r}); import spark_apps.versions as v; print(v.__file__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert out.startswith(a.zip_path)
+    assert "runpy.run_module(\"spark_apps\"" in open(a.launcher_path).read()
+
+
+# ------------------------------------------------------------------------------------------------
+# output parsing and outcome mapping (pure)
+
+SPARK_NOISE = [
+    "26/01/01 10:00:00 WARN NativeCodeLoader: Unable to load native-hadoop library",
+    '{"not": "a result"}',
+    "Exception in thread \"main\" something else entirely",
+]
+
+
+def test_app_output_keeps_last_result_line_among_spark_log():
+    ok = {"status": "ok", "operation": "WRITE", "version": 4, "metrics": {"numFiles": 2}}
+    lines = [*SPARK_NOISE, json.dumps({"status": "ok", "version": 3}), json.dumps(ok),
+             "26/01/01 10:00:01 INFO ShutdownHookManager: Shutdown hook called"]
+    out = AppOutput.parse(l + "\n" for l in lines)
+    assert out.result == ok and out.error_class is None
+
+
+@pytest.mark.parametrize(
+    "line,cls,msg",
+    [
+        ("DELTA_ERROR TableNotFoundError: No Delta table at '/x'. Cause: c. Fix: f.", "TableNotFoundError",
+         "No Delta table at '/x'. Cause: c. Fix: f."),
+        ("DeltaError[ConcurrentAppendError]: Files were added. Fix: retry.", "ConcurrentAppendError",
+         "Files were added. Fix: retry."),
+    ],
+)
+def test_app_output_error_line_formats(line, cls, msg):
+    out = AppOutput.parse([*SPARK_NOISE, line, "26/01/01 INFO ShutdownHookManager: bye"])
+    assert (out.error_class, out.error_message, out.result) == (cls, msg, None)
+
+
+def test_engine_error_retryable_from_class_name():
+    assert engine_error_retryable("ConcurrentAppendError") is True
+    assert engine_error_retryable("StorageError") is True
+    assert engine_error_retryable("SchemaMismatchError") is False
+    assert engine_error_retryable("NoSuchThing") is None
+
+
+def test_outcome_result_file_wins_over_stdout():
+    file_result = {"status": "ok", "version": 5, "metrics": {"numFiles": 1}}
+    out = AppOutput.parse([json.dumps({"status": "ok", "version": 4})])
+    assert resolve_outcome(returncode=0, file_result=file_result, output=out) == file_result
+    # stdout fallback when the file never appeared
+    assert resolve_outcome(returncode=0, file_result=None, output=out)["version"] == 4
+    # an ok result wins over a non-zero exit (the commit landed)
+    assert resolve_outcome(returncode=1, file_result=file_result, output=AppOutput())["version"] == 5
+
+
+def test_outcome_error_result_file_maps_retryable_flag():
+    err = {"status": "error", "error_class": "ConcurrentAppendError", "message": "Files were added. Fix: retry.",
+           "retryable": True}
+    with pytest.raises(DeltaRetryableError) as ei:
+        resolve_outcome(returncode=2, file_result=err, output=AppOutput())
+    e = ei.value
+    assert isinstance(e, AirflowException) and not isinstance(e, AirflowFailException)
+    assert str(e) == "ConcurrentAppendError: Files were added. Fix: retry."
+    assert e.result == err and e.retryable
+
+    bad = {"status": "error", "error_class": "SchemaMismatchError", "message": "Column x is missing.", "retryable": False}
+    with pytest.raises(DeltaPermanentError) as ei:
+        resolve_outcome(returncode=1, file_result=bad, output=AppOutput.parse(["lots", "of", "spark", "log"]))
+    assert isinstance(ei.value, AirflowFailException)
+    assert str(ei.value) == "SchemaMismatchError: Column x is missing."  # the one line, no log pages
+
+
+def test_outcome_stdout_error_line_uses_exit_code_and_class():
+    line = "DELTA_ERROR TableNotFoundError: No Delta table at '/x'."
+    with pytest.raises(DeltaPermanentError, match="^TableNotFoundError: No Delta table"):
+        resolve_outcome(returncode=1, file_result=None, output=AppOutput.parse([line]))
+    with pytest.raises(DeltaRetryableError):  # exit code 2 = retryable by contract
+        resolve_outcome(returncode=2, file_result=None, output=AppOutput.parse(["DELTA_ERROR OSError: disk gone"]))
+    with pytest.raises(DeltaRetryableError):  # a retryable engine class, whatever the exit code
+        resolve_outcome(returncode=1, file_result=None,
+                        output=AppOutput.parse(["DELTA_ERROR ConcurrentDeleteReadError: lost the race."]))
+
+
+def test_outcome_without_any_report():
+    noisy = AppOutput.parse([f"log line {i}" for i in range(200)])
+    with pytest.raises(DeltaRetryableError, match="SparkSubmitError") as ei:
+        resolve_outcome(returncode=137, file_result=None, output=noisy, submit_error="Cannot execute: x\nmore")
+    assert "log line 199" in str(ei.value) and "log line 150" not in str(ei.value)  # a short tail only
+    with pytest.raises(DeltaPermanentError, match="MissingResultError"):
+        resolve_outcome(returncode=0, file_result=None, output=AppOutput())
+
+
+# ------------------------------------------------------------------------------------------------
+# run() against a stand-in spark-submit executable
+
+FAKE_SPARK_SUBMIT = r'''#!{python}
+"""Stand-in for spark-submit: records argv, then behaves like the Delta app in $FAKE_MODE."""
+import json, os, sys
+argv = sys.argv[1:]
+with open(os.environ["FAKE_ARGV_FILE"], "w") as f:
+    json.dump(argv, f)
+app = next(i for i, a in enumerate(argv) if a.endswith(".py"))
+args = argv[app + 1:]
+op = args[0]
+result_uri = args[args.index("--result-uri") + 1]
+spec = json.loads(args[args.index("--spec-json") + 1])
+mode = os.environ["FAKE_MODE"]
+print("26/01/01 10:00:00 WARN NativeCodeLoader: Unable to load native-hadoop library", file=sys.stderr, flush=True)
+ok = {{"status": "ok", "operation": "WRITE", "table_uri": spec["table_uri"], "version": 3, "skipped": False,
+      "metrics": {{"numFiles": 1, "numOutputRows": 10}}}}
+if mode == "file":
+    with open(result_uri, "w") as f:
+        json.dump(ok, f)
+    print(json.dumps({{**ok, "version": -1}}), flush=True)   # the file must win
+elif mode == "stdout":
+    print(json.dumps(ok), flush=True)
+elif mode == "retryable":
+    err = {{"status": "error", "error_class": "ConcurrentAppendError", "message": "A concurrent WRITE added files. Fix: retry.", "retryable": True}}
+    with open(result_uri, "w") as f:
+        json.dump(err, f)
+    print("DELTA_ERROR ConcurrentAppendError: A concurrent WRITE added files. Fix: retry.", flush=True)
+    sys.exit(2)
+elif mode == "fail_stdout_only":
+    print("Traceback (most recent call last):\n  File x\nSchemaMismatchError: ...", file=sys.stderr, flush=True)
+    print("DELTA_ERROR SchemaMismatchError: Column 'amount' has type string, the table has double.", flush=True)
+    sys.exit(1)
+elif mode == "crash":
+    for i in range(50):
+        print(f"\tat org.apache.spark.Something.method{{i}}(Something.scala:{{i}})", file=sys.stderr, flush=True)
+    sys.exit(1)
+print("26/01/01 10:00:01 INFO ShutdownHookManager: Shutdown hook called", file=sys.stderr, flush=True)
+'''
+
+
+@pytest.fixture
+def fake_spark(tmp_path, monkeypatch):
+    exe = tmp_path / "fake-spark-submit"
+    exe.write_text(FAKE_SPARK_SUBMIT.format(python=sys.executable))
+    exe.chmod(0o755)
+    argv_file = tmp_path / "argv.json"
+    monkeypatch.setenv("FAKE_ARGV_FILE", str(argv_file))
+    cid = _conn(monkeypatch, "spark_fake_t", "local[1]")
+
+    def run(mode: str, **params):
+        monkeypatch.setenv("FAKE_MODE", mode)
+        hook = DeltaHook(cid, spark_binary=str(exe), bundle_dir=str(tmp_path / "bundles"))
+        return hook.run("write", str(tmp_path / "table"), mode="append", source="/in", source_format="csv", **params)
+
+    run.argv = lambda: json.loads(argv_file.read_text())
+    return run
+
+
+def test_run_reads_result_file_and_deletes_it(fake_spark):
+    result = fake_spark("file")
+    assert result["version"] == 3 and result["metrics"]["numOutputRows"] == 10
+    argv = fake_spark.argv()
+    result_uri = argv[argv.index("--result-uri") + 1]
+    assert not os.path.exists(result_uri)
+
+
+def test_run_falls_back_to_stdout(fake_spark):
+    assert fake_spark("stdout")["version"] == 3
+
+
+def test_run_retryable_error(fake_spark):
+    with pytest.raises(DeltaRetryableError) as ei:
+        fake_spark("retryable")
+    assert str(ei.value) == "ConcurrentAppendError: A concurrent WRITE added files. Fix: retry."
+
+
+def test_run_permanent_error_from_stdout_only(fake_spark):
+    with pytest.raises(DeltaPermanentError) as ei:
+        fake_spark("fail_stdout_only")
+    assert str(ei.value) == (
+        "SchemaMismatchError: Column 'amount' has type string, the table has double."
+    )
+    assert isinstance(ei.value, DeltaTaskError) and ei.value.error_class == "SchemaMismatchError"
+
+
+def test_run_crash_before_report_is_retryable_with_short_tail(fake_spark):
+    with pytest.raises(DeltaRetryableError, match="SparkSubmitError") as ei:
+        fake_spark("crash")
+    assert "method49" in str(ei.value) and "method10(" not in str(ei.value)
+    assert len(str(ei.value)) < 2000
+
+
+def test_on_kill_before_and_after_run(fake_spark, monkeypatch):
+    DeltaHook("whatever").on_kill()  # nothing submitted: nothing to kill, no error
+    hook = DeltaHook("spark_fake_t", spark_binary="/bin/true")
+    hook.on_kill()
