@@ -172,6 +172,10 @@ def _struct_from(table: pa.Table, fields: list, overrides: dict | None = None,
     return pa.StructArray.from_arrays(arrays, fields=out_fields)
 
 
+def _falses(n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(False, pa.bool_()), n) if n else pa.array([], pa.bool_())
+
+
 def _rows(n: int, column: str, values: pa.Array, schema: pa.Schema) -> pa.Table:
     cols = []
     for f in schema:
@@ -371,16 +375,17 @@ def _tombstones(snapshot, now_ms: int) -> tuple[pa.Table, int]:
     return kept, tomb.num_rows - kept.num_rows
 
 
-def build_checkpoint_table(snapshot, *, now_ms: int | None = None) -> tuple[pa.Table, dict]:
+def build_checkpoint_table(snapshot, *, now_ms: int | None = None,
+                           sort_by_path: bool = False) -> tuple[pa.Table, dict]:
     """The checkpoint content of ``snapshot`` as one arrow table (non-file actions first, then
-    adds and removes sorted by path), plus counts."""
+    adds and removes; sorted by path when ``sort_by_path``, as multi-part splitting needs), plus counts."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     md = snapshot.metadata
     files: pa.Table = snapshot.files
     n_add = files.num_rows
 
     extra = _add_parsed_fields(files, snapshot, config.write_stats_as_struct(md))
-    overrides = {"dataChange": pa.array([False] * n_add, pa.bool_())}
+    overrides = {"dataChange": _falses(n_add)}
     if not config.write_stats_as_json(md):
         overrides["stats"] = pa.nulls(n_add, pa.string())
     add_struct = _struct_from(files, ADD_FIELDS, overrides, extra)
@@ -389,18 +394,22 @@ def build_checkpoint_table(snapshot, *, now_ms: int | None = None) -> tuple[pa.T
     tables, counts = _non_file_rows(snapshot, now_ms, schema)
     kept_tomb, expired = _tombstones(snapshot, now_ms)
     n_rem = kept_tomb.num_rows
-    rem_struct = _struct_from(kept_tomb, REMOVE_FIELDS, {"dataChange": pa.array([False] * n_rem, pa.bool_())})
+    rem_struct = _struct_from(kept_tomb, REMOVE_FIELDS, {"dataChange": _falses(n_rem)})
 
     file_rows = pa.concat_tables([_rows(n_add, "add", add_struct, schema), _rows(n_rem, "remove", rem_struct, schema)])
-    if file_rows.num_rows > 1:
-        key = pa.concat_arrays([
-            add_struct.field("path"), rem_struct.field("path"),
-        ])
+    if sort_by_path and file_rows.num_rows > 1:
+        key = pa.concat_arrays([add_struct.field("path"), rem_struct.field("path")])
         file_rows = file_rows.take(pc.sort_indices(key))
     table = pa.concat_tables(tables + [file_rows])
     counts.update({"num_add_files": n_add, "num_remove_files": n_rem, "num_expired_tombstones": expired,
                    "num_non_file_actions": sum(t.num_rows for t in tables)})
     return table, counts
+
+
+def _sort_file_rows(table: pa.Table, num_non_file: int) -> pa.Table:
+    head, rest = table.slice(0, num_non_file), table.slice(num_non_file)
+    key = pc.coalesce(pc.struct_field(rest.column("add"), "path"), pc.struct_field(rest.column("remove"), "path"))
+    return pa.concat_tables([head, rest.take(pc.sort_indices(key))])
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
@@ -435,6 +444,8 @@ def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None =
     table, counts = build_checkpoint_table(snapshot, now_ms=now_ms)
     n = table.num_rows
     num_parts = max(1, math.ceil(n / part_size))
+    if num_parts > 1:  # contiguous path ranges per part
+        table = _sort_file_rows(table, counts["num_non_file_actions"])
     paths: list[str] = []
     total_bytes = 0
     if num_parts == 1:
