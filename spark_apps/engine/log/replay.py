@@ -138,8 +138,6 @@ _JSON_REMOVE = pa.struct(
 )
 _JSON_FILE_SCHEMA = pa.schema([("add", _JSON_ADD), ("remove", _JSON_REMOVE)])
 
-_FILE_LINE_RE = r'^\s*\{\s*"(add|remove)"\s*:'
-_SKIP_LINE_RE = r'^\s*(\{\s*"cdc"\s*:.*)?$'  # blank lines and cdc actions
 
 _NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
 
@@ -367,30 +365,31 @@ def _strip_nones(obj):
 
 
 def _add_struct_rows(col: pa.ChunkedArray | pa.Array, kind: str, coll: _Collected, from_json: bool,
-                     order_base: np.ndarray | None = None) -> None:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if pa.types.is_null(arr.type) or len(arr) == 0:
-        return
-    valid = arr.is_valid()
-    if order_base is None:
-        order = pa.array(np.arange(coll.next_order, coll.next_order + len(arr), dtype=np.int64))
-    else:
-        order = pa.array(order_base)
-    if arr.null_count:
-        arr = arr.filter(valid)
-        order = order.filter(valid)
-    if len(arr):
-        # a row without path is not a file action we can key on
+                     order_base: np.ndarray) -> None:
+    """Register the valid rows of an ``add``/``remove`` struct column (one source per chunk, no copy)."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    pos = 0
+    for arr in chunks:
+        n = len(arr)
+        order = pa.array(order_base[pos: pos + n])
+        pos += n
+        if n == 0 or pa.types.is_null(arr.type) or arr.null_count == n:
+            continue
+        if arr.null_count:
+            valid = arr.is_valid()
+            arr = arr.filter(valid)
+            order = order.filter(valid)
         p = _child(arr, "path")
         if p is None:
             raise LogCorruptedError(
                 f"A '{kind}' action has no 'path'", "the path field is required",
                 "repair the log; the table was written by a non-conforming writer",
             )
-        if p.null_count:
+        if p.null_count:  # a row without path is not a file action we can key on
             ok = p.is_valid()
             arr, order = arr.filter(ok), order.filter(ok)
-        coll.sources.append(_FileSource(kind, arr, order, from_json))
+        if len(arr):
+            coll.sources.append(_FileSource(kind, arr, order, from_json))
 
 
 def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None, *, only_files: bool = False) -> pa.Table:
@@ -508,104 +507,147 @@ def _read_all(storage: Storage, commits: list[LogFile]) -> list[bytes]:
         return list(ex.map(lambda c: storage.read_bytes(c.path), commits))
 
 
-def _lines_array(big: bytes) -> tuple[pa.Array, np.ndarray]:
-    """Lines of ``big`` (each keeping its trailing newline) as a large_string array + start offsets."""
-    buf = np.frombuffer(big, dtype=np.uint8)
-    nl = np.flatnonzero(buf == 10)
-    offsets = np.empty(len(nl) + 1, dtype=np.int64)
-    offsets[0] = 0
-    offsets[1:] = nl + 1
-    arr = pa.LargeStringArray.from_buffers(len(nl), pa.py_buffer(offsets), pa.py_buffer(big))
-    return arr, offsets
+_ADD_PREFIX = np.frombuffer(b'{"add":', dtype=np.uint8)
+_REMOVE_PREFIX = np.frombuffer(b'{"remove":', dtype=np.uint8)
+_COMMIT_INFO_PREFIX = b'{"commitInfo":'
+_CDC_PREFIX = b'{"cdc":'
+_WS = b" \t\r\n"
+
+
+def _has_prefix(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+    """Vectorised ``line.startswith(prefix)`` for every line ``buf[starts[i]:ends[i]]``."""
+    ok = (ends - starts) >= len(prefix)
+    last = len(buf) - 1
+    for j, byte in enumerate(prefix.tolist()):
+        ok &= buf[np.minimum(starts + j, last)] == byte
+    return ok
+
+
+def _blank(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Overwrite the given line ranges with spaces (in place, vectorised)."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return
+    rel = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    buf[np.repeat(starts, lengths) + rel] = 32
 
 
 def _collect_json(
     datas: list[tuple[int, bytes]], coll: _Collected, *, where: str | None = None, in_checkpoint: bool = False
 ) -> None:
-    """Parse NDJSON commits ``[(version, bytes)]`` (in version order) into ``coll``."""
-    parts = []
-    counts = []
+    """Parse NDJSON commits ``[(version, bytes)]`` (in version order) into ``coll``.
+
+    Lines are found with numpy; file-action lines are recognised by their exact prefix
+    (``{"add":`` / ``{"remove":``, vectorised). Every other line is handled in Python (a handful per
+    commit) and then blanked out, so one ``pyarrow.json`` call over the whole buffer yields exactly
+    one row per file action, in line order.
+    """
+    sizes = []
+    chunks = []
     for _, d in datas:
         if b"\r" in d:
             d = d.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if d and not d.endswith(b"\n"):
             d = d + b"\n"
-        parts.append(d)
-        counts.append(d.count(b"\n"))
-    big = b"".join(parts)
-    if not big:
+        chunks.append(d)
+        sizes.append(len(d))
+    total = sum(sizes)
+    if total == 0:
         return
-    lines, _ = _lines_array(big)
-    n_lines = len(lines)
-    versions = np.repeat(np.array([v for v, _ in datas], dtype=np.int64), counts)
+    buf = np.empty(total, dtype=np.uint8)
+    pos = 0
+    for d in chunks:
+        buf[pos: pos + len(d)] = np.frombuffer(d, dtype=np.uint8)
+        pos += len(d)
+    del chunks
+    ends = np.flatnonzero(buf == 10)  # every line ends with a newline
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    n_lines = len(ends)
+    file_starts = np.cumsum([0] + sizes[:-1])
+    line_versions = np.array([v for v, _ in datas], dtype=np.int64)[
+        np.searchsorted(file_starts, starts, side="right") - 1
+    ]
     base = coll.next_order
     coll.next_order = base + n_lines
-    try:
-        is_file = pc.match_substring_regex(lines, _FILE_LINE_RE)
-        skip = pc.match_substring_regex(lines, _SKIP_LINE_RE)
-    except pa.ArrowInvalid:  # invalid UTF-8 somewhere
-        raise LogCorruptedError(
-            f"The log ({where or 'commits'}) contains bytes that are not UTF-8", None,
-            "restore the commit files from a backup",
-        ) from None
-    other_mask = pc.invert(pc.or_(is_file, skip))
-    # --- non-file actions: few, parse with json
-    other_idx = np.flatnonzero(other_mask.to_numpy(zero_copy_only=False))
-    if len(other_idx):
-        texts = lines.take(pa.array(other_idx)).to_pylist()
-        for i, text in zip(other_idx.tolist(), texts):
-            v = int(versions[i])
-            stripped = text.lstrip()
-            if stripped.startswith('{"commitInfo"'):
-                coll.last_commit_info_line = (v, text)
-                continue
-            try:
-                obj = json.loads(text)
-            except ValueError as e:
-                raise LogCorruptedError(
-                    f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is not valid JSON",
-                    str(e),
-                    "restore the commit file from a backup; a Delta commit is one JSON action per line",
-                ) from None
-            if not isinstance(obj, dict):
-                continue
-            if "commitInfo" in obj:
-                coll.last_commit_info_line = (v, text)
-                continue
-            if in_checkpoint and "sidecar" in obj:
-                coll.actions.append((base + i, v, obj))
-                continue
-            if "checkpointMetadata" in obj or "sidecar" in obj:
-                continue
-            try:
-                a = action_from_json(obj)
-            except LogCorruptedError as e:
-                raise LogCorruptedError(f"Commit {v} of the table: {e.problem}", e.cause, e.fix) from None
-            if a is not None:
-                coll.actions.append((base + i, v, a))
-    # --- file actions: one vectorised parse
-    file_idx_arr = pc.indices_nonzero(is_file)
-    if len(file_idx_arr) == 0:
+
+    is_file = _has_prefix(buf, starts, ends, _ADD_PREFIX) | _has_prefix(buf, starts, ends, _REMOVE_PREFIX)
+    other = np.flatnonzero(~is_file & (ends > starts))
+    keep_extra: list[int] = []
+    blank: list[int] = []
+    raw = memoryview(buf)
+    for i in other.tolist():
+        text = bytes(raw[starts[i]: ends[i]])
+        v = int(line_versions[i])
+        if text.startswith(_COMMIT_INFO_PREFIX):
+            coll.last_commit_info_line = (v, text)
+            blank.append(i)
+            continue
+        if text.startswith(_CDC_PREFIX):
+            blank.append(i)
+            continue
+        if not text.strip(_WS):
+            continue  # blank line: the JSON reader skips it
+        blank.append(i)
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise LogCorruptedError(
+                f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is not valid JSON",
+                str(e),
+                "restore the commit file from a backup; a Delta commit is one JSON action per line",
+            ) from None
+        if not isinstance(obj, dict):
+            continue
+        if "add" in obj or "remove" in obj:  # unusual formatting of a file action: let arrow parse it
+            blank.pop()
+            keep_extra.append(i)
+            continue
+        if "commitInfo" in obj:
+            coll.last_commit_info_line = (v, text)
+            continue
+        if in_checkpoint and "sidecar" in obj:
+            coll.actions.append((base + i, v, obj))
+            continue
+        if "checkpointMetadata" in obj or "sidecar" in obj:
+            continue
+        try:
+            a = action_from_json(obj)
+        except LogCorruptedError as e:
+            raise LogCorruptedError(f"Commit {v} of the table: {e.problem}", e.cause, e.fix) from None
+        if a is not None:
+            coll.actions.append((base + i, v, a))
+    if blank:
+        b = np.array(blank, dtype=np.int64)
+        _blank(buf, starts[b], ends[b])
+    file_lines = np.flatnonzero(is_file)
+    if keep_extra:
+        file_lines = np.sort(np.concatenate([file_lines, np.array(keep_extra, dtype=np.int64)]))
+    if len(file_lines) == 0:
         return
-    file_lines = lines.take(file_idx_arr)
-    off = file_lines.buffers()[1]
-    offs = np.frombuffer(off, dtype=np.int64)[file_lines.offset: file_lines.offset + len(file_lines) + 1]
-    data_buf = file_lines.buffers()[2]
-    doc = data_buf.slice(int(offs[0]), int(offs[-1] - offs[0]))
-    orders = file_idx_arr.to_numpy().astype(np.int64) + base
+    orders = file_lines.astype(np.int64) + base
+    doc = pa.py_buffer(buf)
     try:
         t = pajson.read_json(
             pa.BufferReader(doc),
-            read_options=pajson.ReadOptions(use_threads=True, block_size=max(1 << 20, min(len(doc) + 1, (1 << 31) - 1))),
+            read_options=pajson.ReadOptions(use_threads=True, block_size=_json_block_size(total)),
             parse_options=pajson.ParseOptions(explicit_schema=_JSON_FILE_SCHEMA, unexpected_field_behavior="infer"),
         )
+        if t.num_rows != len(file_lines):
+            raise pa.ArrowInvalid("row count does not match the file-action lines")
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        t = _parse_file_lines_slow(file_lines.to_pylist(), versions[file_idx_arr.to_numpy()], where)
-    if t.num_rows != len(orders):  # blank-ish lines cannot occur here, but stay safe
-        t = _parse_file_lines_slow(file_lines.to_pylist(), versions[file_idx_arr.to_numpy()], where)
+        texts = [bytes(raw[starts[i]: ends[i]]).decode("utf-8", "replace") for i in file_lines.tolist()]
+        t = _parse_file_lines_slow(texts, line_versions[file_lines], where)
     for kind in ("add", "remove"):
         if kind in t.column_names:
             _add_struct_rows(t.column(kind), kind, coll, True, orders)
+
+
+def _json_block_size(total: int) -> int:
+    """Blocks of ~1/4 of the input (>= 1 MiB) so pyarrow parses in parallel."""
+    return int(min(max(1 << 20, total // 4 + 1), (1 << 31) - 1))
 
 
 def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | None) -> pa.Table:
@@ -723,7 +765,7 @@ def replay(
 def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> tuple[pa.Table, pa.Table]:
     if not sources:
         return empty_files(), empty_tombstones()
-    need_dedup = len(sources) > 1 or sources[0].from_json
+    need_dedup = any(s.from_json for s in sources)  # a checkpoint alone is already reconciled
     if need_dedup:
         paths, dvs, orders = [], [], []
         for s in sources:
@@ -751,8 +793,8 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
             adds.append(normalize_file_actions(rows, FILE_SCHEMA, partition_keys=partition_keys if s.from_json else None))
         else:
             removes.append(normalize_file_actions(rows, REMOVE_SCHEMA, partition_keys=None))
-    files = pa.concat_tables(adds).combine_chunks() if adds else empty_files()
-    tombs = pa.concat_tables(removes).combine_chunks() if removes else empty_tombstones()
+    files = pa.concat_tables(adds) if adds else empty_files()
+    tombs = pa.concat_tables(removes) if removes else empty_tombstones()
     return files, tombs
 
 
