@@ -19,7 +19,8 @@ Rules:
 * ``minValues``/``maxValues`` only for byte/short/integer/long/float/double/decimal/date/
   timestamp/timestamp_ntz/string (delta-spark's ``SkippingEligibleDataType``); none for boolean,
   binary, arrays, maps, variant. A column whose values are all null has no min/max key (as
-  Spark's ``to_json`` drops nulls); a struct left empty is dropped.
+  Spark's ``to_json`` drops nulls); a struct left empty is dropped. A date/timestamp bound outside
+  years 0001..9999 is omitted (ISO text cannot express it).
 * Float/double: NaN is ignored for min/max; an infinite bound is omitted (JSON has no infinity),
   which only makes skipping more conservative. Values are the shortest round-trip text of the
   value in its own precision (``0.1`` for float 0.1f, like Java's ``Float.toString``).
@@ -91,12 +92,23 @@ def parse_stats_columns(value: str | Sequence[str] | Sequence[Sequence[str]]) ->
     cols: list[tuple[str, ...]] = []
     parts: list[str] = []
     buf: list[str] = []
+    quoted: str | None = None  # text of a backquoted part being built
+
+    def end_part():
+        nonlocal buf, quoted
+        parts.append(quoted if quoted is not None else "".join(buf).strip())
+        buf, quoted = [], None
+
     i, n = 0, len(value)
-    quoted_part = False
     while i < n:
         c = value[i]
         if c == "`":
-            j = i + 1
+            if "".join(buf).strip():
+                raise InvalidArgumentError(
+                    f"Cannot parse delta.dataSkippingStatsColumns '{value}'", "a backquote inside a name",
+                    "quote whole name parts, e.g. `a.b`.c",
+                )
+            j, q = i + 1, []
             while True:
                 if j >= n:
                     raise InvalidArgumentError(
@@ -105,29 +117,32 @@ def parse_stats_columns(value: str | Sequence[str] | Sequence[Sequence[str]]) ->
                     )
                 if value[j] == "`":
                     if j + 1 < n and value[j + 1] == "`":
-                        buf.append("`")
+                        q.append("`")
                         j += 2
                         continue
                     break
-                buf.append(value[j])
+                q.append(value[j])
                 j += 1
-            quoted_part = True
+            quoted, buf = "".join(q), []
             i = j + 1
             continue
         if c == ".":
-            parts.append("".join(buf).strip() if not quoted_part else "".join(buf))
-            buf, quoted_part = [], False
+            end_part()
         elif c == ",":
-            parts.append("".join(buf).strip() if not quoted_part else "".join(buf))
-            if any(parts):
+            end_part()
+            if parts != [""]:
                 cols.append(tuple(parts))
-            parts, buf, quoted_part = [], [], False
-        else:
+            parts = []
+        elif quoted is None:
             buf.append(c)
+        elif not c.isspace():
+            raise InvalidArgumentError(
+                f"Cannot parse delta.dataSkippingStatsColumns '{value}'", "text right after a backquoted name",
+                "separate names with '.' or ','",
+            )
         i += 1
-    last = "".join(buf).strip() if not quoted_part else "".join(buf)
-    if last or parts:
-        parts.append(last)
+    if quoted is not None or "".join(buf).strip() or parts:
+        end_part()
         cols.append(tuple(parts))
     for c in cols:
         if any(p == "" for p in c):
@@ -378,12 +393,18 @@ class StatsCollector:
             d = value if isinstance(value, _decimal.Decimal) else _decimal.Decimal(str(value))
             return _Raw(format(d, "f"))
         if name == "date":
-            d = _dt.date(1970, 1, 1) + _dt.timedelta(days=int(value))
+            try:
+                d = _dt.date(1970, 1, 1) + _dt.timedelta(days=int(value))
+            except OverflowError:
+                return None  # outside years 1..9999: no bound (skipping stays correct)
             return f"{d.year:04d}-{d.month:02d}-{d.day:02d}"
         if name in ("timestamp", "timestamp_ntz"):
             ns = int(value)
             ms = -((-ns) // 1_000_000) if is_max else ns // 1_000_000  # ceil for max, floor for min
-            return _fmt_ms(ms) + ("Z" if name == "timestamp" else "")
+            try:
+                return _fmt_ms(ms) + ("Z" if name == "timestamp" else "")
+            except OverflowError:
+                return None
         if name == "string":
             s = str(value)
             p = self.string_prefix_length
