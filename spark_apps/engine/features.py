@@ -1,0 +1,395 @@
+"""Protocol / table-feature gate: may this engine read or write a table?
+
+Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
+
+* Reading needs support for every feature in ``readerFeatures`` (reader version 3) or for what
+  the legacy reader version implies (2 = columnMapping). Reader versions above 3 are refused.
+  A reader feature that is listed but provably inactive may be ignored: ``columnMapping`` with
+  ``delta.columnMapping.mode`` absent or ``none``.
+* Writing needs support for every feature in ``writerFeatures`` (writer version 7) or for the
+  features the legacy writer version implies (cumulative: 2 appendOnly+invariants, 3
+  checkConstraints, 4 changeDataFeed+generatedColumns, 5 columnMapping, 6 identityColumns), and
+  the table must be readable. Writer versions above 7 are refused. Features we do not enforce are
+  accepted only while they are not *used*:
+
+  ==================  =======================================================================
+  appendOnly          always (the transaction refuses removes when ``delta.appendOnly=true``)
+  invariants          no column (nested ones included) carries ``delta.invariants`` metadata
+  checkConstraints    no ``delta.constraints.*`` table property
+  changeDataFeed      ``delta.enableChangeDataFeed`` is not ``true``
+  generatedColumns    no column carries ``delta.generationExpression``
+  identityColumns     no column carries ``delta.identity.*`` metadata
+  columnMapping       ``delta.columnMapping.mode`` absent or ``none``
+  timestampNtz, domainMetadata, vacuumProtocolCheck: always
+  ==================  =======================================================================
+
+  Every other writer feature (deletionVectors, rowTracking, v2Checkpoint, clustering,
+  inCommitTimestamp, icebergCompat*, typeWidening, variantType, catalogManaged, unknown or preview
+  names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
+
+* New tables: ``(1, 2)``; a ``timestamp_ntz`` column anywhere in the schema needs the
+  ``timestampNtz`` reader-writer feature, i.e. ``(3, 7)`` with readerFeatures ``[timestampNtz]``
+  and writerFeatures ``[timestampNtz, appendOnly, invariants]`` (a table-features protocol must
+  list the legacy features its (1,2) equivalent implied). ``delta.feature.<name>=supported``
+  properties add allowed features the same way.
+
+``SUPPORTED_READER_FEATURES`` is the one set reader-side work extends (e.g. reader.py adds
+``deletionVectors`` / ``columnMapping`` when it implements them).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, Iterator
+
+from .actions import Metadata, Protocol
+from .errors import UnsupportedFeatureError
+
+#: reader features this engine implements. Extend (``.add``) when a reader capability lands.
+SUPPORTED_READER_FEATURES: set[str] = {"v2Checkpoint", "timestampNtz", "vacuumProtocolCheck"}
+
+#: writer features that may appear in a table we write to (subject to the "not used" rules above)
+ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "identityColumns",
+        "columnMapping",
+        "timestampNtz",
+        "domainMetadata",
+        "vacuumProtocolCheck",
+    }
+)
+
+#: reader-writer features (must be listed in both lists)
+READER_WRITER_FEATURES: frozenset[str] = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
+        "catalogManaged",
+        "catalogOwned-preview",
+    }
+)
+
+#: features implied by legacy writer versions (cumulative)
+LEGACY_WRITER_FEATURES: dict[int, tuple[str, ...]] = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+
+MAX_READER_VERSION = 3
+MAX_WRITER_VERSION = 7
+
+_ALIASES = {"timestampNTZ": "timestampNtz", "columnInvariants": "invariants"}
+
+
+def canonical_feature(name: str) -> str:
+    """Canonical spelling of a feature name (old spec spellings like ``timestampNTZ`` mapped)."""
+    return _ALIASES.get(name, name)
+
+
+def legacy_writer_features(min_writer_version: int) -> list[str]:
+    """Features a legacy writer version (< 7) implies."""
+    out: list[str] = []
+    for v in sorted(LEGACY_WRITER_FEATURES):
+        if v <= min_writer_version:
+            out += LEGACY_WRITER_FEATURES[v]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# schema inspection
+
+
+def _schema_dict(metadata: Metadata | dict | None) -> dict:
+    if metadata is None:
+        return {"type": "struct", "fields": []}
+    if isinstance(metadata, dict):
+        return metadata
+    try:
+        return json.loads(metadata.schema_string)
+    except (ValueError, TypeError):
+        return {"type": "struct", "fields": []}
+
+
+def _iter_fields(type_: object) -> Iterator[dict]:
+    """Every struct field (nested in structs, arrays, maps too)."""
+    if isinstance(type_, dict):
+        t = type_.get("type")
+        if t == "struct":
+            for f in type_.get("fields", []):
+                yield f
+                yield from _iter_fields(f.get("type"))
+        elif t == "array":
+            yield from _iter_fields(type_.get("elementType"))
+        elif t == "map":
+            yield from _iter_fields(type_.get("keyType"))
+            yield from _iter_fields(type_.get("valueType"))
+
+
+def _iter_types(type_: object) -> Iterator[object]:
+    yield type_
+    if isinstance(type_, dict):
+        t = type_.get("type")
+        if t == "struct":
+            for f in type_.get("fields", []):
+                yield from _iter_types(f.get("type"))
+        elif t == "array":
+            yield from _iter_types(type_.get("elementType"))
+        elif t == "map":
+            yield from _iter_types(type_.get("keyType"))
+            yield from _iter_types(type_.get("valueType"))
+
+
+def schema_has_timestamp_ntz(schema_json: dict) -> bool:
+    """True if a ``timestamp_ntz`` column exists anywhere (nested included)."""
+    return any(t == "timestamp_ntz" for t in _iter_types(schema_json))
+
+
+def _columns_with_metadata(schema_json: dict, key: str, *, prefix: bool = False) -> list[str]:
+    out = []
+    for f in _iter_fields(schema_json):
+        md = f.get("metadata") or {}
+        if (prefix and any(k.startswith(key) for k in md)) or (not prefix and key in md):
+            out.append(str(f.get("name")))
+    return out
+
+
+def _conf(metadata: Metadata | None) -> dict:
+    return dict(metadata.configuration or {}) if metadata is not None else {}
+
+
+def column_mapping_mode(metadata: Metadata | None) -> str:
+    return str(_conf(metadata).get("delta.columnMapping.mode", "none") or "none").lower()
+
+
+def _usage(feature: str, metadata: Metadata | None) -> str | None:
+    """Why ``feature`` is in use by this table (a reason string), or ``None`` when it is not."""
+    schema = _schema_dict(metadata)
+    conf = _conf(metadata)
+    if feature == "invariants":
+        cols = _columns_with_metadata(schema, "delta.invariants")
+        return f"column(s) {cols} carry delta.invariants" if cols else None
+    if feature == "checkConstraints":
+        keys = sorted(k for k in conf if k.startswith("delta.constraints."))
+        return f"the table has CHECK constraints {keys}" if keys else None
+    if feature == "changeDataFeed":
+        on = str(conf.get("delta.enableChangeDataFeed", "false")).lower() == "true"
+        return "delta.enableChangeDataFeed=true" if on else None
+    if feature == "generatedColumns":
+        cols = _columns_with_metadata(schema, "delta.generationExpression")
+        return f"column(s) {cols} are generated columns" if cols else None
+    if feature == "identityColumns":
+        cols = _columns_with_metadata(schema, "delta.identity.", prefix=True)
+        return f"column(s) {cols} are identity columns" if cols else None
+    if feature == "columnMapping":
+        mode = column_mapping_mode(metadata)
+        return f"delta.columnMapping.mode={mode}" if mode != "none" else None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+def _features(values: Iterable[str] | None) -> list[str]:
+    return [canonical_feature(str(f)) for f in (values or [])]
+
+
+def unsupported_reader_features(protocol: Protocol, metadata: Metadata | None = None) -> list[str]:
+    """Reader features of ``protocol`` this engine cannot honour (empty list = readable)."""
+    rv = protocol.min_reader_version
+    if rv <= 1:
+        return []
+    if rv == 2:
+        if "columnMapping" in SUPPORTED_READER_FEATURES:
+            return []
+        if metadata is not None and column_mapping_mode(metadata) == "none":
+            return []
+        return ["columnMapping"]
+    out = []
+    for f in _features(protocol.reader_features):
+        if f in SUPPORTED_READER_FEATURES:
+            continue
+        if f == "columnMapping" and metadata is not None and column_mapping_mode(metadata) == "none":
+            continue
+        out.append(f)
+    return out
+
+
+def check_read_supported(protocol: Protocol, metadata: Metadata | None = None) -> None:
+    """Raise :class:`UnsupportedFeatureError` if this engine cannot read a table with ``protocol``.
+
+    :param metadata: when given, a legacy reader version 2 / a listed ``columnMapping`` feature is
+        accepted if column mapping is not actually used (``delta.columnMapping.mode`` none).
+    """
+    rv = protocol.min_reader_version
+    if rv > MAX_READER_VERSION:
+        raise UnsupportedFeatureError(
+            f"Cannot read the table: it requires reader version {rv}",
+            f"this engine implements reader versions up to {MAX_READER_VERSION}",
+            "read the table with a newer Delta engine (e.g. Spark with a current delta-spark)",
+        )
+    bad = unsupported_reader_features(protocol, metadata)
+    if bad:
+        legacy = " (implied by legacy reader version 2)" if rv == 2 else ""
+        raise UnsupportedFeatureError(
+            f"Cannot read the table: reader feature '{bad[0]}'{legacy} is not supported",
+            f"the table's protocol requires reader features {bad} and this engine supports "
+            f"{sorted(SUPPORTED_READER_FEATURES)}",
+            f"read the table with an engine that supports '{bad[0]}' (e.g. Spark with delta-spark), "
+            "or remove the feature from the table there if the table allows it",
+        )
+
+
+def check_write_supported(protocol: Protocol, metadata: Metadata | None = None) -> None:
+    """Raise :class:`UnsupportedFeatureError` if this engine must not write to the table.
+
+    Checks readability first (a writer must understand the table), then every writer feature
+    (explicit list for writer version 7, implied ones for legacy versions) against the rules in
+    the module docstring.
+    """
+    check_read_supported(protocol, metadata)
+    wv = protocol.min_writer_version
+    if wv > MAX_WRITER_VERSION:
+        raise UnsupportedFeatureError(
+            f"Cannot write to the table: it requires writer version {wv}",
+            f"this engine implements writer versions up to {MAX_WRITER_VERSION}",
+            "write to the table with a newer Delta engine (e.g. Spark with a current delta-spark)",
+        )
+    if wv >= 7:
+        features = _features(protocol.writer_features)
+        legacy = ""
+    else:
+        features = legacy_writer_features(wv)
+        legacy = f" (implied by legacy writer version {wv})"
+    for f in features:
+        if f not in ALLOWED_WRITER_FEATURES:
+            raise UnsupportedFeatureError(
+                f"Cannot write to the table: writer feature '{f}'{legacy} is not supported",
+                f"this engine does not implement '{f}' and writing without honouring it would break the table"
+                if f in _KNOWN_FEATURES
+                else f"'{f}' is not a feature this engine knows (a preview or vendor-specific name)",
+                f"write with an engine that supports '{f}' (e.g. Spark with delta-spark), or drop the "
+                "feature from the table there (ALTER TABLE ... DROP FEATURE) if it is no longer needed",
+            )
+        why = _usage(f, metadata)
+        if why is not None:
+            raise UnsupportedFeatureError(
+                f"Cannot write to the table: writer feature '{f}'{legacy} is in use and not enforced here",
+                why,
+                f"write with an engine that enforces '{f}' (e.g. Spark with delta-spark), or remove "
+                f"its use from the table ({_REMOVE_HINT.get(f, 'see the Delta documentation')})",
+            )
+
+
+# aliases matching docs/design.md
+check_can_read = check_read_supported
+check_can_write = check_write_supported
+
+_KNOWN_FEATURES = frozenset(
+    {
+        "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
+        "columnMapping", "identityColumns", "deletionVectors", "rowTracking", "timestampNtz",
+        "domainMetadata", "v2Checkpoint", "icebergCompatV1", "icebergCompatV2", "clustering",
+        "typeWidening", "variantType", "variantShredding", "inCommitTimestamp", "vacuumProtocolCheck",
+        "catalogManaged", "allowColumnDefaults",
+    }
+)
+
+_REMOVE_HINT = {
+    "invariants": "drop the delta.invariants column metadata",
+    "checkConstraints": "ALTER TABLE ... DROP CONSTRAINT",
+    "changeDataFeed": "set delta.enableChangeDataFeed=false",
+    "generatedColumns": "recreate the table without generated columns",
+    "identityColumns": "recreate the table without identity columns",
+    "columnMapping": "recreate the table with delta.columnMapping.mode=none",
+}
+
+_NEW_TABLE_REFUSED_PROPERTIES = {
+    "delta.enableChangeDataFeed": ("true", "changeDataFeed"),
+    "delta.enableDeletionVectors": ("true", "deletionVectors"),
+    "delta.enableRowTracking": ("true", "rowTracking"),
+    "delta.enableInCommitTimestamps": ("true", "inCommitTimestamp"),
+    "delta.enableTypeWidening": ("true", "typeWidening"),
+    "delta.enableIcebergCompatV1": ("true", "icebergCompatV1"),
+    "delta.enableIcebergCompatV2": ("true", "icebergCompatV2"),
+}
+
+
+def protocol_for_new_table(schema_json: dict, configuration: dict | None = None) -> Protocol:
+    """The minimal protocol for a new table with this schema and these properties.
+
+    :raises UnsupportedFeatureError: the properties ask for a feature this engine cannot write.
+    """
+    conf = {str(k): str(v) for k, v in (configuration or {}).items()}
+    for key, (value, feature) in _NEW_TABLE_REFUSED_PROPERTIES.items():
+        if conf.get(key, "").lower() == value:
+            raise UnsupportedFeatureError(
+                f"Cannot create the table with {key}={conf[key]}",
+                f"that enables the '{feature}' feature, which this engine does not implement",
+                f"remove the property, or create the table with an engine that supports '{feature}'",
+            )
+    mode = conf.get("delta.columnMapping.mode", "none").lower()
+    if mode != "none":
+        raise UnsupportedFeatureError(
+            f"Cannot create the table with delta.columnMapping.mode={mode}",
+            "column mapping is not implemented for writing by this engine",
+            "remove the property, or create the table with Spark + delta-spark",
+        )
+    if any(k.startswith("delta.constraints.") for k in conf):
+        raise UnsupportedFeatureError(
+            "Cannot create the table with CHECK constraints",
+            "the 'checkConstraints' feature is not enforced by this engine",
+            "remove the delta.constraints.* properties",
+        )
+    requested = []
+    for k, v in conf.items():
+        if k.startswith("delta.feature.") and v.lower() in ("supported", "enabled"):
+            f = canonical_feature(k[len("delta.feature."):])
+            if f not in ALLOWED_WRITER_FEATURES:
+                raise UnsupportedFeatureError(
+                    f"Cannot create the table with feature '{f}'",
+                    f"'{f}' is not a feature this engine can write",
+                    f"remove the property {k}",
+                )
+            requested.append(f)
+    schema = schema_json if isinstance(schema_json, dict) else json.loads(schema_json)
+    for f in ("invariants", "generatedColumns", "identityColumns"):
+        why = _usage(f, Metadata(id="x", schema_string=json.dumps(schema)))
+        if why:
+            raise UnsupportedFeatureError(
+                f"Cannot create the table: '{f}' is not supported for writing", why,
+                "remove that column metadata, or create the table with Spark + delta-spark",
+            )
+    if schema_has_timestamp_ntz(schema) and "timestampNtz" not in requested:
+        requested.append("timestampNtz")
+    # features a (1,2) table has anyway need no table-features protocol
+    extra = [f for f in requested if f not in ("appendOnly", "invariants")]
+    if not extra:
+        return Protocol(min_reader_version=1, min_writer_version=2)
+    writer = ["appendOnly", "invariants"]
+    for f in requested:
+        if f not in writer:
+            writer.append(f)
+    # list order: the added features first (Spark lists the triggering feature first)
+    writer = [f for f in writer if f not in ("appendOnly", "invariants")] + ["appendOnly", "invariants"]
+    reader = [f for f in writer if f in READER_WRITER_FEATURES]
+    if reader:
+        return Protocol(min_reader_version=3, min_writer_version=7, reader_features=reader, writer_features=writer)
+    return Protocol(min_reader_version=1, min_writer_version=7, writer_features=writer)
