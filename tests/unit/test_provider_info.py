@@ -1,0 +1,68 @@
+"""Provider metadata: shape (validated against Airflow's own provider_info schema), the installed entry
+point, every declared module importable with the classes it should hold, and operator parse-time rules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import tempfile
+from importlib.metadata import entry_points
+
+os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airflow-delta-provider-unit-home"))
+
+import pytest
+
+from airflow_delta_provider.get_provider_info import get_provider_info
+
+
+def test_provider_info_validates_against_airflow_schema():
+    import jsonschema
+    import airflow
+
+    schema_path = os.path.join(os.path.dirname(airflow.__file__), "provider_info.schema.json")
+    with open(schema_path) as f:
+        schema = json.load(f)
+    info = get_provider_info()
+    jsonschema.validate(info, schema)
+    assert info["package-name"] == "airflow-delta-provider"
+    assert info["versions"] and info["name"] == "Delta Lake"
+    # no connection type of our own: the hook reuses the apache-spark provider's "spark" type
+    assert info["connection-types"] == []
+
+
+def test_entry_point_is_installed():
+    eps = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_delta_provider")]
+    assert len(eps) == 1
+    assert eps[0].load()() == get_provider_info()
+
+
+@pytest.mark.parametrize(
+    "section,expected",
+    [
+        ("hooks", {"DeltaHook"}),
+        ("operators", {"DeltaCreateTableOperator", "DeltaWriteOperator", "DeltaCheckpointOperator"}),
+        ("sensors", {"DeltaTableVersionSensor"}),
+        ("triggers", {"DeltaTableVersionTrigger"}),
+    ],
+)
+def test_declared_modules_hold_the_classes(section, expected):
+    info = get_provider_info()
+    integrations = {i["integration-name"] for i in info["integrations"]}
+    found = set()
+    for entry in info[section]:
+        assert entry["integration-name"] in integrations
+        for mod in entry["python-modules"]:
+            found |= set(vars(importlib.import_module(mod)))
+    assert expected <= found
+
+
+def test_providers_manager_sees_the_provider():
+    from airflow.providers_manager import ProvidersManager
+
+    pm = ProvidersManager()
+    assert "airflow-delta-provider" in pm.providers
+    assert pm.providers["airflow-delta-provider"].version == get_provider_info()["versions"][0]
+    ours = [t for t in pm.trigger if t.package_name == "airflow-delta-provider"]
+    assert [t.trigger_class_name for t in ours] == ["airflow_delta_provider.triggers.delta"]

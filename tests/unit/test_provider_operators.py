@@ -1,0 +1,87 @@
+"""Operators without running Spark: parse-time validation, templated fields, the spec each one hands
+to the hook, the SetTransaction identity rule, lazy hook, Asset helper.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airflow-delta-provider-unit-home"))
+
+import pytest
+from airflow.sdk import Asset
+
+from airflow_delta_provider.exceptions import DeltaConfigurationError
+from airflow_delta_provider.hooks.delta import SparkSubmitOptions
+from airflow_delta_provider.operators.delta import (
+    DeltaCheckpointOperator,
+    DeltaCreateTableOperator,
+    DeltaWriteOperator,
+    delta_asset,
+)
+
+
+def test_write_refuses_overwrite_and_unknown_values_at_parse_time():
+    with pytest.raises(ValueError, match="mode='overwrite' is not supported yet"):
+        DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", mode="overwrite")
+    with pytest.raises(ValueError, match="mode must be 'append'"):
+        DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", mode="upsert")
+    with pytest.raises(ValueError, match="source_format"):
+        DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", source_format="avro")
+    with pytest.raises(TypeError):
+        DeltaWriteOperator("w", "/t", "/s")  # keyword-only
+
+
+def test_write_spec_and_template_fields():
+    op = DeltaWriteOperator(task_id="w", table_uri="/t", source="/in/{{ ds }}.csv", source_format="csv",
+                            source_options={"header": True, "sep": ";"}, app_id="loader", app_version="20260101",
+                            user_metadata="run {{ run_id }}")
+    assert {"table_uri", "source", "source_options", "app_id", "app_version", "user_metadata", "spark_conf"} <= set(
+        op.template_fields)
+    assert op.operation_params({}) == {"mode": "append", "source": "/in/{{ ds }}.csv", "source_format": "csv",
+                                       "source_options": {"header": "True", "sep": ";"}}
+    assert op.transaction_identity({}) == {"app_id": "loader", "app_version": 20260101, "user_metadata": "run {{ run_id }}"}
+    assert "hook" not in op.__dict__  # nothing built at parse time
+    op.on_kill()  # nothing submitted: no error
+
+
+def test_identity_needs_both_parts():
+    op = DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", app_id="loader")
+    with pytest.raises(DeltaConfigurationError, match="app_id and app_version must be given together"):
+        op.transaction_identity({})
+    op = DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", app_id="a", app_version="v2")
+    with pytest.raises(DeltaConfigurationError, match="not an integer"):
+        op.transaction_identity({})
+
+
+def test_create_table_spec():
+    op = DeltaCreateTableOperator(task_id="c", table_uri="/t", schema={"type": "struct", "fields": []},
+                                  partition_by="dt, region", properties={"delta.checkpointInterval": 5},
+                                  description="events", if_not_exists=True)
+    params = op.operation_params({})
+    assert params["schema"] == '{"type": "struct", "fields": []}'
+    assert params["partition_by"] == ["dt", "region"]
+    assert params["properties"] == {"delta.checkpointInterval": "5"}
+    assert params["if_not_exists"] is True and params["source"] is None and params["source_format"] is None
+    ctas = DeltaCreateTableOperator(task_id="c2", table_uri="/t", source="/in/x")
+    assert ctas.operation_params({})["source_format"] == "parquet"
+    with pytest.raises(ValueError, match="give a schema, or a source"):
+        DeltaCreateTableOperator(task_id="c3", table_uri="/t")
+
+
+def test_checkpoint_spec_and_options_object():
+    op = DeltaCheckpointOperator(task_id="cp", table_uri="/t", cleanup=True,
+                                 submit_options={"driver_memory": "1g"}, spark_conf={"spark.x": "1"})
+    assert op.operation_params({}) == {"cleanup": True}
+    assert op.transaction_identity({}) == {}
+    assert op.submit_options == SparkSubmitOptions(driver_memory="1g")
+    hook = op.hook
+    assert hook.conn_id == "spark_default" and hook.spark_conf == {"spark.x": "1"}
+    assert op.hook is hook  # built once
+
+
+def test_delta_asset_uri():
+    a = delta_asset("/lake/events/")
+    assert isinstance(a, Asset) and a.uri == "file:///lake/events"
+    assert delta_asset("s3://b/lake/events").uri == "s3://b/lake/events"
