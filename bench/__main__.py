@@ -4,11 +4,13 @@ deltalake (delta-rs), on the same generated tables.
 Algorithm:
 
 1. Build (or reuse from ``bench/data``) every table the selected cases need (bench/generate.py).
-2. For each case and each engine, start ONE fresh worker process (``python -m bench.worker``):
-   imports are timed apart, the first call is reported as *cold*, then ``warmup`` calls are
-   dropped and ``reps`` calls are kept (median, p90). Each engine runs in its own process so the
-   two never share caches, allocator state or thread pools. Mutating cases (commits) run on a
-   private scratch copy of the table for each engine.
+2. For each case, ``rounds`` rounds; in each round each engine gets ONE fresh worker process
+   (``python -m bench.worker``), the engines alternating which goes first so both see the same
+   background load: imports are timed apart, the first call is reported as *cold*, then
+   ``warmup`` calls are dropped and ``reps`` calls are kept. Samples are pooled over the rounds
+   (median, p90, CPU median; cold = median of the rounds' first calls). Each engine runs in its
+   own processes so the two never share caches, allocator state or thread pools. Mutating cases
+   (commits) run on a private scratch copy of the table for each engine and round.
 3. Both engines' answers (file count, version) are compared with each other and with what the
    generator wrote; a disagreement is flagged in the row (``[!...]``), not hidden.
 4. Print the table; write ``latest.md``, ``latest.csv`` and ``latest.png`` to the output dir
@@ -82,8 +84,8 @@ def run_worker(job: dict, timeout: int) -> R.EngineResult:
         return R.EngineResult("error", reason=f"worker exit {p.returncode}: {' | '.join(tail)}")
     out = json.loads(lines[-1])
     if out["status"] == "ok":
-        return R.EngineResult("ok", out["samples_ms"], out["cold_ms"], out["import_ms"],
-                              out["result"])
+        return R.EngineResult("ok", out["samples_ms"], out["cpu_ms"], [out["cold_ms"]],
+                              [out["import_ms"]], out["result"])
     reason = out.get("reason") or out.get("error") or ""
     if out["status"] == "error" and out.get("traceback"):
         _log(out["traceback"])
@@ -142,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
 
     t_start = time.perf_counter()
+    load0 = os.getloadavg()[0]
     have_ckpt = g.checkpoint_ours_available()
     _log(f"bench: {len(cases)} cases, sizes {dataclasses.asdict(sizes)}")
     rows: list[R.Row] = []
@@ -160,20 +163,27 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(R.Row(case.id, case.title, err, err, headline=case.headline))
             _log(f"[{case.id}] table generation failed: {e!r}")
             continue
-        res = {}
-        for engine in ("deltalake", "ours"):
-            p = path
-            if case.op in MUTATING:
-                p = g.scratch_copy(path, f"{case.id}-{engine}")
-            job = {"op": case.op, "engine": engine, "path": str(p), "args": case.args,
-                   "warmup": case.warmup, "reps": case.reps}
-            t0 = time.perf_counter()
-            res[engine] = run_worker(job, a.timeout)
+        parts: dict[str, list[R.EngineResult]] = {"ours": [], "deltalake": []}
+        t0 = time.perf_counter()
+        for rnd in range(case.rounds):
+            # alternate which engine goes first so both see the same background load
+            order = ("deltalake", "ours") if rnd % 2 == 0 else ("ours", "deltalake")
+            for engine in order:
+                if parts[engine] and parts[engine][-1].status != "ok":
+                    continue
+                p = path
+                if case.op in MUTATING:
+                    p = g.scratch_copy(path, f"{case.id}-{engine}")
+                job = {"op": case.op, "engine": engine, "path": str(p), "args": case.args,
+                       "warmup": case.warmup, "reps": case.reps, "verify": rnd == 0}
+                parts[engine].append(run_worker(job, a.timeout))
+        res = {e: R.EngineResult.merge(v) for e, v in parts.items()}
+        for engine in ("ours", "deltalake"):
             r = res[engine]
             _log(f"[{case.id}] {engine:9s} {r.status:11s} "
-                 + (f"median {r.median:9.1f} ms  p90 {r.p90:9.1f}  cold {r.cold_ms:9.1f}"
-                    if r.ok else r.reason)
-                 + f"   ({time.perf_counter() - t0:.1f}s)")
+                 + (f"median {r.median:9.1f} ms  p90 {r.p90:9.1f}  cpu {r.cpu_median:9.1f}  "
+                    f"cold {r.cold_ms:9.1f}  n={len(r.samples_ms)}" if r.ok else r.reason))
+        _log(f"[{case.id}] {time.perf_counter() - t0:.1f}s")
         row = R.Row(case.id, case.title, res["ours"], res["deltalake"],
                     check=check(case, res["ours"], res["deltalake"]), headline=case.headline,
                     reps=case.reps)
@@ -188,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nheadline ({head[0].title}): ours/deltalake = {head[0].ratio:.2f}x, "
               f"{verdict} the 1.5x target")
     info = R.machine_info()
+    info["load average (1 min) at start / end"] = f"{load0:.2f} / {os.getloadavg()[0]:.2f}"
     R.write_md(rows, out_dir / "latest.md", sizes=dataclasses.asdict(sizes), notes=NOTES,
                runtime_s=runtime, info=info)
     R.write_csv(rows, out_dir / "latest.csv")

@@ -31,16 +31,17 @@ class Sizes:
     many_base_files: int = 10_000
     many_commits: int = 1_000
     small_commits: int = 10
-    warmup: int = 1
-    reps: int = 7
-    commit_reps: int = 20
-    big_commit_reps: int = 5
+    rounds: int = 3
+    warmup: int = 0
+    reps: int = 3
+    commit_reps: int = 10
+    big_commit_reps: int = 2
 
     @classmethod
     def quick(cls) -> "Sizes":
         return cls(files=5_000, ckpt_base_commits=10, tail_commits=20, many_base_files=1_000,
-                   many_commits=100, small_commits=5, warmup=1, reps=3, commit_reps=5,
-                   big_commit_reps=2)
+                   many_commits=100, small_commits=5, rounds=2, warmup=0, reps=2, commit_reps=3,
+                   big_commit_reps=1)
 
     def with_env(self) -> "Sizes":
         out = dataclasses.replace(self)
@@ -58,8 +59,9 @@ class Case:
     table: g.TableSpec | None
     op: str
     args: dict = field(default_factory=dict)
-    reps: int = 7
-    warmup: int = 1
+    reps: int = 3
+    warmup: int = 0
+    rounds: int = 3
     expect: dict = field(default_factory=dict)   # values both engines must return
     headline: bool = False
     needs_ours_checkpoint: bool = False
@@ -128,18 +130,19 @@ def build(z: Sizes) -> list[Case]:
              "latest_version", expect={"version": g.latest_version(t["many"])}),
         Case("commit_log_only", "small commit, preloaded snapshot: ours 1 AddFile (log only) "
              "vs deltalake write_deltalake (parquet + log)", t["small"], "commit_log_only",
-             reps=z.commit_reps, warmup=2),
+             reps=z.commit_reps, warmup=1),
         Case("commit_parquet", "small commit, preloaded snapshot: write 1 parquet "
              f"({SMALL}) + stats + commit", t["small"], "commit_parquet",
-             reps=z.commit_reps, warmup=2),
+             reps=z.commit_reps, warmup=1),
         Case("open_commit_small", f"small commit incl. open ({z.small_commits * 10}-file table): "
              "open + parquet + commit", t["small"], "open_commit_parquet",
-             reps=z.commit_reps, warmup=2),
+             reps=z.commit_reps, warmup=1),
         Case("open_commit_big", f"small commit incl. open ({k(nfiles)}-file table): "
              "open + parquet + commit", ck, "open_commit_parquet",
-             reps=z.big_commit_reps, warmup=1),
+             reps=z.big_commit_reps, warmup=0),
     ]
     for c in cases:
+        c.rounds = z.rounds
         if c.op in ("open", "latest_version"):
             c.reps, c.warmup = z.reps, z.warmup
     return cases

@@ -5,10 +5,12 @@ The job names an operation, an engine, a table path, op args, ``warmup`` and ``r
 1. imports the engine's modules and times that (``import_ms``, never part of a sample);
 2. runs the operation once more than ``warmup + reps`` times, each time ``setup()`` outside the
    timer and ``run(state)`` inside it (``time.perf_counter``);
-3. reports the first call as ``cold_ms`` (first call in a fresh process: lazy initialisation,
-   allocator growth, ...; the OS page cache is warm for both engines), drops ``warmup`` samples,
-   keeps ``reps`` samples;
-4. prints one JSON line: ``{"status": "ok", "cold_ms", "samples_ms", "import_ms", "result"}``,
+3. reports the first call as ``cold_ms`` (first call in a fresh process: lazy imports and
+   initialisation, allocator growth, ...; the OS page cache is warm for both engines), drops
+   ``warmup`` samples, keeps ``reps`` samples; CPU time of the process (all threads,
+   ``time.process_time``) is recorded next to each wall-clock sample;
+4. prints one JSON line: ``{"status": "ok", "cold_ms", "cold_cpu_ms", "samples_ms", "cpu_ms",
+   "import_ms", "result"}``,
    or ``{"status": "unavailable", "reason"}`` / ``{"status": "error", "error"}``.
 """
 
@@ -43,35 +45,38 @@ def run_job(job: dict) -> dict:
         setup, run = engines.OPS[job["op"]][job["engine"]](job["path"], job.get("args") or {})
     except engines.Unavailable as e:
         return {"status": "unavailable", "reason": str(e)}
-    samples = []
+    samples, cpu_samples = [], []
     result = None
-    cold_ms = None
+    cold_ms = cold_cpu_ms = None
     total = 1 + job["warmup"] + job["reps"]
     try:
         for i in range(total):
             state = setup()
             gc.collect()
+            c = time.process_time()
             t = time.perf_counter()
             result = run(state)
             ms = (time.perf_counter() - t) * 1000
+            cpu = (time.process_time() - c) * 1000
             del state
             if i == 0:
-                cold_ms = ms
+                cold_ms, cold_cpu_ms = ms, cpu
             elif i > job["warmup"]:
                 samples.append(ms)
+                cpu_samples.append(cpu)
     except engines.Unavailable as e:
         return {"status": "unavailable", "reason": str(e)}
     except Exception as e:  # reported as a row, not hidden
         return {"status": "error", "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(limit=6)}
     verify = engines.VERIFY.get(job["op"], {}).get(job["engine"])
-    if verify is not None:  # correctness, after the timed samples
+    if verify is not None and job.get("verify", True):  # correctness, after the timed samples
         try:
             result = dict(result or {}, **verify(job["path"], job.get("args") or {}))
         except Exception as e:
             result = dict(result or {}, verify_error=f"{type(e).__name__}: {e}")
-    return {"status": "ok", "cold_ms": cold_ms, "samples_ms": samples, "import_ms": import_ms,
-            "result": result}
+    return {"status": "ok", "cold_ms": cold_ms, "cold_cpu_ms": cold_cpu_ms, "samples_ms": samples,
+            "cpu_ms": cpu_samples, "import_ms": import_ms, "result": result}
 
 
 def main() -> None:
