@@ -46,7 +46,7 @@ from .actions import Metadata, Protocol
 from .errors import UnsupportedFeatureError
 
 #: reader features this engine implements. Extend (``.add``) when a reader capability lands.
-SUPPORTED_READER_FEATURES: set[str] = {"v2Checkpoint", "timestampNtz", "vacuumProtocolCheck"}
+SUPPORTED_READER_FEATURES: set[str] = {"v2Checkpoint", "timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping"}
 
 #: writer features that may appear in a table we write to (subject to the "not used" rules above)
 ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(

@@ -376,15 +376,12 @@ def read_files_batches(storage: Storage, table_root: str, files: pa.Table, schem
 def read_snapshot_table(snapshot, columns: Sequence[str] | None = None, *, check_features: bool = True) -> pa.Table:
     """All live rows of a snapshot as one Arrow table (tests, CLI, small tables).
 
-    Runs the reader-feature gate (:func:`features.check_can_read`) first unless told not to.
+    Runs the reader-feature gate (:func:`features.check_read_supported`) first unless told not to.
     """
     if check_features:
-        try:
-            from . import features  # lazy: owned by the log engineer
-        except ImportError:  # pragma: no cover - during bring-up only
-            features = None
-        if features is not None:
-            features.check_can_read(snapshot.protocol)
+        from . import features  # lazy: owned by the log engineer
+
+        features.check_read_supported(snapshot.protocol, snapshot.metadata)
     schema: StructType = snapshot.schema
     mode = column_mapping_mode_of(schema, snapshot.metadata.configuration or {})
     target = pa.schema([pa.field(f.name, f.type.to_arrow(), nullable=True) for f in _select_fields(schema, columns)])
