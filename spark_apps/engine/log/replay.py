@@ -397,7 +397,7 @@ def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None,
     try:
         fh = storage.filesystem.open_input_file(storage.fs_path(path))
     except FileNotFoundError:
-        raise
+        raise FileNotFoundError(path) from None
     except OSError as e:
         if "no such file" in str(e).lower() or "not found" in str(e).lower():
             raise FileNotFoundError(path) from None
