@@ -235,7 +235,7 @@ def create_table(table_uri: str, *, schema, partition_by=None, properties=None, 
     if existing is not None:
         return _already_exists(table_root, existing, if_not_exists, operation)
 
-    protocol = features.protocol_for_new_table(delta_schema, configuration)
+    protocol = features.protocol_for_new_table(delta_schema.to_json(), configuration)
     metadata = Metadata(
         id=Metadata.new_id(),
         schema_string=delta_schema.to_json_string(),

@@ -40,12 +40,11 @@ class ScanResult:
     files: pa.Table
 
 
-def check_read_supported(protocol) -> None:
-    """The reader-feature gate (features.py names it check_read_supported or check_can_read)."""
+def check_read_supported(snapshot) -> None:
+    """The reader-feature gate for a snapshot."""
     from .. import features
 
-    fn = getattr(features, "check_read_supported", None) or getattr(features, "check_can_read")
-    fn(protocol)
+    features.check_read_supported(snapshot.protocol, snapshot.metadata)
 
 
 def _default_parallelism(spark) -> int:
@@ -103,7 +102,7 @@ def scan_files(spark, snapshot, *, files: pa.Table | None = None, columns: list[
     from ..reader import column_mapping_mode_of
     from ..storage import normalize_table_uri
 
-    check_read_supported(snapshot.protocol)
+    check_read_supported(snapshot)
     schema_json = snapshot.metadata.schema_string
     full_schema = StructType.fromJson(json.loads(schema_json))
     if columns is not None:
