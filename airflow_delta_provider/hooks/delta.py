@@ -45,6 +45,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 import zipfile
 from collections import deque
@@ -630,13 +631,15 @@ class DeltaHook(BaseHook):
         :param table_uri: the table's path or URI.
         :param params: the operation's parameters, named as the CLI's spec keys (``mode``,
             ``source``, ``source_format``, ``partition_by``, ``app_id``, ...).
-        :return: ``{"status": "ok", "operation", "table_uri", "version", "metrics", ...}``.
+        :return: the app's result ``{"status": "ok", "operation", "table_uri", "version", "skipped",
+            "metrics", ...}`` plus ``submit_seconds`` (wall time of the spark-submit, added here).
         :raises DeltaRetryableError: a retry may help (conflict, I/O, Spark failure).
         :raises DeltaPermanentError: a retry cannot help (bad input, missing table, ...).
         """
         sub, application, result_uri = self.build_submit_hook(operation, table_uri, params)
         self._submit_hook = sub
         submit_error = None
+        started = time.monotonic()
         try:
             sub.submit(application)
             if sub._should_track_driver_status:  # standalone cluster mode: submit returns early
@@ -652,6 +655,7 @@ class DeltaHook(BaseHook):
         result = resolve_outcome(
             returncode=returncode, file_result=file_result, output=sub.app_output, submit_error=submit_error
         )
+        result = {**result, "submit_seconds": round(time.monotonic() - started, 3)}
         self.log.info(
             "Delta %s on %s: version %s%s", operation, table_uri, result.get("version"),
             " (skipped)" if result.get("skipped") else "",

@@ -1,0 +1,180 @@
+"""``make demo``: run example_dags/delta_quickstart.py end to end in a throw-away Airflow home.
+
+Steps: a fresh ``AIRFLOW_HOME`` with SQLite (``demo/airflow_home``, examples off), ``airflow db migrate``,
+the DAG copied into that home's dags folder, one DAG run with ``dag.test()`` (real spark-submit of the
+bundled apps against ``local[2]``), then the results are read back FROM THE AIRFLOW DB (task states and
+XCom ``return_value`` rows), and the table's version is read from its ``_delta_log`` without Spark.
+
+Also a small runner used by tests/airflow (one DAG run per process, so each run gets a clean Airflow
+configuration)::
+
+    python example_dags/run_demo.py migrate --home H
+    python example_dags/run_demo.py run --home H --dag-id D [--date 2026-01-01]   # last stdout line: JSON summary
+
+Environment: ``DELTA_DEMO_DIR`` (default ``<repo>/demo``), ``DELTA_DEMO_DATE`` (default 2026-01-01).
+Airflow itself is imported only after the environment points at the demo home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DAG_FILE = os.path.join(REPO, "example_dags", "delta_quickstart.py")
+DAG_ID = "delta_quickstart"
+LOCAL_SPARK_CONN = '{"conn_type": "spark", "host": "local[2]"}'
+
+
+def airflow_env(home: str) -> dict[str, str]:
+    """Environment for a self-contained Airflow home with SQLite."""
+    home = os.path.abspath(home)
+    return {
+        "AIRFLOW_HOME": home,
+        "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(home, "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{os.path.join(home, 'airflow.db')}",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"),
+        "AIRFLOW_CONN_SPARK_LOCAL": os.environ.get("AIRFLOW_CONN_SPARK_LOCAL", LOCAL_SPARK_CONN),
+    }
+
+
+def migrate(home: str) -> dict[str, str]:
+    """Create ``home`` (and its dags folder) and run ``airflow db migrate`` in a child process."""
+    env = airflow_env(home)
+    os.makedirs(env["AIRFLOW__CORE__DAGS_FOLDER"], exist_ok=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"airflow db migrate failed:\n{proc.stdout[-4000:]}")
+    return env
+
+
+def run_dag(dag_id: str, logical_date: datetime) -> dict:
+    """Run one DAG run with ``dag.test()`` in THIS process (environment already set) and summarise it
+    from the Airflow DB: run state, and per task its state, try number and XCom ``return_value``."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow import settings
+
+    bag = DagBag(dag_folder=settings.DAGS_FOLDER, safe_mode=False)
+    if dag_id not in bag.dags:
+        raise SystemExit(f"DAG {dag_id!r} not found in {settings.DAGS_FOLDER}; import errors: {bag.import_errors}")
+    dag = bag.dags[dag_id]
+    started = time.monotonic()
+    dr = dag.test(logical_date=logical_date)
+    elapsed = time.monotonic() - started
+    with create_session() as session:
+        run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == dr.run_id))
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == dr.run_id)
+        ).all()
+        xcoms = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dag_id, key="return_value")).all()
+        values = {x.task_id: XComModel.deserialize_value(x) for x in xcoms}
+        return {
+            "dag_id": dag_id,
+            "run_id": dr.run_id,
+            "state": str(run.state),
+            "seconds": round(elapsed, 1),
+            "tasks": {
+                ti.task_id: {"state": str(ti.state), "try_number": ti.try_number, "xcom": values.get(ti.task_id)}
+                for ti in tis
+            },
+        }
+
+
+def _parse_date(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+def _print_summary(summary: dict, table_uri: str) -> None:
+    print()
+    print(f"DAG run {summary['run_id']}: {summary['state']} in {summary['seconds']} s")
+    for task_id, t in sorted(summary["tasks"].items()):
+        x = t["xcom"]
+        if isinstance(x, dict) and "version" in x:
+            detail = f"{x.get('operation')} -> version {x.get('version')}{' (skipped)' if x.get('skipped') else ''}"
+            detail += f"\n      metrics: {json.dumps(x.get('metrics'), sort_keys=True)}"
+        else:
+            detail = repr(x)
+        print(f"  {task_id:<14} {t['state']:<8} {detail}")
+    try:
+        from spark_apps.engine.log.listing import latest_version
+        from spark_apps.engine.storage import storage_for
+
+        version = latest_version(storage_for(table_uri), table_uri)
+    except Exception as e:  # the summary above still stands
+        version = f"unknown ({e})"
+    print(f"\nTable: {table_uri}\nVersion in its _delta_log (read without Spark): {version}")
+    try:
+        import deltalake
+
+        dt = deltalake.DeltaTable(table_uri)
+        print(f"deltalake (delta-rs) reads version {dt.version()}: {dt.to_pyarrow_table().num_rows} rows, "
+              f"partitioned by {dt.metadata().partition_columns}")
+    except ImportError:
+        pass
+    except Exception as e:
+        print(f"deltalake could not read the table: {e}")
+
+
+def demo() -> int:
+    demo_dir = os.path.abspath(os.environ.get("DELTA_DEMO_DIR", os.path.join(REPO, "demo")))
+    home = os.path.join(demo_dir, "airflow_home")
+    root = os.path.join(demo_dir, "quickstart")
+    for d in (home, root):
+        shutil.rmtree(d, ignore_errors=True)
+    print(f"Airflow home: {home} (SQLite); migrating the DB ...", flush=True)
+    env = migrate(home)
+    env["DELTA_QUICKSTART_ROOT"] = root
+    table_uri = os.path.join(root, "tables", "events")
+    env["DELTA_QUICKSTART_TABLE"] = table_uri
+    os.environ.update(env)
+    shutil.copy(DAG_FILE, env["AIRFLOW__CORE__DAGS_FOLDER"])
+    logical_date = _parse_date(os.environ.get("DELTA_DEMO_DATE", "2026-01-01"))
+    print(f"Running {DAG_ID} for {logical_date.date()} with dag.test() ...", flush=True)
+    summary = run_dag(DAG_ID, logical_date)
+    _print_summary(summary, table_uri)
+    return 0 if summary["state"] == "success" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command")
+    m = sub.add_parser("migrate", help="create and migrate an Airflow home")
+    m.add_argument("--home", required=True)
+    r = sub.add_parser("run", help="run one DAG (already in the home's dags folder); print a JSON summary")
+    r.add_argument("--home", required=True)
+    r.add_argument("--dag-id", required=True)
+    r.add_argument("--date", default="2026-01-01")
+    args = parser.parse_args(argv)
+    if args.command == "migrate":
+        migrate(args.home)
+        return 0
+    if args.command == "run":
+        os.environ.update(airflow_env(args.home))
+        summary = run_dag(args.dag_id, _parse_date(args.date))
+        sys.stdout.flush()
+        print(json.dumps(summary, default=str), flush=True)
+        return 0
+    return demo()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
