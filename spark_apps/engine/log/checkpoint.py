@@ -21,7 +21,10 @@ Rules (PROTOCOL.md "Checkpoints", "Checkpoint Schema"; delta-spark's ``Checkpoin
   (``Storage.write_bytes(overwrite=True)``: temp file + rename locally), so a part file exists
   complete or not at all; an incomplete multi-part set is ignored by readers; ``_last_checkpoint``
   is written last, and never moved back to an older version.
-* Written only for a version whose commit exists (post-commit or explicit ``DeltaTable.checkpoint()``).
+* Written only for a version whose commit exists (post-commit or explicit ``DeltaTable.checkpoint()``),
+  and only for tables whose writer features this engine implements (the feature gate).
+* Tables with the ``v2Checkpoint`` feature get V2 content in a classic-named file (allowed by the
+  spec): the same rows plus exactly one ``checkpointMetadata`` row; never multi-part.
 """
 
 from __future__ import annotations
@@ -106,14 +109,24 @@ REMOVE_FIELDS = [
 ADD_TYPE = pa.struct([(n, t) for n, t, _ in ADD_FIELDS])
 REMOVE_TYPE = pa.struct([(n, t) for n, t, _ in REMOVE_FIELDS])
 
+CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", STR_MAP)])
+
 COLUMN_ORDER = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"]
 
 
-def checkpoint_schema(add_type: pa.DataType = ADD_TYPE) -> pa.Schema:
-    """The parquet schema of a V1 checkpoint (``add_type`` may carry the ``*_parsed`` fields)."""
+def checkpoint_schema(add_type: pa.DataType = ADD_TYPE, *, v2: bool = False) -> pa.Schema:
+    """The parquet schema of a checkpoint (``add_type`` may carry the ``*_parsed`` fields); ``v2``
+    adds the ``checkpointMetadata`` column of V2 content."""
     types = {"txn": TXN_TYPE, "add": add_type, "remove": REMOVE_TYPE, "metaData": METADATA_TYPE,
-             "protocol": PROTOCOL_TYPE, "domainMetadata": DOMAIN_TYPE}
-    return pa.schema([pa.field(c, types[c], nullable=True) for c in COLUMN_ORDER])
+             "protocol": PROTOCOL_TYPE, "domainMetadata": DOMAIN_TYPE,
+             "checkpointMetadata": CHECKPOINT_METADATA_TYPE}
+    cols = COLUMN_ORDER + (["checkpointMetadata"] if v2 else [])
+    return pa.schema([pa.field(c, types[c], nullable=True) for c in cols])
+
+
+def uses_v2_checkpoints(protocol) -> bool:
+    """True when the table has the ``v2Checkpoint`` feature (checkpoints must carry V2 content)."""
+    return "v2Checkpoint" in set(protocol.writer_features or ()) | set(protocol.reader_features or ())
 
 
 # --------------------------------------------------------------------------------------------
@@ -389,9 +402,13 @@ def build_checkpoint_table(snapshot, *, now_ms: int | None = None,
     if not config.write_stats_as_json(md):
         overrides["stats"] = pa.nulls(n_add, pa.string())
     add_struct = _struct_from(files, ADD_FIELDS, overrides, extra)
-    schema = checkpoint_schema(add_struct.type)
+    v2 = uses_v2_checkpoints(snapshot.protocol)
+    schema = checkpoint_schema(add_struct.type, v2=v2)
 
     tables, counts = _non_file_rows(snapshot, now_ms, schema)
+    if v2:  # V2 content in a classic-named file: exactly one checkpointMetadata, everything inline
+        tables.append(_rows(1, "checkpointMetadata", pa.array(
+            [{"version": snapshot.version, "tags": None}], CHECKPOINT_METADATA_TYPE), schema))
     kept_tomb, expired = _tombstones(snapshot, now_ms)
     n_rem = kept_tomb.num_rows
     rem_struct = _struct_from(kept_tomb, REMOVE_FIELDS, {"dataChange": _falses(n_rem)})
@@ -419,7 +436,8 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 
 def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None = None,
-                     part_size: int | None = None, update_last_checkpoint: bool = True) -> dict:
+                     part_size: int | None = None, update_last_checkpoint: bool = True,
+                     check_features: bool = True) -> dict:
     """Write the V1 checkpoint of ``snapshot.version`` and then ``_last_checkpoint``.
 
     :param storage: table storage
@@ -428,6 +446,8 @@ def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None =
     :param now_ms: "now" for tombstone / txn expiry (default: the clock)
     :param part_size: max actions per part; more -> multi-part (default 5,000,000)
     :param update_last_checkpoint: write ``_last_checkpoint`` (unless it names a newer checkpoint)
+    :param check_features: refuse tables with writer features this engine does not implement
+        (:func:`features.check_write_supported`); a checkpoint is a write of the log
     :returns: metrics: ``version``, ``num_actions``, ``num_parts``, ``size_in_bytes``,
         ``num_add_files``, ``num_remove_files``, ``num_expired_tombstones``, ``num_txns``,
         ``num_expired_txns``, ``num_domain_metadata``, ``paths``, ``last_checkpoint_updated``
@@ -439,11 +459,15 @@ def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None =
     if part_size < 1:
         from ..errors import InvalidArgumentError
         raise InvalidArgumentError(f"part_size={part_size} is not positive", None, "pass part_size >= 1")
+    if check_features:
+        from ..features import check_write_supported
+        check_write_supported(snapshot.protocol, snapshot.metadata)
     version = snapshot.version
     log_dir = log_dir_of(storage, table_root)
     table, counts = build_checkpoint_table(snapshot, now_ms=now_ms)
     n = table.num_rows
-    num_parts = max(1, math.ceil(n / part_size))
+    # multi-part checkpoints are forbidden with v2Checkpoint
+    num_parts = 1 if uses_v2_checkpoints(snapshot.protocol) else max(1, math.ceil(n / part_size))
     if num_parts > 1:  # contiguous path ranges per part
         table = _sort_file_rows(table, counts["num_non_file_actions"])
     paths: list[str] = []
@@ -463,7 +487,7 @@ def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None =
             paths.append(path)
             total_bytes += len(data)
 
-    info = {"version": version, "size": n}
+    info: dict = {"version": version, "size": n}
     if num_parts > 1:
         info["parts"] = num_parts
     info["sizeInBytes"] = total_bytes
