@@ -216,3 +216,17 @@ def test_empty_table_has_empty_typed_files(tmp_path):
     snap = load_snapshot(ST, str(tmp_path))
     assert snap.num_files == 0 and snap.size_in_bytes == 0 and snap.files.schema == FILE_SCHEMA
     assert snap.add_files() == [] and snap.commit_info is None
+
+
+def test_corrupt_checkpoint_falls_back_to_commits(tmp_path):
+    from spark_apps.engine.errors import LogCorruptedError
+
+    make_table(tmp_path)
+    log = tmp_path / "_delta_log"
+    (log / f"{1:020d}.checkpoint.parquet").write_bytes(b"PAR1 this is not parquet")
+    snap = load_snapshot(ST, str(tmp_path))
+    assert snap.version == 2 and snap.log_segment.checkpoint is None and snap.num_files == 2
+    assert load_snapshot(ST, str(tmp_path), version=1).num_files == 2
+    (log / f"{0:020d}.json").unlink()  # now nothing else can rebuild the state: report the checkpoint
+    with pytest.raises(LogCorruptedError, match="not readable parquet"):
+        load_snapshot(ST, str(tmp_path))

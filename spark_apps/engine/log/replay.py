@@ -392,6 +392,14 @@ def _add_struct_rows(col: pa.ChunkedArray | pa.Array, kind: str, coll: _Collecte
             coll.sources.append(_FileSource(kind, arr, order, from_json))
 
 
+class CheckpointReadError(LogCorruptedError):
+    """A checkpoint (or one of its parts/sidecars) is missing or unreadable.
+
+    The snapshot loader reacts by falling back to an older checkpoint (or to the JSON commits)
+    when the log still allows it.
+    """
+
+
 def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None, *, only_files: bool = False) -> pa.Table:
     """Read the action columns we need from one checkpoint/sidecar parquet file."""
     try:
@@ -407,7 +415,7 @@ def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None,
             pf = pq.ParquetFile(fh)
             schema = pf.schema_arrow
         except (pa.ArrowInvalid, OSError) as e:
-            raise LogCorruptedError(
+            raise CheckpointReadError(
                 f"Checkpoint file '{path}' is not readable parquet", str(e),
                 "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
             ) from None
@@ -428,7 +436,7 @@ def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None,
         try:
             return pf.read(columns=cols, use_threads=True)
         except (pa.ArrowInvalid, OSError) as e:
-            raise LogCorruptedError(
+            raise CheckpointReadError(
                 f"Checkpoint file '{path}' is not readable parquet", str(e),
                 "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
             ) from None
@@ -465,12 +473,13 @@ def _sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
 
 
 def _read_checkpoint(storage: Storage, log_dir: str, cp: Checkpoint, coll: _Collected) -> None:
-    """Collect every action of ``cp`` (all parts, sidecars) into ``coll`` at order position 0.."""
+    """Collect every action of ``cp`` (all parts, sidecars) into ``coll`` (before any commit)."""
     non_file: list[dict] = []
+    name = cp.files[0].name
     try:
         if cp.format == "json":
             data = storage.read_bytes(cp.files[0].path)
-            _collect_json([(cp.version, data)], coll, where=cp.files[0].name, in_checkpoint=True)
+            _collect_json([(cp.version, data)], coll, where=name, in_checkpoint=True)
             # the non-file actions were parsed into coll.actions; pull sidecars out of them
             sidecars = [a for (_, _, a) in coll.actions if isinstance(a, dict) and "sidecar" in a]
             coll.actions = [x for x in coll.actions if not (isinstance(x[2], dict) and "sidecar" in x[2])]
@@ -480,24 +489,28 @@ def _read_checkpoint(storage: Storage, log_dir: str, cp: Checkpoint, coll: _Coll
                 non_file += _collect_parquet_table(t, cp.version, coll)
             sidecars = [a for a in non_file if "sidecar" in a]
         for sc in sidecars:
-            p = sc["sidecar"].get("path")
+            p = (sc["sidecar"] or {}).get("path")
             if not p:
-                raise LogCorruptedError(
-                    f"A sidecar action in checkpoint {cp.files[0].name} has no path", None,
-                    "repair or delete the checkpoint",
+                raise CheckpointReadError(
+                    f"A sidecar action in checkpoint {name} has no path", None,
+                    "delete the broken checkpoint (and _last_checkpoint); the JSON commits rebuild the state",
                 )
             t = _read_parquet(storage, _sidecar_path(storage, log_dir, p), only_files=True)
             _collect_parquet_table(t, cp.version, coll, files_only=True)
+        actions = [action_from_json(obj) for obj in non_file
+                   if "sidecar" not in obj and "checkpointMetadata" not in obj]
     except FileNotFoundError as e:
-        raise LogCorruptedError(
+        raise CheckpointReadError(
             f"Checkpoint {cp.version} of the table is incomplete",
             f"file '{e.args[0] if e.args else e}' referenced by it is missing",
             "delete the broken checkpoint (and _last_checkpoint) or restore the missing file",
         ) from None
-    for obj in non_file:
-        if "sidecar" in obj or "checkpointMetadata" in obj:
-            continue
-        coll.actions.append((-1, cp.version, action_from_json(obj)))
+    except CheckpointReadError:
+        raise
+    except LogCorruptedError as e:
+        raise CheckpointReadError(f"Checkpoint {name}: {e.problem}", e.cause, e.fix) from None
+    for a in actions:
+        coll.actions.append((-1, cp.version, a))
 
 
 def _read_all(storage: Storage, commits: list[LogFile]) -> list[bytes]:
@@ -727,7 +740,14 @@ def replay(
         _read_checkpoint(storage, log_dir, checkpoint, coll)
     n_cp_actions = len(coll.actions)
     if commits:
-        datas = _read_all(storage, list(commits))
+        try:
+            datas = _read_all(storage, list(commits))
+        except FileNotFoundError as e:
+            raise StorageError(
+                "A commit file disappeared while the snapshot was being read",
+                f"'{e.filename or (e.args[0] if e.args else e)}' was listed but is gone (log cleanup running?)",
+                "retry; if it persists, the log is damaged and must be restored",
+            ) from None
         _collect_json([(c.version, d) for c, d in zip(commits, datas)], coll)
     res = ReplayResult()
     # non-file actions, in log order (checkpoint ones first, then by line order)

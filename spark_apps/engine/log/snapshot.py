@@ -6,7 +6,9 @@
 2. resolve the version: latest, the given one, or for a timestamp the latest commit whose
    timestamp is ``<= timestamp_ms`` (see below);
 3. select the segment (newest complete checkpoint ``<=`` version + contiguous later commits);
-4. replay it vectorised (:mod:`.replay`).
+4. replay it vectorised (:mod:`.replay`). If the checkpoint turns out to be unreadable or
+   incomplete (a missing sidecar/part, corrupt parquet), fall back to the next older checkpoint or
+   to the JSON commits when they still cover the version; otherwise report the broken checkpoint.
 
 Commit timestamps (time travel by timestamp, history): the ``inCommitTimestamp`` of the commit when
 in-commit timestamps are enabled for that version (``delta.enableInCommitTimestamps=true`` in the
@@ -39,10 +41,17 @@ from ..actions import (
     RemoveFile,
     SetTransaction,
 )
-from ..errors import InvalidArgumentError, VersionNotFoundError
+from ..errors import DeltaError, InvalidArgumentError, VersionNotFoundError
 from ..storage import Storage, normalize_table_uri
 from .listing import LogListing, LogSegment, list_log, select_segment
-from .replay import FILE_SCHEMA, REMOVE_SCHEMA, ReplayResult, commit_info_from_bytes, replay
+from .replay import (
+    FILE_SCHEMA,
+    REMOVE_SCHEMA,
+    CheckpointReadError,
+    ReplayResult,
+    commit_info_from_bytes,
+    replay,
+)
 
 __all__ = [
     "Snapshot",
@@ -246,7 +255,21 @@ def load_snapshot(
     if timestamp_ms is not None:
         version = version_at_timestamp(storage, listing, int(timestamp_ms))
     segment = select_segment(listing, version)
-    return snapshot_from_segment(storage, segment, listing)
+    try:
+        return snapshot_from_segment(storage, segment, listing)
+    except CheckpointReadError as first:
+        # a broken/incomplete checkpoint: fall back to older checkpoints or the commits if possible
+        remaining = [c for c in listing.checkpoints if c is not segment.checkpoint]
+        while True:
+            fallback = LogListing(listing.table_root, listing.log_dir, listing.commits, remaining, None)
+            try:
+                seg = select_segment(fallback, segment.version)
+            except DeltaError:
+                raise first from None
+            try:
+                return snapshot_from_segment(storage, seg, listing)
+            except CheckpointReadError:
+                remaining = [c for c in remaining if c is not seg.checkpoint]
 
 
 # ---------------------------------------------------------------------------------------------
