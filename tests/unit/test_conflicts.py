@@ -5,7 +5,8 @@ Every case runs for real on a fresh table: version 0 create, v1 adds file A (p=a
 commits v3 first, then our commit must either land (at v4, after checking v3) or raise the expected
 typed conflict naming version 3 -- and write nothing.
 
-Columns: (name, isolation level, our reads, winning commit, our actions, expected error or None).
+Columns: (name, isolation level, our reads, winning commit, our actions, expected error, None (lands)
+or "skipped" (the winner already committed our (app_id, version): nothing written)).
 """
 
 from __future__ import annotations
@@ -91,8 +92,12 @@ CASES = [
     ("compaction of A vs concurrent non-blind append p=a", S, [("files", ["A"]), ("pred", {"p": "a"})],
      ("append_read", "a"), ("compact", "A"), None),
     # --- application transactions -----------------------------------------------------------
-    ("same app id", S, [], ("txn", "app-1"), ("txn", "app-1"), ConcurrentTransactionError),
-    ("different app ids", S, [], ("txn", "app-2"), ("txn", "app-1"), None),
+    ("same app id, winner has an older txn version", S, [], ("txn", "app-1", 1), ("txn", "app-1", 7),
+     ConcurrentTransactionError),
+    # a concurrent run of the same idempotent write landed first: we are a duplicate -> skipped
+    ("same app id, winner has our txn version", S, [], ("txn", "app-1", 7), ("txn", "app-1", 7), "skipped"),
+    ("same app id, winner has a newer txn version", S, [], ("txn", "app-1", 9), ("txn", "app-1", 7), "skipped"),
+    ("different app ids", S, [], ("txn", "app-2", 7), ("txn", "app-1", 7), None),
     # --- domain metadata --------------------------------------------------------------------
     ("same domain", S, [], ("domain", "d1"), ("domain", "d1"), ConcurrentTransactionError),
     ("different domains", S, [], ("domain", "d2"), ("domain", "d1"), None),
@@ -157,7 +162,7 @@ def test_conflict_matrix(tmp_path, name, level, reads, winner, own, expected):
     snap = snapshot(root)
     assert snap.version == 2
 
-    own_kwargs = {"app_id": own[1], "app_version": 1} if own[0] == "txn" else {}
+    own_kwargs = {"app_id": own[1], "app_version": own[2]} if own[0] == "txn" else {}
     mine = txn(root, snap, operation="TEST", isolation_level=level, **own_kwargs)
     for r in reads:
         if r[0] == "whole":
@@ -171,11 +176,15 @@ def test_conflict_matrix(tmp_path, name, level, reads, winner, own, expected):
     if winner[0] == "protocol":
         _raw_protocol_commit(root, 3, Protocol(1, 3))
     else:
-        w_kwargs = {"app_id": winner[1], "app_version": 7} if winner[0] == "txn" else {}
+        w_kwargs = {"app_id": winner[1], "app_version": winner[2]} if winner[0] == "txn" else {}
         w = txn(root, snap, operation="WINNER", **w_kwargs)
         assert w.commit(_actions(root, snap, winner, w)).version == 3
 
-    if expected is None:
+    if expected == "skipped":
+        res = mine.commit(own_actions)
+        assert (res.skipped, res.version, res.attempts) == (True, 3, 1)
+        assert snapshot(root).version == 3  # nothing written
+    elif expected is None:
         res = mine.commit(own_actions)
         assert (res.version, res.attempts, res.conflicts_checked) == (4, 2, [3])
         assert commit_json(root, 4)[0]["commitInfo"]["readVersion"] == 2

@@ -355,3 +355,18 @@ def test_property_defaults_and_values():
         config.checkpoint_interval(make_metadata({"delta.checkpointInterval": "0"}))
     with pytest.raises(InvalidArgumentError):
         config.append_only(make_metadata({"delta.appendOnly": "yes"}))
+
+
+def test_re_adding_a_live_path_with_another_dv_needs_its_remove(table):
+    a = write_file(table, [1, 2], "a")
+    txn(table).commit([a])
+    dv = DeletionVectorDescriptor(storage_type="i", path_or_inline_dv="wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+                                  size_in_bytes=40, cardinality=1)
+    t = txn(table)
+    with pytest.raises(InvalidCommitError) as ei:
+        t._prepare([replace(a, deletion_vector=dv)])  # validation only (DV writes are gated elsewhere)
+    assert "already live" in ei.value.problem
+    final, _ = txn(table)._prepare([replace(a, deletion_vector=dv), a.remove(5)])
+    assert len(final) == 2
+    # re-committing the same logical file (stats/metadata update) is legal
+    assert txn(table).commit([replace(a, data_change=False)]).version == 2

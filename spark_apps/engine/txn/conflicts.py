@@ -7,6 +7,8 @@ order, each raising ONE typed error (all subclasses of ``CommitConflictError``):
 1. ``check_protocol``        winner changed the protocol                -> ProtocolChangedError
 2. ``check_metadata``        winner changed the metadata                -> MetadataChangedError
 3. ``check_app_txns``        winner wrote a txn for an appId we read    -> ConcurrentTransactionError
+                              (the transaction first turns a winner holding OUR appId with a
+                              version >= ours into a *skipped* result: the same write landed)
 4. ``check_added_files_read`` winner added (dataChange) files matching our read predicates
                               -> ConcurrentAppendError. Which adds count depends on the isolation
                               level: Serializable all; WriteSerializable all but the winner's blind

@@ -17,7 +17,8 @@ Algorithm of :meth:`OptimisticTransaction.commit` (after delta-spark's Optimisti
 4. **Write** ``readVersion+1`` with put-if-absent. On ``FileExistsError`` read every winning
    commit from our attempt's version up to the newest, check each (:mod:`.conflicts`, raises the
    typed conflict), then retry at newest+1. At most ``max_retries`` retries, then
-   :class:`CommitRetriesExhaustedError`.
+   :class:`CommitRetriesExhaustedError`. A winner carrying our own ``(app_id, version >= ours)``
+   (a concurrent run of the same idempotent write) makes the result ``skipped`` instead.
 5. **Post-commit** (only after the commit file exists; failures here never fail the commit):
    checkpoint when ``version % delta.checkpointInterval == 0`` then expired-log cleanup when
    ``delta.enableExpiredLogCleanup``.
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import config
 from ..actions import (
@@ -79,7 +81,8 @@ def commit_path(storage, table_root: str, version: int) -> str:
 class CommitResult:
     """Outcome of :meth:`OptimisticTransaction.commit`.
 
-    :ivar version: the version written (for a skipped commit: the snapshot's version)
+    :ivar version: the version written (skipped: the snapshot's version, or the concurrent commit's
+        version that carried our ``(app_id, app_version)``)
     :ivar attempts: put-if-absent attempts (1 = no race lost; 0 = skipped)
     :ivar skipped: the (app_id, app_version) had already been committed: nothing written
     :ivar commit_info: the commitInfo written (empty when skipped)
@@ -325,6 +328,7 @@ class OptimisticTransaction:
         metadata, protocol = self.metadata, self.protocol
         self._validate_protocol(protocol)
         self._validate_file_actions(out, metadata)
+        self._validate_against_snapshot(out)
         self._validate_txns(out)
         self._validate_domains(out, protocol)
         self._check_append_only(out, metadata)
@@ -411,6 +415,33 @@ class OptimisticTransaction:
                         "; ".join(cause),
                         "give every added file a value (or null) for exactly the partition columns",
                     )
+
+    def _validate_against_snapshot(self, actions: list) -> None:
+        """An add of a path that is live with another deletion vector must remove that logical file
+        in the same commit (spec: no two live logical files per path). Vectorised lookup of the
+        added paths in ``snapshot.files``."""
+        adds = {a.path: _dv_id(a) for a in actions if isinstance(a, AddFile)}
+        files = getattr(self.snapshot, "files", None) if self.snapshot is not None else None
+        if not adds or files is None or files.num_rows == 0:
+            return
+        live = files.filter(pc.is_in(files.column("path"), value_set=pa.array(list(adds), pa.string())))
+        if live.num_rows == 0:
+            return
+        try:
+            from ..log.replay import dv_unique_ids
+            dv_col = live.column("deletion_vector").combine_chunks()
+            live_ids = dv_unique_ids(dv_col, live.num_rows).to_pylist()
+        except (ImportError, KeyError):
+            return
+        removed = {(a.path, _dv_id(a)) for a in actions if isinstance(a, RemoveFile)}
+        for path, live_id in zip(live.column("path").to_pylist(), live_ids):
+            if live_id != adds[path] and (path, live_id) not in removed:
+                raise InvalidCommitError(
+                    f"The commit adds '{path}', which is already live with another deletion vector",
+                    f"the live file has deletion vector {live_id!r}, the add has {adds[path]!r}, and the commit "
+                    "does not remove the live one",
+                    "remove the live logical file (same path and deletion vector) in the same commit",
+                )
 
     @staticmethod
     def _validate_txns(actions: list) -> None:
@@ -555,6 +586,13 @@ class OptimisticTransaction:
                 except FileNotFoundError:
                     break
                 winner = WinningCommit(version, parse_commit_bytes(raw, where=f"commit {version}"))
+                if self._landed_by(winner):
+                    # a concurrent run of the same idempotent write (same app id, version >= ours)
+                    # landed first: our work is a duplicate, nothing is written
+                    self.committed = CommitResult(version=version, attempts=attempts, skipped=True,
+                                                  commit_info={}, conflicts_checked=checked,
+                                                  isolation_level=level.value)
+                    return self.committed
                 check_winning_commit(current, winner)
                 checked.append(version)
                 if ict_enabled and winner.commit_info.get("inCommitTimestamp") is not None:
@@ -575,6 +613,11 @@ class OptimisticTransaction:
         if self.post_commit_enabled:
             self._post_commit(result)
         return result
+
+    def _landed_by(self, winner: WinningCommit) -> bool:
+        if self.app_id is None:
+            return False
+        return any(t.app_id == self.app_id and t.version >= self.app_version for t in winner.txns)
 
     # ------------------------------------------------------------------ post-commit
     def _post_commit(self, result: CommitResult) -> None:
