@@ -129,7 +129,7 @@ def conform_array(arr: pa.Array, target: DataType, mode: str = "none", where: st
     tgt = target.to_arrow()
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
-    if arr.type == tgt and not isinstance(target, (StructType, ArrayType, MapType)):
+    if arr.type == tgt and (mode == "none" or not isinstance(target, (StructType, ArrayType, MapType))):
         return arr
     if isinstance(target, PrimitiveType) and target.name == "void":
         return pa.nulls(len(arr), pa.null())
@@ -202,6 +202,18 @@ def _type_error(where: str, have: pa.DataType, target: DataType) -> InvalidSchem
         f"the file stores {have}",
         "the data file does not match the table schema; rewrite it or fix the schema",
     )
+
+
+def _relaxed(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field nullable (a NOT NULL nested field may still hold nulls in old files)."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(t.field(i).name, _relaxed(t.field(i).type), nullable=True) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, _relaxed(t.value_type), nullable=True))
+    if pa.types.is_map(t):
+        return pa.map_(pa.field("key", _relaxed(t.key_type), nullable=False),
+                       pa.field("value", _relaxed(t.item_type), nullable=True))
+    return t
 
 
 def _conform_column(col: pa.ChunkedArray, target: DataType, mode: str, where: str) -> pa.ChunkedArray:
@@ -384,7 +396,8 @@ def read_snapshot_table(snapshot, columns: Sequence[str] | None = None, *, check
         features.check_read_supported(snapshot.protocol, snapshot.metadata)
     schema: StructType = snapshot.schema
     mode = column_mapping_mode_of(schema, snapshot.metadata.configuration or {})
-    target = pa.schema([pa.field(f.name, f.type.to_arrow(), nullable=True) for f in _select_fields(schema, columns)])
+    target = pa.schema([pa.field(f.name, _relaxed(f.type.to_arrow()), nullable=True)
+                        for f in _select_fields(schema, columns)])
     parts = [t.cast(target) if not t.schema.equals(target) else t
              for t in read_files_batches(snapshot.storage, snapshot.table_root, snapshot.files, schema,
                                          snapshot.partition_columns, columns, column_mapping_mode=mode)]
