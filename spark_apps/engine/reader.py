@@ -287,7 +287,7 @@ def read_data_file(storage: Storage, table_root: str, path: str, partition_value
     dv = _dv_descriptor(deletion_vector)
     try:
         if read_names:
-            raw = pf.read(columns=read_names, use_threads=False)
+            raw = pf.read(columns=read_names)
             n = raw.num_rows
         else:
             raw = None

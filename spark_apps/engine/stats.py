@@ -157,10 +157,12 @@ def stats_config_from_properties(configuration: Mapping[str, str] | None) -> dic
     """Keyword arguments for :class:`StatsCollector` from the table configuration.
 
     Honours ``delta.dataSkippingNumIndexedCols`` (int, -1 = all) and
-    ``delta.dataSkippingStatsColumns`` (takes precedence when set).
+    ``delta.dataSkippingStatsColumns`` (takes precedence when set); passes
+    ``delta.columnMapping.mode`` on (stats keyed by physical names under column mapping).
     """
     conf = configuration or {}
-    out: dict[str, Any] = {"num_indexed_cols": DEFAULT_NUM_INDEXED_COLS, "stats_columns": None}
+    out: dict[str, Any] = {"num_indexed_cols": DEFAULT_NUM_INDEXED_COLS, "stats_columns": None,
+                           "column_mapping_mode": str(conf.get("delta.columnMapping.mode", "none")).lower()}
     cols = conf.get("delta.dataSkippingStatsColumns")
     if cols is not None:
         out["stats_columns"] = parse_stats_columns(cols)

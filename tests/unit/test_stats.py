@@ -172,7 +172,9 @@ def test_num_indexed_cols_and_stats_columns():
 
 
 def test_stats_config_from_properties():
-    assert stats_config_from_properties({}) == {"num_indexed_cols": 32, "stats_columns": None}
+    assert stats_config_from_properties({}) == {"num_indexed_cols": 32, "stats_columns": None,
+                                                "column_mapping_mode": "none"}
+    assert stats_config_from_properties({"delta.columnMapping.mode": "name"})["column_mapping_mode"] == "name"
     assert stats_config_from_properties({"delta.dataSkippingNumIndexedCols": "-1"})["num_indexed_cols"] == -1
     assert stats_config_from_properties({"delta.dataSkippingNumIndexedCols": "0"})["num_indexed_cols"] == 0
     conf = stats_config_from_properties({"delta.dataSkippingNumIndexedCols": "3",
