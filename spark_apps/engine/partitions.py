@@ -105,7 +105,8 @@ def _java_double_str(x: float, *, single: bool = False) -> str:
     return ("-" if sign else "") + mant + "E" + str(e10)
 
 
-def _to_epoch_micros(value: Any, *, naive_is_utc: bool = True) -> int:
+def _to_epoch_micros(value: Any) -> int:
+    """Epoch microseconds of a datetime (naive = UTC wall clock), date, numpy datetime64 or int."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return int(value)
     if isinstance(value, np.datetime64):
@@ -304,14 +305,14 @@ def partition_column_array(strings: pa.Array | pa.ChunkedArray | Sequence[str | 
 
 
 def _first_unparsable(arr: pa.Array, t: DataType):
-    for v in arr.to_pylist():
-        if v is None:
-            continue
+    """The first value of ``arr`` that does not parse as ``t`` (for error messages)."""
+    vals = [v for v in arr.to_pylist() if v is not None]
+    if len(vals) == 1:
+        return vals[0]
+    for v in vals:
         try:
-            partition_column_array(pa.array([v], pa.string()), t) if len(arr) > 1 else None
+            partition_column_array(pa.array([v], pa.string()), t)
         except InvalidArgumentError:
-            return v
-        if len(arr) == 1:
             return v
     return None
 
