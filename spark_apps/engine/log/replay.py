@@ -58,7 +58,7 @@ from ..actions import (
     action_from_json,
 )
 from ..errors import LogCorruptedError, StorageError
-from ..storage import Storage
+from ..storage import LocalStorage, Storage
 from .listing import SIDECAR_DIR_NAME, Checkpoint, LogFile
 
 # ---------------------------------------------------------------------------------------------
@@ -514,9 +514,10 @@ def _read_checkpoint(storage: Storage, log_dir: str, cp: Checkpoint, coll: _Coll
 
 
 def _read_all(storage: Storage, commits: list[LogFile]) -> list[bytes]:
-    if len(commits) <= 8:
+    """Read the commit files; in parallel threads for remote storage (latency-bound)."""
+    if len(commits) <= 8 or isinstance(storage, LocalStorage):
         return [storage.read_bytes(c.path) for c in commits]
-    with ThreadPoolExecutor(max_workers=8) as ex:
+    with ThreadPoolExecutor(max_workers=16) as ex:
         return list(ex.map(lambda c: storage.read_bytes(c.path), commits))
 
 
@@ -793,14 +794,18 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
             paths.append(p.cast(pa.string()) if p.type != pa.string() else p)
             dvs.append(pc.fill_null(dv_unique_ids(_child(s.rows, "deletionVector"), len(s.rows)), ""))
             orders.append(s.order)
+        dv_col = pa.chunked_array(dvs, pa.string())
         keys = pa.table(
             {
                 "path": pa.chunked_array(paths, pa.string()),
-                "dv": pa.chunked_array(dvs, pa.string()),
+                "dv": dv_col,
                 "order": pa.chunked_array(orders, pa.int64()),
             }
         )
-        winners = keys.group_by(["path", "dv"]).aggregate([("order", "max")]).column("order_max")
+        # without any DV the key is the path alone (cheaper hash)
+        has_dv = pc.any(pc.not_equal(dv_col, "")).as_py() if len(dv_col) else False
+        group_keys = ["path", "dv"] if has_dv else ["path"]
+        winners = keys.group_by(group_keys).aggregate([("order", "max")]).column("order_max")
         winners = winners.combine_chunks()
     adds, removes = [], []
     for s in sources:
