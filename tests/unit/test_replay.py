@@ -464,3 +464,35 @@ def test_property_matches_reference_replay(commits, cut, use_checkpoint):
                                                res.files.num_rows).to_pylist()),
                              res.files.column("size").to_pylist()))
             assert sizes == {k: s for k, (kind, s) in ref.items() if kind == "add"}
+
+
+def test_stats_rebuilt_from_stats_parsed_when_json_stats_absent(tmp_path):
+    import datetime as dt
+
+    write_commit(tmp_path, 0, [protocol(), metadata()])
+    ts = pa.timestamp("us", tz="UTC")
+    stats_t = pa.struct([("numRecords", pa.int64()),
+                         ("minValues", pa.struct([("id", pa.int64()), ("t", ts), ("d", pa.date32())])),
+                         ("maxValues", pa.struct([("id", pa.int64()), ("t", ts), ("d", pa.date32())])),
+                         ("nullCount", pa.struct([("id", pa.int64()), ("t", pa.int64()), ("d", pa.int64())]))])
+    add_t = pa.struct([("path", pa.string()), ("partitionValues", STR_MAP), ("size", pa.int64()),
+                       ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("stats_parsed", stats_t)])
+    t0 = dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=dt.timezone.utc)
+    rows = [None, None,
+            {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": False,
+             "stats_parsed": {"numRecords": 3, "minValues": {"id": 1, "t": t0, "d": dt.date(2024, 1, 2)},
+                              "maxValues": {"id": 9, "t": t0, "d": None}, "nullCount": {"id": 0, "t": 1, "d": 2}}},
+            {"path": "b", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": False,
+             "stats_parsed": None}]
+    base = checkpoint_table([protocol(), metadata(), {}, {}], columns=("protocol", "metaData"))
+    t = base.append_column("add", pa.array(rows, add_t))
+    pq.write_table(t, tmp_path / "_delta_log" / f"{0:020d}.checkpoint.parquet")
+    res = load(tmp_path)
+    stats = dict(zip(res.files.column("path").to_pylist(), res.files.column("stats").to_pylist()))
+    assert stats["b"] is None
+    assert json.loads(stats["a"]) == {
+        "numRecords": 3,
+        "minValues": {"id": 1, "t": "2024-01-02T03:04:05.678Z", "d": "2024-01-02"},
+        "maxValues": {"id": 9, "t": "2024-01-02T03:04:05.678Z"},
+        "nullCount": {"id": 0, "t": 1, "d": 2},
+    }

@@ -20,19 +20,25 @@ Replay rules (PROTOCOL.md "Action Reconciliation"; Delta's ``InMemoryLogReplay``
 
 Algorithm (no Python object per file):
 
-* Parquet checkpoints (classic, multi-part, V2 with sidecars) are read with ``pyarrow.parquet``,
-  only the ``add``/``remove`` sub-columns we keep (never ``stats_parsed`` /
-  ``partitionValues_parsed``); non-file actions (a handful of rows) are converted to dataclasses.
-* JSON commits are read into one buffer; line boundaries are found with numpy, lines are classified
-  with one vectorised regex (add/remove vs other), file-action lines are parsed by ONE
-  ``pyarrow.json`` call with an explicit schema (``partitionValues``/``tags`` are left to inference
-  as structs, since pyarrow.json cannot build maps) and the structs are turned into
-  ``map<string,string>`` with ``MapArray.from_arrays``. Other lines are ``json.loads``-ed.
+* Parquet checkpoints (classic, multi-part, V2 with sidecars, V2 JSON) are read with
+  ``pyarrow.parquet``, only the ``add``/``remove`` sub-columns we keep (never ``stats_parsed`` /
+  ``partitionValues_parsed``, except ``stats_parsed`` when a checkpoint has no JSON ``stats``: then
+  the JSON strings are rebuilt from it, a slow path); non-file actions (a handful of rows) become
+  dataclasses. A checkpoint alone is already reconciled: no dedup.
+* JSON commits are copied into one buffer; line boundaries are found with numpy and file-action
+  lines recognised by their exact prefix (``{"add":`` / ``{"remove":``, vectorised). The few other
+  lines are ``json.loads``-ed in Python (``commitInfo``: only the last one is kept) and then
+  overwritten with spaces, so ONE ``pyarrow.json`` call over the whole buffer yields exactly one
+  row per file action, in line order. The explicit schema leaves ``partitionValues``/``tags`` to
+  inference as structs (pyarrow.json cannot build maps); they become ``map<string,string>`` via
+  ``MapArray.from_arrays``. If arrow cannot parse the lines (bad JSON, conflicting types of unknown
+  fields) a per-line Python fallback parses them or names the broken commit.
 * Every file action gets a global order number (checkpoint row index, then line index after it).
-  One hash ``group_by(path, dv_key).max(order)`` finds the winner per key; ``is_in`` filters the
-  add and remove tables to the winners.
+  One hash ``group_by(path[, dv_key]).max(order)`` finds the winner per key; ``is_in`` filters
+  the add and remove tables to the winners.
 * Partition values of JSON adds are rebuilt with exactly the table's partition keys (physical names
-  under column mapping), a missing key being a null value; JSON removes keep their non-null entries.
+  under column mapping), a missing key being a null value; JSON removes keep their non-null
+  entries; checkpoint maps are kept as written.
 """
 
 from __future__ import annotations
@@ -301,6 +307,46 @@ def _to_dv(arr: pa.Array | None, n: int) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=list(DV_TYPE), mask=mask)
 
 
+def _stats_default(v):
+    import datetime as _dt
+    import decimal as _dec
+
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(_dt.timezone.utc)
+            return v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}Z"
+        return v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}"
+    if isinstance(v, _dt.date):
+        return v.isoformat()
+    if isinstance(v, _dec.Decimal):
+        return float(v)
+    if isinstance(v, bytes):
+        return None
+    raise TypeError(type(v).__name__)
+
+
+def _drop_nulls(obj):
+    if isinstance(obj, dict):
+        return {k: _drop_nulls(v) for k, v in obj.items() if v is not None}
+    return obj
+
+
+def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
+    """``stats`` JSON strings rebuilt from a checkpoint's typed ``add.stats_parsed`` column.
+
+    Slow path (one Python object per file), used only for checkpoints written with
+    ``writeStatsAsJson=false`` that still carry ``stats_parsed``.
+    """
+    out = []
+    for row in parsed.to_pylist():
+        if row is None:
+            out.append(None)
+            continue
+        d = _drop_nulls(row)
+        out.append(json.dumps(d, separators=(",", ":"), default=_stats_default) if d else None)
+    return pa.array(out, pa.string())
+
+
 def normalize_file_actions(
     struct: pa.Array, schema: pa.Schema, *, partition_keys: list[str] | None
 ) -> pa.Table:
@@ -319,6 +365,8 @@ def normalize_file_actions(
             cols.append(_to_map(src, n, None, keep_null_values=False))
         elif f.name == "deletion_vector":
             cols.append(_to_dv(src, n))
+        elif f.name == "stats" and src is None and n and _child(struct, "stats_parsed") is not None:
+            cols.append(stats_json_from_parsed(_child(struct, "stats_parsed")))
         elif src is None or pa.types.is_null(src.type):
             cols.append(_null(f.type, n))
         elif src.type != f.type:
@@ -429,6 +477,8 @@ def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None,
                 continue
             present = {f.name for f in t}
             cols += [f"{kind}.{_WIRE[n]}" for n in fschema.names if _WIRE[n] in present]
+            if kind == "add" and "stats" not in present and "stats_parsed" in present:
+                cols.append("add.stats_parsed")  # only then: JSON stats are rebuilt from it
         if not only_files:
             cols += [c for c in _NON_FILE_COLUMNS if schema.get_field_index(c) >= 0]
         if not cols:
