@@ -254,7 +254,7 @@ class CurrentTransaction:
     isolation_level: IsolationLevel
     actions: list = field(default_factory=list)
     read_whole_table: bool = False
-    read_files: frozenset = frozenset()
+    read_files: Any = None   # pa.Array of paths (or any iterable of str)
     read_predicates: list = field(default_factory=list)
     read_app_ids: frozenset = frozenset()
     metadata_changed: bool = False
@@ -448,9 +448,7 @@ class ConflictChecker:
             hit = w.removes[0].path
             why = "this transaction read the whole table"
         else:
-            if not cur.read_files:
-                return
-            hit = next((r.path for r in w.removes if r.path in cur.read_files), None)
+            hit = self._first_read(w.removes)
             why = "this transaction read that file"
             if hit is None:
                 return
@@ -461,6 +459,17 @@ class ConflictChecker:
             "partition filter in their condition",
             **self._kw(),
         )
+
+    def _first_read(self, removes: list[RemoveFile]) -> str | None:
+        """First removed path that this transaction read (vectorised membership test)."""
+        read = self.current.read_files
+        if read is None or len(read) == 0:
+            return None
+        if not isinstance(read, (pa.Array, pa.ChunkedArray)):
+            read = pa.array(list(read), pa.string())
+        removed = pa.array([r.path for r in removes], pa.string())
+        idx = pc.index(pc.is_in(removed, value_set=read), True).as_py()
+        return None if idx is None or idx < 0 else removes[idx].path
 
     def check_deleted_deleted(self) -> None:
         mine = self.current.removed_paths

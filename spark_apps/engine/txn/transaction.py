@@ -48,7 +48,9 @@ from ..errors import (
     AppendOnlyViolationError, CommitRetriesExhaustedError, DeltaError, InvalidArgumentError,
     InvalidCommitError,
 )
-from .conflicts import CurrentTransaction, ReadPredicate, WinningCommit, check_winning_commit, to_read_predicate
+from .conflicts import (
+    CurrentTransaction, ReadPredicate, WholeTable, WinningCommit, check_winning_commit, to_read_predicate,
+)
 from .isolation import IsolationLevel, choose_isolation_level
 
 log = logging.getLogger(__name__)
@@ -201,7 +203,7 @@ class OptimisticTransaction:
         self.new_protocol: Protocol | None = None
 
         self.read_whole_table_flag = False
-        self.read_file_paths: set[str] = set()
+        self._read_file_chunks: list[pa.Array] = []  # paths as arrow arrays (no Python object per file)
         self.read_predicates: list[ReadPredicate] = []
         self.read_app_ids: set[str] = set()
         self.committed: CommitResult | None = None
@@ -245,27 +247,43 @@ class OptimisticTransaction:
         """The operation depends on every file of the table (e.g. an unfiltered DELETE or overwrite)."""
         self.read_whole_table_flag = True
 
-    def read_files(self, files: Iterable[str] | pa.Table) -> None:
-        """The operation read these files (paths as in the log, or a table with a ``path`` column)."""
+    def read_files(self, files: Iterable[str] | pa.Table | pa.Array) -> None:
+        """The operation read these files (paths as in the log: a table/batch with a ``path`` column,
+        an arrow string array, or any iterable of strings)."""
         if isinstance(files, (pa.Table, pa.RecordBatch)):
-            self.read_file_paths.update(files.column("path").to_pylist())
+            col = files.column("path")
+        elif isinstance(files, (pa.Array, pa.ChunkedArray)):
+            col = files
         elif isinstance(files, str):
-            self.read_file_paths.add(files)
+            col = pa.array([files], pa.string())
         else:
-            self.read_file_paths.update(files)
+            col = pa.array(list(files), pa.string())
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if len(col):
+            self._read_file_chunks.append(col.cast(pa.string()))
+
+    @property
+    def read_file_paths(self) -> pa.Array:
+        """Every path registered with :meth:`read_files` (arrow string array)."""
+        if not self._read_file_chunks:
+            return pa.array([], pa.string())
+        if len(self._read_file_chunks) > 1:
+            self._read_file_chunks = [pa.concat_arrays(self._read_file_chunks)]
+        return self._read_file_chunks[0]
 
     def read_predicate(self, predicate: Any) -> None:
         """The operation read the files matching ``predicate`` (see :func:`.conflicts.to_read_predicate`);
         a concurrent add matching it is a conflict (per isolation level)."""
         pred = to_read_predicate(predicate)
-        if pred.__class__.__name__ == "WholeTable":
+        if isinstance(pred, WholeTable):
             self.read_whole_table_flag = True
         else:
             self.read_predicates.append(pred)
 
     @property
     def reads_anything(self) -> bool:
-        return self.read_whole_table_flag or bool(self.read_file_paths) or bool(self.read_predicates)
+        return self.read_whole_table_flag or bool(self._read_file_chunks) or bool(self.read_predicates)
 
     # ------------------------------------------------------------------ metadata updates
     def update_metadata(self, metadata: Metadata) -> None:
@@ -560,7 +578,7 @@ class OptimisticTransaction:
             isolation_level=level,
             actions=final_actions,
             read_whole_table=self.read_whole_table_flag,
-            read_files=frozenset(self.read_file_paths),
+            read_files=self.read_file_paths,
             read_predicates=list(self.read_predicates),
             read_app_ids=frozenset(self.read_app_ids),
             metadata_changed=self.new_metadata is not None,
