@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidArgumentError
-from .schema import DataType, DecimalType, PrimitiveType, type_from_json
+from .schema import DataType, DecimalType, type_from_json
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION", "serialize_partition_value", "parse_partition_value", "partition_column_array",

@@ -28,7 +28,7 @@ exactly the table schema's (or the requested subset), in order, with the table's
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from .errors import DataFileMissingError, InvalidArgumentError, InvalidSchemaError, StorageError
 from .partitions import decode_add_path, partition_column_array
-from .schema import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
+from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from .storage import Storage
 
 __all__ = [

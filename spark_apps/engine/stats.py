@@ -58,7 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidArgumentError
-from .schema import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
+from .schema import DataType, DecimalType, StructType
 
 __all__ = [
     "StatsCollector", "stats_config_from_properties", "collect_stats", "parse_stats_columns",
