@@ -496,3 +496,20 @@ def test_stats_rebuilt_from_stats_parsed_when_json_stats_absent(tmp_path):
         "maxValues": {"id": 9, "t": "2024-01-02T03:04:05.678Z"},
         "nullCount": {"id": 0, "t": 1, "d": 2},
     }
+
+
+def test_iso_looking_strings_are_not_reinterpreted(tmp_path):
+    """pyarrow.json infers "2021-01-01" as a timestamp; partition values and tags must stay verbatim."""
+    write_commit(tmp_path, 0, [protocol(), metadata(["d", "t"]),
+                               add("a", {"d": "2021-01-01", "t": "2021-09-08 11:11:11"}),
+                               add("b", {"d": "1970-01-01", "t": "2021-09-08T11:11:11.123456Z"},
+                                   tags={"INSERTION_TIME": "2021-01-01", "n": "007"})])
+    write_commit(tmp_path, 1, [remove("a", partitionValues={"d": "2021-01-01", "x": "2020-02-02"})])
+    res = load(tmp_path)
+    row = res.files.to_pylist(maps_as_pydicts="strict")[0]
+    assert row["partition_values"] == {"d": "1970-01-01", "t": "2021-09-08T11:11:11.123456Z"}
+    assert row["tags"] == {"INSERTION_TIME": "2021-01-01", "n": "007"}
+    tomb = res.tombstones.to_pylist(maps_as_pydicts="strict")[0]
+    assert tomb["partition_values"] == {"d": "2021-01-01", "x": "2020-02-02"}
+    assert load(tmp_path, 0).files.to_pylist(maps_as_pydicts="strict")[0]["partition_values"] == \
+        {"d": "2021-01-01", "t": "2021-09-08 11:11:11"}

@@ -145,6 +145,37 @@ _JSON_REMOVE = pa.struct(
 _JSON_FILE_SCHEMA = pa.schema([("add", _JSON_ADD), ("remove", _JSON_REMOVE)])
 
 
+def _json_file_schema(partition_keys: list[str]) -> pa.Schema:
+    """The explicit JSON schema, with the known partition keys declared as strings.
+
+    Declaring them matters: pyarrow.json infers ISO-looking strings ("2021-01-01") as timestamps.
+    Keys not declared here are still inferred (and checked afterwards, see ``_lossy_inference``).
+    """
+    if not partition_keys:
+        return _JSON_FILE_SCHEMA
+    pv = ("partitionValues", pa.struct([(k, pa.string()) for k in partition_keys]))
+    return pa.schema([("add", pa.struct(list(_JSON_ADD) + [pv])), ("remove", pa.struct(list(_JSON_REMOVE) + [pv]))])
+
+
+def _lossy_inference(t: pa.Table) -> bool:
+    """True if a map-like field was inferred with a type whose string form differs from the JSON text
+    (timestamps/dates from ISO-looking strings, floats, nested values): then re-parse per line."""
+    for kind in ("add", "remove"):
+        if kind not in t.column_names:
+            continue
+        st = t.schema.field(kind).type
+        for name in _MAP_FIELDS:
+            i = st.get_field_index(name)
+            if i < 0 or not pa.types.is_struct(st.field(i).type):
+                continue
+            for f in st.field(i).type:
+                ft = f.type
+                if not (pa.types.is_string(ft) or pa.types.is_null(ft) or pa.types.is_integer(ft)
+                        or pa.types.is_boolean(ft)):
+                    return True
+    return False
+
+
 _NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
 
 
@@ -693,14 +724,21 @@ def _collect_json(
         return
     orders = file_lines.astype(np.int64) + base
     doc = pa.py_buffer(buf)
+    keys: list[str] = []
+    for _, _, a in coll.actions:  # every metaData seen so far (checkpoint + these commits)
+        if isinstance(a, Metadata):
+            keys += [k for k in partition_keys_of(a) if k not in keys]
     try:
         t = pajson.read_json(
             pa.BufferReader(doc),
             read_options=pajson.ReadOptions(use_threads=True, block_size=_json_block_size(total)),
-            parse_options=pajson.ParseOptions(explicit_schema=_JSON_FILE_SCHEMA, unexpected_field_behavior="infer"),
+            parse_options=pajson.ParseOptions(explicit_schema=_json_file_schema(keys),
+                                              unexpected_field_behavior="infer"),
         )
         if t.num_rows != len(file_lines):
             raise pa.ArrowInvalid("row count does not match the file-action lines")
+        if _lossy_inference(t):
+            raise pa.ArrowInvalid("partitionValues/tags inferred with a non-string type")
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         texts = [bytes(raw[starts[i]: ends[i]]).decode("utf-8", "replace") for i in file_lines.tolist()]
         t = _parse_file_lines_slow(texts, line_versions[file_lines], where)
