@@ -116,15 +116,12 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         explicit = coerce_baseline(self.baseline_version)
         if explicit is not None:
             return explicit
-        if self._baseline_seen is not None:
-            return self._baseline_seen
         store = self._state_store(context)
-        if store is not None:
-            stored = store.get(BASELINE_STATE_KEY)
-            if stored is not None:
-                self._baseline_seen = int(stored)
-                self.log.info("Baseline version %s (recorded at this run's first poke)", stored)
-        return self._baseline_seen
+        if store is None:  # no Airflow runtime (e.g. called directly): this instance's memory
+            return self._baseline_seen
+        # The store is the source of truth (reschedules and retries run new instances).
+        stored = store.get(BASELINE_STATE_KEY)
+        return None if stored is None else int(stored)
 
     def _save_baseline(self, context, baseline: int) -> None:
         self._baseline_seen = baseline
