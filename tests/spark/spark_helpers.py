@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from decimal import Decimal
@@ -34,6 +35,8 @@ def data_files_on_disk(table_root) -> set[str]:
 
 
 def _norm(v):
+    if isinstance(v, datetime.datetime) and v.tzinfo is not None:
+        return v.astimezone(datetime.timezone.utc)
     if isinstance(v, float) and v != v:
         return "NaN"
     if isinstance(v, Decimal):
