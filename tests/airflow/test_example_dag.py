@@ -45,6 +45,21 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
     assert (log_dir / f"{1:020d}.checkpoint.parquet").exists()
     assert (log_dir / "_last_checkpoint").exists()
 
+    # the append emitted an Asset event for the table, carrying the new version
+    import json
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{airflow_home.db}?mode=ro", uri=True)
+    try:
+        events = con.execute(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.uri = ? AND e.source_task_id = 'append_day' AND e.source_run_id = ?",
+            (f"file://{table}", summary["run_id"]),
+        ).fetchall()
+    finally:
+        con.close()
+    assert [json.loads(e[0]) for e in events] == [{"version": 1, "operation": "WRITE", "skipped": False}]
+
     # an independent Delta implementation reads what we wrote
     deltalake = pytest.importorskip("deltalake")
     dt = deltalake.DeltaTable(str(table))

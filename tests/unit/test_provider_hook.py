@@ -10,7 +10,8 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
+import threading
+import time
 import zipfile
 
 import tempfile
@@ -350,6 +351,10 @@ elif mode == "fail_stdout_only":
     print("Traceback (most recent call last):\n  File x\nSchemaMismatchError: ...", file=sys.stderr, flush=True)
     print("DELTA_ERROR SchemaMismatchError: Column 'amount' has type string, the table has double.", flush=True)
     sys.exit(1)
+elif mode == "sleep":
+    print("running", flush=True)
+    import time
+    time.sleep(120)
 elif mode == "crash":
     for i in range(50):
         print(f"\tat org.apache.spark.Something.method{{i}}(Something.scala:{{i}})", file=sys.stderr, flush=True)
@@ -410,7 +415,30 @@ def test_run_crash_before_report_is_retryable_with_short_tail(fake_spark):
     assert len(str(ei.value)) < 2000
 
 
-def test_on_kill_before_and_after_run(fake_spark, monkeypatch):
+def test_on_kill_is_delegated_to_the_submission(tmp_path, monkeypatch):
     DeltaHook("whatever").on_kill()  # nothing submitted: nothing to kill, no error
-    hook = DeltaHook("spark_fake_t", spark_binary="/bin/true")
+    exe = tmp_path / "fake-spark-submit"
+    exe.write_text(FAKE_SPARK_SUBMIT.format(python=sys.executable))
+    exe.chmod(0o755)
+    monkeypatch.setenv("FAKE_ARGV_FILE", str(tmp_path / "argv.json"))
+    monkeypatch.setenv("FAKE_MODE", "sleep")
+    cid = _conn(monkeypatch, "spark_fake_kill", "local[1]")
+    hook = DeltaHook(cid, spark_binary=str(exe), bundle_dir=str(tmp_path / "bundles"))
+    outcome = {}
+
+    def run():
+        try:
+            hook.run("checkpoint", str(tmp_path / "t"))
+        except Exception as e:  # noqa: BLE001
+            outcome["error"] = e
+
+    worker = threading.Thread(target=run)
+    started = time.monotonic()
+    worker.start()
+    while (hook._submit_hook is None or hook._submit_hook._submit_sp is None) and time.monotonic() - started < 30:
+        time.sleep(0.05)
     hook.on_kill()
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+    assert hook._submit_hook._submit_sp.returncode != 0
+    assert isinstance(outcome["error"], DeltaRetryableError)  # killed before reporting: retry may help
