@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 from spark_apps.engine.actions import RemoveFile

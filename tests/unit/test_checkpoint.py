@@ -9,14 +9,14 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pytest
 
-from spark_apps.engine.actions import DomainMetadata, Protocol, RemoveFile, SetTransaction
+
+from spark_apps.engine.actions import DomainMetadata, Protocol, RemoveFile
 from spark_apps.engine.log.checkpoint import build_checkpoint_table, write_checkpoint
 from spark_apps.engine.log.last_checkpoint import read_last_checkpoint
 from spark_apps.engine.storage import storage_for
 
-from txn_helpers import append, create_table, snapshot, txn, write_file
+from txn_helpers import append, create_table, snapshot, txn
 
 DAY = 86_400_000
 

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from spark_apps.engine.errors import VersionNotFoundError
-from spark_apps.engine.log.checkpoint import write_checkpoint
 from spark_apps.engine.log.cleanup import cleanup_expired_logs, truncate_to_day
 from spark_apps.engine.storage import storage_for
 

@@ -10,7 +10,7 @@ import pytest
 
 from spark_apps.engine import config
 from spark_apps.engine.actions import (
-    AddCDCFile, CommitInfo, DeletionVectorDescriptor, Metadata, Protocol, RemoveFile, SetTransaction,
+    AddCDCFile, CommitInfo, DeletionVectorDescriptor, Protocol, RemoveFile, SetTransaction,
 )
 from spark_apps.engine.errors import AppendOnlyViolationError, InvalidArgumentError, InvalidCommitError
 from spark_apps.engine.storage import storage_for

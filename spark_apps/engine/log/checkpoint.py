@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
