@@ -230,3 +230,15 @@ def test_corrupt_checkpoint_falls_back_to_commits(tmp_path):
     (log / f"{0:020d}.json").unlink()  # now nothing else can rebuild the state: report the checkpoint
     with pytest.raises(LogCorruptedError, match="not readable parquet"):
         load_snapshot(ST, str(tmp_path))
+
+
+def test_load_table_metadata_skips_files(tmp_path):
+    from spark_apps.engine.log.snapshot import load_table_metadata
+
+    make_table(tmp_path)
+    res = load_table_metadata(ST, str(tmp_path))
+    snap = load_snapshot(ST, str(tmp_path))
+    assert res.metadata == snap.metadata and res.protocol == snap.protocol
+    assert res.set_transactions == snap.set_transactions and res.commit_info.operation == "DELETE"
+    assert res.files.num_rows == 0 and res.tombstones.num_rows == 0
+    assert load_table_metadata(ST, str(tmp_path), version=0).commit_info.operation == "CREATE TABLE"

@@ -479,7 +479,7 @@ class CheckpointReadError(LogCorruptedError):
     """
 
 
-def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None, *, only_files: bool = False) -> pa.Table:
+def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_files: bool = False) -> pa.Table:
     """Read the action columns we need from one checkpoint/sidecar parquet file."""
     try:
         fh = storage.filesystem.open_input_file(storage.fs_path(path))
@@ -499,7 +499,7 @@ def _read_parquet(storage: Storage, path: str, columns: list[str] | None = None,
                 "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
             ) from None
         cols: list[str] = []
-        for kind, fschema in (("add", FILE_SCHEMA), ("remove", REMOVE_SCHEMA)):
+        for kind, fschema in () if no_files else (("add", FILE_SCHEMA), ("remove", REMOVE_SCHEMA)):
             idx = schema.get_field_index(kind)
             if idx < 0:
                 continue
@@ -553,23 +553,24 @@ def _sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
     return storage.join(log_dir, SIDECAR_DIR_NAME, unquote(path))
 
 
-def _read_checkpoint(storage: Storage, log_dir: str, cp: Checkpoint, coll: _Collected) -> None:
+def _read_checkpoint(storage: Storage, log_dir: str, cp: Checkpoint, coll: _Collected, *,
+                     include_files: bool = True) -> None:
     """Collect every action of ``cp`` (all parts, sidecars) into ``coll`` (before any commit)."""
     non_file: list[dict] = []
     name = cp.files[0].name
     try:
         if cp.format == "json":
             data = storage.read_bytes(cp.files[0].path)
-            _collect_json([(cp.version, data)], coll, where=name, in_checkpoint=True)
+            _collect_json([(cp.version, data)], coll, where=name, in_checkpoint=True, include_files=include_files)
             # the non-file actions were parsed into coll.actions; pull sidecars out of them
             sidecars = [a for (_, _, a) in coll.actions if isinstance(a, dict) and "sidecar" in a]
             coll.actions = [x for x in coll.actions if not (isinstance(x[2], dict) and "sidecar" in x[2])]
         else:
             for f in cp.files:
-                t = _read_parquet(storage, f.path)
+                t = _read_parquet(storage, f.path, no_files=not include_files)
                 non_file += _collect_parquet_table(t, cp.version, coll)
             sidecars = [a for a in non_file if "sidecar" in a]
-        for sc in sidecars:
+        for sc in sidecars if include_files else []:
             p = (sc["sidecar"] or {}).get("path")
             if not p:
                 raise CheckpointReadError(
@@ -629,7 +630,8 @@ def _blank(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
 
 
 def _collect_json(
-    datas: list[tuple[int, bytes]], coll: _Collected, *, where: str | None = None, in_checkpoint: bool = False
+    datas: list[tuple[int, bytes]], coll: _Collected, *, where: str | None = None, in_checkpoint: bool = False,
+    include_files: bool = True,
 ) -> None:
     """Parse NDJSON commits ``[(version, bytes)]`` (in version order) into ``coll``.
 
@@ -720,7 +722,7 @@ def _collect_json(
     file_lines = np.flatnonzero(is_file)
     if keep_extra:
         file_lines = np.sort(np.concatenate([file_lines, np.array(keep_extra, dtype=np.int64)]))
-    if len(file_lines) == 0:
+    if len(file_lines) == 0 or not include_files:
         return
     orders = file_lines.astype(np.int64) + base
     doc = pa.py_buffer(buf)
@@ -818,15 +820,21 @@ def replay(
     log_dir: str,
     checkpoint: Checkpoint | None,
     commits: list[LogFile] | tuple[LogFile, ...],
+    *,
+    include_files: bool = True,
 ) -> ReplayResult:
     """Reconstruct the state from ``checkpoint`` (optional) + ``commits`` (contiguous, in order).
 
     See the module docstring for the rules. Raises :class:`LogCorruptedError` when protocol or
     metaData is missing at the end.
+
+    :param include_files: ``False`` replays only the non-file actions (protocol, metaData, txn,
+        domainMetadata, commitInfo): no file-action parsing, no sidecars; ``files``/``tombstones``
+        stay empty. Much cheaper for metadata-only questions.
     """
     coll = _Collected()
     if checkpoint is not None:
-        _read_checkpoint(storage, log_dir, checkpoint, coll)
+        _read_checkpoint(storage, log_dir, checkpoint, coll, include_files=include_files)
     n_cp_actions = len(coll.actions)
     if commits:
         try:
@@ -837,7 +845,7 @@ def replay(
                 f"'{e.filename or (e.args[0] if e.args else e)}' was listed but is gone (log cleanup running?)",
                 "retry; if it persists, the log is damaged and must be restored",
             ) from None
-        _collect_json([(c.version, d) for c, d in zip(commits, datas)], coll)
+        _collect_json([(c.version, d) for c, d in zip(commits, datas)], coll, include_files=include_files)
     res = ReplayResult()
     # non-file actions, in log order (checkpoint ones first, then by line order)
     cp_actions = coll.actions[:n_cp_actions]

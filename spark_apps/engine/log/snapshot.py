@@ -61,6 +61,7 @@ __all__ = [
     "read_commit_infos",
     "commit_timestamps",
     "history",
+    "load_table_metadata",
 ]
 
 
@@ -272,6 +273,20 @@ def load_snapshot(
                 remaining = [c for c in remaining if c is not seg.checkpoint]
 
 
+def load_table_metadata(storage: Storage, table_root: str, version: int | None = None) -> ReplayResult:
+    """Protocol, metaData, txns, domain metadata (and the version's commitInfo) WITHOUT the file list.
+
+    Same segment selection and errors as :func:`load_snapshot`, but file actions are skipped
+    (no parsing of adds/removes, no sidecars): cheap for sensors, history and conflict checks.
+    The result's ``files``/``tombstones`` are empty.
+    """
+    if "://" not in table_root:
+        table_root = normalize_table_uri(table_root)
+    listing = list_log(storage, table_root)
+    seg = select_segment(listing, version)
+    return replay(storage, seg.log_dir, seg.checkpoint, seg.commits, include_files=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # commit infos, timestamps, history
 
@@ -304,12 +319,15 @@ def _ict_config(metadata: Metadata | None) -> tuple[bool, int | None]:
     return enabled, ev
 
 
-def commit_timestamps(storage: Storage, listing: LogListing, metadata: Metadata | None = None) -> list[tuple[int, int]]:
-    """``[(version, timestamp_ms)]`` for every commit file in ``listing`` (see module docstring).
+def commit_timestamps(
+    storage: Storage, listing: LogListing, metadata: Metadata | None = None, versions=None
+) -> list[tuple[int, int]]:
+    """``[(version, timestamp_ms)]`` for the commit files in ``listing`` (see module docstring).
 
     :param metadata: the latest metadata (decides whether in-commit timestamps are enabled); when
         ``None`` the latest commit's ``commitInfo`` is inspected and, if it carries an
-        ``inCommitTimestamp``, the latest snapshot's metadata is loaded.
+        ``inCommitTimestamp``, the latest metadata is loaded (metadata-only replay).
+    :param versions: restrict the result (and the commit files read for ICT) to these versions.
     """
     commits = listing.commits
     if not commits:
@@ -317,25 +335,29 @@ def commit_timestamps(storage: Storage, listing: LogListing, metadata: Metadata 
     if metadata is None:
         last = read_commit_infos(storage, listing.table_root, [commits[-1].version]).get(commits[-1].version)
         if last is not None and last.in_commit_timestamp is not None:
-            metadata = snapshot_from_segment(storage, select_segment(listing, None), listing).metadata
+            seg = select_segment(listing, None)
+            metadata = replay(storage, seg.log_dir, seg.checkpoint, seg.commits, include_files=False).metadata
     enabled, enablement_version = _ict_config(metadata)
-    out: list[tuple[int, int]] = []
+    wanted = None if versions is None else set(versions)
+    # file modification times made strictly increasing (free: they come with the listing)
+    mtimes: list[int] = []
     prev: int | None = None
-    ict_versions: list[int] = []
+    for c in commits:
+        ts = c.mtime_ms if prev is None or c.mtime_ms > prev else prev + 1
+        mtimes.append(ts)
+        prev = ts
+    icts = {}
     if enabled:
         start = enablement_version if enablement_version is not None else 0
-        ict_versions = [c.version for c in commits if c.version >= start]
-    icts = read_commit_infos(storage, listing.table_root, ict_versions) if ict_versions else {}
-    for c in commits:
+        ict_versions = [c.version for c in commits if c.version >= start and (wanted is None or c.version in wanted)]
+        icts = read_commit_infos(storage, listing.table_root, ict_versions)
+    out: list[tuple[int, int]] = []
+    for c, mt in zip(commits, mtimes):
+        if wanted is not None and c.version not in wanted:
+            continue
         ci = icts.get(c.version)
-        if ci is not None and ci.in_commit_timestamp is not None:
-            ts = int(ci.in_commit_timestamp)
-        else:
-            ts = c.mtime_ms
-            if prev is not None and ts <= prev:
-                ts = prev + 1
-        out.append((c.version, ts))
-        prev = ts
+        ict = ci.in_commit_timestamp if ci is not None else None
+        out.append((c.version, int(ict) if ict is not None else mt))
     return out
 
 
@@ -369,10 +391,10 @@ def history(storage: Storage, table_root: str, limit: int | None = None) -> list
     if "://" not in table_root:
         table_root = normalize_table_uri(table_root)
     listing = list_log(storage, table_root)
-    stamps = commit_timestamps(storage, listing)
-    stamps.sort(reverse=True)
+    wanted = [c.version for c in reversed(listing.commits)]
     if limit is not None:
-        stamps = stamps[: max(0, int(limit))]
+        wanted = wanted[: max(0, int(limit))]
+    stamps = sorted(commit_timestamps(storage, listing, versions=wanted), reverse=True) if wanted else []
     infos = read_commit_infos(storage, table_root, [v for v, _ in stamps])
     out = []
     for v, ts in stamps:
