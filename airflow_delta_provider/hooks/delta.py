@@ -31,6 +31,9 @@ Rules:
   ``DELTA_ERROR`` line) captured from spark-submit's output.
 * Failure mapping lives in :func:`resolve_outcome` (pure, unit-tested): the app's ``retryable`` flag,
   else its exit code (2 = retryable) or the engine error class's ``retryable``.
+* Cluster deploy mode ships the zip and the launcher as local files: YARN uploads them to its
+  staging dir; on Kubernetes set ``spark.kubernetes.file.upload.path`` in ``spark_conf`` (or the
+  image must already contain the package). Standalone clusters do not run Python apps in cluster mode.
 * Local masters get ``spark.pyspark.python``/``spark.pyspark.driver.python`` = this interpreter (unless
   set in ``spark_conf`` or the environment), so the app runs with the engine's dependencies.
 """

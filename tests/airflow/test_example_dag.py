@@ -4,7 +4,6 @@ metrics come back through XCom (read from the Airflow DB); delta-rs reads the ta
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
