@@ -196,9 +196,4 @@ def test_checkpoint_round_trip_of_conformance_tables(tmp_path, conformance_root,
             dl_checked.append(entry["name"])
     print(f"\nround-tripped {len(checked)} tables; delta-rs agreed on {len(dl_checked)}")
     assert len(checked) >= 25
-    if dl_failed and all("00:00:00' as 'date'" in f for f in dl_failed):
-        # log/replay.py (pyarrow.json type inference) turns partition value "2021-09-08" into
-        # "2021-09-08 00:00:00" in snapshot.files; the checkpoint faithfully persists what the
-        # snapshot holds, and delta-rs then refuses the value for a date column.
-        pytest.xfail("replay rewrites date-like partition values: " + "; ".join(dl_failed))
     assert not dl_failed, "delta-rs cannot read our checkpoint of: " + "; ".join(dl_failed)
