@@ -44,7 +44,6 @@ Algorithm (no Python object per file):
 from __future__ import annotations
 
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -922,24 +921,25 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
 # ---------------------------------------------------------------------------------------------
 # commitInfo of single commits (history, in-commit timestamps)
 
-_COMMIT_INFO_RE = re.compile(rb'^\s*\{\s*"commitInfo"\s*:')
 
 
 def commit_info_from_bytes(data: bytes) -> CommitInfo | None:
-    """The ``commitInfo`` action of one commit file (first one found), or ``None``."""
-    for line in data.splitlines():
-        if _COMMIT_INFO_RE.match(line):
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                return None
-            return CommitInfo.from_json(obj.get("commitInfo"))
-    if b'"commitInfo"' in data:  # unusual formatting: parse every line
-        for line in data.splitlines():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict) and "commitInfo" in obj:
-                return CommitInfo.from_json(obj["commitInfo"])
+    """The ``commitInfo`` action of one commit file (first one found), or ``None``.
+
+    Only the line holding ``"commitInfo"`` is parsed (usually the first), so a commit with 100k
+    adds costs a substring search, not a full parse.
+    """
+    pos = data.find(b'"commitInfo"')
+    while pos >= 0:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        line = data[start:end]
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
+            return CommitInfo.from_json(obj["commitInfo"])
+        pos = data.find(b'"commitInfo"', end)
     return None
