@@ -154,7 +154,8 @@ def machine_info() -> dict[str, str]:
 
 
 def text_table(rows: list[Row]) -> str:
-    head = ["case", "ours (ms)", "ours p90", "deltalake (ms)", "dl p90", "ratio ours/deltalake"]
+    head = ["case", "ours (ms)", "p90", "cold", "deltalake (ms)", "p90", "cold",
+            "ratio ours/deltalake"]
     body, notes = [], []
     for r in rows:
         mark = ""
@@ -162,8 +163,9 @@ def text_table(rows: list[Row]) -> str:
             notes.append(r.check)
             mark = f"  [!{len(notes)}]"
         title = ("* " if r.headline else "") + r.title + mark
-        body.append([title, r.cell(r.ours), _fmt(r.ours.p90), r.cell(r.theirs),
-                     _fmt(r.theirs.p90), r.ratio_cell()])
+        body.append([title, r.cell(r.ours), _fmt(r.ours.p90), _fmt(r.ours.cold_ms),
+                     r.cell(r.theirs), _fmt(r.theirs.p90), _fmt(r.theirs.cold_ms),
+                     r.ratio_cell()])
     widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
                        enumerate(zip(head, widths)))]
@@ -171,7 +173,8 @@ def text_table(rows: list[Row]) -> str:
     for b in body:
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
                                enumerate(zip(b, widths))))
-    lines.append("* = headline case")
+    lines.append("* = headline case; ms = median of warm calls; cold = first call in a fresh "
+                 "process (imports excluded)")
     lines += [f"[!{i}] {n}" for i, n in enumerate(notes, 1)]
     return "\n".join(lines)
 
