@@ -360,17 +360,21 @@ def _write_result_file(result_uri: str | None, result: dict) -> None:
     storage_for(path).write_bytes(path, (json.dumps(result, default=str) + "\n").encode("utf-8"), overwrite=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 1 bad input, 2 retryable)."""
+def main(argv: list[str] | None = None, *, spark=None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 bad input, 2 retryable).
+
+    :param argv: arguments (default ``sys.argv[1:]``)
+    :param spark: an existing SparkSession to use (embedding, tests); it is not stopped
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     result_uri = _peek_result_uri(argv)
-    spark = None
+    given_spark = spark
     try:
         params = parse_args(argv)
         result_uri = params.get("result_uri") or result_uri
         needs_spark = params["operation"] in SPARK_OPERATIONS or (
             params["operation"] == "create-table" and params.get("source"))
-        if needs_spark or under_spark_submit():
+        if spark is None and (needs_spark or under_spark_submit()):
             spark = _session(params)
         result = run(params, spark)
     except Exception as e:  # noqa: BLE001 - every failure becomes one clear line
@@ -381,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             _write_result_file(result_uri, _error_result(err))
         except Exception as we:  # the error line below still tells what happened
             print(f"could not write the result file {result_uri}: {we}", file=sys.stderr)
-        _stop(spark)
+        _stop(spark, given_spark)
         sys.stdout.flush()
         print(f"DELTA_ERROR {type(err).__name__}: {err.one_line()}", flush=True)
         return 2 if err.retryable else 1
@@ -389,16 +393,16 @@ def main(argv: list[str] | None = None) -> int:
         _write_result_file(result_uri, result)
     except Exception as we:
         err = StorageError(f"Cannot write the result file '{result_uri}'", str(we), "check --result-uri")
-        _stop(spark)
+        _stop(spark, given_spark)
         print(f"DELTA_ERROR {type(err).__name__}: {err.one_line()}", flush=True)
         return 2
-    _stop(spark)
+    _stop(spark, given_spark)
     print(json.dumps(result, default=str, separators=(",", ":")), flush=True)
     return 0
 
 
-def _stop(spark) -> None:
-    if spark is None:
+def _stop(spark, given=None) -> None:
+    if spark is None or spark is given:
         return
     try:
         spark.stop()
