@@ -94,7 +94,7 @@ def run_dag(dag_id: str, logical_date: datetime) -> dict:
             "seconds": round(elapsed, 1),
             "tasks": {
                 ti.task_id: {"state": str(ti.state), "try_number": ti.try_number, "xcom": values.get(ti.task_id)}
-                for ti in tis
+                for ti in sorted(tis, key=lambda t: (t.start_date is None, t.start_date or 0, t.task_id))
             },
         }
 
@@ -106,7 +106,7 @@ def _parse_date(text: str) -> datetime:
 def _print_summary(summary: dict, table_uri: str) -> None:
     print()
     print(f"DAG run {summary['run_id']}: {summary['state']} in {summary['seconds']} s")
-    for task_id, t in sorted(summary["tasks"].items()):
+    for task_id, t in summary["tasks"].items():  # in the order they ran
         x = t["xcom"]
         if isinstance(x, dict) and "version" in x:
             detail = f"{x.get('operation')} -> version {x.get('version')}{' (skipped)' if x.get('skipped') else ''}"
