@@ -159,3 +159,18 @@ def test_timestamps_are_utc_instants(spark, tmp_path):
     assert stats["minValues"]["ts"].startswith("2024-03-01T12:34:56.123")
     assert [tuple(r) for r in t.to_df().collect()] == [
         (dt.datetime(2024, 3, 1, 12, 34, 56, 123456), dt.datetime(2024, 3, 1, 12, 34, 56, 123456))]
+
+
+def test_nested_fields_are_matched_by_name_not_position(spark, tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id INT, s STRUCT<x: INT, y: INT, z: STRING>, "
+                                              "arr ARRAY<STRUCT<a: INT, b: INT>>, m MAP<STRING, STRUCT<p: INT, q: INT>>")
+    df = spark.sql("select 1 as id, named_struct('y', 20, 'x', 10) as s, "
+                   "array(named_struct('b', 2, 'a', 1)) as arr, map('k', named_struct('q', 4, 'p', 3)) as m "
+                   "union all select 2, cast(null as struct<y:int,x:int>), null, null")
+    t.append(df)
+    got = sorted(t.to_df().collect(), key=lambda r: r.id)
+    assert got[0].s.asDict() == {"x": 10, "y": 20, "z": None}
+    assert got[0].arr[0].asDict() == {"a": 1, "b": 2}
+    assert got[0].m["k"].asDict() == {"p": 3, "q": 4}
+    assert got[1].s is None and got[1].arr is None and got[1].m is None

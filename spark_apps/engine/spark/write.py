@@ -113,10 +113,10 @@ def spark_schema(schema_json: str | dict):
 def conform_dataframe(df, schema_json: str | dict):
     """Select and cast ``df``'s columns to the table schema, in table order.
 
-    Column names match case-insensitively (Spark's default); a table column missing from ``df``
-    becomes a typed null (the command has already checked it is nullable). Nested types are cast
-    as a whole (Spark casts structs by position, so the command's compatibility check must have
-    verified nested field names first).
+    Column names match case-insensitively (Spark's default), at every nesting level; a table
+    column missing from ``df`` becomes a typed null (the command has already checked it is
+    nullable). Structs are rebuilt field by field BY NAME (Spark's struct cast is positional, which
+    would silently swap same-typed fields given in another order), also inside arrays and maps.
 
     :param df: the DataFrame to write
     :param schema_json: the table's Delta schema JSON
@@ -130,11 +130,49 @@ def conform_dataframe(df, schema_json: str | dict):
         src = by_lower.get(f.name.lower())
         if src is None:
             cols.append(F.lit(None).cast(f.dataType).alias(f.name))
-        elif src.dataType == f.dataType and src.name == f.name:
-            cols.append(F.col(_quote(src.name)))
         else:
-            cols.append(F.col(_quote(src.name)).cast(f.dataType).alias(f.name))
+            cols.append(_conform_column(F.col(_quote(src.name)), src.dataType, f.dataType).alias(f.name))
     return df.select(*cols)
+
+
+def _conform_column(col, src_type, dst_type):
+    """A Column expression turning ``col`` (of ``src_type``) into ``dst_type``, structs by name."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if src_type == dst_type:
+        return col
+    if isinstance(dst_type, StructType) and isinstance(src_type, StructType):
+        by_lower = {f.name.lower(): f for f in src_type.fields}
+        fields = []
+        for f in dst_type.fields:
+            s = by_lower.get(f.name.lower())
+            if s is None:
+                fields.append(F.lit(None).cast(f.dataType).alias(f.name))
+            else:
+                fields.append(_conform_column(col.getField(s.name), s.dataType, f.dataType).alias(f.name))
+        return F.when(col.isNull(), F.lit(None).cast(dst_type)).otherwise(F.struct(*fields))
+    if isinstance(dst_type, ArrayType) and isinstance(src_type, ArrayType) and _has_struct(dst_type.elementType):
+        return F.transform(col, lambda e: _conform_column(e, src_type.elementType, dst_type.elementType))
+    if isinstance(dst_type, MapType) and isinstance(src_type, MapType) and (
+            _has_struct(dst_type.keyType) or _has_struct(dst_type.valueType)):
+        m = col
+        if src_type.keyType != dst_type.keyType:
+            m = F.transform_keys(m, lambda k, v: _conform_column(k, src_type.keyType, dst_type.keyType))
+        return F.transform_values(m, lambda k, v: _conform_column(v, src_type.valueType, dst_type.valueType))
+    return col.cast(dst_type)
+
+
+def _has_struct(t) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(t, StructType):
+        return True
+    if isinstance(t, ArrayType):
+        return _has_struct(t.elementType)
+    if isinstance(t, MapType):
+        return _has_struct(t.keyType) or _has_struct(t.valueType)
+    return False
 
 
 def _quote(name: str) -> str:
