@@ -342,6 +342,12 @@ def _error_result(err: DeltaError) -> dict:
 def _as_delta_error(e: BaseException) -> DeltaError:
     if isinstance(e, DeltaError):
         return e
+    if "DELTA_EXECUTOR_ERROR" in str(e):
+        from spark_apps.engine.spark.session import delta_error_from
+
+        err = delta_error_from(e)
+        if err is not None:
+            return err
     if type(e).__name__ in ("AnalysisException", "ParseException"):
         return _spark_error(e, "Spark refused the operation")
     if isinstance(e, OSError):

@@ -174,3 +174,12 @@ def test_nested_fields_are_matched_by_name_not_position(spark, tmp_path):
     assert got[0].arr[0].asDict() == {"a": 1, "b": 2}
     assert got[0].m["k"].asDict() == {"p": 3, "q": 4}
     assert got[1].s is None and got[1].arr is None and got[1].m is None
+
+
+def test_empty_append_commits_no_files(spark, tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT, p STRING", partition_by=["p"])
+    m = t.append(spark.createDataFrame([], "id long, p string"))
+    assert (m["version"], m["metrics"]) == (1, {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0})
+    assert [k for a in log_actions(root, 1) for k in a] == ["commitInfo"]
+    assert t.to_df().count() == 0

@@ -4,6 +4,7 @@ with the shared session (``cli.main(argv, spark=spark)`` does not stop a session
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -113,3 +114,13 @@ def test_cli_errors_are_one_clear_line(spark, tmp_path, capsys):
                        "--source-format", "orc"], capsys, spark)
     assert code == 1 and "Unknown source format" in last
     assert DeltaTable.for_path(None, root).version() == 0
+
+    # a data file deleted behind the log's back: the executor's DataFileMissingError comes back as itself
+    data = tmp_path / "d"
+    DeltaTable.create(spark, str(data), schema="id BIGINT").append(spark.range(5))
+    for dirpath, _, files in os.walk(data):
+        for f in files:
+            if f.endswith(".parquet"):
+                os.unlink(os.path.join(dirpath, f))
+    code, last = _run(["read", "--table-uri", str(data), "--output", str(tmp_path / "o.parquet")], capsys, spark)
+    assert code == 1 and last.startswith("DELTA_ERROR DataFileMissingError: "), last

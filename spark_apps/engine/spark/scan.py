@@ -13,6 +13,9 @@ Algorithm:
    yields Arrow batches cast to the Arrow form of the declared Spark schema.
 3. The declared schema is ``StructType.fromJson(schema_json)``: the Delta schema JSON is Spark's.
 
+A DeltaError on an executor (e.g. a data file missing after VACUUM) reaches the driver inside Spark's
+exception; :func:`spark_apps.engine.spark.session.delta_error_from` recovers it (the CLI does).
+
 An empty table gives an empty DataFrame with the right schema and runs no job. Time travel is a
 snapshot choice (``load_snapshot(..., version=..., timestamp_ms=...)``) made before calling this.
 
@@ -137,8 +140,10 @@ def scan_files(spark, snapshot, *, files: pa.Table | None = None, columns: list[
     def fn(batches, _root=table_root, _schema_json=schema_json, _parts=partition_columns, _cols=cols,
            _arrow=arrow_schema, _with_file=with_file_column, _mode=mode):
         from spark_apps.engine.spark.scan import read_files_batches
+        from spark_apps.engine.spark.session import guard_executor
 
-        return read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode)
+        return guard_executor(read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file,
+                                                 _mode))
 
     files_df = spark.createDataFrame(listing)
     if n_tasks > 1:

@@ -23,7 +23,8 @@ Algorithm (see docs/design.md, "Why the data plane uses mapInArrow"):
      so far, so even a tiny target yields several files);
    * per-file stats (numRecords, minValues, maxValues, nullCount) are gathered with
      :class:`spark_apps.engine.stats.StatsCollector` from the very batches being written (no second pass);
-   * NOT NULL columns are checked on the batches; a violation fails the job before any commit;
+   * NOT NULL columns are checked on the batches; a violation fails the job before any commit
+     (executor DeltaErrors come back to the driver as the same class, see session.guard_executor);
    * one output row per closed file: the AddFile JSON (size from the written file,
      modificationTime = close time, dataChange=true, stats) and its row count.
 4. The driver collects those rows (one small row per file) and returns AddFile actions. Nothing is
@@ -45,14 +46,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ..actions import AddFile
-from ..errors import SchemaMismatchError
+from .session import delta_error_from, guard_executor
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 OUTPUT_SCHEMA = "add_json string, num_rows long"
 
-# Marker of an error raised on an executor that the driver turns back into a DeltaError.
-_NOT_NULL_MARKER = "DELTA_NOT_NULL_VIOLATION"
 
 
 @dataclass(frozen=True)
@@ -200,14 +199,9 @@ def write_data_files(df, spec: WriteSpec) -> WriteResult:
     try:
         rows = df.mapInArrow(fn, OUTPUT_SCHEMA).collect()
     except Exception as e:  # executor errors arrive wrapped in Spark exceptions
-        msg = str(e)
-        if _NOT_NULL_MARKER in msg:
-            detail = msg.split(_NOT_NULL_MARKER + ":", 1)[1].strip().splitlines()[0]
-            raise SchemaMismatchError(
-                "NOT NULL constraint violated",
-                detail,
-                "filter out or fill the null values, or write to a table whose column is nullable",
-            ) from None
+        err = delta_error_from(e)
+        if err is not None:
+            raise err from None
         raise
     adds = [AddFile.from_json(json.loads(r[0])) for r in rows]
     return WriteResult(
@@ -241,11 +235,14 @@ def write_partition_batches(spec: WriteSpec, batches, *, task_id: int | None = N
     :param batches: Arrow record batches of this task
     :param task_id: the number used in file names (default: the Spark task's partition id)
     """
-    writer = _TaskWriter(spec, _task_partition_id() if task_id is None else task_id)
-    for batch in batches:
-        if batch.num_rows:
-            yield from writer.write(batch)
-    yield from writer.finish()
+    def run():
+        writer = _TaskWriter(spec, _task_partition_id() if task_id is None else task_id)
+        for batch in batches:
+            if batch.num_rows:
+                yield from writer.write(batch)
+        yield from writer.finish()
+
+    return guard_executor(run())
 
 
 class _TaskWriter:
@@ -305,13 +302,9 @@ class _TaskWriter:
         yield from self._flush(final=True)
 
     def _check_not_null(self, batch: pa.RecordBatch) -> None:
-        if not self._has_not_null:
-            return
-        try:
+        # a SchemaMismatchError travels to the driver through guard_executor / delta_error_from
+        if self._has_not_null:
             self._check_not_null_fn(self.table_schema, batch)
-        except SchemaMismatchError as e:
-            # travels to the driver inside Spark's exception text; write_data_files re-raises it
-            raise ValueError(f"{_NOT_NULL_MARKER}: {e.cause}") from None
 
     def _append(self, batch: pa.RecordBatch):
         data = self._data_batch(batch)
