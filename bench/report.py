@@ -106,7 +106,9 @@ class Row:
         return r.status
 
     def ratio_cell(self) -> str:
-        return f"{self.ratio:.2f}x" if self.ratio is not None else "-"
+        if self.ratio is None:
+            return "-"
+        return f"{self.ratio:.2f}x" if self.ratio >= 0.01 else f"{self.ratio:.3f}x"
 
 
 def _fmt(x: float | None) -> str:
@@ -208,12 +210,12 @@ def write_md(rows: list[Row], path: Path, *, sizes: dict, notes: list[str], runt
            "| case | ours (ms) | p90 | cpu | cold | deltalake (ms) | p90 | cpu | cold | "
            "ratio ours/deltalake | cpu ratio |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    notes = []
+    problems = []
     for r in rows:
         mark = ""
         if r.check:
-            notes.append(r.check)
-            mark = f" [!{len(notes)}]"
+            problems.append(r.check)
+            mark = f" [!{len(problems)}]"
         title = (f"**{r.title}**" if r.headline else r.title) + mark
         ratio = f"**{r.ratio_cell()}**" if r.headline else r.ratio_cell()
         cpu_ratio = (f"{r.ours.cpu_median / r.theirs.cpu_median:.2f}x"
@@ -222,9 +224,11 @@ def write_md(rows: list[Row], path: Path, *, sizes: dict, notes: list[str], runt
         out.append(f"| {title} | {r.cell(o)} | {_fmt(o.p90)} | {_fmt(o.cpu_median)} | "
                    f"{_fmt(o.cold_ms)} | {r.cell(t)} | {_fmt(t.p90)} | {_fmt(t.cpu_median)} | "
                    f"{_fmt(t.cold_ms)} | {ratio} | {cpu_ratio} |")
-    if notes:
+    if problems:
         out += ["", "Correctness problems found (the time of a wrong answer means little):", ""]
-        out += [f"- [!{i}] {n}" for i, n in enumerate(notes, 1)]
+        out += [f"- [!{i}] {n}" for i, n in enumerate(problems, 1)]
+    if extra:
+        out += ["", extra]
     unavailable = [(r.title, e, x.reason) for r in rows for e, x in
                    (("ours", r.ours), ("deltalake", r.theirs)) if x.status != "ok"]
     if unavailable:
@@ -244,8 +248,6 @@ def write_md(rows: list[Row], path: Path, *, sizes: dict, notes: list[str], runt
     out += ["", "## Machine", "", "| | |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in info.items()]
     out += ["", f"Total bench wall time: {runtime_s:.0f} s.", ""]
-    if extra:
-        out += [extra, ""]
     path.write_text("\n".join(out))
 
 
@@ -256,9 +258,10 @@ def write_png(rows: list[Row], path: Path, *, title: str) -> None:
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r.ours.ok or r.theirs.ok]
-    labels = [r.title if len(r.title) <= 70 else r.title[:67] + "..." for r in rows]
+    labels = [(r.title if len(r.title) <= 90 else r.title[:87] + "...")
+              + (" [!]" if r.check else "") for r in rows]
     n = len(rows)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 0.55 * n + 2.2),
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(17, 0.55 * n + 2.2),
                                    gridspec_kw={"width_ratios": [3, 2]}, sharey=True)
     ys = list(range(n))
     h = 0.38
@@ -283,7 +286,7 @@ def write_png(rows: list[Row], path: Path, *, title: str) -> None:
     ax2.set_xlabel("ratio ours / deltalake (log; dashed = 1.5x)")
     for y, x in zip(ys, ratios):
         if x:
-            ax2.text(x, y, f" {x:.2f}x", va="center", fontsize=8)
+            ax2.text(x, y, f" {x:.2f}x" if x >= 0.01 else f" {x:.3f}x", va="center", fontsize=8)
     ax2.grid(axis="x", which="both", alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
