@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 FILE_COLUMN = "_file"
+MAX_BATCH_ROWS = 65536  # rows per Arrow batch handed back to Spark
 _TASK_COLUMN = "_task"
 
 
@@ -186,7 +187,7 @@ def read_files_batches(batches, table_root: str, schema_json: str, partition_col
                 table = table.append_column(pa.field(FILE_COLUMN, pa.string(), nullable=False),
                                             pa.array([path] * table.num_rows, pa.string()))
             table = _conform(table, arrow_schema)
-            for b in table.to_batches():
+            for b in table.to_batches(max_chunksize=MAX_BATCH_ROWS):
                 if b.num_rows:
                     yield b
 
