@@ -11,9 +11,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Importing Airflow creates $AIRFLOW_HOME/logs (and may read its config): keep tests out of ~/airflow.
+# Set before any test module imports Airflow; tests/airflow builds its own migrated home.
+os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airflow-delta-provider-unit-home"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE = Path(os.environ.get("DELTA_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")).resolve()

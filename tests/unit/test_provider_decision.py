@@ -7,12 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 import threading
 import time
 import uuid
 
-os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airflow-delta-provider-unit-home"))
 
 import pyarrow as pa
 import pyarrow.parquet as pq

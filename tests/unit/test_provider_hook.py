@@ -14,10 +14,7 @@ import threading
 import time
 import zipfile
 
-import tempfile
 
-# Importing Airflow creates $AIRFLOW_HOME/logs: keep that out of ~/airflow when nothing set it.
-os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airflow-delta-provider-unit-home"))
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException

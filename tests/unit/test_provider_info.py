@@ -7,10 +7,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import tempfile
 from importlib.metadata import entry_points
 
-os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airflow-delta-provider-unit-home"))
 
 import pytest
 

@@ -5,9 +5,7 @@ to the hook, the SetTransaction identity rule, lazy hook, Asset helper.
 from __future__ import annotations
 
 import os
-import tempfile
 
-os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airflow-delta-provider-unit-home"))
 
 import pytest
 from airflow.sdk import Asset
