@@ -56,9 +56,9 @@ def _default_parallelism(spark) -> int:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect has no SparkContext
         try:
-            return max(1, int(spark.conf.get("spark.default.parallelism")))
+            return max(1, int(spark.conf.get("spark.default.parallelism", None) or 8))
         except Exception:
-            return 2
+            return 8
 
 
 def _files_table(files: pa.Table, num_tasks: int) -> pa.Table:
