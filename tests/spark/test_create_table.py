@@ -172,3 +172,17 @@ def test_create_as_select_with_declared_schema_casts_and_enforces(spark, tmp_pat
         DeltaTable.create(spark, bad, schema="id BIGINT", source_df=src)
     assert not os.path.exists(os.path.join(bad, "_delta_log"))
     assert data_files_on_disk(bad) == set() if os.path.exists(bad) else True
+
+
+def test_protocol_properties_are_consumed_not_stored(tmp_path):
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="a INT, ts TIMESTAMP_NTZ",
+                      properties={"delta.minWriterVersion": "2", "delta.feature.appendOnly": "supported"})
+    d = DeltaTable.for_path(None, root).detail()
+    assert d["configuration"] == {}
+    assert (d["protocol"]["min_reader_version"], d["protocol"]["min_writer_version"]) == (3, 7)
+    assert "timestampNtz" in d["protocol"]["reader_features"]
+    with pytest.raises(InvalidArgumentError) as ei:
+        DeltaTable.create(None, str(tmp_path / "u"), schema="a INT", properties={"delta.minWriterVersion": "4"})
+    assert "delta.minWriterVersion" in str(ei.value)
+    assert not (tmp_path / "u" / "_delta_log").exists()

@@ -11,7 +11,9 @@ Algorithm:
 2. If the table exists (a readable latest version): with IF NOT EXISTS return its state with
    ``skipped=True``; otherwise raise :class:`TableAlreadyExistsError`. Nothing is written.
 3. Protocol from :func:`spark_apps.engine.features.protocol_for_new_table` (lowest versions
-   that cover the schema and properties), then the writer gate.
+   that cover the schema and properties), then the writer gate. Protocol-only properties
+   (``delta.feature.*``, ``delta.minReaderVersion``/``delta.minWriterVersion``) are consumed and
+   not stored in ``metaData.configuration`` (delta-spark does the same).
 4. With a source DataFrame (create-as-select): write its data files first (Spark data plane,
    nothing committed; the source's schema must fit the declared one), then commit.
 5. Version 0 = commitInfo + protocol + metaData [+ adds] [+ txn], written with put-if-absent by
@@ -236,6 +238,7 @@ def create_table(table_uri: str, *, schema, partition_by=None, properties=None, 
         return _already_exists(table_root, existing, if_not_exists, operation)
 
     protocol = features.protocol_for_new_table(delta_schema.to_json(), configuration)
+    configuration = _stored_configuration(configuration, protocol)
     metadata = Metadata(
         id=Metadata.new_id(),
         schema_string=delta_schema.to_json_string(),
@@ -282,6 +285,31 @@ def create_table(table_uri: str, *, schema, partition_by=None, properties=None, 
             raise
         return _already_exists(table_root, existing, if_not_exists, operation)
     return CreateResult(operation, table_root, commit.version, False, metrics, commit.commit_info)
+
+
+def _stored_configuration(configuration: dict, protocol) -> dict:
+    """The configuration kept in metaData: protocol-only properties are consumed, as delta-spark does.
+
+    ``delta.feature.<name>`` only asks for a feature in the protocol; ``delta.minReaderVersion`` /
+    ``delta.minWriterVersion`` may not ask for more than the schema and properties need (higher
+    legacy versions would promise features this engine does not enforce).
+    """
+    out = {}
+    for key, value in configuration.items():
+        if key.startswith("delta.feature."):
+            continue
+        if key in ("delta.minReaderVersion", "delta.minWriterVersion"):
+            have = protocol.min_reader_version if key == "delta.minReaderVersion" else protocol.min_writer_version
+            if int(value) > have:
+                raise InvalidArgumentError(
+                    f"Cannot create the table with {key}={value}",
+                    f"this table needs protocol version {have}; a higher version would require features "
+                    "this engine does not implement",
+                    f"remove {key} (the engine picks the lowest protocol the table needs)",
+                )
+            continue
+        out[key] = value
+    return out
 
 
 def _already_exists(table_root: str, version: int, if_not_exists: bool, operation: str) -> CreateResult:
