@@ -44,6 +44,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from ..actions import AddFile
 from .session import delta_error_from, guard_executor
@@ -367,7 +368,9 @@ class _TaskWriter:
         fs_path = self.storage.fs_path(full)
         parent = fs_path.rsplit("/", 1)[0]
         if parent not in self._made_dirs:
-            self.fs.create_dir(parent, recursive=True)
+            # object stores have no directories (and HDFS creates parents itself): only local needs it
+            if isinstance(self.fs, pafs.LocalFileSystem):
+                self.fs.create_dir(parent, recursive=True)
             self._made_dirs.add(parent)
         sink = self.fs.open_output_stream(fs_path)
         writer = pq.ParquetWriter(
