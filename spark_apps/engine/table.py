@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import time
 
 from .errors import InvalidArgumentError, TableNotFoundError
 from .storage import normalize_table_uri, storage_for
@@ -183,10 +184,11 @@ class DeltaTable:
         """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its metrics."""
         from .log.checkpoint import write_checkpoint
 
+        started = time.monotonic()
         snap = self.snapshot()
-        metrics = write_checkpoint(self.storage, self.table_uri, snap)
-        metrics = dict(metrics)
+        metrics = dict(write_checkpoint(self.storage, self.table_uri, snap))
         metrics.pop("paths", None)
+        metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
         return {"operation": "CHECKPOINT", "table_uri": self.table_uri, "version": snap.version,
                 "skipped": False, "metrics": metrics}
 
@@ -195,8 +197,10 @@ class DeltaTable:
         before the retention cutoff; returns what was deleted."""
         from .log.cleanup import cleanup_expired_logs
 
+        started = time.monotonic()
         snap = self.snapshot()
         metrics = dict(cleanup_expired_logs(self.storage, self.table_uri, snap))
+        metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
         deleted = metrics.pop("deleted", [])
         metrics["num_deleted_files"] = metrics.get("num_deleted_files", len(deleted))
         return {"operation": "CLEANUP METADATA", "table_uri": self.table_uri, "version": snap.version,

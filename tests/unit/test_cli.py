@@ -120,6 +120,10 @@ def test_create_table_checkpoint_and_cleanup_without_spark(tmp_path, capsys):
     assert code == 0, last
     res = json.loads(last)
     assert res["operation"] == "CHECKPOINT" and res["version"] == 0
+    m = res["metrics"]
+    # the DeltaCheckpointOperator's XCom: version, actions, bytes, duration
+    assert m["num_actions"] == 2 and m["num_add_files"] == 0  # protocol + metaData, empty table
+    assert m["size_in_bytes"] > 0 and m["executionTimeMs"] >= 0
     assert all(isinstance(v, (int, float, bool)) or v is None for v in res["metrics"].values())
     assert (tmp_path / "t" / "_delta_log" / "00000000000000000000.checkpoint.parquet").exists()
     code, last = _run(["cleanup-metadata", "--table-uri", root], capsys)
