@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -46,3 +47,5 @@ def spark():
     session = build_session(app_name="airflow-delta-provider-tests", master="local[2]")
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" from __del__ after pytest closed its streams
+    logging.getLogger("py4j").setLevel(logging.WARNING)
