@@ -1,8 +1,11 @@
 """Pure-pyarrow reading of Delta data files into the table schema.
 
-``read_data_file`` turns one parquet file named by the log into an Arrow table whose columns are
-exactly the table schema's (or the requested subset), in order, with the table's Arrow types
-(:meth:`schema.StructType.to_arrow_schema`). Algorithm:
+``iter_data_file_batches`` streams one parquet file named by the log as Arrow record batches whose
+columns are exactly the table schema's (or the requested subset), in order, with the table's Arrow
+types (:meth:`schema.StructType.to_arrow_schema`); ``read_data_file`` is the same stream
+concatenated into one table (there is one code path). Streaming reads the file row group by row
+group, at most ``batch_rows`` rows at a time, so a reader holds about one row group's column chunks
+plus one batch, whatever the file size (files are written up to 128 MiB compressed). Algorithm:
 
 1. Locate the file: ``add.path`` is a URI reference; a relative one is %-decoded and joined to the
    table root, an absolute ``file:`` URI becomes a local path, other absolute URIs are kept
@@ -20,9 +23,16 @@ exactly the table schema's (or the requested subset), in order, with the table's
 4. Partition columns come from the log's ``partitionValues`` strings, typed with
    :func:`partitions.partition_column_array` (never from directory names); with column mapping
    the map is keyed by physical names.
-5. Deletion vectors (``deletion_vector``): the rows whose 0-based physical index is in the
-   vector are dropped (:mod:`.dv`).
-6. Output columns: table-schema order, or the order of ``columns`` when given.
+5. Deletion vectors (``deletion_vector``): the rows whose 0-based physical index *in the file* is
+   in the vector are dropped (:mod:`.dv`). The stream counts raw rows across batches and row
+   groups, and each batch looks up its index range in the sorted vector (binary search); rows are
+   dropped before conforming.
+6. Output columns: table-schema order, or the order of ``columns`` when given. With no column at
+   all (``columns=[]``, e.g. count(*)) the batches have no columns but carry the live row count;
+   with only partition columns the file's data pages are not read (the footer's row count is used).
+7. Output nullability: a field is nullable when the table says so or when the batch holds nulls in
+   it (an old file may hold nulls in a NOT NULL column); ``read_data_file`` unifies this across
+   batches.
 """
 
 from __future__ import annotations
@@ -31,8 +41,8 @@ import json
 from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import DataFileMissingError, InvalidArgumentError, InvalidSchemaError, StorageError
@@ -42,11 +52,12 @@ from .storage import Storage
 
 __all__ = [
     "data_file_uri", "read_data_file", "read_files_batches", "read_snapshot_table", "conform_array",
-    "column_mapping_mode_of",
+    "column_mapping_mode_of", "iter_data_file_batches", "batches_to_table", "DEFAULT_BATCH_ROWS",
 ]
 
 _PHYS = "delta.columnMapping.physicalName"
 _ID = "delta.columnMapping.id"
+DEFAULT_BATCH_ROWS = 65536  # rows per streamed batch: bounds a reader's memory to about one batch
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,14 +227,6 @@ def _relaxed(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _conform_column(col: pa.ChunkedArray, target: DataType, mode: str, where: str) -> pa.ChunkedArray:
-    tgt = target.to_arrow()
-    chunks = [conform_array(c, target, mode, where) for c in col.chunks]
-    if not chunks:
-        return pa.chunked_array([], type=tgt)
-    return pa.chunked_array(chunks, type=chunks[0].type)
-
-
 # --------------------------------------------------------------------------------------------
 # one file
 # --------------------------------------------------------------------------------------------
@@ -232,14 +235,23 @@ def _conform_column(col: pa.ChunkedArray, target: DataType, mode: str, where: st
 def _open_parquet(storage: Storage, location: str, path_in_log: str) -> pq.ParquetFile:
     try:
         f = storage.filesystem.open_input_file(storage.fs_path(location))
-        return pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
     except FileNotFoundError:
         raise _missing(path_in_log, location) from None
     except OSError as e:
-        msg = str(e).lower()
-        if "not found" in msg or "no such file" in msg or "does not exist" in msg:
-            raise _missing(path_in_log, location) from None
-        raise StorageError(f"Cannot read data file '{location}'", str(e), "check the storage and retry") from None
+        raise _open_error(e, path_in_log, location) from None
+    try:
+        return pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
+    except BaseException as e:
+        f.close()
+        if isinstance(e, OSError):
+            raise _open_error(e, path_in_log, location) from None
+        raise
+
+
+def _open_error(e: OSError, path_in_log: str, location: str):
+    if _is_not_found(e):
+        return _missing(path_in_log, location)
+    return StorageError(f"Cannot read data file '{location}'", str(e), "check the storage and retry")
 
 
 def _missing(path_in_log: str, location: str) -> DataFileMissingError:
@@ -261,10 +273,170 @@ def _dv_descriptor(dv: Any):
     return dv
 
 
+def _deleted_rows(storage: Storage, table_root: str, deletion_vector: Any) -> np.ndarray | None:
+    """Sorted uint64 physical row indexes deleted by ``deletion_vector`` (None: no vector)."""
+    dv = _dv_descriptor(deletion_vector)
+    if dv is None:
+        return None
+    from . import dv as dv_mod  # lazy: only tables with deletion vectors need it
+
+    rows = np.asarray(dv_mod.deleted_row_indexes(storage, table_root, dv), dtype=np.uint64)
+    if len(rows) > 1 and bool((rows[1:] < rows[:-1]).any()):
+        rows = np.sort(rows)
+    return rows
+
+
+def _keep_mask(deleted: np.ndarray, offset: int, n: int) -> tuple[pa.Array | None, int]:
+    """(mask, live rows) for the ``n`` rows starting at physical row ``offset``: the mask is False
+    where deleted, None when no row there is (binary search in the sorted vector, so a batch no
+    deletion touches costs nothing)."""
+    lo = int(np.searchsorted(deleted, np.uint64(offset), side="left"))
+    hi = int(np.searchsorted(deleted, np.uint64(offset + n), side="left"))
+    if hi <= lo:
+        return None, n
+    mask = np.ones(n, dtype=bool)
+    mask[(deleted[lo:hi] - np.uint64(offset)).astype(np.int64)] = False
+    return pa.array(mask, pa.bool_()), n - (hi - lo)
+
+
+def _close(pf: pq.ParquetFile) -> None:
+    try:
+        pf.close(force=True)  # also closes the input file we opened
+    except Exception:  # pragma: no cover - best effort
+        pass
+
+
+def _is_not_found(e: OSError) -> bool:
+    if isinstance(e, FileNotFoundError):
+        return True
+    msg = str(e).lower()
+    return "not found" in msg or "no such file" in msg or "does not exist" in msg
+
+
+def _empty_batch(rows: int) -> pa.RecordBatch:
+    """A batch with no columns and ``rows`` rows (count(*) / partition-less selections)."""
+    return pa.record_batch({"_": pa.nulls(rows)}).drop_columns(["_"])
+
+
+def iter_data_file_batches(storage: Storage, table_root: str, path: str,
+                           partition_values: Mapping[str, str | None] | None, schema: StructType,
+                           partition_columns: Sequence[str], columns: Sequence[str] | None = None,
+                           deletion_vector: Any = None, *, column_mapping_mode: str | None = None,
+                           batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """Stream one data file in the table schema, one bounded batch at a time (see module docstring).
+
+    The file's footer, the column selection and the deletion vector are resolved on the call, so a
+    missing file (:class:`DataFileMissingError`), an unknown column or a damaged deletion vector
+    raise here, before the first batch; the returned iterator then reads the file's row groups in
+    order, at most ``batch_rows`` rows per batch. Every batch has the same columns; a field's
+    nullability may differ between batches (it is nullable in a batch holding nulls, as in
+    :func:`read_data_file`). Batches whose rows are all deleted are skipped, but an iterator always
+    yields at least one batch (empty when the file has no live rows), so the schema is known.
+
+    :param path: ``add.path`` exactly as in the log (URI-encoded, relative or absolute).
+    :param partition_values: ``add.partitionValues`` (strings; missing key = null).
+    :param columns: subset of table columns (any order; names matched case-insensitively); ``[]``
+        yields column-less batches that carry the live row count.
+    :param deletion_vector: ``add.deletionVector`` (dict with camelCase keys, its JSON, or
+        :class:`actions.DeletionVectorDescriptor`), or None.
+    :param column_mapping_mode: "none"/"name"/"id"; None infers it from the schema metadata.
+    :param batch_rows: most rows per batch (before deletion-vector filtering); bounds memory.
+    """
+    if int(batch_rows) < 1:
+        raise InvalidArgumentError(f"batch_rows must be at least 1, got {batch_rows}",
+                                   "a batch holds at least one row", "pass a positive batch_rows")
+    batch_rows = int(batch_rows)
+    mode = column_mapping_mode_of(schema) if column_mapping_mode is None else str(column_mapping_mode).lower()
+    wanted = _select_fields(schema, columns)
+    part_low = {c.lower() for c in partition_columns}
+    location = data_file_uri(table_root, path)
+    pf = _open_parquet(storage, location, path)
+    try:
+        file_schema = pf.schema_arrow
+        m = _Match(list(file_schema), mode)
+        # per output column: ("part", array) | ("null", arrow type) | ("data", name in the file)
+        plan: list[tuple[StructField, str, Any]] = []
+        num_rows = pf.metadata.num_rows
+        pvals = _partition_lookup(partition_values or {}, schema, mode)
+        part_len = max(0, min(batch_rows, num_rows))
+        for f in wanted:
+            if f.name.lower() in part_low:
+                plan.append((f, "part", partition_column_array(pvals(f), f.type, length=part_len)))
+                continue
+            i = m.find(f)
+            if i is None:
+                plan.append((f, "null", f.type.to_arrow()))
+            else:
+                plan.append((f, "data", file_schema.field(i).name))
+        read_names = sorted({src for _, kind, src in plan if kind == "data"}, key=file_schema.get_field_index)
+        deleted = _deleted_rows(storage, table_root, deletion_vector)
+    except BaseException:
+        _close(pf)
+        raise
+    return _stream_file(pf, path, location, plan, read_names, num_rows, deleted, mode, batch_rows)
+
+
+def _stream_file(pf: pq.ParquetFile, path: str, location: str, plan: list, read_names: list[str],
+                 num_rows: int, deleted: np.ndarray | None, mode: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Read, filter (deletion vector, by physical row index) and conform ``pf`` batch by batch.
+
+    Row groups are read one at a time (``iter_batches(row_groups=[g])``) so that parquet's
+    pre-buffering, which coalesces the reads of all the row groups it is given, holds one row
+    group's column chunks at most.
+    """
+    yielded = False
+    offset = 0  # physical index of the next raw row in the file
+    try:
+        if read_names:
+            raws = (b for g in range(pf.metadata.num_row_groups)
+                    for b in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=read_names))
+        else:  # no data column: only the row count matters
+            raws = (min(batch_rows, num_rows - s) for s in range(0, num_rows, batch_rows))
+        try:
+            for raw in raws:
+                n = raw if isinstance(raw, int) else raw.num_rows
+                keep, rows = (None, n) if deleted is None or n == 0 else _keep_mask(deleted, offset, n)
+                offset += n
+                if rows == 0:
+                    continue
+                if keep is not None and not isinstance(raw, int):
+                    raw = raw.filter(keep)  # before conforming: deleted rows cost no casts
+                yielded = True
+                yield _conform_batch(None if isinstance(raw, int) else raw, rows, plan, mode)
+        except OSError as e:
+            if _is_not_found(e):
+                raise _missing(path, location) from None
+            raise
+        if not yielded:  # empty file, or every row deleted: one empty batch carries the schema
+            yield _conform_batch(None, 0, plan, mode)
+    finally:
+        _close(pf)
+
+
+def _conform_batch(raw: pa.RecordBatch | None, rows: int, plan: list, mode: str) -> pa.RecordBatch:
+    """One output batch of ``rows`` live rows: data columns from ``raw`` (already filtered by the
+    deletion vector) conformed, missing ones null, partition columns sliced from the file's
+    constant arrays (at least ``rows`` long)."""
+    if not plan:
+        return _empty_batch(rows)
+    arrays, fields = [], []
+    for f, kind, src in plan:
+        if kind == "part":
+            arr = src.slice(0, rows)
+        elif kind == "null" or raw is None:
+            arr = pa.nulls(rows, f.type.to_arrow() if kind == "data" else src)
+        else:
+            arr = conform_array(raw.column(src), f.type, mode, f.name)
+        arrays.append(arr)
+        fields.append(pa.field(f.name, arr.type, nullable=f.nullable or arr.null_count > 0))
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
 def read_data_file(storage: Storage, table_root: str, path: str, partition_values: Mapping[str, str | None] | None,
                    schema: StructType, partition_columns: Sequence[str], columns: Sequence[str] | None = None,
                    deletion_vector: Any = None, *, column_mapping_mode: str | None = None) -> pa.Table:
-    """Read one data file into the table schema (see module docstring).
+    """Read one data file into the table schema: all of :func:`iter_data_file_batches`' batches as
+    one table (field nullability unified: nullable when any batch holds nulls).
 
     :param path: ``add.path`` exactly as in the log (URI-encoded, relative or absolute).
     :param partition_values: ``add.partitionValues`` (strings; missing key = null).
@@ -273,59 +445,19 @@ def read_data_file(storage: Storage, table_root: str, path: str, partition_value
         :class:`actions.DeletionVectorDescriptor`), or None.
     :param column_mapping_mode: "none"/"name"/"id"; None infers it from the schema metadata.
     """
-    mode = column_mapping_mode_of(schema) if column_mapping_mode is None else str(column_mapping_mode).lower()
-    wanted = _select_fields(schema, columns)
-    part_low = {c.lower() for c in partition_columns}
-    data_fields = [f for f in wanted if f.name.lower() not in part_low]
-    location = data_file_uri(table_root, path)
-    pf = _open_parquet(storage, location, path)
-    file_schema = pf.schema_arrow
-    m = _Match(list(file_schema), mode)
-    idx = {f.name: m.find(f) for f in data_fields}
-    read_names = sorted({file_schema.field(i).name for i in idx.values() if i is not None},
-                        key=lambda n: file_schema.get_field_index(n))
-    dv = _dv_descriptor(deletion_vector)
-    try:
-        if read_names:
-            raw = pf.read(columns=read_names)
-            n = raw.num_rows
-        else:
-            raw = None
-            n = pf.metadata.num_rows
-    except FileNotFoundError:
-        raise _missing(path, location) from None
-    finally:
-        try:
-            pf.close()
-        except Exception:  # pragma: no cover - best effort
-            pass
-    keep_mask = None
-    if dv is not None:
-        from . import dv as dv_mod  # lazy: only tables with deletion vectors need it
+    batches = list(iter_data_file_batches(storage, table_root, path, partition_values, schema, partition_columns,
+                                          columns, deletion_vector, column_mapping_mode=column_mapping_mode))
+    return batches_to_table(batches)
 
-        deleted = dv_mod.deleted_row_indexes(storage, table_root, dv)
-        keep_mask = dv_mod.keep_mask(deleted, n)
-    pvals = _partition_lookup(partition_values or {}, schema, mode)
-    arrays, fields = [], []
-    for f in wanted:
-        if f.name.lower() in part_low:
-            arr = partition_column_array(pvals(f), f.type, length=n)
-            col = pa.chunked_array([arr], type=arr.type)
-        else:
-            i = idx[f.name]
-            if i is None or raw is None:
-                col = pa.chunked_array([pa.nulls(n, f.type.to_arrow())], type=f.type.to_arrow())
-            else:
-                src = raw.column(file_schema.field(i).name)
-                col = _conform_column(src, f.type, mode, f.name)
-        if keep_mask is not None:
-            col = col.filter(keep_mask)
-        arrays.append(col)
-        fields.append(pa.field(f.name, col.type, nullable=f.nullable or col.null_count > 0))
-    if not fields:  # no column asked for: keep the row count (e.g. count(*))
-        rows = n if keep_mask is None else int(pc.sum(keep_mask).as_py() or 0)
-        return pa.table({"_": pa.nulls(rows)}).drop(["_"])
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+def batches_to_table(batches: Sequence[pa.RecordBatch]) -> pa.Table:
+    """Concatenate one file's batches (:func:`iter_data_file_batches`) into a table, unifying the
+    data-dependent nullability of fields (top-level and nested) across batches."""
+    schemas = [b.schema for b in batches]
+    if all(s.equals(schemas[0]) for s in schemas[1:]):
+        return pa.Table.from_batches(batches, schema=schemas[0])
+    target = pa.unify_schemas(schemas)
+    return pa.Table.from_batches([b if b.schema.equals(target) else b.cast(target) for b in batches], schema=target)
 
 
 def _select_fields(schema: StructType, columns: Sequence[str] | None) -> list[StructField]:

@@ -7,10 +7,12 @@ Algorithm:
    ``partition_values`` (map), ``deletion_vector`` (struct, only when some file has one) and
    ``size``; files are dealt to ``num_tasks`` tasks round-robin in decreasing size order (vectorised).
 2. That table becomes a DataFrame (``spark.createDataFrame(arrow_table)``), is repartitioned by the
-   task number and mapped with ``mapInArrow``: each task reads its files with
-   :func:`spark_apps.engine.reader.read_data_file` (missing columns -> null, partition columns typed
-   from the log values, never from directory names; deletion vectors applied by the reader) and
-   yields Arrow batches cast to the Arrow form of the declared Spark schema.
+   task number and mapped with ``mapInArrow``: each task streams its files with
+   :func:`spark_apps.engine.reader.iter_data_file_batches` (row group by row group, at most
+   ``MAX_BATCH_ROWS`` rows per batch, so a task's memory is bounded by a row group, not a file;
+   missing columns -> null, partition columns typed from the log values, never from directory
+   names; deletion vectors applied by the reader by physical row index) and yields Arrow batches
+   cast to the Arrow form of the declared Spark schema.
 3. The declared schema is ``StructType.fromJson(schema_json)``: the Delta schema JSON is Spark's.
 
 A DeltaError on an executor (e.g. a data file missing after VACUUM) reaches the driver inside Spark's
@@ -164,6 +166,10 @@ def read_files_batches(batches, table_root: str, schema_json: str, partition_col
                        column_mapping_mode: str = "none"):
     """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``.
 
+    Files are streamed (:func:`spark_apps.engine.reader.iter_data_file_batches`): a task holds about
+    one row group and one batch of at most ``MAX_BATCH_ROWS`` rows per file at a time, never a
+    whole file, so its memory does not grow with the data file size.
+
     Usable without Spark (any iterable of batches with ``path``, ``partition_values`` (map or JSON)
     and optionally ``deletion_vector`` (struct with Delta's camelCase fields) columns).
     """
@@ -179,17 +185,17 @@ def read_files_batches(batches, table_root: str, schema_json: str, partition_col
         names = batch.schema.names
         dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
         for path, pv, dv in zip(paths, pvs, dvs):
-            table = reader.read_data_file(
+            for b in reader.iter_data_file_batches(
                 storage, table_root, path, _as_dict(pv), schema, partition_columns,
                 columns=columns, deletion_vector=dv, column_mapping_mode=column_mapping_mode,
-            )
-            if with_file_column:
-                table = table.append_column(pa.field(FILE_COLUMN, pa.string(), nullable=False),
-                                            pa.array([path] * table.num_rows, pa.string()))
-            table = _conform(table, arrow_schema)
-            for b in table.to_batches(max_chunksize=MAX_BATCH_ROWS):
-                if b.num_rows:
-                    yield b
+                batch_rows=MAX_BATCH_ROWS,
+            ):
+                if not b.num_rows:
+                    continue
+                if with_file_column:
+                    b = b.append_column(pa.field(FILE_COLUMN, pa.string(), nullable=False),
+                                        pa.repeat(pa.scalar(path, pa.string()), b.num_rows))
+                yield _conform(b, arrow_schema)
 
 
 def _as_dict(pv) -> dict:
@@ -202,8 +208,11 @@ def _as_dict(pv) -> dict:
     return dict(pv)  # Arrow map -> list of (key, value)
 
 
-def _conform(table: pa.Table, arrow_schema: pa.Schema) -> pa.Table:
-    if table.schema.equals(arrow_schema, check_metadata=False):
-        return table
-    table = table.select([f.name for f in arrow_schema])
-    return table.cast(arrow_schema)
+def _conform(batch: pa.RecordBatch, arrow_schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` in the declared Spark schema's Arrow form (column order, types, nullability)."""
+    if batch.schema.equals(arrow_schema, check_metadata=False):
+        return batch
+    batch = batch.select([f.name for f in arrow_schema])
+    if batch.num_columns == 0:
+        return batch  # RecordBatch.cast would drop the row count of a column-less batch
+    return batch.cast(arrow_schema)
