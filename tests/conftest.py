@@ -23,13 +23,14 @@ os.environ.setdefault("AIRFLOW_HOME", os.path.join(tempfile.gettempdir(), "airfl
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 REPO = Path(__file__).resolve().parents[1]
-CONFORMANCE = Path(os.environ.get("DELTA_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")).resolve()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conformance_location import CONFORMANCE, candidates  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def conformance_root() -> Path:
-    if not (CONFORMANCE / "manifest.json").exists():
-        pytest.skip(f"conformance corpus not found at {CONFORMANCE} (set DELTA_CONFORMANCE_DIR)")
+    if CONFORMANCE is None:
+        pytest.skip(f"conformance corpus not found in {[str(c) for c in candidates()]} (set DELTA_CONFORMANCE_DIR)")
     return CONFORMANCE
 
 

@@ -12,7 +12,6 @@ import datetime as dt
 import decimal
 import json
 import math
-import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -27,10 +26,11 @@ from spark_apps.engine.log.snapshot import load_snapshot
 from spark_apps.engine.reader import read_snapshot_table
 from spark_apps.engine.storage import storage_for
 
+from conformance_location import find_conformance_dir
+
 UTC = dt.timezone.utc
-# same location rule as tests/conftest.py (needed at collection time for the parametrisation)
-CONFORMANCE = Path(os.environ.get("DELTA_CONFORMANCE_DIR",
-                                  Path(__file__).resolve().parents[2].parent / "shared" / "conformance")).resolve()
+# needed at collection time for the parametrisation
+CONFORMANCE = find_conformance_dir() or Path("/nonexistent")
 
 
 def _manifest_tables() -> list[dict]:
