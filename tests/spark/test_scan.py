@@ -126,3 +126,72 @@ def test_reads_conformance_tables(spark, conformance_root):
         assert got.num_rows == expected.num_rows, table
         schema = got.schema
         assert rows(got) == rows(expected.select(schema.names).cast(schema)), table
+
+
+def _inline_dv(deleted: list[int]) -> dict:
+    """An inline ('i') deletion vector descriptor for ``deleted`` (row indexes < 2**32, at most
+    4096 per 65536-row block: array containers only)."""
+    import struct
+
+    from spark_apps.engine import dv as dvmod
+
+    blocks: dict[int, list[int]] = {}
+    for r in sorted(set(deleted)):
+        blocks.setdefault(r >> 16, []).append(r & 0xFFFF)
+    keys = sorted(blocks)
+    assert all(len(blocks[k]) <= 4096 for k in keys)
+    bitmap = struct.pack("<II", 12346, len(keys))  # portable RoaringBitmap, no run containers
+    bitmap += b"".join(struct.pack("<HH", k, len(blocks[k]) - 1) for k in keys)
+    off = len(bitmap) + 4 * len(keys)
+    for k in keys:
+        bitmap += struct.pack("<I", off)
+        off += 2 * len(blocks[k])
+    bitmap += b"".join(struct.pack(f"<{len(blocks[k])}H", *blocks[k]) for k in keys)
+    data = struct.pack("<IQI", dvmod.MAGIC, 1, 0) + bitmap  # magic, one 32-bit bucket (high bits 0)
+    padded = data + b"\x00" * (-len(data) % 4)
+    return {"storageType": "i", "pathOrInlineDv": dvmod.z85_encode(padded), "sizeInBytes": len(data),
+            "cardinality": sum(len(v) for v in blocks.values())}
+
+
+def test_streamed_scan_of_multi_row_group_files_with_deletion_vectors(spark, tmp_path):
+    """Files with many row groups (and more rows than a batch) stream through mapInArrow: the
+    deletion vector applies by physical row index across row groups and batches."""
+    import numpy as np
+    import pyarrow as pa
+
+    from spark_apps.engine.spark.scan import MAX_BATCH_ROWS
+
+    root = tmp_path / "t"
+    (root / "_delta_log").mkdir(parents=True)
+    n = MAX_BATCH_ROWS + 3000  # two batches at least, row groups of 1000 rows
+    deleted = {0, 999, 1000, 1001, 4999, MAX_BATCH_ROWS - 1, MAX_BATCH_ROWS, n - 1} | set(range(2000, 3000))
+    adds, expected = [], []
+    for k, p in enumerate(["a", "b"]):
+        ids = np.arange(n, dtype=np.int64) + k * n
+        rel = f"p={p}/part-{k}.parquet"
+        (root / f"p={p}").mkdir()
+        pq.write_table(pa.table({"id": ids, "v": pa.array(ids.astype(str))}), root / rel, row_group_size=1000)
+        dv = _inline_dv(sorted(deleted)) if p == "a" else None
+        adds.append({"add": {"path": rel, "partitionValues": {"p": p}, "size": os.path.getsize(root / rel),
+                             "modificationTime": 0, "dataChange": True,
+                             "stats": json.dumps({"numRecords": n}), **({"deletionVector": dv} if dv else {})}})
+        expected += [(int(i), str(i), p) for j, i in enumerate(ids) if not (dv and j in deleted)]
+    schema = {"type": "struct", "fields": [{"name": n_, "type": t, "nullable": True, "metadata": {}}
+                                           for n_, t in [("id", "long"), ("v", "string"), ("p", "string")]]}
+    commit = [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+                            "writerFeatures": ["deletionVectors"]}},
+              {"metaData": {"id": "streamed", "format": {"provider": "parquet", "options": {}},
+                            "schemaString": json.dumps(schema), "partitionColumns": ["p"], "configuration": {},
+                            "createdTime": 0}}] + adds
+    (root / "_delta_log" / "00000000000000000000.json").write_text("\n".join(json.dumps(a) for a in commit) + "\n")
+
+    t = DeltaTable.for_path(spark, str(root))
+    got = t.to_df().toArrow()
+    assert got.num_rows == len(expected) == 2 * n - len(deleted)
+    assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), got.column("p").to_pylist())) \
+        == sorted(expected)
+    # partition column only, with the file column: row counts per file follow the vectors
+    res = scan_files(spark, t.snapshot(), columns=["p"], with_file_column=True, num_tasks=2)
+    per_file = res.df.groupBy(FILE_COLUMN, "p").count().collect()
+    assert sorted((r[FILE_COLUMN], r["p"], r["count"]) for r in per_file) == [
+        ("p=a/part-0.parquet", "a", n - len(deleted)), ("p=b/part-1.parquet", "b", n)]
