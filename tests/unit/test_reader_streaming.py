@@ -117,8 +117,8 @@ DELETED = sorted({0, 6, 7, 99, 100, 127, 128, 129, 299, 300, 511, 512, 895, 896,
 @pytest.mark.parametrize("dv_kind", ["none", "inline", "on_disk"])
 def test_stream_equals_expected_rows_for_every_batch_size(tmp_path, dv_kind):
     rel = _write(tmp_path, "p=x/f.parquet", _data())
-    dv = {"none": None, "inline": lambda: _inline_dv(DELETED), "on_disk": lambda: _on_disk_dv(tmp_path, DELETED)}[dv_kind]
-    dv = dv() if dv else None
+    dv = {"none": lambda: None, "inline": lambda: _inline_dv(DELETED),
+          "on_disk": lambda: _on_disk_dv(tmp_path, DELETED)}[dv_kind]()
     expected = _expected(DELETED if dv else ())
     pv = {"p": "2024-02-29"}
     whole = read_data_file(STORAGE, str(tmp_path), rel, pv, SCHEMA, ["p", "q"], deletion_vector=dv)
@@ -185,7 +185,8 @@ def test_int96_and_ms_timestamps_across_row_groups(tmp_path):
     exp = [{"a": v, "m": v.replace(microsecond=0, tzinfo=None)} for i, v in enumerate(vals) if i not in set(DELETED)]
     for b in (1, 100, 5000):
         assert _rows(_stream(tmp_path, rel, {}, schema, [], dv=_inline_dv(DELETED), batch_rows=b)) == exp
-    assert read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=_inline_dv(DELETED)).to_pylist() == exp
+    whole = read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=_inline_dv(DELETED))
+    assert whole.to_pylist() == exp
 
 
 def test_column_mapping_name_and_id_across_row_groups(tmp_path):
@@ -209,7 +210,8 @@ def test_column_mapping_name_and_id_across_row_groups(tmp_path):
     t = pa.table({"col-aaa": pa.array(range(N), pa.int32()), "a": pa.array([-1] * N, pa.int64()),
                   "col-sss": [{"col-bbb": f"b{i}"} for i in range(N)]}, schema=sch)
     rel = _write(tmp_path, "cm.parquet", t)
-    exp = [{"a": i, "s": {"b": f"b{i}", "later": None}, "p": 7, "added": None} for i in range(N) if i not in set(DELETED)]
+    exp = [{"a": i, "s": {"b": f"b{i}", "later": None}, "p": 7, "added": None}
+           for i in range(N) if i not in set(DELETED)]
     for mode in (None, "name", "id"):
         for b in (7, 300):
             got = _stream(tmp_path, rel, {"col-ppp": "7"}, schema, ["p"], dv=_inline_dv(DELETED), batch_rows=b,
