@@ -513,3 +513,172 @@ def test_iso_looking_strings_are_not_reinterpreted(tmp_path):
     assert tomb["partition_values"] == {"d": "2021-01-01", "x": "2020-02-02"}
     assert load(tmp_path, 0).files.to_pylist(maps_as_pydicts="strict")[0]["partition_values"] == \
         {"d": "2021-01-01", "t": "2021-09-08 11:11:11"}
+
+
+# ------------------------------------------------------------------------------------ checkpoint + later commits
+#
+# The fast path (module docstring, "Algorithm"): checkpoint rows are trusted to be reconciled, so only
+# the keys named by later commits are deduplicated, and a checkpoint row is dropped iff a later commit
+# names its (path, dv id). These tests touch checkpoint keys from later commits in every way, on every
+# checkpoint layout (row groups / parts / sidecars / JSON; add and remove rows interleaved, so the
+# checkpoint's add and remove columns have null runs).
+
+LAYOUTS = ["classic", "multipart", "v2_sidecars", "v2_json"]
+
+
+def _cp_file_action(kind, path, tag, size, stats):
+    if kind == "add":
+        return {"add": {"path": path, "partitionValues": {}, "size": size, "modificationTime": 1, "dataChange": False,
+                        "stats": stats, "deletionVector": _dv_of(tag)}}
+    return {"remove": {"path": path, "deletionTimestamp": 3, "dataChange": True, "extendedFileMetadata": True,
+                       "partitionValues": {}, "size": size, "deletionVector": _dv_of(tag)}}
+
+
+def _write_checkpoint_layout(root: Path, version: int, file_actions: list[dict], layout: str) -> None:
+    """A checkpoint at ``version`` holding protocol, metaData and ``file_actions`` (in that row order)."""
+    log = root / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    head = [protocol(), metadata()]
+    uuid = "11111111-2222-3333-4444-555555555555"
+    if layout == "classic":  # tiny row groups: several chunks per column
+        pq.write_table(checkpoint_table(head + file_actions), log / f"{version:020d}.checkpoint.parquet",
+                       row_group_size=3)
+    elif layout == "multipart":
+        write_checkpoint(root, version, head + file_actions, parts=3)
+    elif layout == "v2_sidecars":
+        (log / "_sidecars").mkdir(exist_ok=True)
+        halves = [file_actions[: len(file_actions) // 2], file_actions[len(file_actions) // 2:]]
+        sidecars = []
+        for i, part in enumerate(halves):
+            pq.write_table(checkpoint_table(part, columns=("add", "remove")), log / "_sidecars" / f"s{i}.parquet")
+            sidecars.append({"sidecar": {"path": f"s{i}.parquet", "sizeInBytes": 1, "modificationTime": 1}})
+        pq.write_table(checkpoint_table(head + [{"checkpointMetadata": {"version": version}}] + sidecars,
+                                        columns=("protocol", "metaData", "checkpointMetadata", "sidecar")),
+                       log / f"{version:020d}.checkpoint.{uuid}.parquet")
+    else:  # V2 JSON checkpoint with the file actions inline
+        lines = [{"checkpointMetadata": {"version": version}}] + head + [_strip(a) for a in file_actions]
+        (log / f"{version:020d}.checkpoint.{uuid}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def _strip(obj):
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if v is not None}
+    return obj
+
+
+def _state(res) -> tuple[dict, dict]:
+    """({(path, dv id): (size, stats)} of live files, {(path, dv id): size} of tombstones)."""
+    f, t = res.files, res.tombstones
+    f_ids = dv_unique_ids(f.column("deletion_vector").combine_chunks(), f.num_rows).to_pylist()
+    t_ids = dv_unique_ids(t.column("deletion_vector").combine_chunks(), t.num_rows).to_pylist()
+    files = list(zip(zip(f.column("path").to_pylist(), f_ids),
+                     zip(f.column("size").to_pylist(), f.column("stats").to_pylist())))
+    tombs = list(zip(zip(t.column("path").to_pylist(), t_ids), t.column("size").to_pylist()))
+    assert len(dict(files)) == len(files) and len(dict(tombs)) == len(tombs), "a key appears twice"
+    return dict(files), dict(tombs)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_later_commits_touching_checkpoint_keys(tmp_path, layout):
+    write_commit(tmp_path, 0, [protocol(), metadata()])
+    write_commit(tmp_path, 1, [])
+    cp = [("add", "a", None, 1, '{"numRecords":1}'), ("remove", "old", None, 2, None),
+          ("add", "b", None, 3, '{"numRecords":3}'), ("add", "c", None, 4, '{"numRecords":4}'),
+          ("remove", "old2", "1", 5, None), ("add", "d", "1", 6, '{"numRecords":6}'),
+          ("add", "e", None, 7, '{"numRecords":7}'), ("add", "f", "2", 8, '{"numRecords":8}'),
+          ("add", "untouched", None, 9, '{"numRecords":9}')]
+    _write_checkpoint_layout(tmp_path, 1, [_cp_file_action(*x) for x in cp], layout)
+    write_commit(tmp_path, 2, [add("a", size=10, stats='{"numRecords":10}'),  # re-add: new stats win
+                               remove("b", size=3)])  # remove a checkpoint file
+    write_commit(tmp_path, 3, [remove("c", size=4), add("c", size=11, stats='{"numRecords":11}'),  # remove + re-add
+                               remove("d", dv_=dv("1", offset=4), size=6),  # DV change: new key
+                               add("d", dv_=dv("2", offset=None), size=12, stats='{"numRecords":12}')])
+    write_commit(tmp_path, 4, [add("old", size=13, stats='{"numRecords":13}'),  # re-add a checkpoint tombstone
+                               remove("never", size=14),  # removes nothing: a plain tombstone
+                               add("e", dv_=dv("1", offset=4), size=15, stats='{"numRecords":15}'),  # e + DV: other key
+                               remove("f", size=16),  # wrong key (f has a DV): f stays live
+                               add("g", size=17), remove("g", size=17)])  # added and removed in one commit
+    write_commit(tmp_path, 5, [add("b", size=18, stats='{"numRecords":18}'),  # remove, then add again later
+                               remove("old2", dv_=dv("1", offset=4), size=19)])  # tombstone replaced
+    files, tombs = _state(load(tmp_path))
+    assert files == {
+        ("a", None): (10, '{"numRecords":10}'), ("b", None): (18, '{"numRecords":18}'),
+        ("c", None): (11, '{"numRecords":11}'), ("d", "udv2"): (12, '{"numRecords":12}'),
+        ("old", None): (13, '{"numRecords":13}'), ("e", None): (7, '{"numRecords":7}'),
+        ("e", "udv1@4"): (15, '{"numRecords":15}'), ("f", "udv2"): (8, '{"numRecords":8}'),
+        ("untouched", None): (9, '{"numRecords":9}'),
+    }
+    assert tombs == {("old2", "udv1@4"): 19, ("d", "udv1@4"): 6, ("never", None): 14, ("f", None): 16,
+                     ("g", None): 17}
+    # the checkpoint alone, and the state in between
+    files1, tombs1 = _state(load(tmp_path, 1))
+    assert files1 == {(p, None if t is None else _uid(t)): (s, st_) for k, p, t, s, st_ in cp if k == "add"}
+    assert tombs1 == {(p, None if t is None else _uid(t)): s for k, p, t, s, _ in cp if k == "remove"}
+    files3, tombs3 = _state(load(tmp_path, 3))
+    assert ("b", None) not in files3 and tombs3[("b", None)] == 3 and files3[("c", None)][0] == 11
+    assert ("c", None) not in tombs3 and ("d", "udv1@4") not in files3
+
+
+def test_many_superseded_checkpoint_rows(tmp_path):
+    """More superseded rows than slice runs (the filtered path), spread over row groups."""
+    write_commit(tmp_path, 0, [protocol(), metadata()])
+    write_commit(tmp_path, 1, [])
+    n = 1500
+    _write_checkpoint_layout(tmp_path, 1, [_cp_file_action("add", f"f{i}", None, i, None) for i in range(n)],
+                             "classic")
+    write_commit(tmp_path, 2, [remove(f"f{i}", size=i) for i in range(0, n, 3)])
+    write_commit(tmp_path, 3, [add(f"f{i}", size=i + 10_000) for i in range(0, n, 6)])
+    files, tombs = _state(load(tmp_path))
+    assert {k[0]: v[0] for k, v in files.items()} == {
+        f"f{i}": (i + 10_000 if i % 6 == 0 else i) for i in range(n) if i % 3 or i % 6 == 0}
+    assert set(tombs) == {(f"f{i}", None) for i in range(3, n, 6)}
+
+
+def test_stats_parsed_only_checkpoint_with_later_commits(tmp_path):
+    write_commit(tmp_path, 0, [protocol(), metadata()])
+    stats_t = pa.struct([("numRecords", pa.int64())])
+    add_t = pa.struct([("path", pa.string()), ("partitionValues", STR_MAP), ("size", pa.int64()),
+                       ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("stats_parsed", stats_t)])
+    rows = [None, None] + [{"path": p, "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": False,
+                            "stats_parsed": {"numRecords": i}} for i, p in enumerate("abc")]
+    base = checkpoint_table([protocol(), metadata()] + [{}] * 3, columns=("protocol", "metaData"))
+    pq.write_table(base.append_column("add", pa.array(rows, add_t)), tmp_path / "_delta_log" / f"{0:020d}.checkpoint.parquet")
+    write_commit(tmp_path, 1, [remove("b"), add("c", stats='{"numRecords":9}')])
+    files, tombs = _state(load(tmp_path))
+    assert {k[0]: json.loads(v[1]) for k, v in files.items()} == {"a": {"numRecords": 0}, "c": {"numRecords": 9}}
+    assert set(tombs) == {("b", None)}
+
+
+CP_PATHS = ["a", "b", "c", "d=1/e", "f g"]
+cp_key = st.tuples(st.sampled_from(CP_PATHS), st.sampled_from(DVS))
+cp_op = st.tuples(st.sampled_from(["add", "remove"]), st.sampled_from(CP_PATHS), st.sampled_from(DVS),
+                  st.integers(0, 99))
+cp_commit = st.lists(cp_op, min_size=0, max_size=6, unique_by=lambda o: (o[1], o[2]))  # one action per key
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(initial=st.dictionaries(cp_key, st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 99)),
+                               max_size=12),
+       commits=st.lists(cp_commit, min_size=1, max_size=5), layout=st.sampled_from(LAYOUTS), data=st.data())
+def test_property_checkpoint_plus_commits_matches_reference(initial, commits, layout, data):
+    """Random reconciled checkpoint (rows in random order) + random later commits vs a dict replay."""
+    ref = {(p, _uid(t)): (kind, size, f'{{"n":{size}}}' if kind == "add" else None)
+           for (p, t), (kind, size) in initial.items()}
+    rows = [_cp_file_action(kind, p, t, size, f'{{"n":{size}}}') for (p, t), (kind, size) in initial.items()]
+    rows = data.draw(st.permutations(rows)) if rows else rows
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        write_commit(root, 0, [protocol(), metadata()])
+        write_commit(root, 1, [])
+        _write_checkpoint_layout(root, 1, rows, layout)
+        for v, ops in enumerate(commits, start=2):
+            acts = []
+            for kind, path, tag, size in ops:
+                stats = f'{{"v":{v},"n":{size}}}'
+                acts.append(add(path, dv_=_dv_of(tag), size=size, stats=stats) if kind == "add" else
+                            remove(path, dv_=_dv_of(tag), size=size, extendedFileMetadata=True))
+                ref[(path, _uid(tag))] = (kind, size, stats if kind == "add" else None)
+            write_commit(root, v, acts)
+        files, tombs = _state(load(root))
+    assert files == {k: (size, stats) for k, (kind, size, stats) in ref.items() if kind == "add"}
+    assert tombs == {k: size for k, (kind, size, _) in ref.items() if kind == "remove"}

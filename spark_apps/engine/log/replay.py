@@ -17,6 +17,12 @@ Replay rules (PROTOCOL.md "Action Reconciliation"; Delta's ``InMemoryLogReplay``
 6. ``commitInfo``, ``cdc``, ``checkpointMetadata``/``sidecar`` (outside checkpoints) and unknown
    actions do not take part in the state; the ``commitInfo`` of the last commit is kept for
    :attr:`ReplayResult.commit_info`.
+7. Checkpoint + later commits: a checkpoint (all its parts, sidecars and inline rows together) is
+   already reconciled, i.e. holds at most one action per file key (the protocol requires it; it is
+   trusted, not re-checked), and every commit after it is newer. So rule 5 reduces to: among the
+   commits' own actions the newest per key wins; a checkpoint row survives iff no later commit
+   names its key ``(path, dv uniqueId)`` (whatever that commit's action: add, remove, re-add).
+   A commit action on the same path with a different DV names another key and leaves the row.
 
 Algorithm (no Python object per file):
 
@@ -33,9 +39,23 @@ Algorithm (no Python object per file):
   inference as structs (pyarrow.json cannot build maps); they become ``map<string,string>`` via
   ``MapArray.from_arrays``. If arrow cannot parse the lines (bad JSON, conflicting types of unknown
   fields) a per-line Python fallback parses them or names the broken commit.
-* Every file action gets a global order number (checkpoint row index, then line index after it).
-  One hash ``group_by(path[, dv_key]).max(order)`` finds the winner per key; ``is_in`` filters
-  the add and remove tables to the winners.
+* Reconciliation (rules 5 and 7), no work proportional to the checkpoint beyond one hash probe:
+  every commit file action has a global order number (line index). The commits' keys (``path``, or
+  ``path + NUL + dvUniqueId`` when any source has a DV) are hash-encoded once
+  (``dictionary_encode``); ``np.maximum.at`` gives the newest order per key and marks the winning
+  commit rows. The dictionary is the set of keys named by commits: one ``is_in`` of the checkpoint
+  paths against it finds the superseded checkpoint rows (with DVs: paths first, then the full key
+  of just those candidate rows). A checkpoint without later commits is taken as is; a JSON-only
+  log has no checkpoint rows, so the group step covers every row (the general path). Inline file
+  actions of a V2 JSON checkpoint are checkpoint rows too.
+* Checkpoint parquet columns are never filtered when read: a chunk of the ``add``/``remove``
+  column keeps a mask of its file-action rows (valid struct with a path; the other rows are other
+  action types). The chunk is normalised whole and the mask (minus superseded rows) is applied
+  last as zero-copy slices of its runs when there are at most ``_MAX_SLICE_RUNS``, else one
+  ``filter``. Checkpoints whose stats exist only as ``stats_parsed`` are filtered first instead
+  (the JSON rebuild is slow per row).
+* numpy <-> arrow conversions go through buffers, never ``pa.array``/``to_numpy``/Python scalars
+  in compute calls/``group_by``: those make pyarrow import pandas (~0.25 s in a fresh process).
 * Partition values of JSON adds are rebuilt with exactly the table's partition keys (physical names
   under column mapping), a missing key being a null value; JSON removes keep their non-null
   entries; checkpoint maps are kept as written.
@@ -178,12 +198,21 @@ def _lossy_inference(t: pa.Table) -> bool:
 _NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
 
 
+def _empty(schema: pa.Schema) -> pa.Table:
+    # not ``schema.empty_table()``: that converts Python values, which makes pyarrow import pandas
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
+_EMPTY_FILES = _empty(FILE_SCHEMA)
+_EMPTY_TOMBSTONES = _empty(REMOVE_SCHEMA)
+
+
 def empty_files() -> pa.Table:
-    return FILE_SCHEMA.empty_table()
+    return _EMPTY_FILES  # tables are immutable: one shared instance
 
 
 def empty_tombstones() -> pa.Table:
-    return REMOVE_SCHEMA.empty_table()
+    return _EMPTY_TOMBSTONES
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,6 +233,69 @@ class ReplayResult:
     #: version whose commit carried the winning protocol / metaData (checkpoint version if from it)
     protocol_version: int | None = None
     metadata_version: int | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy <-> arrow through buffers
+#
+# pyarrow imports pandas (~0.25 s) the first time it converts numpy or Python values to arrow
+# (``pa.array``, ``pa.scalar``, a Python scalar passed to a compute function, ``empty_table``) or
+# arrow to numpy (``to_numpy``) when pandas is installed, and ``Table.group_by`` imports it through
+# ``pyarrow.dataset``. The replay goes through buffers instead, so a fresh process that opens a
+# table does not pay for pandas (the slow fallbacks for malformed logs still may).
+
+
+def _pa_ints(values: np.ndarray) -> pa.Array:
+    """An int32/int64 numpy array as an arrow array (zero-copy, no nulls)."""
+    if values.dtype != np.int32:
+        values = values.astype(np.int64, copy=False)
+    values = np.ascontiguousarray(values)
+    type_ = pa.int32() if values.dtype == np.int32 else pa.int64()
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
+
+
+def _pa_bools(values: np.ndarray) -> pa.Array:
+    """A numpy bool array as an arrow boolean array (no nulls)."""
+    bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+
+
+def _pa_strings(values: list[str]) -> pa.Array:
+    """A list of Python strings as an arrow string array (no nulls)."""
+    enc = [v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(enc) + 1, dtype=np.int32)
+    np.cumsum([len(e) for e in enc], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(enc), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(enc))])
+
+
+def _str_scalar(value: str) -> pa.Scalar:
+    return _pa_strings([value])[0]
+
+
+_S_EMPTY, _S_AT, _S_NUL, _S_TRUE, _S_FALSE = (_str_scalar(x) for x in ("", "@", "\x00", "true", "false"))
+
+
+def _np_ints(arr: pa.Array) -> np.ndarray:
+    """A signed integer arrow array without nulls as a numpy view (zero-copy)."""
+    width = arr.type.bit_width // 8
+    return np.frombuffer(arr.buffers()[1], dtype=np.dtype(f"<i{width}"), count=len(arr), offset=arr.offset * width)
+
+
+def _bits(buf: pa.Buffer, offset: int, n: int) -> np.ndarray:
+    raw = np.frombuffer(buf, dtype=np.uint8, count=(offset + n + 7) // 8)
+    return np.unpackbits(raw, bitorder="little")[offset: offset + n].view(bool)
+
+
+def _np_bools(arr: pa.Array) -> np.ndarray:
+    """A boolean arrow array as a numpy bool array, null counting as ``False``."""
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    validity, data = arr.buffers()[:2]
+    out = _bits(data, arr.offset, n)
+    if arr.null_count and validity is not None:
+        out = out & _bits(validity, arr.offset, n)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,10 +324,10 @@ def dv_unique_ids(dv: pa.Array | None, n: int) -> pa.Array:
         return _null(pa.string(), n)
     st = st.cast(pa.string())
     p = p.cast(pa.string())
-    base = pc.binary_join_element_wise(st, p, "")
+    base = pc.binary_join_element_wise(st, p, _S_EMPTY)
     off = _child(dv, "offset")
     if off is not None and not pa.types.is_null(off.type):
-        with_off = pc.binary_join_element_wise(base, off.cast(pa.string()), "@")
+        with_off = pc.binary_join_element_wise(base, off.cast(pa.string()), _S_AT)
         base = pc.coalesce(with_off, base)
     if dv.null_count:
         base = pc.if_else(dv.is_valid(), base, _null(pa.string(), n))
@@ -276,21 +368,21 @@ def _map_from_struct(struct: pa.Array | None, n: int, keys: list[str] | None, ke
                     col = _to_string(col)
         cols.append(col if col is not None else _null(pa.string(), n))
     if k == 0:
-        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
-        items = pa.array([], pa.string())
-        keys_arr = pa.array([], pa.string())
+        offsets = _pa_ints(np.zeros(n + 1, dtype=np.int32))
+        items = _pa_strings([])
+        keys_arr = _pa_strings([])
     else:
         flat = pa.concat_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols])
-        order = (np.arange(n)[:, None] + np.arange(k)[None, :] * n).ravel()
-        items = flat.take(pa.array(order))
-        keys_arr = pa.array(np.tile(np.array(keys, dtype=object), n), pa.string())
+        order = (np.arange(n, dtype=np.int64)[:, None] + np.arange(k, dtype=np.int64)[None, :] * n).ravel()
+        items = flat.take(_pa_ints(order))
+        keys_arr = _pa_strings(keys).take(_pa_ints(np.tile(np.arange(k, dtype=np.int64), n)))
         if keep_null_values:
-            offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
+            offsets = _pa_ints(np.arange(0, n * k + 1, k, dtype=np.int32))
         else:
-            valid = items.is_valid().to_numpy(zero_copy_only=False)
+            valid = _np_bools(items.is_valid())
             counts = valid.reshape(n, k).sum(axis=1)
-            offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-            sel = pa.array(valid)
+            offsets = _pa_ints(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+            sel = _pa_bools(valid)
             items = items.filter(sel)
             keys_arr = keys_arr.filter(sel)
     out = pa.MapArray.from_arrays(offsets, keys_arr, items, type=STRING_MAP)
@@ -301,7 +393,7 @@ def _map_from_struct(struct: pa.Array | None, n: int, keys: list[str] | None, ke
 
 def _to_string(arr: pa.Array) -> pa.Array:
     if pa.types.is_boolean(arr.type):
-        return pc.if_else(arr, "true", "false")
+        return pc.if_else(arr, _S_TRUE, _S_FALSE)
     try:
         return arr.cast(pa.string())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -419,12 +511,19 @@ def normalize_file_actions(
 
 @dataclass
 class _FileSource:
-    """Raw add or remove struct rows (all valid) from one place, with their global order numbers."""
+    """Raw ``add`` or ``remove`` struct rows from one place (one chunk of one column).
+
+    ``keep`` (checkpoint parquet chunks only) marks the rows that are file actions (valid struct,
+    non-null path); the other rows are skipped at reconciliation instead of being filtered out
+    here (a filter would copy every path and stats string). ``None`` means every row counts.
+    """
 
     kind: str  # "add" | "remove"
     rows: pa.StructArray
-    order: pa.Array  # int64
-    from_json: bool
+    order: np.ndarray | None  # int64 global order numbers (commit rows; None for checkpoint rows)
+    from_json: bool  # rows parsed from JSON (partition values still inferred structs)
+    in_checkpoint: bool = False  # part of the (already reconciled) checkpoint
+    keep: np.ndarray | None = None
 
 
 @dataclass
@@ -443,31 +542,41 @@ def _strip_nones(obj):
 
 
 def _add_struct_rows(col: pa.ChunkedArray | pa.Array, kind: str, coll: _Collected, from_json: bool,
-                     order_base: np.ndarray) -> None:
-    """Register the valid rows of an ``add``/``remove`` struct column (one source per chunk, no copy)."""
+                     order_base: np.ndarray | None, *, in_checkpoint: bool = False) -> None:
+    """Register the file-action rows of an ``add``/``remove`` struct column (one source per chunk).
+
+    A row counts when the struct is valid and has a path. Commit rows are filtered to those here
+    (commits are small); checkpoint parquet chunks are kept whole with a ``keep`` mask (no copy).
+    """
     chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
     pos = 0
     for arr in chunks:
         n = len(arr)
-        order = pa.array(order_base[pos: pos + n])
+        lo = pos
         pos += n
         if n == 0 or pa.types.is_null(arr.type) or arr.null_count == n:
             continue
-        if arr.null_count:
-            valid = arr.is_valid()
-            arr = arr.filter(valid)
-            order = order.filter(valid)
         p = _child(arr, "path")
         if p is None:
             raise LogCorruptedError(
                 f"A '{kind}' action has no 'path'", "the path field is required",
                 "repair the log; the table was written by a non-conforming writer",
             )
-        if p.null_count:  # a row without path is not a file action we can key on
-            ok = p.is_valid()
-            arr, order = arr.filter(ok), order.filter(ok)
-        if len(arr):
-            coll.sources.append(_FileSource(kind, arr, order, from_json))
+        keep = None
+        if arr.null_count or p.null_count:  # a row without path is not a file action we can key on
+            keep = _np_bools(arr.is_valid())
+            if p.null_count:
+                keep &= _np_bools(p.is_valid())
+            if not keep.any():
+                continue
+        if in_checkpoint and not from_json:
+            coll.sources.append(_FileSource(kind, arr, None, from_json, True, keep))
+            continue
+        order = None if in_checkpoint else order_base[lo: lo + n]
+        if keep is not None:
+            arr = arr.filter(_pa_bools(keep))
+            order = None if order is None else order[keep]
+        coll.sources.append(_FileSource(kind, arr, order, from_json, in_checkpoint))
 
 
 class CheckpointReadError(LogCorruptedError):
@@ -528,8 +637,7 @@ def _collect_parquet_table(t: pa.Table, version: int, coll: _Collected, *, files
     base = coll.next_order
     for kind in ("add", "remove"):
         if kind in t.column_names:
-            _add_struct_rows(t.column(kind), kind, coll, False,
-                             np.arange(base, base + n, dtype=np.int64))
+            _add_struct_rows(t.column(kind), kind, coll, False, None, in_checkpoint=True)
     coll.next_order = base + n
     out: list[dict] = []
     if files_only:
@@ -745,7 +853,7 @@ def _collect_json(
         t = _parse_file_lines_slow(texts, line_versions[file_lines], where)
     for kind in ("add", "remove"):
         if kind in t.column_names:
-            _add_struct_rows(t.column(kind), kind, coll, True, orders)
+            _add_struct_rows(t.column(kind), kind, coll, True, orders, in_checkpoint=in_checkpoint)
 
 
 def _json_block_size(total: int) -> int:
@@ -878,41 +986,103 @@ def replay(
     return res
 
 
+#: a selection of rows that forms at most this many runs is taken as zero-copy slices
+_MAX_SLICE_RUNS = 256
+
+
+def _select_rows(t: pa.Table, keep: np.ndarray) -> pa.Table:
+    """Rows of ``t`` where ``keep``: zero-copy slices of the kept runs when they are few, else a filter."""
+    m = np.concatenate(([False], keep, [False]))
+    edges = np.flatnonzero(m[1:] != m[:-1])
+    starts, ends = edges[0::2], edges[1::2]
+    if len(starts) == 1 and starts[0] == 0 and ends[0] == len(keep):
+        return t
+    if len(starts) == 0:
+        return t.slice(0, 0)
+    if len(starts) <= _MAX_SLICE_RUNS:
+        return pa.concat_tables([t.slice(int(s), int(e - s)) for s, e in zip(starts, ends)])
+    return t.filter(_pa_bools(keep))
+
+
+def _path_of(rows: pa.Array) -> pa.Array:
+    p = _child(rows, "path")
+    return p.cast(pa.string()) if p.type != pa.string() else p
+
+
+def _has_dv(s: _FileSource) -> bool:
+    dv = _child(s.rows, "deletionVector")
+    return dv is not None and not pa.types.is_null(dv.type) and dv.null_count < len(dv)
+
+
+def _file_keys(rows: pa.Array, with_dv: bool) -> pa.Array:
+    """The logical file key per row: ``path``, or ``path + NUL + dvUniqueId`` (``""`` without DV)
+    when the log has deletion vectors (NUL never occurs in a URI path)."""
+    path = _path_of(rows)
+    if not with_dv:
+        return path
+    dv_id = pc.fill_null(dv_unique_ids(_child(rows, "deletionVector"), len(rows)), _S_EMPTY)
+    return pc.binary_join_element_wise(path, dv_id, _S_NUL)
+
+
+def _encode(keys: list[pa.Array]) -> tuple[pa.Array, np.ndarray]:
+    """Hash-encode the keys of several arrays: (distinct keys, int code per row, all arrays in turn)."""
+    enc = pc.dictionary_encode(pa.chunked_array(keys, pa.string()))
+    dictionary = enc.chunks[-1].dictionary
+    if any(len(c.dictionary) != len(dictionary) for c in enc.chunks):  # chunks share one dictionary
+        enc = pa.chunked_array([pc.dictionary_encode(pa.concat_arrays(keys))])
+        dictionary = enc.chunks[0].dictionary
+    codes = [_np_ints(c.indices) for c in enc.chunks]
+    return dictionary, codes[0] if len(codes) == 1 else np.concatenate(codes)
+
+
 def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> tuple[pa.Table, pa.Table]:
+    """Live files and tombstones from the collected sources (rule 5; see "Algorithm" above)."""
     if not sources:
         return empty_files(), empty_tombstones()
-    need_dedup = any(s.from_json for s in sources)  # a checkpoint alone is already reconciled
-    if need_dedup:
-        paths, dvs, orders = [], [], []
-        for s in sources:
-            p = _child(s.rows, "path")
-            paths.append(p.cast(pa.string()) if p.type != pa.string() else p)
-            dvs.append(pc.fill_null(dv_unique_ids(_child(s.rows, "deletionVector"), len(s.rows)), ""))
-            orders.append(s.order)
-        dv_col = pa.chunked_array(dvs, pa.string())
-        keys = pa.table(
-            {
-                "path": pa.chunked_array(paths, pa.string()),
-                "dv": dv_col,
-                "order": pa.chunked_array(orders, pa.int64()),
-            }
-        )
-        # without any DV the key is the path alone (cheaper hash)
-        has_dv = pc.any(pc.not_equal(dv_col, "")).as_py() if len(dv_col) else False
-        group_keys = ["path", "dv"] if has_dv else ["path"]
-        winners = keys.group_by(group_keys).aggregate([("order", "max")]).column("order_max")
-        winners = winners.combine_chunks()
+    commit_sources = [s for s in sources if not s.in_checkpoint]
+    winner_masks: dict[int, np.ndarray] = {}  # commit source -> its rows that win their key
+    keep_of: dict[int, np.ndarray | None] = {}  # checkpoint source -> its rows no commit supersedes
+    if commit_sources:
+        with_dv = any(_has_dv(s) for s in sources)
+        keys = [_file_keys(s.rows, with_dv) for s in commit_sources]
+        named, codes = _encode(keys)
+        orders = np.concatenate([s.order for s in commit_sources])
+        newest = np.full(len(named), -1, dtype=np.int64)
+        np.maximum.at(newest, codes, orders)  # newest commit action per key
+        wins = orders == newest[codes]
+        for s, w in zip(commit_sources, np.split(wins, np.cumsum([len(k) for k in keys])[:-1])):
+            winner_masks[id(s)] = w
+        # a checkpoint row is superseded iff a later commit names its key
+        cp_sources = [s for s in sources if s.in_checkpoint]
+        named_paths = named
+        if cp_sources and with_dv:
+            named_paths = pc.unique(pa.chunked_array([_path_of(s.rows) for s in commit_sources], pa.string()))
+        for s in cp_sources:
+            hit = _np_bools(pc.is_in(_path_of(s.rows), value_set=named_paths))
+            if hit.any() and with_dv:  # same path: compare the full keys of just those rows
+                idx = np.flatnonzero(hit)
+                sub = s.rows.take(_pa_ints(idx))
+                hit[idx[~_np_bools(pc.is_in(_file_keys(sub, True), value_set=named))]] = False
+            if not hit.any():
+                keep_of[id(s)] = s.keep
+            else:
+                keep_of[id(s)] = ~hit if s.keep is None else s.keep & ~hit
     adds, removes = [], []
     for s in sources:
-        rows = s.rows
-        if need_dedup:
-            mask = pc.is_in(s.order, value_set=winners)
-            if mask.false_count:
-                rows = rows.filter(mask)
-        if s.kind == "add":
-            adds.append(normalize_file_actions(rows, FILE_SCHEMA, partition_keys=partition_keys if s.from_json else None))
+        rows, keep = s.rows, None
+        if s.in_checkpoint:
+            keep = keep_of.get(id(s), s.keep)
+            if keep is not None and _child(rows, "stats") is None and _child(rows, "stats_parsed") is not None:
+                rows, keep = rows.filter(_pa_bools(keep)), None  # slow stats rebuild: only for kept rows
         else:
-            removes.append(normalize_file_actions(rows, REMOVE_SCHEMA, partition_keys=None))
+            w = winner_masks[id(s)]
+            if not w.all():
+                rows = rows.filter(_pa_bools(w))
+        if s.kind == "add":
+            t = normalize_file_actions(rows, FILE_SCHEMA, partition_keys=partition_keys if s.from_json else None)
+        else:
+            t = normalize_file_actions(rows, REMOVE_SCHEMA, partition_keys=None)
+        (adds if s.kind == "add" else removes).append(t if keep is None else _select_rows(t, keep))
     files = pa.concat_tables(adds) if adds else empty_files()
     tombs = pa.concat_tables(removes) if removes else empty_tombstones()
     return files, tombs
