@@ -682,3 +682,30 @@ def test_property_checkpoint_plus_commits_matches_reference(initial, commits, la
         files, tombs = _state(load(root))
     assert files == {k: (size, stats) for k, (kind, size, stats) in ref.items() if kind == "add"}
     assert tombs == {k: size for k, (kind, size, _) in ref.items() if kind == "remove"}
+
+
+def test_open_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas (~0.25 s) on its first numpy/Python <-> arrow conversion; a fresh process
+    that opens a table (checkpoint + commits with DVs and partition values, JSON-only) must not."""
+    import subprocess
+    import sys
+
+    cp_root, json_root = tmp_path / "cp", tmp_path / "json"
+    write_commit(cp_root, 0, [protocol(), metadata(["p"])])
+    write_commit(cp_root, 1, [])
+    write_checkpoint(cp_root, 1, _cp_actions([("p=1/a", "1"), ("p=2/b", "2")], removes=["p=1/old"]))
+    write_commit(cp_root, 2, [remove("p=1/a"), add("p=1/a", {"p": "1"}, dv_=dv("1"), tags={"t": "v"}),
+                              add("p=1/old", {"p": "1"})])
+    write_commit(json_root, 0, [protocol(), metadata(["p"]), add("p=1/x", {"p": "1"}), add("y", {"p": None})])
+    write_commit(json_root, 1, [remove("y"), add("z", {"p": "2"}, dv_=dv("2"))])
+    code = (
+        "import sys\n"
+        "from spark_apps.engine.log.snapshot import load_snapshot\n"
+        "from spark_apps.engine.storage import storage_for\n"
+        f"for p in {[str(cp_root), str(json_root)]!r}:\n"
+        "    print(load_snapshot(storage_for(p), p).files.num_rows)\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2],
+                         check=True).stdout.split()
+    assert out == ["3", "2", "False"]
