@@ -642,7 +642,8 @@ def test_stats_parsed_only_checkpoint_with_later_commits(tmp_path):
     rows = [None, None] + [{"path": p, "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": False,
                             "stats_parsed": {"numRecords": i}} for i, p in enumerate("abc")]
     base = checkpoint_table([protocol(), metadata()] + [{}] * 3, columns=("protocol", "metaData"))
-    pq.write_table(base.append_column("add", pa.array(rows, add_t)), tmp_path / "_delta_log" / f"{0:020d}.checkpoint.parquet")
+    pq.write_table(base.append_column("add", pa.array(rows, add_t)),
+                   tmp_path / "_delta_log" / f"{0:020d}.checkpoint.parquet")
     write_commit(tmp_path, 1, [remove("b"), add("c", stats='{"numRecords":9}')])
     files, tombs = _state(load(tmp_path))
     assert {k[0]: json.loads(v[1]) for k, v in files.items()} == {"a": {"numRecords": 0}, "c": {"numRecords": 9}}
