@@ -306,6 +306,19 @@ def action_from_json(obj: dict) -> Action | None:
     return None
 
 
+def load_action_line(text: str | bytes, where: str):
+    """``json.loads`` of one commit line; a bad line is a :class:`LogCorruptedError` whose problem is
+    ``"<where> not valid JSON"`` (``where`` e.g. ``"Line 3 of 00000000000000000001.json is"``)."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise LogCorruptedError(
+            f"{where} not valid JSON",
+            str(e),
+            "restore the commit file from a backup; a Delta commit is one JSON action per line",
+        ) from None
+
+
 def parse_commit_bytes(data: bytes, *, where: str = "commit") -> list[Action]:
     """Parse an NDJSON commit file into actions (unknown actions dropped)."""
     out: list[Action] = []
@@ -313,14 +326,7 @@ def parse_commit_bytes(data: bytes, *, where: str = "commit") -> list[Action]:
         line = line.strip()
         if not line:
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise LogCorruptedError(
-                f"Line {lineno} of {where} is not valid JSON",
-                str(e),
-                "restore the commit file from a backup; a Delta commit is one JSON action per line",
-            ) from None
+        obj = load_action_line(line, f"Line {lineno} of {where} is")
         action = action_from_json(obj)
         if action is not None:
             out.append(action)

@@ -81,6 +81,7 @@ from ..actions import (
     Protocol,
     SetTransaction,
     action_from_json,
+    load_action_line,
 )
 from ..errors import LogCorruptedError, StorageError
 from ..storage import LocalStorage, Storage
@@ -795,14 +796,7 @@ def _collect_json(
         if not text.strip(_WS):
             continue  # blank line: the JSON reader skips it
         blank.append(i)
-        try:
-            obj = json.loads(text)
-        except ValueError as e:
-            raise LogCorruptedError(
-                f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is not valid JSON",
-                str(e),
-                "restore the commit file from a backup; a Delta commit is one JSON action per line",
-            ) from None
+        obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
         if not isinstance(obj, dict):
             continue
         if "add" in obj or "remove" in obj:  # unusual formatting of a file action: let arrow parse it
@@ -865,14 +859,7 @@ def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | 
     """Fallback when the vectorised parse fails (type conflicts, bad JSON): per line, with errors."""
     adds, removes = [], []
     for text, v in zip(texts, versions.tolist()):
-        try:
-            obj = json.loads(text)
-        except ValueError as e:
-            raise LogCorruptedError(
-                f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is not valid JSON",
-                str(e),
-                "restore the commit file from a backup; a Delta commit is one JSON action per line",
-            ) from None
+        obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
         a = obj.get("add") if isinstance(obj, dict) else None
         r = obj.get("remove") if isinstance(obj, dict) else None
         for target, val, schema in ((adds, a, FILE_SCHEMA), (removes, r, REMOVE_SCHEMA)):
