@@ -5,15 +5,9 @@ poke path, on real Delta logs written by the engine's pure core (no Spark) and o
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import threading
 import time
-import uuid
 
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from airflow.sdk import PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
@@ -21,37 +15,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from airflow_delta_provider.sensors.delta import BASELINE_STATE_KEY, DeltaTableVersionSensor, coerce_baseline
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.version_decision import NO_TABLE, decide
-from spark_apps.engine.actions import AddFile, Metadata, Protocol
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.storage import storage_for
-from spark_apps.engine.txn import OptimisticTransaction
 
-SCHEMA = {"type": "struct", "fields": [
-    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "name", "type": "string", "nullable": True, "metadata": {}},
-]}
+from delta_commits import append, create
 
-
-def create(root: str) -> int:
-    st = storage_for(root)
-    txn = OptimisticTransaction(st, root, None, operation="CREATE TABLE")
-    txn.update_protocol(Protocol(1, 2))
-    txn.update_metadata(Metadata(id=Metadata.new_id(), schema_string=json.dumps(SCHEMA), partition_columns=[],
-                                 configuration={}, created_time=int(time.time() * 1000)))
-    return txn.commit([]).version
-
-
-def append(root: str, ids: list[int], operation: str = "WRITE") -> int:
-    st = storage_for(root)
-    name = f"part-{uuid.uuid4().hex}.parquet"
-    path = os.path.join(root, name)
-    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}), path)
-    add = AddFile(path=name, partition_values={}, size=os.path.getsize(path),
-                  modification_time=int(time.time() * 1000), data_change=True,
-                  stats=json.dumps({"numRecords": len(ids)}))
-    txn = OptimisticTransaction(st, root, load_snapshot(st, root), operation=operation,
-                                operation_parameters={"mode": "Append"})
-    return txn.commit([add]).version
 
 
 # ------------------------------------------------------------------------------------------------

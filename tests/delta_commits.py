@@ -1,4 +1,4 @@
-"""Commits without Spark for the Airflow tests: the engine's pure core (OptimisticTransaction, put-if-absent),
+"""Commits without Spark for the Airflow and provider tests: the engine's pure core (OptimisticTransaction, put-if-absent),
 with real parquet data files written by pyarrow. Used to play "another process commits" next to a DAG run.
 """
 
@@ -33,7 +33,7 @@ def create(root: str) -> int:
     return txn.commit([]).version
 
 
-def append(root: str, ids: list[int]) -> int:
+def append(root: str, ids: list[int], operation: str = "WRITE") -> int:
     """Append ``ids`` as one parquet file (a WRITE commit); returns the new version."""
     st = storage_for(root)
     name = f"part-{uuid.uuid4().hex}.parquet"
@@ -42,6 +42,6 @@ def append(root: str, ids: list[int]) -> int:
     add = AddFile(path=name, partition_values={}, size=os.path.getsize(path),
                   modification_time=int(time.time() * 1000), data_change=True,
                   stats=json.dumps({"numRecords": len(ids)}))
-    txn = OptimisticTransaction(st, root, load_snapshot(st, root), operation="WRITE",
+    txn = OptimisticTransaction(st, root, load_snapshot(st, root), operation=operation,
                                 operation_parameters={"mode": "Append"})
     return txn.commit([add]).version
