@@ -155,47 +155,19 @@ class Snapshot:
 
 
 def _dv(d: dict | None) -> DeletionVectorDescriptor | None:
-    if d is None:
-        return None
-    return DeletionVectorDescriptor(
-        storage_type=d["storageType"],
-        path_or_inline_dv=d["pathOrInlineDv"],
-        size_in_bytes=d["sizeInBytes"],
-        cardinality=d["cardinality"],
-        offset=d.get("offset"),
-    )
+    return None if d is None else DeletionVectorDescriptor.from_json(d)
 
 
 def _add_from_row(r: dict) -> AddFile:
-    return AddFile(
-        path=r["path"],
-        partition_values=dict(r["partition_values"] or {}),
-        size=r["size"],
-        modification_time=r["modification_time"],
-        data_change=r["data_change"],
-        stats=r["stats"],
-        tags=r["tags"],
-        deletion_vector=_dv(r["deletion_vector"]),
-        base_row_id=r["base_row_id"],
-        default_row_commit_version=r["default_row_commit_version"],
-        clustering_provider=r["clustering_provider"],
-    )
+    """A FILE_SCHEMA row (snake_case columns = AddFile fields) as an AddFile."""
+    return AddFile(**{**r, "partition_values": dict(r["partition_values"] or {}),
+                      "deletion_vector": _dv(r["deletion_vector"])})
 
 
 def _remove_from_row(r: dict) -> RemoveFile:
-    return RemoveFile(
-        path=r["path"],
-        data_change=True if r["data_change"] is None else r["data_change"],
-        deletion_timestamp=r["deletion_timestamp"],
-        extended_file_metadata=r["extended_file_metadata"],
-        partition_values=r["partition_values"],
-        size=r["size"],
-        stats=r["stats"],
-        tags=r["tags"],
-        deletion_vector=_dv(r["deletion_vector"]),
-        base_row_id=r["base_row_id"],
-        default_row_commit_version=r["default_row_commit_version"],
-    )
+    """A REMOVE_SCHEMA row (snake_case columns = RemoveFile fields) as a RemoveFile."""
+    return RemoveFile(**{**r, "data_change": True if r["data_change"] is None else r["data_change"],
+                         "deletion_vector": _dv(r["deletion_vector"])})
 
 
 # ---------------------------------------------------------------------------------------------
