@@ -17,11 +17,20 @@ Rules (PROTOCOL.md "Schema Serialization Format", Spark's ``DataType.json``):
   float/double -> float32/64, string -> utf8, binary -> binary, void -> null, variant ->
   ``struct<value: binary, metadata: binary>`` (its parquet layout), arrays -> ``list<element>``,
   maps -> ``map<key, value>`` (Spark's Arrow field names, so mapInArrow batches line up).
-* DDL (:func:`parse_ddl`): Spark column lists such as
-  ``"id BIGINT NOT NULL, name STRING COMMENT 'x', tags ARRAY<STRING>, addr STRUCT<city: STRING>"``;
-  type names are case-insensitive; ``COMMENT`` goes to metadata ``{"comment": ...}``;
-  ``CHAR(n)``/``VARCHAR(n)`` become ``string`` with Spark's ``__CHAR_VARCHAR_TYPE_STRING``
-  metadata (as Delta stores them).
+* DDL (:func:`parse_ddl`, :func:`parse_type`): Spark column lists such as
+  ``"id BIGINT NOT NULL, name STRING COMMENT 'x', tags ARRAY<STRING>, addr STRUCT<city: STRING>"``,
+  parsed by sqlglot's Spark dialect (see the DDL section for the three Spark forms it is helped
+  with) and mapped to the types above: BIGINT/LONG long, INT/INTEGER integer, SMALLINT/SHORT short,
+  TINYINT/BYTE byte, FLOAT/REAL float, DOUBLE, BOOLEAN, STRING string, BINARY, DATE,
+  TIMESTAMP/TIMESTAMP_LTZ timestamp (UTC-adjusted), TIMESTAMP_NTZ / TIMESTAMP WITHOUT TIME ZONE
+  timestamp_ntz, DECIMAL/DEC/NUMERIC[(p[,s])] (default 10,0), VOID, VARIANT, ARRAY<t>, MAP<k, v>,
+  STRUCT<name[:] t [NOT NULL] [COMMENT 's'], ...>. ``NOT NULL`` sets nullable false; ``COMMENT``
+  goes to metadata ``{"comment": ...}``; ``CHAR(n)``/``VARCHAR(n)`` become ``string`` with Spark's
+  ``__CHAR_VARCHAR_TYPE_STRING`` metadata (as Delta stores them). Anything else (INTERVAL,
+  DATETIME, DEFAULT/GENERATED/CHECK/COLLATE clauses, key constraints, ...) is an
+  :class:`InvalidSchemaError` naming the column and the type or clause.
+  :func:`parse_column_paths` reads comma-separated column references (``a, b.c, `x.y`.z``) with
+  the same tokenizer; stats.py uses it for ``delta.dataSkippingStatsColumns``.
 * Append compatibility (:func:`check_write_compatible`): see its docstring.
 """
 
@@ -40,6 +49,7 @@ __all__ = [
     "STRING", "LONG", "INTEGER", "SHORT", "BYTE", "FLOAT", "DOUBLE", "BOOLEAN", "BINARY", "DATE",
     "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT", "PRIMITIVE_NAMES",
     "type_from_json", "type_to_json", "type_from_arrow", "parse_type", "parse_ddl", "parse_schema",
+    "parse_column_paths",
     "check_write_compatible", "check_not_null", "is_safe_upcast", "MAX_DECIMAL_PRECISION",
 ]
 
@@ -556,231 +566,228 @@ def type_from_arrow(t: pa.DataType, name: str = "?") -> DataType:
 
 
 # --------------------------------------------------------------------------------------------
-# DDL parser
+# DDL parser: sqlglot (Spark dialect) parses, this section maps its DataType tree to ours
 # --------------------------------------------------------------------------------------------
+#
+# sqlglot is imported on first use (~0.14 s to import; most engine work never parses DDL).
+# Three Spark forms that sqlglot 30's Spark dialect does not read as Spark does are adjusted in
+# the token stream before parsing (:func:`_spark_tokens`; the text itself is never rewritten):
+#   * ``VOID``: Spark's null type (sqlglot knows the keyword only in its Databricks dialect);
+#   * ``STRUCT<>``: tokenized as the ``<>`` operator; Spark's grammar reads it as an empty struct;
+#   * ``TIMESTAMP WITHOUT TIME ZONE``: sqlglot keeps it as Spark's TIMESTAMP (TIMESTAMPTZ) but
+#     Spark means ``timestamp_ntz``.
+# A column list is parsed as the members of ``STRUCT<...>`` (synthetic tokens around the user's
+# tokens), so top-level columns and struct fields follow one grammar: ``name [:] TYPE [NOT NULL]
+# [COMMENT 'text']``. Names that are reserved SQL words (select, from, not, case, with ...) must be
+# backquoted.
 
-_DDL_ALIASES = {
-    "string": STRING, "text": STRING,
-    "bigint": LONG, "long": LONG,
-    "int": INTEGER, "integer": INTEGER,
-    "smallint": SHORT, "short": SHORT,
-    "tinyint": BYTE, "byte": BYTE,
-    "float": FLOAT, "real": FLOAT,
-    "double": DOUBLE,
-    "boolean": BOOLEAN, "bool": BOOLEAN,
-    "binary": BINARY,
-    "date": DATE,
-    "timestamp": TIMESTAMP, "timestamp_ltz": TIMESTAMP,
-    "timestamp_ntz": TIMESTAMP_NTZ,
-    "void": VOID,
-    "variant": VARIANT,
+_TYPE_FIX = "write a Spark type such as BIGINT, DECIMAL(10,2), ARRAY<STRING>, MAP<STRING, INT> or STRUCT<a: INT>"
+_DDL_FIX = ("write columns as 'name TYPE [NOT NULL] [COMMENT \\'text\\']' separated by commas, e.g. "
+            "'id BIGINT NOT NULL, tags ARRAY<STRING>'; backquote names that are SQL keywords or hold "
+            "special characters (`select`, `my col`)")
+
+_SQLGLOT: tuple | None = None
+
+
+def _sqlglot() -> tuple:
+    """``(exp, ParseError, TokenError, Token, TokenType, spark_dialect)``, imported once."""
+    global _SQLGLOT
+    if _SQLGLOT is None:
+        from sqlglot import exp
+        from sqlglot.dialects.spark import Spark
+        from sqlglot.errors import ParseError, TokenError
+        from sqlglot.tokens import Token, TokenType
+
+        _SQLGLOT = (exp, ParseError, TokenError, Token, TokenType, Spark())
+    return _SQLGLOT
+
+
+def _spark_tokens(text: str, what: str, *, types: bool = True) -> list:
+    """sqlglot Spark-dialect tokens of ``text``; with ``types`` the adjustments listed above."""
+    _, _, TokenError, Token, TokenType, dialect = _sqlglot()
+    try:
+        raw = dialect.tokenize(text)
+    except TokenError as e:
+        raise InvalidSchemaError(
+            f"Cannot read the {what}",
+            f"sqlglot: {str(e).splitlines()[0]} in '{text[:200]}'",
+            "check for an unterminated `quoted` name or 'string' literal",
+        ) from None
+    if not types:
+        return raw
+    out: list = []
+    i = 0
+    while i < len(raw):
+        t = raw[i]
+        up = t.text.upper()
+        if t.token_type == TokenType.VAR and up == "VOID":
+            out.append(Token(TokenType.VOID, t.text, t.line, t.col, t.start, t.end, t.comments))
+        elif t.token_type == TokenType.NEQ and out and out[-1].token_type == TokenType.STRUCT:
+            out.append(Token(TokenType.LT, "<", t.line, t.col - 1, t.start, t.start))
+            out.append(Token(TokenType.GT, ">", t.line, t.col, t.end, t.end))
+        elif (t.token_type == TokenType.TIMESTAMPTZ and up == "TIMESTAMP"
+              and [x.text.upper() for x in raw[i + 1:i + 4]] == ["WITHOUT", "TIME", "ZONE"]):
+            z = raw[i + 3]
+            out.append(Token(TokenType.TIMESTAMPNTZ, "TIMESTAMP_NTZ", z.line, z.col, t.start, z.end, t.comments))
+            i += 3
+        else:
+            out.append(t)
+        i += 1
+    return out
+
+
+def _near(text: str, start: int, end: int) -> str:
+    line = text.count("\n", 0, start) + 1
+    col = start - text.rfind("\n", 0, start)
+    return f"at line {line}, column {col}, near '{text[max(0, start - 25):end + 20]}'"
+
+
+def _parse_tokens(text: str, tokens: list, into, what: str, fix: str = _DDL_FIX):
+    """Parse ``tokens`` into one sqlglot ``into`` node; a ParseError becomes an InvalidSchemaError
+    naming the token where parsing stopped (plain words for the usual mistakes, sqlglot's own
+    description as the cause)."""
+    exp, ParseError, _, _, TokenType, dialect = _sqlglot()
+    try:
+        return dialect.parser().parse_into(into, tokens, text)[0]
+    except ParseError as e:
+        info = (getattr(e, "errors", None) or [{}])[0]
+    desc = "sqlglot: " + str(info.get("description") or "parse error").splitlines()[0]
+    at = next((i for i, t in enumerate(tokens)
+               if t.line == info.get("line") and t.col == info.get("col") and t.line > 0), None)
+    if at is None:  # stopped on the synthetic closing '>' (or nowhere): the input ended early
+        _raise(f"Cannot parse the {what}: it ends too early", f"{desc}, at the end of '{text[-60:]}'", fix)
+    tok, prev = tokens[at], tokens[at - 1] if at else None
+    nxt = tokens[at + 1] if at + 1 < len(tokens) else None
+    if nxt is not None and nxt.token_type == TokenType.COLON:
+        nxt = tokens[at + 2] if at + 2 < len(tokens) else None
+    cause = f"{desc}, {_near(text, tok.start, tok.end)}"
+    if prev is not None and prev.token_type == TokenType.COMMENT:
+        _raise(f"Cannot parse the {what}: COMMENT must be followed by a quoted string, not '{tok.text}'", cause, fix)
+    if into is exp.DataType and (prev is None or prev.token_type in (TokenType.LT, TokenType.COMMA)):
+        # sqlglot stops at the start of the struct member / type it could not read
+        opener = _opener(tokens, at)
+        if opener is not None and opener.token_type == TokenType.STRUCT:  # at a member: name [:] type
+            end = nxt is None or nxt.token_type in (TokenType.COMMA, TokenType.GT)
+            if tok.token_type in (TokenType.VAR, TokenType.IDENTIFIER) and end:
+                _raise(f"Cannot parse the {what}: column '{tok.text}' has no type", cause, fix)
+            if tok.token_type in (TokenType.VAR, TokenType.IDENTIFIER) and nxt.token_type == TokenType.VAR:
+                _raise(f"Cannot parse the {what}: unknown type '{nxt.text}' for column '{tok.text}'", cause, fix)
+            if tok.text.isalpha() and not end and nxt.token_type in dialect.parser_class.TYPE_TOKENS:
+                _raise(f"Cannot parse the {what}: column name '{tok.text}' is a reserved SQL word", cause, fix)
+        elif tok.token_type == TokenType.VAR:  # at a type
+            _raise(f"Cannot parse the {what}: unknown type '{tok.text}'", cause, fix)
+    _raise(f"Cannot parse the {what} at '{tok.text}'", cause, fix)
+
+
+def _opener(tokens: list, at: int):
+    """The token before the unclosed ``<`` enclosing ``tokens[at]`` (``STRUCT``, ``ARRAY``, ``MAP``),
+    or None at the top of a bare type."""
+    _, _, _, _, TokenType, _ = _sqlglot()
+    depth = 0
+    for i in range(at - 1, -1, -1):
+        tt = tokens[i].token_type
+        if tt == TokenType.GT:
+            depth += 1
+        elif tt == TokenType.LT:
+            if depth == 0:
+                return tokens[i - 1] if i else None
+            depth -= 1
+    return None
+
+
+def _raise(problem: str, cause: str | None, fix: str = _DDL_FIX):
+    raise InvalidSchemaError(problem, cause, fix)
+
+
+def _type_from_sqlglot(dt, where: str) -> tuple[DataType, dict]:
+    """Our type for one sqlglot ``DataType`` node, plus column metadata (CHAR/VARCHAR only)."""
+    exp, *_, dialect = _sqlglot()
+    T = exp.DType
+    stores = ("Delta stores " + ", ".join(sorted(PRIMITIVE_NAMES)) + ", decimal(p,s), array, map and struct")
+    if not isinstance(dt, exp.DataType) or not isinstance(dt.this, T):
+        shown = dt.sql(dialect=dialect) if isinstance(dt, exp.Expr) else str(dt)
+        interval = isinstance(dt, exp.DataType) and isinstance(dt.this, exp.Interval)
+        _raise(f"Column '{where}' has type {shown}, which Delta cannot store",
+               ("Delta has no interval types; " if interval else "") + stores)
+    kind, args = dt.this, dt.expressions
+    prim = _SQLGLOT_PRIMITIVES.get(kind.name)
+    # the Spark name of the type when we know it, else sqlglot's (e.g. DATETIME, UINT); with parameters
+    shown = (_type_ddl(_PRIMITIVES[prim]) if prim else kind.name) + (
+        f"({', '.join(a.sql(dialect=dialect) for a in args)})" if args and not dt.args.get("nested") else "")
+    if kind == T.ARRAY and len(args) == 1:
+        return ArrayType(_type_from_sqlglot(args[0], where + ".element")[0], True), {}
+    if kind == T.MAP and len(args) == 2:
+        return MapType(_type_from_sqlglot(args[0], where + ".key")[0],
+                       _type_from_sqlglot(args[1], where + ".value")[0], True), {}
+    if kind == T.STRUCT:
+        return StructType(tuple(_field_from_sqlglot(m, where) for m in args)), {}
+    params = [a.name for a in args] if not dt.args.get("nested") else []
+    if not all(p.isdigit() for p in params):
+        _raise(f"Column '{where}' has an invalid type {shown}", "type parameters must be integers")
+    params = [int(p) for p in params]
+    if kind == T.DECIMAL and len(params) <= 2:
+        try:
+            return DecimalType(*(params + [10, 0][len(params):])), {}
+        except InvalidSchemaError as e:
+            raise InvalidSchemaError(f"{e.problem} for column '{where}'", e.cause, e.fix) from None
+    if kind in (T.CHAR, T.VARCHAR):
+        if len(params) != 1 or params[0] < 1:
+            _raise(f"Column '{where}' has type {shown} without a valid length",
+                   f"{kind.name} needs a length, e.g. {kind.name}(10)")
+        return STRING, {CHAR_VARCHAR_KEY: f"{kind.name.lower()}({params[0]})"}
+    if prim is None:
+        _raise(f"Column '{where}' has type {shown}, which Delta cannot store", stores)
+    if args:
+        _raise(f"Column '{where}' has type {shown}, but {prim} takes no parameters", stores)
+    return _PRIMITIVES[prim], {}
+
+
+# sqlglot type (Spark dialect) -> Delta type. Spark's TIMESTAMP and TIMESTAMP_LTZ are the
+# UTC-adjusted timestamp (sqlglot: TIMESTAMPTZ / TIMESTAMPLTZ); TIMESTAMP_NTZ has no zone.
+# STRING is TEXT in sqlglot; REAL reads as FLOAT, LONG as BIGINT, SHORT as SMALLINT, BYTE as TINYINT.
+_SQLGLOT_PRIMITIVES = {
+    "TEXT": "string", "BIGINT": "long", "INT": "integer", "SMALLINT": "short", "TINYINT": "byte",
+    "FLOAT": "float", "DOUBLE": "double", "BOOLEAN": "boolean", "BINARY": "binary", "DATE": "date",
+    "TIMESTAMPTZ": "timestamp", "TIMESTAMPLTZ": "timestamp", "TIMESTAMPNTZ": "timestamp_ntz",
+    "NULL": "void", "VARIANT": "variant",
 }
 
 
-class _Tokens:
-    """Tokenizer for Spark DDL: identifiers, `quoted` identifiers, 'strings', numbers, punctuation."""
-
-    PUNCT = "<>(),:"
-
-    def __init__(self, text: str):
-        self.text = text
-        self.toks: list[tuple[str, str, int]] = []  # (kind, value, pos); kind in ident, qident, str, num, punct
-        self._lex()
-        self.i = 0
-
-    def _err(self, msg: str, pos: int) -> InvalidSchemaError:
-        snippet = self.text[max(0, pos - 20): pos + 20]
-        return InvalidSchemaError(
-            f"Cannot parse the DDL schema: {msg}",
-            f"at position {pos} near '{snippet}'",
-            "write columns as 'name TYPE [NOT NULL] [COMMENT \\'text\\']', separated by commas, "
-            "e.g. 'id BIGINT NOT NULL, tags ARRAY<STRING>'",
-        )
-
-    def _lex(self) -> None:
-        s, i, n = self.text, 0, len(self.text)
-        while i < n:
-            c = s[i]
-            if c.isspace():
-                i += 1
-            elif c == "`":
-                j, buf = i + 1, []
-                while True:
-                    if j >= n:
-                        raise self._err("unterminated `quoted` name", i)
-                    if s[j] == "`":
-                        if j + 1 < n and s[j + 1] == "`":
-                            buf.append("`")
-                            j += 2
-                            continue
-                        break
-                    buf.append(s[j])
-                    j += 1
-                self.toks.append(("qident", "".join(buf), i))
-                i = j + 1
-            elif c in "'\"":
-                j, buf = i + 1, []
-                while True:
-                    if j >= n:
-                        raise self._err("unterminated string", i)
-                    if s[j] == "\\" and j + 1 < n:
-                        nxt = s[j + 1]
-                        buf.append({"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(nxt, nxt))
-                        j += 2
-                        continue
-                    if s[j] == c:
-                        if j + 1 < n and s[j + 1] == c:  # SQL doubled quote
-                            buf.append(c)
-                            j += 2
-                            continue
-                        break
-                    buf.append(s[j])
-                    j += 1
-                self.toks.append(("str", "".join(buf), i))
-                i = j + 1
-            elif c in self.PUNCT:
-                self.toks.append(("punct", c, i))
-                i += 1
-            elif c.isdigit():
-                j = i
-                while j < n and s[j].isdigit():
-                    j += 1
-                self.toks.append(("num", s[i:j], i))
-                i = j
-            elif c.isalnum() or c == "_":
-                j = i
-                while j < n and (s[j].isalnum() or s[j] == "_"):
-                    j += 1
-                self.toks.append(("ident", s[i:j], i))
-                i = j
-            else:
-                raise self._err(f"unexpected character {c!r}", i)
-
-    def peek(self, k: int = 0):
-        j = self.i + k
-        return self.toks[j] if j < len(self.toks) else ("eof", "", len(self.text))
-
-    def next(self):
-        t = self.peek()
-        self.i += 1
-        return t
-
-    def at_word(self, word: str, k: int = 0) -> bool:
-        kind, val, _ = self.peek(k)
-        return kind == "ident" and val.lower() == word
-
-    def at_punct(self, p: str) -> bool:
-        kind, val, _ = self.peek()
-        return kind == "punct" and val == p
-
-    def expect_punct(self, p: str) -> None:
-        kind, val, pos = self.next()
-        if kind != "punct" or val != p:
-            raise self._err(f"expected '{p}' but found '{val or 'end of input'}'", pos)
-
-    def name(self) -> str:
-        kind, val, pos = self.next()
-        if kind not in ("ident", "qident"):
-            raise self._err(f"expected a column name but found '{val or 'end of input'}'", pos)
-        return val
-
-    def number(self) -> int:
-        kind, val, pos = self.next()
-        if kind != "num":
-            raise self._err(f"expected a number but found '{val or 'end of input'}'", pos)
-        return int(val)
-
-
-def _parse_type(tk: _Tokens) -> tuple[DataType, dict]:
-    """Parse one type; returns (type, extra metadata) - metadata only for CHAR/VARCHAR."""
-    kind, val, pos = tk.next()
-    if kind != "ident":
-        raise tk._err(f"expected a type but found '{val or 'end of input'}'", pos)
-    w = val.lower()
-    if w == "array":
-        tk.expect_punct("<")
-        el, _ = _parse_type(tk)
-        tk.expect_punct(">")
-        return ArrayType(el, True), {}
-    if w == "map":
-        tk.expect_punct("<")
-        k, _ = _parse_type(tk)
-        tk.expect_punct(",")
-        v, _ = _parse_type(tk)
-        tk.expect_punct(">")
-        return MapType(k, v, True), {}
-    if w == "struct":
-        tk.expect_punct("<")
-        fields = []
-        if not tk.at_punct(">"):
-            while True:
-                fname = tk.name()
-                if tk.at_punct(":"):
-                    tk.next()
-                fields.append(_parse_field_rest(tk, fname))
-                if tk.at_punct(","):
-                    tk.next()
-                    continue
-                break
-        tk.expect_punct(">")
-        return StructType(tuple(fields)), {}
-    if w in ("decimal", "dec", "numeric"):
-        p, s = 10, 0
-        if tk.at_punct("("):
-            tk.next()
-            p = tk.number()
-            if tk.at_punct(","):
-                tk.next()
-                s = tk.number()
-            tk.expect_punct(")")
-        return DecimalType(p, s), {}
-    if w in ("char", "varchar", "character"):
-        if w == "character" and tk.at_word("varying"):
-            tk.next()
-            w = "varchar"
-        tk.expect_punct("(")
-        length = tk.number()
-        tk.expect_punct(")")
-        w = "char" if w == "character" else w
-        return STRING, {CHAR_VARCHAR_KEY: f"{w}({length})"}
-    if w == "timestamp" and tk.at_word("without") and tk.at_word("time", 1):
-        for _ in range(3):  # WITHOUT TIME ZONE
-            tk.next()
-        return TIMESTAMP_NTZ, {}
-    if w in _DDL_ALIASES:
-        return _DDL_ALIASES[w], {}
-    raise tk._err(f"unknown type '{val}'", pos)
-
-
-def _parse_field_rest(tk: _Tokens, name: str) -> StructField:
-    t, md = _parse_type(tk)
-    nullable = True
-    md = dict(md)
-    while True:
-        if tk.at_word("not") and tk.at_word("null", 1):
-            tk.next()
-            tk.next()
-            nullable = False
-        elif tk.at_word("null"):
-            tk.next()
-        elif tk.at_word("comment"):
-            tk.next()
-            kind, val, pos = tk.next()
-            if kind != "str":
-                raise tk._err("COMMENT must be followed by a quoted string", pos)
-            md["comment"] = val
+def _field_from_sqlglot(node, parent: str) -> StructField:
+    """One column / struct member (a sqlglot ``ColumnDef``): name, type, NOT NULL, COMMENT."""
+    exp, *_, dialect = _sqlglot()
+    prefix = parent + "." if parent else ""
+    if not isinstance(node, exp.ColumnDef) or not isinstance(node.this, exp.Identifier):
+        _raise(f"Cannot parse the DDL schema: expected a column name but found '{node.sql(dialect=dialect)}'"
+               + (f" in '{parent}'" if parent else ""), None)
+    name = node.this.this
+    where = prefix + name
+    if node.args.get("kind") is None:
+        _raise(f"Column '{where}' has no type", None)
+    t, md = _type_from_sqlglot(node.args["kind"], where)
+    nullable, md = True, dict(md)
+    for c in node.args.get("constraints") or []:
+        k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
+        if isinstance(k, exp.NotNullColumnConstraint):
+            nullable = nullable and bool(k.args.get("allow_null"))
+        elif isinstance(k, exp.CommentColumnConstraint) and "comment" not in md:
+            if not (isinstance(k.this, exp.Literal) and k.this.is_string):
+                _raise(f"Cannot parse the DDL schema: COMMENT of column '{where}' must be a quoted string", None)
+            md["comment"] = k.this.this
         else:
-            break
+            _raise(f"Column '{where}' has a clause this engine cannot honour: {c.sql(dialect=dialect)}",
+                   "only NOT NULL and one COMMENT are supported (no DEFAULT, GENERATED, IDENTITY, CHECK, "
+                   "COLLATE or key constraints)")
     return StructField(name, t, nullable, md)
 
 
 def parse_type(text: str) -> DataType:
     """Parse one DDL type, e.g. ``"ARRAY<DECIMAL(10,2)>"``."""
-    tk = _Tokens(text)
-    t, _ = _parse_type(tk)
-    kind, val, pos = tk.peek()
-    if kind != "eof":
-        raise tk._err(f"unexpected '{val}' after the type", pos)
+    exp = _sqlglot()[0]
+    tokens = _spark_tokens(text, "type")
+    if not tokens:
+        _raise("The type is empty", None)
+    t, _ = _type_from_sqlglot(_parse_tokens(text, tokens, exp.DataType, "type", _TYPE_FIX), "?")
     _validate_type(t, ("?",))
     return t
 
@@ -792,24 +799,62 @@ def parse_ddl(text: str) -> StructType:
     """
     if not isinstance(text, str) or not text.strip():
         raise InvalidSchemaError("The DDL schema is empty", None, "list at least one column, e.g. 'id BIGINT'")
-    tk = _Tokens(text)
-    if tk.at_word("struct") and tk.peek(1)[:2] == ("punct", "<"):
-        t, _ = _parse_type(tk)
-        kind, val, pos = tk.peek()
-        if kind != "eof":
-            raise tk._err(f"unexpected '{val}' after the struct type", pos)
-        assert isinstance(t, StructType)
+    exp, _, _, Token, TokenType, _ = _sqlglot()
+    tokens = _spark_tokens(text, "DDL schema")
+    if not tokens:
+        raise InvalidSchemaError("The DDL schema is empty", "it holds only comments",
+                                 "list at least one column, e.g. 'id BIGINT'")
+    if len(tokens) > 1 and tokens[0].token_type == TokenType.STRUCT and tokens[1].token_type == TokenType.LT:
+        t, _ = _type_from_sqlglot(_parse_tokens(text, tokens, exp.DataType, "DDL schema"), "")
         return t.validate()
-    fields = []
-    while True:
-        name = tk.name()
-        fields.append(_parse_field_rest(tk, name))
-        kind, val, pos = tk.next()
-        if kind == "eof":
-            break
-        if (kind, val) != ("punct", ","):
-            raise tk._err(f"expected ',' or end of input but found '{val}'", pos)
-    return StructType(tuple(fields)).validate()
+    parens = 0
+    for i, tok in enumerate(tokens):  # sqlglot tolerates a trailing comma, Spark does not
+        parens += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tok.token_type, 0)
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if tok.token_type == TokenType.COMMA and not parens and (nxt is None or nxt.token_type == TokenType.GT):
+            _raise(f"Cannot parse the DDL schema: expected a column name after ',' but found "
+                   f"{'end of input' if nxt is None else repr(nxt.text)}", _near(text, tok.start, tok.end))
+    # the column list is read as the members of STRUCT<...>; synthetic tokens are on line 0
+    wrapped = [Token(TokenType.STRUCT, "STRUCT", 0, 0, 0, -1), Token(TokenType.LT, "<", 0, 0, 0, -1),
+               *tokens, Token(TokenType.GT, ">", 0, 0, len(text), len(text) - 1)]
+    t, _ = _type_from_sqlglot(_parse_tokens(text, wrapped, exp.DataType, "DDL schema"), "")
+    return t.validate()
+
+
+_PATHS_FIX = ("list column names separated by commas, nested fields with dots, e.g. 'a, b.c, `x.y`.z'; "
+              "backquote names holding dots or commas or that are SQL keywords or literals (`true`)")
+
+
+def parse_column_paths(text: str, what: str = "column list") -> list[tuple[str, ...]]:
+    """Comma-separated Spark column references as name paths: ``"a, b.c, `x.y`.z"`` ->
+    ``[("a",), ("b", "c"), ("x.y", "z")]``.
+
+    sqlglot's Spark dialect tokenizes and parses each entry (backquotes quote a part, a doubled
+    backquote is a literal one; unquoted parts keep their case). Empty entries are skipped. A
+    part that is a reserved SQL word must be backquoted.
+
+    :raises InvalidSchemaError: naming the entry that is not a column reference.
+    """
+    exp, _, _, _, TokenType, dialect = _sqlglot()
+    tokens = _spark_tokens(text, what, types=False)
+    groups: list[list] = [[]]
+    for tok in tokens:
+        if tok.token_type == TokenType.COMMA:
+            groups.append([])
+        else:
+            groups[-1].append(tok)
+    out: list[tuple[str, ...]] = []
+    for g in groups:
+        if not g:
+            continue
+        node = _parse_tokens(text, g, exp.Column, what, _PATHS_FIX)
+        parts = node.parts if isinstance(node, (exp.Column, exp.Dot)) else None
+        if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
+            entry = text[g[0].start:g[-1].end + 1]
+            _raise(f"Cannot parse the {what}: '{entry}' is not a column name",
+                   f"sqlglot reads it as {type(node).__name__} {node.sql(dialect=dialect)}", _PATHS_FIX)
+        out.append(tuple(p.this for p in parts))
+    return out
 
 
 def parse_schema(value: Any) -> StructType:

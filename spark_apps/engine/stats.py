@@ -57,8 +57,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InvalidArgumentError
-from .schema import DataType, DecimalType, StructType
+from .errors import InvalidArgumentError, InvalidSchemaError
+from .schema import DataType, DecimalType, StructType, parse_column_paths
 
 __all__ = [
     "StatsCollector", "stats_config_from_properties", "collect_stats", "parse_stats_columns",
@@ -83,74 +83,18 @@ def _tname(t: DataType) -> str:
 
 
 def parse_stats_columns(value: str | Sequence[str] | Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
-    """``"a, b.c, `x.y`.z"`` -> ``[("a",), ("b", "c"), ("x.y", "z")]`` (Spark multipart identifiers)."""
+    """``"a, b.c, `x.y`.z"`` -> ``[("a",), ("b", "c"), ("x.y", "z")]`` (Spark multipart identifiers,
+    read by sqlglot's Spark dialect through :func:`schema.parse_column_paths`, the one place that
+    knows the quoting rules). A list may mix such strings and ready-made paths."""
     if not isinstance(value, str):
         out = []
         for v in value:
             out.extend(parse_stats_columns(v) if isinstance(v, str) else [tuple(v)])
         return out
-    cols: list[tuple[str, ...]] = []
-    parts: list[str] = []
-    buf: list[str] = []
-    quoted: str | None = None  # text of a backquoted part being built
-
-    def end_part():
-        nonlocal buf, quoted
-        parts.append(quoted if quoted is not None else "".join(buf).strip())
-        buf, quoted = [], None
-
-    i, n = 0, len(value)
-    while i < n:
-        c = value[i]
-        if c == "`":
-            if "".join(buf).strip():
-                raise InvalidArgumentError(
-                    f"Cannot parse delta.dataSkippingStatsColumns '{value}'", "a backquote inside a name",
-                    "quote whole name parts, e.g. `a.b`.c",
-                )
-            j, q = i + 1, []
-            while True:
-                if j >= n:
-                    raise InvalidArgumentError(
-                        f"Cannot parse delta.dataSkippingStatsColumns '{value}'", "unterminated backquote",
-                        "list column names separated by commas, quoting names with dots in backquotes",
-                    )
-                if value[j] == "`":
-                    if j + 1 < n and value[j + 1] == "`":
-                        q.append("`")
-                        j += 2
-                        continue
-                    break
-                q.append(value[j])
-                j += 1
-            quoted, buf = "".join(q), []
-            i = j + 1
-            continue
-        if c == ".":
-            end_part()
-        elif c == ",":
-            end_part()
-            if parts != [""]:
-                cols.append(tuple(parts))
-            parts = []
-        elif quoted is None:
-            buf.append(c)
-        elif not c.isspace():
-            raise InvalidArgumentError(
-                f"Cannot parse delta.dataSkippingStatsColumns '{value}'", "text right after a backquoted name",
-                "separate names with '.' or ','",
-            )
-        i += 1
-    if quoted is not None or "".join(buf).strip() or parts:
-        end_part()
-        cols.append(tuple(parts))
-    for c in cols:
-        if any(p == "" for p in c):
-            raise InvalidArgumentError(
-                f"Cannot parse delta.dataSkippingStatsColumns '{value}'", f"empty name part in {'.'.join(c)!r}",
-                "list column names separated by commas, e.g. 'a, b.c'",
-            )
-    return cols
+    try:
+        return parse_column_paths(value, f"delta.dataSkippingStatsColumns '{value}'")
+    except InvalidSchemaError as e:  # a configuration value, not a schema: the caller's argument
+        raise InvalidArgumentError(e.problem, e.cause, e.fix) from None
 
 
 def stats_config_from_properties(configuration: Mapping[str, str] | None) -> dict:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,9 +14,10 @@ from hypothesis import strategies as st
 
 from spark_apps.engine.errors import InvalidSchemaError, SchemaMismatchError
 from spark_apps.engine.schema import (
-    BINARY, BOOLEAN, BYTE, DATE, DOUBLE, FLOAT, INTEGER, LONG, SHORT, STRING, TIMESTAMP, TIMESTAMP_NTZ, VOID,
-    ArrayType, DecimalType, MapType, PrimitiveType, StructField, StructType, check_not_null,
-    check_write_compatible, is_safe_upcast, parse_ddl, parse_schema, parse_type, type_from_arrow,
+    BINARY, BOOLEAN, BYTE, DATE, DOUBLE, FLOAT, INTEGER, LONG, SHORT, STRING, TIMESTAMP, TIMESTAMP_NTZ, VARIANT,
+    VOID, ArrayType, DecimalType, MapType, PrimitiveType, StructField, StructType, check_not_null,
+    check_write_compatible, is_safe_upcast, parse_column_paths, parse_ddl, parse_schema, parse_type,
+    type_from_arrow,
 )
 
 
@@ -148,7 +151,7 @@ def test_ddl_details():
     ("p DECIMAL(5,6)", "decimal(5,6)"),
     ("x FOO", "unknown type 'FOO'"),
     ("x INT,", "expected a column name"),
-    ("x ARRAY<INT", "expected '>'"),
+    ("x ARRAY<INT", "Expecting >"),
     ("`x INT", "unterminated"),
     ("x INT COMMENT 5", "COMMENT must be followed"),
     ("", "empty"),
@@ -158,6 +161,94 @@ def test_ddl_errors(bad, needle):
         parse_ddl(bad)
     assert needle in str(e.value)
     assert e.value.fix  # problem / cause / fix
+
+
+def test_ddl_spark_forms_and_synonyms():
+    # VOID, STRUCT<> and TIMESTAMP WITHOUT TIME ZONE are the forms sqlglot's Spark dialect is helped with
+    st_ = parse_ddl("a VOID, b STRUCT<>, c MAP<STRING, STRUCT<>>, d TIMESTAMP WITHOUT TIME ZONE, e timestamp_ltz, "
+                    "f VARIANT, g DEC(4,1), h CHARACTER VARYING(3), i CHARACTER(2), j STRING NULL, k text, l bool, "
+                    "m ARRAY<STRUCT<>> NOT NULL, n timestamp without time zone NOT NULL")
+    assert [f.type for f in st_] == [VOID, StructType(()), MapType(STRING, StructType(())), TIMESTAMP_NTZ, TIMESTAMP,
+                                     VARIANT, DecimalType(4, 1), STRING, STRING, STRING, STRING, BOOLEAN,
+                                     ArrayType(StructType(())), TIMESTAMP_NTZ]
+    assert st_.field("h").metadata == {"__CHAR_VARCHAR_TYPE_STRING": "varchar(3)"}
+    assert st_.field("i").metadata == {"__CHAR_VARCHAR_TYPE_STRING": "char(2)"}
+    assert st_.field("j").nullable is True  # an explicit NULL is the default, not NOT NULL
+    assert [f.name for f in st_ if not f.nullable] == ["m", "n"]
+    # and these print back to DDL that parses to the same schema
+    assert parse_ddl(st_.to_ddl()) == st_
+
+
+def test_ddl_keyword_names_comments_and_layout():
+    st_ = parse_ddl("timestamp TIMESTAMP, date DATE, key STRING, value INT, order INT, true INT,\n"
+                    "  s STRUCT<key: STRING, type STRING NOT NULL COMMENT 'k', `select`: INT>, -- a SQL comment\n"
+                    "  `select` INT /* another */, c STRING COMMENT 'it\\'s \"q\" \\\\ done', `a,b` INT")
+    assert st_.names == ["timestamp", "date", "key", "value", "order", "true", "s", "select", "c", "a,b"]
+    assert [f.type for f in st_][:6] == [TIMESTAMP, DATE, STRING, INTEGER, INTEGER, INTEGER]
+    s = st_.field("s").type
+    assert s.names == ["key", "type", "select"] and s.field("type").nullable is False
+    assert s.field("type").comment == "k"
+    assert st_.field("c").comment == 'it\'s "q" \\ done'
+
+
+@pytest.mark.parametrize("bad,needles", [
+    ("x INT DEFAULT 5", ["'x'", "DEFAULT 5"]),
+    ("s STRUCT<y: INT GENERATED ALWAYS AS (1)>", ["'s.y'", "GENERATED ALWAYS AS (1)"]),
+    ("x INT CHECK (x > 0)", ["'x'", "CHECK"]),
+    ("x STRING COLLATE UTF8_LCASE", ["'x'", "COLLATE UTF8_LCASE"]),
+    ("x INT COMMENT 'a' COMMENT 'b'", ["'x'", "COMMENT 'b'"]),
+    ("x INTERVAL DAY", ["'x'", "INTERVAL DAY", "interval"]),
+    ("a ARRAY<INTERVAL YEAR TO MONTH>", ["'a.element'", "INTERVAL"]),
+    ("x DATETIME", ["'x'", "DATETIME"]),
+    ("x INT UNSIGNED", ["'x'", "UINT"]),
+    ("x TIMESTAMP(6)", ["'x'", "TIMESTAMP(6)", "no parameters"]),
+    ("x VARCHAR", ["'x'", "VARCHAR", "length"]),
+    ("x DECIMAL(a)", ["'x'", "DECIMAL(A)"]),
+    ("m MAP<STRING, FOO>", ["unknown type 'FOO'"]),
+    ("s STRUCT<a: BAR>", ["unknown type 'BAR' for column 'a'"]),
+    ("x INT, y", ["column 'y' has no type"]),
+    ("select INT", ["'select' is a reserved SQL word", "backquote"]),
+    ("INT, STRING", ["expected a column name", "'INT'"]),
+    ("x INT, PRIMARY KEY (x)", ["'PRIMARY KEY'"]),
+    ("x STRUCT<a INT,>", ["expected a column name"]),
+    ("a INT,\n b ARRAY<", ["ends too early"]),
+    ("x INT, s STRUCT<a: INT, `A`: INT>", ["Duplicate column name 's.A'"]),
+    ("-- just a comment", ["empty"]),
+])
+def test_ddl_unsupported_constructs_name_the_column(bad, needles):
+    with pytest.raises(InvalidSchemaError) as e:
+        parse_ddl(bad)
+    for needle in needles:
+        assert needle in str(e.value), (bad, needle, str(e.value))
+    assert e.value.fix
+
+
+def test_parse_type_errors():
+    with pytest.raises(InvalidSchemaError, match="unknown type 'FOO'"):
+        parse_type("FOO")
+    with pytest.raises(InvalidSchemaError, match="decimal\\(40,1\\)"):
+        parse_type("MAP<STRING, DECIMAL(40,1)>")
+    assert parse_type("map<string, struct<a: timestamp_ntz>>") == MapType(
+        STRING, StructType((StructField("a", TIMESTAMP_NTZ),)))
+
+
+def test_parse_column_paths():
+    assert parse_column_paths("a, b.c, `x.y`.z") == [("a",), ("b", "c"), ("x.y", "z")]
+    assert parse_column_paths(" `we``ird`.X ,, date.key , `a,b`.c.d.e.f ") == [
+        ("we`ird", "X"), ("date", "key"), ("a,b", "c", "d", "e", "f")]
+    assert parse_column_paths("") == []
+    for bad, needle in [("a..b", "'.'"), ("a b", "'b'"), ("true", "'true' is not a column name"),
+                        ("`a", "unterminated"), ("select", "'select'")]:
+        with pytest.raises(InvalidSchemaError) as e:
+            parse_column_paths(bad)
+        assert needle in str(e.value), (bad, str(e.value))
+
+
+def test_engine_import_leaves_sqlglot_unloaded():
+    # sqlglot (~0.14 s to import) is loaded on the first DDL parse, not by importing the engine
+    code = ("import sys, spark_apps.engine, spark_apps.engine.schema as s; assert 'sqlglot' not in sys.modules; "
+            "s.parse_ddl('a INT'); assert 'sqlglot' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 
 def test_json_validation_errors():

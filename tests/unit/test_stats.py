@@ -185,8 +185,12 @@ def test_stats_config_from_properties():
     with pytest.raises(InvalidArgumentError):
         stats_config_from_properties({"delta.dataSkippingNumIndexedCols": "-2"})
     assert parse_stats_columns(" a , `we``ird`.x ") == [("a",), ("we`ird", "x")]
-    with pytest.raises(InvalidArgumentError):
+    assert parse_stats_columns(["date.`b,c`", ("x", "y")]) == [("date", "b,c"), ("x", "y")]
+    with pytest.raises(InvalidArgumentError) as e:
         parse_stats_columns("a..b")
+    assert "delta.dataSkippingStatsColumns 'a..b'" in str(e.value) and e.value.fix
+    with pytest.raises(InvalidArgumentError, match="'true' is not a column name"):
+        stats_config_from_properties({"delta.dataSkippingStatsColumns": "a, true"})
 
 
 def test_missing_column_counts_as_all_null_and_case_insensitive_match():
