@@ -69,17 +69,14 @@ def multipart_checkpoint_name(version: int, part: int, parts: int) -> str:
 
 
 @dataclass(frozen=True)
-class LogFile:
-    """One file of the log: its version, full path, size and modification time (ms)."""
+class LogFile(FileInfo):
+    """One file of the log: a listed file (full path, size, mtime in ms) plus the version it holds."""
 
     version: int
-    path: str
-    size: int
-    mtime_ms: int
 
-    @property
-    def name(self) -> str:
-        return self.path.rstrip("/").rsplit("/", 1)[-1]
+    @classmethod
+    def of(cls, version: int, f: FileInfo) -> "LogFile":
+        return cls(f.path, f.size, f.mtime_ms, version)
 
 
 @dataclass(frozen=True)
@@ -201,23 +198,23 @@ def _classify(files: list[FileInfo]) -> tuple[list[LogFile], list[Checkpoint]]:
         m = COMMIT_RE.match(name)
         if m:
             v = int(m.group(1))
-            commits[v] = LogFile(v, f.path, f.size, f.mtime_ms)
+            commits[v] = LogFile.of(v, f)
             continue
         m = CLASSIC_CHECKPOINT_RE.match(name)
         if m:
             v = int(m.group(1))
-            checkpoints.append(Checkpoint(v, "classic", "parquet", (LogFile(v, f.path, f.size, f.mtime_ms),)))
+            checkpoints.append(Checkpoint(v, "classic", "parquet", (LogFile.of(v, f),)))
             continue
         m = MULTIPART_CHECKPOINT_RE.match(name)
         if m:
             v, part, parts = int(m.group(1)), int(m.group(2)), int(m.group(3))
             if 1 <= part <= parts:
-                multipart.setdefault((v, parts), {})[part] = LogFile(v, f.path, f.size, f.mtime_ms)
+                multipart.setdefault((v, parts), {})[part] = LogFile.of(v, f)
             continue
         m = UUID_CHECKPOINT_RE.match(name)
         if m:
             v = int(m.group(1))
-            checkpoints.append(Checkpoint(v, "uuid", m.group(3), (LogFile(v, f.path, f.size, f.mtime_ms),)))
+            checkpoints.append(Checkpoint(v, "uuid", m.group(3), (LogFile.of(v, f),)))
     for (v, parts), got in multipart.items():
         if len(got) == parts:  # complete set only
             checkpoints.append(Checkpoint(v, "multipart", "parquet", tuple(got[i] for i in range(1, parts + 1))))
