@@ -127,22 +127,8 @@ def _schema_dict(metadata: Metadata | dict | None) -> dict:
         return {"type": "struct", "fields": []}
 
 
-def _iter_fields(type_: object) -> Iterator[dict]:
-    """Every struct field (nested in structs, arrays, maps too)."""
-    if isinstance(type_, dict):
-        t = type_.get("type")
-        if t == "struct":
-            for f in type_.get("fields", []):
-                yield f
-                yield from _iter_fields(f.get("type"))
-        elif t == "array":
-            yield from _iter_fields(type_.get("elementType"))
-        elif t == "map":
-            yield from _iter_fields(type_.get("keyType"))
-            yield from _iter_fields(type_.get("valueType"))
-
-
 def _iter_types(type_: object) -> Iterator[object]:
+    """Every type in a Delta schema JSON, the schema itself included (nested in structs, arrays, maps)."""
     yield type_
     if isinstance(type_, dict):
         t = type_.get("type")
@@ -154,6 +140,13 @@ def _iter_types(type_: object) -> Iterator[object]:
         elif t == "map":
             yield from _iter_types(type_.get("keyType"))
             yield from _iter_types(type_.get("valueType"))
+
+
+def _iter_fields(type_: object) -> Iterator[dict]:
+    """Every struct field (nested in structs, arrays, maps too)."""
+    for t in _iter_types(type_):
+        if isinstance(t, dict) and t.get("type") == "struct":
+            yield from t.get("fields", [])
 
 
 def schema_has_timestamp_ntz(schema_json: dict) -> bool:
