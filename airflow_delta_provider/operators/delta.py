@@ -270,7 +270,7 @@ class DeltaWriteOperator(DeltaBaseOperator):
         append = DeltaWriteOperator(
             task_id="append_day",
             table_uri="/lake/events",
-            source="/landing/events/dt={{ ds }}/",
+            source="/landing/events/{{ ds }}.parquet",  # the day's rows, dt column included
             source_format="parquet",
             app_id="events-loader",
             app_version="{{ logical_date.strftime('%Y%m%d') }}",
