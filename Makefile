@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 PYSPARK_VERSION := 4.3.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-spark test-airflow demo bench clean check-pyspark
+.PHONY: install lint format test test-unit test-spark test-airflow demo bench clean check-pyspark
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,11 +24,29 @@ install: $(STAMP)
 check-pyspark: $(STAMP)
 	$(PY) -m spark_apps.versions
 
-test: $(STAMP)
+# The checks that keep the house in shape run first: lint, format, then the layering test (no JVM).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
+# Seconds, no JVM: the pure core, the apps' CLI, the provider and the layering rules.
+UNIT_TESTS := tests/test_layering.py tests/engine tests/apps tests/provider
+
 test-unit: $(STAMP)
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -p no:cacheprovider $(UNIT_TESTS)
+
+test-spark: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/spark tests/interop
+
+test-airflow: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/airflow
 
 demo: $(STAMP)
 	$(PY) example_dags/run_demo.py

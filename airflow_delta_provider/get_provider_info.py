@@ -42,17 +42,9 @@ def get_provider_info() -> dict:
                 "tags": ["software"],
             }
         ],
-        "hooks": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.hooks.delta"]}
-        ],
-        "operators": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.operators.delta"]}
-        ],
-        "sensors": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.sensors.delta"]}
-        ],
-        "triggers": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.triggers.delta"]}
-        ],
+        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.hooks.delta"]}],
+        "operators": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.operators.delta"]}],
+        "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.sensors.delta"]}],
+        "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.triggers.delta"]}],
         "connection-types": [],
     }

@@ -55,7 +55,7 @@ class Decision:
 
 
 def _operations(storage, table_root: str, first: int, last: int, max_operations: int) -> tuple:
-    from spark_apps.engine.log.snapshot import read_commit_infos
+    from spark_apps.protocol import read_commit_infos
 
     first = max(first, last - max_operations + 1, 0)
     infos = read_commit_infos(storage, table_root, range(first, last + 1))
@@ -82,9 +82,7 @@ def decide(
     max_operations: int = 100,
 ) -> Decision:
     """Check once whether ``table_uri`` has a version newer than ``baseline`` (see module rules)."""
-    from spark_apps.engine.errors import DeltaError
-    from spark_apps.engine.log.listing import latest_version
-    from spark_apps.engine.storage import normalize_table_uri, storage_for
+    from spark_apps.protocol import DeltaError, latest_version, normalize_table_uri, storage_for
 
     try:
         table_root = normalize_table_uri(table_uri)
@@ -112,9 +110,7 @@ def decide(
             return Decision(True, latest, baseline, ops)
         return Decision(False, latest, baseline)
     except DeltaError as e:
-        return Decision(
-            False, None, baseline, error=e.one_line(), error_class=type(e).__name__, retryable=e.retryable
-        )
+        return Decision(False, None, baseline, error=e.one_line(), error_class=type(e).__name__, retryable=e.retryable)
     except OSError as e:
         return Decision(
             False,

@@ -85,8 +85,14 @@ def run_worker(job: dict, timeout: int) -> R.EngineResult:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     try:
-        p = subprocess.run([sys.executable, "-m", "bench.worker", json.dumps(job)], cwd=REPO,
-                           env=env, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-m", "bench.worker", json.dumps(job)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return R.EngineResult("error", reason=f"timed out after {timeout}s")
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -95,8 +101,9 @@ def run_worker(job: dict, timeout: int) -> R.EngineResult:
         return R.EngineResult("error", reason=f"worker exit {p.returncode}: {' | '.join(tail)}")
     out = json.loads(lines[-1])
     if out["status"] == "ok":
-        return R.EngineResult("ok", out["samples_ms"], out["cpu_ms"], [out["cold_ms"]],
-                              [out["import_ms"]], out["result"])
+        return R.EngineResult(
+            "ok", out["samples_ms"], out["cpu_ms"], [out["cold_ms"]], [out["import_ms"]], out["result"]
+        )
     reason = out.get("reason") or out.get("error") or ""
     if out["status"] == "error" and out.get("traceback"):
         _log(out["traceback"])
@@ -111,8 +118,10 @@ def check(case: C.Case, ours: R.EngineResult, theirs: R.EngineResult) -> str:
                 if k in r.result and r.result[k] != v:
                     problems.append(f"{name} {k}={r.result[k]}, expected {v}")
             if r.result.get("bad_partition_values"):
-                problems.append(f"{name}: {r.result['bad_partition_values']} files with a wrong "
-                                f"partition value, e.g. {r.result['bad_sample']}")
+                problems.append(
+                    f"{name}: {r.result['bad_partition_values']} files with a wrong "
+                    f"partition value, e.g. {r.result['bad_sample']}"
+                )
             if r.result.get("verify_error"):
                 problems.append(f"{name}: check failed: {r.result['verify_error']}")
     if ours.ok and theirs.ok and ours.result and theirs.result:
@@ -140,13 +149,16 @@ def cross_check_commits(case: C.Case, engine: str) -> list[str]:
         dt = DeltaTable(str(path))
         adds = pa.table(dt.get_add_actions(flatten=True))
         if (dt.version(), adds.num_rows) != (want_v, want_files):
-            out.append(f"deltalake reads {engine}'s table as v{dt.version()} with "
-                       f"{adds.num_rows} files, expected v{want_v} with {want_files}")
+            out.append(
+                f"deltalake reads {engine}'s table as v{dt.version()} with "
+                f"{adds.num_rows} files, expected v{want_v} with {want_files}"
+            )
         for rel, n in zip(adds.column("path").to_pylist(), adds.column("num_records").to_pylist()):
             f = path / rel
             if f.exists() and pq.ParquetFile(f).metadata.num_rows != n:
-                out.append(f"{engine} wrote {rel} with numRecords={n}, file has "
-                           f"{pq.ParquetFile(f).metadata.num_rows} rows")
+                out.append(
+                    f"{engine} wrote {rel} with numRecords={n}, file has {pq.ParquetFile(f).metadata.num_rows} rows"
+                )
     except Exception as e:
         out.append(f"deltalake cannot read {engine}'s table: {type(e).__name__}: {e}")
     try:
@@ -155,8 +167,10 @@ def cross_check_commits(case: C.Case, engine: str) -> list[str]:
 
         snap = load_snapshot(storage_for(str(path)), str(path))
         if (snap.version, snap.files.num_rows) != (want_v, want_files):
-            out.append(f"ours reads {engine}'s table as v{snap.version} with "
-                       f"{snap.files.num_rows} files, expected v{want_v} with {want_files}")
+            out.append(
+                f"ours reads {engine}'s table as v{snap.version} with "
+                f"{snap.files.num_rows} files, expected v{want_v} with {want_files}"
+            )
     except ImportError:
         pass
     except Exception as e:
@@ -166,25 +180,35 @@ def cross_check_commits(case: C.Case, engine: str) -> list[str]:
 
 def fresh_process_row(case: C.Case, row: R.Row) -> R.Row:
     """Derived row: import + first call, per fresh process (what a one-shot CLI task pays)."""
+
     def derive(r: R.EngineResult) -> R.EngineResult:
         xs = [i + c for i, c in zip(r.import_samples_ms, r.cold_samples_ms)]
         return R.EngineResult("ok", samples_ms=xs, result=r.result)
 
-    return R.Row(case.id + "_fresh", f"{case.title}: fresh process, import + first open",
-                 derive(row.ours), derive(row.theirs), reps=len(row.ours.cold_samples_ms))
+    return R.Row(
+        case.id + "_fresh",
+        f"{case.title}: fresh process, import + first open",
+        derive(row.ours),
+        derive(row.theirs),
+        reps=len(row.ours.cold_samples_ms),
+    )
 
 
 def parse_args(argv: list[str] | None):
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small tables, few reps (smoke run)")
-    ap.add_argument("--only", nargs="*", default=None,
-                    help="run only cases whose id contains one of these substrings")
+    ap.add_argument("--only", nargs="*", default=None, help="run only cases whose id contains one of these substrings")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--out", default=None, help="output directory for latest.{md,csv,png}")
     ap.add_argument("--timeout", type=int, default=900, help="per worker process, seconds")
     for f in dataclasses.fields(C.Sizes):
-        ap.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=None,
-                        dest=f.name, help=f"override size/repetition '{f.name}'")
+        ap.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            type=int,
+            default=None,
+            dest=f.name,
+            help=f"override size/repetition '{f.name}'",
+        )
     return ap.parse_args(argv)
 
 
@@ -215,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         if case.needs_ours_checkpoint and not have_ckpt:
             why = "spark_apps.engine.log.checkpoint (our checkpoint writer) not available"
             skipped = R.EngineResult("unavailable", reason=why)
-            rows.append(R.Row(case.id, case.title, skipped, R.EngineResult("unavailable", reason=why),
-                              headline=case.headline))
+            rows.append(
+                R.Row(case.id, case.title, skipped, R.EngineResult("unavailable", reason=why), headline=case.headline)
+            )
             _log(f"[{case.id}] skipped: {why}")
             continue
         try:
@@ -237,8 +262,15 @@ def main(argv: list[str] | None = None) -> int:
                 p = path
                 if case.op in MUTATING:
                     p = g.scratch_copy(path, f"{case.id}-{engine}")
-                job = {"op": case.op, "engine": engine, "path": str(p), "args": case.args,
-                       "warmup": case.warmup, "reps": case.reps, "verify": rnd == 0}
+                job = {
+                    "op": case.op,
+                    "engine": engine,
+                    "path": str(p),
+                    "args": case.args,
+                    "warmup": case.warmup,
+                    "reps": case.reps,
+                    "verify": rnd == 0,
+                }
                 parts[engine].append(run_worker(job, a.timeout))
         res = {e: R.EngineResult.merge(v) for e, v in parts.items()}
         problems = []
@@ -248,14 +280,25 @@ def main(argv: list[str] | None = None) -> int:
                     problems += cross_check_commits(case, engine)
         for engine in ("ours", "deltalake"):
             r = res[engine]
-            _log(f"[{case.id}] {engine:9s} {r.status:11s} "
-                 + (f"median {r.median:9.1f} ms  p90 {r.p90:9.1f}  cpu {r.cpu_median:9.1f}  "
-                    f"cold {r.cold_ms:9.1f}  n={len(r.samples_ms)}" if r.ok else r.reason))
+            _log(
+                f"[{case.id}] {engine:9s} {r.status:11s} "
+                + (
+                    f"median {r.median:9.1f} ms  p90 {r.p90:9.1f}  cpu {r.cpu_median:9.1f}  "
+                    f"cold {r.cold_ms:9.1f}  n={len(r.samples_ms)}"
+                    if r.ok
+                    else r.reason
+                )
+            )
         _log(f"[{case.id}] {time.perf_counter() - t0:.1f}s")
-        row = R.Row(case.id, case.title, res["ours"], res["deltalake"],
-                    check="; ".join(filter(None, [check(case, res["ours"], res["deltalake"])]
-                                           + problems)), headline=case.headline,
-                    reps=case.reps)
+        row = R.Row(
+            case.id,
+            case.title,
+            res["ours"],
+            res["deltalake"],
+            check="; ".join(filter(None, [check(case, res["ours"], res["deltalake"])] + problems)),
+            headline=case.headline,
+            reps=case.reps,
+        )
         rows.append(row)
         if case.headline and row.ours.ok and row.theirs.ok:
             rows.append(fresh_process_row(case, row))
@@ -267,18 +310,30 @@ def main(argv: list[str] | None = None) -> int:
     verdict_line = ""
     if head and head[0].ratio is not None:
         verdict = "within" if head[0].ratio <= 1.5 else "NOT within"
-        verdict_line = (f"Headline ({head[0].title}): ours/deltalake = {head[0].ratio:.2f}x "
-                        f"(median of warm opens), {verdict} the 1.5x target.")
+        verdict_line = (
+            f"Headline ({head[0].title}): ours/deltalake = {head[0].ratio:.2f}x "
+            f"(median of warm opens), {verdict} the 1.5x target."
+        )
         print("\n" + verdict_line)
     info = R.machine_info()
     info["load average (1 min) at start / end"] = f"{load0:.2f} / {os.getloadavg()[0]:.2f}"
-    R.write_md(rows, out_dir / "latest.md", sizes=dataclasses.asdict(sizes), notes=NOTES,
-               runtime_s=runtime, info=info, extra=verdict_line)
+    R.write_md(
+        rows,
+        out_dir / "latest.md",
+        sizes=dataclasses.asdict(sizes),
+        notes=NOTES,
+        runtime_s=runtime,
+        info=info,
+        extra=verdict_line,
+    )
     R.write_csv(rows, out_dir / "latest.csv")
     try:
-        R.write_png(rows, out_dir / "latest.png",
-                    title=f"ours vs deltalake {info['deltalake']} - {info['cores (os.cpu_count)']}"
-                          f" cores, python {info['python']}, pyarrow {info['pyarrow']}")
+        R.write_png(
+            rows,
+            out_dir / "latest.png",
+            title=f"ours vs deltalake {info['deltalake']} - {info['cores (os.cpu_count)']}"
+            f" cores, python {info['python']}, pyarrow {info['pyarrow']}",
+        )
     except Exception as e:  # the chart is a convenience; the md/csv are the record
         _log(f"chart not written: {e!r}")
     print(f"\nwrote {out_dir}/latest.md, latest.csv, latest.png ({runtime:.0f}s)")

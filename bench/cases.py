@@ -38,12 +38,22 @@ class Sizes:
     big_commit_reps: int = 2
 
     @classmethod
-    def quick(cls) -> "Sizes":
-        return cls(files=5_000, ckpt_base_commits=10, tail_commits=20, many_base_files=1_000,
-                   many_commits=100, small_commits=5, rounds=2, warmup=0, reps=2, commit_reps=3,
-                   big_commit_reps=1)
+    def quick(cls) -> Sizes:
+        return cls(
+            files=5_000,
+            ckpt_base_commits=10,
+            tail_commits=20,
+            many_base_files=1_000,
+            many_commits=100,
+            small_commits=5,
+            rounds=2,
+            warmup=0,
+            reps=2,
+            commit_reps=3,
+            big_commit_reps=1,
+        )
 
-    def with_env(self) -> "Sizes":
+    def with_env(self) -> Sizes:
         out = dataclasses.replace(self)
         for f in dataclasses.fields(self):
             v = os.environ.get(f"BENCH_{f.name.upper()}")
@@ -62,7 +72,7 @@ class Case:
     reps: int = 3
     warmup: int = 0
     rounds: int = 3
-    expect: dict = field(default_factory=dict)   # values both engines must return
+    expect: dict = field(default_factory=dict)  # values both engines must return
     headline: bool = False
     needs_ours_checkpoint: bool = False
 
@@ -80,23 +90,24 @@ def files_at(s: g.TableSpec, version: int) -> int:
 def tables(z: Sizes) -> dict[str, g.TableSpec]:
     base_adds = max(1, z.files // z.ckpt_base_commits)
     many_base_adds = z.many_base_files
-    ckpt = dict(base_commits=z.ckpt_base_commits, base_adds=base_adds,
-                tail_commits=z.tail_commits, tail_adds=z.tail_adds)
+    ckpt = dict(
+        base_commits=z.ckpt_base_commits, base_adds=base_adds, tail_commits=z.tail_commits, tail_adds=z.tail_adds
+    )
     return {
         "json_1": g.spec("json", commits=1, adds=z.files),
         "json_n": g.spec("json", commits=z.ckpt_base_commits, adds=base_adds),
         "ckpt_rs": g.spec("ckptrs", **ckpt),
         "ckpt_ours": g.spec("ckptours", **ckpt),
-        "many": g.spec("ckptrs", base_commits=1, base_adds=many_base_adds,
-                       tail_commits=z.many_commits, tail_adds=z.tail_adds),
+        "many": g.spec(
+            "ckptrs", base_commits=1, base_adds=many_base_adds, tail_commits=z.many_commits, tail_adds=z.tail_adds
+        ),
         "small": g.spec("json", commits=z.small_commits, adds=10),
     }
 
 
 def _open_case(cid, title, t, version=None, **kw) -> Case:
     v = g.latest_version(t) if version is None else version
-    return Case(cid, title, t, "open", {"version": version},
-                expect={"files": files_at(t, v), "version": v}, **kw)
+    return Case(cid, title, t, "open", {"version": version}, expect={"files": files_at(t, v), "version": v}, **kw)
 
 
 def build(z: Sizes) -> list[Case]:
@@ -112,34 +123,83 @@ def build(z: Sizes) -> list[Case]:
 
     cases = [
         _open_case("open_json_1", f"open: {k(z.files)} files, JSON only (1 commit)", t["json_1"]),
-        _open_case("open_json_n", f"open: {k(z.files)} files, JSON only ({z.ckpt_base_commits} "
-                   f"commits x {k(z.files // z.ckpt_base_commits)})", t["json_n"]),
-        _open_case("open_ckpt_rs", f"open: checkpoint (delta-rs) + {z.tail_commits} commits, "
-                   f"{k(nfiles)} files", ck, headline=True),
-        _open_case("open_ckpt_ours", f"open: checkpoint (ours) + {z.tail_commits} commits, "
-                   f"{k(nfiles)} files", t["ckpt_ours"], needs_ours_checkpoint=True),
-        _open_case("tt_ckpt_mid", f"time travel v{mid_v}: checkpoint + {mid_v - base_v} commits",
-                   ck, version=mid_v),
-        _open_case("tt_pre_ckpt", f"time travel v{pre_v}: {k(files_at(ck, pre_v))} files, "
-                   f"JSON only (before the checkpoint)", ck, version=pre_v),
-        _open_case("open_many", f"open: checkpoint + {k(z.many_commits)} commits, "
-                   f"{k(files_at(t['many'], g.latest_version(t['many'])))} files", t["many"]),
-        Case("ver_ckpt", f"latest_version: checkpoint + {z.tail_commits} commits", ck,
-             "latest_version", expect={"version": g.latest_version(ck)}),
-        Case("ver_many", f"latest_version: checkpoint + {k(z.many_commits)} commits", t["many"],
-             "latest_version", expect={"version": g.latest_version(t["many"])}),
-        Case("commit_log_only", "small commit, preloaded snapshot: ours 1 AddFile (log only) "
-             "vs deltalake write_deltalake (parquet + log)", t["small"], "commit_log_only",
-             reps=z.commit_reps, warmup=1),
-        Case("commit_parquet", "small commit, preloaded snapshot: write 1 parquet "
-             f"({SMALL}) + stats + commit", t["small"], "commit_parquet",
-             reps=z.commit_reps, warmup=1),
-        Case("open_commit_small", f"small commit incl. open ({z.small_commits * 10}-file table): "
-             "open + parquet + commit", t["small"], "open_commit_parquet",
-             reps=z.commit_reps, warmup=1),
-        Case("open_commit_big", f"small commit incl. open ({k(nfiles)}-file table): "
-             "open + parquet + commit", ck, "open_commit_parquet",
-             reps=z.big_commit_reps, warmup=0),
+        _open_case(
+            "open_json_n",
+            f"open: {k(z.files)} files, JSON only ({z.ckpt_base_commits} "
+            f"commits x {k(z.files // z.ckpt_base_commits)})",
+            t["json_n"],
+        ),
+        _open_case(
+            "open_ckpt_rs",
+            f"open: checkpoint (delta-rs) + {z.tail_commits} commits, {k(nfiles)} files",
+            ck,
+            headline=True,
+        ),
+        _open_case(
+            "open_ckpt_ours",
+            f"open: checkpoint (ours) + {z.tail_commits} commits, {k(nfiles)} files",
+            t["ckpt_ours"],
+            needs_ours_checkpoint=True,
+        ),
+        _open_case("tt_ckpt_mid", f"time travel v{mid_v}: checkpoint + {mid_v - base_v} commits", ck, version=mid_v),
+        _open_case(
+            "tt_pre_ckpt",
+            f"time travel v{pre_v}: {k(files_at(ck, pre_v))} files, JSON only (before the checkpoint)",
+            ck,
+            version=pre_v,
+        ),
+        _open_case(
+            "open_many",
+            f"open: checkpoint + {k(z.many_commits)} commits, "
+            f"{k(files_at(t['many'], g.latest_version(t['many'])))} files",
+            t["many"],
+        ),
+        Case(
+            "ver_ckpt",
+            f"latest_version: checkpoint + {z.tail_commits} commits",
+            ck,
+            "latest_version",
+            expect={"version": g.latest_version(ck)},
+        ),
+        Case(
+            "ver_many",
+            f"latest_version: checkpoint + {k(z.many_commits)} commits",
+            t["many"],
+            "latest_version",
+            expect={"version": g.latest_version(t["many"])},
+        ),
+        Case(
+            "commit_log_only",
+            "small commit, preloaded snapshot: ours 1 AddFile (log only) vs deltalake write_deltalake (parquet + log)",
+            t["small"],
+            "commit_log_only",
+            reps=z.commit_reps,
+            warmup=1,
+        ),
+        Case(
+            "commit_parquet",
+            f"small commit, preloaded snapshot: write 1 parquet ({SMALL}) + stats + commit",
+            t["small"],
+            "commit_parquet",
+            reps=z.commit_reps,
+            warmup=1,
+        ),
+        Case(
+            "open_commit_small",
+            f"small commit incl. open ({z.small_commits * 10}-file table): open + parquet + commit",
+            t["small"],
+            "open_commit_parquet",
+            reps=z.commit_reps,
+            warmup=1,
+        ),
+        Case(
+            "open_commit_big",
+            f"small commit incl. open ({k(nfiles)}-file table): open + parquet + commit",
+            ck,
+            "open_commit_parquet",
+            reps=z.big_commit_reps,
+            warmup=0,
+        ),
     ]
     for c in cases:
         c.rounds = z.rounds

@@ -32,7 +32,8 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 ENGINES = ("ours", "deltalake")
 SMALL_ROWS = 100
@@ -58,15 +59,16 @@ def small_batch(seq: int):
     n = SMALL_ROWS
     base = seq * n
     dt = _dt.date(2026, 1, 1) + _dt.timedelta(days=seq % 100)
-    ts0 = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
-    return pa.table({
-        "id": pa.array(range(base, base + n), pa.int64()),
-        "value": pa.array([i * 0.5 for i in range(n)], pa.float64()),
-        "name": pa.array([f"name_{i:05d}" for i in range(n)], pa.string()),
-        "ts": pa.array([ts0 + _dt.timedelta(seconds=i) for i in range(n)],
-                       pa.timestamp("us", tz="UTC")),
-        "dt": pa.array([dt] * n, pa.date32()),
-    })
+    ts0 = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
+    return pa.table(
+        {
+            "id": pa.array(range(base, base + n), pa.int64()),
+            "value": pa.array([i * 0.5 for i in range(n)], pa.float64()),
+            "name": pa.array([f"name_{i:05d}" for i in range(n)], pa.string()),
+            "ts": pa.array([ts0 + _dt.timedelta(seconds=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+            "dt": pa.array([dt] * n, pa.date32()),
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,10 +108,10 @@ def _ours_commit(storage, path: str, snap, add) -> int:
     OptimisticTransaction = getattr(txn_mod, "OptimisticTransaction", None)
     if OptimisticTransaction is None:
         OptimisticTransaction = _ours("spark_apps.engine.txn.transaction").OptimisticTransaction
-    txn = OptimisticTransaction(storage, path, snap, operation="WRITE",
-                                operation_parameters={"mode": "Append", "partitionBy": "[]"})
-    result = txn.commit([add], {"numFiles": 1, "numOutputRows": SMALL_ROWS,
-                                "numOutputBytes": add.size})
+    txn = OptimisticTransaction(
+        storage, path, snap, operation="WRITE", operation_parameters={"mode": "Append", "partitionBy": "[]"}
+    )
+    result = txn.commit([add], {"numFiles": 1, "numOutputRows": SMALL_ROWS, "numOutputBytes": add.size})
     return getattr(result, "version", result)
 
 
@@ -141,14 +143,17 @@ def _ours_write_parquet(storage, path: str, snap, seq: int):
     rel = f"dt={dt}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
     full = storage.join(path, rel)
     storage.mkdirs(storage.join(path, f"dt={dt}"))
-    pq.write_table(data, storage.fs_path(full), filesystem=storage.filesystem,
-                   compression="snappy")
+    pq.write_table(data, storage.fs_path(full), filesystem=storage.filesystem, compression="snappy")
     info = storage.filesystem.get_file_info(storage.fs_path(full))
     stats = _ours_stats_json(data, snap)
-    return actions.AddFile(path=rel, partition_values={"dt": dt}, size=info.size,
-                           modification_time=int(info.mtime.timestamp() * 1000)
-                           if info.mtime else 0,
-                           data_change=True, stats=stats)
+    return actions.AddFile(
+        path=rel,
+        partition_values={"dt": dt},
+        size=info.size,
+        modification_time=int(info.mtime.timestamp() * 1000) if info.mtime else 0,
+        data_change=True,
+        stats=stats,
+    )
 
 
 def ours_commit_log_only(path: str, args: dict):
@@ -165,12 +170,15 @@ def ours_commit_log_only(path: str, args: dict):
         i = next(counter)
         add = actions.AddFile(
             path=f"dt=2026-01-01/part-00000-{uuid.uuid4()}.c000.snappy.parquet",
-            partition_values={"dt": "2026-01-01"}, size=2048, modification_time=1767225600000 + i,
+            partition_values={"dt": "2026-01-01"},
+            size=2048,
+            modification_time=1767225600000 + i,
             data_change=True,
             stats='{"numRecords":100,"minValues":{"id":0,"value":0.0,"name":"name_00000",'
-                  '"ts":"2026-01-01T00:00:00.000Z"},"maxValues":{"id":99,"value":49.5,'
-                  '"name":"name_00099","ts":"2026-01-01T00:01:39.000Z"},'
-                  '"nullCount":{"id":0,"value":0,"name":0,"ts":0}}')
+            '"ts":"2026-01-01T00:00:00.000Z"},"maxValues":{"id":99,"value":49.5,'
+            '"name":"name_00099","ts":"2026-01-01T00:01:39.000Z"},'
+            '"nullCount":{"id":0,"value":0,"name":0,"ts":0}}',
+        )
         return {"version": _ours_commit(storage, path, snap, add)}
 
     return setup, run
@@ -253,8 +261,7 @@ def rs_commit_preloaded(path: str, args: dict):
         return DeltaTable(path)
 
     def run(dt):
-        write_deltalake(dt, small_batch(next(counter)), mode="append",
-                        post_commithook_properties=hook)
+        write_deltalake(dt, small_batch(next(counter)), mode="append", post_commithook_properties=hook)
         return {"version": dt.version()}
 
     return setup, run
@@ -267,8 +274,7 @@ def rs_open_commit(path: str, args: dict):
     hook = _no_checkpoint_hook()
 
     def run(_):
-        write_deltalake(path, small_batch(next(counter)), mode="append",
-                        post_commithook_properties=hook)
+        write_deltalake(path, small_batch(next(counter)), mode="append", post_commithook_properties=hook)
         return {}
 
     return (lambda: None), run

@@ -28,9 +28,9 @@ import os
 import random
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 GEN_VERSION = 1
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -131,8 +131,7 @@ class _LogWriter:
         }
         return _j({"remove": rm})
 
-    def commit_info(self, version: int, operation: str, params: dict, metrics: dict,
-                    blind_append: bool) -> str:
+    def commit_info(self, version: int, operation: str, params: dict, metrics: dict, blind_append: bool) -> str:
         ci = {
             "timestamp": commit_ts(version),
             "operation": operation,
@@ -164,16 +163,24 @@ class _LogWriter:
             "createdTime": commit_ts(0),
         }
         lines = [
-            self.commit_info(0, "CREATE TABLE", {"isManaged": "false", "description": None,
-                                                 "partitionBy": _j(PARTITION_COLUMNS),
-                                                 "properties": _j(TABLE_CONFIGURATION)}, {}, True),
+            self.commit_info(
+                0,
+                "CREATE TABLE",
+                {
+                    "isManaged": "false",
+                    "description": None,
+                    "partitionBy": _j(PARTITION_COLUMNS),
+                    "properties": _j(TABLE_CONFIGURATION),
+                },
+                {},
+                True,
+            ),
             _j({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
             _j({"metaData": meta}),
         ]
         self.write_commit(0, lines)
 
-    def append_commit(self, version: int, n_adds: int, removes: list[dict] | None = None
-                      ) -> list[dict]:
+    def append_commit(self, version: int, n_adds: int, removes: list[dict] | None = None) -> list[dict]:
         """Write one commit with ``n_adds`` adds (and optional removes); returns the added files."""
         adds, files = [], []
         for _ in range(n_adds):
@@ -186,8 +193,11 @@ class _LogWriter:
             metrics = {"numRemovedFiles": len(removes), "numAddedFiles": n_adds}
         else:
             op, params = "WRITE", {"mode": "Append", "partitionBy": "[]"}
-            metrics = {"numFiles": n_adds, "numOutputRows": n_adds * 100_000,
-                       "numOutputBytes": sum(f["size"] for f in files)}
+            metrics = {
+                "numFiles": n_adds,
+                "numOutputRows": n_adds * 100_000,
+                "numOutputBytes": sum(f["size"] for f in files),
+            }
         lines = [self.commit_info(version, op, params, metrics, not removes)]
         lines += [self.remove_line(version, f) for f in removes]
         lines += adds
@@ -198,7 +208,7 @@ class _LogWriter:
 def _iso(ms: int) -> str:
     import datetime as _dt
 
-    d = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc)
+    d = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
     return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 

@@ -49,22 +49,19 @@ def main(argv: list[str] | None = None) -> int:
     n = once()
     prof.disable()
     wall = (time.perf_counter() - t) * 1000
-    print(f"{case.title}: {n} files, {wall:.0f} ms under cProfile "
-          f"({'cold' if a.cold else 'warm'})")
+    print(f"{case.title}: {n} files, {wall:.0f} ms under cProfile ({'cold' if a.cold else 'warm'})")
     if a.save:
         prof.dump_stats(a.save)
     st = pstats.Stats(prof)
     total = st.total_tt  # type: ignore[attr-defined]
     rows = []
-    for (fn, line, name), (cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
-        rows.append((tt, ct, nc, f"{fn.split('site-packages/')[-1].split('/work/main/')[-1]}:"
-                                 f"{line}({name})"))
+    for (fn, line, name), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        rows.append((tt, ct, nc, f"{fn.split('site-packages/')[-1].split('/work/main/')[-1]}:{line}({name})"))
     for title, key in (("own time", 0), ("cumulative", 1)):
         print(f"\n-- top {a.top} by {title} (total {total * 1000:.0f} ms) --")
         print(f"{'own ms':>8} {'own %':>6} {'cum ms':>8} {'cum %':>6} {'calls':>8}  function")
-        for tt, ct, nc, name in sorted(rows, key=lambda r: -r[key])[:a.top]:
-            print(f"{tt * 1000:8.1f} {100 * tt / total:6.1f} {ct * 1000:8.1f} "
-                  f"{100 * ct / total:6.1f} {nc:8d}  {name}")
+        for tt, ct, nc, name in sorted(rows, key=lambda r: -r[key])[: a.top]:
+            print(f"{tt * 1000:8.1f} {100 * tt / total:6.1f} {ct * 1000:8.1f} {100 * ct / total:6.1f} {nc:8d}  {name}")
     return 0
 
 

@@ -27,7 +27,8 @@ def _import_engine(engine: str) -> None:
     if engine == "deltalake":
         import deltalake  # noqa: F401
     else:
-        import spark_apps.engine  # noqa: F401
+        import spark_apps.engine
+
         try:
             import spark_apps.engine.log.snapshot  # noqa: F401
         except ImportError:
@@ -67,16 +68,22 @@ def run_job(job: dict) -> dict:
     except engines.Unavailable as e:
         return {"status": "unavailable", "reason": str(e)}
     except Exception as e:  # reported as a row, not hidden
-        return {"status": "error", "error": f"{type(e).__name__}: {e}",
-                "traceback": traceback.format_exc(limit=6)}
+        return {"status": "error", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=6)}
     verify = engines.VERIFY.get(job["op"], {}).get(job["engine"])
     if verify is not None and job.get("verify", True):  # correctness, after the timed samples
         try:
             result = dict(result or {}, **verify(job["path"], job.get("args") or {}))
         except Exception as e:
             result = dict(result or {}, verify_error=f"{type(e).__name__}: {e}")
-    return {"status": "ok", "cold_ms": cold_ms, "cold_cpu_ms": cold_cpu_ms, "samples_ms": samples,
-            "cpu_ms": cpu_samples, "import_ms": import_ms, "result": result}
+    return {
+        "status": "ok",
+        "cold_ms": cold_ms,
+        "cold_cpu_ms": cold_cpu_ms,
+        "samples_ms": samples,
+        "cpu_ms": cpu_samples,
+        "import_ms": import_ms,
+        "result": result,
+    }
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAG_FILE = os.path.join(REPO, "example_dags", "delta_quickstart.py")
@@ -64,14 +64,13 @@ def migrate(home: str) -> dict[str, str]:
 def run_dag(dag_id: str, logical_date: datetime) -> dict:
     """Run one DAG run with ``dag.test()`` in THIS process (environment already set) and summarise it
     from the Airflow DB: run state, and per task its state, try number and XCom ``return_value``."""
+    from airflow import settings
     from airflow.dag_processing.dagbag import DagBag
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
-
-    from airflow import settings
 
     bag = DagBag(dag_folder=settings.DAGS_FOLDER, safe_mode=False)
     if dag_id not in bag.dags:
@@ -100,7 +99,7 @@ def run_dag(dag_id: str, logical_date: datetime) -> dict:
 
 
 def _parse_date(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def _print_summary(summary: dict, table_uri: str) -> None:
@@ -126,8 +125,10 @@ def _print_summary(summary: dict, table_uri: str) -> None:
         import deltalake
 
         dt = deltalake.DeltaTable(table_uri)
-        print(f"deltalake (delta-rs) reads version {dt.version()}: {dt.to_pyarrow_table().num_rows} rows, "
-              f"partitioned by {dt.metadata().partition_columns}")
+        print(
+            f"deltalake (delta-rs) reads version {dt.version()}: {dt.to_pyarrow_table().num_rows} rows, "
+            f"partitioned by {dt.metadata().partition_columns}"
+        )
     except ImportError:
         pass
     except Exception as e:

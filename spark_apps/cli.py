@@ -45,8 +45,13 @@ OPERATIONS = ("describe", "history", "read", "create-table", "write", "checkpoin
 SPARK_OPERATIONS = ("read", "write")
 SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
 DEFAULTS = {
-    "master": "local[*]", "mode": "append", "partition_by": None, "properties": None, "source_options": None,
-    "if_not_exists": False, "cleanup": False,
+    "master": "local[*]",
+    "mode": "append",
+    "partition_by": None,
+    "properties": None,
+    "source_options": None,
+    "if_not_exists": False,
+    "cleanup": False,
 }
 _INT_KEYS = ("app_version", "limit", "version", "target_file_size")
 _BOOL_KEYS = ("if_not_exists", "cleanup")
@@ -55,7 +60,7 @@ _BOOL_KEYS = ("if_not_exists", "cleanup")
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting (its exit code 2 would read as 'retryable')."""
 
-    def error(self, message):  # noqa: D401
+    def error(self, message):
         hint = "python -m spark_apps --help" if self.prog.endswith("spark_apps") else f"{self.prog} --help"
         raise InvalidArgumentError(f"Bad command line: {message}", None, f"run '{hint}'")
 
@@ -67,8 +72,11 @@ class _KeyValue(argparse.Action):
         current = dict(getattr(namespace, self.dest, None) or {})
         for item in values:
             if "=" not in item:
-                raise InvalidArgumentError(f"Bad {option_string} value '{item}'", "expected KEY=VALUE",
-                                           f"write it as {option_string} key=value")
+                raise InvalidArgumentError(
+                    f"Bad {option_string} value '{item}'",
+                    "expected KEY=VALUE",
+                    f"write it as {option_string} key=value",
+                )
             k, v = item.split("=", 1)
             current[k.strip()] = v
         setattr(namespace, self.dest, current)
@@ -112,8 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--target-file-size", dest="target_file_size", type=int, help="bytes per data file")
     p = sub.add_parser("checkpoint", parents=[common], help="write a checkpoint (log only)", argument_default=S)
     p.add_argument("--cleanup", dest="cleanup", action="store_true", help="then delete expired log files")
-    sub.add_parser("cleanup-metadata", parents=[common], help="delete expired log files (log only)",
-                   argument_default=S)
+    sub.add_parser("cleanup-metadata", parents=[common], help="delete expired log files (log only)", argument_default=S)
     return parser
 
 
@@ -122,8 +129,11 @@ def parse_args(argv: list[str]) -> dict:
     ns = build_parser().parse_args(argv)
     given = {k: v for k, v in vars(ns).items()}
     if not given.get("operation"):
-        raise InvalidArgumentError("No operation given", f"expected one of {', '.join(OPERATIONS)}",
-                                   "run 'python -m spark_apps <operation> --table-uri URI ...'")
+        raise InvalidArgumentError(
+            "No operation given",
+            f"expected one of {', '.join(OPERATIONS)}",
+            "run 'python -m spark_apps <operation> --table-uri URI ...'",
+        )
     spec: dict = {}
     if given.get("spec_json"):
         try:
@@ -131,8 +141,11 @@ def parse_args(argv: list[str]) -> dict:
         except ValueError as e:
             raise InvalidArgumentError("--spec-json is not valid JSON", str(e), "pass one JSON object") from None
         if not isinstance(spec, dict):
-            raise InvalidArgumentError("--spec-json must be a JSON object", f"got {type(spec).__name__}",
-                                       "pass an object keyed by parameter names")
+            raise InvalidArgumentError(
+                "--spec-json must be a JSON object",
+                f"got {type(spec).__name__}",
+                "pass an object keyed by parameter names",
+            )
         spec = {str(k).replace("-", "_"): v for k, v in spec.items() if v is not None}
         spec.pop("operation", None)
     params = {**DEFAULTS, **spec, **given}
@@ -142,8 +155,9 @@ def parse_args(argv: list[str]) -> dict:
             try:
                 params[k] = int(params[k])
             except (TypeError, ValueError):
-                raise InvalidArgumentError(f"Parameter {k}={params[k]!r} is not an integer", None,
-                                           f"pass {k} as a whole number") from None
+                raise InvalidArgumentError(
+                    f"Parameter {k}={params[k]!r} is not an integer", None, f"pass {k} as a whole number"
+                ) from None
     for k in _BOOL_KEYS:
         v = params.get(k)
         if isinstance(v, str):
@@ -153,11 +167,15 @@ def parse_args(argv: list[str]) -> dict:
     for k in ("properties", "source_options"):
         v = params.get(k)
         if v is not None and not isinstance(v, dict):
-            raise InvalidArgumentError(f"Parameter {k} must be a JSON object of strings", f"got {type(v).__name__}",
-                                       f"pass {k} as {{\"key\": \"value\"}}")
+            raise InvalidArgumentError(
+                f"Parameter {k} must be a JSON object of strings",
+                f"got {type(v).__name__}",
+                f'pass {k} as {{"key": "value"}}',
+            )
     if not params.get("table_uri"):
-        raise InvalidArgumentError("No table location given", "--table-uri is missing",
-                                   "pass --table-uri URI (or table_uri in --spec-json)")
+        raise InvalidArgumentError(
+            "No table location given", "--table-uri is missing", "pass --table-uri URI (or table_uri in --spec-json)"
+        )
     return params
 
 
@@ -189,19 +207,24 @@ def read_source(spark, params: dict):
     if not source:
         raise InvalidArgumentError("No source given", "--source is missing", "pass --source URI --source-format F")
     if fmt not in SOURCE_FORMATS:
-        raise InvalidArgumentError(f"Unknown source format '{params.get('source_format')}'",
-                                   f"supported: {', '.join(SOURCE_FORMATS)}", "pass --source-format parquet|csv|json|delta")
+        raise InvalidArgumentError(
+            f"Unknown source format '{params.get('source_format')}'",
+            f"supported: {', '.join(SOURCE_FORMATS)}",
+            "pass --source-format parquet|csv|json|delta",
+        )
     options = {str(k): str(v) for k, v in (params.get("source_options") or {}).items()}
     if is_local(source) and not os.path.exists(normalize_table_uri(source)):
-        raise InvalidArgumentError(f"Source '{source}' not found", "no file or directory at that path",
-                                   "check --source")
+        raise InvalidArgumentError(
+            f"Source '{source}' not found", "no file or directory at that path", "check --source"
+        )
     if fmt == "delta":
         from spark_apps.engine import DeltaTable
 
         version = options.pop("versionAsOf", None)
         ts = options.pop("timestampAsOf", None)
-        return DeltaTable.for_path(spark, source).to_df(version=int(version) if version is not None else None,
-                                                         timestamp=ts)
+        return DeltaTable.for_path(spark, source).to_df(
+            version=int(version) if version is not None else None, timestamp=ts
+        )
     if fmt == "csv":
         options = {"header": "true", "inferSchema": "true", **options}
     try:
@@ -229,9 +252,17 @@ def _spark_error(e: Exception, what: str) -> DeltaError:
 # operations
 
 
-def _ok(operation: str, table_uri: str, version, *, skipped: bool = False, metrics: dict | None = None, **extra) -> dict:
-    out = {"status": "ok", "operation": operation, "table_uri": table_uri, "version": version,
-           "skipped": bool(skipped), "metrics": _numbers(metrics or {})}
+def _ok(
+    operation: str, table_uri: str, version, *, skipped: bool = False, metrics: dict | None = None, **extra
+) -> dict:
+    out = {
+        "status": "ok",
+        "operation": operation,
+        "table_uri": table_uri,
+        "version": version,
+        "skipped": bool(skipped),
+        "metrics": _numbers(metrics or {}),
+    }
     out.update(extra)
     return out
 
@@ -282,10 +313,18 @@ def run(params: dict, spark=None) -> dict:
     if op == "create-table":
         source_df = read_source(spark, params) if params.get("source") else None
         t = DeltaTable.create(
-            spark, uri, schema=params.get("schema"), partition_by=params.get("partition_by"),
-            properties=params.get("properties"), description=params.get("description"), name=params.get("name"),
-            if_not_exists=bool(params.get("if_not_exists")), source_df=source_df, app_id=params.get("app_id"),
-            app_version=params.get("app_version"), user_metadata=params.get("user_metadata"),
+            spark,
+            uri,
+            schema=params.get("schema"),
+            partition_by=params.get("partition_by"),
+            properties=params.get("properties"),
+            description=params.get("description"),
+            name=params.get("name"),
+            if_not_exists=bool(params.get("if_not_exists")),
+            source_df=source_df,
+            app_id=params.get("app_id"),
+            app_version=params.get("app_version"),
+            user_metadata=params.get("user_metadata"),
             target_file_size=params.get("target_file_size"),
         )
         r = t.last_result
@@ -293,25 +332,39 @@ def run(params: dict, spark=None) -> dict:
     if op == "write":
         mode = (params.get("mode") or "append").strip().lower()
         if mode != "append":
-            raise InvalidArgumentError(f"Write mode '{params.get('mode')}' is not supported yet",
-                                       "only --mode append is implemented", "use --mode append")
+            raise InvalidArgumentError(
+                f"Write mode '{params.get('mode')}' is not supported yet",
+                "only --mode append is implemented",
+                "use --mode append",
+            )
         t = DeltaTable.for_path(spark, uri)
         df = read_source(spark, params)
-        r = t.append(df, app_id=params.get("app_id"), app_version=params.get("app_version"),
-                     user_metadata=params.get("user_metadata"), target_file_size=params.get("target_file_size"))
+        r = t.append(
+            df,
+            app_id=params.get("app_id"),
+            app_version=params.get("app_version"),
+            user_metadata=params.get("user_metadata"),
+            target_file_size=params.get("target_file_size"),
+        )
         return _ok(r["operation"], uri, r["version"], skipped=r["skipped"], metrics=r["metrics"])
     if op == "read":
         output = params.get("output")
         if not output:
-            raise InvalidArgumentError("read needs an output location", "--output is missing",
-                                       "pass --output PATH.parquet")
+            raise InvalidArgumentError(
+                "read needs an output location", "--output is missing", "pass --output PATH.parquet"
+            )
         t = DeltaTable.for_path(spark, uri)
         snap = t.snapshot(version=params.get("version"), timestamp=params.get("timestamp"))
         from spark_apps.engine.spark.scan import to_dataframe
 
         rows = _write_output(to_dataframe(spark, snap), output)
-        return _ok("READ", uri, snap.version, metrics={"numOutputRows": rows, "numFiles": int(snap.num_files)},
-                   output=normalize_table_uri(output))
+        return _ok(
+            "READ",
+            uri,
+            snap.version,
+            metrics={"numOutputRows": rows, "numFiles": int(snap.num_files)},
+            output=normalize_table_uri(output),
+        )
     raise InvalidArgumentError(f"Unknown operation '{op}'", f"expected one of {', '.join(OPERATIONS)}", None)
 
 
@@ -379,11 +432,12 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
         params = parse_args(argv)
         result_uri = params.get("result_uri") or result_uri
         needs_spark = params["operation"] in SPARK_OPERATIONS or (
-            params["operation"] == "create-table" and params.get("source"))
+            params["operation"] == "create-table" and params.get("source")
+        )
         if spark is None and (needs_spark or under_spark_submit()):
             spark = _session(params)
         result = run(params, spark)
-    except Exception as e:  # noqa: BLE001 - every failure becomes one clear line
+    except Exception as e:
         err = _as_delta_error(e)
         if not isinstance(e, DeltaError):
             traceback.print_exc(file=sys.stderr)

@@ -29,14 +29,19 @@ def pyspark_versions() -> dict:
 def main() -> int:
     v = pyspark_versions()
     if v["jars"] is None:
-        print(f"pyspark {v['python']} at {v['spark_home']} has no Spark jars: pyspark-client (Spark Connect only) "
-              "replaced it. Fix: pip uninstall -y pyspark-client pyspark && pip install --no-deps pyspark==4.3.0",
-              file=sys.stderr)
+        print(
+            f"pyspark {v['python']} at {v['spark_home']} has no Spark jars: pyspark-client (Spark Connect only) "
+            "replaced it. Fix: pip uninstall -y pyspark-client pyspark && pip install --no-deps pyspark==4.3.0",
+            file=sys.stderr,
+        )
         return 1
     if v["python"] != v["jars"] or v["num_core_jars"] != 1:
-        print(f"pyspark Python code is {v['python']} but its jars are {v['jars']} ({v['num_core_jars']} spark-core jars): "
-              "a mixed pyspark/pyspark-client install. Fix: pip uninstall -y pyspark-client pyspark && "
-              "pip install --no-deps pyspark==4.3.0", file=sys.stderr)
+        print(
+            f"pyspark Python code is {v['python']} but its jars are {v['jars']} ({v['num_core_jars']} spark-core jars): "
+            "a mixed pyspark/pyspark-client install. Fix: pip uninstall -y pyspark-client pyspark && "
+            "pip install --no-deps pyspark==4.3.0",
+            file=sys.stderr,
+        )
         return 1
     print(f"pyspark {v['python']} matches its jars ({v['jars']})")
     return 0

@@ -1,8 +1,8 @@
 """Where the conformance corpus is (used in place, never copied into the repo).
 
-Order: ``$DELTA_CONFORMANCE_DIR``; ``<repo>/../shared/conformance`` (the workspace layout); then
-``/work/shared/conformance`` (a clone made elsewhere on the same machine). The first folder holding a
-``manifest.json`` wins; ``None`` when there is none (the corpus tests then skip, saying why).
+Order: ``$DELTA_CONFORMANCE_DIR``, then ``<repo>/../shared/conformance`` (a checkout beside the corpus).
+The first folder holding a ``manifest.json`` wins; ``None`` when there is none: the corpus tests then
+skip with :data:`HOW_TO_GET_IT`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 def candidates() -> list[Path]:
     env = os.environ.get("DELTA_CONFORMANCE_DIR")
     out = [Path(env)] if env else []
-    out += [REPO.parent / "shared" / "conformance", Path("/work/shared/conformance")]
+    out.append(REPO.parent / "shared" / "conformance")
     return out
 
 
@@ -28,3 +28,7 @@ def find_conformance_dir() -> Path | None:
 
 
 CONFORMANCE = find_conformance_dir()
+HOW_TO_GET_IT = (
+    "Delta conformance corpus not found: set DELTA_CONFORMANCE_DIR to a folder holding its manifest.json "
+    "(or check it out as ../shared/conformance beside the repository)"
+)

@@ -1,6 +1,7 @@
 """Shared fixtures.
 
-* ``conformance_root`` / ``conformance_manifest``: the 40 third-party tables in ../shared/conformance,
+* ``conformance_root`` / ``conformance_manifest``: the 40 third-party tables of the Delta conformance corpus
+  (tests/conformance_location.py says where it is looked for),
   used in place (never copied into the repo).
 * ``spark``: ONE session-scoped local[2] SparkSession for every test that asks for it (start-up costs
   ~7-10 s here); tests that do not ask for it never start a JVM.
@@ -24,13 +25,13 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance_location import CONFORMANCE, candidates  # noqa: E402
+from conformance_location import CONFORMANCE, HOW_TO_GET_IT  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def conformance_root() -> Path:
     if CONFORMANCE is None:
-        pytest.skip(f"conformance corpus not found in {[str(c) for c in candidates()]} (set DELTA_CONFORMANCE_DIR)")
+        pytest.skip(HOW_TO_GET_IT)
     return CONFORMANCE
 
 

@@ -17,10 +17,13 @@ from spark_apps.engine.log.snapshot import load_snapshot
 from spark_apps.engine.storage import storage_for
 from spark_apps.engine.txn import OptimisticTransaction
 
-SCHEMA = {"type": "struct", "fields": [
-    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "name", "type": "string", "nullable": True, "metadata": {}},
-]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "name", "type": "string", "nullable": True, "metadata": {}},
+    ],
+}
 
 
 def create(root: str) -> int:
@@ -28,8 +31,15 @@ def create(root: str) -> int:
     st = storage_for(root)
     txn = OptimisticTransaction(st, root, None, operation="CREATE TABLE")
     txn.update_protocol(Protocol(1, 2))
-    txn.update_metadata(Metadata(id=Metadata.new_id(), schema_string=json.dumps(SCHEMA), partition_columns=[],
-                                 configuration={}, created_time=int(time.time() * 1000)))
+    txn.update_metadata(
+        Metadata(
+            id=Metadata.new_id(),
+            schema_string=json.dumps(SCHEMA),
+            partition_columns=[],
+            configuration={},
+            created_time=int(time.time() * 1000),
+        )
+    )
     return txn.commit([]).version
 
 
@@ -39,9 +49,15 @@ def append(root: str, ids: list[int], operation: str = "WRITE") -> int:
     name = f"part-{uuid.uuid4().hex}.parquet"
     path = os.path.join(root, name)
     pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}), path)
-    add = AddFile(path=name, partition_values={}, size=os.path.getsize(path),
-                  modification_time=int(time.time() * 1000), data_change=True,
-                  stats=json.dumps({"numRecords": len(ids)}))
-    txn = OptimisticTransaction(st, root, load_snapshot(st, root), operation=operation,
-                                operation_parameters={"mode": "Append"})
+    add = AddFile(
+        path=name,
+        partition_values={},
+        size=os.path.getsize(path),
+        modification_time=int(time.time() * 1000),
+        data_change=True,
+        stats=json.dumps({"numRecords": len(ids)}),
+    )
+    txn = OptimisticTransaction(
+        st, root, load_snapshot(st, root), operation=operation, operation_parameters={"mode": "Append"}
+    )
     return txn.commit([add]).version

@@ -79,9 +79,7 @@ LAUNCHER_SOURCE = (
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 #: Operations the bundled CLI knows (docs/design.md, "CLI flags").
-OPERATIONS = frozenset(
-    {"describe", "history", "read", "create-table", "write", "checkpoint", "cleanup-metadata"}
-)
+OPERATIONS = frozenset({"describe", "history", "read", "create-table", "write", "checkpoint", "cleanup-metadata"})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -328,23 +326,20 @@ class AppOutput:
 
 def engine_error_retryable(error_class: str | None) -> bool | None:
     """The engine's ``retryable`` for an error class name; ``None`` when it is not an engine error."""
-    if not error_class:
-        return None
     try:
-        from spark_apps.engine import errors
+        from spark_apps.protocol import error_retryable
     except Exception:  # the engine is optional on the Airflow side
         return None
-    cls = getattr(errors, error_class.rsplit(".", 1)[-1], None)
-    if isinstance(cls, type) and issubclass(cls, errors.DeltaError):
-        return bool(cls.retryable)
-    return None
+    return error_retryable(error_class)
 
 
 def _error_from_result(result: dict) -> DeltaTaskError:
     error_class = str(result.get("error_class") or "DeltaError")
-    message = result.get("message") or " ".join(
-        p for p in (result.get("problem"), result.get("cause"), result.get("fix")) if p
-    ) or "the app reported an error without a message"
+    message = (
+        result.get("message")
+        or " ".join(p for p in (result.get("problem"), result.get("cause"), result.get("fix")) if p)
+        or "the app reported an error without a message"
+    )
     retryable = result.get("retryable")
     if retryable is None:
         retryable = bool(engine_error_retryable(error_class))
@@ -504,8 +499,7 @@ class DeltaHook(BaseHook):
             raise DeltaConfigurationError(
                 f"Spark connection '{self.conn_id}' does not exist",
                 "DeltaHook needs a connection of type 'spark' to know the master",
-                f"define it, e.g. AIRFLOW_CONN_{self.conn_id.upper()}="
-                '\'{"conn_type": "spark", "host": "local[*]"}\'',
+                f'define it, e.g. AIRFLOW_CONN_{self.conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[*]"}}\'',
             ) from None
 
     def submit_settings(self) -> SubmitSettings:
@@ -514,9 +508,7 @@ class DeltaHook(BaseHook):
             extra = conn.extra_dejson
             deploy_mode = self.submit_options.deploy_mode or extra.get("deploy-mode") or "client"
             if deploy_mode not in ("client", "cluster"):
-                raise DeltaConfigurationError(
-                    f"Unknown deploy mode '{deploy_mode}'", None, "use 'client' or 'cluster'"
-                )
+                raise DeltaConfigurationError(f"Unknown deploy mode '{deploy_mode}'", None, "use 'client' or 'cluster'")
             binary = self.spark_binary
             if not binary:
                 conn_binary = extra.get("spark-binary")
@@ -660,7 +652,10 @@ class DeltaHook(BaseHook):
         )
         result = {**result, "submit_seconds": round(time.monotonic() - started, 3)}
         self.log.info(
-            "Delta %s on %s: version %s%s", operation, table_uri, result.get("version"),
+            "Delta %s on %s: version %s%s",
+            operation,
+            table_uri,
+            result.get("version"),
             " (skipped)" if result.get("skipped") else "",
         )
         return result
@@ -669,7 +664,7 @@ class DeltaHook(BaseHook):
         """Read and delete the ``--result-uri`` file; ``None`` when the app did not write it."""
         try:
             if "://" in result_uri:
-                from spark_apps.engine.storage import storage_for
+                from spark_apps.protocol import storage_for
 
                 storage = storage_for(result_uri)
                 data = storage.read_bytes(result_uri)

@@ -199,7 +199,13 @@ class DeltaCreateTableOperator(DeltaBaseOperator):
     operation = "create-table"
     template_fields: Sequence[str] = (
         *DeltaBaseOperator.template_fields,
-        "schema", "partition_by", "properties", "description", "name", "source", "source_options",
+        "schema",
+        "partition_by",
+        "properties",
+        "description",
+        "name",
+        "source",
+        "source_options",
     )
 
     def __init__(
@@ -307,7 +313,9 @@ class DeltaWriteOperator(DeltaBaseOperator):
 
     def operation_params(self, context) -> dict[str, Any]:
         if not self.source or not str(self.source).strip():
-            raise DeltaConfigurationError("No source to write", "source rendered empty", "pass a file, folder or table URI")
+            raise DeltaConfigurationError(
+                "No source to write", "source rendered empty", "pass a file, folder or table URI"
+            )
         return {
             "mode": self.mode,
             "source": self.source,
@@ -351,4 +359,3 @@ __all__ = [
     "DeltaWriteOperator",
     "delta_asset",
 ]
-

@@ -130,7 +130,8 @@ class DeltaTableVersionSensor(BaseSensorOperator):
             store.set(BASELINE_STATE_KEY, baseline)
         self.log.info(
             "Baseline version %s recorded at the first poke; waiting for a newer version of %s",
-            baseline, self.table_uri,
+            baseline,
+            self.table_uri,
         )
 
     def _forget_baseline(self, context) -> None:
@@ -146,9 +147,7 @@ class DeltaTableVersionSensor(BaseSensorOperator):
 
     def _check(self, context) -> Decision:
         baseline = self._load_baseline(context)
-        d = decide(
-            self.table_uri, baseline, wait_for_table=self.wait_for_table, max_operations=self.max_operations
-        )
+        d = decide(self.table_uri, baseline, wait_for_table=self.wait_for_table, max_operations=self.max_operations)
         if d.error:
             message = f"{d.error_class}: {d.error}" if d.error_class else d.error
             raise (AirflowException if d.retryable else AirflowFailException)(message)
@@ -157,7 +156,10 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         if d.fired:
             self.log.info(
                 "Delta table %s moved from version %s to %s (%s new commit(s))",
-                self.table_uri, d.baseline, d.version, len(d.operations),
+                self.table_uri,
+                d.baseline,
+                d.version,
+                len(d.operations),
             )
             self._forget_baseline(context)
         else:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar
 
 from .errors import LogCorruptedError
 
@@ -172,7 +173,7 @@ class AddFile(_Action):
             return None
         return json.loads(self.stats).get("numRecords")
 
-    def remove(self, deletion_timestamp: int, data_change: bool = True) -> "RemoveFile":
+    def remove(self, deletion_timestamp: int, data_change: bool = True) -> RemoveFile:
         """The tombstone for this file (extended file metadata carried over)."""
         return RemoveFile(
             path=self.path,
@@ -281,19 +282,37 @@ class CommitInfo:
         return {"commitInfo": self.to_json()}
 
     @classmethod
-    def from_json(cls, obj: dict) -> "CommitInfo":
+    def from_json(cls, obj: dict) -> CommitInfo:
         return cls(dict(obj) if isinstance(obj, dict) else {})
 
 
 Action = (
-    AddFile | RemoveFile | Metadata | Protocol | CommitInfo | SetTransaction | AddCDCFile
-    | DomainMetadata | Sidecar | CheckpointMetadata
+    AddFile
+    | RemoveFile
+    | Metadata
+    | Protocol
+    | CommitInfo
+    | SetTransaction
+    | AddCDCFile
+    | DomainMetadata
+    | Sidecar
+    | CheckpointMetadata
 )
 
 ACTION_TYPES: dict[str, type] = {
     cls.ACTION_KEY: cls
-    for cls in (AddFile, RemoveFile, Metadata, Protocol, CommitInfo, SetTransaction, AddCDCFile,
-                DomainMetadata, Sidecar, CheckpointMetadata)
+    for cls in (
+        AddFile,
+        RemoveFile,
+        Metadata,
+        Protocol,
+        CommitInfo,
+        SetTransaction,
+        AddCDCFile,
+        DomainMetadata,
+        Sidecar,
+        CheckpointMetadata,
+    )
 }
 
 

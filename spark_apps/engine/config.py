@@ -21,7 +21,8 @@ to true - set it on the table to get ``stats_parsed``/``partitionValues_parsed``
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import InvalidArgumentError
 
@@ -32,14 +33,30 @@ MS_PER_DAY = 24 * MS_PER_HOUR
 MS_PER_WEEK = 7 * MS_PER_DAY
 
 _UNITS_MS: dict[str, float] = {
-    "week": MS_PER_WEEK, "weeks": MS_PER_WEEK, "w": MS_PER_WEEK,
-    "day": MS_PER_DAY, "days": MS_PER_DAY, "d": MS_PER_DAY,
-    "hour": MS_PER_HOUR, "hours": MS_PER_HOUR, "h": MS_PER_HOUR,
-    "minute": MS_PER_MINUTE, "minutes": MS_PER_MINUTE, "min": MS_PER_MINUTE, "mins": MS_PER_MINUTE,
-    "second": MS_PER_SECOND, "seconds": MS_PER_SECOND, "sec": MS_PER_SECOND, "secs": MS_PER_SECOND,
+    "week": MS_PER_WEEK,
+    "weeks": MS_PER_WEEK,
+    "w": MS_PER_WEEK,
+    "day": MS_PER_DAY,
+    "days": MS_PER_DAY,
+    "d": MS_PER_DAY,
+    "hour": MS_PER_HOUR,
+    "hours": MS_PER_HOUR,
+    "h": MS_PER_HOUR,
+    "minute": MS_PER_MINUTE,
+    "minutes": MS_PER_MINUTE,
+    "min": MS_PER_MINUTE,
+    "mins": MS_PER_MINUTE,
+    "second": MS_PER_SECOND,
+    "seconds": MS_PER_SECOND,
+    "sec": MS_PER_SECOND,
+    "secs": MS_PER_SECOND,
     "s": MS_PER_SECOND,
-    "millisecond": 1, "milliseconds": 1, "ms": 1,
-    "microsecond": 0.001, "microseconds": 0.001, "us": 0.001,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "ms": 1,
+    "microsecond": 0.001,
+    "microseconds": 0.001,
+    "us": 0.001,
 }
 _PAIR = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*([a-zA-Z]+)")
 
@@ -68,7 +85,7 @@ def parse_interval_ms(text: str, *, name: str = "interval") -> int:
     """
     s = str(text).strip().lower()
     if s.startswith("interval"):
-        s = s[len("interval"):].strip()
+        s = s[len("interval") :].strip()
     pairs = list(_PAIR.finditer(s))
     rest = _PAIR.sub("", s).strip()
     bad = None
@@ -120,9 +137,7 @@ def _bool(metadata: Any, key: str, default: bool) -> bool:
     s = v.strip().lower()
     if s in ("true", "false"):
         return s == "true"
-    raise InvalidArgumentError(
-        f"Table property {key}='{v}' is not a boolean", None, f"set {key} to 'true' or 'false'"
-    )
+    raise InvalidArgumentError(f"Table property {key}='{v}' is not a boolean", None, f"set {key} to 'true' or 'false'")
 
 
 def _duration(metadata: Any, key: str, default: int | None) -> int | None:
@@ -143,7 +158,8 @@ def checkpoint_interval(metadata: Any) -> int:
         n = 0
     if n <= 0:
         raise InvalidArgumentError(
-            f"Table property {CHECKPOINT_INTERVAL}='{v}' is not a positive integer", None,
+            f"Table property {CHECKPOINT_INTERVAL}='{v}' is not a positive integer",
+            None,
             f"set {CHECKPOINT_INTERVAL} to a positive integer such as 10",
         )
     return n

@@ -35,22 +35,32 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import DataFileMissingError, LogCorruptedError
+from .paths import data_file_uri
 from .storage import Storage
 
-__all__ = ["z85_decode", "z85_encode", "dv_file_path", "read_dv_bytes", "decode_bitmap", "deleted_row_indexes",
-           "keep_mask", "MAGIC"]
+__all__ = [
+    "z85_decode",
+    "z85_encode",
+    "dv_file_path",
+    "read_dv_bytes",
+    "decode_bitmap",
+    "deleted_row_indexes",
+    "keep_mask",
+    "MAGIC",
+]
 
 MAGIC = 1681511377
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_INDEX = np.full(256, -1, dtype=np.int64)
 for _i, _c in enumerate(_Z85):
     _Z85_INDEX[ord(_c)] = _i
-_POW85 = np.array([85 ** 4, 85 ** 3, 85 ** 2, 85, 1], dtype=np.int64)
+_POW85 = np.array([85**4, 85**3, 85**2, 85, 1], dtype=np.int64)
 
 
 def _corrupt(what: str, cause: str) -> LogCorruptedError:
     return LogCorruptedError(
-        f"Deletion vector {what} is invalid", cause,
+        f"Deletion vector {what} is invalid",
+        cause,
         "the deletion vector file or descriptor is damaged; restore it or rewrite the data file",
     )
 
@@ -77,7 +87,7 @@ def z85_encode(data: bytes) -> str:
     out = []
     for w in words.tolist():
         chunk = []
-        for p in (85 ** 4, 85 ** 3, 85 ** 2, 85, 1):
+        for p in (85**4, 85**3, 85**2, 85, 1):
             chunk.append(_Z85[(w // p) % 85])
         out.append("".join(chunk))
     return "".join(out)
@@ -101,8 +111,6 @@ def dv_file_path(table_root: str, dv: Any) -> str:
         name = f"deletion_vector_{u}.bin"
         return Storage.join(table_root, prefix, name) if prefix else Storage.join(table_root, name)
     if st == "p":
-        from .reader import data_file_uri  # same URI rules as data files
-
         return data_file_uri(table_root, p)
     raise _corrupt("descriptor", f"storageType '{st}' has no file")
 

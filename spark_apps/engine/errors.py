@@ -99,8 +99,15 @@ class CommitConflictError(DeltaError):
 
     retryable = True
 
-    def __init__(self, problem: str, cause: str | None = None, fix: str | None = None,
-                 *, winning_version: int | None = None, winning_operation: str | None = None):
+    def __init__(
+        self,
+        problem: str,
+        cause: str | None = None,
+        fix: str | None = None,
+        *,
+        winning_version: int | None = None,
+        winning_operation: str | None = None,
+    ):
         self.winning_version = winning_version
         self.winning_operation = winning_operation
         super().__init__(problem, cause, fix)

@@ -40,13 +40,19 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from .actions import Metadata, Protocol
 from .errors import UnsupportedFeatureError
 
 #: reader features this engine implements. Extend (``.add``) when a reader capability lands.
-SUPPORTED_READER_FEATURES: set[str] = {"v2Checkpoint", "timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping"}
+SUPPORTED_READER_FEATURES: set[str] = {
+    "v2Checkpoint",
+    "timestampNtz",
+    "vacuumProtocolCheck",
+    "deletionVectors",
+    "columnMapping",
+}
 
 #: writer features that may appear in a table we write to (subject to the "not used" rules above)
 ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
@@ -297,11 +303,28 @@ check_can_write = check_write_supported
 
 _KNOWN_FEATURES = frozenset(
     {
-        "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
-        "columnMapping", "identityColumns", "deletionVectors", "rowTracking", "timestampNtz",
-        "domainMetadata", "v2Checkpoint", "icebergCompatV1", "icebergCompatV2", "clustering",
-        "typeWidening", "variantType", "variantShredding", "inCommitTimestamp", "vacuumProtocolCheck",
-        "catalogManaged", "allowColumnDefaults",
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "columnMapping",
+        "identityColumns",
+        "deletionVectors",
+        "rowTracking",
+        "timestampNtz",
+        "domainMetadata",
+        "v2Checkpoint",
+        "icebergCompatV1",
+        "icebergCompatV2",
+        "clustering",
+        "typeWidening",
+        "variantType",
+        "variantShredding",
+        "inCommitTimestamp",
+        "vacuumProtocolCheck",
+        "catalogManaged",
+        "allowColumnDefaults",
     }
 )
 
@@ -354,7 +377,7 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
     requested = []
     for k, v in conf.items():
         if k.startswith("delta.feature.") and v.lower() in ("supported", "enabled"):
-            f = canonical_feature(k[len("delta.feature."):])
+            f = canonical_feature(k[len("delta.feature.") :])
             if f not in ALLOWED_WRITER_FEATURES:
                 raise UnsupportedFeatureError(
                     f"Cannot create the table with feature '{f}'",
@@ -367,7 +390,8 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
         why = _usage(f, Metadata(id="x", schema_string=json.dumps(schema)))
         if why:
             raise UnsupportedFeatureError(
-                f"Cannot create the table: '{f}' is not supported for writing", why,
+                f"Cannot create the table: '{f}' is not supported for writing",
+                why,
                 "remove that column metadata, or create the table with Spark + delta-spark",
             )
     if schema_has_timestamp_ntz(schema) and "timestampNtz" not in requested:

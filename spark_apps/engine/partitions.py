@@ -39,7 +39,8 @@ import decimal as _decimal
 import math
 import re
 import unicodedata
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -50,13 +51,20 @@ from .errors import InvalidArgumentError
 from .schema import DataType, DecimalType, type_from_json
 
 __all__ = [
-    "HIVE_DEFAULT_PARTITION", "serialize_partition_value", "parse_partition_value", "partition_column_array",
-    "hive_escape", "hive_unescape", "partition_path", "encode_add_path", "decode_add_path",
+    "HIVE_DEFAULT_PARTITION",
+    "serialize_partition_value",
+    "parse_partition_value",
+    "partition_column_array",
+    "hive_escape",
+    "hive_unescape",
+    "partition_path",
+    "encode_add_path",
+    "decode_add_path",
 ]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 
 
@@ -164,8 +172,11 @@ def serialize_partition_value(value: Any, delta_type: DataType | str) -> str | N
             if isinstance(value, (float, _decimal.Decimal)) and value == int(value):
                 value = int(value)
             else:
-                raise InvalidArgumentError(f"Partition value {value!r} is not an integer", None,
-                                           f"pass an integer for the {name} partition column")
+                raise InvalidArgumentError(
+                    f"Partition value {value!r} is not an integer",
+                    None,
+                    f"pass an integer for the {name} partition column",
+                )
         return str(int(value))
     if name in ("double", "float"):
         return _java_double_str(float(value), single=(name == "float"))
@@ -234,8 +245,11 @@ def _normalize_timestamp_strings(arr: pa.Array, *, with_zone: bool) -> pa.Array:
     return arr
 
 
-def partition_column_array(strings: pa.Array | pa.ChunkedArray | Sequence[str | None] | str | None,
-                           delta_type: DataType | str, length: int | None = None) -> pa.Array:
+def partition_column_array(
+    strings: pa.Array | pa.ChunkedArray | Sequence[str | None] | str | None,
+    delta_type: DataType | str,
+    length: int | None = None,
+) -> pa.Array:
     """Typed Arrow array from partition value strings (vectorised).
 
     :param strings: an Arrow string array (or list) of serialised values; or a single string/None
@@ -288,8 +302,10 @@ def partition_column_array(strings: pa.Array | pa.ChunkedArray | Sequence[str | 
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 # e.g. more fractional digits than the scale: round half-up like Spark's cast
                 q = _decimal.Decimal(1).scaleb(-t.scale)
-                vals = [None if v is None else _decimal.Decimal(v.strip()).quantize(q, rounding=_decimal.ROUND_HALF_UP)
-                        for v in arr.to_pylist()]
+                vals = [
+                    None if v is None else _decimal.Decimal(v.strip()).quantize(q, rounding=_decimal.ROUND_HALF_UP)
+                    for v in arr.to_pylist()
+                ]
                 return pa.array(vals, target)
         if name in ("double", "float"):
             return pc.utf8_trim_whitespace(arr).cast(pa.float64()).cast(target)
@@ -364,8 +380,7 @@ def partition_path(partition_columns: Sequence[str], values: Mapping[str, str | 
 
 
 # java.net.URI path characters allowed unquoted: unreserved + punct + "/" + "@"
-_URI_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-                      "_-!.~'()*" ",;:$&+=" "/@")
+_URI_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-!.~'()*,;:$&+=/@")
 
 
 def _uri_char(c: str) -> str:

@@ -38,21 +38,29 @@ plus one batch, whatever the file size (files are written up to 128 MiB compress
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Mapping, Sequence
-from urllib.parse import unquote, urlparse
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import DataFileMissingError, InvalidArgumentError, InvalidSchemaError, StorageError
-from .partitions import decode_add_path, partition_column_array
+from .partitions import partition_column_array
+from .paths import data_file_uri
 from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from .storage import Storage
 
 __all__ = [
-    "data_file_uri", "read_data_file", "read_files_batches", "read_snapshot_table", "conform_array",
-    "column_mapping_mode_of", "iter_data_file_batches", "batches_to_table", "DEFAULT_BATCH_ROWS",
+    "data_file_uri",
+    "read_data_file",
+    "read_files_batches",
+    "read_snapshot_table",
+    "conform_array",
+    "column_mapping_mode_of",
+    "iter_data_file_batches",
+    "batches_to_table",
+    "DEFAULT_BATCH_ROWS",
 ]
 
 _PHYS = "delta.columnMapping.physicalName"
@@ -63,19 +71,6 @@ DEFAULT_BATCH_ROWS = 65536  # rows per streamed batch: bounds a reader's memory 
 # --------------------------------------------------------------------------------------------
 # locating files
 # --------------------------------------------------------------------------------------------
-
-
-def data_file_uri(table_root: str, path_in_log: str) -> str:
-    """Full location of a data file named ``path_in_log`` (as written in the log) under ``table_root``."""
-    parsed = urlparse(path_in_log)
-    if parsed.scheme and len(parsed.scheme) > 1:  # absolute URI (a 1-letter scheme is a Windows drive)
-        if parsed.scheme == "file":
-            return unquote(parsed.path)
-        return path_in_log
-    rel = decode_add_path(path_in_log)
-    if rel.startswith("/"):
-        return rel  # absolute local path (not a URI, but seen in the wild)
-    return Storage.join(table_root, rel)
 
 
 def column_mapping_mode_of(schema: StructType, configuration: Mapping[str, str] | None = None) -> str:
@@ -147,8 +142,16 @@ def conform_array(arr: pa.Array, target: DataType, mode: str = "none", where: st
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), tgt)
     if isinstance(target, StructType) or (isinstance(target, PrimitiveType) and target.name == "variant"):
-        st = target if isinstance(target, StructType) else StructType((
-            StructField("value", PrimitiveType("binary"), False), StructField("metadata", PrimitiveType("binary"), False)))
+        st = (
+            target
+            if isinstance(target, StructType)
+            else StructType(
+                (
+                    StructField("value", PrimitiveType("binary"), False),
+                    StructField("metadata", PrimitiveType("binary"), False),
+                )
+            )
+        )
         if not pa.types.is_struct(arr.type):
             raise _type_error(where, arr.type, target)
         src_fields = [arr.type.field(i) for i in range(arr.type.num_fields)]
@@ -168,7 +171,9 @@ def conform_array(arr: pa.Array, target: DataType, mode: str = "none", where: st
         out_fields = [of if not ch.null_count else of.with_nullable(True) for of, ch in zip(out_fields, children)]
         return pa.StructArray.from_arrays(children, fields=out_fields, mask=_null_mask(arr))
     if isinstance(target, ArrayType):
-        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type)):
+        if not (
+            pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type)
+        ):
             raise _type_error(where, arr.type, target)
         if pa.types.is_fixed_size_list(arr.type) or getattr(pa.types, "is_list_view", lambda _: False)(arr.type):
             arr = arr.cast(pa.list_(arr.type.value_field))
@@ -194,9 +199,13 @@ def conform_array(arr: pa.Array, target: DataType, mode: str = "none", where: st
                 # zone-less <-> UTC: same instant numbers (the wall clock in UTC)
                 arr = arr.cast(pa.timestamp(arr.type.unit, tz=tgt.tz))
             return arr.cast(tgt, safe=False)  # ns -> us truncates sub-microseconds
-        if pa.types.is_string(tgt) and not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
-                                            or pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)
-                                            or getattr(pa.types, "is_string_view", lambda _: False)(arr.type)):
+        if pa.types.is_string(tgt) and not (
+            pa.types.is_string(arr.type)
+            or pa.types.is_large_string(arr.type)
+            or pa.types.is_binary(arr.type)
+            or pa.types.is_large_binary(arr.type)
+            or getattr(pa.types, "is_string_view", lambda _: False)(arr.type)
+        ):
             raise _type_error(where, arr.type, target)
         return arr.cast(tgt)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -218,12 +227,16 @@ def _type_error(where: str, have: pa.DataType, target: DataType) -> InvalidSchem
 def _relaxed(t: pa.DataType) -> pa.DataType:
     """``t`` with every nested field nullable (a NOT NULL nested field may still hold nulls in old files)."""
     if pa.types.is_struct(t):
-        return pa.struct([pa.field(t.field(i).name, _relaxed(t.field(i).type), nullable=True) for i in range(t.num_fields)])
+        return pa.struct(
+            [pa.field(t.field(i).name, _relaxed(t.field(i).type), nullable=True) for i in range(t.num_fields)]
+        )
     if pa.types.is_list(t):
         return pa.list_(pa.field(t.value_field.name, _relaxed(t.value_type), nullable=True))
     if pa.types.is_map(t):
-        return pa.map_(pa.field("key", _relaxed(t.key_type), nullable=False),
-                       pa.field("value", _relaxed(t.item_type), nullable=True))
+        return pa.map_(
+            pa.field("key", _relaxed(t.key_type), nullable=False),
+            pa.field("value", _relaxed(t.item_type), nullable=True),
+        )
     return t
 
 
@@ -318,11 +331,19 @@ def _empty_batch(rows: int) -> pa.RecordBatch:
     return pa.record_batch({"_": pa.nulls(rows)}).drop_columns(["_"])
 
 
-def iter_data_file_batches(storage: Storage, table_root: str, path: str,
-                           partition_values: Mapping[str, str | None] | None, schema: StructType,
-                           partition_columns: Sequence[str], columns: Sequence[str] | None = None,
-                           deletion_vector: Any = None, *, column_mapping_mode: str | None = None,
-                           batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def iter_data_file_batches(
+    storage: Storage,
+    table_root: str,
+    path: str,
+    partition_values: Mapping[str, str | None] | None,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    columns: Sequence[str] | None = None,
+    deletion_vector: Any = None,
+    *,
+    column_mapping_mode: str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
     """Stream one data file in the table schema, one bounded batch at a time (see module docstring).
 
     The file's footer, the column selection and the deletion vector are resolved on the call, so a
@@ -343,8 +364,11 @@ def iter_data_file_batches(storage: Storage, table_root: str, path: str,
     :param batch_rows: most rows per batch (before deletion-vector filtering); bounds memory.
     """
     if int(batch_rows) < 1:
-        raise InvalidArgumentError(f"batch_rows must be at least 1, got {batch_rows}",
-                                   "a batch holds at least one row", "pass a positive batch_rows")
+        raise InvalidArgumentError(
+            f"batch_rows must be at least 1, got {batch_rows}",
+            "a batch holds at least one row",
+            "pass a positive batch_rows",
+        )
     batch_rows = int(batch_rows)
     mode = column_mapping_mode_of(schema) if column_mapping_mode is None else str(column_mapping_mode).lower()
     wanted = _select_fields(schema, columns)
@@ -376,8 +400,17 @@ def iter_data_file_batches(storage: Storage, table_root: str, path: str,
     return _stream_file(pf, path, location, plan, read_names, num_rows, deleted, mode, batch_rows)
 
 
-def _stream_file(pf: pq.ParquetFile, path: str, location: str, plan: list, read_names: list[str],
-                 num_rows: int, deleted: np.ndarray | None, mode: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _stream_file(
+    pf: pq.ParquetFile,
+    path: str,
+    location: str,
+    plan: list,
+    read_names: list[str],
+    num_rows: int,
+    deleted: np.ndarray | None,
+    mode: str,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
     """Read, filter (deletion vector, by physical row index) and conform ``pf`` batch by batch.
 
     Row groups are read one at a time (``iter_batches(row_groups=[g])``) so that parquet's
@@ -388,8 +421,11 @@ def _stream_file(pf: pq.ParquetFile, path: str, location: str, plan: list, read_
     offset = 0  # physical index of the next raw row in the file
     try:
         if read_names:
-            raws = (b for g in range(pf.metadata.num_row_groups)
-                    for b in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=read_names))
+            raws = (
+                b
+                for g in range(pf.metadata.num_row_groups)
+                for b in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=read_names)
+            )
         else:  # no data column: only the row count matters
             raws = (min(batch_rows, num_rows - s) for s in range(0, num_rows, batch_rows))
         try:
@@ -432,9 +468,18 @@ def _conform_batch(raw: pa.RecordBatch | None, rows: int, plan: list, mode: str)
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def read_data_file(storage: Storage, table_root: str, path: str, partition_values: Mapping[str, str | None] | None,
-                   schema: StructType, partition_columns: Sequence[str], columns: Sequence[str] | None = None,
-                   deletion_vector: Any = None, *, column_mapping_mode: str | None = None) -> pa.Table:
+def read_data_file(
+    storage: Storage,
+    table_root: str,
+    path: str,
+    partition_values: Mapping[str, str | None] | None,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    columns: Sequence[str] | None = None,
+    deletion_vector: Any = None,
+    *,
+    column_mapping_mode: str | None = None,
+) -> pa.Table:
     """Read one data file into the table schema: all of :func:`iter_data_file_batches`' batches as
     one table (field nullability unified: nullable when any batch holds nulls).
 
@@ -445,8 +490,19 @@ def read_data_file(storage: Storage, table_root: str, path: str, partition_value
         :class:`actions.DeletionVectorDescriptor`), or None.
     :param column_mapping_mode: "none"/"name"/"id"; None infers it from the schema metadata.
     """
-    batches = list(iter_data_file_batches(storage, table_root, path, partition_values, schema, partition_columns,
-                                          columns, deletion_vector, column_mapping_mode=column_mapping_mode))
+    batches = list(
+        iter_data_file_batches(
+            storage,
+            table_root,
+            path,
+            partition_values,
+            schema,
+            partition_columns,
+            columns,
+            deletion_vector,
+            column_mapping_mode=column_mapping_mode,
+        )
+    )
     return batches_to_table(batches)
 
 
@@ -499,22 +555,36 @@ def _partition_lookup(values: Mapping[str, str | None], schema: StructType, mode
 
 def _files_rows(files: pa.Table) -> Iterator[tuple[str, dict, Any]]:
     paths = files.column("path").to_pylist()
-    pvs = files.column("partition_values").to_pylist() if "partition_values" in files.column_names else [None] * len(paths)
-    dvs = files.column("deletion_vector").to_pylist() if "deletion_vector" in files.column_names else [None] * len(paths)
+    pvs = (
+        files.column("partition_values").to_pylist()
+        if "partition_values" in files.column_names
+        else [None] * len(paths)
+    )
+    dvs = (
+        files.column("deletion_vector").to_pylist() if "deletion_vector" in files.column_names else [None] * len(paths)
+    )
     for p, pv, dv in zip(paths, pvs, dvs):
         if isinstance(pv, list):
             pv = dict(pv)
         yield p, pv or {}, dv
 
 
-def read_files_batches(storage: Storage, table_root: str, files: pa.Table, schema: StructType,
-                       partition_columns: Sequence[str], columns: Sequence[str] | None = None, *,
-                       column_mapping_mode: str | None = None) -> Iterator[pa.Table]:
+def read_files_batches(
+    storage: Storage,
+    table_root: str,
+    files: pa.Table,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    columns: Sequence[str] | None = None,
+    *,
+    column_mapping_mode: str | None = None,
+) -> Iterator[pa.Table]:
     """Yield one table per file of ``files`` (a table with ``path``, ``partition_values`` and
     optionally ``deletion_vector`` columns, e.g. ``Snapshot.files``)."""
     for p, pv, dv in _files_rows(files):
-        yield read_data_file(storage, table_root, p, pv, schema, partition_columns, columns, dv,
-                             column_mapping_mode=column_mapping_mode)
+        yield read_data_file(
+            storage, table_root, p, pv, schema, partition_columns, columns, dv, column_mapping_mode=column_mapping_mode
+        )
 
 
 def read_snapshot_table(snapshot, columns: Sequence[str] | None = None, *, check_features: bool = True) -> pa.Table:
@@ -528,11 +598,21 @@ def read_snapshot_table(snapshot, columns: Sequence[str] | None = None, *, check
         features.check_read_supported(snapshot.protocol, snapshot.metadata)
     schema: StructType = snapshot.schema
     mode = column_mapping_mode_of(schema, snapshot.metadata.configuration or {})
-    target = pa.schema([pa.field(f.name, _relaxed(f.type.to_arrow()), nullable=True)
-                        for f in _select_fields(schema, columns)])
-    parts = [t.cast(target) if not t.schema.equals(target) else t
-             for t in read_files_batches(snapshot.storage, snapshot.table_root, snapshot.files, schema,
-                                         snapshot.partition_columns, columns, column_mapping_mode=mode)]
+    target = pa.schema(
+        [pa.field(f.name, _relaxed(f.type.to_arrow()), nullable=True) for f in _select_fields(schema, columns)]
+    )
+    parts = [
+        t.cast(target) if not t.schema.equals(target) else t
+        for t in read_files_batches(
+            snapshot.storage,
+            snapshot.table_root,
+            snapshot.files,
+            schema,
+            snapshot.partition_columns,
+            columns,
+            column_mapping_mode=mode,
+        )
+    ]
     if not parts:
         return target.empty_table()
     return pa.concat_tables(parts)

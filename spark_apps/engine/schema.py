@@ -37,20 +37,48 @@ Rules (PROTOCOL.md "Schema Serialization Format", Spark's ``DataType.json``):
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Union
+from typing import Any
 
 import pyarrow as pa
 
 from .errors import InvalidSchemaError, SchemaMismatchError
 
 __all__ = [
-    "DataType", "PrimitiveType", "DecimalType", "ArrayType", "MapType", "StructField", "StructType",
-    "STRING", "LONG", "INTEGER", "SHORT", "BYTE", "FLOAT", "DOUBLE", "BOOLEAN", "BINARY", "DATE",
-    "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT", "PRIMITIVE_NAMES",
-    "type_from_json", "type_to_json", "type_from_arrow", "parse_type", "parse_ddl", "parse_schema",
+    "DataType",
+    "PrimitiveType",
+    "DecimalType",
+    "ArrayType",
+    "MapType",
+    "StructField",
+    "StructType",
+    "STRING",
+    "LONG",
+    "INTEGER",
+    "SHORT",
+    "BYTE",
+    "FLOAT",
+    "DOUBLE",
+    "BOOLEAN",
+    "BINARY",
+    "DATE",
+    "TIMESTAMP",
+    "TIMESTAMP_NTZ",
+    "VOID",
+    "VARIANT",
+    "PRIMITIVE_NAMES",
+    "type_from_json",
+    "type_to_json",
+    "type_from_arrow",
+    "parse_type",
+    "parse_ddl",
+    "parse_schema",
     "parse_column_paths",
-    "check_write_compatible", "check_not_null", "is_safe_upcast", "MAX_DECIMAL_PRECISION",
+    "check_write_compatible",
+    "check_not_null",
+    "is_safe_upcast",
+    "MAX_DECIMAL_PRECISION",
 ]
 
 MAX_DECIMAL_PRECISION = 38
@@ -126,7 +154,7 @@ class DecimalType(_TypeBase):
 
 @dataclass(frozen=True)
 class ArrayType(_TypeBase):
-    element_type: "DataType"
+    element_type: DataType
     contains_null: bool = True
 
     name = "array"
@@ -140,8 +168,8 @@ class ArrayType(_TypeBase):
 
 @dataclass(frozen=True)
 class MapType(_TypeBase):
-    key_type: "DataType"
-    value_type: "DataType"
+    key_type: DataType
+    value_type: DataType
     value_contains_null: bool = True
 
     name = "map"
@@ -166,7 +194,7 @@ class StructField:
     """One named field. ``metadata`` is the column metadata JSON object, kept verbatim."""
 
     name: str
-    type: "DataType"
+    type: DataType
     nullable: bool = True
     metadata: dict = field(default_factory=dict, hash=False)
 
@@ -174,7 +202,7 @@ class StructField:
         return {"name": self.name, "type": self.type.to_json(), "nullable": self.nullable, "metadata": self.metadata}
 
     @classmethod
-    def from_json(cls, obj: dict) -> "StructField":
+    def from_json(cls, obj: dict) -> StructField:
         if not isinstance(obj, dict) or "name" not in obj or "type" not in obj:
             raise InvalidSchemaError(
                 "A schema field is malformed",
@@ -205,7 +233,7 @@ class StructField:
         v = self.metadata.get("delta.columnMapping.id")
         return int(v) if v is not None else None
 
-    def with_type(self, new_type: "DataType") -> "StructField":
+    def with_type(self, new_type: DataType) -> StructField:
         return StructField(self.name, new_type, self.nullable, self.metadata)
 
 
@@ -228,12 +256,14 @@ class StructType(_TypeBase):
         return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, obj: dict | str) -> "StructType":
+    def from_json(cls, obj: dict | str) -> StructType:
         if isinstance(obj, (str, bytes)):
             try:
                 obj = json.loads(obj)
             except ValueError as e:
-                raise InvalidSchemaError("The schema is not valid JSON", str(e), "pass a Spark/Delta JSON schema") from None
+                raise InvalidSchemaError(
+                    "The schema is not valid JSON", str(e), "pass a Spark/Delta JSON schema"
+                ) from None
         t = type_from_json(obj)
         if not isinstance(t, StructType):
             raise InvalidSchemaError(
@@ -250,7 +280,7 @@ class StructType(_TypeBase):
         return pa.schema([f.to_arrow() for f in self.fields])
 
     @classmethod
-    def from_arrow(cls, schema: pa.Schema | pa.StructType) -> "StructType":
+    def from_arrow(cls, schema: pa.Schema | pa.StructType) -> StructType:
         fields = list(schema) if isinstance(schema, pa.Schema) else [schema.field(i) for i in range(schema.num_fields)]
         st = cls(tuple(StructField(f.name, type_from_arrow(f.type, f.name), f.nullable, {}) for f in fields))
         st.validate()
@@ -307,14 +337,14 @@ class StructType(_TypeBase):
         walk(self, ())
         return out
 
-    def select(self, names: list[str]) -> "StructType":
+    def select(self, names: list[str]) -> StructType:
         return StructType(tuple(self.field(n) for n in names))
 
-    def without(self, names: list[str] | tuple[str, ...] | set[str]) -> "StructType":
+    def without(self, names: list[str] | tuple[str, ...] | set[str]) -> StructType:
         low = {n.lower() for n in names}
         return StructType(tuple(f for f in self.fields if f.name.lower() not in low))
 
-    def add(self, f: StructField) -> "StructType":
+    def add(self, f: StructField) -> StructType:
         return StructType(self.fields + (f,))
 
     def to_ddl(self) -> str:
@@ -323,16 +353,30 @@ class StructType(_TypeBase):
         return ", ".join(_field_ddl(f, top=True) for f in self.fields)
 
     # --- validation -----------------------------------------------------------------------
-    def validate(self) -> "StructType":
+    def validate(self) -> StructType:
         _validate_struct(self, ())
         return self
 
 
-DataType = Union[PrimitiveType, DecimalType, ArrayType, MapType, StructType]
+DataType = PrimitiveType | DecimalType | ArrayType | MapType | StructType
 
 PRIMITIVE_NAMES = frozenset(
-    ["string", "long", "integer", "short", "byte", "float", "double", "boolean", "binary", "date",
-     "timestamp", "timestamp_ntz", "void", "variant"]
+    [
+        "string",
+        "long",
+        "integer",
+        "short",
+        "byte",
+        "float",
+        "double",
+        "boolean",
+        "binary",
+        "date",
+        "timestamp",
+        "timestamp_ntz",
+        "void",
+        "variant",
+    ]
 )
 
 _PRIMITIVE_TO_ARROW = {
@@ -349,8 +393,9 @@ _PRIMITIVE_TO_ARROW = {
     "timestamp": lambda: pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": lambda: pa.timestamp("us"),
     "void": pa.null,
-    "variant": lambda: pa.struct([pa.field("value", pa.binary(), nullable=False),
-                                  pa.field("metadata", pa.binary(), nullable=False)]),
+    "variant": lambda: pa.struct(
+        [pa.field("value", pa.binary(), nullable=False), pa.field("metadata", pa.binary(), nullable=False)]
+    ),
 }
 
 STRING = PrimitiveType("string")
@@ -455,7 +500,7 @@ def _validate_type(t, path: tuple[str, ...]) -> None:
 
 
 def _parse_decimal_name(s: str):
-    inner = s.strip()[len("decimal"):].strip()
+    inner = s.strip()[len("decimal") :].strip()
     if inner == "":
         return DecimalType(10, 0)
     if not (inner.startswith("(") and inner.endswith(")")):
@@ -493,15 +538,22 @@ def type_from_json(obj: Any) -> DataType:
             if kind == "struct":
                 fields = obj.get("fields")
                 if not isinstance(fields, list):
-                    raise InvalidSchemaError("A struct type has no 'fields' list", str(obj)[:200], "pass a Spark/Delta JSON schema")
+                    raise InvalidSchemaError(
+                        "A struct type has no 'fields' list", str(obj)[:200], "pass a Spark/Delta JSON schema"
+                    )
                 return StructType(tuple(StructField.from_json(f) for f in fields))
             if kind == "array":
                 return ArrayType(type_from_json(obj["elementType"]), bool(obj.get("containsNull", True)))
             if kind == "map":
-                return MapType(type_from_json(obj["keyType"]), type_from_json(obj["valueType"]),
-                               bool(obj.get("valueContainsNull", True)))
+                return MapType(
+                    type_from_json(obj["keyType"]),
+                    type_from_json(obj["valueType"]),
+                    bool(obj.get("valueContainsNull", True)),
+                )
         except KeyError as e:
-            raise InvalidSchemaError(f"A '{kind}' type lacks {e}", str(obj)[:200], "pass a Spark/Delta JSON schema") from None
+            raise InvalidSchemaError(
+                f"A '{kind}' type lacks {e}", str(obj)[:200], "pass a Spark/Delta JSON schema"
+            ) from None
         if isinstance(kind, str) and kind not in ("struct", "array", "map"):
             # Spark writes user-defined types as {"type": "udt", ...}; anything else is unknown.
             raise InvalidSchemaError(f"Unknown data type '{kind}'", str(obj)[:200], "use one of the Delta data types")
@@ -531,16 +583,29 @@ def type_from_arrow(t: pa.DataType, name: str = "?") -> DataType:
         return type_from_arrow(t.value_type, name)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", lambda _: False)(t):
         return STRING
-    if (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
-            or getattr(pa.types, "is_binary_view", lambda _: False)(t)):
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or getattr(pa.types, "is_binary_view", lambda _: False)(t)
+    ):
         return BINARY
     if pa.types.is_boolean(t):
         return BOOLEAN
     simple = {
-        pa.int8(): BYTE, pa.int16(): SHORT, pa.int32(): INTEGER, pa.int64(): LONG,
-        pa.uint8(): SHORT, pa.uint16(): INTEGER, pa.uint32(): LONG,
-        pa.float16(): FLOAT, pa.float32(): FLOAT, pa.float64(): DOUBLE,
-        pa.date32(): DATE, pa.date64(): DATE, pa.null(): VOID,
+        pa.int8(): BYTE,
+        pa.int16(): SHORT,
+        pa.int32(): INTEGER,
+        pa.int64(): LONG,
+        pa.uint8(): SHORT,
+        pa.uint16(): INTEGER,
+        pa.uint32(): LONG,
+        pa.float16(): FLOAT,
+        pa.float32(): FLOAT,
+        pa.float64(): DOUBLE,
+        pa.date32(): DATE,
+        pa.date64(): DATE,
+        pa.null(): VOID,
     }
     if t in simple:
         return simple[t]
@@ -548,16 +613,22 @@ def type_from_arrow(t: pa.DataType, name: str = "?") -> DataType:
         return TIMESTAMP if t.tz is not None else TIMESTAMP_NTZ
     if pa.types.is_decimal(t):
         return DecimalType(t.precision, t.scale)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or \
-            getattr(pa.types, "is_list_view", lambda _: False)(t):
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or getattr(pa.types, "is_list_view", lambda _: False)(t)
+    ):
         return ArrayType(type_from_arrow(t.value_type, name), t.value_field.nullable)
     if pa.types.is_map(t):
         return MapType(type_from_arrow(t.key_type, name), type_from_arrow(t.item_type, name), t.item_field.nullable)
     if pa.types.is_struct(t):
-        return StructType(tuple(
-            StructField(t.field(i).name, type_from_arrow(t.field(i).type, t.field(i).name), t.field(i).nullable, {})
-            for i in range(t.num_fields)
-        ))
+        return StructType(
+            tuple(
+                StructField(t.field(i).name, type_from_arrow(t.field(i).type, t.field(i).name), t.field(i).nullable, {})
+                for i in range(t.num_fields)
+            )
+        )
     raise InvalidSchemaError(
         f"Column '{name}' has Arrow type {t}, which Delta cannot store",
         "Delta has no equivalent type (e.g. time, duration, interval, uint64)",
@@ -582,9 +653,11 @@ def type_from_arrow(t: pa.DataType, name: str = "?") -> DataType:
 # backquoted.
 
 _TYPE_FIX = "write a Spark type such as BIGINT, DECIMAL(10,2), ARRAY<STRING>, MAP<STRING, INT> or STRUCT<a: INT>"
-_DDL_FIX = ("write columns as 'name TYPE [NOT NULL] [COMMENT \\'text\\']' separated by commas, e.g. "
-            "'id BIGINT NOT NULL, tags ARRAY<STRING>'; backquote names that are SQL keywords or hold "
-            "special characters (`select`, `my col`)")
+_DDL_FIX = (
+    "write columns as 'name TYPE [NOT NULL] [COMMENT \\'text\\']' separated by commas, e.g. "
+    "'id BIGINT NOT NULL, tags ARRAY<STRING>'; backquote names that are SQL keywords or hold "
+    "special characters (`select`, `my col`)"
+)
 
 _SQLGLOT: tuple | None = None
 
@@ -625,8 +698,11 @@ def _spark_tokens(text: str, what: str, *, types: bool = True) -> list:
         elif t.token_type == TokenType.NEQ and out and out[-1].token_type == TokenType.STRUCT:
             out.append(Token(TokenType.LT, "<", t.line, t.col - 1, t.start, t.start))
             out.append(Token(TokenType.GT, ">", t.line, t.col, t.end, t.end))
-        elif (t.token_type == TokenType.TIMESTAMPTZ and up == "TIMESTAMP"
-              and [x.text.upper() for x in raw[i + 1:i + 4]] == ["WITHOUT", "TIME", "ZONE"]):
+        elif (
+            t.token_type == TokenType.TIMESTAMPTZ
+            and up == "TIMESTAMP"
+            and [x.text.upper() for x in raw[i + 1 : i + 4]] == ["WITHOUT", "TIME", "ZONE"]
+        ):
             z = raw[i + 3]
             out.append(Token(TokenType.TIMESTAMPNTZ, "TIMESTAMP_NTZ", z.line, z.col, t.start, z.end, t.comments))
             i += 3
@@ -639,7 +715,7 @@ def _spark_tokens(text: str, what: str, *, types: bool = True) -> list:
 def _near(text: str, start: int, end: int) -> str:
     line = text.count("\n", 0, start) + 1
     col = start - text.rfind("\n", 0, start)
-    return f"at line {line}, column {col}, near '{text[max(0, start - 25):end + 20]}'"
+    return f"at line {line}, column {col}, near '{text[max(0, start - 25) : end + 20]}'"
 
 
 def _parse_tokens(text: str, tokens: list, into, what: str, fix: str = _DDL_FIX):
@@ -652,8 +728,10 @@ def _parse_tokens(text: str, tokens: list, into, what: str, fix: str = _DDL_FIX)
     except ParseError as e:
         info = (getattr(e, "errors", None) or [{}])[0]
     desc = "sqlglot: " + str(info.get("description") or "parse error").splitlines()[0]
-    at = next((i for i, t in enumerate(tokens)
-               if t.line == info.get("line") and t.col == info.get("col") and t.line > 0), None)
+    at = next(
+        (i for i, t in enumerate(tokens) if t.line == info.get("line") and t.col == info.get("col") and t.line > 0),
+        None,
+    )
     if at is None:  # stopped on the synthetic closing '>' (or nowhere): the input ended early
         _raise(f"Cannot parse the {what}: it ends too early", f"{desc}, at the end of '{text[-60:]}'", fix)
     tok, prev = tokens[at], tokens[at - 1] if at else None
@@ -703,22 +781,26 @@ def _type_from_sqlglot(dt, where: str) -> tuple[DataType, dict]:
     """Our type for one sqlglot ``DataType`` node, plus column metadata (CHAR/VARCHAR only)."""
     exp, *_, dialect = _sqlglot()
     T = exp.DType
-    stores = ("Delta stores " + ", ".join(sorted(PRIMITIVE_NAMES)) + ", decimal(p,s), array, map and struct")
+    stores = "Delta stores " + ", ".join(sorted(PRIMITIVE_NAMES)) + ", decimal(p,s), array, map and struct"
     if not isinstance(dt, exp.DataType) or not isinstance(dt.this, T):
         shown = dt.sql(dialect=dialect) if isinstance(dt, exp.Expr) else str(dt)
         interval = isinstance(dt, exp.DataType) and isinstance(dt.this, exp.Interval)
-        _raise(f"Column '{where}' has type {shown}, which Delta cannot store",
-               ("Delta has no interval types; " if interval else "") + stores)
+        _raise(
+            f"Column '{where}' has type {shown}, which Delta cannot store",
+            ("Delta has no interval types; " if interval else "") + stores,
+        )
     kind, args = dt.this, dt.expressions
     prim = _SQLGLOT_PRIMITIVES.get(kind.name)
     # the Spark name of the type when we know it, else sqlglot's (e.g. DATETIME, UINT); with parameters
     shown = (_type_ddl(_PRIMITIVES[prim]) if prim else kind.name) + (
-        f"({', '.join(a.sql(dialect=dialect) for a in args)})" if args and not dt.args.get("nested") else "")
+        f"({', '.join(a.sql(dialect=dialect) for a in args)})" if args and not dt.args.get("nested") else ""
+    )
     if kind == T.ARRAY and len(args) == 1:
         return ArrayType(_type_from_sqlglot(args[0], where + ".element")[0], True), {}
     if kind == T.MAP and len(args) == 2:
-        return MapType(_type_from_sqlglot(args[0], where + ".key")[0],
-                       _type_from_sqlglot(args[1], where + ".value")[0], True), {}
+        return MapType(
+            _type_from_sqlglot(args[0], where + ".key")[0], _type_from_sqlglot(args[1], where + ".value")[0], True
+        ), {}
     if kind == T.STRUCT:
         return StructType(tuple(_field_from_sqlglot(m, where) for m in args)), {}
     params = [a.name for a in args] if not dt.args.get("nested") else []
@@ -727,13 +809,15 @@ def _type_from_sqlglot(dt, where: str) -> tuple[DataType, dict]:
     params = [int(p) for p in params]
     if kind == T.DECIMAL and len(params) <= 2:
         try:
-            return DecimalType(*(params + [10, 0][len(params):])), {}
+            return DecimalType(*(params + [10, 0][len(params) :])), {}
         except InvalidSchemaError as e:
             raise InvalidSchemaError(f"{e.problem} for column '{where}'", e.cause, e.fix) from None
     if kind in (T.CHAR, T.VARCHAR):
         if len(params) != 1 or params[0] < 1:
-            _raise(f"Column '{where}' has type {shown} without a valid length",
-                   f"{kind.name} needs a length, e.g. {kind.name}(10)")
+            _raise(
+                f"Column '{where}' has type {shown} without a valid length",
+                f"{kind.name} needs a length, e.g. {kind.name}(10)",
+            )
         return STRING, {CHAR_VARCHAR_KEY: f"{kind.name.lower()}({params[0]})"}
     if prim is None:
         _raise(f"Column '{where}' has type {shown}, which Delta cannot store", stores)
@@ -746,10 +830,21 @@ def _type_from_sqlglot(dt, where: str) -> tuple[DataType, dict]:
 # UTC-adjusted timestamp (sqlglot: TIMESTAMPTZ / TIMESTAMPLTZ); TIMESTAMP_NTZ has no zone.
 # STRING is TEXT in sqlglot; REAL reads as FLOAT, LONG as BIGINT, SHORT as SMALLINT, BYTE as TINYINT.
 _SQLGLOT_PRIMITIVES = {
-    "TEXT": "string", "BIGINT": "long", "INT": "integer", "SMALLINT": "short", "TINYINT": "byte",
-    "FLOAT": "float", "DOUBLE": "double", "BOOLEAN": "boolean", "BINARY": "binary", "DATE": "date",
-    "TIMESTAMPTZ": "timestamp", "TIMESTAMPLTZ": "timestamp", "TIMESTAMPNTZ": "timestamp_ntz",
-    "NULL": "void", "VARIANT": "variant",
+    "TEXT": "string",
+    "BIGINT": "long",
+    "INT": "integer",
+    "SMALLINT": "short",
+    "TINYINT": "byte",
+    "FLOAT": "float",
+    "DOUBLE": "double",
+    "BOOLEAN": "boolean",
+    "BINARY": "binary",
+    "DATE": "date",
+    "TIMESTAMPTZ": "timestamp",
+    "TIMESTAMPLTZ": "timestamp",
+    "TIMESTAMPNTZ": "timestamp_ntz",
+    "NULL": "void",
+    "VARIANT": "variant",
 }
 
 
@@ -758,8 +853,11 @@ def _field_from_sqlglot(node, parent: str) -> StructField:
     exp, *_, dialect = _sqlglot()
     prefix = parent + "." if parent else ""
     if not isinstance(node, exp.ColumnDef) or not isinstance(node.this, exp.Identifier):
-        _raise(f"Cannot parse the DDL schema: expected a column name but found '{node.sql(dialect=dialect)}'"
-               + (f" in '{parent}'" if parent else ""), None)
+        _raise(
+            f"Cannot parse the DDL schema: expected a column name but found '{node.sql(dialect=dialect)}'"
+            + (f" in '{parent}'" if parent else ""),
+            None,
+        )
     name = node.this.this
     where = prefix + name
     if node.args.get("kind") is None:
@@ -775,9 +873,11 @@ def _field_from_sqlglot(node, parent: str) -> StructField:
                 _raise(f"Cannot parse the DDL schema: COMMENT of column '{where}' must be a quoted string", None)
             md["comment"] = k.this.this
         else:
-            _raise(f"Column '{where}' has a clause this engine cannot honour: {c.sql(dialect=dialect)}",
-                   "only NOT NULL and one COMMENT are supported (no DEFAULT, GENERATED, IDENTITY, CHECK, "
-                   "COLLATE or key constraints)")
+            _raise(
+                f"Column '{where}' has a clause this engine cannot honour: {c.sql(dialect=dialect)}",
+                "only NOT NULL and one COMMENT are supported (no DEFAULT, GENERATED, IDENTITY, CHECK, "
+                "COLLATE or key constraints)",
+            )
     return StructField(name, t, nullable, md)
 
 
@@ -802,8 +902,9 @@ def parse_ddl(text: str) -> StructType:
     exp, _, _, Token, TokenType, _ = _sqlglot()
     tokens = _spark_tokens(text, "DDL schema")
     if not tokens:
-        raise InvalidSchemaError("The DDL schema is empty", "it holds only comments",
-                                 "list at least one column, e.g. 'id BIGINT'")
+        raise InvalidSchemaError(
+            "The DDL schema is empty", "it holds only comments", "list at least one column, e.g. 'id BIGINT'"
+        )
     if len(tokens) > 1 and tokens[0].token_type == TokenType.STRUCT and tokens[1].token_type == TokenType.LT:
         t, _ = _type_from_sqlglot(_parse_tokens(text, tokens, exp.DataType, "DDL schema"), "")
         return t.validate()
@@ -812,17 +913,26 @@ def parse_ddl(text: str) -> StructType:
         parens += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tok.token_type, 0)
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
         if tok.token_type == TokenType.COMMA and not parens and (nxt is None or nxt.token_type == TokenType.GT):
-            _raise(f"Cannot parse the DDL schema: expected a column name after ',' but found "
-                   f"{'end of input' if nxt is None else repr(nxt.text)}", _near(text, tok.start, tok.end))
+            _raise(
+                f"Cannot parse the DDL schema: expected a column name after ',' but found "
+                f"{'end of input' if nxt is None else repr(nxt.text)}",
+                _near(text, tok.start, tok.end),
+            )
     # the column list is read as the members of STRUCT<...>; synthetic tokens are on line 0
-    wrapped = [Token(TokenType.STRUCT, "STRUCT", 0, 0, 0, -1), Token(TokenType.LT, "<", 0, 0, 0, -1),
-               *tokens, Token(TokenType.GT, ">", 0, 0, len(text), len(text) - 1)]
+    wrapped = [
+        Token(TokenType.STRUCT, "STRUCT", 0, 0, 0, -1),
+        Token(TokenType.LT, "<", 0, 0, 0, -1),
+        *tokens,
+        Token(TokenType.GT, ">", 0, 0, len(text), len(text) - 1),
+    ]
     t, _ = _type_from_sqlglot(_parse_tokens(text, wrapped, exp.DataType, "DDL schema"), "")
     return t.validate()
 
 
-_PATHS_FIX = ("list column names separated by commas, nested fields with dots, e.g. 'a, b.c, `x.y`.z'; "
-              "backquote names holding dots or commas or that are SQL keywords or literals (`true`)")
+_PATHS_FIX = (
+    "list column names separated by commas, nested fields with dots, e.g. 'a, b.c, `x.y`.z'; "
+    "backquote names holding dots or commas or that are SQL keywords or literals (`true`)"
+)
 
 
 def parse_column_paths(text: str, what: str = "column list") -> list[tuple[str, ...]]:
@@ -850,9 +960,12 @@ def parse_column_paths(text: str, what: str = "column list") -> list[tuple[str, 
         node = _parse_tokens(text, g, exp.Column, what, _PATHS_FIX)
         parts = node.parts if isinstance(node, (exp.Column, exp.Dot)) else None
         if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
-            entry = text[g[0].start:g[-1].end + 1]
-            _raise(f"Cannot parse the {what}: '{entry}' is not a column name",
-                   f"sqlglot reads it as {type(node).__name__} {node.sql(dialect=dialect)}", _PATHS_FIX)
+            entry = text[g[0].start : g[-1].end + 1]
+            _raise(
+                f"Cannot parse the {what}: '{entry}' is not a column name",
+                f"sqlglot reads it as {type(node).__name__} {node.sql(dialect=dialect)}",
+                _PATHS_FIX,
+            )
         out.append(tuple(p.this for p in parts))
     return out
 
@@ -914,13 +1027,16 @@ def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
         digits = {"byte": 3, "short": 5, "integer": 10, "long": 20}.get(data_type.name)
         return digits is not None and table_type.precision - table_type.scale >= digits
     if isinstance(data_type, DecimalType) and isinstance(table_type, DecimalType):
-        return (table_type.scale >= data_type.scale
-                and table_type.precision - table_type.scale >= data_type.precision - data_type.scale)
+        return (
+            table_type.scale >= data_type.scale
+            and table_type.precision - table_type.scale >= data_type.precision - data_type.scale
+        )
     if isinstance(data_type, ArrayType) and isinstance(table_type, ArrayType):
         return is_safe_upcast(data_type.element_type, table_type.element_type)
     if isinstance(data_type, MapType) and isinstance(table_type, MapType):
-        return (is_safe_upcast(data_type.key_type, table_type.key_type)
-                and is_safe_upcast(data_type.value_type, table_type.value_type))
+        return is_safe_upcast(data_type.key_type, table_type.key_type) and is_safe_upcast(
+            data_type.value_type, table_type.value_type
+        )
     if isinstance(data_type, StructType) and isinstance(table_type, StructType):
         problems: list[str] = []
         _compare_struct(table_type, data_type, (), problems, merge=False, merged=None)
@@ -928,8 +1044,9 @@ def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
     return False
 
 
-def _compare_struct(table: StructType, data: StructType, path: tuple[str, ...], problems: list[str],
-                    *, merge: bool, merged: list | None) -> None:
+def _compare_struct(
+    table: StructType, data: StructType, path: tuple[str, ...], problems: list[str], *, merge: bool, merged: list | None
+) -> None:
     """Append human-readable problems; with ``merged`` (a list) collect the merged fields."""
     data_by_low = {f.name.lower(): f for f in data.fields}
     table_low = {f.name.lower() for f in table.fields}
@@ -964,8 +1081,9 @@ def _compare_struct(table: StructType, data: StructType, path: tuple[str, ...], 
             merged.append(StructField(f.name, f.type, True, f.metadata))
 
 
-def check_write_compatible(table_schema: StructType, data_schema: StructType, *,
-                           merge_schema: bool = False) -> StructType:
+def check_write_compatible(
+    table_schema: StructType, data_schema: StructType, *, merge_schema: bool = False
+) -> StructType:
     """Schema enforcement for appends/overwrites into an existing table.
 
     Rules (Delta's schema enforcement on write):
@@ -1005,7 +1123,7 @@ def check_not_null(table_schema: StructType, data: pa.Table | pa.RecordBatch) ->
     names = {n.lower(): n for n in data.schema.names}
 
     def check(arr, st: StructType, path: tuple[str, ...]):
-        for i, f in enumerate(st.fields):
+        for _i, f in enumerate(st.fields):
             where = ".".join(path + (f.name,))
             col = arr(f.name)
             if col is None:

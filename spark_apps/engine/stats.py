@@ -49,9 +49,9 @@ import datetime as _dt
 import decimal as _decimal
 import json
 import math
-
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -61,8 +61,13 @@ from .errors import InvalidArgumentError, InvalidSchemaError
 from .schema import DataType, DecimalType, StructType, parse_column_paths
 
 __all__ = [
-    "StatsCollector", "stats_config_from_properties", "collect_stats", "parse_stats_columns",
-    "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH", "MINMAX_TYPES",
+    "StatsCollector",
+    "stats_config_from_properties",
+    "collect_stats",
+    "parse_stats_columns",
+    "DEFAULT_NUM_INDEXED_COLS",
+    "DEFAULT_STRING_PREFIX_LENGTH",
+    "MINMAX_TYPES",
 ]
 
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -105,8 +110,11 @@ def stats_config_from_properties(configuration: Mapping[str, str] | None) -> dic
     ``delta.columnMapping.mode`` on (stats keyed by physical names under column mapping).
     """
     conf = configuration or {}
-    out: dict[str, Any] = {"num_indexed_cols": DEFAULT_NUM_INDEXED_COLS, "stats_columns": None,
-                           "column_mapping_mode": str(conf.get("delta.columnMapping.mode", "none")).lower()}
+    out: dict[str, Any] = {
+        "num_indexed_cols": DEFAULT_NUM_INDEXED_COLS,
+        "stats_columns": None,
+        "column_mapping_mode": str(conf.get("delta.columnMapping.mode", "none")).lower(),
+    }
     cols = conf.get("delta.dataSkippingStatsColumns")
     if cols is not None:
         out["stats_columns"] = parse_stats_columns(cols)
@@ -117,12 +125,14 @@ def stats_config_from_properties(configuration: Mapping[str, str] | None) -> dic
             num = int(str(n).strip())
         except ValueError:
             raise InvalidArgumentError(
-                f"delta.dataSkippingNumIndexedCols is '{n}', not an integer", None,
+                f"delta.dataSkippingNumIndexedCols is '{n}', not an integer",
+                None,
                 "set it to -1 (all columns), 0 (no column stats) or a positive number",
             ) from None
         if num < -1:
             raise InvalidArgumentError(
-                f"delta.dataSkippingNumIndexedCols is {num}", "it must be >= -1",
+                f"delta.dataSkippingNumIndexedCols is {num}",
+                "it must be >= -1",
                 "set it to -1 (all columns), 0 (no column stats) or a positive number",
             )
         out["num_indexed_cols"] = num
@@ -171,7 +181,7 @@ def _filter(st: StructType, paths: list[tuple[str, ...]]) -> StructType:
 @dataclass
 class _Leaf:
     names: tuple[tuple[str, ...], ...]  # per level: candidate names to find in the data (first wins)
-    keys: tuple[str, ...]               # JSON key path
+    keys: tuple[str, ...]  # JSON key path
     type: DataType
     minmax: bool
     null_count: int = 0
@@ -197,10 +207,17 @@ class StatsCollector:
     :param tight_bounds: when not None, write ``"tightBounds": <value>`` (deletion-vector tables).
     """
 
-    def __init__(self, schema: StructType, num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
-                 stats_columns: str | Sequence | None = None, string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
-                 *, partition_columns: Iterable[str] = (), column_mapping_mode: str | None = "none",
-                 tight_bounds: bool | None = None):
+    def __init__(
+        self,
+        schema: StructType,
+        num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+        stats_columns: str | Sequence | None = None,
+        string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+        *,
+        partition_columns: Iterable[str] = (),
+        column_mapping_mode: str | None = "none",
+        tight_bounds: bool | None = None,
+    ):
         if string_prefix_length < 1:
             raise InvalidArgumentError("string_prefix_length must be >= 1", None, "use the default of 32")
         self.schema = schema
@@ -209,9 +226,13 @@ class StatsCollector:
         self.mapping = (column_mapping_mode or "none").lower() not in ("none", "")
         data_schema = schema.without(list(partition_columns))
         if stats_columns is not None:
-            paths = parse_stats_columns(stats_columns) if not (
-                isinstance(stats_columns, (list, tuple)) and stats_columns and isinstance(stats_columns[0], tuple)
-            ) else [tuple(p) for p in stats_columns]
+            paths = (
+                parse_stats_columns(stats_columns)
+                if not (
+                    isinstance(stats_columns, (list, tuple)) and stats_columns and isinstance(stats_columns[0], tuple)
+                )
+                else [tuple(p) for p in stats_columns]
+            )
             selected = _filter(data_schema, [tuple(x.lower() for x in p) for p in paths])
         elif num_indexed_cols is None or int(num_indexed_cols) < 0:
             selected = data_schema
@@ -236,7 +257,7 @@ class StatsCollector:
         return [leaf.keys for leaf in self._leaves]
 
     # --- folding --------------------------------------------------------------------------
-    def update(self, batch: pa.RecordBatch | pa.Table) -> "StatsCollector":
+    def update(self, batch: pa.RecordBatch | pa.Table) -> StatsCollector:
         """Fold a batch (or table) into the running stats. Returns self."""
         if isinstance(batch, pa.Table):
             for b in batch.to_batches():
@@ -263,7 +284,7 @@ class StatsCollector:
             if leaf.minmax and arr.null_count < len(arr):
                 self._fold_minmax(leaf, arr)
 
-    def _resolve(self, top: "_Lookup", names: tuple, cache: dict):
+    def _resolve(self, top: _Lookup, names: tuple, cache: dict):
         level = top
         arr = None
         for depth, cand in enumerate(names):
@@ -281,8 +302,9 @@ class StatsCollector:
                 if not pa.types.is_struct(arr.type):
                     return None
                 children = arr.flatten()  # merges the parent's validity into each child
-                level = _Lookup([arr.type.field(i).name for i in range(arr.type.num_fields)],
-                                lambda i, ch=children: ch[i])
+                level = _Lookup(
+                    [arr.type.field(i).name for i in range(arr.type.num_fields)], lambda i, ch=children: ch[i]
+                )
         return arr
 
     def _fold_minmax(self, leaf: _Leaf, arr: pa.Array) -> None:
@@ -461,8 +483,6 @@ def _float32_text(x: float) -> str:
     return t
 
 
-
-
 def _fmt_ms(ms: int) -> str:
     secs, milli = divmod(ms, 1000)
     days, sod = divmod(secs, 86_400)
@@ -470,5 +490,3 @@ def _fmt_ms(ms: int) -> str:
     hh, rem = divmod(sod, 3600)
     mm, ss = divmod(rem, 60)
     return f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{hh:02d}:{mm:02d}:{ss:02d}.{milli:03d}"
-
-

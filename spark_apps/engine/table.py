@@ -49,10 +49,10 @@ def parse_timestamp_ms(value) -> int:
         return int(value)
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
+            value = value.replace(tzinfo=_dt.UTC)
         return int(value.timestamp() * 1000)
     if isinstance(value, _dt.date):
-        return int(_dt.datetime(value.year, value.month, value.day, tzinfo=_dt.timezone.utc).timestamp() * 1000)
+        return int(_dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC).timestamp() * 1000)
     if isinstance(value, str):
         s = value.strip()
         if s.lstrip("-").isdigit():
@@ -67,7 +67,8 @@ def parse_timestamp_ms(value) -> int:
         if parsed is not None:
             return parse_timestamp_ms(parsed)
     raise InvalidArgumentError(
-        f"Cannot parse timestamp {value!r}", "expected epoch milliseconds or an ISO-8601 timestamp",
+        f"Cannot parse timestamp {value!r}",
+        "expected epoch milliseconds or an ISO-8601 timestamp",
         "pass e.g. '2024-01-31 12:00:00' (UTC), '2024-01-31T12:00:00+02:00' or 1706702400000",
     )
 
@@ -89,7 +90,7 @@ class DeltaTable:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def for_path(cls, spark, table_uri: str) -> "DeltaTable":
+    def for_path(cls, spark, table_uri: str) -> DeltaTable:
         """The Delta table at ``table_uri``.
 
         :raises TableNotFoundError: there is no Delta table there
@@ -106,9 +107,23 @@ class DeltaTable:
         return t
 
     @classmethod
-    def create(cls, spark, table_uri: str, *, schema=None, partition_by=None, properties=None,
-               description=None, if_not_exists: bool = False, name=None, source_df=None, app_id=None,
-               app_version=None, user_metadata=None, target_file_size: int | None = None) -> "DeltaTable":
+    def create(
+        cls,
+        spark,
+        table_uri: str,
+        *,
+        schema=None,
+        partition_by=None,
+        properties=None,
+        description=None,
+        if_not_exists: bool = False,
+        name=None,
+        source_df=None,
+        app_id=None,
+        app_version=None,
+        user_metadata=None,
+        target_file_size: int | None = None,
+    ) -> DeltaTable:
         """CREATE TABLE [IF NOT EXISTS] [AS SELECT] (see :mod:`spark_apps.engine.commands.create_table`).
 
         The commit result is kept in :attr:`last_result` (``skipped`` is true when IF NOT EXISTS found
@@ -123,9 +138,17 @@ class DeltaTable:
         if schema is None and source_df is not None:
             schema = source_df.schema.jsonValue()
         result = create_table(
-            table_uri, schema=schema, partition_by=partition_by, properties=properties,
-            description=description, name=name, if_not_exists=if_not_exists, source_df=source_df,
-            app_id=app_id, app_version=app_version, user_metadata=user_metadata,
+            table_uri,
+            schema=schema,
+            partition_by=partition_by,
+            properties=properties,
+            description=description,
+            name=name,
+            if_not_exists=if_not_exists,
+            source_df=source_df,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
             target_file_size=target_file_size,
         )
         t = cls(spark, table_uri)
@@ -147,8 +170,9 @@ class DeltaTable:
             try:
                 version = int(version)
             except (TypeError, ValueError):
-                raise InvalidArgumentError(f"Version {version!r} is not an integer", None,
-                                           "pass a table version number") from None
+                raise InvalidArgumentError(
+                    f"Version {version!r} is not an integer", None, "pass a table version number"
+                ) from None
         ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
         return load_snapshot(self.storage, self.table_uri, version=version, timestamp_ms=ts)
 
@@ -158,8 +182,9 @@ class DeltaTable:
 
         v = latest_version(self.storage, self.table_uri)
         if v is None:
-            raise TableNotFoundError(f"No Delta table at '{self.table_uri}'", None,
-                                     "check the table URI, or create the table first")
+            raise TableNotFoundError(
+                f"No Delta table at '{self.table_uri}'", None, "check the table URI, or create the table first"
+            )
         return v
 
     def detail(self) -> dict:
@@ -176,8 +201,9 @@ class DeltaTable:
             except (TypeError, ValueError):
                 limit = -1
             if limit < 0:
-                raise InvalidArgumentError(f"History limit {limit!r} is not a non-negative integer", None,
-                                           "pass a limit such as 10")
+                raise InvalidArgumentError(
+                    f"History limit {limit!r} is not a non-negative integer", None, "pass a limit such as 10"
+                )
         return history(self.storage, self.table_uri, limit=limit)
 
     def checkpoint(self) -> dict:
@@ -189,8 +215,13 @@ class DeltaTable:
         metrics = dict(write_checkpoint(self.storage, self.table_uri, snap))
         metrics.pop("paths", None)
         metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-        return {"operation": "CHECKPOINT", "table_uri": self.table_uri, "version": snap.version,
-                "skipped": False, "metrics": metrics}
+        return {
+            "operation": "CHECKPOINT",
+            "table_uri": self.table_uri,
+            "version": snap.version,
+            "skipped": False,
+            "metrics": metrics,
+        }
 
     def cleanup_metadata(self) -> dict:
         """Delete expired log files (``delta.logRetentionDuration``) older than the newest checkpoint
@@ -203,14 +234,20 @@ class DeltaTable:
         metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
         deleted = metrics.pop("deleted", [])
         metrics["num_deleted_files"] = metrics.get("num_deleted_files", len(deleted))
-        return {"operation": "CLEANUP METADATA", "table_uri": self.table_uri, "version": snap.version,
-                "skipped": False, "metrics": metrics}
+        return {
+            "operation": "CLEANUP METADATA",
+            "table_uri": self.table_uri,
+            "version": snap.version,
+            "skipped": False,
+            "metrics": metrics,
+        }
 
     # ------------------------------------------------------------------ Spark
     def _need_spark(self, what: str):
         if self.spark is None:
             raise InvalidArgumentError(
-                f"{what} needs a SparkSession", "this DeltaTable was opened with spark=None (log-only)",
+                f"{what} needs a SparkSession",
+                "this DeltaTable was opened with spark=None (log-only)",
                 "open it with DeltaTable.for_path(spark, table_uri)",
             )
         return self.spark
@@ -222,8 +259,15 @@ class DeltaTable:
         spark = self._need_spark("Reading the table")
         return to_dataframe(spark, self.snapshot(version=version, timestamp=timestamp))
 
-    def append(self, df, *, app_id: str | None = None, app_version: int | None = None,
-               user_metadata: str | None = None, target_file_size: int | None = None) -> dict:
+    def append(
+        self,
+        df,
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        user_metadata: str | None = None,
+        target_file_size: int | None = None,
+    ) -> dict:
         """Blind append of ``df`` with schema enforcement (see :mod:`spark_apps.engine.commands.write`).
 
         :param app_id: idempotent-write application id (with ``app_version``): an already committed
@@ -234,8 +278,14 @@ class DeltaTable:
         from .commands.write import append
 
         self._need_spark("Appending")
-        return append(self.table_uri, df, app_id=app_id, app_version=app_version, user_metadata=user_metadata,
-                      target_file_size=target_file_size).to_dict()
+        return append(
+            self.table_uri,
+            df,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+            target_file_size=target_file_size,
+        ).to_dict()
 
 
 def snapshot_detail(snap, table_uri: str) -> dict:

@@ -53,14 +53,21 @@ class AirflowHome:
         with open(log_path, "w") as log:
             proc = subprocess.run(
                 [sys.executable, str(RUN_DEMO), "run", "--home", str(self.home), "--dag-id", dag_id, "--date", date],
-                env=full_env, stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout, cwd=str(REPO),
+                env=full_env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                timeout=timeout,
+                cwd=str(REPO),
             )
             log.write("\n--- stdout ---\n" + proc.stdout)
         self.runs.append(log_path)
-        lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or not lines:
-            raise AssertionError(f"dag run {dag_id} did not complete (exit {proc.returncode}); log: {log_path}\n"
-                                 + log_path.read_text()[-3000:])
+            raise AssertionError(
+                f"dag run {dag_id} did not complete (exit {proc.returncode}); log: {log_path}\n"
+                + log_path.read_text()[-3000:]
+            )
         return json.loads(lines[-1])
 
     def state_store(self, dag_id: str, key: str) -> dict[str, object]:
@@ -84,7 +91,8 @@ class AirflowHome:
 def airflow_home(tmp_path_factory) -> AirflowHome:
     home = tmp_path_factory.mktemp("airflow_home")
     logs = tmp_path_factory.mktemp("dag_run_logs")
-    proc = subprocess.run([sys.executable, str(RUN_DEMO), "migrate", "--home", str(home)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(RUN_DEMO), "migrate", "--home", str(home)], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return AirflowHome(home=home, logs=logs)

@@ -4,9 +4,7 @@ metrics come back through XCom (read from the Airflow DB); delta-rs reads the ta
 
 from __future__ import annotations
 
-
 import pytest
-
 from conftest import REPO
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(1200)]
@@ -19,18 +17,26 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
     root = tmp_path / "quickstart"
     table = root / "tables" / "events"
     summary = airflow_home.run(
-        "delta_quickstart", date="2026-01-02",
+        "delta_quickstart",
+        date="2026-01-02",
         env={"DELTA_QUICKSTART_ROOT": str(root), "DELTA_QUICKSTART_TABLE": str(table)},
     )
     tasks = summary["tasks"]
     assert summary["state"] == "success", summary
     assert {t: v["state"] for t, v in tasks.items()} == {
-        "generate_day": "success", "create_table": "success", "append_day": "success", "checkpoint": "success",
+        "generate_day": "success",
+        "create_table": "success",
+        "append_day": "success",
+        "checkpoint": "success",
     }
 
     created = tasks["create_table"]["xcom"]
     assert (created["status"], created["operation"], created["version"], created["skipped"]) == (
-        "ok", "CREATE TABLE", 0, False)
+        "ok",
+        "CREATE TABLE",
+        0,
+        False,
+    )
     appended = tasks["append_day"]["xcom"]
     assert (appended["operation"], appended["version"], appended["skipped"]) == ("WRITE", 1, False)
     assert appended["metrics"]["numOutputRows"] == ROWS_PER_DAY

@@ -9,7 +9,6 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import HERE
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]

@@ -14,10 +14,10 @@ import threading
 import time
 
 import pytest
-
-from airflow_delta_provider.sensors.delta import BASELINE_STATE_KEY
 from conftest import HERE
 from delta_commits import append, create
+
+from airflow_delta_provider.sensors.delta import BASELINE_STATE_KEY
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]
 
@@ -49,12 +49,15 @@ def test_version_sensor_modes(airflow_home, tmp_path):
         create(t[name])
     append(t["t_poke"], [1, 2])  # t_poke starts at version 1
 
-    committer = Committer(airflow_home, {
-        "fire_poke": lambda: append(t["t_poke"], [3]),
-        "fire_reschedule": lambda: append(t["t_reschedule"], [4]),
-        "fire_deferrable": lambda: append(t["t_deferrable"], [5]),
-        "fire_new_table": lambda: create(t["t_new"]),
-    })
+    committer = Committer(
+        airflow_home,
+        {
+            "fire_poke": lambda: append(t["t_poke"], [3]),
+            "fire_reschedule": lambda: append(t["t_reschedule"], [4]),
+            "fire_deferrable": lambda: append(t["t_deferrable"], [5]),
+            "fire_new_table": lambda: create(t["t_new"]),
+        },
+    )
     committer.start()
     airflow_home.add_dag(HERE / "dags" / "delta_test_sensors.py")
     try:
@@ -65,8 +68,12 @@ def test_version_sensor_modes(airflow_home, tmp_path):
     tasks = summary["tasks"]
     states = {k: v["state"] for k, v in tasks.items()}
     assert states == {
-        "fire_poke": "success", "fire_reschedule": "success", "fire_deferrable": "success",
-        "fire_new_table": "success", "timeout_poke": "failed", "timeout_deferrable": "failed",
+        "fire_poke": "success",
+        "fire_reschedule": "success",
+        "fire_deferrable": "success",
+        "fire_new_table": "success",
+        "timeout_poke": "failed",
+        "timeout_deferrable": "failed",
         "missing_table": "failed",
     }, (states, committer.baselines, committer.committed)
 
@@ -81,8 +88,15 @@ def test_version_sensor_modes(airflow_home, tmp_path):
     assert (xcom["fire_deferrable"]["version"], xcom["fire_deferrable"]["baseline"]) == (1, 0)
     assert [(o["version"], o["operation"]) for o in xcom["fire_deferrable"]["operations"]] == [(1, "WRITE")]
     assert xcom["fire_new_table"] == {
-        "version": 0, "baseline": -1,
-        "operations": [{"version": 0, "operation": "CREATE TABLE", "timestamp": xcom["fire_new_table"]["operations"][0]["timestamp"]}],
+        "version": 0,
+        "baseline": -1,
+        "operations": [
+            {
+                "version": 0,
+                "operation": "CREATE TABLE",
+                "timestamp": xcom["fire_new_table"]["operations"][0]["timestamp"],
+            }
+        ],
     }
     assert all(xcom[k] is None for k in ("timeout_poke", "timeout_deferrable", "missing_table"))
     # the reschedule sensor really went through reschedules (new task runs) and kept its baseline
@@ -91,7 +105,9 @@ def test_version_sensor_modes(airflow_home, tmp_path):
     try:
         reschedules = con.execute(
             "SELECT count(*) FROM task_reschedule tr JOIN task_instance ti ON tr.ti_id = ti.id "
-            "WHERE ti.dag_id = ? AND ti.task_id = 'fire_reschedule'", (DAG_ID,)).fetchone()[0]
+            "WHERE ti.dag_id = ? AND ti.task_id = 'fire_reschedule'",
+            (DAG_ID,),
+        ).fetchone()[0]
     finally:
         con.close()
     assert reschedules >= 1

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from txn_helpers import append, create_table, read_ids, snapshot, txn, write_file
 
 from spark_apps.engine.actions import RemoveFile
 from spark_apps.engine.errors import DeltaError
@@ -21,9 +20,6 @@ from spark_apps.engine.log.checkpoint import write_checkpoint
 from spark_apps.engine.log.snapshot import load_snapshot
 from spark_apps.engine.storage import storage_for
 from spark_apps.engine.txn import OptimisticTransaction
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from txn_helpers import append, create_table, read_ids, snapshot, txn, write_file  # noqa: E402
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -49,10 +45,18 @@ def _our_table(root, config=None):
     for i, p in enumerate(["a", "b", None, "a", "c"]):
         append(root, [i * 10, i * 10 + 1], p, app_id="app", app_version=i)
     row = snapshot(root).files.to_pylist()[0]
-    txn(root, operation="DELETE").commit([RemoveFile(path=row["path"], deletion_timestamp=int(time.time() * 1000),
-                                                     data_change=True, extended_file_metadata=True,
-                                                     partition_values=dict(row["partition_values"]),
-                                                     size=row["size"])])
+    txn(root, operation="DELETE").commit(
+        [
+            RemoveFile(
+                path=row["path"],
+                deletion_timestamp=int(time.time() * 1000),
+                data_change=True,
+                extended_file_metadata=True,
+                partition_values=dict(row["partition_values"]),
+                size=row["size"],
+            )
+        ]
+    )
     return snapshot(root)
 
 
@@ -76,16 +80,18 @@ def test_our_checkpoint_loads_in_deltalake(tmp_path, variant):
     adds = dt.get_add_actions(flatten=True)
     assert sum(adds.column("num_records").to_pylist()) == len(read_ids(root))
     # and delta-rs keeps writing on top of our checkpoint
-    deltalake.write_deltalake(root, pa.table({"id": pa.array([7], pa.int64()), "value": ["x"], "p": ["z"]}),
-                              mode="append")
+    deltalake.write_deltalake(
+        root, pa.table({"id": pa.array([7], pa.int64()), "value": ["x"], "p": ["z"]}), mode="append"
+    )
     assert snapshot(root).version == snap.version + 1 and 7 in read_ids(root)
 
 
 def test_deltalake_checkpoint_loads_in_ours(tmp_path):
     root = str(tmp_path / "t")
     for i in range(4):
-        data = pa.table({"id": pa.array([i * 10, i * 10 + 1], pa.int64()), "value": ["v", "w"],
-                         "p": [f"p{i % 2}", f"p{i % 2}"]})
+        data = pa.table(
+            {"id": pa.array([i * 10, i * 10 + 1], pa.int64()), "value": ["v", "w"], "p": [f"p{i % 2}", f"p{i % 2}"]}
+        )
         deltalake.write_deltalake(root, data, mode="append", partition_by=["p"])
     dt = deltalake.DeltaTable(root)
     dt.delete("id = 10")
@@ -141,11 +147,24 @@ def _state(snap, with_stats=True):
     rows = files.select(keys).to_pylist()
     pv = files.column("partition_values").to_pylist()
     dv = files.column("deletion_vector").to_pylist()
-    fs = sorted((r["path"], r["size"], r["stats"], r["base_row_id"], r["default_row_commit_version"],
-                 tuple(sorted(p or [])), tuple(sorted((d or {}).items()))) for r, p, d in zip(rows, pv, dv))
+    fs = sorted(
+        (
+            r["path"],
+            r["size"],
+            r["stats"],
+            r["base_row_id"],
+            r["default_row_commit_version"],
+            tuple(sorted(p or [])),
+            tuple(sorted((d or {}).items())),
+        )
+        for r, p, d in zip(rows, pv, dv)
+    )
     tombs = sorted(snap.tombstones.column("path").to_pylist())
     return {
-        "version": snap.version, "files": fs, "tombstones": tombs, "metadata": snap.metadata,
+        "version": snap.version,
+        "files": fs,
+        "tombstones": tombs,
+        "metadata": snap.metadata,
         "protocol": snap.protocol,
         "txns": {k: v.version for k, v in snap.set_transactions.items()},
         "domains": {k: v.configuration for k, v in snap.domain_metadata.items()},
@@ -169,7 +188,7 @@ def test_checkpoint_round_trip_of_conformance_tables(tmp_path, conformance_root,
         try:
             dl_before = deltalake.DeltaTable(root)
             dl_paths_before = _dl_paths(dl_before)
-        except Exception:  # noqa: BLE001 - delta-rs does not read every corpus table
+        except Exception:
             dl_paths_before = None
         # remove other checkpoints of this version so ours is the one read
         for n in os.listdir(_log(root)):
@@ -189,7 +208,7 @@ def test_checkpoint_round_trip_of_conformance_tables(tmp_path, conformance_root,
             try:
                 dt = deltalake.DeltaTable(root)
                 got = (dt.version(), _dl_paths(dt))
-            except Exception as e:  # noqa: BLE001 - reported below with the table name
+            except Exception as e:
                 dl_failed.append(f"{entry['name']}: {e}")
                 continue
             assert got == (before.version, dl_paths_before), entry["name"]

@@ -33,18 +33,35 @@ def test_two_cli_processes_append_at_once(tmp_path):
     sources = []
     for w in range(2):
         src = tmp_path / f"src{w}.parquet"
-        pq.write_table(pa.table({"id": pa.array(range(w * 1000, w * 1000 + 500), pa.int64()),
-                                 "writer": [f"w{w}"] * 500}), src)
+        pq.write_table(
+            pa.table({"id": pa.array(range(w * 1000, w * 1000 + 500), pa.int64()), "writer": [f"w{w}"] * 500}), src
+        )
         sources.append(src)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     procs = []
     for w, src in enumerate(sources):
-        spec = {"table_uri": root, "mode": "append", "source": str(src), "source_format": "parquet",
-                "result_uri": str(tmp_path / f"result{w}.json")}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "spark_apps", "write", "--master", "local[1]", "--spec-json", json.dumps(spec)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path)))
+        spec = {
+            "table_uri": root,
+            "mode": "append",
+            "source": str(src),
+            "source_format": "parquet",
+            "result_uri": str(tmp_path / f"result{w}.json"),
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "spark_apps", "write", "--master", "local[1]", "--spec-json", json.dumps(spec)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                cwd=str(tmp_path),
+            )
+        )
         time.sleep(0.2)
     outs = [p.communicate(timeout=300) for p in procs]
     landed = []
@@ -69,4 +86,5 @@ def test_two_cli_processes_append_at_once(tmp_path):
     assert table.num_rows == 500 * len(landed)
     assert sorted(set(table.column("writer").to_pylist())) == sorted(f"w{w}" for w, _ in landed)
     assert sorted(table.column("id").to_pylist()) == sorted(
-        i for w, _ in landed for i in range(w * 1000, w * 1000 + 500))
+        i for w, _ in landed for i in range(w * 1000, w * 1000 + 500)
+    )

@@ -35,19 +35,34 @@ ALL_TYPES_DDL = (
     "s STRING, bin BINARY, bo BOOLEAN, dt DATE, ts TIMESTAMP, ntz TIMESTAMP_NTZ, "
     "st STRUCT<x: INT, y: STRING>, arr ARRAY<INT>, m MAP<STRING, BIGINT>, part STRING, pint INT"
 )
-UTC = dt.timezone.utc
+UTC = dt.UTC
 AWKWARD = ["a/b", "x y", "%", "=", "ünï©ødé", "", None, "a%2Fb", "c:d", "#?*", "plain"]
 
 
 def _arrow_schema() -> pa.Schema:
-    return pa.schema([
-        ("b", pa.int8()), ("sh", pa.int16()), ("i", pa.int32()), ("l", pa.int64()), ("f", pa.float32()),
-        ("d", pa.float64()), ("dec", pa.decimal128(10, 3)), ("big_dec", pa.decimal128(38, 6)), ("s", pa.string()),
-        ("bin", pa.binary()), ("bo", pa.bool_()), ("dt", pa.date32()), ("ts", pa.timestamp("us", tz="UTC")),
-        ("ntz", pa.timestamp("us")), ("st", pa.struct([("x", pa.int32()), ("y", pa.string())])),
-        ("arr", pa.list_(pa.int32())), ("m", pa.map_(pa.string(), pa.int64())), ("part", pa.string()),
-        ("pint", pa.int32()),
-    ])
+    return pa.schema(
+        [
+            ("b", pa.int8()),
+            ("sh", pa.int16()),
+            ("i", pa.int32()),
+            ("l", pa.int64()),
+            ("f", pa.float32()),
+            ("d", pa.float64()),
+            ("dec", pa.decimal128(10, 3)),
+            ("big_dec", pa.decimal128(38, 6)),
+            ("s", pa.string()),
+            ("bin", pa.binary()),
+            ("bo", pa.bool_()),
+            ("dt", pa.date32()),
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("ntz", pa.timestamp("us")),
+            ("st", pa.struct([("x", pa.int32()), ("y", pa.string())])),
+            ("arr", pa.list_(pa.int32())),
+            ("m", pa.map_(pa.string(), pa.int64())),
+            ("part", pa.string()),
+            ("pint", pa.int32()),
+        ]
+    )
 
 
 def _data(n: int, seed: int) -> pa.Table:
@@ -60,18 +75,19 @@ def _data(n: int, seed: int) -> pa.Table:
     for k in range(n):
         cols["b"].append(maybe(rnd.randint(-128, 127)))
         cols["sh"].append(maybe(rnd.randint(-32768, 32767)))
-        cols["i"].append(maybe(rnd.randint(-2**31, 2**31 - 1)))
-        cols["l"].append(maybe(rnd.randint(-2**63, 2**63 - 1)))
+        cols["i"].append(maybe(rnd.randint(-(2**31), 2**31 - 1)))
+        cols["l"].append(maybe(rnd.randint(-(2**63), 2**63 - 1)))
         cols["f"].append(maybe(rnd.choice([0.0, -1.5, 3.25, 1e10, -2.5e-3])))
         cols["d"].append(maybe(rnd.uniform(-1e6, 1e6)))
-        cols["dec"].append(maybe(Decimal(rnd.randint(-10**9, 10**9)) / 1000))
-        cols["big_dec"].append(maybe(Decimal(rnd.randint(-10**30, 10**30)) / 10**6))
+        cols["dec"].append(maybe(Decimal(rnd.randint(-(10**9), 10**9)) / 1000))
+        cols["big_dec"].append(maybe(Decimal(rnd.randint(-(10**30), 10**30)) / 10**6))
         cols["s"].append(maybe(rnd.choice(["", "a", "zz", "ünï", "x y", "Long text " * 2]) + str(k % 7)))
         cols["bin"].append(maybe(bytes(rnd.randint(0, 255) for _ in range(rnd.randint(0, 5)))))
         cols["bo"].append(maybe(rnd.random() < 0.5))
         cols["dt"].append(maybe(dt.date(1970, 1, 1) + dt.timedelta(days=rnd.randint(-1000, 30000))))
-        cols["ts"].append(maybe(dt.datetime(2000, 1, 1, tzinfo=UTC)
-                                + dt.timedelta(microseconds=rnd.randint(-10**15, 10**15))))
+        cols["ts"].append(
+            maybe(dt.datetime(2000, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=rnd.randint(-(10**15), 10**15)))
+        )
         cols["ntz"].append(maybe(dt.datetime(2000, 1, 1) + dt.timedelta(microseconds=rnd.randint(0, 10**15))))
         cols["st"].append(maybe({"x": maybe(rnd.randint(0, 9)), "y": maybe(rnd.choice(["p", "q"]))}))
         cols["arr"].append(maybe([maybe(rnd.randint(0, 5)) for _ in range(rnd.randint(0, 3))]))
@@ -160,7 +176,9 @@ def test_deltalake_reads_our_tables_with_identical_rows_and_valid_stats(spark, t
     expected = _expected(pa.concat_tables([first, second]), partitioned)
     schema = _arrow_schema()
     assert rows(dtl.to_pyarrow_table(), schema) == rows(expected, schema)
-    assert rows(deltalake.DeltaTable(root, version=1).to_pyarrow_table(), schema) == rows(_expected(first, partitioned), schema)
+    assert rows(deltalake.DeltaTable(root, version=1).to_pyarrow_table(), schema) == rows(
+        _expected(first, partitioned), schema
+    )
     # the same rows through our own Spark scan
     assert df_rows(t.to_df(), schema) == rows(expected, schema)
     _check_stats_against_pyarrow(root)
@@ -175,13 +193,17 @@ def _write_deltalake_history(root: str):
     versions = []
 
     def batch(start, n):
-        return pa.table({
-            "id": pa.array(range(start, start + n), pa.int64()),
-            "cat": pa.array([AWKWARD[(start + k) % len(AWKWARD)] or "none" for k in range(n)], pa.string()),
-            "v": pa.array([rnd.random() for _ in range(n)], pa.float64()),
-            "ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=start + k) for k in range(n)],
-                           pa.timestamp("us", tz="UTC")),
-        })
+        return pa.table(
+            {
+                "id": pa.array(range(start, start + n), pa.int64()),
+                "cat": pa.array([AWKWARD[(start + k) % len(AWKWARD)] or "none" for k in range(n)], pa.string()),
+                "v": pa.array([rnd.random() for _ in range(n)], pa.float64()),
+                "ts": pa.array(
+                    [dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=start + k) for k in range(n)],
+                    pa.timestamp("us", tz="UTC"),
+                ),
+            }
+        )
 
     deltalake.write_deltalake(root, batch(0, 40), partition_by=["cat"])
     for k in range(1, 6):
@@ -212,7 +234,8 @@ def test_we_read_deltalake_tables_identically(spark, tmp_path):
         # log only: the same live files, sizes and partition values
         their_adds = pa.table(theirs.get_add_actions(flatten=True))
         assert sorted(decode_add_path(p) for p in snap.files.column("path").to_pylist()) == sorted(
-            decode_add_path(p) for p in their_adds.column("path").to_pylist()), v
+            decode_add_path(p) for p in their_adds.column("path").to_pylist()
+        ), v
         assert snap.size_in_bytes == sum(their_adds.column("size_bytes").to_pylist())
         if v in (0, versions[-4], versions[-2], versions[-1]):  # Spark reads: a few versions (each is a job)
             their_rows = theirs.to_pyarrow_table()

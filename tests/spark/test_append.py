@@ -25,8 +25,9 @@ def _adds(root, version):
 @pytest.mark.parametrize("partitioned", [False, True])
 def test_append_commits_files_metrics_and_rows(spark, tmp_path, partitioned):
     root = str(tmp_path / "t")
-    t = DeltaTable.create(spark, root, schema="id BIGINT, grp STRING, v DOUBLE",
-                          partition_by=["grp"] if partitioned else None)
+    t = DeltaTable.create(
+        spark, root, schema="id BIGINT, grp STRING, v DOUBLE", partition_by=["grp"] if partitioned else None
+    )
     data1 = [(i, f"g{i % 4}", i * 0.5) for i in range(200)]
     data2 = [(1000 + i, None if i % 5 == 0 else f"g{i % 2}", None) for i in range(30)]
     m1 = t.append(spark.createDataFrame(data1, "id long, grp string, v double"), user_metadata="first")
@@ -41,8 +42,7 @@ def test_append_commits_files_metrics_and_rows(spark, tmp_path, partitioned):
         assert {k: m[k] for k in expected} == expected  # also at top level, as ints
         ci = commit_info(root, v)
         assert ci["operation"] == "WRITE"
-        assert ci["operationParameters"] == {"mode": "Append",
-                                             "partitionBy": '["grp"]' if partitioned else "[]"}
+        assert ci["operationParameters"] == {"mode": "Append", "partitionBy": '["grp"]' if partitioned else "[]"}
         assert ci["operationMetrics"] == {k: str(x) for k, x in expected.items()}
         assert ci["isBlindAppend"] is True and ci["readVersion"] == v - 1
         for a in adds:
@@ -71,10 +71,14 @@ def test_schema_enforcement_errors_leave_table_untouched(spark, tmp_path):
     t.append(spark.createDataFrame([(1, "a", 1.0)], "id long, name string, score double"))
     files_before = data_files_on_disk(root)
     bad = [
-        (spark.createDataFrame([(1, "a", 1.0, 5)], "id long, name string, score double, extra int"),
-         "extra column 'extra'"),
-        (spark.createDataFrame([("x", "a", 1.0)], "id string, name string, score double"),
-         "column 'id' has type string"),
+        (
+            spark.createDataFrame([(1, "a", 1.0, 5)], "id long, name string, score double, extra int"),
+            "extra column 'extra'",
+        ),
+        (
+            spark.createDataFrame([("x", "a", 1.0)], "id string, name string, score double"),
+            "column 'id' has type string",
+        ),
         (spark.createDataFrame([("a", 1.0)], "name string, score double"), "missing non-nullable column 'id'"),
         (spark.createDataFrame([(1.5, "a", 1.0)], "id double, name string, score double"), "'id'"),
     ]
@@ -147,27 +151,35 @@ def test_idempotent_append_with_app_id(spark, tmp_path):
 def test_timestamps_are_utc_instants(spark, tmp_path):
     root = str(tmp_path / "t")
     t = DeltaTable.create(spark, root, schema="ts TIMESTAMP, ntz TIMESTAMP_NTZ")
-    df = spark.sql("select timestamp'2024-03-01 12:34:56.123456' as ts, "
-                   "timestamp_ntz'2024-03-01 12:34:56.123456' as ntz")
+    df = spark.sql(
+        "select timestamp'2024-03-01 12:34:56.123456' as ts, timestamp_ntz'2024-03-01 12:34:56.123456' as ntz"
+    )
     t.append(df)
     add = _adds(root, 1)[0]
     f = pq.read_table(os.path.join(root, add["path"]))
     assert str(f.schema.field("ts").type) == "timestamp[us, tz=UTC]"
     assert str(f.schema.field("ntz").type) == "timestamp[us]"
-    assert f.column("ts")[0].as_py() == dt.datetime(2024, 3, 1, 12, 34, 56, 123456, tzinfo=dt.timezone.utc)
+    assert f.column("ts")[0].as_py() == dt.datetime(2024, 3, 1, 12, 34, 56, 123456, tzinfo=dt.UTC)
     stats = json.loads(add["stats"])
     assert stats["minValues"]["ts"].startswith("2024-03-01T12:34:56.123")
     assert [tuple(r) for r in t.to_df().collect()] == [
-        (dt.datetime(2024, 3, 1, 12, 34, 56, 123456), dt.datetime(2024, 3, 1, 12, 34, 56, 123456))]
+        (dt.datetime(2024, 3, 1, 12, 34, 56, 123456), dt.datetime(2024, 3, 1, 12, 34, 56, 123456))
+    ]
 
 
 def test_nested_fields_are_matched_by_name_not_position(spark, tmp_path):
     root = str(tmp_path / "t")
-    t = DeltaTable.create(spark, root, schema="id INT, s STRUCT<x: INT, y: INT, z: STRING>, "
-                                              "arr ARRAY<STRUCT<a: INT, b: INT>>, m MAP<STRING, STRUCT<p: INT, q: INT>>")
-    df = spark.sql("select 1 as id, named_struct('y', 20, 'x', 10) as s, "
-                   "array(named_struct('b', 2, 'a', 1)) as arr, map('k', named_struct('q', 4, 'p', 3)) as m "
-                   "union all select 2, cast(null as struct<y:int,x:int>), null, null")
+    t = DeltaTable.create(
+        spark,
+        root,
+        schema="id INT, s STRUCT<x: INT, y: INT, z: STRING>, "
+        "arr ARRAY<STRUCT<a: INT, b: INT>>, m MAP<STRING, STRUCT<p: INT, q: INT>>",
+    )
+    df = spark.sql(
+        "select 1 as id, named_struct('y', 20, 'x', 10) as s, "
+        "array(named_struct('b', 2, 'a', 1)) as arr, map('k', named_struct('q', 4, 'p', 3)) as m "
+        "union all select 2, cast(null as struct<y:int,x:int>), null, null"
+    )
     t.append(df)
     got = sorted(t.to_df().collect(), key=lambda r: r.id)
     assert got[0].s.asDict() == {"x": 10, "y": 20, "z": None}

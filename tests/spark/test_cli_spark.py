@@ -32,18 +32,43 @@ def test_cli_create_as_select_write_and_read(spark, tmp_path, capsys):
     json_src = tmp_path / "src.json"
     json_src.write_text('{"id": 6, "name": "f", "score": 6.5}\n{"id": 7, "name": "g"}\n')
 
-    code, last = _run(["create-table", "--table-uri", root, "--source", str(csv), "--source-format", "csv",
-                       "--partition-by", "name", "--description", "from csv"], capsys, spark)
+    code, last = _run(
+        [
+            "create-table",
+            "--table-uri",
+            root,
+            "--source",
+            str(csv),
+            "--source-format",
+            "csv",
+            "--partition-by",
+            "name",
+            "--description",
+            "from csv",
+        ],
+        capsys,
+        spark,
+    )
     assert code == 0, last
     res = json.loads(last)
     assert (res["operation"], res["version"], res["skipped"]) == ("CREATE TABLE AS SELECT", 0, False)
     assert res["metrics"]["numOutputRows"] == 3 and isinstance(res["metrics"]["numFiles"], int)
     schema = DeltaTable.for_path(None, root).detail()["schema"]
-    assert [(f["name"], f["type"]) for f in schema["fields"]] == [("id", "integer"), ("name", "string"),
-                                                                  ("score", "double")]
+    assert [(f["name"], f["type"]) for f in schema["fields"]] == [
+        ("id", "integer"),
+        ("name", "string"),
+        ("score", "double"),
+    ]
 
-    spec = {"table_uri": root, "mode": "append", "source": str(pq_src), "source_format": "parquet",
-            "app_id": "job", "app_version": 1, "user_metadata": "via spec"}
+    spec = {
+        "table_uri": root,
+        "mode": "append",
+        "source": str(pq_src),
+        "source_format": "parquet",
+        "app_id": "job",
+        "app_version": 1,
+        "user_metadata": "via spec",
+    }
     code, last = _run(["write", "--spec-json", json.dumps(spec)], capsys, spark)
     assert code == 0, last
     res = json.loads(last)
@@ -52,22 +77,37 @@ def test_cli_create_as_select_write_and_read(spark, tmp_path, capsys):
     assert code == 0 and json.loads(last)["skipped"] is True and json.loads(last)["version"] == 1
 
     # JSON infers id as bigint: appending it to the int column is refused (no silent narrowing) ...
-    code, last = _run(["write", "--table-uri", root, "--mode", "append", "--source", str(json_src),
-                       "--source-format", "json"], capsys, spark)
+    code, last = _run(
+        ["write", "--table-uri", root, "--mode", "append", "--source", str(json_src), "--source-format", "json"],
+        capsys,
+        spark,
+    )
     assert code == 1 and last.startswith("DELTA_ERROR SchemaMismatchError: ") and "'id'" in last
     # ... while the csv rows (int) append fine
-    code, last = _run(["write", "--table-uri", root, "--mode", "append", "--source", str(csv),
-                       "--source-format", "csv"], capsys, spark)
+    code, last = _run(
+        ["write", "--table-uri", root, "--mode", "append", "--source", str(csv), "--source-format", "csv"],
+        capsys,
+        spark,
+    )
     assert code == 0, last
     assert json.loads(last)["version"] == 2
     jroot = str(tmp_path / "j")
-    assert _run(["create-table", "--table-uri", jroot, "--schema", "id BIGINT, name STRING, score DOUBLE"],
-                capsys, spark)[0] == 0
-    code, last = _run(["write", "--table-uri", jroot, "--mode", "append", "--source", str(json_src),
-                       "--source-format", "json"], capsys, spark)
+    assert (
+        _run(["create-table", "--table-uri", jroot, "--schema", "id BIGINT, name STRING, score DOUBLE"], capsys, spark)[
+            0
+        ]
+        == 0
+    )
+    code, last = _run(
+        ["write", "--table-uri", jroot, "--mode", "append", "--source", str(json_src), "--source-format", "json"],
+        capsys,
+        spark,
+    )
     assert code == 0, last
     assert [tuple(r) for r in DeltaTable.for_path(spark, jroot).to_df().orderBy("id").collect()] == [
-        (6, "f", 6.5), (7, "g", None)]
+        (6, "f", 6.5),
+        (7, "g", None),
+    ]
 
     out = tmp_path / "out" / "rows.parquet"
     code, last = _run(["read", "--table-uri", root, "--output", str(out)], capsys, spark)
@@ -84,11 +124,27 @@ def test_cli_create_as_select_write_and_read(spark, tmp_path, capsys):
 
     # a Delta table as the source, with time travel
     copy = str(tmp_path / "copy")
-    code, last = _run(["create-table", "--table-uri", copy, "--schema", "id INT, name STRING, score DOUBLE"],
-                      capsys, spark)
+    code, last = _run(
+        ["create-table", "--table-uri", copy, "--schema", "id INT, name STRING, score DOUBLE"], capsys, spark
+    )
     assert code == 0
-    code, last = _run(["write", "--table-uri", copy, "--mode", "append", "--source", root, "--source-format",
-                       "delta", "--source-option", "versionAsOf=1"], capsys, spark)
+    code, last = _run(
+        [
+            "write",
+            "--table-uri",
+            copy,
+            "--mode",
+            "append",
+            "--source",
+            root,
+            "--source-format",
+            "delta",
+            "--source-option",
+            "versionAsOf=1",
+        ],
+        capsys,
+        spark,
+    )
     assert code == 0, last
     assert json.loads(last)["metrics"]["numOutputRows"] == 5
 
@@ -97,21 +153,45 @@ def test_cli_errors_are_one_clear_line(spark, tmp_path, capsys):
     root = str(tmp_path / "t")
     assert _run(["create-table", "--table-uri", root, "--schema", "id BIGINT NOT NULL"], capsys, spark)[0] == 0
     result = tmp_path / "r.json"
-    code, last = _run(["write", "--table-uri", root, "--mode", "append", "--source", str(tmp_path / "missing"),
-                       "--source-format", "parquet", "--result-uri", str(result)], capsys, spark)
+    code, last = _run(
+        [
+            "write",
+            "--table-uri",
+            root,
+            "--mode",
+            "append",
+            "--source",
+            str(tmp_path / "missing"),
+            "--source-format",
+            "parquet",
+            "--result-uri",
+            str(result),
+        ],
+        capsys,
+        spark,
+    )
     assert code == 1 and last.startswith("DELTA_ERROR InvalidArgumentError: ") and "not found" in last
     assert json.loads(result.read_text())["error_class"] == "InvalidArgumentError"
 
     src = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"id": ["x"]}), src)
-    code, last = _run(["write", "--table-uri", root, "--mode", "append", "--source", str(src),
-                       "--source-format", "parquet"], capsys, spark)
+    code, last = _run(
+        ["write", "--table-uri", root, "--mode", "append", "--source", str(src), "--source-format", "parquet"],
+        capsys,
+        spark,
+    )
     assert code == 1 and last.startswith("DELTA_ERROR SchemaMismatchError: ")
-    code, last = _run(["write", "--table-uri", root, "--mode", "overwrite", "--source", str(src),
-                       "--source-format", "parquet"], capsys, spark)
+    code, last = _run(
+        ["write", "--table-uri", root, "--mode", "overwrite", "--source", str(src), "--source-format", "parquet"],
+        capsys,
+        spark,
+    )
     assert code == 1 and last.startswith("DELTA_ERROR InvalidArgumentError: ")
-    code, last = _run(["write", "--table-uri", root, "--mode", "append", "--source", str(src),
-                       "--source-format", "orc"], capsys, spark)
+    code, last = _run(
+        ["write", "--table-uri", root, "--mode", "append", "--source", str(src), "--source-format", "orc"],
+        capsys,
+        spark,
+    )
     assert code == 1 and "Unknown source format" in last
     assert DeltaTable.for_path(None, root).version() == 0
 

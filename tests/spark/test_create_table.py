@@ -29,10 +29,22 @@ EXPECTED_FIELDS = [
 
 def test_create_from_ddl_writes_protocol_metadata_commitinfo(tmp_path):
     root = str(tmp_path / "t")
-    t = DeltaTable.create(None, root, schema=DDL, partition_by=["day"], description="events",
-                          name="events", properties={"delta.appendOnly": "true", "owner": "team-a"})
-    assert t.last_result == {"operation": "CREATE TABLE", "table_uri": root, "version": 0, "skipped": False,
-                             "metrics": {}}
+    t = DeltaTable.create(
+        None,
+        root,
+        schema=DDL,
+        partition_by=["day"],
+        description="events",
+        name="events",
+        properties={"delta.appendOnly": "true", "owner": "team-a"},
+    )
+    assert t.last_result == {
+        "operation": "CREATE TABLE",
+        "table_uri": root,
+        "version": 0,
+        "skipped": False,
+        "metrics": {},
+    }
     actions = log_actions(root, 0)
     kinds = [next(iter(a)) for a in actions]
     assert sorted(kinds) == ["commitInfo", "metaData", "protocol"]
@@ -56,19 +68,32 @@ def test_create_from_ddl_writes_protocol_metadata_commitinfo(tmp_path):
     assert d["description"] == "events" and d["name"] == "events"
     assert d["id"] == md["id"] and d["created_time"] == md["createdTime"]
     assert d["protocol"]["min_reader_version"] >= 1 and d["protocol"]["min_writer_version"] >= 2
-    assert set(d) >= {"version", "num_files", "size_in_bytes", "partition_columns", "schema", "protocol",
-                      "configuration", "id", "name", "description", "created_time"}
+    assert set(d) >= {
+        "version",
+        "num_files",
+        "size_in_bytes",
+        "partition_columns",
+        "schema",
+        "protocol",
+        "configuration",
+        "id",
+        "name",
+        "description",
+        "created_time",
+    }
 
 
 def test_schema_forms_give_the_same_schema(tmp_path):
     from pyspark.sql.types import DateType, DoubleType, LongType, StringType, StructField, StructType
 
-    spark_schema = StructType([
-        StructField("id", LongType(), False),
-        StructField("name", StringType(), True, {"comment": "who"}),
-        StructField("score", DoubleType(), True),
-        StructField("day", DateType(), True),
-    ])
+    spark_schema = StructType(
+        [
+            StructField("id", LongType(), False),
+            StructField("name", StringType(), True, {"comment": "who"}),
+            StructField("score", DoubleType(), True),
+            StructField("day", DateType(), True),
+        ]
+    )
     delta_json = json.dumps({"type": "struct", "fields": EXPECTED_FIELDS})
     for i, schema in enumerate([DDL, spark_schema, delta_json, json.loads(delta_json)]):
         root = str(tmp_path / f"t{i}")
@@ -78,14 +103,16 @@ def test_schema_forms_give_the_same_schema(tmp_path):
 
 def test_empty_table_is_a_valid_version_0_for_deltalake(tmp_path):
     root = str(tmp_path / "empty")
-    DeltaTable.create(None, root, schema="id BIGINT, name STRING, ts TIMESTAMP, d DECIMAL(10,2)",
-                      partition_by=["name"])
+    DeltaTable.create(None, root, schema="id BIGINT, name STRING, ts TIMESTAMP, d DECIMAL(10,2)", partition_by=["name"])
     dt = deltalake.DeltaTable(root)
     assert dt.version() == 0
     table = dt.to_pyarrow_table()
     assert table.num_rows == 0
     assert dict(zip(table.schema.names, table.schema.types)) == {
-        "id": pa.int64(), "name": pa.string(), "ts": pa.timestamp("us", tz="UTC"), "d": pa.decimal128(10, 2),
+        "id": pa.int64(),
+        "name": pa.string(),
+        "ts": pa.timestamp("us", tz="UTC"),
+        "d": pa.decimal128(10, 2),
     }
     assert dt.metadata().partition_columns == ["name"]
 
@@ -96,7 +123,10 @@ def test_empty_table_reads_as_empty_dataframe(spark, tmp_path):
     df = t.to_df()
     assert df.count() == 0
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
-        ("id", "bigint"), ("tags", "array<string>"), ("m", "map<string,int>")]
+        ("id", "bigint"),
+        ("tags", "array<string>"),
+        ("m", "map<string,int>"),
+    ]
 
 
 def test_if_not_exists_and_already_exists(tmp_path):
@@ -113,17 +143,20 @@ def test_if_not_exists_and_already_exists(tmp_path):
     assert sorted(os.listdir(os.path.join(root, "_delta_log"))) == ["00000000000000000000.json"]
 
 
-@pytest.mark.parametrize("kwargs, error, text", [
-    ({"partition_by": ["nope"]}, InvalidArgumentError, "not in the schema"),
-    ({"partition_by": ["s"]}, InvalidArgumentError, "primitive"),
-    ({"partition_by": ["a", "s"], "schema": "a INT, s INT"}, InvalidArgumentError, "all columns"),
-    ({"properties": {"delta.noSuchThing": "1"}}, InvalidArgumentError, "Unknown Delta table property"),
-    ({"properties": {"delta.appendOnly": "maybe"}}, InvalidArgumentError, "not a boolean"),
-    ({"properties": {"delta.checkpointInterval": "0"}}, InvalidArgumentError, "delta.checkpointInterval"),
-    ({"properties": {"delta.logRetentionDuration": "3 fortnights"}}, InvalidArgumentError, "logRetentionDuration"),
-    ({"schema": "a INT, A STRING"}, InvalidSchemaError, ""),
-    ({"schema": "a NOSUCHTYPE"}, InvalidSchemaError, ""),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, text",
+    [
+        ({"partition_by": ["nope"]}, InvalidArgumentError, "not in the schema"),
+        ({"partition_by": ["s"]}, InvalidArgumentError, "primitive"),
+        ({"partition_by": ["a", "s"], "schema": "a INT, s INT"}, InvalidArgumentError, "all columns"),
+        ({"properties": {"delta.noSuchThing": "1"}}, InvalidArgumentError, "Unknown Delta table property"),
+        ({"properties": {"delta.appendOnly": "maybe"}}, InvalidArgumentError, "not a boolean"),
+        ({"properties": {"delta.checkpointInterval": "0"}}, InvalidArgumentError, "delta.checkpointInterval"),
+        ({"properties": {"delta.logRetentionDuration": "3 fortnights"}}, InvalidArgumentError, "logRetentionDuration"),
+        ({"schema": "a INT, A STRING"}, InvalidSchemaError, ""),
+        ({"schema": "a NOSUCHTYPE"}, InvalidSchemaError, ""),
+    ],
+)
 def test_invalid_create_writes_nothing(tmp_path, kwargs, error, text):
     root = tmp_path / "t"
     args = {"schema": "a INT, s STRUCT<x: INT>", **kwargs}
@@ -135,8 +168,9 @@ def test_invalid_create_writes_nothing(tmp_path, kwargs, error, text):
 
 def test_property_keys_are_canonicalised(tmp_path):
     root = str(tmp_path / "t")
-    DeltaTable.create(None, root, schema="a INT",
-                      properties={"delta.appendonly": True, "delta.checkpointInterval": 5, "x.y": "z"})
+    DeltaTable.create(
+        None, root, schema="a INT", properties={"delta.appendonly": True, "delta.checkpointInterval": 5, "x.y": "z"}
+    )
     conf = DeltaTable.for_path(None, root).detail()["configuration"]
     assert conf == {"delta.appendOnly": "true", "delta.checkpointInterval": "5", "x.y": "z"}
 
@@ -149,8 +183,7 @@ def test_create_as_select(spark, tmp_path):
     assert r["operation"] == "CREATE TABLE AS SELECT" and r["version"] == 0
     actions = log_actions(root, 0)
     adds = [a["add"] for a in actions if "add" in a]
-    assert r["metrics"] == {"numFiles": len(adds), "numOutputRows": 50,
-                            "numOutputBytes": sum(a["size"] for a in adds)}
+    assert r["metrics"] == {"numFiles": len(adds), "numOutputRows": 50, "numOutputBytes": sum(a["size"] for a in adds)}
     assert {a["partitionValues"]["grp"] for a in adds} == {"n0", "n1", "n2"}
     ci = commit_info(root, 0)
     assert ci["operation"] == "CREATE TABLE AS SELECT"
@@ -176,8 +209,12 @@ def test_create_as_select_with_declared_schema_casts_and_enforces(spark, tmp_pat
 
 def test_protocol_properties_are_consumed_not_stored(tmp_path):
     root = str(tmp_path / "t")
-    DeltaTable.create(None, root, schema="a INT, ts TIMESTAMP_NTZ",
-                      properties={"delta.minWriterVersion": "2", "delta.feature.appendOnly": "supported"})
+    DeltaTable.create(
+        None,
+        root,
+        schema="a INT, ts TIMESTAMP_NTZ",
+        properties={"delta.minWriterVersion": "2", "delta.feature.appendOnly": "supported"},
+    )
     d = DeltaTable.for_path(None, root).detail()
     assert d["configuration"] == {}
     assert (d["protocol"]["min_reader_version"], d["protocol"]["min_writer_version"]) == (3, 7)

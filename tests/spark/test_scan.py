@@ -25,22 +25,23 @@ def test_partition_values_typed_and_escaped(spark, tmp_path):
     t = DeltaTable.create(spark, root, schema=schema, partition_by=["s", "i", "d", "b", "dec", "ts"])
     data = []
     for k in range(len(AWKWARD) * 2):
-        data.append((
-            k,
-            AWKWARD[k % len(AWKWARD)],
-            None if k % 4 == 0 else k % 3 - 1,
-            None if k % 5 == 0 else dt.date(2024, 1, 1 + k % 3),
-            None if k % 6 == 0 else k % 2 == 0,
-            None if k % 7 == 0 else Decimal(f"{k % 3}.25"),
-            None if k % 3 == 0 else dt.datetime(2024, 5, 6, 7, 8, 9, 123456 * (k % 2)),
-            k * 10,
-        ))
+        data.append(
+            (
+                k,
+                AWKWARD[k % len(AWKWARD)],
+                None if k % 4 == 0 else k % 3 - 1,
+                None if k % 5 == 0 else dt.date(2024, 1, 1 + k % 3),
+                None if k % 6 == 0 else k % 2 == 0,
+                None if k % 7 == 0 else Decimal(f"{k % 3}.25"),
+                None if k % 3 == 0 else dt.datetime(2024, 5, 6, 7, 8, 9, 123456 * (k % 2)),
+                k * 10,
+            )
+        )
     t.append(spark.createDataFrame(data, schema.replace("BIGINT", "LONG")))
     got = df_rows(t.to_df())
     # Delta stores an empty string partition value as null
     expected = sorted([tuple(None if (j == 1 and v == "") else v for j, v in enumerate(r)) for r in data], key=repr)
-    expected = [tuple(x.replace(tzinfo=dt.timezone.utc) if isinstance(x, dt.datetime) else x for x in r)
-                for r in expected]
+    expected = [tuple(x.replace(tzinfo=dt.UTC) if isinstance(x, dt.datetime) else x for x in r) for r in expected]
     assert got == sorted([tuple(_norm_dec(x) for x in r) for r in expected], key=repr)
     adds = [a["add"] for a in log_actions(root, 1) if "add" in a]
     pvs = {a["partitionValues"]["s"] for a in adds}
@@ -76,7 +77,7 @@ def test_time_travel_by_version_and_timestamp(spark, tmp_path):
     assert [h["version"] for h in hist] == [3, 2, 1, 0]
     ts2 = next(h["timestamp"] for h in hist if h["version"] == 2)
     assert t.to_df(timestamp=ts2).count() == 3
-    iso = dt.datetime.fromtimestamp(ts2 / 1000, tz=dt.timezone.utc).isoformat()
+    iso = dt.datetime.fromtimestamp(ts2 / 1000, tz=dt.UTC).isoformat()
     assert t.to_df(timestamp=iso).count() == 3
     with pytest.raises(VersionNotFoundError):
         t.to_df(version=9)
@@ -95,7 +96,9 @@ def test_scan_files_reports_files_and_file_column(spark, tmp_path):
     assert got.column_names == ["id", FILE_COLUMN]
     assert set(got.column(FILE_COLUMN).to_pylist()) == set(snap.files.column("path").to_pylist())
     # rows of one file share its partition value
-    pv = {r["path"]: dict(r["partition_values"])["p"] for r in snap.files.select(["path", "partition_values"]).to_pylist()}
+    pv = {
+        r["path"]: dict(r["partition_values"])["p"] for r in snap.files.select(["path", "partition_values"]).to_pylist()
+    }
     for r in got.to_pylist():
         assert pv[r[FILE_COLUMN]] == f"v{r['id'] % 3}"
     # a subset of files
@@ -119,8 +122,9 @@ def test_reads_conformance_tables(spark, conformance_root):
         exp_dir = conformance_root / expected_dir
         if not exp_dir.exists():
             pytest.fail(f"missing expected data for {table}")
-        expected = pa.concat_tables([pq.read_table(exp_dir / f) for f in sorted(os.listdir(exp_dir))
-                                     if f.endswith(".parquet")])
+        expected = pa.concat_tables(
+            [pq.read_table(exp_dir / f) for f in sorted(os.listdir(exp_dir)) if f.endswith(".parquet")]
+        )
         df = DeltaTable.for_path(spark, str(root)).to_df()
         got = df.toArrow()
         assert got.num_rows == expected.num_rows, table
@@ -149,8 +153,12 @@ def _inline_dv(deleted: list[int]) -> dict:
     bitmap += b"".join(struct.pack(f"<{len(blocks[k])}H", *blocks[k]) for k in keys)
     data = struct.pack("<IQI", dvmod.MAGIC, 1, 0) + bitmap  # magic, one 32-bit bucket (high bits 0)
     padded = data + b"\x00" * (-len(data) % 4)
-    return {"storageType": "i", "pathOrInlineDv": dvmod.z85_encode(padded), "sizeInBytes": len(data),
-            "cardinality": sum(len(v) for v in blocks.values())}
+    return {
+        "storageType": "i",
+        "pathOrInlineDv": dvmod.z85_encode(padded),
+        "sizeInBytes": len(data),
+        "cardinality": sum(len(v) for v in blocks.values()),
+    }
 
 
 def test_streamed_scan_of_multi_row_group_files_with_deletion_vectors(spark, tmp_path):
@@ -172,26 +180,59 @@ def test_streamed_scan_of_multi_row_group_files_with_deletion_vectors(spark, tmp
         (root / f"p={p}").mkdir()
         pq.write_table(pa.table({"id": ids, "v": pa.array(ids.astype(str))}), root / rel, row_group_size=1000)
         dv = _inline_dv(sorted(deleted)) if p == "a" else None
-        adds.append({"add": {"path": rel, "partitionValues": {"p": p}, "size": os.path.getsize(root / rel),
-                             "modificationTime": 0, "dataChange": True,
-                             "stats": json.dumps({"numRecords": n}), **({"deletionVector": dv} if dv else {})}})
+        adds.append(
+            {
+                "add": {
+                    "path": rel,
+                    "partitionValues": {"p": p},
+                    "size": os.path.getsize(root / rel),
+                    "modificationTime": 0,
+                    "dataChange": True,
+                    "stats": json.dumps({"numRecords": n}),
+                    **({"deletionVector": dv} if dv else {}),
+                }
+            }
+        )
         expected += [(int(i), str(i), p) for j, i in enumerate(ids) if not (dv and j in deleted)]
-    schema = {"type": "struct", "fields": [{"name": n_, "type": t, "nullable": True, "metadata": {}}
-                                           for n_, t in [("id", "long"), ("v", "string"), ("p", "string")]]}
-    commit = [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-                            "writerFeatures": ["deletionVectors"]}},
-              {"metaData": {"id": "streamed", "format": {"provider": "parquet", "options": {}},
-                            "schemaString": json.dumps(schema), "partitionColumns": ["p"], "configuration": {},
-                            "createdTime": 0}}] + adds
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": n_, "type": t, "nullable": True, "metadata": {}}
+            for n_, t in [("id", "long"), ("v", "string"), ("p", "string")]
+        ],
+    }
+    commit = [
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors"],
+                "writerFeatures": ["deletionVectors"],
+            }
+        },
+        {
+            "metaData": {
+                "id": "streamed",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": ["p"],
+                "configuration": {},
+                "createdTime": 0,
+            }
+        },
+    ] + adds
     (root / "_delta_log" / "00000000000000000000.json").write_text("\n".join(json.dumps(a) for a in commit) + "\n")
 
     t = DeltaTable.for_path(spark, str(root))
     got = t.to_df().toArrow()
     assert got.num_rows == len(expected) == 2 * n - len(deleted)
-    assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), got.column("p").to_pylist())) \
-        == sorted(expected)
+    assert sorted(
+        zip(got.column("id").to_pylist(), got.column("v").to_pylist(), got.column("p").to_pylist())
+    ) == sorted(expected)
     # partition column only, with the file column: row counts per file follow the vectors
     res = scan_files(spark, t.snapshot(), columns=["p"], with_file_column=True, num_tasks=2)
     per_file = res.df.groupBy(FILE_COLUMN, "p").count().collect()
     assert sorted((r[FILE_COLUMN], r["p"], r["count"]) for r in per_file) == [
-        ("p=a/part-0.parquet", "a", n - len(deleted)), ("p=b/part-1.parquet", "b", n)]
+        ("p=a/part-0.parquet", "a", n - len(deleted)),
+        ("p=b/part-1.parquet", "b", n),
+    ]

@@ -36,8 +36,15 @@ def tables(draw):
     p_values = draw(st.lists(st.sampled_from(["a", "b/c", "%", "x y", None, "ü"]), min_size=n, max_size=n))
     q_values = draw(st.lists(st.sampled_from([0, 1, None]), min_size=n, max_size=n))
     s_values = draw(st.lists(st.one_of(st.none(), st.text(max_size=40)), min_size=n, max_size=n))
-    t = pa.table({"id": pa.array(range(n), pa.int64()), "s": pa.array(s_values, pa.string()),
-                  "p": pa.array(p_values, pa.string()), "q": pa.array(q_values, pa.int32())}, schema=ARROW)
+    t = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "s": pa.array(s_values, pa.string()),
+            "p": pa.array(p_values, pa.string()),
+            "q": pa.array(q_values, pa.int32()),
+        },
+        schema=ARROW,
+    )
     # the Spark side sorts by the partition columns within a task (nulls first)
     if n:
         t = t.sort_by([("p", "ascending", "at_start"), ("q", "ascending", "at_start")])
@@ -46,13 +53,18 @@ def tables(draw):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=tables(), partitioned=st.booleans(), target=st.sampled_from([1, 600, 3000, 10 ** 9]))
+@given(data=tables(), partitioned=st.booleans(), target=st.sampled_from([1, 600, 3000, 10**9]))
 def test_written_files_hold_exactly_the_rows(data, partitioned, target):
     table, batch_rows = data
     parts = ("p", "q") if partitioned else ()
     with tempfile.TemporaryDirectory() as root:
-        spec = WriteSpec(table_uri=root, schema_json=parse_schema(SCHEMA).to_json_string(), partition_columns=parts,
-                         target_file_size=target, row_group_bytes=2000)
+        spec = WriteSpec(
+            table_uri=root,
+            schema_json=parse_schema(SCHEMA).to_json_string(),
+            partition_columns=parts,
+            target_file_size=target,
+            row_group_bytes=2000,
+        )
         out = list(write_partition_batches(spec, table.to_batches(max_chunksize=batch_rows), task_id=7))
         adds = [AddFile.from_json(json.loads(b.column("add_json")[0].as_py())) for b in out]
         counts = [b.column("num_rows")[0].as_py() for b in out]
@@ -71,19 +83,20 @@ def test_written_files_hold_exactly_the_rows(data, partitioned, target):
                 assert pq.read_schema(f).names == ["id", "s"]
                 d = os.path.dirname(decode_add_path(add.path))
                 assert seen_dirs.setdefault(d, tuple(add.partition_values.items())) == tuple(
-                    add.partition_values.items())
+                    add.partition_values.items()
+                )
             got = read_data_file(storage, root, add.path, add.partition_values, schema, list(parts))
             ids = got.column("id")
             assert stats["minValues"]["id"] == pc.min(ids).as_py() and stats["maxValues"]["id"] == pc.max(ids).as_py()
             assert stats["nullCount"]["s"] == got.column("s").null_count
-            if target >= 10 ** 9:
+            if target >= 10**9:
                 pass
             elif target > 1 and n > 1:
                 # rolled near the target: a multi-row file is not far above it
                 assert add.size < 3 * target + 2000
             read.append(got)
         assert sum(counts) == table.num_rows
-        if target >= 10 ** 9 and not partitioned:
+        if target >= 10**9 and not partitioned:
             assert len(adds) == (1 if table.num_rows else 0)
         result = pa.concat_tables(read) if read else ARROW.empty_table()
         assert rows(result, ARROW) == rows(table, ARROW)

@@ -34,7 +34,11 @@ from dataclasses import dataclass
 from .. import config
 from ..actions import Metadata
 from ..errors import (
-    CommitConflictError, DeltaError, InvalidArgumentError, InvalidSchemaError, TableAlreadyExistsError,
+    CommitConflictError,
+    DeltaError,
+    InvalidArgumentError,
+    InvalidSchemaError,
+    TableAlreadyExistsError,
 )
 from ..storage import normalize_table_uri, storage_for
 
@@ -43,27 +47,48 @@ OPERATION_CTAS = "CREATE TABLE AS SELECT"
 
 # delta.* table properties Delta defines (DeltaConfigs.scala); values checked where we know the type.
 _BOOL_PROPS = {
-    "delta.appendOnly", "delta.enableExpiredLogCleanup", "delta.checkpoint.writeStatsAsJson",
-    "delta.checkpoint.writeStatsAsStruct", "delta.enableChangeDataFeed", "delta.enableDeletionVectors",
-    "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.enableTypeWidening",
-    "delta.randomizeFilePrefixes", "delta.autoOptimize.optimizeWrite", "delta.autoOptimize.autoCompact",
-    "delta.compatibility.symlinkFormatManifest.enabled", "delta.enableIcebergCompatV1",
-    "delta.enableIcebergCompatV2", "delta.tuneFileSizesForRewrites", "delta.rowTrackingSuspended",
-    "delta.enableVariantShredding", "delta.checkpoint.partSize.enabled",
+    "delta.appendOnly",
+    "delta.enableExpiredLogCleanup",
+    "delta.checkpoint.writeStatsAsJson",
+    "delta.checkpoint.writeStatsAsStruct",
+    "delta.enableChangeDataFeed",
+    "delta.enableDeletionVectors",
+    "delta.enableInCommitTimestamps",
+    "delta.enableRowTracking",
+    "delta.enableTypeWidening",
+    "delta.randomizeFilePrefixes",
+    "delta.autoOptimize.optimizeWrite",
+    "delta.autoOptimize.autoCompact",
+    "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.enableIcebergCompatV1",
+    "delta.enableIcebergCompatV2",
+    "delta.tuneFileSizesForRewrites",
+    "delta.rowTrackingSuspended",
+    "delta.enableVariantShredding",
+    "delta.checkpoint.partSize.enabled",
 }
 _INTERVAL_PROPS = {
-    "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
-    "delta.setTransactionRetentionDuration", "delta.checkpointRetentionDuration",
+    "delta.logRetentionDuration",
+    "delta.deletedFileRetentionDuration",
+    "delta.setTransactionRetentionDuration",
+    "delta.checkpointRetentionDuration",
     "delta.sampleRetentionDuration",
 }
 _POSITIVE_INT_PROPS = {"delta.checkpointInterval", "delta.randomPrefixLength", "delta.checkpoint.partSize"}
 _INT_PROPS = {"delta.dataSkippingNumIndexedCols", "delta.minReaderVersion", "delta.minWriterVersion"}
 _OTHER_PROPS = {
-    "delta.isolationLevel", "delta.columnMapping.mode", "delta.columnMapping.maxColumnId",
-    "delta.dataSkippingStatsColumns", "delta.checkpointPolicy", "delta.targetFileSize",
-    "delta.universalFormat.enabledFormats", "delta.parquet.compression.codec",
-    "delta.inCommitTimestampEnablementVersion", "delta.inCommitTimestampEnablementTimestamp",
-    "delta.rowTracking.materializedRowIdColumnName", "delta.rowTracking.materializedRowCommitVersionColumnName",
+    "delta.isolationLevel",
+    "delta.columnMapping.mode",
+    "delta.columnMapping.maxColumnId",
+    "delta.dataSkippingStatsColumns",
+    "delta.checkpointPolicy",
+    "delta.targetFileSize",
+    "delta.universalFormat.enabledFormats",
+    "delta.parquet.compression.codec",
+    "delta.inCommitTimestampEnablementVersion",
+    "delta.inCommitTimestampEnablementTimestamp",
+    "delta.rowTracking.materializedRowIdColumnName",
+    "delta.rowTracking.materializedRowCommitVersionColumnName",
     "delta.clusteringColumns",
 }
 _PREFIX_PROPS = ("delta.constraints.", "delta.feature.")
@@ -82,7 +107,8 @@ def validate_properties(properties: dict | None) -> dict:
         return {}
     if not isinstance(properties, dict):
         raise InvalidArgumentError(
-            f"Table properties must be a mapping, got {type(properties).__name__}", None,
+            f"Table properties must be a mapping, got {type(properties).__name__}",
+            None,
             "pass properties as a dict such as {'delta.appendOnly': 'true'}",
         )
     canonical = {k.lower(): k for k in KNOWN_DELTA_PROPERTIES}
@@ -137,7 +163,9 @@ def to_delta_schema(schema):
     from .. import schema as schema_mod
 
     if schema is None:
-        raise InvalidSchemaError("No schema given", None, "pass a DDL string, a Spark StructType or a Delta JSON schema")
+        raise InvalidSchemaError(
+            "No schema given", None, "pass a DDL string, a Spark StructType or a Delta JSON schema"
+        )
     if not isinstance(schema, (str, bytes, dict, schema_mod.StructType)) and hasattr(schema, "jsonValue"):
         schema = schema.jsonValue()  # a pyspark StructType (never imported here)
     return schema_mod.parse_schema(schema)
@@ -164,11 +192,13 @@ def validate_partition_columns(schema, partition_by) -> list[str]:
         if isinstance(f.type, (schema_mod.StructType, schema_mod.ArrayType, schema_mod.MapType)):
             raise InvalidArgumentError(
                 f"Cannot partition by column '{f.name}' of type {f.type.simple_string()}",
-                "partition columns must have a primitive type", "partition by a primitive column",
+                "partition columns must have a primitive type",
+                "partition by a primitive column",
             )
         if getattr(f.type, "name", None) in ("void", "variant"):
             raise InvalidArgumentError(
-                f"Cannot partition by column '{f.name}' of type {f.type.simple_string()}", None,
+                f"Cannot partition by column '{f.name}' of type {f.type.simple_string()}",
+                None,
                 "partition by a column of another type",
             )
         if f.name in out:
@@ -177,7 +207,8 @@ def validate_partition_columns(schema, partition_by) -> list[str]:
     if out and len(out) == len(schema.fields):
         raise InvalidArgumentError(
             "Cannot use all columns as partition columns",
-            "a Delta table needs at least one data column stored in the files", "leave one column unpartitioned",
+            "a Delta table needs at least one data column stored in the files",
+            "leave one column unpartitioned",
         )
     return out
 
@@ -194,8 +225,13 @@ class CreateResult:
     commit_info: dict | None = None
 
     def to_dict(self) -> dict:
-        return {"operation": self.operation, "table_uri": self.table_uri, "version": self.version,
-                "skipped": self.skipped, "metrics": dict(self.metrics)}
+        return {
+            "operation": self.operation,
+            "table_uri": self.table_uri,
+            "version": self.version,
+            "skipped": self.skipped,
+            "metrics": dict(self.metrics),
+        }
 
 
 def _existing_version(storage, table_root: str) -> int | None:
@@ -204,9 +240,21 @@ def _existing_version(storage, table_root: str) -> int | None:
     return latest_version(storage, table_root)
 
 
-def create_table(table_uri: str, *, schema, partition_by=None, properties=None, description=None,
-                 name=None, if_not_exists: bool = False, source_df=None, app_id=None, app_version=None,
-                 user_metadata=None, target_file_size: int | None = None) -> CreateResult:
+def create_table(
+    table_uri: str,
+    *,
+    schema,
+    partition_by=None,
+    properties=None,
+    description=None,
+    name=None,
+    if_not_exists: bool = False,
+    source_df=None,
+    app_id=None,
+    app_version=None,
+    user_metadata=None,
+    target_file_size: int | None = None,
+) -> CreateResult:
     """Create a Delta table (version 0) at ``table_uri``; see the module docstring.
 
     :param table_uri: table location (local path or URI)
@@ -256,23 +304,32 @@ def create_table(table_uri: str, *, schema, partition_by=None, properties=None, 
         from .write import prepare_dataframe, write_files
 
         df = prepare_dataframe(source_df, delta_schema)
-        result = write_files(df, table_root, delta_schema, partition_columns, configuration,
-                             target_file_size=target_file_size)
+        result = write_files(
+            df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
+        )
         adds = result.adds
-        metrics = {"numFiles": result.num_files, "numOutputRows": result.num_output_rows,
-                   "numOutputBytes": result.num_output_bytes}
+        metrics = {
+            "numFiles": result.num_files,
+            "numOutputRows": result.num_output_rows,
+            "numOutputBytes": result.num_output_bytes,
+        }
 
     from ..txn import OptimisticTransaction
 
     txn = OptimisticTransaction(
-        storage, table_root, None, operation=operation,
+        storage,
+        table_root,
+        None,
+        operation=operation,
         operation_parameters={
             "isManaged": "false",
             "description": description,
             "partitionBy": list(partition_columns),
             "properties": dict(configuration),
         },
-        app_id=app_id, app_version=app_version, user_metadata=user_metadata,
+        app_id=app_id,
+        app_version=app_version,
+        user_metadata=user_metadata,
     )
     txn.update_protocol(protocol)
     txn.update_metadata(metadata)
@@ -324,6 +381,11 @@ def _already_exists(table_root: str, version: int, if_not_exists: bool, operatio
 
 
 __all__ = [
-    "create_table", "CreateResult", "validate_properties", "validate_partition_columns", "to_delta_schema",
-    "KNOWN_DELTA_PROPERTIES", "DeltaError",
+    "create_table",
+    "CreateResult",
+    "validate_properties",
+    "validate_partition_columns",
+    "to_delta_schema",
+    "KNOWN_DELTA_PROPERTIES",
+    "DeltaError",
 ]

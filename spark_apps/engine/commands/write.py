@@ -50,8 +50,13 @@ class WriteCommandResult:
 
     def to_dict(self) -> dict:
         """The returned dict: result keys, ``metrics`` and the metrics again at top level."""
-        out = {"operation": self.operation, "table_uri": self.table_uri, "version": self.version,
-               "skipped": self.skipped, "metrics": dict(self.metrics)}
+        out = {
+            "operation": self.operation,
+            "table_uri": self.table_uri,
+            "version": self.version,
+            "skipped": self.skipped,
+            "metrics": dict(self.metrics),
+        }
         for k, v in self.metrics.items():
             out.setdefault(k, v)
         return out
@@ -96,7 +101,8 @@ def resolve_target_file_size(configuration: dict | None, target_file_size: int |
         value = 0
     if value <= 0:
         raise InvalidArgumentError(
-            f"Target file size {target_file_size!r} is not a positive number of bytes", None,
+            f"Target file size {target_file_size!r} is not a positive number of bytes",
+            None,
             "pass a positive integer such as 134217728 (128 MiB)",
         )
     return value
@@ -104,15 +110,16 @@ def resolve_target_file_size(configuration: dict | None, target_file_size: int |
 
 def _parse_size(text) -> int | None:
     s = str(text).strip().lower().replace(" ", "")
-    units = {"b": 1, "k": 1024, "kb": 1024, "m": 1024 ** 2, "mb": 1024 ** 2, "g": 1024 ** 3, "gb": 1024 ** 3}
+    units = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
     for unit in sorted(units, key=len, reverse=True):
         if s.endswith(unit) and s[: -len(unit)].replace(".", "", 1).isdigit():
             return int(float(s[: -len(unit)]) * units[unit])
     return int(s) if s.isdigit() else None
 
 
-def write_files(df, table_root: str, table_schema, partition_columns, configuration, *,
-                target_file_size: int | None = None):
+def write_files(
+    df, table_root: str, table_schema, partition_columns, configuration, *, target_file_size: int | None = None
+):
     """Write an already conformed DataFrame as data files; returns a
     :class:`~spark_apps.engine.spark.write.WriteResult` (AddFile actions, not committed)."""
     from ..spark.write import WriteSpec, write_data_files
@@ -127,9 +134,16 @@ def write_files(df, table_root: str, table_schema, partition_columns, configurat
     return write_data_files(df, spec)
 
 
-def write(table_uri: str, df, *, mode: str = "append", app_id: str | None = None,
-          app_version: int | None = None, user_metadata: str | None = None,
-          target_file_size: int | None = None) -> WriteCommandResult:
+def write(
+    table_uri: str,
+    df,
+    *,
+    mode: str = "append",
+    app_id: str | None = None,
+    app_version: int | None = None,
+    user_metadata: str | None = None,
+    target_file_size: int | None = None,
+) -> WriteCommandResult:
     """Write ``df`` to the table; only ``mode="append"`` exists so far (see module docstring).
 
     :param table_uri: the table location
@@ -142,17 +156,32 @@ def write(table_uri: str, df, *, mode: str = "append", app_id: str | None = None
     """
     m = (mode or "append").strip().lower()
     if m not in KNOWN_MODES:
-        raise InvalidArgumentError(f"Unknown write mode '{mode}'", f"known modes: {', '.join(KNOWN_MODES)}",
-                                   "use mode 'append'")
+        raise InvalidArgumentError(
+            f"Unknown write mode '{mode}'", f"known modes: {', '.join(KNOWN_MODES)}", "use mode 'append'"
+        )
     if m not in SUPPORTED_MODES:
-        raise InvalidArgumentError(f"Write mode '{mode}' is not supported yet", "only appends are implemented",
-                                   "use mode 'append'")
-    return append(table_uri, df, app_id=app_id, app_version=app_version, user_metadata=user_metadata,
-                  target_file_size=target_file_size)
+        raise InvalidArgumentError(
+            f"Write mode '{mode}' is not supported yet", "only appends are implemented", "use mode 'append'"
+        )
+    return append(
+        table_uri,
+        df,
+        app_id=app_id,
+        app_version=app_version,
+        user_metadata=user_metadata,
+        target_file_size=target_file_size,
+    )
 
 
-def append(table_uri: str, df, *, app_id: str | None = None, app_version: int | None = None,
-           user_metadata: str | None = None, target_file_size: int | None = None) -> WriteCommandResult:
+def append(
+    table_uri: str,
+    df,
+    *,
+    app_id: str | None = None,
+    app_version: int | None = None,
+    user_metadata: str | None = None,
+    target_file_size: int | None = None,
+) -> WriteCommandResult:
     """Blind append of ``df`` (see module docstring). Returns the commit's result and metrics."""
     from .. import features
     from ..log.snapshot import load_snapshot
@@ -164,23 +193,43 @@ def append(table_uri: str, df, *, app_id: str | None = None, app_version: int | 
     features.check_write_supported(snapshot.protocol, snapshot.metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
     txn = OptimisticTransaction(
-        storage, table_root, snapshot, operation=OPERATION_WRITE,
+        storage,
+        table_root,
+        snapshot,
+        operation=OPERATION_WRITE,
         operation_parameters={"mode": "Append", "partitionBy": partition_columns},
-        app_id=app_id, app_version=app_version, user_metadata=user_metadata,
+        app_id=app_id,
+        app_version=app_version,
+        user_metadata=user_metadata,
     )
     if txn.is_duplicate():
-        return WriteCommandResult(OPERATION_WRITE, table_root, snapshot.version, True,
-                                  {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0})
+        return WriteCommandResult(
+            OPERATION_WRITE,
+            table_root,
+            snapshot.version,
+            True,
+            {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0},
+        )
     table_schema = snapshot.schema
     prepared = prepare_dataframe(df, table_schema)
-    result = write_files(prepared, table_root, table_schema, partition_columns,
-                         snapshot.metadata.configuration, target_file_size=target_file_size)
-    metrics = {"numFiles": result.num_files, "numOutputRows": result.num_output_rows,
-               "numOutputBytes": result.num_output_bytes}
+    result = write_files(
+        prepared,
+        table_root,
+        table_schema,
+        partition_columns,
+        snapshot.metadata.configuration,
+        target_file_size=target_file_size,
+    )
+    metrics = {
+        "numFiles": result.num_files,
+        "numOutputRows": result.num_output_rows,
+        "numOutputBytes": result.num_output_bytes,
+    }
     commit = txn.commit(result.adds, operation_metrics=metrics)
     if commit.skipped:  # a concurrent retry of the same (app_id, app_version) landed first
-        return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, True,
-                                  {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0})
+        return WriteCommandResult(
+            OPERATION_WRITE, table_root, commit.version, True, {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0}
+        )
     return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
 
 

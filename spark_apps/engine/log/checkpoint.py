@@ -46,35 +46,41 @@ DEFAULT_PART_SIZE = 5_000_000  # actions per part (delta-spark spark.databricks.
 
 STR_MAP = pa.map_(pa.string(), pa.string())
 
-DV_TYPE = pa.struct([
-    ("storageType", pa.string()),
-    ("pathOrInlineDv", pa.string()),
-    ("offset", pa.int32()),
-    ("sizeInBytes", pa.int32()),
-    ("cardinality", pa.int64()),
-])
+DV_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
+)
 
 TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
 
 FORMAT_TYPE = pa.struct([("provider", pa.string()), ("options", STR_MAP)])
 
-METADATA_TYPE = pa.struct([
-    ("id", pa.string()),
-    ("name", pa.string()),
-    ("description", pa.string()),
-    ("format", FORMAT_TYPE),
-    ("schemaString", pa.string()),
-    ("partitionColumns", pa.list_(pa.string())),
-    ("configuration", STR_MAP),
-    ("createdTime", pa.int64()),
-])
+METADATA_TYPE = pa.struct(
+    [
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("description", pa.string()),
+        ("format", FORMAT_TYPE),
+        ("schemaString", pa.string()),
+        ("partitionColumns", pa.list_(pa.string())),
+        ("configuration", STR_MAP),
+        ("createdTime", pa.int64()),
+    ]
+)
 
-PROTOCOL_TYPE = pa.struct([
-    ("minReaderVersion", pa.int32()),
-    ("minWriterVersion", pa.int32()),
-    ("readerFeatures", pa.list_(pa.string())),
-    ("writerFeatures", pa.list_(pa.string())),
-])
+PROTOCOL_TYPE = pa.struct(
+    [
+        ("minReaderVersion", pa.int32()),
+        ("minWriterVersion", pa.int32()),
+        ("readerFeatures", pa.list_(pa.string())),
+        ("writerFeatures", pa.list_(pa.string())),
+    ]
+)
 
 DOMAIN_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])
 
@@ -116,9 +122,15 @@ COLUMN_ORDER = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"
 def checkpoint_schema(add_type: pa.DataType = ADD_TYPE, *, v2: bool = False) -> pa.Schema:
     """The parquet schema of a checkpoint (``add_type`` may carry the ``*_parsed`` fields); ``v2``
     adds the ``checkpointMetadata`` column of V2 content."""
-    types = {"txn": TXN_TYPE, "add": add_type, "remove": REMOVE_TYPE, "metaData": METADATA_TYPE,
-             "protocol": PROTOCOL_TYPE, "domainMetadata": DOMAIN_TYPE,
-             "checkpointMetadata": CHECKPOINT_METADATA_TYPE}
+    types = {
+        "txn": TXN_TYPE,
+        "add": add_type,
+        "remove": REMOVE_TYPE,
+        "metaData": METADATA_TYPE,
+        "protocol": PROTOCOL_TYPE,
+        "domainMetadata": DOMAIN_TYPE,
+        "checkpointMetadata": CHECKPOINT_METADATA_TYPE,
+    }
     cols = COLUMN_ORDER + (["checkpointMetadata"] if v2 else [])
     return pa.schema([pa.field(c, types[c], nullable=True) for c in cols])
 
@@ -131,6 +143,7 @@ def uses_v2_checkpoints(protocol) -> bool:
 # --------------------------------------------------------------------------------------------
 # vectorised column conversion
 # --------------------------------------------------------------------------------------------
+
 
 def _snake(name: str) -> str:
     out = []
@@ -170,8 +183,9 @@ def _column(table: pa.Table, source: str, wire: str, target: pa.DataType) -> pa.
     return pa.nulls(table.num_rows, target)
 
 
-def _struct_from(table: pa.Table, fields: list, overrides: dict | None = None,
-                 extra: list[tuple[str, pa.Array]] | None = None) -> pa.StructArray:
+def _struct_from(
+    table: pa.Table, fields: list, overrides: dict | None = None, extra: list[tuple[str, pa.Array]] | None = None
+) -> pa.StructArray:
     overrides = overrides or {}
     arrays, out_fields = [], []
     for wire, typ, source in fields:
@@ -199,14 +213,22 @@ def _rows(n: int, column: str, values: pa.Array, schema: pa.Schema) -> pa.Table:
 # typed stats / partition values (writeStatsAsStruct)
 # --------------------------------------------------------------------------------------------
 
+
 def _stats_type(schema, partition_columns: list[str]) -> pa.DataType | None:
     """struct<numRecords, minValues, maxValues, nullCount, tightBounds> for the data columns."""
+
     def minmax(t: pa.DataType) -> pa.DataType | None:
         if pa.types.is_struct(t):
             kids = [pa.field(f.name, mt) for f in t if (mt := minmax(f.type)) is not None]
             return pa.struct(kids) if kids else None
-        if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-                or pa.types.is_string(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)):
+        if (
+            pa.types.is_integer(t)
+            or pa.types.is_floating(t)
+            or pa.types.is_decimal(t)
+            or pa.types.is_string(t)
+            or pa.types.is_date(t)
+            or pa.types.is_timestamp(t)
+        ):
             return t
         return None
 
@@ -237,7 +259,9 @@ def _parse_stats(stats: pa.Array, stats_type: pa.DataType) -> pa.Array:
         return pa.nulls(0, stats_type)
     filled = pc.fill_null(stats.cast(pa.large_string()), "{}")
     filled = pc.if_else(pc.equal(pc.utf8_trim_whitespace(filled), ""), "{}", filled)
-    joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array([0, n], pa.int64()), filled), pa.scalar("\n", pa.large_string()))
+    joined = pc.binary_join(
+        pa.LargeListArray.from_arrays(pa.array([0, n], pa.int64()), filled), pa.scalar("\n", pa.large_string())
+    )
     data = joined[0].as_buffer()
     schema = pa.schema(list(stats_type))
     table = pj.read_json(
@@ -299,8 +323,9 @@ def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tup
     if schema is None:
         try:
             from ..schema import parse_schema
+
             schema = parse_schema(snapshot.metadata.schema_string)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return []
     part_cols = list(snapshot.metadata.partition_columns or [])
     mode = (snapshot.metadata.configuration or {}).get("delta.columnMapping.mode", "none")
@@ -312,7 +337,7 @@ def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tup
         try:
             pv = _column(files, "partition_values", "partitionValues", STR_MAP)
             parsed = _parse_partition_values(pv, schema, part_cols)
-        except Exception as e:  # noqa: BLE001 - the typed columns are optional
+        except Exception as e:
             parsed = None
             log.warning("checkpoint: not writing partitionValues_parsed: %s", e)
         if parsed is None:  # required with stats_parsed on a partitioned table: write neither
@@ -323,7 +348,7 @@ def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tup
         if st is not None:
             stats = _column(files, "stats", "stats", pa.string())
             extra.append(("stats_parsed", _parse_stats(stats, st)))
-    except Exception as e:  # noqa: BLE001 - the typed columns are optional
+    except Exception as e:
         log.warning("checkpoint: not writing stats_parsed: %s", e)
     return extra
 
@@ -332,43 +357,90 @@ def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tup
 # building and writing
 # --------------------------------------------------------------------------------------------
 
+
 def _non_file_rows(snapshot, now_ms: int, schema: pa.Schema) -> tuple[list[pa.Table], dict]:
     md, proto = snapshot.metadata, snapshot.protocol
     tables = []
     p = proto
-    tables.append(_rows(1, "protocol", pa.array([{
-        "minReaderVersion": p.min_reader_version,
-        "minWriterVersion": p.min_writer_version,
-        "readerFeatures": list(p.reader_features) if p.reader_features is not None else None,
-        "writerFeatures": list(p.writer_features) if p.writer_features is not None else None,
-    }], PROTOCOL_TYPE), schema))
+    tables.append(
+        _rows(
+            1,
+            "protocol",
+            pa.array(
+                [
+                    {
+                        "minReaderVersion": p.min_reader_version,
+                        "minWriterVersion": p.min_writer_version,
+                        "readerFeatures": list(p.reader_features) if p.reader_features is not None else None,
+                        "writerFeatures": list(p.writer_features) if p.writer_features is not None else None,
+                    }
+                ],
+                PROTOCOL_TYPE,
+            ),
+            schema,
+        )
+    )
     fmt = md.format
-    tables.append(_rows(1, "metaData", pa.array([{
-        "id": md.id,
-        "name": md.name,
-        "description": md.description,
-        "format": {"provider": getattr(fmt, "provider", "parquet") or "parquet",
-                   "options": list((getattr(fmt, "options", None) or {}).items())},
-        "schemaString": md.schema_string,
-        "partitionColumns": list(md.partition_columns or []),
-        "configuration": [(k, None if v is None else str(v)) for k, v in (md.configuration or {}).items()],
-        "createdTime": md.created_time,
-    }], METADATA_TYPE), schema))
+    tables.append(
+        _rows(
+            1,
+            "metaData",
+            pa.array(
+                [
+                    {
+                        "id": md.id,
+                        "name": md.name,
+                        "description": md.description,
+                        "format": {
+                            "provider": getattr(fmt, "provider", "parquet") or "parquet",
+                            "options": list((getattr(fmt, "options", None) or {}).items()),
+                        },
+                        "schemaString": md.schema_string,
+                        "partitionColumns": list(md.partition_columns or []),
+                        "configuration": [
+                            (k, None if v is None else str(v)) for k, v in (md.configuration or {}).items()
+                        ],
+                        "createdTime": md.created_time,
+                    }
+                ],
+                METADATA_TYPE,
+            ),
+            schema,
+        )
+    )
 
     retention = config.set_transaction_retention_ms(md)
     txns = list((getattr(snapshot, "set_transactions", None) or {}).values())
     kept = [t for t in txns if retention is None or t.last_updated is None or t.last_updated >= now_ms - retention]
     if kept:
-        tables.append(_rows(len(kept), "txn", pa.array(
-            [{"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated} for t in kept], TXN_TYPE),
-            schema))
+        tables.append(
+            _rows(
+                len(kept),
+                "txn",
+                pa.array(
+                    [{"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated} for t in kept], TXN_TYPE
+                ),
+                schema,
+            )
+        )
     domains = [d for d in (getattr(snapshot, "domain_metadata", None) or {}).values() if not d.removed]
     if domains:
-        tables.append(_rows(len(domains), "domainMetadata", pa.array(
-            [{"domain": d.domain, "configuration": d.configuration, "removed": False} for d in domains],
-            DOMAIN_TYPE), schema))
-    return tables, {"num_txns": len(kept), "num_expired_txns": len(txns) - len(kept),
-                    "num_domain_metadata": len(domains)}
+        tables.append(
+            _rows(
+                len(domains),
+                "domainMetadata",
+                pa.array(
+                    [{"domain": d.domain, "configuration": d.configuration, "removed": False} for d in domains],
+                    DOMAIN_TYPE,
+                ),
+                schema,
+            )
+        )
+    return tables, {
+        "num_txns": len(kept),
+        "num_expired_txns": len(txns) - len(kept),
+        "num_domain_metadata": len(domains),
+    }
 
 
 def _tombstones(snapshot, now_ms: int) -> tuple[pa.Table, int]:
@@ -387,8 +459,7 @@ def _tombstones(snapshot, now_ms: int) -> tuple[pa.Table, int]:
     return kept, tomb.num_rows - kept.num_rows
 
 
-def build_checkpoint_table(snapshot, *, now_ms: int | None = None,
-                           sort_by_path: bool = False) -> tuple[pa.Table, dict]:
+def build_checkpoint_table(snapshot, *, now_ms: int | None = None, sort_by_path: bool = False) -> tuple[pa.Table, dict]:
     """The checkpoint content of ``snapshot`` as one arrow table (non-file actions first, then
     adds and removes; sorted by path when ``sort_by_path``, as multi-part splitting needs), plus counts."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -406,8 +477,14 @@ def build_checkpoint_table(snapshot, *, now_ms: int | None = None,
 
     tables, counts = _non_file_rows(snapshot, now_ms, schema)
     if v2:  # V2 content in a classic-named file: exactly one checkpointMetadata, everything inline
-        tables.append(_rows(1, "checkpointMetadata", pa.array(
-            [{"version": snapshot.version, "tags": None}], CHECKPOINT_METADATA_TYPE), schema))
+        tables.append(
+            _rows(
+                1,
+                "checkpointMetadata",
+                pa.array([{"version": snapshot.version, "tags": None}], CHECKPOINT_METADATA_TYPE),
+                schema,
+            )
+        )
     kept_tomb, expired = _tombstones(snapshot, now_ms)
     n_rem = kept_tomb.num_rows
     rem_struct = _struct_from(kept_tomb, REMOVE_FIELDS, {"dataChange": _falses(n_rem)})
@@ -417,8 +494,14 @@ def build_checkpoint_table(snapshot, *, now_ms: int | None = None,
         key = pa.concat_arrays([add_struct.field("path"), rem_struct.field("path")])
         file_rows = file_rows.take(pc.sort_indices(key))
     table = pa.concat_tables(tables + [file_rows])
-    counts.update({"num_add_files": n_add, "num_remove_files": n_rem, "num_expired_tombstones": expired,
-                   "num_non_file_actions": sum(t.num_rows for t in tables)})
+    counts.update(
+        {
+            "num_add_files": n_add,
+            "num_remove_files": n_rem,
+            "num_expired_tombstones": expired,
+            "num_non_file_actions": sum(t.num_rows for t in tables),
+        }
+    )
     return table, counts
 
 
@@ -434,9 +517,16 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None = None,
-                     part_size: int | None = None, update_last_checkpoint: bool = True,
-                     check_features: bool = True) -> dict:
+def write_checkpoint(
+    storage,
+    table_root: str,
+    snapshot,
+    *,
+    now_ms: int | None = None,
+    part_size: int | None = None,
+    update_last_checkpoint: bool = True,
+    check_features: bool = True,
+) -> dict:
     """Write the V1 checkpoint of ``snapshot.version`` and then ``_last_checkpoint``.
 
     :param storage: table storage
@@ -457,9 +547,11 @@ def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None =
     part_size = DEFAULT_PART_SIZE if part_size is None else int(part_size)
     if part_size < 1:
         from ..errors import InvalidArgumentError
+
         raise InvalidArgumentError(f"part_size={part_size} is not positive", None, "pass part_size >= 1")
     if check_features:
         from ..features import check_write_supported
+
         check_write_supported(snapshot.protocol, snapshot.metadata)
     version = snapshot.version
     log_dir = log_dir_of(storage, table_root)
@@ -504,8 +596,9 @@ def write_checkpoint(storage, table_root: str, snapshot, *, now_ms: int | None =
     return metrics
 
 
-def checkpoint_after_commit(storage, table_root: str, version: int, *, now_ms: int | None = None,
-                            part_size: int | None = None) -> tuple[dict, dict | None]:
+def checkpoint_after_commit(
+    storage, table_root: str, version: int, *, now_ms: int | None = None, part_size: int | None = None
+) -> tuple[dict, dict | None]:
     """Post-commit hook: checkpoint ``version`` and, if enabled, clean up expired log files.
 
     :returns: ``(checkpoint metrics, cleanup metrics or None)``

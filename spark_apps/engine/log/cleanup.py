@@ -39,8 +39,15 @@ def truncate_to_day(ms: int) -> int:
     return (ms // MS_PER_DAY) * MS_PER_DAY
 
 
-def cleanup_expired_logs(storage, table_root: str, snapshot=None, *, now_ms: int | None = None,
-                         retention_ms: int | None = None, dry_run: bool = False) -> dict:
+def cleanup_expired_logs(
+    storage,
+    table_root: str,
+    snapshot=None,
+    *,
+    now_ms: int | None = None,
+    retention_ms: int | None = None,
+    dry_run: bool = False,
+) -> dict:
     """Delete log files older than the log retention that no snapshot at or after the protected
     checkpoint needs (see module doc).
 
@@ -59,10 +66,17 @@ def cleanup_expired_logs(storage, table_root: str, snapshot=None, *, now_ms: int
     retention = config.log_retention_ms(md) if retention_ms is None else int(retention_ms)
     threshold = truncate_to_day(now_ms - retention)
     metrics = {
-        "threshold_ms": threshold, "cutoff_version": None, "checkpoint_version": None,
-        "num_deleted_commits": 0, "num_deleted_checkpoint_files": 0, "num_deleted_checksums": 0,
-        "num_deleted_compactions": 0, "num_deleted_temp_files": 0, "num_deleted_files": 0,
-        "deleted": [], "dry_run": dry_run,
+        "threshold_ms": threshold,
+        "cutoff_version": None,
+        "checkpoint_version": None,
+        "num_deleted_commits": 0,
+        "num_deleted_checkpoint_files": 0,
+        "num_deleted_checksums": 0,
+        "num_deleted_compactions": 0,
+        "num_deleted_temp_files": 0,
+        "num_deleted_files": 0,
+        "deleted": [],
+        "dry_run": dry_run,
     }
     listing = list_log(storage, table_root, read_hint=False)
     ts_prev = None

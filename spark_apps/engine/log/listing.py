@@ -75,7 +75,7 @@ class LogFile(FileInfo):
     version: int
 
     @classmethod
-    def of(cls, version: int, f: FileInfo) -> "LogFile":
+    def of(cls, version: int, f: FileInfo) -> LogFile:
         return cls(f.path, f.size, f.mtime_ms, version)
 
 
@@ -297,8 +297,7 @@ def select_segment(listing: LogListing, version: int | None = None) -> LogSegmen
                 f"Version {version} of table '{listing.table_root}' cannot be reconstructed",
                 f"commit {missing[0]} ({commit_file_name(missing[0])}) is gone (log cleanup) and no checkpoint "
                 f"at or before version {version} exists",
-                f"time travel to a version >= {earliest}" if earliest is not None
-                else "restore the log from a backup",
+                f"time travel to a version >= {earliest}" if earliest is not None else "restore the log from a backup",
             )
         raise LogCorruptedError(
             f"Table '{listing.table_root}' cannot be reconstructed at version {version}",

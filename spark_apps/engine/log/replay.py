@@ -148,20 +148,8 @@ _WIRE = {n: _camel(n) for n in FILE_SCHEMA.names + REMOVE_SCHEMA.names}
 _MAP_FIELDS = ("partitionValues", "tags")
 
 # explicit JSON schema for commit file-action lines (maps left out: inferred as structs)
-_JSON_ADD = pa.struct(
-    [
-        (_WIRE[f.name], f.type)
-        for f in FILE_SCHEMA
-        if f.type != STRING_MAP
-    ]
-)
-_JSON_REMOVE = pa.struct(
-    [
-        (_WIRE[f.name], f.type)
-        for f in REMOVE_SCHEMA
-        if f.type != STRING_MAP
-    ]
-)
+_JSON_ADD = pa.struct([(_WIRE[f.name], f.type) for f in FILE_SCHEMA if f.type != STRING_MAP])
+_JSON_REMOVE = pa.struct([(_WIRE[f.name], f.type) for f in REMOVE_SCHEMA if f.type != STRING_MAP])
 _JSON_FILE_SCHEMA = pa.schema([("add", _JSON_ADD), ("remove", _JSON_REMOVE)])
 
 
@@ -190,8 +178,9 @@ def _lossy_inference(t: pa.Table) -> bool:
                 continue
             for f in st.field(i).type:
                 ft = f.type
-                if not (pa.types.is_string(ft) or pa.types.is_null(ft) or pa.types.is_integer(ft)
-                        or pa.types.is_boolean(ft)):
+                if not (
+                    pa.types.is_string(ft) or pa.types.is_null(ft) or pa.types.is_integer(ft) or pa.types.is_boolean(ft)
+                ):
                     return True
     return False
 
@@ -284,7 +273,7 @@ def _np_ints(arr: pa.Array) -> np.ndarray:
 
 def _bits(buf: pa.Buffer, offset: int, n: int) -> np.ndarray:
     raw = np.frombuffer(buf, dtype=np.uint8, count=(offset + n + 7) // 8)
-    return np.unpackbits(raw, bitorder="little")[offset: offset + n].view(bool)
+    return np.unpackbits(raw, bitorder="little")[offset : offset + n].view(bool)
 
 
 def _np_bools(arr: pa.Array) -> np.ndarray:
@@ -436,7 +425,7 @@ def _stats_default(v):
 
     if isinstance(v, _dt.datetime):
         if v.tzinfo is not None:
-            v = v.astimezone(_dt.timezone.utc)
+            v = v.astimezone(_dt.UTC)
             return v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}Z"
         return v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}"
     if isinstance(v, _dt.date):
@@ -470,9 +459,7 @@ def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
     return pa.array(out, pa.string())
 
 
-def normalize_file_actions(
-    struct: pa.Array, schema: pa.Schema, *, partition_keys: list[str] | None
-) -> pa.Table:
+def normalize_file_actions(struct: pa.Array, schema: pa.Schema, *, partition_keys: list[str] | None) -> pa.Table:
     """Project an ``add``/``remove`` struct array (all rows valid) onto ``schema`` (snake_case).
 
     :param partition_keys: for adds: the fixed map keys of ``partition_values`` when the source
@@ -542,8 +529,15 @@ def _strip_nones(obj):
     return obj
 
 
-def _add_struct_rows(col: pa.ChunkedArray | pa.Array, kind: str, coll: _Collected, from_json: bool,
-                     order_base: np.ndarray | None, *, in_checkpoint: bool = False) -> None:
+def _add_struct_rows(
+    col: pa.ChunkedArray | pa.Array,
+    kind: str,
+    coll: _Collected,
+    from_json: bool,
+    order_base: np.ndarray | None,
+    *,
+    in_checkpoint: bool = False,
+) -> None:
     """Register the file-action rows of an ``add``/``remove`` struct column (one source per chunk).
 
     A row counts when the struct is valid and has a path. Commit rows are filtered to those here
@@ -560,7 +554,8 @@ def _add_struct_rows(col: pa.ChunkedArray | pa.Array, kind: str, coll: _Collecte
         p = _child(arr, "path")
         if p is None:
             raise LogCorruptedError(
-                f"A '{kind}' action has no 'path'", "the path field is required",
+                f"A '{kind}' action has no 'path'",
+                "the path field is required",
                 "repair the log; the table was written by a non-conforming writer",
             )
         keep = None
@@ -573,7 +568,7 @@ def _add_struct_rows(col: pa.ChunkedArray | pa.Array, kind: str, coll: _Collecte
         if in_checkpoint and not from_json:
             coll.sources.append(_FileSource(kind, arr, None, from_json, True, keep))
             continue
-        order = None if in_checkpoint else order_base[lo: lo + n]
+        order = None if in_checkpoint else order_base[lo : lo + n]
         if keep is not None:
             arr = arr.filter(_pa_bools(keep))
             order = None if order is None else order[keep]
@@ -604,7 +599,8 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
             schema = pf.schema_arrow
         except (pa.ArrowInvalid, OSError) as e:
             raise CheckpointReadError(
-                f"Checkpoint file '{path}' is not readable parquet", str(e),
+                f"Checkpoint file '{path}' is not readable parquet",
+                str(e),
                 "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
             ) from None
         cols: list[str] = []
@@ -627,7 +623,8 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
             return pf.read(columns=cols, use_threads=True)
         except (pa.ArrowInvalid, OSError) as e:
             raise CheckpointReadError(
-                f"Checkpoint file '{path}' is not readable parquet", str(e),
+                f"Checkpoint file '{path}' is not readable parquet",
+                str(e),
                 "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
             ) from None
 
@@ -661,8 +658,9 @@ def _sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
     return storage.join(log_dir, SIDECAR_DIR_NAME, unquote(path))
 
 
-def _read_checkpoint(storage: Storage, log_dir: str, cp: Checkpoint, coll: _Collected, *,
-                     include_files: bool = True) -> None:
+def _read_checkpoint(
+    storage: Storage, log_dir: str, cp: Checkpoint, coll: _Collected, *, include_files: bool = True
+) -> None:
     """Collect every action of ``cp`` (all parts, sidecars) into ``coll`` (before any commit)."""
     non_file: list[dict] = []
     name = cp.files[0].name
@@ -682,13 +680,15 @@ def _read_checkpoint(storage: Storage, log_dir: str, cp: Checkpoint, coll: _Coll
             p = (sc["sidecar"] or {}).get("path")
             if not p:
                 raise CheckpointReadError(
-                    f"A sidecar action in checkpoint {name} has no path", None,
+                    f"A sidecar action in checkpoint {name} has no path",
+                    None,
                     "delete the broken checkpoint (and _last_checkpoint); the JSON commits rebuild the state",
                 )
             t = _read_parquet(storage, _sidecar_path(storage, log_dir, p), only_files=True)
             _collect_parquet_table(t, cp.version, coll, files_only=True)
-        actions = [action_from_json(obj) for obj in non_file
-                   if "sidecar" not in obj and "checkpointMetadata" not in obj]
+        actions = [
+            action_from_json(obj) for obj in non_file if "sidecar" not in obj and "checkpointMetadata" not in obj
+        ]
     except FileNotFoundError as e:
         raise CheckpointReadError(
             f"Checkpoint {cp.version} of the table is incomplete",
@@ -738,7 +738,11 @@ def _blank(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
 
 
 def _collect_json(
-    datas: list[tuple[int, bytes]], coll: _Collected, *, where: str | None = None, in_checkpoint: bool = False,
+    datas: list[tuple[int, bytes]],
+    coll: _Collected,
+    *,
+    where: str | None = None,
+    in_checkpoint: bool = False,
     include_files: bool = True,
 ) -> None:
     """Parse NDJSON commits ``[(version, bytes)]`` (in version order) into ``coll``.
@@ -763,7 +767,7 @@ def _collect_json(
     buf = np.empty(total, dtype=np.uint8)
     pos = 0
     for d in chunks:
-        buf[pos: pos + len(d)] = np.frombuffer(d, dtype=np.uint8)
+        buf[pos : pos + len(d)] = np.frombuffer(d, dtype=np.uint8)
         pos += len(d)
     del chunks
     ends = np.flatnonzero(buf == 10)  # every line ends with a newline
@@ -784,7 +788,7 @@ def _collect_json(
     blank: list[int] = []
     raw = memoryview(buf)
     for i in other.tolist():
-        text = bytes(raw[starts[i]: ends[i]])
+        text = bytes(raw[starts[i] : ends[i]])
         v = int(line_versions[i])
         if text.startswith(_COMMIT_INFO_PREFIX):
             coll.last_commit_info_line = (v, text)
@@ -835,15 +839,16 @@ def _collect_json(
         t = pajson.read_json(
             pa.BufferReader(doc),
             read_options=pajson.ReadOptions(use_threads=True, block_size=_json_block_size(total)),
-            parse_options=pajson.ParseOptions(explicit_schema=_json_file_schema(keys),
-                                              unexpected_field_behavior="infer"),
+            parse_options=pajson.ParseOptions(
+                explicit_schema=_json_file_schema(keys), unexpected_field_behavior="infer"
+            ),
         )
         if t.num_rows != len(file_lines):
             raise pa.ArrowInvalid("row count does not match the file-action lines")
         if _lossy_inference(t):
             raise pa.ArrowInvalid("partitionValues/tags inferred with a non-string type")
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        texts = [bytes(raw[starts[i]: ends[i]]).decode("utf-8", "replace") for i in file_lines.tolist()]
+        texts = [bytes(raw[starts[i] : ends[i]]).decode("utf-8", "replace") for i in file_lines.tolist()]
         t = _parse_file_lines_slow(texts, line_versions[file_lines], where)
     for kind in ("add", "remove"):
         if kind in t.column_names:
@@ -869,8 +874,10 @@ def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | 
                     w = _WIRE[name]
                     x = val.get(w)
                     if w in _MAP_FIELDS and isinstance(x, dict):
-                        x = {str(k): (None if vv is None else vv if isinstance(vv, str) else json.dumps(vv))
-                             for k, vv in x.items()}
+                        x = {
+                            str(k): (None if vv is None else vv if isinstance(vv, str) else json.dumps(vv))
+                            for k, vv in x.items()
+                        }
                     elif w == "stats" and x is not None and not isinstance(x, str):
                         x = json.dumps(x)
                     row[w] = x
@@ -883,7 +890,8 @@ def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | 
         return pa.table({"add": pa.array(adds, add_t), "remove": pa.array(removes, rem_t)})
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise LogCorruptedError(
-            f"A file action in the log ({where or 'commits'}) has fields of the wrong type", str(e),
+            f"A file action in the log ({where or 'commits'}) has fields of the wrong type",
+            str(e),
             "repair the log; the table was written by a non-conforming writer",
         ) from None
 
@@ -1077,7 +1085,6 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
 
 # ---------------------------------------------------------------------------------------------
 # commitInfo of single commits (history, in-commit timestamps)
-
 
 
 def commit_info_from_bytes(data: bytes) -> CommitInfo | None:

@@ -94,7 +94,7 @@ class Snapshot:
     def schema(self):
         """The table schema as ``schema.StructType`` (imported lazily)."""
         if self._schema is None:
-            from ..schema import StructType  # noqa: PLC0415  (owned by another module, lazy on purpose)
+            from ..schema import StructType
 
             self._schema = StructType.from_json(self.schema_json)
         return self._schema
@@ -160,14 +160,20 @@ def _dv(d: dict | None) -> DeletionVectorDescriptor | None:
 
 def _add_from_row(r: dict) -> AddFile:
     """A FILE_SCHEMA row (snake_case columns = AddFile fields) as an AddFile."""
-    return AddFile(**{**r, "partition_values": dict(r["partition_values"] or {}),
-                      "deletion_vector": _dv(r["deletion_vector"])})
+    return AddFile(
+        **{**r, "partition_values": dict(r["partition_values"] or {}), "deletion_vector": _dv(r["deletion_vector"])}
+    )
 
 
 def _remove_from_row(r: dict) -> RemoveFile:
     """A REMOVE_SCHEMA row (snake_case columns = RemoveFile fields) as a RemoveFile."""
-    return RemoveFile(**{**r, "data_change": True if r["data_change"] is None else r["data_change"],
-                         "deletion_vector": _dv(r["deletion_vector"])})
+    return RemoveFile(
+        **{
+            **r,
+            "data_change": True if r["data_change"] is None else r["data_change"],
+            "deletion_vector": _dv(r["deletion_vector"]),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,7 +353,8 @@ def version_at_timestamp(storage: Storage, listing: LogListing, timestamp_ms: in
         first = stamps[0] if stamps else None
         raise VersionNotFoundError(
             f"No version of table '{listing.table_root}' exists at timestamp {timestamp_ms}",
-            f"the earliest available commit (version {first[0]}) is at {first[1]}" if first
+            f"the earliest available commit (version {first[0]}) is at {first[1]}"
+            if first
             else "the log has no commit files",
             "time travel to a later timestamp",
         )

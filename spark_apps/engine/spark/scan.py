@@ -77,8 +77,11 @@ def _files_table(files: pa.Table, num_tasks: int) -> pa.Table:
     order = np.argsort(-sizes, kind="stable")
     tasks = np.empty(n, dtype="int32")
     tasks[order] = np.arange(n, dtype="int64") % max(1, num_tasks)
-    pv = files.column("partition_values") if "partition_values" in files.column_names else pa.nulls(
-        n, pa.map_(pa.string(), pa.string()))
+    pv = (
+        files.column("partition_values")
+        if "partition_values" in files.column_names
+        else pa.nulls(n, pa.map_(pa.string(), pa.string()))
+    )
     dv = files.column("deletion_vector") if "deletion_vector" in files.column_names else None
     cols = {
         "path": files.column("path").cast(pa.string()),
@@ -91,8 +94,15 @@ def _files_table(files: pa.Table, num_tasks: int) -> pa.Table:
     return pa.table(cols)
 
 
-def scan_files(spark, snapshot, *, files: pa.Table | None = None, columns: list[str] | None = None,
-               with_file_column: bool = False, num_tasks: int | None = None) -> ScanResult:
+def scan_files(
+    spark,
+    snapshot,
+    *,
+    files: pa.Table | None = None,
+    columns: list[str] | None = None,
+    with_file_column: bool = False,
+    num_tasks: int | None = None,
+) -> ScanResult:
     """Scan a snapshot (or a subset of its live files) into a DataFrame.
 
     :param spark: the SparkSession
@@ -118,7 +128,8 @@ def scan_files(spark, snapshot, *, files: pa.Table | None = None, columns: list[
             from ..errors import InvalidArgumentError
 
             raise InvalidArgumentError(
-                f"Unknown column(s) {missing}", f"the table has columns {list(by_name)}",
+                f"Unknown column(s) {missing}",
+                f"the table has columns {list(by_name)}",
                 "ask for columns that exist in the table schema",
             )
         out_schema = StructType([by_name[c] for c in columns])
@@ -140,13 +151,22 @@ def scan_files(spark, snapshot, *, files: pa.Table | None = None, columns: list[
 
     mode = column_mapping_mode_of(snapshot.schema, snapshot.metadata.configuration or {})
 
-    def fn(batches, _root=table_root, _schema_json=schema_json, _parts=partition_columns, _cols=cols,
-           _arrow=arrow_schema, _with_file=with_file_column, _mode=mode):
+    def fn(
+        batches,
+        _root=table_root,
+        _schema_json=schema_json,
+        _parts=partition_columns,
+        _cols=cols,
+        _arrow=arrow_schema,
+        _with_file=with_file_column,
+        _mode=mode,
+    ):
         from spark_apps.engine.spark.scan import read_files_batches
         from spark_apps.engine.spark.session import guard_executor
 
-        return guard_executor(read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file,
-                                                 _mode))
+        return guard_executor(
+            read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode)
+        )
 
     files_df = spark.createDataFrame(listing)
     if n_tasks > 1:
@@ -161,9 +181,16 @@ def to_dataframe(spark, snapshot, *, columns: list[str] | None = None, with_file
     return scan_files(spark, snapshot, columns=columns, with_file_column=with_file_column).df
 
 
-def read_files_batches(batches, table_root: str, schema_json: str, partition_columns: list[str],
-                       columns: list[str] | None, arrow_schema: pa.Schema, with_file_column: bool,
-                       column_mapping_mode: str = "none"):
+def read_files_batches(
+    batches,
+    table_root: str,
+    schema_json: str,
+    partition_columns: list[str],
+    columns: list[str] | None,
+    arrow_schema: pa.Schema,
+    with_file_column: bool,
+    column_mapping_mode: str = "none",
+):
     """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``.
 
     Files are streamed (:func:`spark_apps.engine.reader.iter_data_file_batches`): a task holds about
@@ -186,15 +213,24 @@ def read_files_batches(batches, table_root: str, schema_json: str, partition_col
         dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
         for path, pv, dv in zip(paths, pvs, dvs):
             for b in reader.iter_data_file_batches(
-                storage, table_root, path, _as_dict(pv), schema, partition_columns,
-                columns=columns, deletion_vector=dv, column_mapping_mode=column_mapping_mode,
+                storage,
+                table_root,
+                path,
+                _as_dict(pv),
+                schema,
+                partition_columns,
+                columns=columns,
+                deletion_vector=dv,
+                column_mapping_mode=column_mapping_mode,
                 batch_rows=MAX_BATCH_ROWS,
             ):
                 if not b.num_rows:
                     continue
                 if with_file_column:
-                    b = b.append_column(pa.field(FILE_COLUMN, pa.string(), nullable=False),
-                                        pa.repeat(pa.scalar(path, pa.string()), b.num_rows))
+                    b = b.append_column(
+                        pa.field(FILE_COLUMN, pa.string(), nullable=False),
+                        pa.repeat(pa.scalar(path, pa.string()), b.num_rows),
+                    )
                 yield _conform(b, arrow_schema)
 
 

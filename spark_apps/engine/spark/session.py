@@ -60,7 +60,7 @@ def delta_error_from(exc: BaseException):
     if end < 0:
         return None
     try:
-        d = json.loads(text[start + len(_MARK):end])
+        d = json.loads(text[start + len(_MARK) : end])
     except ValueError:
         return None
     cls = getattr(errors, str(d.get("class")), None)

@@ -54,7 +54,6 @@ DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 OUTPUT_SCHEMA = "add_json string, num_rows long"
 
 
-
 @dataclass(frozen=True)
 class WriteSpec:
     """Everything an executor needs to write a table's data files (small and picklable).
@@ -154,8 +153,11 @@ def _conform_column(col, src_type, dst_type):
         return F.when(col.isNull(), F.lit(None).cast(dst_type)).otherwise(F.struct(*fields))
     if isinstance(dst_type, ArrayType) and isinstance(src_type, ArrayType) and _has_struct(dst_type.elementType):
         return F.transform(col, lambda e: _conform_column(e, src_type.elementType, dst_type.elementType))
-    if isinstance(dst_type, MapType) and isinstance(src_type, MapType) and (
-            _has_struct(dst_type.keyType) or _has_struct(dst_type.valueType)):
+    if (
+        isinstance(dst_type, MapType)
+        and isinstance(src_type, MapType)
+        and (_has_struct(dst_type.keyType) or _has_struct(dst_type.valueType))
+    ):
         m = col
         if src_type.keyType != dst_type.keyType:
             m = F.transform_keys(m, lambda k, v: _conform_column(k, src_type.keyType, dst_type.keyType))
@@ -236,6 +238,7 @@ def write_partition_batches(spec: WriteSpec, batches, *, task_id: int | None = N
     :param batches: Arrow record batches of this task
     :param task_id: the number used in file names (default: the Spark task's partition id)
     """
+
     def run():
         writer = _TaskWriter(spec, _task_partition_id() if task_id is None else task_id)
         for batch in batches:
@@ -271,14 +274,14 @@ class _TaskWriter:
         self.target = max(1, int(spec.target_file_size))
         self.row_group_bytes = max(1, int(spec.row_group_bytes))
         # state
-        self._pvalues: tuple | None = None      # serialised partition values of the current run
+        self._pvalues: tuple | None = None  # serialised partition values of the current run
         from .. import partitions as partitions_mod
 
         self._partitions = partitions_mod
         self._buffer: list[pa.RecordBatch] = []
         self._buffer_bytes = 0
-        self._file = None                        # open file state (dict)
-        self._ratio = 0.5                        # parquet bytes per Arrow byte, learned while writing
+        self._file = None  # open file state (dict)
+        self._ratio = 0.5  # parquet bytes per Arrow byte, learned while writing
         self._made_dirs: set[str] = set()
 
     # ---- input
@@ -374,11 +377,21 @@ class _TaskWriter:
             self._made_dirs.add(parent)
         sink = self.fs.open_output_stream(fs_path)
         writer = pq.ParquetWriter(
-            sink, self.arrow_schema, compression="snappy", use_dictionary=True, write_statistics=True,
+            sink,
+            self.arrow_schema,
+            compression="snappy",
+            use_dictionary=True,
+            write_statistics=True,
         )
         collector = self._stats_mod.StatsCollector(self.data_schema, **self._stats_config)
-        self._file = {"rel": rel, "sink": sink, "writer": writer, "collector": collector, "rows": 0,
-                      "partition_values": pvalues}
+        self._file = {
+            "rel": rel,
+            "sink": sink,
+            "writer": writer,
+            "collector": collector,
+            "rows": 0,
+            "partition_values": pvalues,
+        }
 
     def _close(self) -> pa.RecordBatch:
         from .. import partitions

@@ -10,14 +10,31 @@ Public API::
 """
 
 from .conflicts import (
-    CallablePredicate, ConflictChecker, CurrentTransaction, PartitionFilter, ReadPredicate,
-    WholeTable, WinningCommit, check_winning_commit, to_read_predicate,
+    CallablePredicate,
+    ConflictChecker,
+    CurrentTransaction,
+    PartitionFilter,
+    ReadPredicate,
+    WholeTable,
+    WinningCommit,
+    check_winning_commit,
+    to_read_predicate,
 )
 from .isolation import IsolationLevel, choose_isolation_level
 from .transaction import CommitResult, OptimisticTransaction
 
 __all__ = [
-    "OptimisticTransaction", "CommitResult", "IsolationLevel", "choose_isolation_level",
-    "ConflictChecker", "CurrentTransaction", "WinningCommit", "check_winning_commit",
-    "ReadPredicate", "PartitionFilter", "CallablePredicate", "WholeTable", "to_read_predicate",
+    "OptimisticTransaction",
+    "CommitResult",
+    "IsolationLevel",
+    "choose_isolation_level",
+    "ConflictChecker",
+    "CurrentTransaction",
+    "WinningCommit",
+    "check_winning_commit",
+    "ReadPredicate",
+    "PartitionFilter",
+    "CallablePredicate",
+    "WholeTable",
+    "to_read_predicate",
 ]

@@ -29,19 +29,31 @@ adds (columns ``path``, ``partition_values`` map<string,string>, ``size``, ``mod
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..actions import (
-    AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
 )
 from ..errors import (
-    ConcurrentAppendError, ConcurrentDeleteDeleteError, ConcurrentDeleteReadError,
-    ConcurrentTransactionError, InvalidArgumentError, MetadataChangedError, ProtocolChangedError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    ConcurrentTransactionError,
+    InvalidArgumentError,
+    MetadataChangedError,
+    ProtocolChangedError,
 )
 from .isolation import IsolationLevel
 
@@ -49,33 +61,40 @@ from .isolation import IsolationLevel
 # winning-commit adds as an arrow table
 # --------------------------------------------------------------------------------------------
 
-ADDS_SCHEMA = pa.schema([
-    ("path", pa.string()),
-    ("partition_values", pa.map_(pa.string(), pa.string())),
-    ("size", pa.int64()),
-    ("modification_time", pa.int64()),
-    ("data_change", pa.bool_()),
-    ("stats", pa.string()),
-])
+ADDS_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("partition_values", pa.map_(pa.string(), pa.string())),
+        ("size", pa.int64()),
+        ("modification_time", pa.int64()),
+        ("data_change", pa.bool_()),
+        ("stats", pa.string()),
+    ]
+)
 
 
 def adds_to_table(adds: Iterable[AddFile]) -> pa.Table:
     """A small ``pa.Table`` (ADDS_SCHEMA) of add actions, for predicate evaluation."""
     adds = list(adds)
-    return pa.table({
-        "path": pa.array([a.path for a in adds], pa.string()),
-        "partition_values": pa.array([list((a.partition_values or {}).items()) for a in adds],
-                                     pa.map_(pa.string(), pa.string())),
-        "size": pa.array([a.size for a in adds], pa.int64()),
-        "modification_time": pa.array([a.modification_time for a in adds], pa.int64()),
-        "data_change": pa.array([a.data_change for a in adds], pa.bool_()),
-        "stats": pa.array([a.stats for a in adds], pa.string()),
-    }, schema=ADDS_SCHEMA)
+    return pa.table(
+        {
+            "path": pa.array([a.path for a in adds], pa.string()),
+            "partition_values": pa.array(
+                [list((a.partition_values or {}).items()) for a in adds], pa.map_(pa.string(), pa.string())
+            ),
+            "size": pa.array([a.size for a in adds], pa.int64()),
+            "modification_time": pa.array([a.modification_time for a in adds], pa.int64()),
+            "data_change": pa.array([a.data_change for a in adds], pa.bool_()),
+            "stats": pa.array([a.stats for a in adds], pa.string()),
+        },
+        schema=ADDS_SCHEMA,
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # read predicates
 # --------------------------------------------------------------------------------------------
+
 
 class ReadPredicate:
     """What a transaction read, as a filter over files. Subclasses implement :meth:`matches`.
@@ -160,7 +179,8 @@ class PartitionFilter(ReadPredicate):
             for t in conj:
                 if len(t) not in (2, 3) or str(t[1]).lower() not in _OPS:
                     raise InvalidArgumentError(
-                        f"Bad partition filter term {t!r}", f"ops allowed: {', '.join(_OPS)}",
+                        f"Bad partition filter term {t!r}",
+                        f"ops allowed: {', '.join(_OPS)}",
                         "write terms as (column, op, value)",
                     )
 
@@ -178,8 +198,9 @@ class PartitionFilter(ReadPredicate):
             return pc.fill_null(pc.not_equal(got, _partition_string(value)), False)
         values = [_partition_string(v) for v in value]
         has_null = any(v is None for v in values)
-        inside = pc.fill_null(pc.is_in(got, value_set=pa.array([v for v in values if v is not None], pa.string())),
-                              False)
+        inside = pc.fill_null(
+            pc.is_in(got, value_set=pa.array([v for v in values if v is not None], pa.string())), False
+        )
         if op == "in":
             return pc.or_(inside, pc.is_null(got)) if has_null else inside
         # SQL: a null partition value is never "not in" a list
@@ -246,6 +267,7 @@ def to_read_predicate(obj: Any) -> ReadPredicate:
 # the two sides of a conflict check
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class CurrentTransaction:
     """What the conflict checker needs to know about the transaction trying to commit."""
@@ -254,7 +276,7 @@ class CurrentTransaction:
     isolation_level: IsolationLevel
     actions: list = field(default_factory=list)
     read_whole_table: bool = False
-    read_files: Any = None   # pa.Array of paths (or any iterable of str)
+    read_files: Any = None  # pa.Array of paths (or any iterable of str)
     read_predicates: list = field(default_factory=list)
     read_app_ids: frozenset = frozenset()
     metadata_changed: bool = False
@@ -322,6 +344,7 @@ class WinningCommit:
 # --------------------------------------------------------------------------------------------
 # the checker
 # --------------------------------------------------------------------------------------------
+
 
 def _params(ci: dict) -> str:
     p = ci.get("operationParameters")
@@ -396,8 +419,7 @@ class ConflictChecker:
             if t.app_id in read:
                 raise ConcurrentTransactionError(
                     f"A concurrent commit recorded a transaction for application id '{t.app_id}'",
-                    f"{self._who()} with txn version {t.version}; two runs of the same idempotent "
-                    "write raced",
+                    f"{self._who()} with txn version {t.version}; two runs of the same idempotent write raced",
                     "retry: the retry re-reads the table and skips the write if it already landed",
                     **self._kw(),
                 )

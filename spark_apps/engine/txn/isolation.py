@@ -17,8 +17,9 @@ the caller asked for, else the table's ``delta.isolationLevel``, else Serializab
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any
 
 from .. import config
 from ..actions import AddCDCFile, AddFile, RemoveFile
@@ -34,7 +35,7 @@ class IsolationLevel(str, Enum):
         return self.value
 
     @classmethod
-    def parse(cls, value: "IsolationLevel | str") -> "IsolationLevel":
+    def parse(cls, value: IsolationLevel | str) -> IsolationLevel:
         """Accept the enum, the wire name (any case) or the snake/upper-case name."""
         if isinstance(value, IsolationLevel):
             return value
@@ -77,8 +78,9 @@ def changes_data(actions: Iterable[Any]) -> bool:
     return False
 
 
-def choose_isolation_level(actions: Iterable[Any], metadata: Any,
-                           requested: IsolationLevel | str | None = None) -> IsolationLevel:
+def choose_isolation_level(
+    actions: Iterable[Any], metadata: Any, requested: IsolationLevel | str | None = None
+) -> IsolationLevel:
     """The level this commit's conflicts are checked under (see module doc).
 
     :param actions: the commit's actions

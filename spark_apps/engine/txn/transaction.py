@@ -33,23 +33,40 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import config
 from ..actions import (
-    AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction,
-    parse_commit_bytes, serialize_actions,
+    AddCDCFile,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+    parse_commit_bytes,
+    serialize_actions,
 )
 from ..errors import (
-    AppendOnlyViolationError, CommitRetriesExhaustedError, DeltaError, InvalidArgumentError,
+    AppendOnlyViolationError,
+    CommitRetriesExhaustedError,
+    DeltaError,
+    InvalidArgumentError,
     InvalidCommitError,
 )
 from .conflicts import (
-    CurrentTransaction, ReadPredicate, WholeTable, WinningCommit, check_winning_commit, to_read_predicate,
+    CurrentTransaction,
+    ReadPredicate,
+    WholeTable,
+    WinningCommit,
+    check_winning_commit,
+    to_read_predicate,
 )
 from .isolation import IsolationLevel, choose_isolation_level
 
@@ -62,10 +79,12 @@ ENGINE_INFO = "spark_apps-delta-engine"
 def _engine_info() -> str:
     try:
         from ..versions import __version__  # type: ignore[attr-defined]
+
         return f"{ENGINE_INFO}/{__version__}"
     except Exception:
         try:
             from importlib.metadata import version
+
             return f"{ENGINE_INFO}/{version('airflow-delta-provider')}"
         except Exception:
             return ENGINE_INFO
@@ -106,9 +125,14 @@ class CommitResult:
 
     def to_dict(self) -> dict:
         return {
-            "version": self.version, "attempts": self.attempts, "skipped": self.skipped,
-            "commit_info": self.commit_info, "checkpoint": self.checkpoint, "cleanup": self.cleanup,
-            "conflicts_checked": list(self.conflicts_checked), "isolation_level": self.isolation_level,
+            "version": self.version,
+            "attempts": self.attempts,
+            "skipped": self.skipped,
+            "commit_info": self.commit_info,
+            "checkpoint": self.checkpoint,
+            "cleanup": self.cleanup,
+            "conflicts_checked": list(self.conflicts_checked),
+            "isolation_level": self.isolation_level,
             "post_commit_error": self.post_commit_error,
         }
 
@@ -160,12 +184,23 @@ class OptimisticTransaction:
     :param post_commit: run checkpoint/cleanup after the commit (default True)
     """
 
-    def __init__(self, storage, table_root: str, snapshot=None, *, operation: str = "WRITE",
-                 operation_parameters: dict | None = None, app_id: str | None = None,
-                 app_version: int | None = None, user_metadata: str | None = None,
-                 isolation_level: IsolationLevel | str | None = None, max_retries: int | None = None,
-                 engine_info: str | None = None, clock: Callable[[], int] | None = None,
-                 post_commit: bool = True):
+    def __init__(
+        self,
+        storage,
+        table_root: str,
+        snapshot=None,
+        *,
+        operation: str = "WRITE",
+        operation_parameters: dict | None = None,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        user_metadata: str | None = None,
+        isolation_level: IsolationLevel | str | None = None,
+        max_retries: int | None = None,
+        engine_info: str | None = None,
+        clock: Callable[[], int] | None = None,
+        post_commit: bool = True,
+    ):
         if (app_id is None) != (app_version is None):
             raise InvalidArgumentError(
                 "An idempotent write needs both an application id and a version",
@@ -177,7 +212,8 @@ class OptimisticTransaction:
                 app_version = int(app_version)
             except (TypeError, ValueError):
                 raise InvalidArgumentError(
-                    f"Transaction version {app_version!r} is not an integer", None,
+                    f"Transaction version {app_version!r} is not an integer",
+                    None,
                     "pass app_version as an integer",
                 ) from None
         if max_retries is not None and int(max_retries) < 0:
@@ -290,7 +326,8 @@ class OptimisticTransaction:
         if self.new_metadata is not None:
             raise InvalidCommitError(
                 "Cannot change the table metadata twice in one transaction",
-                "update_metadata was already called", "build one Metadata with every change and pass it once",
+                "update_metadata was already called",
+                "build one Metadata with every change and pass it once",
             )
         self.new_metadata = metadata
 
@@ -298,7 +335,8 @@ class OptimisticTransaction:
         if self.new_protocol is not None:
             raise InvalidCommitError(
                 "Cannot change the table protocol twice in one transaction",
-                "update_protocol was already called", "pass one Protocol with every feature needed",
+                "update_protocol was already called",
+                "pass one Protocol with every feature needed",
             )
         self.new_protocol = protocol
 
@@ -341,7 +379,8 @@ class OptimisticTransaction:
         elif self._read_metadata is None or self._read_protocol is None:
             raise InvalidCommitError(
                 "The snapshot this transaction is based on has no metaData or protocol",
-                f"snapshot version {self.read_version}", "load the snapshot with load_snapshot()",
+                f"snapshot version {self.read_version}",
+                "load the snapshot with load_snapshot()",
             )
         metadata, protocol = self.metadata, self.protocol
         self._validate_protocol(protocol)
@@ -357,8 +396,7 @@ class OptimisticTransaction:
             head.append(self.new_protocol)
         if self.new_metadata is not None:
             head.append(self.new_metadata)
-        if self.app_id is not None and not any(
-                isinstance(a, SetTransaction) and a.app_id == self.app_id for a in out):
+        if self.app_id is not None and not any(isinstance(a, SetTransaction) and a.app_id == self.app_id for a in out):
             head.append(SetTransaction(app_id=self.app_id, version=self.app_version, last_updated=self.clock()))
         return head + out, extra_ci
 
@@ -367,7 +405,7 @@ class OptimisticTransaction:
         new = self.new_protocol
         if old is None or new is None:
             return
-        if (new.min_reader_version < old.min_reader_version or new.min_writer_version < old.min_writer_version):
+        if new.min_reader_version < old.min_reader_version or new.min_writer_version < old.min_writer_version:
             raise InvalidCommitError(
                 "A commit may not downgrade the table protocol",
                 f"reader {old.min_reader_version}->{new.min_reader_version}, writer "
@@ -375,11 +413,13 @@ class OptimisticTransaction:
                 "keep the protocol versions at least as high as the table's",
             )
         dropped = (set(old.writer_features or ()) - set(new.writer_features or ())) | (
-            set(old.reader_features or ()) - set(new.reader_features or ()))
+            set(old.reader_features or ()) - set(new.reader_features or ())
+        )
         if dropped and (new.writer_features is not None or new.reader_features is not None):
             raise InvalidCommitError(
                 "A commit may not remove table features from the protocol",
-                f"dropped: {', '.join(sorted(dropped))}", "keep every existing feature in the new protocol",
+                f"dropped: {', '.join(sorted(dropped))}",
+                "keep every existing feature in the new protocol",
             )
 
     def _validate_file_actions(self, actions: list, metadata: Metadata) -> None:
@@ -394,7 +434,8 @@ class OptimisticTransaction:
                 if a.path in add_paths:
                     raise InvalidCommitError(
                         f"The commit adds the file '{a.path}' twice",
-                        "a commit may contain at most one add per path", "deduplicate the add actions",
+                        "a commit may contain at most one add per path",
+                        "deduplicate the add actions",
                     )
                 add_paths.add(a.path)
                 add_keys.add((a.path, _dv_id(a)))
@@ -402,7 +443,8 @@ class OptimisticTransaction:
                 if a.path in rem_paths:
                     raise InvalidCommitError(
                         f"The commit removes the file '{a.path}' twice",
-                        "a commit may contain at most one remove per path", "deduplicate the remove actions",
+                        "a commit may contain at most one remove per path",
+                        "deduplicate the remove actions",
                     )
                 rem_paths.add(a.path)
                 rem_keys.add((a.path, _dv_id(a)))
@@ -447,6 +489,7 @@ class OptimisticTransaction:
             return
         try:
             from ..log.replay import dv_unique_ids
+
             dv_col = live.column("deletion_vector").combine_chunks()
             live_ids = dv_unique_ids(dv_col, live.num_rows).to_pylist()
         except (ImportError, KeyError):
@@ -469,7 +512,8 @@ class OptimisticTransaction:
                 if a.app_id in seen:
                     raise InvalidCommitError(
                         f"The commit contains two txn actions for application id '{a.app_id}'",
-                        None, "keep one txn action per application id",
+                        None,
+                        "keep one txn action per application id",
                     )
                 seen.add(a.app_id)
 
@@ -489,7 +533,8 @@ class OptimisticTransaction:
             if d.domain in seen:
                 raise InvalidCommitError(
                     f"The commit contains two domainMetadata actions for domain '{d.domain}'",
-                    None, "keep one action per domain",
+                    None,
+                    "keep one action per domain",
                 )
             seen.add(d.domain)
 
@@ -540,7 +585,8 @@ class OptimisticTransaction:
         """
         if self.committed is not None:
             raise InvalidCommitError(
-                "This transaction has already committed", f"it wrote version {self.committed.version}",
+                "This transaction has already committed",
+                f"it wrote version {self.committed.version}",
                 "start a new transaction for another commit",
             )
         actions = list(actions)
@@ -607,9 +653,14 @@ class OptimisticTransaction:
                 if self._landed_by(winner):
                     # a concurrent run of the same idempotent write (same app id, version >= ours)
                     # landed first: our work is a duplicate, nothing is written
-                    self.committed = CommitResult(version=version, attempts=attempts, skipped=True,
-                                                  commit_info={}, conflicts_checked=checked,
-                                                  isolation_level=level.value)
+                    self.committed = CommitResult(
+                        version=version,
+                        attempts=attempts,
+                        skipped=True,
+                        commit_info={},
+                        conflicts_checked=checked,
+                        isolation_level=level.value,
+                    )
                     return self.committed
                 check_winning_commit(current, winner)
                 checked.append(version)
@@ -625,8 +676,14 @@ class OptimisticTransaction:
                     winning_version=version - 1,
                 )
 
-        result = CommitResult(version=version, attempts=attempts, skipped=False, commit_info=ci,
-                              conflicts_checked=checked, isolation_level=level.value)
+        result = CommitResult(
+            version=version,
+            attempts=attempts,
+            skipped=False,
+            commit_info=ci,
+            conflicts_checked=checked,
+            isolation_level=level.value,
+        )
         self.committed = result
         if self.post_commit_enabled:
             self._post_commit(result)
@@ -653,8 +710,10 @@ class OptimisticTransaction:
             return
         try:
             from ..log.checkpoint import checkpoint_after_commit
+
             result.checkpoint, result.cleanup = checkpoint_after_commit(
-                self.storage, self.table_root, result.version, now_ms=self.clock())
-        except Exception as e:  # noqa: BLE001 - post-commit must not fail a landed commit
+                self.storage, self.table_root, result.version, now_ms=self.clock()
+            )
+        except Exception as e:
             log.warning("post-commit checkpoint of version %s failed: %s", result.version, e)
             result.post_commit_error = f"{type(e).__name__}: {e}"

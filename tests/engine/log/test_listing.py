@@ -48,13 +48,25 @@ def v(n: int) -> str:
 def test_exact_patterns_and_strays_ignored(tmp_path):
     touch(
         tmp_path,
-        f"{v(0)}.json", f"{v(1)}.json", f"{v(2)}.json",
-        f"{v(1)}.crc", f"{v(0)}.{v(1)}.compacted.json", "_last_checkpoint",
-        f".{v(3)}.json.tmp", f"{v(3)}.json.tmp", f"{v(3)}.json.crc", "1.json", f"{v(4)}.JSON",
-        f".tmp/{v(5)}.json", f"_autostats/{v(6)}.json", f"_sidecars/{v(7)}.checkpoint.parquet",
-        f"{v(2)}.checkpoint.parquet", f"{v(2)}.checkpoint.parquet.crc",
+        f"{v(0)}.json",
+        f"{v(1)}.json",
+        f"{v(2)}.json",
+        f"{v(1)}.crc",
+        f"{v(0)}.{v(1)}.compacted.json",
+        "_last_checkpoint",
+        f".{v(3)}.json.tmp",
+        f"{v(3)}.json.tmp",
+        f"{v(3)}.json.crc",
+        "1.json",
+        f"{v(4)}.JSON",
+        f".tmp/{v(5)}.json",
+        f"_autostats/{v(6)}.json",
+        f"_sidecars/{v(7)}.checkpoint.parquet",
+        f"{v(2)}.checkpoint.parquet",
+        f"{v(2)}.checkpoint.parquet.crc",
         f"{v(2)}.checkpoint.0000000001.0000000002.parquet",  # incomplete multi-part set
-        f"{v(2)}.checkpoint.{UUID}.json", f"{v(2)}.checkpoint.{UUID}.avro",
+        f"{v(2)}.checkpoint.{UUID}.json",
+        f"{v(2)}.checkpoint.{UUID}.avro",
         f"{v(2)}.checkpoint.not-a-uuid.json",
     )
     lst = list_log(ST, str(tmp_path))
@@ -66,7 +78,10 @@ def test_exact_patterns_and_strays_ignored(tmp_path):
 
 def test_multipart_complete_sets_only(tmp_path):
     touch(
-        tmp_path, f"{v(0)}.json", f"{v(1)}.json", f"{v(2)}.json",
+        tmp_path,
+        f"{v(0)}.json",
+        f"{v(1)}.json",
+        f"{v(2)}.json",
         f"{v(1)}.checkpoint.0000000001.0000000003.parquet",
         f"{v(1)}.checkpoint.0000000003.0000000003.parquet",  # part 2 of 3 missing
         f"{v(2)}.checkpoint.0000000002.0000000002.parquet",
@@ -75,8 +90,10 @@ def test_multipart_complete_sets_only(tmp_path):
     lst = list_log(ST, str(tmp_path))
     assert [(c.version, c.kind) for c in lst.checkpoints] == [(2, "multipart")]
     cp = lst.checkpoints[0]
-    assert [f.name for f in cp.files] == [f"{v(2)}.checkpoint.0000000001.0000000002.parquet",
-                                         f"{v(2)}.checkpoint.0000000002.0000000002.parquet"]
+    assert [f.name for f in cp.files] == [
+        f"{v(2)}.checkpoint.0000000001.0000000002.parquet",
+        f"{v(2)}.checkpoint.0000000002.0000000002.parquet",
+    ]
     seg = select_segment(lst, 1)
     assert seg.checkpoint is None and [c.version for c in seg.commits] == [0, 1]
 
@@ -95,8 +112,7 @@ def test_no_table(tmp_path):
 
 
 def test_segment_uses_newest_checkpoint_at_or_before(tmp_path):
-    touch(tmp_path, *[f"{v(i)}.json" for i in range(13)], f"{v(5)}.checkpoint.parquet",
-          f"{v(10)}.checkpoint.parquet")
+    touch(tmp_path, *[f"{v(i)}.json" for i in range(13)], f"{v(5)}.checkpoint.parquet", f"{v(10)}.checkpoint.parquet")
     lst = list_log(ST, str(tmp_path))
     seg = select_segment(lst)
     assert seg.version == 12 and seg.checkpoint_version == 10 and [c.version for c in seg.commits] == [11, 12]
@@ -154,14 +170,25 @@ def test_no_checkpoint_and_missing_commit_zero_is_corruption(tmp_path):
 
 
 def test_checkpoint_preference_follows_hint_then_classic(tmp_path):
-    touch(tmp_path, f"{v(0)}.json", f"{v(1)}.json", f"{v(1)}.checkpoint.parquet",
-          f"{v(1)}.checkpoint.{UUID}.parquet",
-          f"{v(1)}.checkpoint.0000000001.0000000001.parquet")
+    touch(
+        tmp_path,
+        f"{v(0)}.json",
+        f"{v(1)}.json",
+        f"{v(1)}.checkpoint.parquet",
+        f"{v(1)}.checkpoint.{UUID}.parquet",
+        f"{v(1)}.checkpoint.0000000001.0000000001.parquet",
+    )
     lst = list_log(ST, str(tmp_path))
     assert select_segment(lst).checkpoint.kind == "classic"
-    write_last_checkpoint(ST, str(tmp_path / "_delta_log"),
-                          {"version": 1, "size": 3, "v2Checkpoint": {"path": f"{v(1)}.checkpoint.{UUID}.parquet",
-                                                                      "sizeInBytes": 1, "modificationTime": 1}})
+    write_last_checkpoint(
+        ST,
+        str(tmp_path / "_delta_log"),
+        {
+            "version": 1,
+            "size": 3,
+            "v2Checkpoint": {"path": f"{v(1)}.checkpoint.{UUID}.parquet", "sizeInBytes": 1, "modificationTime": 1},
+        },
+    )
     lst = list_log(ST, str(tmp_path))
     assert lst.last_checkpoint["version"] == 1
     assert select_segment(lst).checkpoint.kind == "uuid"
@@ -170,8 +197,10 @@ def test_checkpoint_preference_follows_hint_then_classic(tmp_path):
 # ------------------------------------------------------------------------------------ _last_checkpoint
 
 
-SPEC_VECTOR = ('{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], '
-               '{"k4": "v4", "k5": ["v5", "v6", "v7"]}]}}')
+SPEC_VECTOR = (
+    '{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], '
+    '{"k4": "v4", "k5": ["v5", "v6", "v7"]}]}}'
+)
 
 
 def test_checksum_spec_test_vector():
@@ -187,8 +216,10 @@ def test_url_encoding_rules():
     assert url_encode("a€+") == "a%E2%82%AC%2B"
     assert url_encode("AZaz09-._~") == "AZaz09-._~"
     assert url_encode("/ ?") == "%2F%20%3F"
-    assert canonicalize({"k1": "v1", "checksum": "x", "k3": 23, "b": {"y": None, "x": True}}) == \
-        '"b"+"x"=true,"b"+"y"=null,"k1"="v1","k3"=23'
+    assert (
+        canonicalize({"k1": "v1", "checksum": "x", "k3": 23, "b": {"y": None, "x": True}})
+        == '"b"+"x"=true,"b"+"y"=null,"k1"="v1","k3"=23'
+    )
 
 
 def test_real_writers_checksums_validate(conformance_root):
@@ -206,11 +237,21 @@ def test_real_writers_checksums_validate(conformance_root):
     assert checked >= 8
 
 
-@pytest.mark.parametrize("content", [b"", b"   \n", b"{not json", b"[1,2]", b'{"size": 3}',
-                                     b'{"version": -1, "size": 1}', b'{"version": "3", "size": 1}',
-                                     b'{"version": 3, "version": 4, "size": 1}',
-                                     b'{"version": 3, "size": 1, "checksum": "00000000000000000000000000000000"}',
-                                     b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"   \n",
+        b"{not json",
+        b"[1,2]",
+        b'{"size": 3}',
+        b'{"version": -1, "size": 1}',
+        b'{"version": "3", "size": 1}',
+        b'{"version": 3, "version": 4, "size": 1}',
+        b'{"version": 3, "size": 1, "checksum": "00000000000000000000000000000000"}',
+        b"\xff\xfe",
+    ],
+)
 def test_bad_hint_is_ignored(tmp_path, content):
     log = tmp_path / "_delta_log"
     log.mkdir()
@@ -224,8 +265,7 @@ def test_missing_hint_is_none(tmp_path):
 
 def test_write_then_read_roundtrip(tmp_path):
     log = tmp_path / "_delta_log"
-    info = {"version": 10, "size": 13, "parts": 2, "sizeInBytes": 1234, "numOfAddFiles": 5,
-            "tags": {"k": "v w"}}
+    info = {"version": 10, "size": 13, "parts": 2, "sizeInBytes": 1234, "numOfAddFiles": 5, "tags": {"k": "v w"}}
     write_last_checkpoint(ST, str(log), info)
     raw = json.loads((log / "_last_checkpoint").read_bytes())
     assert raw["checksum"] == compute_checksum(info)

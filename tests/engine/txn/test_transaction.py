@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 
 import pytest
+from txn_helpers import append, commit_json, create_table, make_metadata, snapshot, txn, write_file
 
 from spark_apps.engine import config
 from spark_apps.engine.actions import (
-    AddCDCFile, CommitInfo, DeletionVectorDescriptor, Protocol, RemoveFile, SetTransaction,
+    AddCDCFile,
+    CommitInfo,
+    DeletionVectorDescriptor,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
 )
 from spark_apps.engine.errors import AppendOnlyViolationError, InvalidArgumentError, InvalidCommitError
 from spark_apps.engine.storage import storage_for
 from spark_apps.engine.txn import IsolationLevel, OptimisticTransaction, choose_isolation_level
-
-from txn_helpers import append, commit_json, create_table, make_metadata, snapshot, txn, write_file
 
 
 @pytest.fixture
@@ -100,14 +103,20 @@ def test_add_and_remove_of_same_path_with_other_dv_is_legal_shape(table):
     """Spec: same path in add and remove with different dvIds is a DV update (legal)."""
     a = write_file(table, [1, 2], "a")
     txn(table).commit([a])
-    dv = DeletionVectorDescriptor(storage_type="i", path_or_inline_dv="wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
-                                  size_in_bytes=40, cardinality=1)
+    dv = DeletionVectorDescriptor(
+        storage_type="i",
+        path_or_inline_dv="wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+        size_in_bytes=40,
+        cardinality=1,
+    )
     t = txn(table)
     final, _ = t._prepare([replace(a, deletion_vector=dv), a.remove(5)])  # validation only
     assert len([x for x in final if x.__class__.__name__ in ("AddFile", "RemoveFile")]) == 2
 
 
-@pytest.mark.parametrize("pv,msg", [({}, "missing values for ['p']"), ({"p": "a", "q": "x"}, "non-partition columns ['q']")])
+@pytest.mark.parametrize(
+    "pv,msg", [({}, "missing values for ['p']"), ({"p": "a", "q": "x"}, "non-partition columns ['q']")]
+)
 def test_partition_values_must_cover_exactly_the_partition_columns(table, pv, msg):
     a = replace(write_file(table, [1], "a"), partition_values=pv)
     with pytest.raises(InvalidCommitError) as ei:
@@ -172,8 +181,13 @@ def test_already_committed_transaction_cannot_commit_again(table):
 
 # ------------------------------------------------------------------ commitInfo
 def test_commit_info_fields(table):
-    t = txn(table, operation="WRITE", operation_parameters={"mode": "Append", "partitionBy": [], "n": 3},
-            user_metadata="run 42", engine_info="tests/1.0")
+    t = txn(
+        table,
+        operation="WRITE",
+        operation_parameters={"mode": "Append", "partitionBy": [], "n": 3},
+        user_metadata="run 42",
+        engine_info="tests/1.0",
+    )
     res = t.commit([write_file(table, [1, 2], "a")], operation_metrics={"numFiles": 1, "numOutputRows": 2})
     ci = commit_json(table, 1)[0]["commitInfo"]
     assert ci == res.commit_info
@@ -220,8 +234,11 @@ def test_in_commit_timestamps_are_first_and_increasing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(features, "ALLOWED_WRITER_FEATURES", features.ALLOWED_WRITER_FEATURES | {"inCommitTimestamp"})
     root = str(tmp_path / "t")
-    create_table(root, configuration={"delta.enableInCommitTimestamps": "true"},
-                 protocol=Protocol(1, 7, writer_features=["inCommitTimestamp"]))
+    create_table(
+        root,
+        configuration={"delta.enableInCommitTimestamps": "true"},
+        protocol=Protocol(1, 7, writer_features=["inCommitTimestamp"]),
+    )
     clock = iter([1_000, 1_000, 500, 500]).__next__  # the clock goes backwards
     prev = commit_json(root, 0)[0]["commitInfo"]["inCommitTimestamp"]
     for _ in range(2):
@@ -324,11 +341,18 @@ def test_checkpoint_failure_does_not_fail_the_commit(tmp_path):
 
 
 # ------------------------------------------------------------------ config helpers
-@pytest.mark.parametrize("text,ms", [
-    ("interval 7 days", 7 * 86_400_000), ("interval 1 week", 7 * 86_400_000), ("30 days", 30 * 86_400_000),
-    ("interval 2 hours 30 minutes", 9_000_000), ("INTERVAL 1 DAY", 86_400_000), ("interval 500 milliseconds", 500),
-    ("interval 1 second", 1000),
-])
+@pytest.mark.parametrize(
+    "text,ms",
+    [
+        ("interval 7 days", 7 * 86_400_000),
+        ("interval 1 week", 7 * 86_400_000),
+        ("30 days", 30 * 86_400_000),
+        ("interval 2 hours 30 minutes", 9_000_000),
+        ("INTERVAL 1 DAY", 86_400_000),
+        ("interval 500 milliseconds", 500),
+        ("interval 1 second", 1000),
+    ],
+)
 def test_parse_interval(text, ms):
     assert config.parse_interval_ms(text) == ms
 
@@ -347,10 +371,14 @@ def test_property_defaults_and_values():
     assert config.enable_expired_log_cleanup(md) is True
     assert config.set_transaction_retention_ms(md) is None
     assert config.append_only(md) is False
-    md2 = make_metadata({"delta.checkpointInterval": "5", "delta.appendOnly": "TRUE",
-                         "delta.enableExpiredLogCleanup": "false"})
+    md2 = make_metadata(
+        {"delta.checkpointInterval": "5", "delta.appendOnly": "TRUE", "delta.enableExpiredLogCleanup": "false"}
+    )
     assert (config.checkpoint_interval(md2), config.append_only(md2), config.enable_expired_log_cleanup(md2)) == (
-        5, True, False)
+        5,
+        True,
+        False,
+    )
     with pytest.raises(InvalidArgumentError):
         config.checkpoint_interval(make_metadata({"delta.checkpointInterval": "0"}))
     with pytest.raises(InvalidArgumentError):
@@ -360,8 +388,12 @@ def test_property_defaults_and_values():
 def test_re_adding_a_live_path_with_another_dv_needs_its_remove(table):
     a = write_file(table, [1, 2], "a")
     txn(table).commit([a])
-    dv = DeletionVectorDescriptor(storage_type="i", path_or_inline_dv="wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
-                                  size_in_bytes=40, cardinality=1)
+    dv = DeletionVectorDescriptor(
+        storage_type="i",
+        path_or_inline_dv="wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+        size_in_bytes=40,
+        cardinality=1,
+    )
     t = txn(table)
     with pytest.raises(InvalidCommitError) as ei:
         t._prepare([replace(a, deletion_vector=dv)])  # validation only (DV writes are gated elsewhere)

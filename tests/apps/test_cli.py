@@ -34,7 +34,9 @@ def test_describe_conformance_tables_match_manifest(conformance_root, conformanc
         assert d["partition_columns"] == entry["partition_columns"], entry["name"]
         p = entry["protocol"]
         assert (d["protocol"]["min_reader_version"], d["protocol"]["min_writer_version"]) == (
-            p["minReaderVersion"], p["minWriterVersion"]), entry["name"]
+            p["minReaderVersion"],
+            p["minWriterVersion"],
+        ), entry["name"]
         checked += 1
     assert checked >= 35
 
@@ -47,8 +49,12 @@ def test_describe_and_history_output(conformance_root, capsys):
     assert set(res) >= {"status", "operation", "table_uri", "version", "skipped", "metrics", "detail"}
     d = res["detail"]
     assert d["version"] == 1 and d["partition_columns"] == ["letter"]
-    assert d["protocol"] == {"min_reader_version": 1, "min_writer_version": 2, "reader_features": None,
-                             "writer_features": None}
+    assert d["protocol"] == {
+        "min_reader_version": 1,
+        "min_writer_version": 2,
+        "reader_features": None,
+        "writer_features": None,
+    }
     assert [f["name"] for f in d["schema"]["fields"]] == ["letter", "number", "a_float"]
     assert d["num_files"] == 6 and d["size_in_bytes"] > 0
 
@@ -68,8 +74,7 @@ def test_spec_json_and_explicit_flags(conformance_root, capsys, tmp_path):
     result = tmp_path / "out" / "result.json"
     spec = json.dumps({"table_uri": "/nonexistent", "limit": 5})
     # the explicit --table-uri wins over the spec's table_uri
-    code, last = _run(["history", "--spec-json", spec, "--table-uri", str(root), "--result-uri", str(result)],
-                      capsys)
+    code, last = _run(["history", "--spec-json", spec, "--table-uri", str(root), "--result-uri", str(result)], capsys)
     assert code == 0
     assert json.loads(result.read_text()) == json.loads(last)
     code, last = _run(["history", "--spec-json", json.dumps({"table_uri": str(root), "limit": 1})], capsys)
@@ -87,13 +92,16 @@ def test_missing_table_error_line_exit_code_and_result_file(tmp_path, capsys):
     assert res["message"] in last and res["problem"] and res["fix"]
 
 
-@pytest.mark.parametrize("argv, error_class", [
-    (["frobnicate", "--table-uri", "x"], "InvalidArgumentError"),
-    (["describe"], "InvalidArgumentError"),
-    (["history", "--table-uri", "x", "--limit", "many"], "InvalidArgumentError"),
-    (["describe", "--table-uri", "x", "--spec-json", "{not json"], "InvalidArgumentError"),
-    (["write", "--table-uri", "x", "--mode", "append", "--source-option", "novalue"], "InvalidArgumentError"),
-])
+@pytest.mark.parametrize(
+    "argv, error_class",
+    [
+        (["frobnicate", "--table-uri", "x"], "InvalidArgumentError"),
+        (["describe"], "InvalidArgumentError"),
+        (["history", "--table-uri", "x", "--limit", "many"], "InvalidArgumentError"),
+        (["describe", "--table-uri", "x", "--spec-json", "{not json"], "InvalidArgumentError"),
+        (["write", "--table-uri", "x", "--mode", "append", "--source-option", "novalue"], "InvalidArgumentError"),
+    ],
+)
 def test_bad_command_lines_are_one_line_exit_1(argv, error_class, capsys):
     code, last = _run(argv, capsys)
     assert code == 1
@@ -102,9 +110,25 @@ def test_bad_command_lines_are_one_line_exit_1(argv, error_class, capsys):
 
 def test_create_table_checkpoint_and_cleanup_without_spark(tmp_path, capsys):
     root = str(tmp_path / "t")
-    code, last = _run(["create-table", "--table-uri", root, "--schema", "id BIGINT, p STRING",
-                       "--partition-by", "p", "--property", "delta.appendOnly=true", "owner=me",
-                       "--description", "d", "--name", "n"], capsys)
+    code, last = _run(
+        [
+            "create-table",
+            "--table-uri",
+            root,
+            "--schema",
+            "id BIGINT, p STRING",
+            "--partition-by",
+            "p",
+            "--property",
+            "delta.appendOnly=true",
+            "owner=me",
+            "--description",
+            "d",
+            "--name",
+            "n",
+        ],
+        capsys,
+    )
     assert code == 0, last
     res = json.loads(last)
     assert (res["operation"], res["version"], res["skipped"]) == ("CREATE TABLE", 0, False)
@@ -134,12 +158,12 @@ def test_log_only_cli_never_imports_pyspark(conformance_root, tmp_path):
     """`python -m spark_apps describe` in a fresh process: works, and pyspark is never imported."""
     root = conformance_root / "dat" / "basic_append" / "delta"
     code = (
-        "import sys, runpy; sys.argv = ['spark_apps', 'describe', '--table-uri', %r];\n"
+        f"import sys, runpy; sys.argv = ['spark_apps', 'describe', '--table-uri', {str(root)!r}];\n"
         "try:\n    runpy.run_module('spark_apps', run_name='__main__')\n"
         "except SystemExit as e:\n    assert e.code == 0, e.code\n"
         "assert 'pyspark' not in sys.modules, 'pyspark was imported'\n"
         "import spark_apps.engine\nassert 'pyspark' not in sys.modules\n"
-    ) % str(root)
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["version"] == 1
@@ -152,7 +176,12 @@ def test_main_runs_as_a_file_by_path(tmp_path, conformance_root):
     pkg = tmp_path / "bundle" / "spark_apps"
     shutil.copytree(spark_apps.__path__[0], pkg, ignore=shutil.ignore_patterns("__pycache__"))
     root = conformance_root / "dat" / "basic_append" / "delta"
-    out = subprocess.run([sys.executable, str(pkg / "__main__.py"), "describe", "--table-uri", str(root)],
-                         capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, str(pkg / "__main__.py"), "describe", "--table-uri", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(tmp_path),
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["detail"]["num_files"] == 2

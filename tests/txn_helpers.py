@@ -42,11 +42,11 @@ def make_metadata(configuration: dict | None = None, partition_by=("p",)) -> Met
     )
 
 
-def create_table(root: str, configuration: dict | None = None, protocol: Protocol | None = None,
-                 partition_by=("p",)):
+def create_table(root: str, configuration: dict | None = None, protocol: Protocol | None = None, partition_by=("p",)):
     st = storage_for(root)
-    txn = OptimisticTransaction(st, root, None, operation="CREATE TABLE",
-                                operation_parameters={"partitionBy": list(partition_by)})
+    txn = OptimisticTransaction(
+        st, root, None, operation="CREATE TABLE", operation_parameters={"partitionBy": list(partition_by)}
+    )
     txn.update_metadata(make_metadata(configuration, partition_by))
     txn.update_protocol(protocol or Protocol(1, 2))
     return txn.commit([])
@@ -65,16 +65,24 @@ def _stats(rows: pa.Table) -> str:
 
 def write_file(root: str, ids, part: str | None = "a", value: str = "v") -> AddFile:
     """Write one parquet data file with the given ids into partition ``p=part``; return its AddFile."""
-    rows = pa.table({"id": pa.array(list(ids), pa.int64()),
-                     "value": pa.array([f"{value}{i}" for i in ids], pa.string())}, schema=DATA_SCHEMA)
+    rows = pa.table(
+        {"id": pa.array(list(ids), pa.int64()), "value": pa.array([f"{value}{i}" for i in ids], pa.string())},
+        schema=DATA_SCHEMA,
+    )
     dir_name = f"p={part}" if part is not None else "p=__HIVE_DEFAULT_PARTITION__"
     rel = f"{dir_name}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
     full = os.path.join(root, rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     pq.write_table(rows, full, compression="snappy")
     st = os.stat(full)
-    return AddFile(path=rel, partition_values={"p": part}, size=st.st_size,
-                   modification_time=st.st_mtime_ns // 1_000_000, data_change=True, stats=_stats(rows))
+    return AddFile(
+        path=rel,
+        partition_values={"p": part},
+        size=st.st_size,
+        modification_time=st.st_mtime_ns // 1_000_000,
+        data_change=True,
+        stats=_stats(rows),
+    )
 
 
 def snapshot(root: str, version: int | None = None):

@@ -27,39 +27,99 @@ from spark_apps.engine.errors import LogCorruptedError
 # Wire JSON as real writers produce it (Spark / delta-rs / Databricks), one per action type.
 WIRE = [
     {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-    {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-                  "writerFeatures": ["deletionVectors", "appendOnly"]}},
-    {"metaData": {"id": "af23c9d7-fff1-4a5a-a2c8-55c59bd782aa", "name": "t", "description": "d",
-                  "format": {"provider": "parquet", "options": {}},
-                  "schemaString": "{\"type\":\"struct\",\"fields\":[{\"name\":\"a\",\"type\":\"long\","
-                                  "\"nullable\":true,\"metadata\":{}}]}",
-                  "partitionColumns": ["a"], "configuration": {"delta.appendOnly": "true"},
-                  "createdTime": 1700000000000}},
-    {"add": {"path": "a=1/part-00000.parquet", "partitionValues": {"a": "1"}, "size": 10,
-             "modificationTime": 1700000000000, "dataChange": True,
-             "stats": "{\"numRecords\":3}", "tags": {"INSERTION_TIME": "1700000000000000"}}},
-    {"add": {"path": "p.parquet", "partitionValues": {"a": None}, "size": 10, "modificationTime": 1,
-             "dataChange": False,
-             "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
-                                "offset": 1, "sizeInBytes": 36, "cardinality": 2},
-             "baseRowId": 7, "defaultRowCommitVersion": 3, "clusteringProvider": "liquid"}},
-    {"add": {"path": "q.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True,
-             "deletionVector": {"storageType": "i", "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
-                                "sizeInBytes": 40, "cardinality": 6}}},
-    {"remove": {"path": "p.parquet", "deletionTimestamp": 1700000000001, "dataChange": True,
-                "extendedFileMetadata": True, "partitionValues": {"a": "1"}, "size": 10}},
+    {
+        "protocol": {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["deletionVectors"],
+            "writerFeatures": ["deletionVectors", "appendOnly"],
+        }
+    },
+    {
+        "metaData": {
+            "id": "af23c9d7-fff1-4a5a-a2c8-55c59bd782aa",
+            "name": "t",
+            "description": "d",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}',
+            "partitionColumns": ["a"],
+            "configuration": {"delta.appendOnly": "true"},
+            "createdTime": 1700000000000,
+        }
+    },
+    {
+        "add": {
+            "path": "a=1/part-00000.parquet",
+            "partitionValues": {"a": "1"},
+            "size": 10,
+            "modificationTime": 1700000000000,
+            "dataChange": True,
+            "stats": '{"numRecords":3}',
+            "tags": {"INSERTION_TIME": "1700000000000000"},
+        }
+    },
+    {
+        "add": {
+            "path": "p.parquet",
+            "partitionValues": {"a": None},
+            "size": 10,
+            "modificationTime": 1,
+            "dataChange": False,
+            "deletionVector": {
+                "storageType": "u",
+                "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+                "offset": 1,
+                "sizeInBytes": 36,
+                "cardinality": 2,
+            },
+            "baseRowId": 7,
+            "defaultRowCommitVersion": 3,
+            "clusteringProvider": "liquid",
+        }
+    },
+    {
+        "add": {
+            "path": "q.parquet",
+            "partitionValues": {},
+            "size": 1,
+            "modificationTime": 1,
+            "dataChange": True,
+            "deletionVector": {
+                "storageType": "i",
+                "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+                "sizeInBytes": 40,
+                "cardinality": 6,
+            },
+        }
+    },
+    {
+        "remove": {
+            "path": "p.parquet",
+            "deletionTimestamp": 1700000000001,
+            "dataChange": True,
+            "extendedFileMetadata": True,
+            "partitionValues": {"a": "1"},
+            "size": 10,
+        }
+    },
     {"remove": {"path": "old.parquet", "dataChange": False}},
     {"cdc": {"path": "_change_data/cdc-00000.parquet", "partitionValues": {}, "size": 5, "dataChange": False}},
     {"txn": {"appId": "my-app", "version": 3, "lastUpdated": 1700000000000}},
     {"txn": {"appId": "my-app2", "version": 2}},
-    {"domainMetadata": {"domain": "delta.rowTracking", "configuration": "{\"rowIdHighWaterMark\":9}",
-                        "removed": False}},
+    {"domainMetadata": {"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark":9}', "removed": False}},
     {"domainMetadata": {"domain": "x", "configuration": "", "removed": True}},
     {"sidecar": {"path": "0001.parquet", "sizeInBytes": 100, "modificationTime": 5, "tags": {"k": "v"}}},
     {"checkpointMetadata": {"version": 8, "tags": {"sidecarNumActions": "7"}}},
-    {"commitInfo": {"timestamp": 1700000000000, "operation": "WRITE",
-                    "operationParameters": {"mode": "Append"}, "isBlindAppend": True,
-                    "someVendorField": {"nested": [1, 2]}, "inCommitTimestamp": 1700000000002}},
+    {
+        "commitInfo": {
+            "timestamp": 1700000000000,
+            "operation": "WRITE",
+            "operationParameters": {"mode": "Append"},
+            "isBlindAppend": True,
+            "someVendorField": {"nested": [1, 2]},
+            "inCommitTimestamp": 1700000000002,
+        }
+    },
 ]
 
 
@@ -75,8 +135,18 @@ def test_exact_round_trip(wire):
 
 def test_every_action_type_is_covered():
     kinds = {next(iter(w)) for w in WIRE}
-    assert kinds == {"protocol", "metaData", "add", "remove", "cdc", "txn", "domainMetadata",
-                     "sidecar", "checkpointMetadata", "commitInfo"}
+    assert kinds == {
+        "protocol",
+        "metaData",
+        "add",
+        "remove",
+        "cdc",
+        "txn",
+        "domainMetadata",
+        "sidecar",
+        "checkpointMetadata",
+        "commitInfo",
+    }
 
 
 def test_parsed_types_and_snake_case_fields():
@@ -102,8 +172,17 @@ def test_parsed_types_and_snake_case_fields():
 
 
 def test_unknown_fields_are_ignored():
-    wire = {"add": {"path": "x", "partitionValues": {}, "size": 1, "modificationTime": 2, "dataChange": True,
-                    "futureField": {"a": 1}, "anotherOne": 5}}
+    wire = {
+        "add": {
+            "path": "x",
+            "partitionValues": {},
+            "size": 1,
+            "modificationTime": 2,
+            "dataChange": True,
+            "futureField": {"a": 1},
+            "anotherOne": 5,
+        }
+    }
     add = action_from_json(wire)
     assert add == AddFile("x", {}, 1, 2, True)
     assert "futureField" not in add.to_json_dict()["add"]
@@ -113,7 +192,7 @@ def test_unknown_actions_are_ignored():
     data = (
         b'{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}\n'
         b'{"someFutureAction":{"x":1}}\n'
-        b'\n'
+        b"\n"
         b'{"txn":{"appId":"a","version":1}}\n'
     )
     actions = parse_commit_bytes(data)

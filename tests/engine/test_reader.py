@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from spark_apps.engine import dv as dvmod
 from spark_apps.engine.actions import DeletionVectorDescriptor
 from spark_apps.engine.errors import DataFileMissingError, InvalidArgumentError, InvalidSchemaError, LogCorruptedError
-from spark_apps.engine.reader import data_file_uri, read_data_file, read_files_batches
+from spark_apps.engine.paths import data_file_uri
+from spark_apps.engine.reader import read_data_file, read_files_batches
 from spark_apps.engine.schema import StructType, parse_ddl
 from spark_apps.engine.storage import LocalStorage
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 STORAGE = LocalStorage()
 
 
@@ -45,12 +46,17 @@ def _write(tmp_path, name, table, **kw):
 
 def test_columns_by_name_case_missing_extra_and_partitions(tmp_path):
     schema = parse_ddl("id BIGINT, Name STRING, added DOUBLE, part DATE, p2 STRING")
-    rel = _write(tmp_path, "part=2021-01-01/f 1.parquet", pa.table({
-        "NAME": ["a", "b", None], "id": pa.array([1, 2, 3], pa.int32()), "junk": [0, 0, 0]}))
-    out = read_data_file(STORAGE, str(tmp_path), rel.replace(" ", "%20"), {"part": "2021-09-08", "p2": None},
-                         schema, ["part", "p2"])
-    assert out.schema == pa.schema([("id", pa.int64()), ("Name", pa.string()), ("added", pa.float64()),
-                                    ("part", pa.date32()), ("p2", pa.string())])
+    rel = _write(
+        tmp_path,
+        "part=2021-01-01/f 1.parquet",
+        pa.table({"NAME": ["a", "b", None], "id": pa.array([1, 2, 3], pa.int32()), "junk": [0, 0, 0]}),
+    )
+    out = read_data_file(
+        STORAGE, str(tmp_path), rel.replace(" ", "%20"), {"part": "2021-09-08", "p2": None}, schema, ["part", "p2"]
+    )
+    assert out.schema == pa.schema(
+        [("id", pa.int64()), ("Name", pa.string()), ("added", pa.float64()), ("part", pa.date32()), ("p2", pa.string())]
+    )
     assert out.to_pylist() == [
         {"id": i, "Name": n, "added": None, "part": dt.date(2021, 9, 8), "p2": None}
         for i, n in [(1, "a"), (2, "b"), (3, None)]
@@ -58,12 +64,21 @@ def test_columns_by_name_case_missing_extra_and_partitions(tmp_path):
     # partition values come from the log, never from the directory name
     assert set(out.column("part").to_pylist()) == {dt.date(2021, 9, 8)}
     # subset, in the order asked
-    sub = read_data_file(STORAGE, str(tmp_path), rel.replace(" ", "%20"), {"part": "2021-09-08"}, schema,
-                         ["part", "p2"], columns=["part", "ID"])
+    sub = read_data_file(
+        STORAGE,
+        str(tmp_path),
+        rel.replace(" ", "%20"),
+        {"part": "2021-09-08"},
+        schema,
+        ["part", "p2"],
+        columns=["part", "ID"],
+    )
     assert sub.column_names == ["part", "id"] and sub.num_rows == 3
     # no columns at all: the row count survives (count(*))
-    assert read_data_file(STORAGE, str(tmp_path), rel.replace(" ", "%20"), {}, schema, ["part", "p2"],
-                          columns=[]).num_rows == 3
+    assert (
+        read_data_file(STORAGE, str(tmp_path), rel.replace(" ", "%20"), {}, schema, ["part", "p2"], columns=[]).num_rows
+        == 3
+    )
     with pytest.raises(InvalidArgumentError, match="'nope'"):
         read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [], columns=["nope"])
 
@@ -72,13 +87,15 @@ def test_timestamp_units_int96_and_zone_handling(tmp_path):
     schema = parse_ddl("a TIMESTAMP, b TIMESTAMP, c TIMESTAMP, n TIMESTAMP_NTZ, far TIMESTAMP")
     t0 = dt.datetime(2021, 9, 8, 11, 11, 11, 123456, tzinfo=UTC)
     far = dt.datetime(2900, 1, 1, tzinfo=UTC)  # outside the int64 nanosecond range
-    data = pa.table({
-        "a": pa.array([t0], pa.timestamp("ns", tz="UTC")),
-        "b": pa.array([t0.replace(microsecond=123000)], pa.timestamp("ms", tz="UTC")),
-        "c": pa.array([t0.replace(tzinfo=None)], pa.timestamp("us")),  # zone-less in the file: UTC
-        "n": pa.array([t0], pa.timestamp("us", tz="UTC")),
-        "far": pa.array([far], pa.timestamp("us", tz="UTC")),
-    })
+    data = pa.table(
+        {
+            "a": pa.array([t0], pa.timestamp("ns", tz="UTC")),
+            "b": pa.array([t0.replace(microsecond=123000)], pa.timestamp("ms", tz="UTC")),
+            "c": pa.array([t0.replace(tzinfo=None)], pa.timestamp("us")),  # zone-less in the file: UTC
+            "n": pa.array([t0], pa.timestamp("us", tz="UTC")),
+            "far": pa.array([far], pa.timestamp("us", tz="UTC")),
+        }
+    )
     rel = _write(tmp_path, "ts.parquet", data)
     out = read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [])
     assert out.schema.field("a").type == pa.timestamp("us", tz="UTC")
@@ -93,18 +110,22 @@ def test_timestamp_units_int96_and_zone_handling(tmp_path):
 
 
 def test_widening_nested_structs_lists_maps(tmp_path):
-    schema = parse_ddl("i BIGINT, f DOUBLE, dec DECIMAL(10,2), "
-                       "s STRUCT<x: BIGINT, new: STRING, inner: STRUCT<y: INT>>, "
-                       "l ARRAY<STRUCT<v: BIGINT, w: STRING>>, m MAP<STRING, STRUCT<k: BIGINT>>")
+    schema = parse_ddl(
+        "i BIGINT, f DOUBLE, dec DECIMAL(10,2), "
+        "s STRUCT<x: BIGINT, new: STRING, inner: STRUCT<y: INT>>, "
+        "l ARRAY<STRUCT<v: BIGINT, w: STRING>>, m MAP<STRING, STRUCT<k: BIGINT>>"
+    )
     st_t = pa.struct([("inner", pa.struct([("Y", pa.int16())])), ("x", pa.int8()), ("gone", pa.string())])
-    data = pa.table({
-        "i": pa.array([1, None], pa.int16()),
-        "f": pa.array([1.5, 2.0], pa.float32()),
-        "dec": pa.array([decimal.Decimal("1.25"), None], pa.decimal128(5, 2)),
-        "s": pa.array([{"inner": {"Y": 3}, "x": 4, "gone": "g"}, None], st_t),
-        "l": pa.array([[{"v": 1}], None], pa.large_list(pa.struct([("v", pa.int32())]))),
-        "m": pa.array([[("a", {"k": 5})], None], pa.map_(pa.string(), pa.struct([("k", pa.int32())]))),
-    })
+    data = pa.table(
+        {
+            "i": pa.array([1, None], pa.int16()),
+            "f": pa.array([1.5, 2.0], pa.float32()),
+            "dec": pa.array([decimal.Decimal("1.25"), None], pa.decimal128(5, 2)),
+            "s": pa.array([{"inner": {"Y": 3}, "x": 4, "gone": "g"}, None], st_t),
+            "l": pa.array([[{"v": 1}], None], pa.large_list(pa.struct([("v", pa.int32())]))),
+            "m": pa.array([[("a", {"k": 5})], None], pa.map_(pa.string(), pa.struct([("k", pa.int32())]))),
+        }
+    )
     rel = _write(tmp_path, "n.parquet", data)
     out = read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [])
     assert out.schema.field("s").type == schema.field("s").type.to_arrow()
@@ -133,21 +154,55 @@ def test_missing_file_error(tmp_path):
 
 
 def test_column_mapping_name_and_id(tmp_path):
-    schema = StructType.from_json({"type": "struct", "fields": [
-        {"name": "a", "type": "long", "nullable": True,
-         "metadata": {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-aaa"}},
-        {"name": "s", "type": {"type": "struct", "fields": [
-            {"name": "b", "type": "string", "nullable": True,
-             "metadata": {"delta.columnMapping.id": 3, "delta.columnMapping.physicalName": "col-bbb"}}]},
-         "nullable": True, "metadata": {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-sss"}},
-        {"name": "p", "type": "integer", "nullable": True,
-         "metadata": {"delta.columnMapping.id": 4, "delta.columnMapping.physicalName": "col-ppp"}},
-    ]})
+    schema = StructType.from_json(
+        {
+            "type": "struct",
+            "fields": [
+                {
+                    "name": "a",
+                    "type": "long",
+                    "nullable": True,
+                    "metadata": {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-aaa"},
+                },
+                {
+                    "name": "s",
+                    "type": {
+                        "type": "struct",
+                        "fields": [
+                            {
+                                "name": "b",
+                                "type": "string",
+                                "nullable": True,
+                                "metadata": {
+                                    "delta.columnMapping.id": 3,
+                                    "delta.columnMapping.physicalName": "col-bbb",
+                                },
+                            }
+                        ],
+                    },
+                    "nullable": True,
+                    "metadata": {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-sss"},
+                },
+                {
+                    "name": "p",
+                    "type": "integer",
+                    "nullable": True,
+                    "metadata": {"delta.columnMapping.id": 4, "delta.columnMapping.physicalName": "col-ppp"},
+                },
+            ],
+        }
+    )
     f = lambda name, t, fid: pa.field(name, t, metadata={b"PARQUET:field_id": str(fid).encode()})  # noqa: E731
-    sch = pa.schema([f("col-aaa", pa.int64(), 1), f("a", pa.int64(), 99),
-                     f("col-sss", pa.struct([f("col-bbb", pa.string(), 3)]), 2)])
-    rel = _write(tmp_path, "cm.parquet", pa.table({"col-aaa": [1], "a": [-1], "col-sss": [{"col-bbb": "x"}]},
-                                                  schema=sch))
+    sch = pa.schema(
+        [
+            f("col-aaa", pa.int64(), 1),
+            f("a", pa.int64(), 99),
+            f("col-sss", pa.struct([f("col-bbb", pa.string(), 3)]), 2),
+        ]
+    )
+    rel = _write(
+        tmp_path, "cm.parquet", pa.table({"col-aaa": [1], "a": [-1], "col-sss": [{"col-bbb": "x"}]}, schema=sch)
+    )
     out = read_data_file(STORAGE, str(tmp_path), rel, {"col-ppp": "7"}, schema, ["p"])  # mode inferred: name
     assert out.to_pylist() == [{"a": 1, "s": {"b": "x"}, "p": 7}]
     # id mode matches parquet field ids (here the same columns)
@@ -221,7 +276,7 @@ def test_property_bitmap_decoding(rows, runs):
 
 
 def test_bitmap_container_and_high_buckets():
-    rows = list(range(0, 20000, 3)) + [2 ** 32 + 5, 2 ** 33 + 65536 * 2 + 1]
+    rows = list(range(0, 20000, 3)) + [2**32 + 5, 2**33 + 65536 * 2 + 1]
     assert dvmod.decode_bitmap(_dv_bytes(rows)).tolist() == sorted(rows)
     with pytest.raises(LogCorruptedError, match="magic"):
         dvmod.decode_bitmap(b"\x00" * 16)
@@ -233,8 +288,13 @@ def test_z85_round_trip_and_uuid_path():
     assert dvmod.z85_encode(bytes.fromhex("864FD26FB559F75B")) == "HelloWorld"  # ZeroMQ RFC 32 test vector
     assert dvmod.z85_decode("HelloWorld") == bytes.fromhex("864FD26FB559F75B")
     u = uuid.uuid4()
-    d = {"storageType": "u", "pathOrInlineDv": "ab" + dvmod.z85_encode(u.bytes), "offset": 1, "sizeInBytes": 1,
-         "cardinality": 1}
+    d = {
+        "storageType": "u",
+        "pathOrInlineDv": "ab" + dvmod.z85_encode(u.bytes),
+        "offset": 1,
+        "sizeInBytes": 1,
+        "cardinality": 1,
+    }
     assert dvmod.dv_file_path("/t", d) == f"/t/ab/deletion_vector_{u}.bin"
     d["pathOrInlineDv"] = dvmod.z85_encode(u.bytes)
     assert dvmod.dv_file_path("/t", d) == f"/t/deletion_vector_{u}.bin"
@@ -258,13 +318,24 @@ def test_read_with_inline_and_on_disk_dvs(tmp_path):
         blob += struct.pack(">i", len(b)) + b + struct.pack(">I", zlib.crc32(b))
     (tmp_path / "zz").mkdir()
     (tmp_path / "zz" / f"deletion_vector_{u}.bin").write_bytes(blob)
-    desc = {"storageType": "u", "pathOrInlineDv": "zz" + dvmod.z85_encode(u.bytes), "offset": offs[1],
-            "sizeInBytes": len(second), "cardinality": 2}
+    desc = {
+        "storageType": "u",
+        "pathOrInlineDv": "zz" + dvmod.z85_encode(u.bytes),
+        "offset": offs[1],
+        "sizeInBytes": len(second),
+        "cardinality": 2,
+    }
     out = read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=desc)
     assert out.column("v").to_pylist() == [0, 1, 3, 5, 6, 7, 8, 9]
     # absolute path form 'p'
-    pdesc = dict(desc, storageType="p", pathOrInlineDv=f"file://{tmp_path}/zz/deletion_vector_{u}.bin", offset=offs[0],
-                 sizeInBytes=len(first), cardinality=1)
+    pdesc = dict(
+        desc,
+        storageType="p",
+        pathOrInlineDv=f"file://{tmp_path}/zz/deletion_vector_{u}.bin",
+        offset=offs[0],
+        sizeInBytes=len(first),
+        cardinality=1,
+    )
     assert read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=pdesc).num_rows == 9
     # corruption is detected: wrong cardinality, bad CRC, missing file
     with pytest.raises(LogCorruptedError, match="cardinality"):
@@ -283,7 +354,8 @@ def test_read_files_batches_from_a_file_table(tmp_path):
     schema = parse_ddl("v INT, p STRING")
     a = _write(tmp_path, "p=x/a.parquet", pa.table({"v": pa.array([1, 2], pa.int32())}))
     b = _write(tmp_path, "p=y/b.parquet", pa.table({"v": pa.array([3], pa.int32())}))
-    files = pa.table({"path": [a, b],
-                      "partition_values": pa.array([[("p", "x")], [("p", None)]], pa.map_(pa.string(), pa.string()))})
+    files = pa.table(
+        {"path": [a, b], "partition_values": pa.array([[("p", "x")], [("p", None)]], pa.map_(pa.string(), pa.string()))}
+    )
     parts = list(read_files_batches(STORAGE, str(tmp_path), files, schema, ["p"]))
     assert [t.to_pylist() for t in parts] == [[{"v": 1, "p": "x"}, {"v": 2, "p": "x"}], [{"v": 3, "p": None}]]

@@ -17,19 +17,28 @@ from dataclasses import replace
 
 import pyarrow as pa
 import pytest
+from txn_helpers import append, commit_json, create_table, make_metadata, snapshot, txn, write_file
 
 from spark_apps.engine.actions import DomainMetadata, Protocol, RemoveFile
 from spark_apps.engine.errors import (
-    CommitConflictError, CommitRetriesExhaustedError, ConcurrentAppendError, ConcurrentDeleteDeleteError,
-    ConcurrentDeleteReadError, ConcurrentTransactionError, MetadataChangedError, ProtocolChangedError,
+    CommitConflictError,
+    CommitRetriesExhaustedError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    ConcurrentTransactionError,
+    MetadataChangedError,
+    ProtocolChangedError,
 )
 from spark_apps.engine.storage import storage_for
 from spark_apps.engine.txn import (
-    CallablePredicate, IsolationLevel, OptimisticTransaction, PartitionFilter, WinningCommit,
+    CallablePredicate,
+    IsolationLevel,
+    OptimisticTransaction,
+    PartitionFilter,
+    WinningCommit,
 )
 from spark_apps.engine.txn.conflicts import ConflictChecker, CurrentTransaction, adds_to_table
-
-from txn_helpers import append, commit_json, create_table, make_metadata, snapshot, txn, write_file
 
 S = IsolationLevel.SERIALIZABLE
 WS = IsolationLevel.WRITE_SERIALIZABLE
@@ -47,53 +56,152 @@ CASES = [
     ("blind append vs metadata change", S, [], ("metadata",), ("append", "a"), MetadataChangedError),
     ("blind append vs protocol change", S, [], ("protocol",), ("append", "a"), ProtocolChangedError),
     # --- concurrent appends vs read predicates ---------------------------------------------
-    ("read p=a, blind append to p=a, Serializable", S, [("pred", {"p": "a"})], ("append", "a"), ("append", "a"),
-     ConcurrentAppendError),
-    ("read p=a, blind append to p=a, WriteSerializable", WS, [("pred", {"p": "a"})], ("append", "a"),
-     ("append", "a"), None),
-    ("read p=a, append (that read p=a) to p=a, WriteSerializable", WS, [("pred", {"p": "a"})],
-     ("append_read", "a"), ("append", "a"), ConcurrentAppendError),
-    ("read p=a, blind append to p=b (disjoint), Serializable", S, [("pred", {"p": "a"})], ("append", "b"),
-     ("append", "a"), None),
-    ("read p=a, append (that read p=b) to p=b (disjoint), WS", WS, [("pred", {"p": "a"})], ("append_read", "b"),
-     ("append", "a"), None),
-    ("read p in (a,b), blind append to p=b", S, [("pred", [("p", "in", ["a", "b"])])], ("append", "b"),
-     ("append", "c"), ConcurrentAppendError),
-    ("read p is null, blind append to null partition", S, [("pred", {"p": None})], ("append", None),
-     ("append", "a"), ConcurrentAppendError),
+    (
+        "read p=a, blind append to p=a, Serializable",
+        S,
+        [("pred", {"p": "a"})],
+        ("append", "a"),
+        ("append", "a"),
+        ConcurrentAppendError,
+    ),
+    (
+        "read p=a, blind append to p=a, WriteSerializable",
+        WS,
+        [("pred", {"p": "a"})],
+        ("append", "a"),
+        ("append", "a"),
+        None,
+    ),
+    (
+        "read p=a, append (that read p=a) to p=a, WriteSerializable",
+        WS,
+        [("pred", {"p": "a"})],
+        ("append_read", "a"),
+        ("append", "a"),
+        ConcurrentAppendError,
+    ),
+    (
+        "read p=a, blind append to p=b (disjoint), Serializable",
+        S,
+        [("pred", {"p": "a"})],
+        ("append", "b"),
+        ("append", "a"),
+        None,
+    ),
+    (
+        "read p=a, append (that read p=b) to p=b (disjoint), WS",
+        WS,
+        [("pred", {"p": "a"})],
+        ("append_read", "b"),
+        ("append", "a"),
+        None,
+    ),
+    (
+        "read p in (a,b), blind append to p=b",
+        S,
+        [("pred", [("p", "in", ["a", "b"])])],
+        ("append", "b"),
+        ("append", "c"),
+        ConcurrentAppendError,
+    ),
+    (
+        "read p is null, blind append to null partition",
+        S,
+        [("pred", {"p": None})],
+        ("append", None),
+        ("append", "a"),
+        ConcurrentAppendError,
+    ),
     ("read p is null, blind append to p=a", S, [("pred", {"p": None})], ("append", "a"), ("append", "a"), None),
-    ("read whole table, blind append, Serializable", S, [("whole",)], ("append", "b"), ("append", "a"),
-     ConcurrentAppendError),
-    ("read whole table, blind append, WriteSerializable", WS, [("whole",)], ("append", "b"), ("append", "a"),
-     None),
+    (
+        "read whole table, blind append, Serializable",
+        S,
+        [("whole",)],
+        ("append", "b"),
+        ("append", "a"),
+        ConcurrentAppendError,
+    ),
+    ("read whole table, blind append, WriteSerializable", WS, [("whole",)], ("append", "b"), ("append", "a"), None),
     # our own metadata change makes the winner's blind appends count under WriteSerializable
-    ("read p=a + own metadata change, blind append p=a, WS", WS, [("pred", {"p": "a"})], ("append", "a"),
-     ("metadata_append", "a"), ConcurrentAppendError),
+    (
+        "read p=a + own metadata change, blind append p=a, WS",
+        WS,
+        [("pred", {"p": "a"})],
+        ("append", "a"),
+        ("metadata_append", "a"),
+        ConcurrentAppendError,
+    ),
     # --- concurrent deletes vs read files --------------------------------------------------
-    ("read+delete A, concurrent delete A", S, [("pred", {"p": "a"}), ("files", ["A"])], ("delete", "A"),
-     ("delete", "A"), ConcurrentDeleteReadError),
-    ("read+delete A, concurrent delete B", S, [("pred", {"p": "a"}), ("files", ["A"])], ("delete", "B"),
-     ("delete", "A"), None),
-    ("read whole table, concurrent delete B", S, [("whole",)], ("delete", "B"), ("append", "a"),
-     ConcurrentDeleteReadError),
-    ("read A, concurrent compaction of A", S, [("files", ["A"])], ("compact", "A"), ("append", "a"),
-     ConcurrentDeleteReadError),
-    ("read p=a (no files), concurrent compaction of A", S, [("pred", {"p": "a"})], ("compact", "A"),
-     ("append", "a"), None),
+    (
+        "read+delete A, concurrent delete A",
+        S,
+        [("pred", {"p": "a"}), ("files", ["A"])],
+        ("delete", "A"),
+        ("delete", "A"),
+        ConcurrentDeleteReadError,
+    ),
+    (
+        "read+delete A, concurrent delete B",
+        S,
+        [("pred", {"p": "a"}), ("files", ["A"])],
+        ("delete", "B"),
+        ("delete", "A"),
+        None,
+    ),
+    (
+        "read whole table, concurrent delete B",
+        S,
+        [("whole",)],
+        ("delete", "B"),
+        ("append", "a"),
+        ConcurrentDeleteReadError,
+    ),
+    (
+        "read A, concurrent compaction of A",
+        S,
+        [("files", ["A"])],
+        ("compact", "A"),
+        ("append", "a"),
+        ConcurrentDeleteReadError,
+    ),
+    (
+        "read p=a (no files), concurrent compaction of A",
+        S,
+        [("pred", {"p": "a"})],
+        ("compact", "A"),
+        ("append", "a"),
+        None,
+    ),
     # --- delete / delete --------------------------------------------------------------------
-    ("delete A without reads, concurrent delete A", S, [], ("delete", "A"), ("delete", "A"),
-     ConcurrentDeleteDeleteError),
+    (
+        "delete A without reads, concurrent delete A",
+        S,
+        [],
+        ("delete", "A"),
+        ("delete", "A"),
+        ConcurrentDeleteDeleteError,
+    ),
     # a compaction reads the files it rewrites, so the read check fires first (as in delta-spark)
-    ("compaction of A vs concurrent delete A", S, [], ("delete", "A"), ("compact", "A"),
-     ConcurrentDeleteReadError),
+    ("compaction of A vs concurrent delete A", S, [], ("delete", "A"), ("compact", "A"), ConcurrentDeleteReadError),
     # --- rearrangements (SnapshotIsolation) -------------------------------------------------
-    ("compaction of A vs concurrent blind append p=a", S, [("files", ["A"])], ("append", "a"), ("compact", "A"),
-     None),
-    ("compaction of A vs concurrent non-blind append p=a", S, [("files", ["A"]), ("pred", {"p": "a"})],
-     ("append_read", "a"), ("compact", "A"), None),
+    ("compaction of A vs concurrent blind append p=a", S, [("files", ["A"])], ("append", "a"), ("compact", "A"), None),
+    (
+        "compaction of A vs concurrent non-blind append p=a",
+        S,
+        [("files", ["A"]), ("pred", {"p": "a"})],
+        ("append_read", "a"),
+        ("compact", "A"),
+        None,
+    ),
     # --- application transactions -----------------------------------------------------------
-    ("same app id, winner has an older txn version", S, [], ("txn", "app-1", 1), ("txn", "app-1", 7),
-     ConcurrentTransactionError),
+    (
+        "same app id, winner has an older txn version",
+        S,
+        [],
+        ("txn", "app-1", 1),
+        ("txn", "app-1", 7),
+        ConcurrentTransactionError,
+    ),
     # a concurrent run of the same idempotent write landed first: we are a duplicate -> skipped
     ("same app id, winner has our txn version", S, [], ("txn", "app-1", 7), ("txn", "app-1", 7), "skipped"),
     ("same app id, winner has a newer txn version", S, [], ("txn", "app-1", 9), ("txn", "app-1", 7), "skipped"),
@@ -111,9 +219,14 @@ def _file_of(snap, name: str) -> dict:
 
 
 def _remove(row: dict, data_change: bool = True) -> RemoveFile:
-    return RemoveFile(path=row["path"], data_change=data_change, deletion_timestamp=1_700_000_000_000,
-                      extended_file_metadata=True, partition_values=dict(row["partition_values"]),
-                      size=row["size"])
+    return RemoveFile(
+        path=row["path"],
+        data_change=data_change,
+        deletion_timestamp=1_700_000_000_000,
+        extended_file_metadata=True,
+        partition_values=dict(row["partition_values"]),
+        size=row["size"],
+    )
 
 
 def _actions(root: str, snap, spec: tuple, t: OptimisticTransaction) -> list:
@@ -208,7 +321,7 @@ def test_conflict_found_in_a_later_winner(tmp_path):
     mine.read_predicate({"p": "x"})
     append(root, [1], "a")
     append(root, [2], "b")
-    append(root, [3], "x")   # v3 conflicts
+    append(root, [3], "x")  # v3 conflicts
     append(root, [4], "c")
     with pytest.raises(ConcurrentAppendError) as ei:
         mine.commit([write_file(root, [9], "x")])
@@ -258,21 +371,28 @@ def test_concurrent_table_creation(tmp_path):
 def _adds(*parts):
     from spark_apps.engine.actions import AddFile
 
-    return adds_to_table([AddFile(path=f"f{i}", partition_values={"p": p, "q": "1"}, size=1,
-                                  modification_time=0, data_change=True) for i, p in enumerate(parts)])
+    return adds_to_table(
+        [
+            AddFile(path=f"f{i}", partition_values={"p": p, "q": "1"}, size=1, modification_time=0, data_change=True)
+            for i, p in enumerate(parts)
+        ]
+    )
 
 
-@pytest.mark.parametrize("spec,expected", [
-    ({"p": "a"}, [True, False, False, False]),
-    ({"p": ["a", "b"]}, [True, True, False, False]),
-    ({"p": None}, [False, False, True, True]),          # None and "" are both null partitions
-    ({"p": "a", "q": "2"}, [False, False, False, False]),
-    ([("p", "!=", "a")], [False, True, False, False]),   # null != 'a' is not true
-    ([("p", "is not null")], [True, True, False, False]),
-    ([("p", "not in", ["a"])], [False, True, False, False]),
-    ([[("p", "=", "a")], [("p", "=", "b")]], [True, True, False, False]),  # OR of ANDs
-    ({"p": ["a", None]}, [True, False, True, True]),
-])
+@pytest.mark.parametrize(
+    "spec,expected",
+    [
+        ({"p": "a"}, [True, False, False, False]),
+        ({"p": ["a", "b"]}, [True, True, False, False]),
+        ({"p": None}, [False, False, True, True]),  # None and "" are both null partitions
+        ({"p": "a", "q": "2"}, [False, False, False, False]),
+        ([("p", "!=", "a")], [False, True, False, False]),  # null != 'a' is not true
+        ([("p", "is not null")], [True, True, False, False]),
+        ([("p", "not in", ["a"])], [False, True, False, False]),
+        ([[("p", "=", "a")], [("p", "=", "b")]], [True, True, False, False]),  # OR of ANDs
+        ({"p": ["a", None]}, [True, False, True, True]),
+    ],
+)
 def test_partition_filter(spec, expected):
     adds = _adds("a", "b", None, "")
     assert PartitionFilter(spec).matches(adds).to_pylist() == expected

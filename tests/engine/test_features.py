@@ -30,9 +30,19 @@ def p37(reader=(), writer=()):
 # ------------------------------------------------------------------------------------ reading
 
 
-@pytest.mark.parametrize("proto", [Protocol(1, 1), Protocol(1, 2), Protocol(1, 7, writer_features=["liquid"]),
-                                   p37(["v2Checkpoint"], ["v2Checkpoint"]), p37(["timestampNtz"], ["timestampNtz"]),
-                                   p37(["timestampNTZ"]), p37(["vacuumProtocolCheck"]), p37()])
+@pytest.mark.parametrize(
+    "proto",
+    [
+        Protocol(1, 1),
+        Protocol(1, 2),
+        Protocol(1, 7, writer_features=["liquid"]),
+        p37(["v2Checkpoint"], ["v2Checkpoint"]),
+        p37(["timestampNtz"], ["timestampNtz"]),
+        p37(["timestampNTZ"]),
+        p37(["vacuumProtocolCheck"]),
+        p37(),
+    ],
+)
 def test_readable(proto):
     F.check_read_supported(proto)
 
@@ -76,19 +86,37 @@ def test_legacy_column_mapping_reader_version_2(monkeypatch):
 # ------------------------------------------------------------------------------------ writing
 
 
-@pytest.mark.parametrize("proto", [
-    Protocol(1, 2), Protocol(1, 3), Protocol(1, 4), Protocol(1, 6),
-    Protocol(1, 7, writer_features=["appendOnly", "invariants", "domainMetadata"]),
-    p37(["timestampNtz", "vacuumProtocolCheck"], ["timestampNtz", "vacuumProtocolCheck", "appendOnly"]),
-    p37([], ["checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns", "columnMapping"]),
-])
+@pytest.mark.parametrize(
+    "proto",
+    [
+        Protocol(1, 2),
+        Protocol(1, 3),
+        Protocol(1, 4),
+        Protocol(1, 6),
+        Protocol(1, 7, writer_features=["appendOnly", "invariants", "domainMetadata"]),
+        p37(["timestampNtz", "vacuumProtocolCheck"], ["timestampNtz", "vacuumProtocolCheck", "appendOnly"]),
+        p37([], ["checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns", "columnMapping"]),
+    ],
+)
 def test_writable_when_features_unused(proto):
     F.check_write_supported(proto, meta())
 
 
-@pytest.mark.parametrize("feature", ["deletionVectors", "rowTracking", "v2Checkpoint", "clustering", "liquid",
-                                     "inCommitTimestamp", "icebergCompatV2", "typeWidening", "catalogManaged",
-                                     "someFutureFeature"])
+@pytest.mark.parametrize(
+    "feature",
+    [
+        "deletionVectors",
+        "rowTracking",
+        "v2Checkpoint",
+        "clustering",
+        "liquid",
+        "inCommitTimestamp",
+        "icebergCompatV2",
+        "typeWidening",
+        "catalogManaged",
+        "someFutureFeature",
+    ],
+)
 def test_refused_writer_features(feature, monkeypatch):
     monkeypatch.setattr(F, "SUPPORTED_READER_FEATURES", F.SUPPORTED_READER_FEATURES | {feature})
     with pytest.raises(UnsupportedFeatureError, match=f"writer feature '{feature}'") as ei:
@@ -96,17 +124,40 @@ def test_refused_writer_features(feature, monkeypatch):
     assert ei.value.fix and feature in ei.value.fix
 
 
-@pytest.mark.parametrize("feature,sch,conf,why", [
-    ("invariants", schema(field("x", "integer", **{"delta.invariants": '{"expression":{"expression":"x > 3"}}'})),
-     {}, "delta.invariants"),
-    ("invariants", schema({"name": "s", "type": schema(field("inner", **{"delta.invariants": "{}"})),
-                           "nullable": True, "metadata": {}}), {}, "inner"),
-    ("checkConstraints", None, {"delta.constraints.pos": "id > 0"}, "delta.constraints.pos"),
-    ("changeDataFeed", None, {"delta.enableChangeDataFeed": "true"}, "enableChangeDataFeed"),
-    ("generatedColumns", schema(field("g", **{"delta.generationExpression": "id + 1"})), {}, "generated"),
-    ("identityColumns", schema(field("i", **{"delta.identity.start": 1, "delta.identity.step": 1})), {}, "identity"),
-    ("columnMapping", None, {"delta.columnMapping.mode": "name"}, "mode=name"),
-])
+@pytest.mark.parametrize(
+    "feature,sch,conf,why",
+    [
+        (
+            "invariants",
+            schema(field("x", "integer", **{"delta.invariants": '{"expression":{"expression":"x > 3"}}'})),
+            {},
+            "delta.invariants",
+        ),
+        (
+            "invariants",
+            schema(
+                {
+                    "name": "s",
+                    "type": schema(field("inner", **{"delta.invariants": "{}"})),
+                    "nullable": True,
+                    "metadata": {},
+                }
+            ),
+            {},
+            "inner",
+        ),
+        ("checkConstraints", None, {"delta.constraints.pos": "id > 0"}, "delta.constraints.pos"),
+        ("changeDataFeed", None, {"delta.enableChangeDataFeed": "true"}, "enableChangeDataFeed"),
+        ("generatedColumns", schema(field("g", **{"delta.generationExpression": "id + 1"})), {}, "generated"),
+        (
+            "identityColumns",
+            schema(field("i", **{"delta.identity.start": 1, "delta.identity.step": 1})),
+            {},
+            "identity",
+        ),
+        ("columnMapping", None, {"delta.columnMapping.mode": "name"}, "mode=name"),
+    ],
+)
 def test_allowed_features_refused_when_used(feature, sch, conf, why, monkeypatch):
     monkeypatch.setattr(F, "SUPPORTED_READER_FEATURES", F.SUPPORTED_READER_FEATURES | {"columnMapping"})
     proto = p37(["columnMapping"] if feature == "columnMapping" else [], [feature, "appendOnly"])
@@ -120,8 +171,15 @@ def test_legacy_writer_versions_imply_features():
     F.check_write_supported(Protocol(1, 3), m)  # CDF is not part of writer version 3
     with pytest.raises(UnsupportedFeatureError, match="implied by legacy writer version 4"):
         F.check_write_supported(Protocol(1, 4), m)
-    assert F.legacy_writer_features(6) == ["appendOnly", "invariants", "checkConstraints", "changeDataFeed",
-                                           "generatedColumns", "columnMapping", "identityColumns"]
+    assert F.legacy_writer_features(6) == [
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "columnMapping",
+        "identityColumns",
+    ]
     assert F.legacy_writer_features(1) == []
 
 
@@ -144,17 +202,37 @@ def test_new_table_default_protocol():
     assert F.protocol_for_new_table(schema(field("id")), {"delta.appendOnly": "true"}) == Protocol(1, 2)
 
 
-@pytest.mark.parametrize("sch", [
-    schema(field("t", "timestamp_ntz")),
-    schema({"name": "a", "type": {"type": "array", "elementType": "timestamp_ntz", "containsNull": True},
-            "nullable": True, "metadata": {}}),
-    schema({"name": "m", "type": {"type": "map", "keyType": "string",
-                                  "valueType": schema(field("t", "timestamp_ntz")), "valueContainsNull": True},
-            "nullable": True, "metadata": {}}),
-])
+@pytest.mark.parametrize(
+    "sch",
+    [
+        schema(field("t", "timestamp_ntz")),
+        schema(
+            {
+                "name": "a",
+                "type": {"type": "array", "elementType": "timestamp_ntz", "containsNull": True},
+                "nullable": True,
+                "metadata": {},
+            }
+        ),
+        schema(
+            {
+                "name": "m",
+                "type": {
+                    "type": "map",
+                    "keyType": "string",
+                    "valueType": schema(field("t", "timestamp_ntz")),
+                    "valueContainsNull": True,
+                },
+                "nullable": True,
+                "metadata": {},
+            }
+        ),
+    ],
+)
 def test_new_table_with_timestamp_ntz(sch):
-    assert F.protocol_for_new_table(sch) == Protocol(3, 7, reader_features=["timestampNtz"],
-                                                     writer_features=["timestampNtz", "appendOnly", "invariants"])
+    assert F.protocol_for_new_table(sch) == Protocol(
+        3, 7, reader_features=["timestampNtz"], writer_features=["timestampNtz", "appendOnly", "invariants"]
+    )
 
 
 def test_new_table_feature_properties():
@@ -165,13 +243,16 @@ def test_new_table_feature_properties():
     assert F.protocol_for_new_table(schema(field("id")), {"delta.feature.appendOnly": "supported"}) == Protocol(1, 2)
 
 
-@pytest.mark.parametrize("conf,name", [
-    ({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
-    ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
-    ({"delta.columnMapping.mode": "name"}, "columnMapping"),
-    ({"delta.constraints.c": "id > 0"}, "CHECK"),
-    ({"delta.feature.rowTracking": "supported"}, "rowTracking"),
-])
+@pytest.mark.parametrize(
+    "conf,name",
+    [
+        ({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
+        ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
+        ({"delta.columnMapping.mode": "name"}, "columnMapping"),
+        ({"delta.constraints.c": "id > 0"}, "CHECK"),
+        ({"delta.feature.rowTracking": "supported"}, "rowTracking"),
+    ],
+)
 def test_new_table_refuses_features_we_cannot_write(conf, name):
     with pytest.raises(UnsupportedFeatureError) as ei:
         F.protocol_for_new_table(schema(field("id")), conf)

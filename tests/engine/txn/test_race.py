@@ -22,7 +22,6 @@ from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 import pytest
-
 from txn_helpers import commit_json, create_table, read_ids, snapshot, txn, write_file
 
 N_WORKERS = 4
@@ -30,8 +29,15 @@ N_OPS = 12
 
 
 def _op_kind(k: int) -> str:
-    return {3: "delete_own", 7: "delete_own", 5: "delete_shared", 10: "delete_shared",
-            2: "append_shared", 8: "append_shared", 11: "append_shared"}.get(k, "append_own")
+    return {
+        3: "delete_own",
+        7: "delete_own",
+        5: "delete_shared",
+        10: "delete_shared",
+        2: "append_shared",
+        8: "append_shared",
+        11: "append_shared",
+    }.get(k, "append_own")
 
 
 def _race_worker(root: str, wid: int, n_ops: int, barrier, out_path: str) -> None:
@@ -56,27 +62,41 @@ def _race_worker(root: str, wid: int, n_ops: int, barrier, out_path: str) -> Non
                 part = f"w{wid}" if kind == "delete_own" else "shared"
                 t.read_predicate({"p": part})
                 files = snap.files.filter(
-                    [dict(pv or []).get("p") == part for pv in snap.files.column("partition_values").to_pylist()])
+                    [dict(pv or []).get("p") == part for pv in snap.files.column("partition_values").to_pylist()]
+                )
                 t.read_files(files)
                 actions = []
                 for row in files.to_pylist():
-                    rec["removed"] += pq.read_table(os.path.join(root, unquote(row["path"])),
-                                                    columns=["id"]).column("id").to_pylist()
-                    actions.append(RemoveFile(path=row["path"], deletion_timestamp=1, data_change=True,
-                                              extended_file_metadata=True,
-                                              partition_values=dict(row["partition_values"]), size=row["size"]))
+                    rec["removed"] += (
+                        pq.read_table(os.path.join(root, unquote(row["path"])), columns=["id"]).column("id").to_pylist()
+                    )
+                    actions.append(
+                        RemoveFile(
+                            path=row["path"],
+                            deletion_timestamp=1,
+                            data_change=True,
+                            extended_file_metadata=True,
+                            partition_values=dict(row["partition_values"]),
+                            size=row["size"],
+                        )
+                    )
                 if not actions:
                     rec["outcome"] = "noop"
                     results.append(rec)
                     continue
             try:
                 res = t.commit(actions)
-                rec.update(outcome="landed", version=res.version, attempts=res.attempts,
-                           txn_id=res.commit_info["txnId"], post_commit_error=res.post_commit_error)
+                rec.update(
+                    outcome="landed",
+                    version=res.version,
+                    attempts=res.attempts,
+                    txn_id=res.commit_info["txnId"],
+                    post_commit_error=res.post_commit_error,
+                )
             except CommitConflictError as e:
                 rec.update(outcome="conflict", error=type(e).__name__, message=str(e))
             results.append(rec)
-    except Exception:  # noqa: BLE001 - reported to the parent
+    except Exception:
         results.append({"worker": wid, "outcome": "crash", "trace": traceback.format_exc()})
     with open(out_path, "w") as f:
         json.dump(results, f)
@@ -115,8 +135,11 @@ def test_concurrent_writers(tmp_path):
     assert len(landed) + len(conflicts) + sum(r["outcome"] == "noop" for r in results) == N_WORKERS * N_OPS
     # blind appends and own-partition deletes never conflict
     assert all(r["kind"] == "delete_shared" for r in conflicts), conflicts
-    assert {r["error"] for r in conflicts} <= {"ConcurrentAppendError", "ConcurrentDeleteReadError",
-                                              "ConcurrentDeleteDeleteError"}
+    assert {r["error"] for r in conflicts} <= {
+        "ConcurrentAppendError",
+        "ConcurrentDeleteReadError",
+        "ConcurrentDeleteDeleteError",
+    }
     assert all(r["post_commit_error"] is None for r in landed)
 
     # exactly once: versions 1..V each belong to one landed operation, with its txnId
@@ -140,8 +163,10 @@ def test_concurrent_writers(tmp_path):
     assert dt.version() == snap.version
     assert sorted(dt.to_pyarrow_table(columns=["id"]).column("id").to_pylist()) == sorted(expected)
     assert snap.log_segment.checkpoint_version == (snap.version // 5) * 5
-    print(f"\n{len(landed)} landed, {len(conflicts)} conflicts, "
-          f"max attempts {max(r['attempts'] for r in landed)}, final version {snap.version}")
+    print(
+        f"\n{len(landed)} landed, {len(conflicts)} conflicts, "
+        f"max attempts {max(r['attempts'] for r in landed)}, final version {snap.version}"
+    )
 
 
 @pytest.mark.timeout(300)
@@ -185,7 +210,7 @@ def _idempotent_worker(root: str, wid: int, barrier, out_path: str) -> None:
         try:
             r = t.commit([write_file(root, [wid], "a")])
             res = {"outcome": "skipped" if r.skipped else "landed", "version": r.version}
-        except Exception as e:  # noqa: BLE001 - reported
+        except Exception as e:
             res = {"outcome": type(e).__name__, "version": None}
     with open(out_path, "w") as f:
         json.dump(res, f)

@@ -11,14 +11,11 @@ import time
 import pytest
 from airflow.sdk import PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+from delta_commits import append, create
 
 from airflow_delta_provider.sensors.delta import BASELINE_STATE_KEY, DeltaTableVersionSensor, coerce_baseline
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.version_decision import NO_TABLE, decide
-
-from delta_commits import append, create
-
-
 
 # ------------------------------------------------------------------------------------------------
 # decide()
@@ -55,7 +52,10 @@ def test_new_versions_fire_with_their_operations(tmp_path):
     append(root, [3], operation="STREAMING UPDATE")
     d = decide(root, base)
     assert d.fired and d.version == base + 2 and d.baseline == base
-    assert [(o["version"], o["operation"]) for o in d.operations] == [(base + 1, "WRITE"), (base + 2, "STREAMING UPDATE")]
+    assert [(o["version"], o["operation"]) for o in d.operations] == [
+        (base + 1, "WRITE"),
+        (base + 2, "STREAMING UPDATE"),
+    ]
     assert all(isinstance(o["timestamp"], int) and o["timestamp"] > 0 for o in d.operations)
     assert d.xcom_value() == {"version": base + 2, "baseline": base, "operations": list(d.operations)}
     # only the newest max_operations are listed
@@ -178,7 +178,9 @@ def test_sensor_execute_complete_events():
     with pytest.raises(AirflowSensorTimeout):
         s.execute_complete({}, {"status": "timeout", "message": "no"})
     with pytest.raises(AirflowFailException, match="TableNotFoundError"):
-        s.execute_complete({}, {"status": "error", "message": "gone", "error_class": "TableNotFoundError", "retryable": False})
+        s.execute_complete(
+            {}, {"status": "error", "message": "gone", "error_class": "TableNotFoundError", "retryable": False}
+        )
     with pytest.raises(AirflowException) as ei:
         s.execute_complete({}, {"status": "error", "message": "io", "error_class": "StorageError", "retryable": True})
     assert not isinstance(ei.value, AirflowFailException)

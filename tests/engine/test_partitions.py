@@ -14,32 +14,65 @@ from hypothesis import strategies as st
 
 from spark_apps.engine.errors import InvalidArgumentError
 from spark_apps.engine.partitions import (
-    HIVE_DEFAULT_PARTITION, decode_add_path, encode_add_path, hive_escape, hive_unescape, parse_partition_value,
-    partition_column_array, partition_path, serialize_partition_value,
+    HIVE_DEFAULT_PARTITION,
+    decode_add_path,
+    encode_add_path,
+    hive_escape,
+    hive_unescape,
+    parse_partition_value,
+    partition_column_array,
+    partition_path,
+    serialize_partition_value,
 )
 from spark_apps.engine.schema import DecimalType
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
-@pytest.mark.parametrize("value,type_,expected", [
-    (None, "long", None), ("abc", "string", "abc"), ("", "string", None), (" a ", "string", " a "),
-    (0, "integer", "0"), (-12, "long", "-12"), (127, "byte", "127"), (3, "short", "3"),
-    (0.0, "double", "0.0"), (1.0, "double", "1.0"), (-0.0, "double", "-0.0"), (1.5, "float", "1.5"),
-    (0.1, "float", "0.1"), (1e20, "double", "1.0E20"), (1e-5, "double", "1.0E-5"), (123456789.0, "double", "1.23456789E8"),
-    (1234567.0, "double", "1234567.0"), (0.001, "double", "0.001"), (float("nan"), "double", "NaN"),
-    (float("inf"), "double", "Infinity"), (float("-inf"), "float", "-Infinity"),
-    (True, "boolean", "true"), (False, "boolean", "false"),
-    (dt.date(2021, 9, 8), "date", "2021-09-08"), (dt.date(1, 1, 1), "date", "0001-01-01"),
-    (dt.datetime(2021, 1, 1, 1, 2, 3, 456789, tzinfo=UTC), "timestamp", "2021-01-01T01:02:03.456789Z"),
-    (dt.datetime(2021, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=2))), "timestamp", "2020-12-31T22:00:00.000000Z"),
-    (dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), "timestamp", "1969-12-31T23:59:59.999999Z"),
-    (dt.datetime(2021, 1, 1, 1, 2, 3, 450000), "timestamp_ntz", "2021-01-01 01:02:03.45"),
-    (dt.datetime(2021, 1, 1), "timestamp_ntz", "2021-01-01 00:00:00"),
-    (decimal.Decimal("1.5"), DecimalType(10, 2), "1.50"), (decimal.Decimal("-0.001"), DecimalType(5, 3), "-0.001"),
-    (decimal.Decimal("1E+3"), DecimalType(10, 0), "1000"),
-    (b"hello", "binary", "hello"), ("😈".encode(), "binary", "😈"),
-])
+@pytest.mark.parametrize(
+    "value,type_,expected",
+    [
+        (None, "long", None),
+        ("abc", "string", "abc"),
+        ("", "string", None),
+        (" a ", "string", " a "),
+        (0, "integer", "0"),
+        (-12, "long", "-12"),
+        (127, "byte", "127"),
+        (3, "short", "3"),
+        (0.0, "double", "0.0"),
+        (1.0, "double", "1.0"),
+        (-0.0, "double", "-0.0"),
+        (1.5, "float", "1.5"),
+        (0.1, "float", "0.1"),
+        (1e20, "double", "1.0E20"),
+        (1e-5, "double", "1.0E-5"),
+        (123456789.0, "double", "1.23456789E8"),
+        (1234567.0, "double", "1234567.0"),
+        (0.001, "double", "0.001"),
+        (float("nan"), "double", "NaN"),
+        (float("inf"), "double", "Infinity"),
+        (float("-inf"), "float", "-Infinity"),
+        (True, "boolean", "true"),
+        (False, "boolean", "false"),
+        (dt.date(2021, 9, 8), "date", "2021-09-08"),
+        (dt.date(1, 1, 1), "date", "0001-01-01"),
+        (dt.datetime(2021, 1, 1, 1, 2, 3, 456789, tzinfo=UTC), "timestamp", "2021-01-01T01:02:03.456789Z"),
+        (
+            dt.datetime(2021, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+            "timestamp",
+            "2020-12-31T22:00:00.000000Z",
+        ),
+        (dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), "timestamp", "1969-12-31T23:59:59.999999Z"),
+        (dt.datetime(2021, 1, 1, 1, 2, 3, 450000), "timestamp_ntz", "2021-01-01 01:02:03.45"),
+        (dt.datetime(2021, 1, 1), "timestamp_ntz", "2021-01-01 00:00:00"),
+        (decimal.Decimal("1.5"), DecimalType(10, 2), "1.50"),
+        (decimal.Decimal("-0.001"), DecimalType(5, 3), "-0.001"),
+        (decimal.Decimal("1E+3"), DecimalType(10, 0), "1000"),
+        (b"hello", "binary", "hello"),
+        ("😈".encode(), "binary", "😈"),
+    ],
+)
 def test_serialize(value, type_, expected):
     assert serialize_partition_value(value, type_) == expected
 
@@ -70,8 +103,11 @@ def test_partition_column_array_types():
     assert math.isnan(parse(["NaN"], "double")[0])
     assert parse(["true", "false", "TRUE", None], "boolean") == [True, False, True, None]
     assert parse(["2021-09-08", "2021-09-08 00:00:00", ""], "date") == [dt.date(2021, 9, 8)] * 2 + [None]
-    assert parse(["1.50", "-3", "0"], DecimalType(10, 2)) == [decimal.Decimal("1.50"), decimal.Decimal("-3.00"),
-                                                              decimal.Decimal("0.00")]
+    assert parse(["1.50", "-3", "0"], DecimalType(10, 2)) == [
+        decimal.Decimal("1.50"),
+        decimal.Decimal("-3.00"),
+        decimal.Decimal("0.00"),
+    ]
     assert parse(["1.005"], DecimalType(10, 2)) == [decimal.Decimal("1.01")]  # half-up like Spark's cast
     assert parse(["hello", "😈"], "binary") == [b"hello", "😈".encode()]
     assert parse(["null", ""], "string") == ["null", None]  # the literal string 'null' is not null
@@ -79,8 +115,15 @@ def test_partition_column_array_types():
 
 
 def test_partition_timestamps_both_forms_and_zone_less_is_utc():
-    vals = ["2021-01-01T01:02:03.456789Z", "2021-01-01 01:02:03.456789", "2021-01-01 01:02:03",
-            "2021-01-01T03:02:03+02:00", "2021-01-01", None, ""]
+    vals = [
+        "2021-01-01T01:02:03.456789Z",
+        "2021-01-01 01:02:03.456789",
+        "2021-01-01 01:02:03",
+        "2021-01-01T03:02:03+02:00",
+        "2021-01-01",
+        None,
+        "",
+    ]
     arr = partition_column_array(pa.array(vals, pa.string()), "timestamp")
     assert arr.type == pa.timestamp("us", tz="UTC")
     got = arr.to_pylist()
@@ -145,7 +188,7 @@ def test_dat_multi_partitioned_paths(conformance_root):
 def test_encode_add_path_uri_rules():
     assert encode_add_path("a b/c%d") == "a%20b/c%25d"
     assert encode_add_path("x=1/part-0.parquet") == "x=1/part-0.parquet"
-    assert encode_add_path("k=a\"b<c>{d}|e^f`g\\h#i?j[k]") == "k=a%22b%3Cc%3E%7Bd%7D%7Ce%5Ef%60g%5Ch%23i%3Fj%5Bk%5D"
+    assert encode_add_path('k=a"b<c>{d}|e^f`g\\h#i?j[k]') == "k=a%22b%3Cc%3E%7Bd%7D%7Ce%5Ef%60g%5Ch%23i%3Fj%5Bk%5D"
     assert encode_add_path("k=\u00a0\t") == "k=%C2%A0%09"  # non-ASCII space and controls are quoted
     assert decode_add_path("test%25file%25prefix-part.parquet") == "test%file%prefix-part.parquet"
 
@@ -190,10 +233,14 @@ def _round_trip(value, t):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(-(2 ** 63), 2 ** 63 - 1), st.integers(-(2 ** 31), 2 ** 31 - 1),
-       st.integers(-32768, 32767), st.integers(-128, 127))
-def test_property_integer_round_trip(l, i, s, b):
-    assert _round_trip(l, "long") == l and _round_trip(i, "integer") == i
+@given(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-32768, 32767),
+    st.integers(-128, 127),
+)
+def test_property_integer_round_trip(n, i, s, b):
+    assert _round_trip(n, "long") == n and _round_trip(i, "integer") == i
     assert _round_trip(s, "short") == s and _round_trip(b, "byte") == b
 
 
@@ -214,7 +261,7 @@ def test_property_float_round_trip(x):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-10 ** 8, max_value=10 ** 8))
+@given(st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-(10**8), max_value=10**8))
 def test_property_decimal_round_trip(d):
     t = DecimalType(12, 3)
     assert _round_trip(d, t) == d
@@ -283,7 +330,7 @@ def test_deltalake_escaped_partition_values_read_back(tmp_path):
         if "add" in obj:
             seen[obj["add"]["partitionValues"]["p"]] = obj["add"]["path"]
     assert set(seen) == set(vals)
-    for v, p in seen.items():
+    for p in seen.values():
         assert (root / decode_add_path(p)).is_file(), p
     # and our own layout of the same values yields valid, distinct, decodable paths
     ours = {v: encode_add_path(partition_path(["p"], {"p": v}) + "/f.parquet") for v in vals}

@@ -9,7 +9,6 @@ arbitrary moments.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,16 +17,15 @@ import time
 from pathlib import Path
 
 import pytest
+from txn_helpers import append, create_table, read_ids, snapshot
 
 from spark_apps.engine.log.last_checkpoint import read_last_checkpoint
 from spark_apps.engine.storage import storage_for
 
-from txn_helpers import append, create_table, read_ids, snapshot
+REPO = Path(__file__).resolve().parents[3]
+HELPERS = Path(__file__).resolve().parents[2]  # tests/: txn_helpers
 
-REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-
-WORKER = r'''
+WORKER = r"""
 import os, sys, json
 from spark_apps.engine.storage import LocalStorage
 from spark_apps.engine.txn import OptimisticTransaction
@@ -67,20 +65,25 @@ elif scenario == "loop":
         OptimisticTransaction(st, root, s).commit([write_file(root, [10_000 + s.version], "k")])
         print(s.version, flush=True)
 os._exit(0)
-'''
+"""
 
 
 def _env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HELPERS), env.get("PYTHONPATH", "")])
     return env
 
 
 def _crash(root, scenario, kind="none", pattern="<never>", **env):
     e = _env()
     e.update(env)
-    p = subprocess.run([sys.executable, "-c", WORKER, root, scenario, kind, pattern], env=e,
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", WORKER, root, scenario, kind, pattern],
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode in (0, 137), p.stderr
     return p.returncode
 
@@ -106,7 +109,7 @@ def table(tmp_path):
     create_table(root, configuration={"delta.checkpointInterval": "4"})
     for i in range(1, 4):
         append(root, [i], "a")
-    return root   # version 3, ids 1..3; the next commit (4) triggers a checkpoint
+    return root  # version 3, ids 1..3; the next commit (4) triggers a checkpoint
 
 
 def test_crash_after_data_files_before_commit(table):
@@ -120,7 +123,7 @@ def test_torn_commit_file_is_invisible(table):
     assert _crash(table, "append", "torn", f"{4:020d}.json") == 137
     assert any(n.endswith(".tmp") for n in os.listdir(_log(table)))
     _check_consistent(table, 3, [1, 2, 3])
-    res = append(table, [4], "a")   # the next writer takes version 4 normally
+    res = append(table, [4], "a")  # the next writer takes version 4 normally
     assert res.version == 4 and res.attempts == 1
     _check_consistent(table, 4, [1, 2, 3, 4])
 
@@ -144,7 +147,7 @@ def test_crash_before_last_checkpoint(table):
     assert os.path.exists(os.path.join(_log(table), f"{4:020d}.checkpoint.parquet"))
     assert read_last_checkpoint(storage_for(table), _log(table)) is None
     _check_consistent(table, 4, [1, 2, 3, 900, 901])
-    assert snapshot(table).log_segment.checkpoint_version == 4   # found by listing, complete
+    assert snapshot(table).log_segment.checkpoint_version == 4  # found by listing, complete
 
 
 def test_crash_between_multi_part_checkpoint_parts(table):
@@ -154,15 +157,15 @@ def test_crash_between_multi_part_checkpoint_parts(table):
     assert not any(".checkpoint.0000000002." in n for n in names)
     assert "_last_checkpoint" not in names
     _check_consistent(table, 3, [1, 2, 3])
-    assert snapshot(table).log_segment.checkpoint is None   # incomplete set ignored
+    assert snapshot(table).log_segment.checkpoint is None  # incomplete set ignored
 
 
 def test_stale_last_checkpoint_after_crash(table):
     """_last_checkpoint points at v4 while a crashed writer left a complete v8 checkpoint part set."""
-    append(table, [4], "a")                                  # v4 + checkpoint + _last_checkpoint
+    append(table, [4], "a")  # v4 + checkpoint + _last_checkpoint
     for i in range(5, 8):
         append(table, [i], "a")
-    assert _crash(table, "append", "before", "_last_checkpoint") == 137   # v8 + checkpoint, no hint
+    assert _crash(table, "append", "before", "_last_checkpoint") == 137  # v8 + checkpoint, no hint
     assert read_last_checkpoint(storage_for(table), _log(table))["version"] == 4
     _check_consistent(table, 8, [1, 2, 3, 4, 5, 6, 7, 900, 901])
     assert snapshot(table).log_segment.checkpoint_version == 8
@@ -173,8 +176,13 @@ def test_sigkill_a_looping_writer(tmp_path):
     root = str(tmp_path / "t")
     create_table(root, configuration={"delta.checkpointInterval": "3"})
     for delay in (0.9, 1.3, 1.7):
-        p = subprocess.Popen([sys.executable, "-c", WORKER, root, "loop", "none", "<never>"], env=_env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [sys.executable, "-c", WORKER, root, "loop", "none", "<never>"],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         # wait until it has committed at least once, then kill it at an arbitrary moment
         first = p.stdout.readline()
         assert first.strip() != "", p.stderr.read()

@@ -9,15 +9,14 @@ import json
 import os
 from importlib.metadata import entry_points
 
-
 import pytest
 
 from airflow_delta_provider.get_provider_info import get_provider_info
 
 
 def test_provider_info_validates_against_airflow_schema():
-    import jsonschema
     import airflow
+    import jsonschema
 
     schema_path = os.path.join(os.path.dirname(airflow.__file__), "provider_info.schema.json")
     with open(schema_path) as f:

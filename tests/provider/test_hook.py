@@ -14,8 +14,6 @@ import threading
 import time
 import zipfile
 
-
-
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -35,7 +33,9 @@ from airflow_delta_provider.hooks.delta import (
     resolve_outcome,
 )
 
-PYSPARK_SUBMIT = os.path.join(os.path.dirname(__import__("importlib").util.find_spec("pyspark").origin), "bin", "spark-submit")
+PYSPARK_SUBMIT = os.path.join(
+    os.path.dirname(__import__("importlib").util.find_spec("pyspark").origin), "bin", "spark-submit"
+)
 
 
 def _conn(monkeypatch, conn_id: str, host: str, **extra) -> str:
@@ -75,8 +75,15 @@ def test_local_connection_command(monkeypatch, bundle_dir):
     cid = _conn(monkeypatch, "spark_local_t", "local[2]")
     hook = DeltaHook(cid, spark_conf={"spark.sql.shuffle.partitions": 3}, bundle_dir=bundle_dir)
     cmd, application, result_uri = _command(
-        hook, "write", "/data/t", mode="append", source="/in/x.parquet", source_format="parquet",
-        source_options=None, app_id="loader", app_version=7,
+        hook,
+        "write",
+        "/data/t",
+        mode="append",
+        source="/in/x.parquet",
+        source_format="parquet",
+        source_options=None,
+        app_id="loader",
+        app_version=7,
     )
     assert cmd[0] == PYSPARK_SUBMIT  # the pyspark-bundled spark-submit, not whatever is on PATH
     assert _flag(cmd, "--master") == ["local[2]"]
@@ -95,16 +102,25 @@ def test_local_connection_command(monkeypatch, bundle_dir):
     assert args[5] == "--spec-json" and len(args) == 7
     spec = json.loads(args[6])
     assert spec == {
-        "table_uri": "/data/t", "mode": "append", "source": "/in/x.parquet", "source_format": "parquet",
-        "app_id": "loader", "app_version": 7,
+        "table_uri": "/data/t",
+        "mode": "append",
+        "source": "/in/x.parquet",
+        "source_format": "parquet",
+        "app_id": "loader",
+        "app_version": 7,
     }
 
 
 def test_yarn_cluster_uses_result_dir_and_connection_extras(monkeypatch, bundle_dir):
-    cid = _conn(monkeypatch, "spark_yarn_t", "yarn", **{"deploy-mode": "cluster", "queue": "etl",
-                                                        "delta_result_dir": "hdfs://nn:8020/tmp/delta-results/"})
-    hook = DeltaHook(cid, bundle_dir=bundle_dir,
-                     submit_options={"executor_memory": "4g", "num_executors": 3, "name": "nightly"})
+    cid = _conn(
+        monkeypatch,
+        "spark_yarn_t",
+        "yarn",
+        **{"deploy-mode": "cluster", "queue": "etl", "delta_result_dir": "hdfs://nn:8020/tmp/delta-results/"},
+    )
+    hook = DeltaHook(
+        cid, bundle_dir=bundle_dir, submit_options={"executor_memory": "4g", "num_executors": 3, "name": "nightly"}
+    )
     cmd, application, result_uri = _command(hook, "checkpoint", "hdfs://nn:8020/lake/t", cleanup=True)
     assert _flag(cmd, "--master") == ["yarn"]
     assert _flag(cmd, "--deploy-mode") == ["cluster"]
@@ -130,14 +146,20 @@ def test_cluster_mode_without_result_dir_is_refused(monkeypatch, bundle_dir):
 
 
 def test_standalone_master_with_port(monkeypatch, bundle_dir):
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE_T", json.dumps({"conn_type": "spark", "host": "spark://m1", "port": 7077}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_STANDALONE_T", json.dumps({"conn_type": "spark", "host": "spark://m1", "port": 7077})
+    )
     cmd, _, _ = _command(DeltaHook("spark_standalone_t", bundle_dir=bundle_dir))
     assert _flag(cmd, "--master") == ["spark://m1:7077"]
 
 
 def test_k8s_connection(monkeypatch, bundle_dir):
-    cid = _conn(monkeypatch, "spark_k8s_t", "k8s://https://k8s.example:6443",
-                **{"deploy-mode": "cluster", "namespace": "etl", "delta_result_dir": "s3://bucket/res"})
+    cid = _conn(
+        monkeypatch,
+        "spark_k8s_t",
+        "k8s://https://k8s.example:6443",
+        **{"deploy-mode": "cluster", "namespace": "etl", "delta_result_dir": "s3://bucket/res"},
+    )
     import airflow.providers.apache.spark.hooks.spark_submit as ssh
 
     if getattr(ssh, "kube_client", None) is None:
@@ -161,7 +183,10 @@ def test_spark_binary_resolution(monkeypatch, bundle_dir, tmp_path):
     cid = _conn(monkeypatch, "spark_bin_t", "local[1]", **{"spark-binary": "spark3-submit"})
     assert _command(DeltaHook(cid, bundle_dir=bundle_dir))[0][0] == "spark3-submit"
     # the hook argument wins
-    assert _command(DeltaHook(cid, bundle_dir=bundle_dir, spark_binary="/opt/x/spark-submit"))[0][0] == "/opt/x/spark-submit"
+    assert (
+        _command(DeltaHook(cid, bundle_dir=bundle_dir, spark_binary="/opt/x/spark-submit"))[0][0]
+        == "/opt/x/spark-submit"
+    )
     # SPARK_HOME wins over the pyspark-bundled one
     home = tmp_path / "spark_home"
     (home / "bin").mkdir(parents=True)
@@ -220,12 +245,18 @@ def test_bundle_is_cached_deterministic_and_importable(tmp_path):
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     # the zip alone provides the package (no site-packages: -S)
     out = subprocess.run(
-        [sys.executable, "-S", "-c",
-         f"import sys; sys.path.insert(0, {a.zip_path!r}); import spark_apps.versions as v; print(v.__file__)"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            f"import sys; sys.path.insert(0, {a.zip_path!r}); import spark_apps.versions as v; print(v.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert out.startswith(a.zip_path)
-    assert "runpy.run_module(\"spark_apps\"" in open(a.launcher_path).read()
+    assert 'runpy.run_module("spark_apps"' in open(a.launcher_path).read()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,25 +265,35 @@ def test_bundle_is_cached_deterministic_and_importable(tmp_path):
 SPARK_NOISE = [
     "26/01/01 10:00:00 WARN NativeCodeLoader: Unable to load native-hadoop library",
     '{"not": "a result"}',
-    "Exception in thread \"main\" something else entirely",
+    'Exception in thread "main" something else entirely',
 ]
 
 
 def test_app_output_keeps_last_result_line_among_spark_log():
     ok = {"status": "ok", "operation": "WRITE", "version": 4, "metrics": {"numFiles": 2}}
-    lines = [*SPARK_NOISE, json.dumps({"status": "ok", "version": 3}), json.dumps(ok),
-             "26/01/01 10:00:01 INFO ShutdownHookManager: Shutdown hook called"]
-    out = AppOutput.parse(l + "\n" for l in lines)
+    lines = [
+        *SPARK_NOISE,
+        json.dumps({"status": "ok", "version": 3}),
+        json.dumps(ok),
+        "26/01/01 10:00:01 INFO ShutdownHookManager: Shutdown hook called",
+    ]
+    out = AppOutput.parse(line + "\n" for line in lines)
     assert out.result == ok and out.error_class is None
 
 
 @pytest.mark.parametrize(
     "line,cls,msg",
     [
-        ("DELTA_ERROR TableNotFoundError: No Delta table at '/x'. Cause: c. Fix: f.", "TableNotFoundError",
-         "No Delta table at '/x'. Cause: c. Fix: f."),
-        ("DeltaError[ConcurrentAppendError]: Files were added. Fix: retry.", "ConcurrentAppendError",
-         "Files were added. Fix: retry."),
+        (
+            "DELTA_ERROR TableNotFoundError: No Delta table at '/x'. Cause: c. Fix: f.",
+            "TableNotFoundError",
+            "No Delta table at '/x'. Cause: c. Fix: f.",
+        ),
+        (
+            "DeltaError[ConcurrentAppendError]: Files were added. Fix: retry.",
+            "ConcurrentAppendError",
+            "Files were added. Fix: retry.",
+        ),
     ],
 )
 def test_app_output_error_line_formats(line, cls, msg):
@@ -278,8 +319,12 @@ def test_outcome_result_file_wins_over_stdout():
 
 
 def test_outcome_error_result_file_maps_retryable_flag():
-    err = {"status": "error", "error_class": "ConcurrentAppendError", "message": "Files were added. Fix: retry.",
-           "retryable": True}
+    err = {
+        "status": "error",
+        "error_class": "ConcurrentAppendError",
+        "message": "Files were added. Fix: retry.",
+        "retryable": True,
+    }
     with pytest.raises(DeltaRetryableError) as ei:
         resolve_outcome(returncode=2, file_result=err, output=AppOutput())
     e = ei.value
@@ -287,7 +332,12 @@ def test_outcome_error_result_file_maps_retryable_flag():
     assert str(e) == "ConcurrentAppendError: Files were added. Fix: retry."
     assert e.result == err and e.retryable
 
-    bad = {"status": "error", "error_class": "SchemaMismatchError", "message": "Column x is missing.", "retryable": False}
+    bad = {
+        "status": "error",
+        "error_class": "SchemaMismatchError",
+        "message": "Column x is missing.",
+        "retryable": False,
+    }
     with pytest.raises(DeltaPermanentError) as ei:
         resolve_outcome(returncode=1, file_result=bad, output=AppOutput.parse(["lots", "of", "spark", "log"]))
     assert isinstance(ei.value, AirflowFailException)
@@ -301,8 +351,11 @@ def test_outcome_stdout_error_line_uses_exit_code_and_class():
     with pytest.raises(DeltaRetryableError):  # exit code 2 = retryable by contract
         resolve_outcome(returncode=2, file_result=None, output=AppOutput.parse(["DELTA_ERROR OSError: disk gone"]))
     with pytest.raises(DeltaRetryableError):  # a retryable engine class, whatever the exit code
-        resolve_outcome(returncode=1, file_result=None,
-                        output=AppOutput.parse(["DELTA_ERROR ConcurrentDeleteReadError: lost the race."]))
+        resolve_outcome(
+            returncode=1,
+            file_result=None,
+            output=AppOutput.parse(["DELTA_ERROR ConcurrentDeleteReadError: lost the race."]),
+        )
 
 
 def test_outcome_without_any_report():
@@ -399,9 +452,7 @@ def test_run_retryable_error(fake_spark):
 def test_run_permanent_error_from_stdout_only(fake_spark):
     with pytest.raises(DeltaPermanentError) as ei:
         fake_spark("fail_stdout_only")
-    assert str(ei.value) == (
-        "SchemaMismatchError: Column 'amount' has type string, the table has double."
-    )
+    assert str(ei.value) == ("SchemaMismatchError: Column 'amount' has type string, the table has double.")
     assert isinstance(ei.value, DeltaTaskError) and ei.value.error_class == "SchemaMismatchError"
 
 
@@ -426,7 +477,7 @@ def test_on_kill_is_delegated_to_the_submission(tmp_path, monkeypatch):
     def run():
         try:
             hook.run("checkpoint", str(tmp_path / "t"))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             outcome["error"] = e
 
     worker = threading.Thread(target=run)

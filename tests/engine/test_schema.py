@@ -14,9 +14,33 @@ from hypothesis import strategies as st
 
 from spark_apps.engine.errors import InvalidSchemaError, SchemaMismatchError
 from spark_apps.engine.schema import (
-    BINARY, BOOLEAN, BYTE, DATE, DOUBLE, FLOAT, INTEGER, LONG, SHORT, STRING, TIMESTAMP, TIMESTAMP_NTZ, VARIANT,
-    VOID, ArrayType, DecimalType, MapType, PrimitiveType, StructField, StructType, check_not_null,
-    check_write_compatible, is_safe_upcast, parse_column_paths, parse_ddl, parse_schema, parse_type,
+    BINARY,
+    BOOLEAN,
+    BYTE,
+    DATE,
+    DOUBLE,
+    FLOAT,
+    INTEGER,
+    LONG,
+    SHORT,
+    STRING,
+    TIMESTAMP,
+    TIMESTAMP_NTZ,
+    VARIANT,
+    VOID,
+    ArrayType,
+    DecimalType,
+    MapType,
+    PrimitiveType,
+    StructField,
+    StructType,
+    check_not_null,
+    check_write_compatible,
+    is_safe_upcast,
+    parse_column_paths,
+    parse_ddl,
+    parse_schema,
+    parse_type,
     type_from_arrow,
 )
 
@@ -79,15 +103,35 @@ def test_to_arrow_type_mapping():
 
 
 def test_from_arrow_variants():
-    sch = pa.schema([
-        ("s", pa.large_string()), ("b", pa.large_binary()), ("fb", pa.binary(4)), ("u8", pa.uint8()),
-        ("u32", pa.uint32()), ("d64", pa.date64()), ("tsn", pa.timestamp("ns")),
-        ("tsz", pa.timestamp("ms", tz="Europe/Paris")), ("dict", pa.dictionary(pa.int32(), pa.string())),
-        ("ll", pa.large_list(pa.int64())), ("d256", pa.decimal256(20, 3)),
-    ])
+    sch = pa.schema(
+        [
+            ("s", pa.large_string()),
+            ("b", pa.large_binary()),
+            ("fb", pa.binary(4)),
+            ("u8", pa.uint8()),
+            ("u32", pa.uint32()),
+            ("d64", pa.date64()),
+            ("tsn", pa.timestamp("ns")),
+            ("tsz", pa.timestamp("ms", tz="Europe/Paris")),
+            ("dict", pa.dictionary(pa.int32(), pa.string())),
+            ("ll", pa.large_list(pa.int64())),
+            ("d256", pa.decimal256(20, 3)),
+        ]
+    )
     st_ = StructType.from_arrow(sch)
-    assert [f.type for f in st_] == [STRING, BINARY, BINARY, SHORT, LONG, DATE, TIMESTAMP_NTZ, TIMESTAMP, STRING,
-                                     ArrayType(LONG, True), DecimalType(20, 3)]
+    assert [f.type for f in st_] == [
+        STRING,
+        BINARY,
+        BINARY,
+        SHORT,
+        LONG,
+        DATE,
+        TIMESTAMP_NTZ,
+        TIMESTAMP,
+        STRING,
+        ArrayType(LONG, True),
+        DecimalType(20, 3),
+    ]
     with pytest.raises(InvalidSchemaError) as e:
         type_from_arrow(pa.time64("us"), "t")
     assert "'t'" in e.value.problem and e.value.fix
@@ -104,35 +148,72 @@ def test_ddl_parse_example():
             {"name": "id", "type": "long", "nullable": False, "metadata": {}},
             {"name": "name", "type": "string", "nullable": True, "metadata": {"comment": "x"}},
             {"name": "price", "type": "decimal(10,2)", "nullable": True, "metadata": {}},
-            {"name": "tags", "type": {"type": "array", "elementType": "string", "containsNull": True},
-             "nullable": True, "metadata": {}},
-            {"name": "attrs", "type": {"type": "map", "keyType": "string", "valueType": "integer",
-                                       "valueContainsNull": True}, "nullable": True, "metadata": {}},
-            {"name": "addr", "type": {"type": "struct", "fields": [
-                {"name": "city", "type": "string", "nullable": True, "metadata": {}},
-                {"name": "zip", "type": "integer", "nullable": True, "metadata": {}}]},
-             "nullable": True, "metadata": {}},
+            {
+                "name": "tags",
+                "type": {"type": "array", "elementType": "string", "containsNull": True},
+                "nullable": True,
+                "metadata": {},
+            },
+            {
+                "name": "attrs",
+                "type": {"type": "map", "keyType": "string", "valueType": "integer", "valueContainsNull": True},
+                "nullable": True,
+                "metadata": {},
+            },
+            {
+                "name": "addr",
+                "type": {
+                    "type": "struct",
+                    "fields": [
+                        {"name": "city", "type": "string", "nullable": True, "metadata": {}},
+                        {"name": "zip", "type": "integer", "nullable": True, "metadata": {}},
+                    ],
+                },
+                "nullable": True,
+                "metadata": {},
+            },
             {"name": "ts", "type": "timestamp", "nullable": True, "metadata": {}},
             {"name": "d", "type": "date", "nullable": True, "metadata": {}},
         ],
     }
 
 
-@pytest.mark.parametrize("ddl,expected", [
-    ("a int", INTEGER), ("a INTEGER", INTEGER), ("a bigint", LONG), ("a Long", LONG), ("a SMALLINT", SHORT),
-    ("a short", SHORT), ("a TINYINT", BYTE), ("a byte", BYTE), ("a REAL", FLOAT), ("a float", FLOAT),
-    ("a DOUBLE", DOUBLE), ("a boolean", BOOLEAN), ("a binary", BINARY), ("a date", DATE),
-    ("a timestamp", TIMESTAMP), ("a timestamp_ntz", TIMESTAMP_NTZ), ("a TIMESTAMP_LTZ", TIMESTAMP),
-    ("a decimal", DecimalType(10, 0)), ("a DECIMAL(38, 18)", DecimalType(38, 18)), ("a numeric(5)", DecimalType(5, 0)),
-    ("a void", VOID), ("a struct<>", StructType(())),
-])
+@pytest.mark.parametrize(
+    "ddl,expected",
+    [
+        ("a int", INTEGER),
+        ("a INTEGER", INTEGER),
+        ("a bigint", LONG),
+        ("a Long", LONG),
+        ("a SMALLINT", SHORT),
+        ("a short", SHORT),
+        ("a TINYINT", BYTE),
+        ("a byte", BYTE),
+        ("a REAL", FLOAT),
+        ("a float", FLOAT),
+        ("a DOUBLE", DOUBLE),
+        ("a boolean", BOOLEAN),
+        ("a binary", BINARY),
+        ("a date", DATE),
+        ("a timestamp", TIMESTAMP),
+        ("a timestamp_ntz", TIMESTAMP_NTZ),
+        ("a TIMESTAMP_LTZ", TIMESTAMP),
+        ("a decimal", DecimalType(10, 0)),
+        ("a DECIMAL(38, 18)", DecimalType(38, 18)),
+        ("a numeric(5)", DecimalType(5, 0)),
+        ("a void", VOID),
+        ("a struct<>", StructType(())),
+    ],
+)
 def test_ddl_type_names(ddl, expected):
     assert parse_ddl(ddl).fields[0].type == expected
 
 
 def test_ddl_details():
-    st_ = parse_ddl("`my col` STRING, `a``b` INT, s STRUCT<`x.y` INT NOT NULL COMMENT 'n', z ARRAY<MAP<STRING, "
-                    "ARRAY<INT>>>>, v VARCHAR(10), c CHAR(2) NOT NULL")
+    st_ = parse_ddl(
+        "`my col` STRING, `a``b` INT, s STRUCT<`x.y` INT NOT NULL COMMENT 'n', z ARRAY<MAP<STRING, "
+        "ARRAY<INT>>>>, v VARCHAR(10), c CHAR(2) NOT NULL"
+    )
     assert st_.names == ["my col", "a`b", "s", "v", "c"]
     s = st_.field("s").type
     assert s.field("x.y").nullable is False and s.field("x.y").comment == "n"
@@ -144,18 +225,21 @@ def test_ddl_details():
     assert parse_type("array<decimal(4,1)>") == ArrayType(DecimalType(4, 1))
 
 
-@pytest.mark.parametrize("bad,needle", [
-    ("id BIGINT, ID STRING", "Duplicate column name"),
-    ("s STRUCT<a: INT, A: INT>", "Duplicate column name 's.A'"),
-    ("p DECIMAL(39,2)", "decimal(39,2)"),
-    ("p DECIMAL(5,6)", "decimal(5,6)"),
-    ("x FOO", "unknown type 'FOO'"),
-    ("x INT,", "expected a column name"),
-    ("x ARRAY<INT", "Expecting >"),
-    ("`x INT", "unterminated"),
-    ("x INT COMMENT 5", "COMMENT must be followed"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    "bad,needle",
+    [
+        ("id BIGINT, ID STRING", "Duplicate column name"),
+        ("s STRUCT<a: INT, A: INT>", "Duplicate column name 's.A'"),
+        ("p DECIMAL(39,2)", "decimal(39,2)"),
+        ("p DECIMAL(5,6)", "decimal(5,6)"),
+        ("x FOO", "unknown type 'FOO'"),
+        ("x INT,", "expected a column name"),
+        ("x ARRAY<INT", "Expecting >"),
+        ("`x INT", "unterminated"),
+        ("x INT COMMENT 5", "COMMENT must be followed"),
+        ("", "empty"),
+    ],
+)
 def test_ddl_errors(bad, needle):
     with pytest.raises(InvalidSchemaError) as e:
         parse_ddl(bad)
@@ -165,12 +249,27 @@ def test_ddl_errors(bad, needle):
 
 def test_ddl_spark_forms_and_synonyms():
     # VOID, STRUCT<> and TIMESTAMP WITHOUT TIME ZONE are the forms sqlglot's Spark dialect is helped with
-    st_ = parse_ddl("a VOID, b STRUCT<>, c MAP<STRING, STRUCT<>>, d TIMESTAMP WITHOUT TIME ZONE, e timestamp_ltz, "
-                    "f VARIANT, g DEC(4,1), h CHARACTER VARYING(3), i CHARACTER(2), j STRING NULL, k text, l bool, "
-                    "m ARRAY<STRUCT<>> NOT NULL, n timestamp without time zone NOT NULL")
-    assert [f.type for f in st_] == [VOID, StructType(()), MapType(STRING, StructType(())), TIMESTAMP_NTZ, TIMESTAMP,
-                                     VARIANT, DecimalType(4, 1), STRING, STRING, STRING, STRING, BOOLEAN,
-                                     ArrayType(StructType(())), TIMESTAMP_NTZ]
+    st_ = parse_ddl(
+        "a VOID, b STRUCT<>, c MAP<STRING, STRUCT<>>, d TIMESTAMP WITHOUT TIME ZONE, e timestamp_ltz, "
+        "f VARIANT, g DEC(4,1), h CHARACTER VARYING(3), i CHARACTER(2), j STRING NULL, k text, l bool, "
+        "m ARRAY<STRUCT<>> NOT NULL, n timestamp without time zone NOT NULL"
+    )
+    assert [f.type for f in st_] == [
+        VOID,
+        StructType(()),
+        MapType(STRING, StructType(())),
+        TIMESTAMP_NTZ,
+        TIMESTAMP,
+        VARIANT,
+        DecimalType(4, 1),
+        STRING,
+        STRING,
+        STRING,
+        STRING,
+        BOOLEAN,
+        ArrayType(StructType(())),
+        TIMESTAMP_NTZ,
+    ]
     assert st_.field("h").metadata == {"__CHAR_VARCHAR_TYPE_STRING": "varchar(3)"}
     assert st_.field("i").metadata == {"__CHAR_VARCHAR_TYPE_STRING": "char(2)"}
     assert st_.field("j").nullable is True  # an explicit NULL is the default, not NOT NULL
@@ -180,9 +279,11 @@ def test_ddl_spark_forms_and_synonyms():
 
 
 def test_ddl_keyword_names_comments_and_layout():
-    st_ = parse_ddl("timestamp TIMESTAMP, date DATE, key STRING, value INT, order INT, true INT,\n"
-                    "  s STRUCT<key: STRING, type STRING NOT NULL COMMENT 'k', `select`: INT>, -- a SQL comment\n"
-                    "  `select` INT /* another */, c STRING COMMENT 'it\\'s \"q\" \\\\ done', `a,b` INT")
+    st_ = parse_ddl(
+        "timestamp TIMESTAMP, date DATE, key STRING, value INT, order INT, true INT,\n"
+        "  s STRUCT<key: STRING, type STRING NOT NULL COMMENT 'k', `select`: INT>, -- a SQL comment\n"
+        "  `select` INT /* another */, c STRING COMMENT 'it\\'s \"q\" \\\\ done', `a,b` INT"
+    )
     assert st_.names == ["timestamp", "date", "key", "value", "order", "true", "s", "select", "c", "a,b"]
     assert [f.type for f in st_][:6] == [TIMESTAMP, DATE, STRING, INTEGER, INTEGER, INTEGER]
     s = st_.field("s").type
@@ -191,30 +292,33 @@ def test_ddl_keyword_names_comments_and_layout():
     assert st_.field("c").comment == 'it\'s "q" \\ done'
 
 
-@pytest.mark.parametrize("bad,needles", [
-    ("x INT DEFAULT 5", ["'x'", "DEFAULT 5"]),
-    ("s STRUCT<y: INT GENERATED ALWAYS AS (1)>", ["'s.y'", "GENERATED ALWAYS AS (1)"]),
-    ("x INT CHECK (x > 0)", ["'x'", "CHECK"]),
-    ("x STRING COLLATE UTF8_LCASE", ["'x'", "COLLATE UTF8_LCASE"]),
-    ("x INT COMMENT 'a' COMMENT 'b'", ["'x'", "COMMENT 'b'"]),
-    ("x INTERVAL DAY", ["'x'", "INTERVAL DAY", "interval"]),
-    ("a ARRAY<INTERVAL YEAR TO MONTH>", ["'a.element'", "INTERVAL"]),
-    ("x DATETIME", ["'x'", "DATETIME"]),
-    ("x INT UNSIGNED", ["'x'", "UINT"]),
-    ("x TIMESTAMP(6)", ["'x'", "TIMESTAMP(6)", "no parameters"]),
-    ("x VARCHAR", ["'x'", "VARCHAR", "length"]),
-    ("x DECIMAL(a)", ["'x'", "DECIMAL(A)"]),
-    ("m MAP<STRING, FOO>", ["unknown type 'FOO'"]),
-    ("s STRUCT<a: BAR>", ["unknown type 'BAR' for column 'a'"]),
-    ("x INT, y", ["column 'y' has no type"]),
-    ("select INT", ["'select' is a reserved SQL word", "backquote"]),
-    ("INT, STRING", ["expected a column name", "'INT'"]),
-    ("x INT, PRIMARY KEY (x)", ["'PRIMARY KEY'"]),
-    ("x STRUCT<a INT,>", ["expected a column name"]),
-    ("a INT,\n b ARRAY<", ["ends too early"]),
-    ("x INT, s STRUCT<a: INT, `A`: INT>", ["Duplicate column name 's.A'"]),
-    ("-- just a comment", ["empty"]),
-])
+@pytest.mark.parametrize(
+    "bad,needles",
+    [
+        ("x INT DEFAULT 5", ["'x'", "DEFAULT 5"]),
+        ("s STRUCT<y: INT GENERATED ALWAYS AS (1)>", ["'s.y'", "GENERATED ALWAYS AS (1)"]),
+        ("x INT CHECK (x > 0)", ["'x'", "CHECK"]),
+        ("x STRING COLLATE UTF8_LCASE", ["'x'", "COLLATE UTF8_LCASE"]),
+        ("x INT COMMENT 'a' COMMENT 'b'", ["'x'", "COMMENT 'b'"]),
+        ("x INTERVAL DAY", ["'x'", "INTERVAL DAY", "interval"]),
+        ("a ARRAY<INTERVAL YEAR TO MONTH>", ["'a.element'", "INTERVAL"]),
+        ("x DATETIME", ["'x'", "DATETIME"]),
+        ("x INT UNSIGNED", ["'x'", "UINT"]),
+        ("x TIMESTAMP(6)", ["'x'", "TIMESTAMP(6)", "no parameters"]),
+        ("x VARCHAR", ["'x'", "VARCHAR", "length"]),
+        ("x DECIMAL(a)", ["'x'", "DECIMAL(A)"]),
+        ("m MAP<STRING, FOO>", ["unknown type 'FOO'"]),
+        ("s STRUCT<a: BAR>", ["unknown type 'BAR' for column 'a'"]),
+        ("x INT, y", ["column 'y' has no type"]),
+        ("select INT", ["'select' is a reserved SQL word", "backquote"]),
+        ("INT, STRING", ["expected a column name", "'INT'"]),
+        ("x INT, PRIMARY KEY (x)", ["'PRIMARY KEY'"]),
+        ("x STRUCT<a INT,>", ["expected a column name"]),
+        ("a INT,\n b ARRAY<", ["ends too early"]),
+        ("x INT, s STRUCT<a: INT, `A`: INT>", ["Duplicate column name 's.A'"]),
+        ("-- just a comment", ["empty"]),
+    ],
+)
 def test_ddl_unsupported_constructs_name_the_column(bad, needles):
     with pytest.raises(InvalidSchemaError) as e:
         parse_ddl(bad)
@@ -229,16 +333,25 @@ def test_parse_type_errors():
     with pytest.raises(InvalidSchemaError, match="decimal\\(40,1\\)"):
         parse_type("MAP<STRING, DECIMAL(40,1)>")
     assert parse_type("map<string, struct<a: timestamp_ntz>>") == MapType(
-        STRING, StructType((StructField("a", TIMESTAMP_NTZ),)))
+        STRING, StructType((StructField("a", TIMESTAMP_NTZ),))
+    )
 
 
 def test_parse_column_paths():
     assert parse_column_paths("a, b.c, `x.y`.z") == [("a",), ("b", "c"), ("x.y", "z")]
     assert parse_column_paths(" `we``ird`.X ,, date.key , `a,b`.c.d.e.f ") == [
-        ("we`ird", "X"), ("date", "key"), ("a,b", "c", "d", "e", "f")]
+        ("we`ird", "X"),
+        ("date", "key"),
+        ("a,b", "c", "d", "e", "f"),
+    ]
     assert parse_column_paths("") == []
-    for bad, needle in [("a..b", "'.'"), ("a b", "'b'"), ("true", "'true' is not a column name"),
-                        ("`a", "unterminated"), ("select", "'select'")]:
+    for bad, needle in [
+        ("a..b", "'.'"),
+        ("a b", "'b'"),
+        ("true", "'true' is not a column name"),
+        ("`a", "unterminated"),
+        ("select", "'select'"),
+    ]:
         with pytest.raises(InvalidSchemaError) as e:
             parse_column_paths(bad)
         assert needle in str(e.value), (bad, str(e.value))
@@ -246,20 +359,32 @@ def test_parse_column_paths():
 
 def test_engine_import_leaves_sqlglot_unloaded():
     # sqlglot (~0.14 s to import) is loaded on the first DDL parse, not by importing the engine
-    code = ("import sys, spark_apps.engine, spark_apps.engine.schema as s; assert 'sqlglot' not in sys.modules; "
-            "s.parse_ddl('a INT'); assert 'sqlglot' in sys.modules")
+    code = (
+        "import sys, spark_apps.engine, spark_apps.engine.schema as s; assert 'sqlglot' not in sys.modules; "
+        "s.parse_ddl('a INT'); assert 'sqlglot' in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 
 def test_json_validation_errors():
     with pytest.raises(InvalidSchemaError, match="Duplicate"):
-        StructType.from_json({"type": "struct", "fields": [
-            {"name": "a", "type": "long", "nullable": True, "metadata": {}},
-            {"name": "A", "type": "long", "nullable": True, "metadata": {}}]})
+        StructType.from_json(
+            {
+                "type": "struct",
+                "fields": [
+                    {"name": "a", "type": "long", "nullable": True, "metadata": {}},
+                    {"name": "A", "type": "long", "nullable": True, "metadata": {}},
+                ],
+            }
+        )
     with pytest.raises(InvalidSchemaError, match="decimal"):
-        StructType.from_json('{"type":"struct","fields":[{"name":"a","type":"decimal(40,1)","nullable":true,"metadata":{}}]}')
+        StructType.from_json(
+            '{"type":"struct","fields":[{"name":"a","type":"decimal(40,1)","nullable":true,"metadata":{}}]}'
+        )
     with pytest.raises(InvalidSchemaError, match="Unknown data type 'uuid'"):
-        StructType.from_json({"type": "struct", "fields": [{"name": "a", "type": "uuid", "nullable": True, "metadata": {}}]})
+        StructType.from_json(
+            {"type": "struct", "fields": [{"name": "a", "type": "uuid", "nullable": True, "metadata": {}}]}
+        )
     with pytest.raises(InvalidSchemaError, match="not valid JSON"):
         StructType.from_json("{nope")
     with pytest.raises(InvalidSchemaError, match="must be a struct"):
@@ -291,12 +416,16 @@ def test_is_safe_upcast():
     assert is_safe_upcast(BYTE, LONG) and is_safe_upcast(INTEGER, LONG) and not is_safe_upcast(LONG, INTEGER)
     assert is_safe_upcast(FLOAT, DOUBLE) and not is_safe_upcast(DOUBLE, FLOAT)
     assert is_safe_upcast(INTEGER, DOUBLE) and not is_safe_upcast(LONG, DOUBLE)
-    assert is_safe_upcast(DecimalType(5, 2), DecimalType(7, 3)) and not is_safe_upcast(DecimalType(5, 2), DecimalType(5, 3))
+    assert is_safe_upcast(DecimalType(5, 2), DecimalType(7, 3)) and not is_safe_upcast(
+        DecimalType(5, 2), DecimalType(5, 3)
+    )
     assert is_safe_upcast(INTEGER, DecimalType(12, 2)) and not is_safe_upcast(LONG, DecimalType(12, 2))
     assert is_safe_upcast(VOID, TIMESTAMP)
     assert not is_safe_upcast(TIMESTAMP, TIMESTAMP_NTZ) and not is_safe_upcast(TIMESTAMP_NTZ, TIMESTAMP)
     assert not is_safe_upcast(STRING, INTEGER) and not is_safe_upcast(INTEGER, STRING)
-    assert is_safe_upcast(ArrayType(INTEGER), ArrayType(LONG)) and not is_safe_upcast(ArrayType(LONG), ArrayType(INTEGER))
+    assert is_safe_upcast(ArrayType(INTEGER), ArrayType(LONG)) and not is_safe_upcast(
+        ArrayType(LONG), ArrayType(INTEGER)
+    )
 
 
 def test_check_write_compatible():
@@ -313,8 +442,9 @@ def test_check_write_compatible():
     assert "missing non-nullable column 's.b'" in msg
     assert "extra column 's.c'" in msg
     assert "mergeSchema" in msg
-    merged = check_write_compatible(table, parse_ddl("id BIGINT, extra DOUBLE NOT NULL, s STRUCT<b: STRING, c: INT>"),
-                                    merge_schema=True)
+    merged = check_write_compatible(
+        table, parse_ddl("id BIGINT, extra DOUBLE NOT NULL, s STRUCT<b: STRING, c: INT>"), merge_schema=True
+    )
     assert merged.names == ["id", "name", "s", "extra"]
     assert merged.field("extra").nullable is True  # new columns are nullable (old rows have none)
     assert merged.field("s").type.names == ["a", "b", "c"]
@@ -336,25 +466,30 @@ def test_check_not_null():
 # ------------------------------------------------------------------------------------------
 # property tests
 
-_names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-                 min_size=1, max_size=8)
-_prims = st.sampled_from([STRING, LONG, INTEGER, SHORT, BYTE, FLOAT, DOUBLE, BOOLEAN, BINARY, DATE, TIMESTAMP,
-                          TIMESTAMP_NTZ]) | st.builds(lambda p, s: DecimalType(p, min(s, p)),
-                                                      st.integers(1, 38), st.integers(0, 38))
+_names = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=8
+)
+_prims = st.sampled_from(
+    [STRING, LONG, INTEGER, SHORT, BYTE, FLOAT, DOUBLE, BOOLEAN, BINARY, DATE, TIMESTAMP, TIMESTAMP_NTZ]
+) | st.builds(lambda p, s: DecimalType(p, min(s, p)), st.integers(1, 38), st.integers(0, 38))
 
 
 def _types(ddl_safe: bool):
     def extend(children):
         b = st.booleans() if not ddl_safe else st.just(True)
-        return (st.builds(ArrayType, children, b) | st.builds(MapType, _prims, children, b)
-                | _structs(children, ddl_safe))
+        return (
+            st.builds(ArrayType, children, b) | st.builds(MapType, _prims, children, b) | _structs(children, ddl_safe)
+        )
+
     return st.recursive(_prims, extend, max_leaves=8)
 
 
 def _structs(children, ddl_safe: bool):
     md = st.just({}) | st.builds(lambda c: {"comment": c}, st.text(max_size=10))
     if not ddl_safe:
-        md = md | st.just({"delta.columnMapping.id": 5, "delta.columnMapping.physicalName": "col-x", "x": [1, {"y": None}]})
+        md = md | st.just(
+            {"delta.columnMapping.id": 5, "delta.columnMapping.physicalName": "col-x", "x": [1, {"y": None}]}
+        )
 
     def build(entries):
         seen, fields = set(), []

@@ -6,12 +6,11 @@ import os
 import time
 
 import pytest
+from txn_helpers import append, create_table, read_ids, snapshot
 
 from spark_apps.engine.errors import VersionNotFoundError
 from spark_apps.engine.log.cleanup import cleanup_expired_logs, truncate_to_day
 from spark_apps.engine.storage import storage_for
-
-from txn_helpers import append, create_table, read_ids, snapshot
 
 DAY = 86_400_000
 NOW = int(time.time() * 1000)  # file mtimes are set relative to it
@@ -36,15 +35,21 @@ def _names(root):
 
 def _table(tmp_path, n_commits, interval, config=None):
     root = str(tmp_path / "t")
-    create_table(root, configuration={"delta.checkpointInterval": str(interval),
-                                      "delta.enableExpiredLogCleanup": "false", **(config or {})})
+    create_table(
+        root,
+        configuration={
+            "delta.checkpointInterval": str(interval),
+            "delta.enableExpiredLogCleanup": "false",
+            **(config or {}),
+        },
+    )
     for i in range(1, n_commits + 1):
         append(root, [i], "a")
     return root
 
 
 def test_deletes_commits_before_the_newest_old_checkpoint(tmp_path):
-    root = _table(tmp_path, 12, 4)          # checkpoints at 4, 8 (and 12)
+    root = _table(tmp_path, 12, 4)  # checkpoints at 4, 8 (and 12)
     for v in range(0, 13):
         _age(root, _commit(v), (40 - v) * DAY if v <= 9 else DAY)  # v0..v9 older than 30 days
     for v in (4, 8, 12):
@@ -95,7 +100,7 @@ def test_non_monotonic_mtimes_are_adjusted(tmp_path):
     """A newer commit with an older mtime cannot be expired before an older one."""
     root = _table(tmp_path, 4, 2)
     _age(root, _commit(0), 50 * DAY)
-    _age(root, _commit(1), 1 * DAY)    # recent
+    _age(root, _commit(1), 1 * DAY)  # recent
     for v in (2, 3, 4):
         _age(root, _commit(v), 50 * DAY)  # old mtimes but after a recent commit
     m = cleanup_expired_logs(storage_for(root), root, snapshot(root), now_ms=NOW)
@@ -105,8 +110,14 @@ def test_non_monotonic_mtimes_are_adjusted(tmp_path):
 def test_crc_compactions_and_orphan_temp_files(tmp_path):
     root = _table(tmp_path, 6, 3)
     log = _log(root)
-    for name in (f"{1:020d}.crc", f"{5:020d}.crc", f"{1:020d}.{2:020d}.compacted.json",
-                 f"{4:020d}.{5:020d}.compacted.json", f".{_commit(7)}.abc.tmp", ".young.tmp"):
+    for name in (
+        f"{1:020d}.crc",
+        f"{5:020d}.crc",
+        f"{1:020d}.{2:020d}.compacted.json",
+        f"{4:020d}.{5:020d}.compacted.json",
+        f".{_commit(7)}.abc.tmp",
+        ".young.tmp",
+    ):
         with open(os.path.join(log, name), "w") as f:
             f.write("{}")
     for n in os.listdir(log):
@@ -137,12 +148,12 @@ def test_post_commit_cleanup_runs_after_checkpoint(tmp_path):
     root = str(tmp_path / "t")
     create_table(root, configuration={"delta.checkpointInterval": "3"})
     for i in range(1, 4):
-        append(root, [i], "a")                      # checkpoint at 3
+        append(root, [i], "a")  # checkpoint at 3
     for v in range(0, 4):
         _age(root, _commit(v), 40 * DAY)
     _age(root, f"{3:020d}.checkpoint.parquet", 40 * DAY)
     for i in range(4, 7):
-        res = append(root, [i], "a")                # checkpoint at 6 -> cleanup (real clock)
+        res = append(root, [i], "a")  # checkpoint at 6 -> cleanup (real clock)
     assert res.checkpoint["version"] == 6 and res.cleanup["checkpoint_version"] == 3
     assert res.cleanup["num_deleted_commits"] == 3
     assert sorted(n for n in _names(root) if n.endswith(".json")) == [_commit(v) for v in range(3, 7)]

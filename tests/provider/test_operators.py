@@ -4,9 +4,6 @@ to the hook, the SetTransaction identity rule, lazy hook, Asset helper.
 
 from __future__ import annotations
 
-import os
-
-
 import pytest
 from airflow.sdk import Asset
 
@@ -32,14 +29,30 @@ def test_write_refuses_overwrite_and_unknown_values_at_parse_time():
 
 
 def test_write_spec_and_template_fields():
-    op = DeltaWriteOperator(task_id="w", table_uri="/t", source="/in/{{ ds }}.csv", source_format="csv",
-                            source_options={"header": True, "sep": ";"}, app_id="loader", app_version="20260101",
-                            user_metadata="run {{ run_id }}")
+    op = DeltaWriteOperator(
+        task_id="w",
+        table_uri="/t",
+        source="/in/{{ ds }}.csv",
+        source_format="csv",
+        source_options={"header": True, "sep": ";"},
+        app_id="loader",
+        app_version="20260101",
+        user_metadata="run {{ run_id }}",
+    )
     assert {"table_uri", "source", "source_options", "app_id", "app_version", "user_metadata", "spark_conf"} <= set(
-        op.template_fields)
-    assert op.operation_params({}) == {"mode": "append", "source": "/in/{{ ds }}.csv", "source_format": "csv",
-                                       "source_options": {"header": "True", "sep": ";"}}
-    assert op.transaction_identity({}) == {"app_id": "loader", "app_version": 20260101, "user_metadata": "run {{ run_id }}"}
+        op.template_fields
+    )
+    assert op.operation_params({}) == {
+        "mode": "append",
+        "source": "/in/{{ ds }}.csv",
+        "source_format": "csv",
+        "source_options": {"header": "True", "sep": ";"},
+    }
+    assert op.transaction_identity({}) == {
+        "app_id": "loader",
+        "app_version": 20260101,
+        "user_metadata": "run {{ run_id }}",
+    }
     assert "hook" not in op.__dict__  # nothing built at parse time
     op.on_kill()  # nothing submitted: no error
 
@@ -54,9 +67,15 @@ def test_identity_needs_both_parts():
 
 
 def test_create_table_spec():
-    op = DeltaCreateTableOperator(task_id="c", table_uri="/t", schema={"type": "struct", "fields": []},
-                                  partition_by="dt, region", properties={"delta.checkpointInterval": 5},
-                                  description="events", if_not_exists=True)
+    op = DeltaCreateTableOperator(
+        task_id="c",
+        table_uri="/t",
+        schema={"type": "struct", "fields": []},
+        partition_by="dt, region",
+        properties={"delta.checkpointInterval": 5},
+        description="events",
+        if_not_exists=True,
+    )
     params = op.operation_params({})
     assert params["schema"] == '{"type": "struct", "fields": []}'
     assert params["partition_by"] == ["dt", "region"]
@@ -69,8 +88,9 @@ def test_create_table_spec():
 
 
 def test_checkpoint_spec_and_options_object():
-    op = DeltaCheckpointOperator(task_id="cp", table_uri="/t", cleanup=True,
-                                 submit_options={"driver_memory": "1g"}, spark_conf={"spark.x": "1"})
+    op = DeltaCheckpointOperator(
+        task_id="cp", table_uri="/t", cleanup=True, submit_options={"driver_memory": "1g"}, spark_conf={"spark.x": "1"}
+    )
     assert op.operation_params({}) == {"cleanup": True}
     assert op.transaction_identity({}) == {}
     assert op.submit_options == SparkSubmitOptions(driver_memory="1g")

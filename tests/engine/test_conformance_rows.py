@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
+from conformance_location import find_conformance_dir
 
 from spark_apps.engine import features
 from spark_apps.engine.errors import DataFileMissingError, DeltaError, UnsupportedFeatureError
@@ -26,9 +27,7 @@ from spark_apps.engine.log.snapshot import load_snapshot
 from spark_apps.engine.reader import read_snapshot_table
 from spark_apps.engine.storage import storage_for
 
-from conformance_location import find_conformance_dir
-
-UTC = dt.timezone.utc
+UTC = dt.UTC
 # needed at collection time for the parametrisation
 CONFORMANCE = find_conformance_dir() or Path("/nonexistent")
 
@@ -84,8 +83,10 @@ def _assert_same_rows(got: pa.Table, expected: pa.Table, where: str, skip: tuple
     assert got.num_rows == expected.num_rows, f"{where}: {got.num_rows} rows, expected {expected.num_rows}"
     if g != e:
         missing, extra = e - g, g - e
-        pytest.fail(f"{where}: rows differ; expected but not read: {list(missing.items())[:3]}; "
-                    f"read but not expected: {list(extra.items())[:3]}")
+        pytest.fail(
+            f"{where}: rows differ; expected but not read: {list(missing.items())[:3]}; "
+            f"read but not expected: {list(extra.items())[:3]}"
+        )
 
 
 def _expected_cases() -> list[tuple[str, str, int | None, Path]]:
@@ -123,8 +124,9 @@ def _corpus(conformance_root):
 # expected parquet: every table and every DAT version
 
 
-@pytest.mark.parametrize("table_dir,label,version,expected_dir", EXPECTED_CASES,
-                         ids=[f"{c[0]}@{c[1]}" for c in EXPECTED_CASES])
+@pytest.mark.parametrize(
+    "table_dir,label,version,expected_dir", EXPECTED_CASES, ids=[f"{c[0]}@{c[1]}" for c in EXPECTED_CASES]
+)
 def test_rows_match_expected_parquet(table_dir, label, version, expected_dir):
     expected = pads.dataset(str(expected_dir), format="parquet").to_table()
     manifest_rows = TABLES[table_dir]["expected_rows"].get(label)
@@ -140,8 +142,11 @@ def test_expected_cases_cover_the_corpus():
     assert sum(1 for c in EXPECTED_CASES if c[2] is not None) == 8
 
 
-@pytest.mark.xfail(strict=True, reason="zone-less timestamp partition value written in America/Los_Angeles; "
-                                       "read as UTC (the log does not record the writer's zone)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="zone-less timestamp partition value written in America/Los_Angeles; "
+    "read as UTC (the log does not record the writer's zone)",
+)
 def test_partition_timestamp_written_in_writer_local_zone():
     d = "delta-golden/data-reader-partition-values"
     expected = pads.dataset(str(CONFORMANCE / d / "expected"), format="parquet").to_table()
@@ -152,8 +157,11 @@ def test_partition_timestamp_written_in_writer_local_zone():
 def test_partition_timestamp_read_as_utc_wall_clock():
     got = _read("delta-golden/data-reader-partition-values").to_pylist()
     ts = sorted((r["value"], r["as_timestamp"]) for r in got)
-    assert ts == [("0", dt.datetime(2021, 9, 8, 11, 11, 11, tzinfo=UTC)),
-                  ("1", dt.datetime(2021, 9, 8, 11, 11, 11, tzinfo=UTC)), ("2", None)]
+    assert ts == [
+        ("0", dt.datetime(2021, 9, 8, 11, 11, 11, tzinfo=UTC)),
+        ("1", dt.datetime(2021, 9, 8, 11, 11, 11, tzinfo=UTC)),
+        ("2", None),
+    ]
 
 
 # ------------------------------------------------------------------------------------------
@@ -185,7 +193,12 @@ def test_compacted_log_files_table():
     got = _read("delta-kernel-rs/compacted-log-files-table")
     # the manifest/kernel-rs printout shows (2, NULL); the data file holds an empty string there
     assert sorted((r["id"], r["comment"]) for r in got.to_pylist()) == [
-        (0, "new"), (1, "after-large-delete"), (2, ""), (10, "merge1-insert"), (12, "merge2-insert")]
+        (0, "new"),
+        (1, "after-large-delete"),
+        (2, ""),
+        (10, "merge1-insert"),
+        (12, "merge2-insert"),
+    ]
 
 
 def test_v2_checkpoints_with_sidecars():
@@ -224,7 +237,9 @@ def test_vacuumed_versions_fail_on_missing_files():
     assert "VACUUM" in e.value.cause
 
 
-@pytest.mark.parametrize("d", ["delta-golden/checkpoint", "delta-golden/delete-re-add-same-file-different-transactions"])
+@pytest.mark.parametrize(
+    "d", ["delta-golden/checkpoint", "delta-golden/delete-re-add-same-file-different-transactions"]
+)
 def test_log_only_tables_reference_missing_files(d):
     with pytest.raises(DataFileMissingError):
         _read(d)
@@ -238,7 +253,9 @@ def test_negative_table_fails_to_load():
 def test_dat_multi_partitioned_escaped_and_binary_partitions():
     got = _read("dat/multi_partitioned").to_pylist()
     assert sorted((r["letter"], r["date"], r["data"], r["number"]) for r in got) == [
-        ("/%20%f", dt.date(1970, 1, 1), b"hello", 6), ("b", dt.date(1970, 1, 1), "😈".encode(), 7)]
+        ("/%20%f", dt.date(1970, 1, 1), b"hello", 6),
+        ("b", dt.date(1970, 1, 1), "😈".encode(), 7),
+    ]
 
 
 def test_column_subset_and_order():
@@ -254,8 +271,10 @@ def test_feature_gate_matches_the_corpus():
     """Every conformance table is readable, or refused with UnsupportedFeatureError exactly when it
     needs a reader feature we do not implement."""
     for d, t in sorted(TABLES.items()):
-        if t["expected_kind"] == "error" or d in ("delta-golden/checkpoint",
-                                                   "delta-golden/delete-re-add-same-file-different-transactions"):
+        if t["expected_kind"] == "error" or d in (
+            "delta-golden/checkpoint",
+            "delta-golden/delete-re-add-same-file-different-transactions",
+        ):
             continue
         needed = set(t["protocol"].get("readerFeatures") or [])
         unsupported = needed - features.SUPPORTED_READER_FEATURES
@@ -275,9 +294,12 @@ def test_unknown_reader_feature_is_refused(tmp_path):
     for line in log.read_text().splitlines():
         obj = json.loads(line)
         if "protocol" in obj:
-            obj["protocol"] = {"minReaderVersion": 3, "minWriterVersion": 7,
-                               "readerFeatures": ["deletionVectors", "fancyNewThing"],
-                               "writerFeatures": ["deletionVectors", "fancyNewThing"]}
+            obj["protocol"] = {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors", "fancyNewThing"],
+                "writerFeatures": ["deletionVectors", "fancyNewThing"],
+            }
         lines.append(json.dumps(obj))
     log.write_text("\n".join(lines) + "\n")
     snap = load_snapshot(storage_for(str(dst)), str(dst))
@@ -290,10 +312,14 @@ def test_unknown_reader_feature_is_refused(tmp_path):
 # partition values that look like other types must stay strings
 
 
-@pytest.mark.parametrize("vals", [
-    ["2021-02-01", "2021-02-01 10:00:00"],  # JSON type inference must not turn these into timestamps
-    ["2021-02-01", "007", "1.50", "true", "x"],
-], ids=["only-date-like", "mixed"])
+@pytest.mark.parametrize(
+    "vals",
+    [
+        ["2021-02-01", "2021-02-01 10:00:00"],  # JSON type inference must not turn these into timestamps
+        ["2021-02-01", "007", "1.50", "true", "x"],
+    ],
+    ids=["only-date-like", "mixed"],
+)
 def test_string_partition_values_are_not_reinterpreted(tmp_path, vals):
     """A string partition whose values look like dates/timestamps/numbers reads back verbatim."""
     deltalake = pytest.importorskip("deltalake")

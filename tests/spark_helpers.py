@@ -1,4 +1,4 @@
-"""Helpers shared by tests/spark and tests/interop (imported by module name; no fixtures here)."""
+"""Helpers shared by tests/spark and tests/interop (imported by module name from tests/; no fixtures here)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def data_files_on_disk(table_root) -> set[str]:
 
 def _norm(v):
     if isinstance(v, datetime.datetime) and v.tzinfo is not None:
-        return v.astimezone(datetime.timezone.utc)
+        return v.astimezone(datetime.UTC)
     if isinstance(v, float) and v != v:
         return "NaN"
     if isinstance(v, Decimal):

@@ -9,14 +9,12 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
+from txn_helpers import append, create_table, snapshot, txn
 
 from spark_apps.engine.actions import DomainMetadata, Protocol, RemoveFile
 from spark_apps.engine.log.checkpoint import build_checkpoint_table, write_checkpoint
 from spark_apps.engine.log.last_checkpoint import read_last_checkpoint
 from spark_apps.engine.storage import storage_for
-
-from txn_helpers import append, create_table, snapshot, txn
 
 DAY = 86_400_000
 
@@ -29,25 +27,45 @@ def _files_key(t: pa.Table):
     cols = ["path", "size", "modification_time", "stats"]
     rows = t.select(cols).to_pylist()
     pv = t.column("partition_values").to_pylist()
-    return sorted((r["path"], r["size"], r["modification_time"], r["stats"], tuple(sorted(p or []))) for r, p in zip(rows, pv))
+    return sorted(
+        (r["path"], r["size"], r["modification_time"], r["stats"], tuple(sorted(p or []))) for r, p in zip(rows, pv)
+    )
 
 
 def _busy_table(root, now_ms, *, protocol=None):
     """Adds in 3 partitions, one removed recently, one removed long ago, two app txns, a domain."""
-    create_table(root, configuration={"delta.checkpointInterval": "1000"},
-                 protocol=protocol or Protocol(1, 7, writer_features=["domainMetadata"]))
+    create_table(
+        root,
+        configuration={"delta.checkpointInterval": "1000"},
+        protocol=protocol or Protocol(1, 7, writer_features=["domainMetadata"]),
+    )
     for i, p in enumerate(["a", "b", "c", "a", "b"]):
         append(root, [i * 10, i * 10 + 1], p, app_id=f"app{i % 2}", app_version=i)
     files = snapshot(root).files.to_pylist()
     old, recent = files[0], files[1]
-    txn(root, operation="DELETE").commit([
-        RemoveFile(path=old["path"], deletion_timestamp=now_ms - 30 * DAY, data_change=True,
-                   extended_file_metadata=True, partition_values=dict(old["partition_values"]), size=old["size"]),
-        RemoveFile(path=recent["path"], deletion_timestamp=now_ms - DAY, data_change=True,
-                   extended_file_metadata=True, partition_values=dict(recent["partition_values"]), size=recent["size"]),
-    ])
-    txn(root, operation="SET DOMAIN").commit([DomainMetadata("my.domain", '{"k":1}'),
-                                              DomainMetadata("gone.domain", "{}")])
+    txn(root, operation="DELETE").commit(
+        [
+            RemoveFile(
+                path=old["path"],
+                deletion_timestamp=now_ms - 30 * DAY,
+                data_change=True,
+                extended_file_metadata=True,
+                partition_values=dict(old["partition_values"]),
+                size=old["size"],
+            ),
+            RemoveFile(
+                path=recent["path"],
+                deletion_timestamp=now_ms - DAY,
+                data_change=True,
+                extended_file_metadata=True,
+                partition_values=dict(recent["partition_values"]),
+                size=recent["size"],
+            ),
+        ]
+    )
+    txn(root, operation="SET DOMAIN").commit(
+        [DomainMetadata("my.domain", '{"k":1}'), DomainMetadata("gone.domain", "{}")]
+    )
     txn(root, operation="REMOVE DOMAIN").commit([DomainMetadata("gone.domain", "{}", removed=True)])
     return snapshot(root)
 
@@ -121,8 +139,10 @@ def test_multi_part_checkpoint(tmp_path):
     assert m["num_actions"] == 9 and m["num_parts"] == 3
     names = sorted(os.path.basename(p) for p in m["paths"])
     assert names == [f"{7:020d}.checkpoint.{i:010d}.{3:010d}.parquet" for i in (1, 2, 3)]
-    paths_per_part = [set(p for p in pq.read_table(f).column("add").combine_chunks().field("path").to_pylist() if p)
-                      for f in m["paths"]]
+    paths_per_part = [
+        set(p for p in pq.read_table(f).column("add").combine_chunks().field("path").to_pylist() if p)
+        for f in m["paths"]
+    ]
     assert sum(len(s) for s in paths_per_part) == 7 and not set.intersection(*paths_per_part)
     lc = read_last_checkpoint(storage_for(root), _log(root))
     assert lc["parts"] == 3 and lc["size"] == 9
@@ -211,11 +231,16 @@ def test_large_checkpoint_is_vectorised(tmp_path):
     paths = pa.array([f"p=a/part-{i:06d}.parquet" for i in range(n)])
     offsets = pa.array(range(0, n + 1), pa.int32())
     pv = pa.MapArray.from_arrays(offsets, pa.array(["p"] * n), pa.array(["a"] * n))
-    files = pa.table({
-        "path": paths, "partition_values": pv, "size": pa.array([100] * n, pa.int64()),
-        "modification_time": pa.array([1] * n, pa.int64()), "data_change": pa.array([True] * n),
-        "stats": pa.array(['{"numRecords":1,"minValues":{"id":1},"maxValues":{"id":1},"nullCount":{"id":0}}'] * n),
-    })
+    files = pa.table(
+        {
+            "path": paths,
+            "partition_values": pv,
+            "size": pa.array([100] * n, pa.int64()),
+            "modification_time": pa.array([1] * n, pa.int64()),
+            "data_change": pa.array([True] * n),
+            "stats": pa.array(['{"numRecords":1,"minValues":{"id":1},"maxValues":{"id":1},"nullCount":{"id":0}}'] * n),
+        }
+    )
     for f in FILE_SCHEMA:
         if f.name not in files.column_names:
             files = files.append_column(f, pa.nulls(n, f.type))

@@ -27,24 +27,45 @@ deltalake = pytest.importorskip("deltalake")
 # live logical files at the latest version (path count). Derived from the README facts where they
 # state it, otherwise from an independent replay; every one is also cross-checked with delta-rs below.
 LIVE_FILES = {
-    "dat/all_primitive_types": 1, "dat/basic_append": 2, "dat/basic_partitioned": 6,
-    "dat/multi_partitioned": 2, "dat/nested_types": 1, "dat/no_replay": 1, "dat/no_stats": 1,
-    "dat/stats_as_struct": 1, "dat/with_checkpoint": 1, "dat/with_schema_change": 1,
-    "delta-golden/basic-with-inserts-deletes-checkpoint": 7, "delta-golden/basic-with-inserts-updates": 2,
-    "delta-golden/basic-with-inserts-merge": 1, "delta-golden/basic-with-inserts-overwrite-restore": 4,
-    "delta-golden/snapshot-data2-deleted": 3, "delta-golden/snapshot-repartitioned": 2,
-    "delta-golden/snapshot-vacuumed": 2, "delta-golden/time-travel-start-start20-start40": 6,
-    "delta-golden/time-travel-partition-changes-b": 4, "delta-golden/checkpoint": 1,
-    "delta-golden/multi-part-checkpoint": 10, "delta-golden/only-checkpoint-files": 7,
-    "delta-golden/corrupted-last-checkpoint-kernel": 2, "delta-golden/v2-checkpoint-parquet": 4,
-    "delta-golden/data-reader-partition-values": 3, "delta-golden/dv-partitioned-with-checkpoint": 15,
-    "delta-golden/log-replay-dv-key-cases": 1, "delta-golden/table-with-columnmapping-mode-name": 2,
+    "dat/all_primitive_types": 1,
+    "dat/basic_append": 2,
+    "dat/basic_partitioned": 6,
+    "dat/multi_partitioned": 2,
+    "dat/nested_types": 1,
+    "dat/no_replay": 1,
+    "dat/no_stats": 1,
+    "dat/stats_as_struct": 1,
+    "dat/with_checkpoint": 1,
+    "dat/with_schema_change": 1,
+    "delta-golden/basic-with-inserts-deletes-checkpoint": 7,
+    "delta-golden/basic-with-inserts-updates": 2,
+    "delta-golden/basic-with-inserts-merge": 1,
+    "delta-golden/basic-with-inserts-overwrite-restore": 4,
+    "delta-golden/snapshot-data2-deleted": 3,
+    "delta-golden/snapshot-repartitioned": 2,
+    "delta-golden/snapshot-vacuumed": 2,
+    "delta-golden/time-travel-start-start20-start40": 6,
+    "delta-golden/time-travel-partition-changes-b": 4,
+    "delta-golden/checkpoint": 1,
+    "delta-golden/multi-part-checkpoint": 10,
+    "delta-golden/only-checkpoint-files": 7,
+    "delta-golden/corrupted-last-checkpoint-kernel": 2,
+    "delta-golden/v2-checkpoint-parquet": 4,
+    "delta-golden/data-reader-partition-values": 3,
+    "delta-golden/dv-partitioned-with-checkpoint": 15,
+    "delta-golden/log-replay-dv-key-cases": 1,
+    "delta-golden/table-with-columnmapping-mode-name": 2,
     "delta-golden/log-replay-latest-metadata-protocol": 4,
     "delta-golden/delete-re-add-same-file-different-transactions": 2,
-    "delta-kernel-rs/table-with-dv-small": 1, "delta-kernel-rs/app-txn-checkpoint": 4,
-    "delta-kernel-rs/crc-full": 0, "delta-kernel-rs/v2-checkpoints-parquet-with-sidecars": 101,
-    "delta-kernel-rs/compacted-log-files-table": 2, "delta-rs/simple_table": 5, "delta-rs/delta-0.2.0": 3,
-    "delta-rs/checkpoint-v2-table": 8, "delta-rs/table_with_liquid_clustering": 10,
+    "delta-kernel-rs/table-with-dv-small": 1,
+    "delta-kernel-rs/app-txn-checkpoint": 4,
+    "delta-kernel-rs/crc-full": 0,
+    "delta-kernel-rs/v2-checkpoints-parquet-with-sidecars": 101,
+    "delta-kernel-rs/compacted-log-files-table": 2,
+    "delta-rs/simple_table": 5,
+    "delta-rs/delta-0.2.0": 3,
+    "delta-rs/checkpoint-v2-table": 8,
+    "delta-rs/table_with_liquid_clustering": 10,
 }
 NEGATIVE = {"delta-golden/versions-not-contiguous"}
 
@@ -73,8 +94,8 @@ def _paths(snap) -> list[str]:
 def _theirs(root: str, version=None) -> list[str] | None:
     try:
         t = deltalake.DeltaTable(root, version=version)
-        return sorted(u[len(root) + 1:] for u in t.file_uris())
-    except Exception:  # noqa: BLE001  (delta-rs refuses some tables/versions; then we only use facts)
+        return sorted(u[len(root) + 1 :] for u in t.file_uris())
+    except Exception:
         return None
 
 
@@ -91,10 +112,12 @@ def test_latest_snapshot(tables, name):
     proto = t["protocol"]
     assert snap.protocol.min_reader_version == proto["minReaderVersion"]
     assert snap.protocol.min_writer_version == proto["minWriterVersion"]
-    assert (list(snap.protocol.reader_features) if snap.protocol.reader_features is not None else None) \
-        == proto["readerFeatures"]
-    assert (list(snap.protocol.writer_features) if snap.protocol.writer_features is not None else None) \
-        == proto["writerFeatures"]
+    assert (list(snap.protocol.reader_features) if snap.protocol.reader_features is not None else None) == proto[
+        "readerFeatures"
+    ]
+    assert (list(snap.protocol.writer_features) if snap.protocol.writer_features is not None else None) == proto[
+        "writerFeatures"
+    ]
     assert snap.partition_columns == t["partition_columns"]
     assert snap.num_files == LIVE_FILES[name]
     dv_ids = dv_unique_ids(snap.files.column("deletion_vector").combine_chunks(), snap.num_files).to_pylist()
@@ -111,8 +134,11 @@ def test_reader_feature_gate(tables, name):
     _, root = tables[name]
     snap = _ours(root)
     unsupported = [f for f in (snap.protocol.reader_features or []) if f not in F.SUPPORTED_READER_FEATURES]
-    if snap.protocol.min_reader_version == 2 and "columnMapping" not in F.SUPPORTED_READER_FEATURES \
-            and snap.metadata.configuration.get("delta.columnMapping.mode", "none") != "none":
+    if (
+        snap.protocol.min_reader_version == 2
+        and "columnMapping" not in F.SUPPORTED_READER_FEATURES
+        and snap.metadata.configuration.get("delta.columnMapping.mode", "none") != "none"
+    ):
         unsupported = ["columnMapping"]
     if unsupported:
         with pytest.raises(UnsupportedFeatureError, match=f"'{unsupported[0]}'"):
@@ -244,8 +270,11 @@ def test_simple_table_and_stray_tmp_commit(tables):
 
 def test_delta_0_2_0_files_per_version(tables):
     snap = _ours(tables["delta-rs/delta-0.2.0"][1], version=3)
-    assert sorted(p[:19] for p in snap.file_paths()) == ["part-00000-7c2deba3", "part-00000-cb6b150b",
-                                                         "part-00001-c373a5bd"]
+    assert sorted(p[:19] for p in snap.file_paths()) == [
+        "part-00000-7c2deba3",
+        "part-00000-cb6b150b",
+        "part-00001-c373a5bd",
+    ]
     assert snap.tombstones.num_rows == 4
     v0 = _ours(tables["delta-rs/delta-0.2.0"][1], version=0)
     assert sorted(p[:19] for p in v0.file_paths()) == ["part-00000-b44fcdb0", "part-00001-185eca06"]
@@ -288,8 +317,13 @@ def _reference_replay(root: str):
                     if kind in obj:
                         a = obj[kind]
                         d = a.get("deletionVector")
-                        uid = None if d is None else d["storageType"] + d["pathOrInlineDv"] + (
-                            f"@{d['offset']}" if d.get("offset") is not None else "")
+                        uid = (
+                            None
+                            if d is None
+                            else d["storageType"]
+                            + d["pathOrInlineDv"]
+                            + (f"@{d['offset']}" if d.get("offset") is not None else "")
+                        )
                         state[(a["path"], uid)] = (kind, a)
         v += 1
     return v - 1, state
@@ -322,10 +356,13 @@ def test_file_rows_match_reference_replay(tables, name):
         assert r["base_row_id"] == a.get("baseRowId") and r["clustering_provider"] == a.get("clusteringProvider")
         if snap.log_segment.checkpoint is None:
             assert r["data_change"] == a["dataChange"]
-            assert r["deletion_vector"] == ({"offset": None, **a["deletionVector"]} if a.get("deletionVector") else None)
+            assert r["deletion_vector"] == (
+                {"offset": None, **a["deletionVector"]} if a.get("deletionVector") else None
+            )
     removed = {k for k, (kind, _) in state.items() if kind == "remove"}
-    tomb_dvs = dv_unique_ids(snap.tombstones.column("deletion_vector").combine_chunks(),
-                             snap.tombstones.num_rows).to_pylist()
+    tomb_dvs = dv_unique_ids(
+        snap.tombstones.column("deletion_vector").combine_chunks(), snap.tombstones.num_rows
+    ).to_pylist()
     assert set(zip(snap.tombstones.column("path").to_pylist(), tomb_dvs)) == removed
 
 
@@ -360,7 +397,7 @@ def test_time_travel_by_timestamp(tables, tmp_path):
     # delta-rs agrees
     for ms, v in [(start + 60_000, 0), (start + 30 * 60_000, 1), (start + 50 * 60_000, 2)]:
         t = deltalake.DeltaTable(r)
-        t.load_as_version(dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc))
+        t.load_as_version(dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC))
         assert t.version() == v == _ours(r, timestamp_ms=ms).version
     h = history(storage_for(r), r)
     assert [x["version"] for x in h] == [2, 1, 0]

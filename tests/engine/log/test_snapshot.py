@@ -23,10 +23,13 @@ from spark_apps.engine.log.snapshot import (
 from spark_apps.engine.storage import LocalStorage
 
 ST = LocalStorage()
-SCHEMA = {"type": "struct", "fields": [
-    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "p", "type": "string", "nullable": True, "metadata": {}},
-]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+    ],
+}
 T0 = 1_700_000_000_000
 
 
@@ -47,24 +50,46 @@ def ci(op="WRITE", ts=None, ict=None, **kw):
 
 
 def md(conf=None, pc=("p",)):
-    return {"metaData": {"id": "tid", "format": {"provider": "parquet", "options": {}},
-                         "schemaString": json.dumps(SCHEMA), "partitionColumns": list(pc),
-                         "configuration": conf or {}, "createdTime": T0}}
+    return {
+        "metaData": {
+            "id": "tid",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": json.dumps(SCHEMA),
+            "partitionColumns": list(pc),
+            "configuration": conf or {},
+            "createdTime": T0,
+        }
+    }
 
 
 def add(path, p="1", **kw):
-    return {"add": {"path": path, "partitionValues": {"p": p}, "size": 10, "modificationTime": T0,
-                    "dataChange": True, **kw}}
+    return {
+        "add": {"path": path, "partitionValues": {"p": p}, "size": 10, "modificationTime": T0, "dataChange": True, **kw}
+    }
 
 
 def make_table(root: Path, mtimes=(T0, T0 + 60_000, T0 + 120_000)) -> None:
-    commit(root, 0, [ci("CREATE TABLE"), {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, md(),
-                     add("p=1/a")], mtimes[0])
-    commit(root, 1, [ci("WRITE", readVersion=0), add("p=2/b", "2"),
-                     {"txn": {"appId": "job", "version": 1}}], mtimes[1])
-    commit(root, 2, [ci("DELETE"), {"remove": {"path": "p=1/a", "deletionTimestamp": T0, "dataChange": True}},
-                     add("p=3/c", "3", deletionVector={"storageType": "i", "pathOrInlineDv": "abc",
-                                                       "sizeInBytes": 5, "cardinality": 1})], mtimes[2])
+    commit(
+        root,
+        0,
+        [ci("CREATE TABLE"), {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, md(), add("p=1/a")],
+        mtimes[0],
+    )
+    commit(root, 1, [ci("WRITE", readVersion=0), add("p=2/b", "2"), {"txn": {"appId": "job", "version": 1}}], mtimes[1])
+    commit(
+        root,
+        2,
+        [
+            ci("DELETE"),
+            {"remove": {"path": "p=1/a", "deletionTimestamp": T0, "dataChange": True}},
+            add(
+                "p=3/c",
+                "3",
+                deletionVector={"storageType": "i", "pathOrInlineDv": "abc", "sizeInBytes": 5, "cardinality": 1},
+            ),
+        ],
+        mtimes[2],
+    )
 
 
 def test_contract(tmp_path):
@@ -82,8 +107,9 @@ def test_contract(tmp_path):
     assert isinstance(snap.log_segment, LogSegment) and snap.log_segment.version == 2
     assert snap.commit_info.operation == "DELETE"
     adds = {a.path: a for a in snap.add_files()}
-    assert adds["p=3/c"] == AddFile("p=3/c", {"p": "3"}, 10, T0, True,
-                                     deletion_vector=DeletionVectorDescriptor("i", "abc", 5, 1))
+    assert adds["p=3/c"] == AddFile(
+        "p=3/c", {"p": "3"}, 10, T0, True, deletion_vector=DeletionVectorDescriptor("i", "abc", 5, 1)
+    )
     assert snap.remove_files() == [RemoveFile("p=1/a", True, T0)]
     assert latest_version(ST, str(tmp_path)) == 2
 
@@ -129,12 +155,20 @@ def test_commit_timestamps_are_made_increasing(tmp_path):
 
 
 def test_in_commit_timestamps(tmp_path):
-    proto = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
-                          "writerFeatures": ["inCommitTimestamp", "appendOnly", "invariants"]}}
+    proto = {
+        "protocol": {
+            "minReaderVersion": 1,
+            "minWriterVersion": 7,
+            "writerFeatures": ["inCommitTimestamp", "appendOnly", "invariants"],
+        }
+    }
     commit(tmp_path, 0, [ci("CREATE TABLE"), proto, md(), add("p=1/a")], T0)
     commit(tmp_path, 1, [ci(), add("p=1/b")], T0 + 1000)
-    conf = {"delta.enableInCommitTimestamps": "true", "delta.inCommitTimestampEnablementVersion": "2",
-            "delta.inCommitTimestampEnablementTimestamp": str(T0 + 50_000)}
+    conf = {
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": "2",
+        "delta.inCommitTimestampEnablementTimestamp": str(T0 + 50_000),
+    }
     commit(tmp_path, 2, [ci("SET TBLPROPERTIES", ict=T0 + 50_000), md(conf)], T0 + 2000)
     commit(tmp_path, 3, [ci(ict=T0 + 90_000), add("p=1/c")], T0 + 3000)  # mtime says otherwise: ICT wins
     snap = load_snapshot(ST, str(tmp_path))
@@ -166,27 +200,68 @@ def test_checkpoint_only_version_has_no_commit_info(tmp_path):
     snap = load_snapshot(ST, str(tmp_path))
     # a minimal V1 checkpoint at 2 written from the snapshot, then commits 0..2 removed (log cleanup)
     log = tmp_path / "_delta_log"
-    rows = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-            {"metaData": {"id": "tid", "format": {"provider": "parquet", "options": []},
-                          "schemaString": json.dumps(SCHEMA), "partitionColumns": ["p"], "configuration": [],
-                          "createdTime": T0}}]
+    rows = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": "tid",
+                "format": {"provider": "parquet", "options": []},
+                "schemaString": json.dumps(SCHEMA),
+                "partitionColumns": ["p"],
+                "configuration": [],
+                "createdTime": T0,
+            }
+        },
+    ]
     for r in snap.files.to_pylist():
-        rows.append({"add": {"path": r["path"], "partitionValues": r["partition_values"], "size": r["size"],
-                             "modificationTime": r["modification_time"], "dataChange": False,
-                             "deletionVector": r["deletion_vector"]}})
+        rows.append(
+            {
+                "add": {
+                    "path": r["path"],
+                    "partitionValues": r["partition_values"],
+                    "size": r["size"],
+                    "modificationTime": r["modification_time"],
+                    "dataChange": False,
+                    "deletionVector": r["deletion_vector"],
+                }
+            }
+        )
     str_map = pa.map_(pa.string(), pa.string())
     dv_t = FILE_SCHEMA.field("deletion_vector").type
-    t = pa.table({
-        "protocol": pa.array([x.get("protocol") for x in rows],
-                             pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])),
-        "metaData": pa.array([x.get("metaData") for x in rows], pa.struct([
-            ("id", pa.string()), ("format", pa.struct([("provider", pa.string()), ("options", str_map)])),
-            ("schemaString", pa.string()), ("partitionColumns", pa.list_(pa.string())),
-            ("configuration", str_map), ("createdTime", pa.int64())])),
-        "add": pa.array([x.get("add") for x in rows], pa.struct([
-            ("path", pa.string()), ("partitionValues", str_map), ("size", pa.int64()),
-            ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("deletionVector", dv_t)])),
-    })
+    t = pa.table(
+        {
+            "protocol": pa.array(
+                [x.get("protocol") for x in rows],
+                pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())]),
+            ),
+            "metaData": pa.array(
+                [x.get("metaData") for x in rows],
+                pa.struct(
+                    [
+                        ("id", pa.string()),
+                        ("format", pa.struct([("provider", pa.string()), ("options", str_map)])),
+                        ("schemaString", pa.string()),
+                        ("partitionColumns", pa.list_(pa.string())),
+                        ("configuration", str_map),
+                        ("createdTime", pa.int64()),
+                    ]
+                ),
+            ),
+            "add": pa.array(
+                [x.get("add") for x in rows],
+                pa.struct(
+                    [
+                        ("path", pa.string()),
+                        ("partitionValues", str_map),
+                        ("size", pa.int64()),
+                        ("modificationTime", pa.int64()),
+                        ("dataChange", pa.bool_()),
+                        ("deletionVector", dv_t),
+                    ]
+                ),
+            ),
+        }
+    )
     pq.write_table(t, log / f"{2:020d}.checkpoint.parquet")
     for v in range(3):
         (log / f"{v:020d}.json").unlink()

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_reader import _dv_bytes  # the test-side RoaringBitmap writer (tests/unit is on sys.path)
+from test_reader import _dv_bytes  # the test-side RoaringBitmap writer
 
 from spark_apps.engine import dv as dvmod
 from spark_apps.engine.errors import DataFileMissingError, InvalidArgumentError
@@ -27,7 +27,7 @@ from spark_apps.engine.reader import iter_data_file_batches, read_data_file
 from spark_apps.engine.schema import StructType, parse_ddl
 from spark_apps.engine.storage import LocalStorage, storage_for
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 STORAGE = LocalStorage()
 N = 1000
 ROW_GROUP = 128  # -> 8 row groups (7 x 128 + 104)
@@ -45,8 +45,12 @@ def _write(tmp_path, name, table, row_group_size=ROW_GROUP, **kw):
 def _inline_dv(rows: list[int]) -> dict:
     data = _dv_bytes(rows)
     padded = data + b"\x00" * (-len(data) % 4)  # Z85 needs a multiple of 4; sizeInBytes cuts the padding
-    return {"storageType": "i", "pathOrInlineDv": dvmod.z85_encode(padded), "sizeInBytes": len(data),
-            "cardinality": len(set(rows))}
+    return {
+        "storageType": "i",
+        "pathOrInlineDv": dvmod.z85_encode(padded),
+        "sizeInBytes": len(data),
+        "cardinality": len(set(rows)),
+    }
 
 
 def _on_disk_dv(root, rows: list[int]) -> dict:
@@ -54,13 +58,19 @@ def _on_disk_dv(root, rows: list[int]) -> dict:
     data = _dv_bytes(rows)
     blob = b"\x01" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
     (root / f"deletion_vector_{u}.bin").write_bytes(blob)
-    return {"storageType": "u", "pathOrInlineDv": dvmod.z85_encode(u.bytes), "offset": 1,
-            "sizeInBytes": len(data), "cardinality": len(set(rows))}
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": dvmod.z85_encode(u.bytes),
+        "offset": 1,
+        "sizeInBytes": len(data),
+        "cardinality": len(set(rows)),
+    }
 
 
 def _stream(tmp_path, rel, pv, schema, parts, columns=None, dv=None, batch_rows=N, **kw) -> list[pa.RecordBatch]:
-    batches = list(iter_data_file_batches(STORAGE, str(tmp_path), rel, pv, schema, parts, columns, dv,
-                                          batch_rows=batch_rows, **kw))
+    batches = list(
+        iter_data_file_batches(STORAGE, str(tmp_path), rel, pv, schema, parts, columns, dv, batch_rows=batch_rows, **kw)
+    )
     assert batches, "a stream yields at least one batch"
     assert all(b.num_rows <= batch_rows for b in batches)
     assert all(b.schema.names == batches[0].schema.names for b in batches)
@@ -79,20 +89,26 @@ def _rows(batches) -> list[dict]:
 def _data() -> pa.Table:
     t0 = dt.datetime(2021, 9, 8, 11, 11, 11, tzinfo=UTC)
     ids = np.arange(N, dtype=np.int32)
-    return pa.table({
-        "ID": pa.array(ids),  # upper case in the file: matched case-insensitively
-        "name": pa.array([None if i % 10 == 0 else f"n{i}" for i in range(N)]),
-        # nanoseconds in the file: read as microseconds, the sub-microsecond part truncated
-        "ts": pa.array(int(t0.timestamp()) * 10**9 + ids.astype(np.int64) * 10**9 + 7_999, pa.int64()).cast(
-            pa.timestamp("ns", tz="UTC")),
-        "s": pa.array([{"x": i, "gone": "g"} if i % 3 else None for i in range(N)],
-                      pa.struct([("x", pa.int16()), ("gone", pa.string())])),
-        "junk": pa.array(np.zeros(N, dtype=np.int8)),
-    })
+    return pa.table(
+        {
+            "ID": pa.array(ids),  # upper case in the file: matched case-insensitively
+            "name": pa.array([None if i % 10 == 0 else f"n{i}" for i in range(N)]),
+            # nanoseconds in the file: read as microseconds, the sub-microsecond part truncated
+            "ts": pa.array(int(t0.timestamp()) * 10**9 + ids.astype(np.int64) * 10**9 + 7_999, pa.int64()).cast(
+                pa.timestamp("ns", tz="UTC")
+            ),
+            "s": pa.array(
+                [{"x": i, "gone": "g"} if i % 3 else None for i in range(N)],
+                pa.struct([("x", pa.int16()), ("gone", pa.string())]),
+            ),
+            "junk": pa.array(np.zeros(N, dtype=np.int8)),
+        }
+    )
 
 
-SCHEMA = parse_ddl("id BIGINT, name STRING, ts TIMESTAMP, s STRUCT<x: BIGINT, new: STRING>, added DOUBLE, "
-                   "p DATE, q STRING")
+SCHEMA = parse_ddl(
+    "id BIGINT, name STRING, ts TIMESTAMP, s STRUCT<x: BIGINT, new: STRING>, added DOUBLE, p DATE, q STRING"
+)
 
 
 def _expected(deleted=(), columns=None) -> list[dict]:
@@ -102,23 +118,34 @@ def _expected(deleted=(), columns=None) -> list[dict]:
     for i in range(N):
         if i in gone:
             continue
-        row = {"id": i, "name": None if i % 10 == 0 else f"n{i}", "ts": t0 + dt.timedelta(seconds=i, microseconds=7),
-               "s": {"x": i, "new": None} if i % 3 else None, "added": None, "p": dt.date(2024, 2, 29), "q": None}
+        row = {
+            "id": i,
+            "name": None if i % 10 == 0 else f"n{i}",
+            "ts": t0 + dt.timedelta(seconds=i, microseconds=7),
+            "s": {"x": i, "new": None} if i % 3 else None,
+            "added": None,
+            "p": dt.date(2024, 2, 29),
+            "q": None,
+        }
         out.append(row if columns is None else {c: row[c] for c in columns})
     return out
 
 
 # deleted rows straddling row-group (128) and batch (7, 100, 300) boundaries, a whole row group
 # (256..383), the first and last rows, and indexes past the end (ignored)
-DELETED = sorted({0, 6, 7, 99, 100, 127, 128, 129, 299, 300, 511, 512, 895, 896, 999, 1000, 5000}
-                 | set(range(256, 384)))
+DELETED = sorted(
+    {0, 6, 7, 99, 100, 127, 128, 129, 299, 300, 511, 512, 895, 896, 999, 1000, 5000} | set(range(256, 384))
+)
 
 
 @pytest.mark.parametrize("dv_kind", ["none", "inline", "on_disk"])
 def test_stream_equals_expected_rows_for_every_batch_size(tmp_path, dv_kind):
     rel = _write(tmp_path, "p=x/f.parquet", _data())
-    dv = {"none": lambda: None, "inline": lambda: _inline_dv(DELETED),
-          "on_disk": lambda: _on_disk_dv(tmp_path, DELETED)}[dv_kind]()
+    dv = {
+        "none": lambda: None,
+        "inline": lambda: _inline_dv(DELETED),
+        "on_disk": lambda: _on_disk_dv(tmp_path, DELETED),
+    }[dv_kind]()
     expected = _expected(DELETED if dv else ())
     pv = {"p": "2024-02-29"}
     whole = read_data_file(STORAGE, str(tmp_path), rel, pv, SCHEMA, ["p", "q"], deletion_vector=dv)
@@ -129,8 +156,7 @@ def test_stream_equals_expected_rows_for_every_batch_size(tmp_path, dv_kind):
         batches = _stream(tmp_path, rel, pv, SCHEMA, ["p", "q"], dv=dv, batch_rows=b)
         assert _rows(batches) == expected, b
         if b == ROW_GROUP:  # one batch per row group; a fully deleted one (256..383) yields none
-            assert [x.num_rows for x in batches] == ([122, 126, 127, 127, 128, 127, 102] if dv else
-                                                     [128] * 7 + [104])
+            assert [x.num_rows for x in batches] == ([122, 126, 127, 127, 128, 127, 102] if dv else [128] * 7 + [104])
 
 
 def test_subsets_partition_only_and_count(tmp_path):
@@ -178,8 +204,12 @@ def test_int96_and_ms_timestamps_across_row_groups(tmp_path):
     far = dt.datetime(2900, 1, 1, tzinfo=UTC)  # beyond int64 nanoseconds: INT96 must be read as us
     base = dt.datetime(1970, 1, 1, tzinfo=UTC)
     vals = [far if i % 50 == 0 else base + dt.timedelta(days=i, microseconds=i) for i in range(N)]
-    t = pa.table({"a": pa.array(vals, pa.timestamp("us", tz="UTC")),
-                  "m": pa.array([v.replace(microsecond=0) for v in vals], pa.timestamp("ms", tz="UTC"))})
+    t = pa.table(
+        {
+            "a": pa.array(vals, pa.timestamp("us", tz="UTC")),
+            "m": pa.array([v.replace(microsecond=0) for v in vals], pa.timestamp("ms", tz="UTC")),
+        }
+    )
     rel = _write(tmp_path, "t96.parquet", t, use_deprecated_int96_timestamps=True)
     schema = parse_ddl("a TIMESTAMP, m TIMESTAMP_NTZ")
     exp = [{"a": v, "m": v.replace(microsecond=0, tzinfo=None)} for i, v in enumerate(vals) if i not in set(DELETED)]
@@ -190,35 +220,102 @@ def test_int96_and_ms_timestamps_across_row_groups(tmp_path):
 
 
 def test_column_mapping_name_and_id_across_row_groups(tmp_path):
-    schema = StructType.from_json({"type": "struct", "fields": [
-        {"name": "a", "type": "long", "nullable": True,
-         "metadata": {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-aaa"}},
-        {"name": "s", "type": {"type": "struct", "fields": [
-            {"name": "b", "type": "string", "nullable": True,
-             "metadata": {"delta.columnMapping.id": 3, "delta.columnMapping.physicalName": "col-bbb"}},
-            {"name": "later", "type": "integer", "nullable": True,
-             "metadata": {"delta.columnMapping.id": 5, "delta.columnMapping.physicalName": "col-later"}}]},
-         "nullable": True, "metadata": {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-sss"}},
-        {"name": "p", "type": "integer", "nullable": True,
-         "metadata": {"delta.columnMapping.id": 4, "delta.columnMapping.physicalName": "col-ppp"}},
-        {"name": "added", "type": "string", "nullable": True,
-         "metadata": {"delta.columnMapping.id": 6, "delta.columnMapping.physicalName": "col-new"}},
-    ]})
+    schema = StructType.from_json(
+        {
+            "type": "struct",
+            "fields": [
+                {
+                    "name": "a",
+                    "type": "long",
+                    "nullable": True,
+                    "metadata": {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-aaa"},
+                },
+                {
+                    "name": "s",
+                    "type": {
+                        "type": "struct",
+                        "fields": [
+                            {
+                                "name": "b",
+                                "type": "string",
+                                "nullable": True,
+                                "metadata": {
+                                    "delta.columnMapping.id": 3,
+                                    "delta.columnMapping.physicalName": "col-bbb",
+                                },
+                            },
+                            {
+                                "name": "later",
+                                "type": "integer",
+                                "nullable": True,
+                                "metadata": {
+                                    "delta.columnMapping.id": 5,
+                                    "delta.columnMapping.physicalName": "col-later",
+                                },
+                            },
+                        ],
+                    },
+                    "nullable": True,
+                    "metadata": {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-sss"},
+                },
+                {
+                    "name": "p",
+                    "type": "integer",
+                    "nullable": True,
+                    "metadata": {"delta.columnMapping.id": 4, "delta.columnMapping.physicalName": "col-ppp"},
+                },
+                {
+                    "name": "added",
+                    "type": "string",
+                    "nullable": True,
+                    "metadata": {"delta.columnMapping.id": 6, "delta.columnMapping.physicalName": "col-new"},
+                },
+            ],
+        }
+    )
     f = lambda name, t, fid: pa.field(name, t, metadata={b"PARQUET:field_id": str(fid).encode()})  # noqa: E731
-    sch = pa.schema([f("col-aaa", pa.int32(), 1), f("a", pa.int64(), 99),
-                     f("col-sss", pa.struct([f("col-bbb", pa.string(), 3)]), 2)])
-    t = pa.table({"col-aaa": pa.array(range(N), pa.int32()), "a": pa.array([-1] * N, pa.int64()),
-                  "col-sss": [{"col-bbb": f"b{i}"} for i in range(N)]}, schema=sch)
+    sch = pa.schema(
+        [
+            f("col-aaa", pa.int32(), 1),
+            f("a", pa.int64(), 99),
+            f("col-sss", pa.struct([f("col-bbb", pa.string(), 3)]), 2),
+        ]
+    )
+    t = pa.table(
+        {
+            "col-aaa": pa.array(range(N), pa.int32()),
+            "a": pa.array([-1] * N, pa.int64()),
+            "col-sss": [{"col-bbb": f"b{i}"} for i in range(N)],
+        },
+        schema=sch,
+    )
     rel = _write(tmp_path, "cm.parquet", t)
-    exp = [{"a": i, "s": {"b": f"b{i}", "later": None}, "p": 7, "added": None}
-           for i in range(N) if i not in set(DELETED)]
+    exp = [
+        {"a": i, "s": {"b": f"b{i}", "later": None}, "p": 7, "added": None} for i in range(N) if i not in set(DELETED)
+    ]
     for mode in (None, "name", "id"):
         for b in (7, 300):
-            got = _stream(tmp_path, rel, {"col-ppp": "7"}, schema, ["p"], dv=_inline_dv(DELETED), batch_rows=b,
-                          column_mapping_mode=mode)
+            got = _stream(
+                tmp_path,
+                rel,
+                {"col-ppp": "7"},
+                schema,
+                ["p"],
+                dv=_inline_dv(DELETED),
+                batch_rows=b,
+                column_mapping_mode=mode,
+            )
             assert _rows(got) == exp, (mode, b)
-        whole = read_data_file(STORAGE, str(tmp_path), rel, {"col-ppp": "7"}, schema, ["p"],
-                               deletion_vector=_inline_dv(DELETED), column_mapping_mode=mode)
+        whole = read_data_file(
+            STORAGE,
+            str(tmp_path),
+            rel,
+            {"col-ppp": "7"},
+            schema,
+            ["p"],
+            deletion_vector=_inline_dv(DELETED),
+            column_mapping_mode=mode,
+        )
         assert whole.to_pylist() == exp
     # without mapping the display names are used
     got = _rows(_stream(tmp_path, rel, {"p": "7"}, schema, ["p"], batch_rows=300, column_mapping_mode="none"))
@@ -257,8 +354,9 @@ def test_errors_surface_on_the_call_and_iteration_can_stop_early(tmp_path):
 # real deletion-vector tables (conformance corpus), with batches smaller than the DVs' spread
 
 
-@pytest.mark.parametrize("table", ["delta-golden/dv-partitioned-with-checkpoint/delta",
-                                   "delta-kernel-rs/table-with-dv-small"])
+@pytest.mark.parametrize(
+    "table", ["delta-golden/dv-partitioned-with-checkpoint/delta", "delta-kernel-rs/table-with-dv-small"]
+)
 def test_conformance_dv_tables_streamed_in_tiny_batches(conformance_root, table):
     root = str(conformance_root / table)
     storage = storage_for(root)
@@ -273,17 +371,31 @@ def test_conformance_dv_tables_streamed_in_tiny_batches(conformance_root, table)
             keep[dvmod.deleted_row_indexes(storage, root, f["deletion_vector"]).astype(np.int64)] = False
         oracle = raw.filter(pa.array(keep))
         for b in (1, 2, 3):
-            batches = list(iter_data_file_batches(storage, root, f["path"], pv, snap.schema, snap.partition_columns,
-                                                  deletion_vector=f["deletion_vector"], batch_rows=b))
-            got = pa.Table.from_batches(batches) if len(batches) == 1 else pa.concat_tables(
-                [pa.Table.from_batches([x]) for x in batches], promote_options="default")
+            batches = list(
+                iter_data_file_batches(
+                    storage,
+                    root,
+                    f["path"],
+                    pv,
+                    snap.schema,
+                    snap.partition_columns,
+                    deletion_vector=f["deletion_vector"],
+                    batch_rows=b,
+                )
+            )
+            got = (
+                pa.Table.from_batches(batches)
+                if len(batches) == 1
+                else pa.concat_tables([pa.Table.from_batches([x]) for x in batches], promote_options="default")
+            )
             assert got.num_rows == oracle.num_rows
             for name in raw.column_names:
                 assert got.column(name).to_pylist() == oracle.column(name).to_pylist(), (f["path"], name, b)
             for p in snap.partition_columns:
                 assert {None if x is None else str(x) for x in got.column(p).to_pylist()} <= {pv.get(p)}
-        whole = read_data_file(storage, root, f["path"], pv, snap.schema, snap.partition_columns,
-                               deletion_vector=f["deletion_vector"])
+        whole = read_data_file(
+            storage, root, f["path"], pv, snap.schema, snap.partition_columns, deletion_vector=f["deletion_vector"]
+        )
         assert whole.num_rows == oracle.num_rows
         assert whole.select(raw.column_names).to_pylist() == oracle.to_pylist()
 
@@ -293,23 +405,45 @@ def test_scan_executor_function_streams_without_spark(tmp_path):
     from spark_apps.engine.spark import scan
 
     rel = _write(tmp_path, "p=x/f.parquet", _data())
-    listing = pa.record_batch({
-        "path": [rel, rel],
-        "partition_values": pa.array([[("p", "2024-02-29")], [("p", None)]], pa.map_(pa.string(), pa.string())),
-        "deletion_vector": pa.array([_inline_dv(DELETED), None], pa.struct([
-            ("storageType", pa.string()), ("pathOrInlineDv", pa.string()), ("offset", pa.int32()),
-            ("sizeInBytes", pa.int32()), ("cardinality", pa.int64())])),
-    })
-    target = pa.schema([pa.field("id", pa.int64()), pa.field("p", pa.date32()),
-                        pa.field(scan.FILE_COLUMN, pa.string(), nullable=False)])
-    out = list(scan.read_files_batches([listing], str(tmp_path), SCHEMA.to_json_string(), ["p", "q"],
-                                       ["id", "p"], target, True))
+    listing = pa.record_batch(
+        {
+            "path": [rel, rel],
+            "partition_values": pa.array([[("p", "2024-02-29")], [("p", None)]], pa.map_(pa.string(), pa.string())),
+            "deletion_vector": pa.array(
+                [_inline_dv(DELETED), None],
+                pa.struct(
+                    [
+                        ("storageType", pa.string()),
+                        ("pathOrInlineDv", pa.string()),
+                        ("offset", pa.int32()),
+                        ("sizeInBytes", pa.int32()),
+                        ("cardinality", pa.int64()),
+                    ]
+                ),
+            ),
+        }
+    )
+    target = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("p", pa.date32()),
+            pa.field(scan.FILE_COLUMN, pa.string(), nullable=False),
+        ]
+    )
+    out = list(
+        scan.read_files_batches(
+            [listing], str(tmp_path), SCHEMA.to_json_string(), ["p", "q"], ["id", "p"], target, True
+        )
+    )
     assert all(b.schema.equals(target) and 0 < b.num_rows <= scan.MAX_BATCH_ROWS for b in out)
     got = pa.Table.from_batches(out).to_pylist()
     live = [i for i in range(N) if i not in set(DELETED)]
-    assert got == ([{"id": i, "p": dt.date(2024, 2, 29), "_file": rel} for i in live]
-                   + [{"id": i, "p": None, "_file": rel} for i in range(N)])
+    assert got == (
+        [{"id": i, "p": dt.date(2024, 2, 29), "_file": rel} for i in live]
+        + [{"id": i, "p": None, "_file": rel} for i in range(N)]
+    )
     # count(*) shape: no columns, the row counts survive the executor's conforming
-    counts = list(scan.read_files_batches([listing], str(tmp_path), SCHEMA.to_json_string(), ["p", "q"],
-                                          [], pa.schema([]), False))
+    counts = list(
+        scan.read_files_batches([listing], str(tmp_path), SCHEMA.to_json_string(), ["p", "q"], [], pa.schema([]), False)
+    )
     assert sum(b.num_rows for b in counts) == len(live) + N

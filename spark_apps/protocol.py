@@ -1,0 +1,37 @@
+"""The app protocol: everything the Airflow side may use of the bundled apps, and nothing more.
+
+The provider submits the apps and reads their result (the CLI contract in docs/design.md); besides
+that it needs a few read-only things from the core, all re-exported here so that the engine's
+internals can move without touching the provider (``tests/test_layering.py`` enforces it):
+
+* :func:`error_retryable`: whether an engine error class (by name) is worth a retry;
+* the read-only log API the sensor and the hook use: :func:`latest_version`,
+  :func:`read_commit_infos`, :func:`storage_for`, :func:`normalize_table_uri`, :class:`DeltaError`.
+"""
+
+from __future__ import annotations
+
+from .engine import errors as _errors
+from .engine.errors import DeltaError
+from .engine.log.listing import latest_version
+from .engine.log.snapshot import read_commit_infos
+from .engine.storage import normalize_table_uri, storage_for
+
+__all__ = [
+    "DeltaError",
+    "error_retryable",
+    "latest_version",
+    "normalize_table_uri",
+    "read_commit_infos",
+    "storage_for",
+]
+
+
+def error_retryable(error_class: str | None) -> bool | None:
+    """The engine's ``retryable`` for an error class name; ``None`` when it is not an engine error."""
+    if not error_class:
+        return None
+    cls = getattr(_errors, error_class.rsplit(".", 1)[-1], None)
+    if isinstance(cls, type) and issubclass(cls, DeltaError):
+        return bool(cls.retryable)
+    return None

@@ -1,0 +1,182 @@
+"""The layer rules of docs/design.md, checked by parsing imports (AST, nothing is executed).
+
+* ``spark_apps/engine`` outside ``engine/spark`` imports neither pyspark nor airflow;
+* nothing under ``spark_apps`` imports airflow;
+* ``airflow_delta_provider`` imports no pyspark, and from the bundled apps only their documented
+  protocol (``PROVIDER_MAY_IMPORT``);
+* no import cycles between our modules (imports inside functions count too: a lazy import that closes
+  a cycle is still a cycle in the design).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("spark_apps", "airflow_delta_provider")
+# The app protocol the provider may use: the operations registry, and the read-only log API and errors
+# the sensor and the hook's checks read. Everything else under spark_apps is internal to the apps.
+PROVIDER_MAY_IMPORT = ("spark_apps", "spark_apps.operations", "spark_apps.protocol")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))}
+
+
+def _imports(name: str, path: Path) -> list[tuple[str, int]]:
+    """Absolute names imported by one module (relative imports resolved), with their line numbers."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.append((module, node.lineno))
+            # `from pkg import submodule` imports the submodule too
+            out += [(f"{module}.{alias.name}", node.lineno) for alias in node.names]
+    return out
+
+
+MODULES = _modules()
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _violations(rule) -> list[str]:
+    found = []
+    for name, path in MODULES.items():
+        for imported, line in _imports(name, path):
+            problem = rule(name, imported)
+            if problem:
+                found.append(f"{path.relative_to(REPO)}:{line}: {problem}")
+    return sorted(set(found))
+
+
+def test_engine_core_imports_neither_pyspark_nor_airflow():
+    def rule(module: str, imported: str) -> str | None:
+        if _within(module, "spark_apps") and _within(imported, "airflow"):
+            return f"{module} imports {imported} (the bundled apps never import Airflow)"
+        in_core = _within(module, "spark_apps.engine") and not _within(module, "spark_apps.engine.spark")
+        if in_core and _within(imported, "pyspark"):
+            return f"{module} imports {imported} (only spark_apps.engine.spark may import pyspark)"
+        return None
+
+    assert _violations(rule) == []
+
+
+def test_provider_imports_no_pyspark_and_only_the_app_protocol():
+    def rule(module: str, imported: str) -> str | None:
+        if not _within(module, "airflow_delta_provider"):
+            return None
+        if _within(imported, "pyspark"):
+            return f"{module} imports {imported} (the provider never imports pyspark)"
+        allowed = imported == "spark_apps" or any(_within(imported, m) for m in PROVIDER_MAY_IMPORT[1:])
+        if _within(imported, "spark_apps") and not allowed:
+            return f"{module} imports {imported} (use the app protocol: {', '.join(PROVIDER_MAY_IMPORT)})"
+        return None
+
+    assert _violations(rule) == []
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        edges = set()
+        for imported, _ in _imports(name, path):
+            # an import of a.b.c depends on the deepest of our modules it names
+            target = imported
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            # a package's __init__ importing its own submodules is how packages export names
+            if target and target != name and not (path.name == "__init__.py" and _within(target, name)):
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    assert _cycles(_graph()) == []
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("import pyspark.sql\n", "only spark_apps.engine.spark may import pyspark"),
+        ("def f():\n    from pyspark.sql import functions\n", "only spark_apps.engine.spark may import pyspark"),
+        ("from airflow.models import BaseOperator\n", "never import Airflow"),
+    ],
+)
+def test_a_planted_import_is_found(tmp_path, monkeypatch, source, expected):
+    # The rules above would pass vacuously if the walk missed files: plant a module and see it fail.
+    planted = REPO / "spark_apps" / "engine" / "log" / "planted.py"
+    monkeypatch.setitem(MODULES, "spark_apps.engine.log.planted", planted)
+    monkeypatch.setattr(Path, "read_text", _reading(planted, source))
+    with pytest.raises(AssertionError, match=expected):
+        test_engine_core_imports_neither_pyspark_nor_airflow()
+
+
+def test_a_planted_cycle_is_found():
+    graph = _graph()
+    graph["spark_apps.engine.errors"] = graph["spark_apps.engine.errors"] | {"spark_apps.engine.table"}
+    assert any("spark_apps.engine.errors" in c for c in _cycles(graph))
+
+
+def _reading(planted: Path, source: str):
+    real = Path.read_text
+
+    def read_text(self, *args, **kwargs):
+        return source if self == planted else real(self, *args, **kwargs)
+
+    return read_text
