@@ -45,6 +45,10 @@ class InvalidArgumentError(DeltaError):
     """A caller passed something we cannot act on (bad option, bad predicate, bad path)."""
 
 
+class InvalidPredicateError(InvalidArgumentError):
+    """A predicate or expression that cannot be parsed, bound to the table schema, or evaluated."""
+
+
 class TableNotFoundError(DeltaError):
     """No Delta table (no ``_delta_log/`` with a commit) at the given location."""
 

@@ -1,0 +1,744 @@
+"""Spark SQL text -> a typed tree bound to a table schema (the one parser of predicates and expressions).
+
+sqlglot (Spark dialect, imported on first use) parses the text; this module walks its tree once and
+builds :mod:`.nodes`, resolving every column against the table schema (case-insensitively, as Spark
+does by default; ``a.b`` reaches into structs; backticks quote names, dots included) and typing every
+node. Implicit casts follow Spark's comparison rules and are made explicit in the tree:
+
+* numbers widen to a common type (byte < short < integer < long < decimal < float < double; an
+  integral beside a decimal becomes a decimal wide enough for it; a decimal beside a float or double
+  becomes double);
+* a string literal beside a typed value is cast to that type (``dt = '2026-01-01'`` compares dates);
+* a date beside a timestamp becomes a timestamp; NULL takes the type of the other side.
+
+Literals are folded when cast, so a bad literal (``dt = 'yesterday'``) fails here, before anything is
+read. Refused with :class:`InvalidPredicateError` (problem, cause, fix): unknown columns (the message
+lists the table's columns), comparisons of incompatible types, subqueries, aggregates, window
+functions, non-deterministic functions (``rand``, ``uuid``, ``current_timestamp``...), functions
+not listed in :class:`.nodes.Function`, and anything else not supported (the message names it).
+
+UPDATE's ``SET col = expr`` goes through :func:`bind_assignments`: the expression is cast to the
+column's type under Spark's ANSI store-assignment rules (numeric narrowing, string to number and
+the like are refused; widening and exact literal casts are allowed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+from collections.abc import Mapping
+
+from ..errors import InvalidPredicateError
+from ..schema import DataType, DecimalType, PrimitiveType, StructType
+from . import nodes as n
+
+__all__ = ["parse_predicate", "parse_expression", "bind_assignments", "cast_literal", "common_type"]
+
+_FIX = "write a Spark SQL boolean expression over the table's columns, e.g. dt = '2026-01-01' AND id <= 4"
+_INTEGRAL_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
+_RANK = {"byte": 0, "short": 1, "integer": 2, "long": 3, "decimal": 4, "float": 5, "double": 6}
+_NONDETERMINISTIC = (
+    "rand",
+    "randn",
+    "random",
+    "uuid",
+    "current_timestamp",
+    "current_date",
+    "now",
+    "localtimestamp",
+    "current_timezone",
+    "monotonically_increasing_id",
+    "spark_partition_id",
+    "input_file_name",
+    "shuffle",
+)
+_STRING_FUNCTIONS = {"Upper": "upper", "Lower": "lower", "Trim": "trim"}
+
+
+def _err(problem: str, cause: str | None = None, fix: str = _FIX) -> InvalidPredicateError:
+    return InvalidPredicateError(problem, cause, fix)
+
+
+def _sqlglot():
+    from sqlglot import exp, parse_one
+    from sqlglot.errors import ParseError, TokenError
+
+    return exp, parse_one, (ParseError, TokenError)
+
+
+def _parse_sql(text: str, what: str):
+    if not isinstance(text, str) or not text.strip():
+        raise _err(f"The {what} is empty", f"got {text!r}")
+    exp, parse_one, errors = _sqlglot()
+    try:
+        tree = parse_one(text, read="spark")
+    except errors as e:
+        raise _err(f"Cannot parse the {what} '{text}'", f"sqlglot: {str(e).splitlines()[0]}") from None
+    if tree is None:
+        raise _err(f"Cannot parse the {what} '{text}'", "it holds no expression")
+    return tree
+
+
+def parse_predicate(text: str, schema: StructType) -> n.Expr:
+    """Parse and bind a boolean Spark SQL expression (a WHERE clause without ``WHERE``)."""
+    e = _Binder(schema, text).bind(_parse_sql(text, "predicate"))
+    if e.type.name not in ("boolean", "void"):
+        raise _err(
+            f"The predicate '{text}' is not a condition",
+            f"it is a value of type {n.type_name(e.type)}, not boolean",
+            f"compare it with a value, e.g. {text} = <value>",
+        )
+    return e
+
+
+def parse_expression(text: str, schema: StructType) -> n.Expr:
+    """Parse and bind any scalar Spark SQL expression (``v * 2``, ``CAST(x AS DATE)``)."""
+    return _Binder(schema, text).bind(_parse_sql(text, "expression"))
+
+
+def bind_assignments(updates: Mapping[str, str], schema: StructType) -> dict[str, n.Expr]:
+    """UPDATE's ``SET``: ``{column: expression text}`` -> ``{top-level column name: typed tree}``.
+
+    Each expression is cast to its column's type (store assignment, ANSI): NULL into a NOT NULL
+    column, an unknown column, a column named twice, or a cast Spark would refuse are errors.
+    """
+    if not updates:
+        raise _err("UPDATE needs at least one column to set", "updates is empty", "pass e.g. {'v': 'v * 2'}")
+    out: dict[str, n.Expr] = {}
+    for raw_name, text in updates.items():
+        f = _find_top_level(schema, str(raw_name).strip().strip("`"))
+        if f is None:
+            raise _err(
+                f"Cannot update unknown column '{raw_name}'",
+                f"the table has columns {', '.join(schema.names)}",
+                "name an existing top-level column",
+            )
+        if f.name in out:
+            raise _err(f"Column '{f.name}' is set twice", None, "set each column once")
+        value = parse_expression(str(text), schema) if not isinstance(text, n.Expr) else text
+        if value.type.name == "void" and not f.nullable:
+            raise _err(f"Cannot set NOT NULL column '{f.name}' to NULL", f"expression '{text}'", "set a value")
+        out[f.name] = store_assign(value, f.type, f"column '{f.name}'")
+    return out
+
+
+def _find_top_level(schema: StructType, name: str):
+    for f in schema.fields:
+        if f.name == name:
+            return f
+    low = name.lower()
+    return next((f for f in schema.fields if f.name.lower() == low), None)
+
+
+# --------------------------------------------------------------------------------------------------
+# types
+
+
+def common_type(a: DataType, b: DataType) -> DataType | None:
+    """The type both sides of a comparison are cast to, or None when Spark would refuse it."""
+    if a == b:
+        return a
+    if a.name == "void":
+        return b
+    if b.name == "void":
+        return a
+    if n.is_numeric(a) and n.is_numeric(b):
+        return _wider_number(a, b)
+    names = {a.name, b.name}
+    if names <= {"date", "timestamp", "timestamp_ntz"}:
+        return n.TIMESTAMP if "timestamp" in names else n.TIMESTAMP_NTZ
+    return None
+
+
+def _rank(t: DataType) -> int:
+    return _RANK["decimal" if isinstance(t, DecimalType) else t.name]
+
+
+def _as_decimal(t: DataType) -> DecimalType:
+    return t if isinstance(t, DecimalType) else DecimalType(_INTEGRAL_DIGITS[t.name], 0)
+
+
+def _wider_number(a: DataType, b: DataType) -> DataType:
+    if isinstance(a, DecimalType) or isinstance(b, DecimalType):
+        if _rank(a) > 4 or _rank(b) > 4:
+            return n.DOUBLE
+        da, db = _as_decimal(a), _as_decimal(b)
+        scale = max(da.scale, db.scale)
+        whole = max(da.precision - da.scale, db.precision - db.scale)
+        return DecimalType(min(38, whole + scale), scale)
+    return a if _rank(a) >= _rank(b) else b
+
+
+def _can_store(src: DataType, dst: DataType) -> bool:
+    """Spark's ANSI store assignment: what an UPDATE may write into a column without an explicit cast."""
+    if src == dst or src.name == "void":
+        return True
+    if n.is_numeric(src) and n.is_numeric(dst):
+        return True  # checked per value: an overflow is an error at run time, as in ANSI mode
+    if src.name == "date" and dst.name in ("timestamp", "timestamp_ntz"):
+        return True
+    if {src.name, dst.name} == {"timestamp", "timestamp_ntz"}:
+        return True
+    return False
+
+
+def store_assign(value: n.Expr, target: DataType, where: str) -> n.Expr:
+    if value.type == target:
+        return value
+    if isinstance(value, n.Literal):
+        return cast_literal(value, target, where)
+    if not _can_store(value.type, target):
+        raise _err(
+            f"Cannot assign a {n.type_name(value.type)} to {where} of type {n.type_name(target)}",
+            "Spark's store assignment (ANSI) does not cast it implicitly",
+            f"cast it explicitly, e.g. CAST(... AS {n.type_name(target).upper()})",
+        )
+    return n.Cast(value, target)
+
+
+_TS_RE = re.compile(
+    r"^\s*(\d{4}-\d{2}-\d{2})(?:[ T](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?))?\s*(Z|[+-]\d{2}:?\d{2})?\s*$"
+)
+
+
+def _parse_timestamp(text: str, *, ntz: bool) -> dt.datetime:
+    m = _TS_RE.match(text)
+    if not m:
+        raise ValueError(text)
+    date_part, time_part, zone = m.groups()
+    time_part = time_part or "00:00:00"
+    if "." in time_part:  # Python takes at most 6 fraction digits
+        head, frac = time_part.split(".")
+        time_part = f"{head}.{frac[:6]}"
+    z = "" if not zone else ("+00:00" if zone == "Z" else (zone if ":" in zone else zone[:3] + ":" + zone[3:]))
+    value = dt.datetime.fromisoformat(f"{date_part}T{time_part}{z}")
+    if ntz:
+        return value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def cast_literal(lit: n.Literal, target: DataType, where: str = "the value") -> n.Literal:
+    """Fold ``CAST(lit AS target)`` now; an impossible cast is an error naming the value."""
+    v = lit.value
+    if v is None or lit.type == target:
+        return n.Literal(v, target)
+    try:
+        out = _cast_value(v, lit.type, target)
+    except (ValueError, TypeError, ArithmeticError, OverflowError):
+        raise _err(
+            f"Cannot use {_show(v)} as a {n.type_name(target)} for {where}",
+            f"the value cannot be cast from {n.type_name(lit.type)} to {n.type_name(target)}",
+            f"write a {n.type_name(target)} literal"
+            + (" such as '2026-01-01'" if target.name == "date" else "")
+            + (" such as '2026-01-01 12:00:00'" if target.name.startswith("timestamp") else ""),
+        ) from None
+    return n.Literal(out, target)
+
+
+def _show(v) -> str:
+    return f"'{v}'" if isinstance(v, str) else repr(v)
+
+
+def _cast_value(v, src: DataType, dst: DataType):
+    name = dst.name
+    if isinstance(dst, DecimalType):
+        d = decimal.Decimal(str(v).strip()) if not isinstance(v, bool) else None
+        if d is None or not d.is_finite():
+            raise ValueError(v)
+        q = d.quantize(decimal.Decimal(1).scaleb(-dst.scale), rounding=decimal.ROUND_HALF_UP)
+        if len(q.as_tuple().digits) > dst.precision and q != 0:
+            raise OverflowError(v)
+        return q
+    if name in n.INTEGRAL:
+        if isinstance(v, bool):
+            raise TypeError(v)
+        if isinstance(v, str):
+            v = decimal.Decimal(v.strip())
+        if isinstance(v, (float, decimal.Decimal)):
+            if v != v or v in (float("inf"), float("-inf")):
+                raise ValueError(v)
+            v = int(v)  # Spark truncates toward zero
+        bits = {"byte": 8, "short": 16, "integer": 32, "long": 64}[name]
+        if not -(2 ** (bits - 1)) <= int(v) < 2 ** (bits - 1):
+            raise OverflowError(v)
+        return int(v)
+    if name in n.FRACTIONAL:
+        if isinstance(v, bool):
+            raise TypeError(v)
+        return float(v.strip() if isinstance(v, str) else v)
+    if name == "string":
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, dt.datetime):
+            return v.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".")
+        return str(v)
+    if name == "boolean":
+        if isinstance(v, str):
+            s = v.strip().lower()
+            if s in ("true", "t", "yes", "y", "1"):
+                return True
+            if s in ("false", "f", "no", "n", "0"):
+                return False
+            raise ValueError(v)
+        if isinstance(v, bool):
+            return v
+        raise TypeError(v)
+    if name == "date":
+        if isinstance(v, dt.datetime):
+            return v.date()
+        if isinstance(v, str):
+            s = v.strip()
+            return dt.date.fromisoformat(s[:10]) if _TS_RE.match(s) else dt.date.fromisoformat(s)
+        raise TypeError(v)
+    if name in ("timestamp", "timestamp_ntz"):
+        ntz = name == "timestamp_ntz"
+        if isinstance(v, dt.datetime):
+            return _parse_timestamp(v.isoformat(), ntz=ntz)
+        if isinstance(v, dt.date):
+            base = dt.datetime(v.year, v.month, v.day)
+            return base if ntz else base.replace(tzinfo=dt.UTC)
+        if isinstance(v, str):
+            return _parse_timestamp(v, ntz=ntz)
+        raise TypeError(v)
+    if name == "binary":
+        if isinstance(v, bytes):
+            return v
+        if isinstance(v, str):
+            return v.encode()
+        raise TypeError(v)
+    raise TypeError(v)
+
+
+# --------------------------------------------------------------------------------------------------
+# binding
+
+
+class _Binder:
+    def __init__(self, schema: StructType, text: str):
+        self.schema = schema
+        self.text = text
+        self.exp = _sqlglot()[0]
+
+    # ---- entry
+    def bind(self, node) -> n.Expr:
+        exp = self.exp
+        if isinstance(node, exp.Paren):
+            return self.bind(node.this)
+        if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or node.find(exp.Select):
+            raise _err(
+                f"Subqueries are not supported in '{self.text}'", None, "use a condition over the table's columns"
+            )
+        if isinstance(node, exp.Window):
+            raise _err(f"Window functions are not allowed in '{self.text}'", None, _FIX)
+        if isinstance(node, exp.AggFunc):
+            raise _err(
+                f"Aggregate function {node.sql('spark')} is not allowed in '{self.text}'",
+                "a row-level condition cannot aggregate",
+                _FIX,
+            )
+        handler = getattr(self, f"_b_{type(node).__name__}", None)
+        if handler is None:
+            return self._fallback(node)
+        return handler(node)
+
+    def _fallback(self, node):
+        exp = self.exp
+        if isinstance(node, exp.Func):
+            name = (node.sql_name() if hasattr(node, "sql_name") else type(node).__name__).lower()
+            if isinstance(node, exp.Anonymous):
+                name = str(node.this).lower()
+            if name in _NONDETERMINISTIC or type(node).__name__.lower() in _NONDETERMINISTIC:
+                raise _err(
+                    f"Non-deterministic function {name}() is not allowed in '{self.text}'",
+                    "the result would differ between the files a command reads and rewrites",
+                    "compute the value first and pass it as a literal (Airflow: a template such as '{{ ds }}')",
+                )
+            raise _err(
+                f"Function {name}() is not supported in '{self.text}'",
+                "supported: coalesce, if, upper, lower, trim, ltrim, rtrim, length, substring, concat, abs",
+                "rewrite the condition with supported functions, comparisons, IN, LIKE, BETWEEN, IS NULL",
+            )
+        raise _err(
+            f"Cannot use '{node.sql('spark')}' in '{self.text}'",
+            f"{type(node).__name__} expressions are not supported",
+            _FIX,
+        )
+
+    # ---- leaves
+    def _b_Column(self, node) -> n.Expr:
+        parts = [p.name for p in node.parts]
+        return self._column(parts)
+
+    def _b_Dot(self, node) -> n.Expr:
+        parts = []
+        cur = node
+        while isinstance(cur, self.exp.Dot):
+            parts.insert(0, cur.expression.name)
+            cur = cur.this
+        if not isinstance(cur, self.exp.Column):
+            return self._fallback(node)
+        return self._column([p.name for p in cur.parts] + parts)
+
+    def _column(self, parts: list[str]) -> n.Column:
+        fields = self.schema.fields
+        path, phys = [], []
+        field = None
+        for i, part in enumerate(parts):
+            field = next((f for f in fields if f.name == part), None) or next(
+                (f for f in fields if f.name.lower() == part.lower()), None
+            )
+            if field is None:
+                if i == 0:
+                    raise _err(
+                        f"Unknown column '{'.'.join(parts)}' in '{self.text}'",
+                        f"the table has columns {', '.join(self.schema.names)}",
+                        "use one of the table's columns (quote names with special characters in `backticks`)",
+                    )
+                raise _err(
+                    f"Unknown field '{part}' in '{'.'.join(parts)}' of '{self.text}'",
+                    f"'{'.'.join(path)}' has fields {', '.join(f.name for f in fields)}",
+                    "name an existing struct field",
+                )
+            path.append(field.name)
+            phys.append(field.physical_name)
+            if i < len(parts) - 1:
+                if not isinstance(field.type, StructType):
+                    raise _err(
+                        f"Column '{'.'.join(path)}' is not a struct in '{self.text}'",
+                        f"it is {n.type_name(field.type)}",
+                        "quote a column name that contains dots with backticks, e.g. `a.b`",
+                    )
+                fields = field.type.fields
+        if not isinstance(field.type, (PrimitiveType, DecimalType)):
+            raise _err(
+                f"Column '{'.'.join(path)}' of type {field.type.simple_string()} cannot be used in '{self.text}'",
+                "conditions work on primitive columns (nested struct fields included)",
+                "reference a primitive field, e.g. s.a",
+            )
+        return n.Column(tuple(path), field.type, field.nullable, tuple(phys))
+
+    def _b_Literal(self, node) -> n.Literal:
+        text = node.this
+        if node.is_string:
+            return n.Literal(text, n.STRING)
+        if re.fullmatch(r"[+-]?\d+", text):
+            v = int(text)
+            if -(2**31) <= v < 2**31:
+                return n.Literal(v, n.INTEGER)
+            if -(2**63) <= v < 2**63:
+                return n.Literal(v, n.LONG)
+            d = decimal.Decimal(text)
+            if len(d.as_tuple().digits) > 38:
+                raise _err(f"Number {text} is too large", "it exceeds decimal(38,0)", "use a smaller value")
+            return n.Literal(d, DecimalType(max(1, len(d.as_tuple().digits)), 0))
+        if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)", text):  # Spark: 1.5 is a decimal literal
+            d = decimal.Decimal(text)
+            t = d.as_tuple()
+            scale = max(0, -t.exponent)
+            precision = max(len(t.digits), scale, 1)
+            if precision > 38:
+                return n.Literal(float(text), n.DOUBLE)
+            return n.Literal(d, DecimalType(precision, scale))
+        return n.Literal(float(text), n.DOUBLE)  # 1e3 and the like are doubles in Spark
+
+    def _b_Boolean(self, node) -> n.Literal:
+        return n.Literal(bool(node.this), n.BOOLEAN)
+
+    def _b_Null(self, node) -> n.Literal:
+        return n.Literal(None, n.NULL)
+
+    def _b_HexString(self, node) -> n.Literal:
+        return n.Literal(bytes.fromhex(node.this), n.BINARY)
+
+    def _b_Neg(self, node) -> n.Expr:
+        child = self.bind(node.this)
+        if isinstance(child, n.Literal) and n.is_numeric(child.type) and child.value is not None:
+            return n.Literal(-child.value, child.type)
+        self._need_number(child, "-")
+        return n.Negate(child, child.type)
+
+    # ---- casts
+    def _b_Cast(self, node) -> n.Expr:
+        from ..schema import parse_type
+
+        target = parse_type(node.args["to"].sql("spark"))
+        if not isinstance(target, (PrimitiveType, DecimalType)):
+            raise _err(f"Cannot cast to {target.simple_string()} in '{self.text}'", None, "cast to a primitive type")
+        child = self.bind(node.this)
+        if isinstance(child, n.Literal):
+            return cast_literal(child, target, f"'{node.sql('spark')}'")
+        return n.Cast(child, target)
+
+    _b_TryCast = _b_Cast
+
+    # ---- logic
+    def _b_And(self, node) -> n.Expr:
+        return n.And((self._predicate(node.this), self._predicate(node.expression)))
+
+    def _b_Or(self, node) -> n.Expr:
+        return n.Or((self._predicate(node.this), self._predicate(node.expression)))
+
+    def _b_Not(self, node) -> n.Expr:
+        inner = node.this
+        exp = self.exp
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(inner, exp.Is):
+            e = self._b_Is(inner)
+            return n.IsNull(e.child, not e.negated)
+        if isinstance(inner, exp.In):
+            e = self._b_In(inner)
+            return n.In(e.child, e.values, not e.negated) if isinstance(e, n.In) else n.Not(e)
+        return n.Not(self._predicate(inner))
+
+    def _predicate(self, node) -> n.Expr:
+        e = self.bind(node)
+        if e.type.name == "void":
+            return n.Literal(None, n.BOOLEAN)
+        if e.type.name != "boolean":
+            raise _err(
+                f"'{node.sql('spark')}' is not a condition in '{self.text}'",
+                f"it is a value of type {n.type_name(e.type)}",
+                "compare it with something",
+            )
+        return e
+
+    # ---- comparisons
+    def _compare(self, op: str, left, right) -> n.Expr:
+        a, b = self.bind(left), self.bind(right)
+        a, b = self._coerce_pair(a, b, f"'{left.sql('spark')} {op} {right.sql('spark')}'")
+        return n.Compare(op, a, b)
+
+    def _coerce_pair(self, a: n.Expr, b: n.Expr, where: str) -> tuple[n.Expr, n.Expr]:
+        if a.type == b.type:
+            return a, b
+        # a string literal takes the other side's type
+        if isinstance(b, n.Literal) and b.type.name == "string" and a.type.name != "string":
+            return a, cast_literal(b, a.type, where)
+        if isinstance(a, n.Literal) and a.type.name == "string" and b.type.name != "string":
+            return cast_literal(a, b.type, where), b
+        t = common_type(a.type, b.type)
+        if t is None:
+            raise _err(
+                f"Cannot compare {n.type_name(a.type)} with {n.type_name(b.type)} in {where}",
+                "Spark has no implicit cast between these types",
+                "cast one side explicitly, e.g. CAST(x AS STRING)",
+            )
+        return self._to(a, t, where), self._to(b, t, where)
+
+    def _to(self, e: n.Expr, t: DataType, where: str) -> n.Expr:
+        if e.type == t:
+            return e
+        if isinstance(e, n.Literal):
+            return cast_literal(e, t, where)
+        return n.Cast(e, t)
+
+    def _b_EQ(self, node):
+        return self._compare("=", node.this, node.expression)
+
+    def _b_NullSafeEQ(self, node):
+        return self._compare("<=>", node.this, node.expression)
+
+    def _b_NEQ(self, node):
+        return self._compare("!=", node.this, node.expression)
+
+    def _b_LT(self, node):
+        return self._compare("<", node.this, node.expression)
+
+    def _b_LTE(self, node):
+        return self._compare("<=", node.this, node.expression)
+
+    def _b_GT(self, node):
+        return self._compare(">", node.this, node.expression)
+
+    def _b_GTE(self, node):
+        return self._compare(">=", node.this, node.expression)
+
+    def _b_Is(self, node) -> n.IsNull:
+        if not isinstance(node.expression, self.exp.Null):
+            raise _err(f"Only IS NULL / IS NOT NULL are supported in '{self.text}'", None, _FIX)
+        return n.IsNull(self.bind(node.this))
+
+    def _b_Between(self, node) -> n.Expr:
+        return n.And(
+            (
+                self._compare(">=", node.this, node.args["low"]),
+                self._compare("<=", node.this, node.args["high"]),
+            )
+        )
+
+    def _b_In(self, node) -> n.Expr:
+        if node.args.get("query") or node.args.get("unnest"):
+            raise _err(f"Subqueries are not supported in '{self.text}'", None, "list the values: x IN (1, 2, 3)")
+        child = self.bind(node.this)
+        values = [self.bind(v) for v in node.expressions]
+        if not all(isinstance(v, n.Literal) for v in values):
+            # IN over expressions: an OR of equalities, exactly as SQL defines it
+            return n.Or(tuple(self._compare("=", node.this, v) for v in node.expressions))
+        t = child.type
+        for v in values:
+            if v.type.name not in ("void", "string") or t.name == "string":
+                t = common_type(t, v.type) or t
+        child = self._to(child, t, f"'{node.sql('spark')}'")
+        lits = tuple(cast_literal(v, t, f"'{node.sql('spark')}'") for v in values)
+        return n.In(child, lits)
+
+    def _like(self, node, *, case_insensitive: bool) -> n.Expr:
+        child = self.bind(node.this)
+        pattern = self.bind(node.expression)
+        if not isinstance(pattern, n.Literal) or pattern.type.name != "string":
+            raise _err(f"LIKE needs a string literal pattern in '{self.text}'", None, "write x LIKE 'abc%'")
+        if node.args.get("escape") is not None:
+            raise _err(f"LIKE ... ESCAPE is not supported in '{self.text}'", None, "use the default escape \\")
+        if child.type.name != "string":
+            child = self._to(child, n.STRING, "LIKE")
+        return n.Like(child, pattern.value, bool(node.args.get("negate")), case_insensitive)
+
+    def _b_Like(self, node):
+        return self._like(node, case_insensitive=False)
+
+    def _b_ILike(self, node):
+        return self._like(node, case_insensitive=True)
+
+    # ---- arithmetic
+    def _need_number(self, e: n.Expr, op: str) -> None:
+        if not n.is_numeric(e.type) and e.type.name != "void":
+            raise _err(
+                f"Operator {op} needs numbers in '{self.text}'",
+                f"got a {n.type_name(e.type)}",
+                "cast the value to a number first",
+            )
+
+    def _arith(self, op: str, node) -> n.Expr:
+        a, b = self.bind(node.this), self.bind(node.expression)
+        for side in (a, b):
+            self._need_number(side, op)
+        if a.type.name == "void" or b.type.name == "void":
+            other = b if a.type.name == "void" else a
+            return n.Literal(None, other.type if other.type.name != "void" else n.INTEGER)
+        if op == "/":
+            if isinstance(a.type, DecimalType) or isinstance(b.type, DecimalType):
+                if a.type.name not in n.FRACTIONAL and b.type.name not in n.FRACTIONAL:
+                    t = DecimalType(38, 6)  # Spark's result for decimal division, bounded
+                    return n.Arithmetic(op, self._to(a, t, op), self._to(b, t, op), t)
+            return n.Arithmetic(op, self._to(a, n.DOUBLE, op), self._to(b, n.DOUBLE, op), n.DOUBLE)
+        if op == "div":
+            t = n.LONG
+            if not (n.is_integral(a.type) and n.is_integral(b.type)):
+                raise _err(f"DIV needs integers in '{self.text}'", None, "use / for fractional division")
+            return n.Arithmetic(op, self._to(a, t, op), self._to(b, t, op), t)
+        t = _wider_number(a.type, b.type)
+        if isinstance(t, DecimalType):
+            da, db = _as_decimal(a.type) if a.type.name not in n.FRACTIONAL else t, _as_decimal(b.type)
+            if op == "*":
+                scale = min(38, da.scale + db.scale)
+                t = DecimalType(min(38, da.precision + db.precision + 1), scale)
+            elif op in ("+", "-"):
+                scale = max(da.scale, db.scale)
+                t = DecimalType(min(38, max(da.precision - da.scale, db.precision - db.scale) + scale + 1), scale)
+        return n.Arithmetic(op, self._to(a, t, op), self._to(b, t, op), t)
+
+    def _b_Add(self, node):
+        return self._arith("+", node)
+
+    def _b_Sub(self, node):
+        return self._arith("-", node)
+
+    def _b_Mul(self, node):
+        return self._arith("*", node)
+
+    def _b_Div(self, node):
+        return self._arith("/", node)
+
+    def _b_Mod(self, node):
+        return self._arith("%", node)
+
+    def _b_IntDiv(self, node):
+        return self._arith("div", node)
+
+    # ---- functions
+    def _b_Coalesce(self, node) -> n.Expr:
+        args = [self.bind(a) for a in [node.this, *node.expressions]]
+        t = args[0].type
+        for a in args[1:]:
+            t = self._unify(t, a, "coalesce")
+        return n.Function("coalesce", tuple(self._to(a, t, "coalesce") for a in args), t)
+
+    def _unify(self, t: DataType, e: n.Expr, where: str) -> DataType:
+        if isinstance(e, n.Literal) and e.type.name == "string" and t.name not in ("string", "void"):
+            return t
+        u = common_type(t, e.type)
+        if u is None:
+            raise _err(
+                f"{where}: cannot mix {n.type_name(t)} and {n.type_name(e.type)} in '{self.text}'",
+                None,
+                "cast the values to one type",
+            )
+        return u
+
+    def _b_Case(self, node) -> n.Expr:
+        if node.this is not None:
+            raise _err(f"CASE x WHEN ... is not supported in '{self.text}'", None, "write CASE WHEN x = ... THEN")
+        branches = [(self._predicate(i.this), self.bind(i.args["true"])) for i in node.args["ifs"]]
+        default = node.args.get("default")
+        otherwise = self.bind(default) if default is not None else n.Literal(None, n.NULL)
+        return self._case(branches, otherwise)
+
+    def _b_If(self, node) -> n.Expr:
+        false = node.args.get("false")
+        otherwise = self.bind(false) if false is not None else n.Literal(None, n.NULL)
+        return self._case([(self._predicate(node.this), self.bind(node.args["true"]))], otherwise)
+
+    def _case(self, branches, otherwise) -> n.Expr:
+        t = otherwise.type
+        for _, v in branches:
+            t = self._unify(t, v, "CASE")
+        return n.Case(
+            tuple((c, self._to(v, t, "CASE")) for c, v in branches),
+            self._to(otherwise, t, "CASE"),
+            t,
+        )
+
+    def _string_fn(self, name: str, node) -> n.Expr:
+        a = self.bind(node.this)
+        return n.Function(name, (self._to(a, n.STRING, name),), n.STRING)
+
+    def _b_Upper(self, node):
+        return self._string_fn("upper", node)
+
+    def _b_Lower(self, node):
+        return self._string_fn("lower", node)
+
+    def _b_Trim(self, node):
+        if node.args.get("expression") is not None:
+            raise _err(f"TRIM(chars FROM x) is not supported in '{self.text}'", None, "use trim(x)")
+        position = str(node.args.get("position") or "").upper()
+        return self._string_fn({"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "trim"), node)
+
+    def _b_Length(self, node):
+        a = self.bind(node.this)
+        return n.Function("length", (self._to(a, n.STRING, "length"),), n.INTEGER)
+
+    def _b_Substring(self, node):
+        a = self._to(self.bind(node.this), n.STRING, "substring")
+        start = self._to(self.bind(node.args["start"]), n.INTEGER, "substring")
+        length = node.args.get("length")
+        args = (a, start) + ((self._to(self.bind(length), n.INTEGER, "substring"),) if length is not None else ())
+        return n.Function("substring", args, n.STRING)
+
+    def _b_Concat(self, node):
+        args = tuple(self._to(self.bind(a), n.STRING, "concat") for a in node.expressions)
+        return n.Function("concat", args, n.STRING)
+
+    def _b_Abs(self, node):
+        a = self.bind(node.this)
+        self._need_number(a, "abs")
+        return n.Function("abs", (a,), a.type)
+
+    def _b_Anonymous(self, node):
+        name = str(node.this).lower()
+        if name in ("ltrim", "rtrim") and len(node.expressions) == 1:
+            a = self.bind(node.expressions[0])
+            return n.Function(name, (self._to(a, n.STRING, name),), n.STRING)
+        return self._fallback(node)
