@@ -1,0 +1,406 @@
+"""Which files can hold a row matching a predicate: partition pruning and min/max data skipping.
+
+Two steps over the snapshot's live files (``snapshot.files``, one row per file), both vectorised:
+
+1. **Partition values, exactly.** The partition columns' values (strings in the log) are typed
+   (:func:`spark_apps.engine.partitions.partition_column_array`) into a one-row-per-file table and the
+   conjuncts that reference only partition columns are evaluated on it with the ordinary evaluator
+   (:mod:`.evaluate`): a file survives when each is TRUE.
+2. **Stats, conservatively.** The rest of the predicate is rewritten into a condition over each
+   file's stats (``minValues``, ``maxValues``, ``nullCount``, ``numRecords``, parsed from the stats
+   JSON with one pyarrow call) that is false only when no row of the file can make the predicate
+   TRUE, as delta-kernel-rs's ``data_skipping`` does. Anything unknown keeps the file: missing stats,
+   a column without stats, an expression the rewrite does not understand, a value that will not parse.
+   Partition columns take part here too (min = max = the file's value), so ``p = 1 OR x > 5`` prunes.
+
+Rules of the rewrite (``col`` a column, ``v`` a non-NULL literal, NULL-valued literals match nothing):
+``col = v``: ``min <= v AND max >= v``; ``col < v``: ``min < v``; ``col <= v``: ``min <= v``;
+``col > v``: ``max > v``; ``col >= v``: ``max >= v``; ``col != v``: not (``min = v = max``);
+``col IN (...)``: any of the equalities; ``col IS NULL``: ``nullCount > 0``; ``col IS NOT NULL``:
+``nullCount < numRecords``; AND / OR combine; NOT is pushed down (De Morgan, negated comparisons).
+Bounds are loosened where writers loosen them: a string maximum of 32 or more characters may be a
+truncated prefix (no upper bound); a timestamp maximum may be truncated to the millisecond (+1 ms);
+float/double maxima do not bound NaN (Spark orders NaN above every number), so they are not used.
+``tightBounds = false`` (files with deletion vectors) leaves min/max valid bounds and nullCount an
+over-count, which the rules above tolerate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
+from ..partitions import partition_column_array
+from ..schema import StructType
+from . import nodes as n
+from .evaluate import compare, evaluate
+
+__all__ = ["SkippingResult", "skip_files", "partition_table", "is_partition_only", "stats_table"]
+
+STRING_PREFIX_LENGTH = 32  # delta-spark's and delta-rs's default truncation of string stats
+
+
+@dataclass
+class SkippingResult:
+    """The files that may match, and the counts before and after skipping (for the metrics)."""
+
+    files: pa.Table
+    num_files_before: int
+    num_bytes_before: int
+    num_files_after: int
+    num_bytes_after: int
+    partition_pruned: int = 0  # files dropped by partition values alone
+
+
+def is_partition_only(expr: n.Expr, partition_columns: list[str]) -> bool:
+    """The predicate references partition columns only (so partition values decide it exactly)."""
+    parts = {c.lower() for c in partition_columns}
+    return all(len(p) == 1 and p[0].lower() in parts for p in expr.columns())
+
+
+def _part_key(schema: StructType, name: str) -> tuple[str, object]:
+    f = schema.find(name) if hasattr(schema, "find") else None
+    f = f or next(x for x in schema.fields if x.name.lower() == name.lower())
+    return f.physical_name, f
+
+
+def partition_table(files: pa.Table, schema: StructType, partition_columns: list[str]) -> pa.Table:
+    """One row per file, one typed column per partition column (named as in the table schema)."""
+    arrays, names = [], []
+    pv = files.column("partition_values")
+    for name in partition_columns:
+        key, f = _part_key(schema, name)
+        strings = pc.map_lookup(pv, key, "first") if files.num_rows else pa.array([], pa.string())
+        if isinstance(strings, pa.ChunkedArray):
+            strings = strings.combine_chunks()
+        arrays.append(partition_column_array(strings, f.type))
+        names.append(f.name)
+    return pa.table(arrays, names=names) if names else pa.table({"_": pa.nulls(files.num_rows)}).drop(["_"])
+
+
+def skip_files(
+    files: pa.Table,
+    schema: StructType,
+    partition_columns: list[str],
+    predicate: n.Expr | None,
+) -> SkippingResult:
+    """Drop the files that cannot hold a row where ``predicate`` is TRUE (see the module rules)."""
+    before_files = files.num_rows
+    before_bytes = int(pc.sum(files.column("size")).as_py() or 0) if before_files else 0
+    if predicate is None or before_files == 0:
+        return SkippingResult(files, before_files, before_bytes, before_files, before_bytes)
+    parts = {c.lower() for c in partition_columns}
+    part_conjuncts, data_conjuncts = [], []
+    for c in n.conjuncts(predicate):
+        (part_conjuncts if c.columns() and is_partition_only(c, partition_columns) else data_conjuncts).append(c)
+    keep = pa.repeat(pa.scalar(True), before_files)
+    ptable = partition_table(files, schema, partition_columns) if partition_columns else None
+    if part_conjuncts:
+        keep = pc.fill_null(evaluate(n.and_all(part_conjuncts), ptable), False)
+        if isinstance(keep, pa.ChunkedArray):
+            keep = keep.combine_chunks()
+    pruned = before_files - int(pc.sum(pc.cast(keep, pa.int64())).as_py() or 0)
+    literal_only = [c for c in data_conjuncts if not c.columns()]
+    for c in literal_only:  # e.g. 1 = 0, or a NULL predicate: decided once for all files
+        value = evaluate(c, pa.table({"_": [0]})).to_pylist()[0]
+        if value is not True:
+            keep = pa.repeat(pa.scalar(False), before_files)
+    data_conjuncts = [c for c in data_conjuncts if c.columns()]
+    if data_conjuncts and pc.any(keep).as_py():
+        stats = _Stats(files, schema, partition_columns, parts, ptable)
+        may = _can_match(n.and_all(data_conjuncts), stats)
+        if may is not None:
+            keep = pc.and_(keep, pc.fill_null(may, True))
+    kept = files.filter(keep)
+    kept_bytes = int(pc.sum(kept.column("size")).as_py() or 0) if kept.num_rows else 0
+    return SkippingResult(kept, before_files, before_bytes, kept.num_rows, kept_bytes, pruned)
+
+
+# --------------------------------------------------------------------------------------------------
+# stats
+
+
+def _json_type(t) -> pa.DataType | None:
+    name = t.name
+    if isinstance(t, n.DecimalType) or name in ("double", "float"):
+        return pa.float64()
+    if name in n.INTEGRAL:
+        return pa.int64()
+    if name in ("string", "date", "timestamp", "timestamp_ntz"):
+        return pa.string()
+    if name == "boolean":
+        return pa.bool_()
+    return None  # binary and others carry no usable stats
+
+
+def _nested(paths: dict[tuple[str, ...], pa.DataType]) -> pa.DataType:
+    """A struct type holding every path (``("s", "a") -> struct<s: struct<a: T>>``)."""
+    tree: dict = {}
+    for path, t in paths.items():
+        node = tree
+        for p in path[:-1]:
+            node = node.setdefault(p, {})
+        node[path[-1]] = t
+
+    def build(d: dict) -> pa.DataType:
+        return pa.struct([(k, build(v) if isinstance(v, dict) else v) for k, v in d.items()])
+
+    return build(tree)
+
+
+def stats_table(files: pa.Table, columns: list[n.Column]) -> pa.Table | None:
+    """``numRecords``, ``tightBounds`` and, per column, ``minValues``/``maxValues``/``nullCount``
+    structs parsed from the files' stats JSON (one pyarrow call); ``None`` when it does not parse."""
+    leaf = {}
+    for c in columns:
+        jt = _json_type(c.type)
+        if jt is not None:
+            leaf[c.physical_path or c.path] = jt
+    fields = [("numRecords", pa.int64()), ("tightBounds", pa.bool_())]
+    if leaf:
+        fields += [
+            ("minValues", _nested(leaf)),
+            ("maxValues", _nested(leaf)),
+            ("nullCount", _nested({p: pa.int64() for p in leaf})),
+        ]
+    schema = pa.schema(fields)
+    raw = files.column("stats")
+    if isinstance(raw, pa.ChunkedArray):
+        raw = raw.combine_chunks()
+    raw = pc.fill_null(raw, "{}")
+    raw = pc.if_else(pc.equal(pc.utf8_trim_whitespace(raw), ""), "{}", raw)
+    data = "\n".join(raw.to_pylist()).encode()
+    try:
+        table = pajson.read_json(
+            pa.py_buffer(data),
+            parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+            read_options=pajson.ReadOptions(block_size=max(1 << 20, len(data) + 1)),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return table if table.num_rows == files.num_rows else None
+
+
+def _get(table: pa.Table, top: str, path: tuple[str, ...]) -> pa.Array | None:
+    if top not in table.column_names:
+        return None
+    col = table.column(top).combine_chunks()
+    for p in path:
+        if not pa.types.is_struct(col.type) or col.type.get_field_index(p) < 0:
+            return None
+        col = pc.struct_field(col, [col.type.get_field_index(p)])
+    return col
+
+
+def _typed(arr: pa.Array, t) -> pa.Array | None:
+    target = t.to_arrow()
+    try:
+        if t.name == "timestamp":
+            try:
+                return pc.cast(arr, target)
+            except pa.ArrowInvalid:
+                return pc.assume_timezone(pc.cast(arr, pa.timestamp("us")), "UTC")
+        if t.name == "timestamp_ntz":
+            s = pc.replace_substring_regex(arr, r"(Z|[+-]\d\d:?\d\d)$", "")
+            return pc.cast(s, target)
+        if t.name == "date":
+            return pc.cast(pc.utf8_slice_codeunits(arr, 0, 10), target)
+        if isinstance(t, n.DecimalType):
+            return arr  # compared as float64, with the bounds loosened
+        if t.name in n.INTEGRAL:
+            return pc.cast(arr, target)
+        return arr
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+class _Stats:
+    def __init__(self, files, schema, partition_columns, parts, ptable):
+        self.files = files
+        self.schema = schema
+        self.parts = parts
+        self.ptable = ptable
+        self._table = None
+        self._loaded = False
+        self.n = files.num_rows
+
+    def _stats(self, columns):
+        if not self._loaded:
+            self._table = stats_table(self.files, columns)
+            self._loaded = True
+        return self._table
+
+    def prepare(self, expr: n.Expr) -> None:
+        cols = [c for c in expr.walk() if isinstance(c, n.Column) and c.path[0].lower() not in self.parts]
+        self._stats(cols)
+
+    def is_partition(self, c: n.Column) -> bool:
+        return len(c.path) == 1 and c.path[0].lower() in self.parts
+
+    def bounds(self, c: n.Column) -> tuple[pa.Array | None, pa.Array | None]:
+        """(min, max) per file, typed; None entries = unknown."""
+        if self.is_partition(c):
+            v = self.ptable.column(c.path[0]).combine_chunks()
+            return v, v
+        st = self._table
+        if st is None:
+            return None, None
+        path = c.physical_path or c.path
+        lo, hi = _get(st, "minValues", path), _get(st, "maxValues", path)
+        lo = _typed(lo, c.type) if lo is not None else None
+        hi = _typed(hi, c.type) if hi is not None else None
+        if hi is not None:
+            if c.type.name == "string":
+                hi = pc.if_else(
+                    pc.greater_equal(pc.utf8_length(hi), STRING_PREFIX_LENGTH), pa.scalar(None, hi.type), hi
+                )
+            elif c.type.name in ("timestamp", "timestamp_ntz"):
+                hi = pc.add(hi, pa.scalar(1000, pa.duration("us")))
+            elif c.type.name in n.FRACTIONAL:
+                hi = None
+        if isinstance(c.type, n.DecimalType):  # float64 bounds of decimals: loosen by a rounding error
+            eps = 1e-9
+            lo = pc.subtract(lo, pc.multiply(pc.add(pc.abs(lo), 1.0), eps)) if lo is not None else None
+            hi = pc.add(hi, pc.multiply(pc.add(pc.abs(hi), 1.0), eps)) if hi is not None else None
+        return lo, hi
+
+    def null_count(self, c: n.Column) -> pa.Array | None:
+        if self.is_partition(c):
+            v = self.ptable.column(c.path[0]).combine_chunks()
+            records = self.num_records()
+            big = pa.scalar(2**62, pa.int64())
+            return pc.if_else(pc.is_null(v), records if records is not None else big, 0)
+        st = self._table
+        if st is None:
+            return None
+        return _get(st, "nullCount", c.physical_path or c.path)
+
+    def num_records(self) -> pa.Array | None:
+        st = self._table
+        if st is None:
+            return None
+        return st.column("numRecords").combine_chunks()
+
+
+def _literal_for(c: n.Column, lit: n.Literal):
+    if isinstance(c.type, n.DecimalType):
+        return pa.scalar(float(lit.value), pa.float64())
+    return pa.scalar(lit.value, c.type.to_arrow())
+
+
+def _column_literal(e: n.Compare) -> tuple[n.Column, str, n.Literal] | None:
+    if isinstance(e.left, n.Column) and isinstance(e.right, n.Literal):
+        return e.left, e.op, e.right
+    if isinstance(e.right, n.Column) and isinstance(e.left, n.Literal):
+        return e.right, n.FLIPPED[e.op], e.left
+    return None
+
+
+def _all(value: bool, count: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value), count)
+
+
+def _negate(e: n.Expr) -> n.Expr | None:
+    """An expression TRUE exactly where ``NOT e`` is TRUE, pushed down; None when unknown."""
+    if isinstance(e, n.Not):
+        return e.child
+    if isinstance(e, n.And):
+        items = [_negate(i) for i in e.items]
+        return None if any(i is None for i in items) else n.Or(tuple(items))
+    if isinstance(e, n.Or):
+        items = [_negate(i) for i in e.items]
+        return None if any(i is None for i in items) else n.And(tuple(items))
+    if isinstance(e, n.Compare) and e.op in n.NEGATED:
+        return n.Compare(n.NEGATED[e.op], e.left, e.right)
+    if isinstance(e, n.IsNull):
+        return n.IsNull(e.child, not e.negated)
+    if isinstance(e, n.In):
+        return n.In(e.child, e.values, not e.negated)
+    return None
+
+
+def _can_match(e: n.Expr, stats: _Stats) -> pa.Array | None:
+    stats.prepare(e)
+    return _rewrite(e, stats)
+
+
+def _rewrite(e: n.Expr, s: _Stats) -> pa.Array | None:
+    """True/NULL where a file may hold a row making ``e`` TRUE; False where it provably cannot."""
+    if isinstance(e, n.And):
+        out = None
+        for item in e.items:
+            r = _rewrite(item, s)
+            if r is not None:
+                r = pc.fill_null(r, True)
+                out = r if out is None else pc.and_(out, r)
+        return out
+    if isinstance(e, n.Or):
+        out = None
+        for item in e.items:
+            r = _rewrite(item, s)
+            if r is None:
+                return None
+            r = pc.fill_null(r, True)
+            out = r if out is None else pc.or_(out, r)
+        return out
+    if isinstance(e, n.Not):
+        pushed = _negate(e.child)
+        return _rewrite(pushed, s) if pushed is not None else None
+    if isinstance(e, n.Literal):
+        return _all(e.value is True, s.n)
+    if isinstance(e, n.Compare):
+        return _compare(e, s)
+    if isinstance(e, n.In) and isinstance(e.child, n.Column) and not e.negated:
+        items = [n.Compare("=", e.child, v) for v in e.values if v.value is not None]
+        if not items:
+            return _all(False, s.n)
+        return _rewrite(n.Or(tuple(items)), s)
+    if isinstance(e, n.IsNull) and isinstance(e.child, n.Column):
+        nulls = s.null_count(e.child)
+        if nulls is None:
+            return None
+        if not e.negated:
+            return pc.greater(nulls, 0)
+        records = s.num_records()
+        return None if records is None else pc.less(nulls, records)
+    return None
+
+
+def _compare(e: n.Compare, s: _Stats) -> pa.Array | None:
+    cl = _column_literal(e)
+    if cl is None:
+        return None
+    c, op, lit = cl
+    if lit.value is None:
+        return None if op == "<=>" else _all(False, s.n)
+    if isinstance(lit.value, float) and lit.value != lit.value:
+        return None  # NaN literals: leave to the data
+    lo, hi = s.bounds(c)
+    v = _literal_for(c, lit)
+    floating = c.type.name in n.FRACTIONAL
+
+    def cmp(op2, a):
+        return None if a is None else compare(op2, a, v, floating)
+
+    if op in ("=", "<=>"):
+        parts = [x for x in (cmp("<=", lo), cmp(">=", hi)) if x is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else pc.and_kleene(parts[0], parts[1])
+    if op == "<":
+        return cmp("<", lo)
+    if op == "<=":
+        return cmp("<=", lo)
+    if op == ">":
+        return cmp(">", hi)
+    if op == ">=":
+        return cmp(">=", hi)
+    if op == "!=":
+        if lo is None or hi is None:
+            return None
+        both = pc.and_kleene(compare("=", lo, v, floating), compare("=", hi, v, floating))
+        return pc.invert(both)
+    return None
