@@ -86,7 +86,7 @@ def prepare_dataframe(df, table_schema, *, merge_schema: bool = False):
 
 def resolve_target_file_size(configuration: dict | None, target_file_size: int | None) -> int:
     """Explicit value, else the table's ``delta.targetFileSize``, else 128 MiB."""
-    from ..spark.write import DEFAULT_TARGET_FILE_SIZE
+    from ..writer import DEFAULT_TARGET_FILE_SIZE
 
     value = target_file_size
     if value is None:

@@ -38,7 +38,7 @@ from ..schema import StructType
 from . import nodes as n
 from .evaluate import compare, evaluate
 
-__all__ = ["SkippingResult", "skip_files", "partition_table", "is_partition_only", "stats_table"]
+__all__ = ["SkippingResult", "may_match", "skip_files", "partition_table", "is_partition_only", "stats_table"]
 
 STRING_PREFIX_LENGTH = 32  # delta-spark's and delta-rs's default truncation of string stats
 
@@ -52,7 +52,6 @@ class SkippingResult:
     num_bytes_before: int
     num_files_after: int
     num_bytes_after: int
-    partition_pruned: int = 0  # files dropped by partition values alone
 
 
 def is_partition_only(expr: n.Expr, partition_columns: list[str]) -> bool:
@@ -81,6 +80,35 @@ def partition_table(files: pa.Table, schema: StructType, partition_columns: list
     return pa.table(arrays, names=names) if names else pa.table({"_": pa.nulls(files.num_rows)}).drop(["_"])
 
 
+def may_match(files: pa.Table, schema: StructType, partition_columns: list[str], predicate: n.Expr) -> pa.Array:
+    """One boolean per file: False where no row of the file can make ``predicate`` TRUE.
+
+    ``files`` needs ``partition_values`` (map) and ``stats`` (JSON string) columns: a snapshot's
+    files or a winning commit's adds (the conflict checker asks the same question of them).
+    """
+    count = files.num_rows
+    parts = {c.lower() for c in partition_columns}
+    part_conjuncts, data_conjuncts = [], []
+    for c in n.conjuncts(predicate):
+        (part_conjuncts if c.columns() and is_partition_only(c, partition_columns) else data_conjuncts).append(c)
+    keep = pa.repeat(pa.scalar(True), count)
+    ptable = partition_table(files, schema, partition_columns) if partition_columns else None
+    if part_conjuncts:
+        keep = pc.fill_null(evaluate(n.and_all(part_conjuncts), ptable), False)
+        if isinstance(keep, pa.ChunkedArray):
+            keep = keep.combine_chunks()
+    for c in [c for c in data_conjuncts if not c.columns()]:  # e.g. 1 = 0: decided once for all files
+        if evaluate(c, pa.table({"_": [0]})).to_pylist()[0] is not True:
+            keep = pa.repeat(pa.scalar(False), count)
+    data_conjuncts = [c for c in data_conjuncts if c.columns()]
+    if data_conjuncts and count and pc.any(keep).as_py():
+        stats = _Stats(files, schema, partition_columns, parts, ptable)
+        may = _can_match(n.and_all(data_conjuncts), stats)
+        if may is not None:
+            keep = pc.and_(keep, pc.fill_null(may, True))
+    return keep
+
+
 def skip_files(
     files: pa.Table,
     schema: StructType,
@@ -92,31 +120,9 @@ def skip_files(
     before_bytes = int(pc.sum(files.column("size")).as_py() or 0) if before_files else 0
     if predicate is None or before_files == 0:
         return SkippingResult(files, before_files, before_bytes, before_files, before_bytes)
-    parts = {c.lower() for c in partition_columns}
-    part_conjuncts, data_conjuncts = [], []
-    for c in n.conjuncts(predicate):
-        (part_conjuncts if c.columns() and is_partition_only(c, partition_columns) else data_conjuncts).append(c)
-    keep = pa.repeat(pa.scalar(True), before_files)
-    ptable = partition_table(files, schema, partition_columns) if partition_columns else None
-    if part_conjuncts:
-        keep = pc.fill_null(evaluate(n.and_all(part_conjuncts), ptable), False)
-        if isinstance(keep, pa.ChunkedArray):
-            keep = keep.combine_chunks()
-    pruned = before_files - int(pc.sum(pc.cast(keep, pa.int64())).as_py() or 0)
-    literal_only = [c for c in data_conjuncts if not c.columns()]
-    for c in literal_only:  # e.g. 1 = 0, or a NULL predicate: decided once for all files
-        value = evaluate(c, pa.table({"_": [0]})).to_pylist()[0]
-        if value is not True:
-            keep = pa.repeat(pa.scalar(False), before_files)
-    data_conjuncts = [c for c in data_conjuncts if c.columns()]
-    if data_conjuncts and pc.any(keep).as_py():
-        stats = _Stats(files, schema, partition_columns, parts, ptable)
-        may = _can_match(n.and_all(data_conjuncts), stats)
-        if may is not None:
-            keep = pc.and_(keep, pc.fill_null(may, True))
-    kept = files.filter(keep)
+    kept = files.filter(may_match(files, schema, partition_columns, predicate))
     kept_bytes = int(pc.sum(kept.column("size")).as_py() or 0) if kept.num_rows else 0
-    return SkippingResult(kept, before_files, before_bytes, kept.num_rows, kept_bytes, pruned)
+    return SkippingResult(kept, before_files, before_bytes, kept.num_rows, kept_bytes)
 
 
 # --------------------------------------------------------------------------------------------------

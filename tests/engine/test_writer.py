@@ -1,4 +1,4 @@
-"""The executor half of the writer (write_partition_batches) without a JVM: property tests.
+"""The core writer (spark_apps.engine.writer) without a JVM: property tests.
 
 Random batches (sorted by the partition columns, as the Spark side delivers them) are written with a
 random target file size; the files must hold exactly the input rows (read back through the engine's
@@ -19,12 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spark_helpers import rows
 
-from spark_apps.engine.actions import AddFile
 from spark_apps.engine.partitions import decode_add_path
 from spark_apps.engine.reader import read_data_file
 from spark_apps.engine.schema import parse_schema
-from spark_apps.engine.spark.write import WriteSpec, _runs, write_partition_batches
 from spark_apps.engine.storage import storage_for
+from spark_apps.engine.writer import WriteSpec, _runs, write_batches
 
 SCHEMA = "id BIGINT, s STRING, p STRING, q INT"
 ARROW = pa.schema([("id", pa.int64()), ("s", pa.string()), ("p", pa.string()), ("q", pa.int32())])
@@ -65,9 +64,9 @@ def test_written_files_hold_exactly_the_rows(data, partitioned, target):
             target_file_size=target,
             row_group_bytes=2000,
         )
-        out = list(write_partition_batches(spec, table.to_batches(max_chunksize=batch_rows), task_id=7))
-        adds = [AddFile.from_json(json.loads(b.column("add_json")[0].as_py())) for b in out]
-        counts = [b.column("num_rows")[0].as_py() for b in out]
+        out = list(write_batches(spec, table.to_batches(max_chunksize=batch_rows), task_id=7))
+        adds = [w.add for w in out]
+        counts = [w.num_rows for w in out]
         schema = parse_schema(SCHEMA)
         storage = storage_for(root)
         read = []
@@ -108,3 +107,33 @@ def test_runs_split_on_value_changes_including_nulls():
     assert _runs(b, ["p", "q"]) == [(0, 1), (1, 1), (2, 2), (4, 1)]
     f = pa.record_batch({"x": pa.array([float("nan"), float("nan"), 1.0])})
     assert _runs(f, ["x"]) == [(0, 2), (2, 1)]
+
+
+def test_unsorted_partitions_and_data_change_false(tmp_path):
+    # rows of one task in any partition order (an UPDATE moving rows between partitions)
+    spec = WriteSpec(
+        table_uri=str(tmp_path),
+        schema_json=parse_schema("id BIGINT, p INT").to_json_string(),
+        partition_columns=("p",),
+        data_change=False,
+    )
+    batch = pa.record_batch(
+        {"id": pa.array([1, 2, 3, 4, 5], pa.int64()), "p": pa.array([2, 1, 2, None, 1], pa.int32())}
+    )
+    out = list(write_batches(spec, [batch]))
+    by_part = {w.add.partition_values["p"]: w.num_rows for w in out}
+    assert by_part == {"1": 2, "2": 2, None: 1}
+    assert all(w.add.data_change is False for w in out)
+    got = sorted(
+        (r["id"], r["p"])
+        for w in out
+        for r in read_data_file(
+            storage_for(str(tmp_path)),
+            str(tmp_path),
+            w.add.path,
+            w.add.partition_values,
+            parse_schema("id BIGINT, p INT"),
+            ["p"],
+        ).to_pylist()
+    )
+    assert got == [(1, 2), (2, 1), (3, 2), (4, None), (5, 1)]

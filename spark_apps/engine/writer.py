@@ -1,0 +1,298 @@
+"""Arrow batches -> Delta data files + AddFile actions, in pure pyarrow (no Spark, no JVM).
+
+The task-side half of every write (append, overwrite, the rewrites of DELETE and UPDATE, and later
+OPTIMIZE): the Spark data plane (:mod:`spark_apps.engine.spark.write`) hands each task's batches to
+:func:`write_batches`, and the per-file rewrite (:mod:`spark_apps.engine.rewrite`) calls it directly.
+
+* names ``[<hive partition dirs>/]part-<5-digit task id>-<uuid4>-c000.snappy.parquet``; partition
+  directories from :func:`spark_apps.engine.partitions.partition_path` (hive escaping) and
+  ``add.path`` URI-encoded with ``encode_add_path``;
+* partition columns are not stored in the files (Delta convention): their values go to
+  ``add.partitionValues``, serialised as the protocol says. Rows arrive in any partition order: each
+  batch is sorted by the partition columns and split into runs; a change of partition closes the
+  open file, so input sorted by partition (what the Spark writer provides) gives one open file at a
+  time and few files;
+* rows are buffered into row groups of about ``row_group_bytes`` Arrow bytes; a file is closed and a
+  new one opened when it would pass ``target_file_size`` (estimated from the compression ratio seen
+  so far);
+* per-file stats (numRecords, minValues, maxValues, nullCount) come from
+  :class:`spark_apps.engine.stats.StatsCollector` over the very batches written (no second pass);
+* NOT NULL columns are checked on the batches (:class:`SchemaMismatchError` before any commit);
+* ``data_change`` is written into each AddFile (``false`` for rearrangements such as OPTIMIZE).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from .actions import AddFile
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+__all__ = [
+    "WriteSpec",
+    "WrittenFile",
+    "TableWriter",
+    "write_batches",
+    "DEFAULT_TARGET_FILE_SIZE",
+    "DEFAULT_ROW_GROUP_BYTES",
+]
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Everything an executor needs to write a table's data files (small and picklable).
+
+    :param table_uri: normalised table root
+    :param schema_json: the table's Delta schema JSON (string)
+    :param partition_columns: partition column names, in table order
+    :param configuration: table properties (stats settings are read from them)
+    :param target_file_size: roll to a new file once a file reaches about this many bytes
+    :param row_group_bytes: Arrow bytes buffered per parquet row group
+    :param data_change: ``add.dataChange`` of the files written
+    """
+
+    table_uri: str
+    schema_json: str
+    partition_columns: tuple = ()
+    configuration: dict = field(default_factory=dict)
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+    data_change: bool = True
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One closed data file: its AddFile (not committed) and its row count."""
+
+    add: AddFile
+    num_rows: int
+
+
+def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch], *, task_id: int = 0) -> Iterator[WrittenFile]:
+    """Write batches (columns in table order) as data files; yield each file as it is closed."""
+    writer = TableWriter(spec, task_id)
+    for batch in batches:
+        if batch.num_rows:
+            yield from writer.write(batch)
+    yield from writer.finish()
+
+
+class TableWriter:
+    """Writes one task's rows into rolling parquet files (one open file at a time)."""
+
+    def __init__(self, spec: WriteSpec, task_id: int):
+        from . import schema as schema_mod
+        from . import stats as stats_mod
+        from .storage import storage_for
+
+        self.spec = spec
+        self.task_id = task_id
+        self.storage = storage_for(spec.table_uri)
+        self.fs = self.storage.filesystem
+        self.table_schema = schema_mod.parse_schema(spec.schema_json)
+        self.partition_columns = list(spec.partition_columns)
+        part_set = set(self.partition_columns)
+        self.partition_fields = {f.name: f for f in self.table_schema.fields if f.name in part_set}
+        self.data_schema = self.table_schema.without(part_set)
+        self.arrow_schema = self.data_schema.to_arrow_schema()
+        self._check_not_null_fn = schema_mod.check_not_null
+        self._has_not_null = _has_not_null(self.table_schema)
+        self._stats_mod = stats_mod
+        self._stats_config = stats_mod.stats_config_from_properties(spec.configuration or {})
+        self.target = max(1, int(spec.target_file_size))
+        self.row_group_bytes = max(1, int(spec.row_group_bytes))
+        # state
+        self._pvalues: tuple | None = None  # serialised partition values of the current run
+        from . import partitions as partitions_mod
+
+        self._partitions = partitions_mod
+        self._buffer: list[pa.RecordBatch] = []
+        self._buffer_bytes = 0
+        self._file = None  # open file state (dict)
+        self._ratio = 0.5  # parquet bytes per Arrow byte, learned while writing
+        self._made_dirs: set[str] = set()
+
+    # ---- input
+
+    def write(self, batch: pa.RecordBatch):
+        self._check_not_null(batch)
+        if not self.partition_columns:
+            yield from self._append(batch)
+            return
+        batch = _sorted_by(batch, self.partition_columns)
+        for start, length in _runs(batch, self.partition_columns):
+            run = batch.slice(start, length)
+            key = tuple(
+                _serialize_partition_value(self._partitions, run.column(c)[0].as_py(), self.partition_fields[c].type)
+                for c in self.partition_columns
+            )
+            if key != self._pvalues:
+                yield from self._flush(final=True)
+                self._pvalues = key
+            yield from self._append(run)
+
+    def finish(self):
+        yield from self._flush(final=True)
+
+    def _check_not_null(self, batch: pa.RecordBatch) -> None:
+        # a SchemaMismatchError travels to the driver through guard_executor / delta_error_from
+        if self._has_not_null:
+            self._check_not_null_fn(self.table_schema, batch)
+
+    def _append(self, batch: pa.RecordBatch):
+        data = self._data_batch(batch)
+        self._buffer.append(data)
+        self._buffer_bytes += data.nbytes
+        if self._buffer_bytes >= self.row_group_bytes:
+            yield from self._flush(final=False)
+
+    def _data_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        arrays = [batch.column(f.name) for f in self.arrow_schema]
+        out = pa.RecordBatch.from_arrays(arrays, names=[f.name for f in self.arrow_schema])
+        if out.schema != self.arrow_schema:
+            out = out.cast(self.arrow_schema)
+        return out
+
+    # ---- files
+
+    def _flush(self, *, final: bool):
+        """Write the buffered rows (as row groups), rolling files at the target size."""
+        if self._buffer:
+            table = pa.Table.from_batches(self._buffer, schema=self.arrow_schema).combine_chunks()
+            self._buffer, self._buffer_bytes = [], 0
+            offset = 0
+            while offset < table.num_rows:
+                if self._file is None:
+                    self._open()
+                remaining = table.num_rows - offset
+                bytes_per_row = max(table.nbytes / max(table.num_rows, 1), 1e-9) * self._ratio
+                room = self.target - self._file["sink"].tell()
+                fit = max(1, int(room / bytes_per_row)) if room > 0 else 1
+                n = min(remaining, fit)
+                chunk = table.slice(offset, n)
+                before = self._file["sink"].tell()
+                self._file["writer"].write_table(chunk, row_group_size=max(n, 1))
+                self._file["collector"].update(chunk)
+                self._file["rows"] += n
+                written = self._file["sink"].tell() - before
+                if chunk.nbytes > 0 and written > 0:
+                    self._ratio = written / chunk.nbytes
+                offset += n
+                if self._file["sink"].tell() >= self.target or n < remaining:
+                    yield self._close()
+        if final and self._file is not None:
+            yield self._close()
+
+    def _open(self) -> None:
+        import pyarrow.parquet as pq
+
+        from . import partitions
+
+        name = f"part-{self.task_id:05d}-{uuid.uuid4()}-c000.snappy.parquet"
+        pvalues: dict = {}
+        if self.partition_columns:
+            pvalues = dict(zip(self.partition_columns, self._pvalues or ()))
+            rel_dir = partitions.partition_path(self.partition_columns, pvalues)
+            rel = f"{rel_dir}/{name}"
+        else:
+            rel_dir, rel = "", name
+        full = self.storage.join(self.spec.table_uri, rel)
+        fs_path = self.storage.fs_path(full)
+        parent = fs_path.rsplit("/", 1)[0]
+        if parent not in self._made_dirs:
+            # object stores have no directories (and HDFS creates parents itself): only local needs it
+            if isinstance(self.fs, pafs.LocalFileSystem):
+                self.fs.create_dir(parent, recursive=True)
+            self._made_dirs.add(parent)
+        sink = self.fs.open_output_stream(fs_path)
+        writer = pq.ParquetWriter(
+            sink,
+            self.arrow_schema,
+            compression="snappy",
+            use_dictionary=True,
+            write_statistics=True,
+        )
+        collector = self._stats_mod.StatsCollector(self.data_schema, **self._stats_config)
+        self._file = {
+            "rel": rel,
+            "sink": sink,
+            "writer": writer,
+            "collector": collector,
+            "rows": 0,
+            "partition_values": pvalues,
+        }
+
+    def _close(self) -> WrittenFile:
+        from . import partitions
+
+        f, self._file = self._file, None
+        f["writer"].close()
+        size = f["sink"].tell()
+        f["sink"].close()
+        add = AddFile(
+            path=partitions.encode_add_path(f["rel"]),
+            partition_values=f["partition_values"],
+            size=int(size),
+            modification_time=int(time.time() * 1000),
+            data_change=bool(self.spec.data_change),
+            stats=f["collector"].to_json(),
+        )
+        return WrittenFile(add, int(f["rows"]))
+
+
+def _has_not_null(struct) -> bool:
+    from .schema import StructType
+
+    for f in struct.fields:
+        if not f.nullable or (isinstance(f.type, StructType) and _has_not_null(f.type)):
+            return True
+    return False
+
+
+def _serialize_partition_value(partitions, value, data_type) -> str | None:
+    out = partitions.serialize_partition_value(value, data_type)
+    # Delta (and Spark) store an empty string partition value as null.
+    return None if out == "" else out
+
+
+def _sorted_by(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
+    """The batch in partition-column order (stable; a no-op when already sorted)."""
+    if batch.num_rows < 2 or len(_runs(batch, columns)) == 1:
+        return batch
+    order = pc.sort_indices(batch, sort_keys=[(c, "ascending") for c in columns], null_placement="at_end")
+    return batch.take(order)
+
+
+def _runs(batch: pa.RecordBatch, columns: list[str]):
+    """(start, length) of the runs of equal partition values in a batch sorted by those columns."""
+    import numpy as np
+
+    n = batch.num_rows
+    if n == 0:
+        return []
+    change = np.zeros(n - 1, dtype=bool)
+    for c in columns:
+        col = batch.column(c)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        a, b = col.slice(1), col.slice(0, n - 1)
+        if pa.types.is_floating(col.type):
+            # NaN != NaN: compare their bit patterns through "is_nan" flags too
+            eq = pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_nan(a), pc.is_nan(b)))
+        else:
+            eq = pc.equal(a, b)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+        same = pc.or_(pc.fill_null(eq, False), both_null)
+        change |= ~np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+    starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+    ends = np.concatenate([starts[1:], [n]])
+    return [(int(s), int(e - s)) for s, e in zip(starts, ends)]
