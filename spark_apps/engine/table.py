@@ -9,6 +9,8 @@
     t.checkpoint(); t.cleanup_metadata()              # log only: no Spark
     t.to_df(version=3)                                # Spark
     t.append(df, app_id="dag.task", app_version=7)    # Spark
+    t.delete("dt = '2026-01-01' AND id <= 4")        # Spark, or in-process when spark is None
+    t.update({"v": "v * 2"}, "id = 7")               # Spark, or in-process when spark is None
 
 Rules: this module holds no protocol logic; each method is one call into a command or the log layer.
 It never imports pyspark at module level (``import spark_apps.engine`` must not load pyspark); the
@@ -285,6 +287,46 @@ class DeltaTable:
             app_version=app_version,
             user_metadata=user_metadata,
             target_file_size=target_file_size,
+        ).to_dict()
+
+    # ------------------------------------------------------------------ DML
+    def delete(self, predicate: str | None = None, *, app_id=None, app_version=None, user_metadata=None) -> dict:
+        """DELETE the rows where ``predicate`` (Spark SQL) is TRUE; every row when None.
+
+        Partition-only predicates remove files from metadata alone; otherwise the files that may
+        match (partition pruning + min/max stats) are probed and only the touched ones rewritten, in
+        Spark tasks when this table has a session, else in this process. No match: no commit.
+        See :mod:`spark_apps.engine.commands.dml`.
+        """
+        from .commands.dml import delete
+
+        return delete(
+            self.snapshot(),
+            predicate,
+            spark=self.spark,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+        ).to_dict()
+
+    def update(
+        self, updates: dict, predicate: str | None = None, *, app_id=None, app_version=None, user_metadata=None
+    ) -> dict:
+        """UPDATE SET ``updates`` (``{column: Spark SQL expression}``) WHERE ``predicate``.
+
+        Assignments are type-checked and cast as Spark's UPDATE does; an updated partition column moves
+        the rows to their new partition; nothing matching means no commit.
+        """
+        from .commands.dml import update
+
+        return update(
+            self.snapshot(),
+            updates,
+            predicate,
+            spark=self.spark,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
         ).to_dict()
 
 

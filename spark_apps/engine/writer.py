@@ -268,7 +268,7 @@ def _sorted_by(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
     """The batch in partition-column order (stable; a no-op when already sorted)."""
     if batch.num_rows < 2 or len(_runs(batch, columns)) == 1:
         return batch
-    order = pc.sort_indices(batch, sort_keys=[(c, "ascending") for c in columns], null_placement="at_end")
+    order = pc.sort_indices(batch, sort_keys=[(c, "ascending", "at_end") for c in columns])
     return batch.take(order)
 
 

@@ -42,8 +42,11 @@ class OperationMetrics:
     """Base of the per-operation metrics. Each field is one Delta metric (an int)."""
 
     def to_operation_metrics(self) -> dict[str, int]:
-        """The metrics under Delta's names, in declaration order."""
-        return {camel_case(f.name): int(getattr(self, f.name)) for f in fields(self)}
+        """The metrics under Delta's names, in declaration order (a metric that is unknown, None, is
+        left out, as Delta leaves out what it did not measure)."""
+        return {
+            camel_case(f.name): int(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None
+        }
 
 
 @dataclass
@@ -88,7 +91,7 @@ class _RewriteMetrics(OperationMetrics):
 
 @dataclass
 class DeleteMetrics(_RewriteMetrics):
-    num_deleted_rows: int = 0
+    num_deleted_rows: int | None = 0  # None: a metadata-only delete of files without stats
 
 
 @dataclass

@@ -233,4 +233,70 @@ def append(
     return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
 
 
-__all__ = ["write", "append", "prepare_dataframe", "write_files", "WriteCommandResult", "resolve_target_file_size"]
+def append_arrow(
+    table_uri: str,
+    data,
+    *,
+    app_id: str | None = None,
+    app_version: int | None = None,
+    user_metadata: str | None = None,
+    target_file_size: int | None = None,
+) -> WriteCommandResult:
+    """Blind append of Arrow data (a ``pa.Table`` or record batches with exactly the table's columns
+    and types) in this process, without Spark: the core writer and one commit."""
+    import pyarrow as pa
+
+    from .. import features
+    from ..log.snapshot import load_snapshot
+    from ..txn import OptimisticTransaction
+    from ..writer import WriteSpec, write_batches
+
+    table_root = normalize_table_uri(table_uri)
+    storage = storage_for(table_root)
+    snapshot = load_snapshot(storage, table_root)
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    partition_columns = list(snapshot.metadata.partition_columns or [])
+    txn = OptimisticTransaction(
+        storage,
+        table_root,
+        snapshot,
+        operation=OPERATION_WRITE,
+        operation_parameters={"mode": "Append", "partitionBy": partition_columns},
+        app_id=app_id,
+        app_version=app_version,
+        user_metadata=user_metadata,
+    )
+    empty = {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0}
+    if txn.is_duplicate():
+        return WriteCommandResult(OPERATION_WRITE, table_root, snapshot.version, True, empty)
+    target = snapshot.schema.to_arrow_schema()
+    batches = data.to_batches() if isinstance(data, pa.Table) else list(data)
+    batches = [b.select(target.names).cast(target) for b in batches]
+    spec = WriteSpec(
+        table_uri=table_root,
+        schema_json=snapshot.schema.to_json_string(),
+        partition_columns=tuple(partition_columns),
+        configuration=dict(snapshot.metadata.configuration or {}),
+        target_file_size=resolve_target_file_size(snapshot.metadata.configuration, target_file_size),
+    )
+    written = list(write_batches(spec, batches))
+    metrics = {
+        "numFiles": len(written),
+        "numOutputRows": sum(w.num_rows for w in written),
+        "numOutputBytes": sum(w.add.size for w in written),
+    }
+    commit = txn.commit([w.add for w in written], operation_metrics=metrics)
+    if commit.skipped:
+        return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, True, empty)
+    return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
+
+
+__all__ = [
+    "write",
+    "append",
+    "append_arrow",
+    "prepare_dataframe",
+    "write_files",
+    "WriteCommandResult",
+    "resolve_target_file_size",
+]

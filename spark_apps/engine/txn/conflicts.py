@@ -244,6 +244,29 @@ class CallablePredicate(ReadPredicate):
         return self.description
 
 
+class ExpressionPredicate(ReadPredicate):
+    """A read predicate of the predicate model (:mod:`spark_apps.engine.expr`): a winning commit's add
+    conflicts when it may hold a matching row, judged exactly on its typed partition values and
+    conservatively on its stats (as delta-rs's ``predicate_matches``); an add without stats may match."""
+
+    def __init__(self, predicate, schema, partition_columns):
+        self.predicate = predicate
+        self.schema = schema
+        self.partition_columns = list(partition_columns)
+
+    def matches(self, adds: pa.Table) -> pa.Array:
+        from ..expr.skipping import may_match
+
+        if "stats" not in adds.column_names:
+            adds = adds.append_column("stats", pa.nulls(adds.num_rows, pa.string()))
+        return may_match(adds, self.schema, self.partition_columns, self.predicate)
+
+    def describe(self) -> str:
+        from ..expr import to_sql
+
+        return to_sql(self.predicate)
+
+
 def to_read_predicate(obj: Any) -> ReadPredicate:
     """Normalise what ``txn.read_predicate(...)`` was given into a :class:`ReadPredicate`."""
     if obj is None or obj is True:

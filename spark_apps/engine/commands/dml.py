@@ -1,0 +1,271 @@
+"""DELETE and UPDATE: one algorithm over a snapshot, after Delta's DeleteCommand and UpdateCommand.
+
+1. **Check before anything is read or written**: the writer feature gate, ``delta.appendOnly``
+   (refused), the predicate and the ``SET`` expressions parsed and bound to the table schema
+   (:mod:`spark_apps.engine.expr`; unknown columns, bad types and bad literals are errors here).
+2. **Open the transaction on the snapshot** the command was given (no reload), with Delta's
+   ``operationParameters`` (``predicate`` as a JSON list of Spark SQL text).
+3. **Find the candidate files** (:func:`spark_apps.engine.expr.skipping.skip_files`): partition values
+   decide partition conjuncts exactly; min/max/nullCount stats drop files that cannot match. What was
+   read is registered on the transaction (the predicate and the candidate files), so a concurrent
+   commit that adds matching files or removes a candidate is a conflict.
+4. **DELETE without a data condition** (no predicate, or one on partition columns only) removes the
+   candidate files from metadata alone: no data is read; ``numDeletedRows`` comes from the files'
+   stats when every removed file has ``numRecords``.
+5. **Otherwise each candidate file is probed and, when touched, rewritten**
+   (:mod:`spark_apps.engine.rewrite`) in Spark tasks (:mod:`spark_apps.engine.spark.rewrite`) or,
+   without a SparkSession, in this process: untouched files are neither removed nor rewritten.
+6. **Commit** ``remove`` (touched files) + ``add`` (rewritten files) atomically. When nothing matches,
+   no commit is made and the result carries the snapshot's version.
+
+Metrics use Delta's names (:class:`~.result.DeleteMetrics`, :class:`~.result.UpdateMetrics`);
+``numCopiedRows`` are the rows of touched files written back unchanged, so for DELETE
+``rows of removed files = numDeletedRows + numCopiedRows`` and for UPDATE
+``rows of removed files = numUpdatedRows + numCopiedRows``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..actions import RemoveFile
+from ..errors import AppendOnlyViolationError
+from .result import CommandResult, DeleteMetrics, Stopwatch, UpdateMetrics
+
+__all__ = ["delete", "update", "removes_for"]
+
+
+def removes_for(files: pa.Table, *, data_change: bool = True, now_ms: int | None = None) -> list[RemoveFile]:
+    """RemoveFile actions for rows of ``snapshot.files`` (with their partition values, size, stats
+    and deletion vector, so readers of the log can account for what was removed)."""
+    from ..actions import DeletionVectorDescriptor
+
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    wanted = [
+        c for c in ("path", "partition_values", "size", "stats", "tags", "deletion_vector") if c in files.column_names
+    ]
+    out = []
+    for row in files.select(wanted).to_pylist():
+        dv = row.get("deletion_vector")
+        out.append(
+            RemoveFile(
+                path=row["path"],
+                data_change=data_change,
+                deletion_timestamp=now_ms,
+                extended_file_metadata=True,
+                partition_values=dict(row.get("partition_values") or []),
+                size=row.get("size"),
+                stats=row.get("stats"),
+                tags=dict(row["tags"]) if row.get("tags") else None,
+                deletion_vector=DeletionVectorDescriptor.from_json(dv) if dv else None,
+            )
+        )
+    return out
+
+
+def _sum(files: pa.Table, column: str) -> int:
+    return int(pc.sum(files.column(column)).as_py() or 0) if files.num_rows else 0
+
+
+def _stats_records(files: pa.Table) -> int | None:
+    """Total ``numRecords`` of ``files`` from their stats; None when any file lacks it."""
+    if files.num_rows == 0:
+        return 0
+    from ..expr.skipping import stats_table
+
+    st = stats_table(files, [])
+    if st is None:
+        return None
+    records = st.column("numRecords")
+    if records.null_count:
+        return None
+    return int(pc.sum(records).as_py() or 0)
+
+
+class _Plan:
+    """What every DML command shares: checks, transaction, candidate files, execution."""
+
+    def __init__(self, snapshot, operation: str, predicate: str | None, *, spark, txn_options: Mapping):
+        from .. import config, features
+        from ..expr import parse_predicate, to_sql
+        from ..storage import storage_for
+        from ..txn import OptimisticTransaction
+
+        self.watch = Stopwatch()
+        self.snapshot = snapshot
+        self.operation = operation
+        self.spark = spark
+        self.table_root = snapshot.table_root
+        self.storage = getattr(snapshot, "storage", None) or storage_for(self.table_root)
+        features.check_write_supported(snapshot.protocol, snapshot.metadata)
+        if config.append_only(snapshot.metadata):
+            raise AppendOnlyViolationError(
+                f"Cannot {operation} rows of table '{self.table_root}'",
+                "it has delta.appendOnly=true, which allows only appends",
+                "write to it with appends only, or set delta.appendOnly=false first",
+            )
+        self.schema = snapshot.schema
+        self.partition_columns = list(snapshot.metadata.partition_columns or [])
+        self.predicate = parse_predicate(predicate, self.schema) if predicate else None
+        self.predicate_sql = to_sql(self.predicate) if self.predicate is not None else None
+        params = {"predicate": json.dumps([self.predicate_sql] if self.predicate_sql else [])}
+        self.txn = OptimisticTransaction(
+            self.storage,
+            self.table_root,
+            snapshot,
+            operation=operation,
+            operation_parameters=params,
+            **dict(txn_options),
+        )
+
+    def candidates(self, metrics) -> pa.Table:
+        """Skip files and register the read on the transaction; fills the skipping metrics."""
+        from ..expr.skipping import skip_files
+        from ..txn.conflicts import ExpressionPredicate
+
+        files = self.snapshot.files
+        if self.predicate is None:
+            self.txn.read_whole_table()
+            kept = files
+            before_bytes = after_bytes = _sum(files, "size")
+            metrics.num_files_before_skipping = metrics.num_files_after_skipping = files.num_rows
+        else:
+            result = skip_files(files, self.schema, self.partition_columns, self.predicate)
+            self.txn.read_predicate(ExpressionPredicate(self.predicate, self.schema, self.partition_columns))
+            kept = result.files
+            before_bytes, after_bytes = result.num_bytes_before, result.num_bytes_after
+            metrics.num_files_before_skipping = result.num_files_before
+            metrics.num_files_after_skipping = result.num_files_after
+        metrics.num_bytes_before_skipping = before_bytes
+        metrics.num_bytes_after_skipping = after_bytes
+        self.txn.read_files(kept)
+        return kept
+
+    def rewrite(self, files: pa.Table, updates: tuple = ()) -> list:
+        from ..reader import column_mapping_mode_of
+        from ..rewrite import RewriteSpec, rewrite_files
+        from ..writer import WriteSpec
+        from .write import resolve_target_file_size
+
+        md = self.snapshot.metadata
+        spec = RewriteSpec(
+            write=WriteSpec(
+                table_uri=self.table_root,
+                schema_json=self.schema.to_json_string(),
+                partition_columns=tuple(self.partition_columns),
+                configuration=dict(md.configuration or {}),
+                target_file_size=resolve_target_file_size(md.configuration, None),
+            ),
+            predicate=self.predicate_sql,
+            updates=tuple(updates),
+            column_mapping_mode=column_mapping_mode_of(self.schema, md.configuration or {}),
+        )
+        if self.spark is not None:
+            from ..spark.rewrite import rewrite_files as spark_rewrite
+
+            return spark_rewrite(self.spark, spec, files)
+        return rewrite_files(spec, files)
+
+    def result(self, metrics, *, version: int | None = None, commit=None, skipped: bool = False) -> CommandResult:
+        metrics.execution_time_ms = self.watch.elapsed_ms()
+        return CommandResult(
+            self.operation,
+            self.table_root,
+            self.snapshot.version if version is None else version,
+            skipped,
+            metrics,
+            commit.commit_info if commit is not None else None,
+            {"committed": commit is not None},
+        )
+
+    def commit(self, removes: list, adds: list, metrics) -> CommandResult:
+        commit = self.txn.commit([*removes, *adds], operation_metrics=metrics.to_operation_metrics())
+        if commit.skipped:
+            return self.result(type(metrics)(), version=commit.version, skipped=True)
+        return self.result(metrics, version=commit.version, commit=commit)
+
+
+def _apply_outcomes(plan: _Plan, candidates: pa.Table, outcomes: list, metrics) -> tuple[list, list, int, int]:
+    """Removes and adds of the touched files; fills the file/byte/time metrics; returns them with
+    the rows matched and the rows written."""
+    touched = [o for o in outcomes if o.touched]
+    touched_paths = pa.array([o.path for o in touched], pa.string())
+    removed = candidates.filter(pc.is_in(candidates.column("path"), value_set=touched_paths))
+    adds = [w.add for o in touched for w in o.written]
+    metrics.num_removed_files = removed.num_rows
+    metrics.num_removed_bytes = _sum(removed, "size")
+    metrics.num_added_files = len(adds)
+    metrics.num_added_bytes = sum(a.size for a in adds)
+    matched = sum(o.num_matched for o in touched)
+    written = sum(o.num_written_rows for o in touched)
+    probe = sum(o.probe_ms for o in outcomes)
+    rewrite = sum(o.rewrite_ms for o in outcomes)
+    # the two phases run fused in the same tasks: split the wall time by the tasks' own shares
+    wall = plan.watch.elapsed_ms()
+    metrics.scan_time_ms = int(wall * probe / (probe + rewrite)) if probe + rewrite else 0
+    metrics.rewrite_time_ms = int(wall * rewrite / (probe + rewrite)) if probe + rewrite else 0
+    return removes_for(removed), adds, matched, written
+
+
+def delete(snapshot, predicate: str | None = None, *, spark=None, **txn_options) -> CommandResult:
+    """DELETE FROM the table WHERE ``predicate`` (all rows when None); see the module docstring.
+
+    :param snapshot: the table's snapshot to read at (the transaction opens on it)
+    :param predicate: Spark SQL condition, e.g. ``dt = '2026-01-01' AND id <= 4``
+    :param spark: a SparkSession to rewrite files with; None rewrites in this process
+    :param txn_options: ``app_id``, ``app_version``, ``user_metadata``
+    """
+    from ..expr.skipping import is_partition_only
+
+    plan = _Plan(snapshot, "DELETE", predicate, spark=spark, txn_options=txn_options)
+    metrics = DeleteMetrics()
+    if plan.txn.is_duplicate():
+        return plan.result(metrics, skipped=True)
+    candidates = plan.candidates(metrics)
+    if plan.predicate is None or is_partition_only(plan.predicate, plan.partition_columns):
+        # metadata only: every candidate file matches entirely (partition pruning is exact)
+        if candidates.num_rows == 0:
+            return plan.result(metrics)
+        metrics.num_removed_files = candidates.num_rows
+        metrics.num_removed_bytes = _sum(candidates, "size")
+        metrics.num_deleted_rows = _stats_records(candidates)
+        return plan.commit(removes_for(candidates), [], metrics)
+    outcomes = plan.rewrite(candidates)
+    removes, adds, matched, written = _apply_outcomes(plan, candidates, outcomes, metrics)
+    metrics.num_deleted_rows = matched
+    metrics.num_copied_rows = written
+    if not removes:
+        return plan.result(metrics)
+    return plan.commit(removes, adds, metrics)
+
+
+def update(
+    snapshot, updates: Mapping[str, str], predicate: str | None = None, *, spark=None, **txn_options
+) -> CommandResult:
+    """UPDATE the table SET ``updates`` WHERE ``predicate``; see the module docstring.
+
+    :param updates: ``{column: Spark SQL expression}``, e.g. ``{"v": "v * 2", "status": "'done'"}``;
+        values are cast to the column types as Spark's UPDATE does (ANSI store assignment)
+    """
+    from ..expr import bind_assignments, to_sql
+
+    plan = _Plan(snapshot, "UPDATE", predicate, spark=spark, txn_options=txn_options)
+    bound = bind_assignments(dict(updates or {}), plan.schema)  # errors before anything is read
+    metrics = UpdateMetrics()
+    if plan.txn.is_duplicate():
+        return plan.result(metrics, skipped=True)
+    candidates = plan.candidates(metrics)
+    if candidates.num_rows == 0:
+        return plan.result(metrics)
+    outcomes = plan.rewrite(candidates, tuple((c, to_sql(e)) for c, e in bound.items()))
+    removes, adds, matched, written = _apply_outcomes(plan, candidates, outcomes, metrics)
+    metrics.num_updated_rows = matched
+    metrics.num_copied_rows = written - matched
+    if not removes:
+        return plan.result(metrics)
+    return plan.commit(removes, adds, metrics)
