@@ -3,12 +3,11 @@
 This is also what spark-submit runs (``spark_apps/__main__.py``). Contract (docs/design.md, "CLI flags";
 the Airflow hook builds exactly these):
 
-* operations: ``describe``, ``history [--limit N]``, ``read --output PATH.parquet [--version N |
-  --timestamp TS]``, ``create-table --schema ... [--partition-by COL ...] [--property K=V ...]
-  [--description T] [--name N] [--if-not-exists] [--source URI --source-format F]``,
-  ``write --mode append --source URI --source-format parquet|csv|json|delta [--source-option K=V ...]``,
-  ``checkpoint [--cleanup]``, ``cleanup-metadata``; common: ``--table-uri``, ``--result-uri``,
-  ``--spec-json``, ``--master``, ``--app-id``/``--app-version``, ``--user-metadata``.
+* operations and their flags come from the registry (:mod:`spark_apps.operations`): ``describe``,
+  ``history``, ``read``, ``create-table``, ``write``, ``delete``, ``update``, ``checkpoint``,
+  ``cleanup-metadata`` (``python -m spark_apps <operation> --help`` lists each one's flags); common:
+  ``--table-uri``, ``--result-uri``, ``--spec-json``, ``--master``, and for committing operations
+  ``--app-id``/``--app-version``, ``--user-metadata``. Each runs its runner in :mod:`spark_apps.runners`.
 * ``--spec-json`` carries the same parameters as a JSON object keyed by argparse ``dest`` names;
   flags given explicitly win over its keys.
 * stdout's LAST line is one JSON object: ``{"status": "ok", "operation", "table_uri", "version",
@@ -39,22 +38,10 @@ import os
 import sys
 import traceback
 
+from spark_apps import operations as ops
 from spark_apps.engine.errors import DeltaError, InvalidArgumentError, StorageError
 
-OPERATIONS = ("describe", "history", "read", "create-table", "write", "checkpoint", "cleanup-metadata")
-SPARK_OPERATIONS = ("read", "write")
-SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
-DEFAULTS = {
-    "master": "local[*]",
-    "mode": "append",
-    "partition_by": None,
-    "properties": None,
-    "source_options": None,
-    "if_not_exists": False,
-    "cleanup": False,
-}
-_INT_KEYS = ("app_version", "limit", "version", "target_file_size")
-_BOOL_KEYS = ("if_not_exists", "cleanup")
+OPERATIONS = tuple(ops.OPERATIONS)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,7 +53,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _KeyValue(argparse.Action):
-    """``--property K=V`` (repeatable) -> dict."""
+    """``--property K=V`` / ``--set col=EXPR`` (repeatable) -> dict."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         current = dict(getattr(namespace, self.dest, None) or {})
@@ -82,58 +69,46 @@ class _KeyValue(argparse.Action):
         setattr(namespace, self.dest, current)
 
 
+def _add(p: argparse.ArgumentParser, arg: ops.Arg) -> None:
+    kw: dict = {"dest": arg.name, "help": arg.help or None}
+    if arg.kind == "int":
+        kw["type"] = int
+    elif arg.kind == "bool":
+        kw["action"] = "store_true"
+    elif arg.kind == "list":
+        kw.update(nargs="+", action="extend")
+    elif arg.kind in ("dict", "updates"):
+        kw.update(nargs="+", action=_KeyValue, metavar="KEY=VALUE")
+    p.add_argument(arg.cli_flag, **kw)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The command line, derived from the operations registry (:mod:`spark_apps.operations`)."""
     S = argparse.SUPPRESS
     common = _Parser(add_help=False, argument_default=S)
-    common.add_argument("--table-uri", dest="table_uri", help="the Delta table's location")
-    common.add_argument("--result-uri", dest="result_uri", help="also write the result JSON to this location")
-    common.add_argument("--spec-json", dest="spec_json", help="all parameters as one JSON object (dest names)")
-    common.add_argument("--master", dest="master", help="Spark master outside spark-submit (default local[*])")
-    common.add_argument("--app-id", dest="app_id", help="idempotent-write application id")
-    common.add_argument("--app-version", dest="app_version", type=int, help="idempotent-write version")
-    common.add_argument("--user-metadata", dest="user_metadata", help="commitInfo.userMetadata")
-
+    for arg in ops.COMMON_ARGS:
+        _add(common, arg)
+    common.add_argument("--spec-json", dest="spec_json", help="all parameters as one JSON object (their names)")
     parser = _Parser(prog="python -m spark_apps", description="Delta Lake operations as PySpark apps.")
     sub = parser.add_subparsers(dest="operation", metavar="OPERATION", parser_class=_Parser)
-    sub.add_parser("describe", parents=[common], help="table detail (log only)", argument_default=S)
-    p = sub.add_parser("history", parents=[common], help="commit history (log only)", argument_default=S)
-    p.add_argument("--limit", type=int, dest="limit")
-    p = sub.add_parser("read", parents=[common], help="rows to one parquet file (small tables)", argument_default=S)
-    p.add_argument("--output", dest="output", help="PATH.parquet to write")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--version", type=int, dest="version")
-    g.add_argument("--timestamp", dest="timestamp")
-    for name, hlp in (("create-table", "CREATE TABLE [AS SELECT]"), ("write", "append rows from a source")):
-        p = sub.add_parser(name, parents=[common], help=hlp, argument_default=S)
-        if name == "create-table":
-            p.add_argument("--schema", dest="schema", help="DDL string or Delta/Spark schema JSON")
-            p.add_argument("--partition-by", dest="partition_by", nargs="+", action="extend")
-            p.add_argument("--property", dest="properties", nargs="+", action=_KeyValue, metavar="KEY=VALUE")
-            p.add_argument("--description", dest="description")
-            p.add_argument("--name", dest="name")
-            p.add_argument("--if-not-exists", dest="if_not_exists", action="store_true")
-        else:
-            p.add_argument("--mode", dest="mode", help="append")
-        p.add_argument("--source", dest="source", help="source location")
-        p.add_argument("--source-format", dest="source_format", help="|".join(SOURCE_FORMATS))
-        p.add_argument("--source-option", dest="source_options", nargs="+", action=_KeyValue, metavar="KEY=VALUE")
-        p.add_argument("--target-file-size", dest="target_file_size", type=int, help="bytes per data file")
-    p = sub.add_parser("checkpoint", parents=[common], help="write a checkpoint (log only)", argument_default=S)
-    p.add_argument("--cleanup", dest="cleanup", action="store_true", help="then delete expired log files")
-    sub.add_parser("cleanup-metadata", parents=[common], help="delete expired log files (log only)", argument_default=S)
+    for op in ops.OPERATIONS.values():
+        p = sub.add_parser(op.name, parents=[common], help=op.help, argument_default=S)
+        for arg in op.all_args:
+            _add(p, arg)
     return parser
 
 
 def parse_args(argv: list[str]) -> dict:
-    """Merged parameters: defaults < ``--spec-json`` keys < explicit flags."""
+    """Merged parameters: registry defaults < ``--spec-json`` keys < explicit flags, coerced and checked."""
     ns = build_parser().parse_args(argv)
-    given = {k: v for k, v in vars(ns).items()}
+    given = dict(vars(ns))
     if not given.get("operation"):
         raise InvalidArgumentError(
             "No operation given",
             f"expected one of {', '.join(OPERATIONS)}",
             "run 'python -m spark_apps <operation> --table-uri URI ...'",
         )
+    op = ops.get(given["operation"])
     spec: dict = {}
     if given.get("spec_json"):
         try:
@@ -148,35 +123,18 @@ def parse_args(argv: list[str]) -> dict:
             )
         spec = {str(k).replace("-", "_"): v for k, v in spec.items() if v is not None}
         spec.pop("operation", None)
-    params = {**DEFAULTS, **spec, **given}
+    params = {"master": "local[*]", **op.defaults(), **spec, **given}
     params.pop("spec_json", None)
-    for k in _INT_KEYS:
-        if params.get(k) is not None:
-            try:
-                params[k] = int(params[k])
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    f"Parameter {k}={params[k]!r} is not an integer", None, f"pass {k} as a whole number"
-                ) from None
-    for k in _BOOL_KEYS:
-        v = params.get(k)
-        if isinstance(v, str):
-            params[k] = v.strip().lower() in ("1", "true", "yes", "y")
-    if isinstance(params.get("partition_by"), str):
-        params["partition_by"] = [c.strip() for c in params["partition_by"].split(",") if c.strip()]
-    for k in ("properties", "source_options"):
-        v = params.get(k)
-        if v is not None and not isinstance(v, dict):
-            raise InvalidArgumentError(
-                f"Parameter {k} must be a JSON object of strings",
-                f"got {type(v).__name__}",
-                f'pass {k} as {{"key": "value"}}',
-            )
     if not params.get("table_uri"):
         raise InvalidArgumentError(
             "No table location given", "--table-uri is missing", "pass --table-uri URI (or table_uri in --spec-json)"
         )
-    return params
+    try:
+        return ops.check_params(op, params)
+    except ValueError as e:
+        raise InvalidArgumentError(
+            f"Bad parameters for {op.name}: {e}", None, f"run 'python -m spark_apps {op.name} --help'"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,190 +156,13 @@ def _session(params: dict):
     return build_session(app_name=f"delta-{params['operation']}")
 
 
-def read_source(spark, params: dict):
-    """The source DataFrame of write / create-as-select."""
-    from spark_apps.engine.storage import is_local, normalize_table_uri
-
-    source = params.get("source")
-    fmt = (params.get("source_format") or "").strip().lower()
-    if not source:
-        raise InvalidArgumentError("No source given", "--source is missing", "pass --source URI --source-format F")
-    if fmt not in SOURCE_FORMATS:
-        raise InvalidArgumentError(
-            f"Unknown source format '{params.get('source_format')}'",
-            f"supported: {', '.join(SOURCE_FORMATS)}",
-            "pass --source-format parquet|csv|json|delta",
-        )
-    options = {str(k): str(v) for k, v in (params.get("source_options") or {}).items()}
-    if is_local(source) and not os.path.exists(normalize_table_uri(source)):
-        raise InvalidArgumentError(
-            f"Source '{source}' not found", "no file or directory at that path", "check --source"
-        )
-    if fmt == "delta":
-        from spark_apps.engine import DeltaTable
-
-        version = options.pop("versionAsOf", None)
-        ts = options.pop("timestampAsOf", None)
-        return DeltaTable.for_path(spark, source).to_df(
-            version=int(version) if version is not None else None, timestamp=ts
-        )
-    if fmt == "csv":
-        options = {"header": "true", "inferSchema": "true", **options}
-    try:
-        return spark.read.format(fmt).options(**options).load(source)
-    except Exception as e:
-        raise _spark_error(e, f"Cannot read source '{source}' as {fmt}") from None
-
-
-def _spark_error(e: Exception, what: str) -> DeltaError:
-    """A clear DeltaError for a Spark exception (AnalysisException etc.)."""
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    cond = getattr(e, "getCondition", None) or getattr(e, "getErrorClass", None)
-    try:
-        cond = cond() if callable(cond) else None
-    except Exception:
-        cond = None
-    if cond == "PATH_NOT_FOUND" or "PATH_NOT_FOUND" in msg or "Path does not exist" in msg:
-        return InvalidArgumentError(f"{what}: not found", msg[:500], "check the source location")
-    if type(e).__name__ in ("AnalysisException", "ParseException", "IllegalArgumentException"):
-        return InvalidArgumentError(what, msg[:500], "check the source location, format and options")
-    return DeltaError(what, msg[:500], "see the Spark log for details")
-
-
-# --------------------------------------------------------------------------------------------------
-# operations
-
-
-def _ok(
-    operation: str, table_uri: str, version, *, skipped: bool = False, metrics: dict | None = None, **extra
-) -> dict:
-    out = {
-        "status": "ok",
-        "operation": operation,
-        "table_uri": table_uri,
-        "version": version,
-        "skipped": bool(skipped),
-        "metrics": _numbers(metrics or {}),
-    }
-    out.update(extra)
-    return out
-
-
-def _numbers(metrics: dict) -> dict:
-    """Metric values as numbers (ints where integral)."""
-    out = {}
-    for k, v in metrics.items():
-        if isinstance(v, str):
-            try:
-                v = int(v)
-            except ValueError:
-                try:
-                    v = float(v)
-                except ValueError:
-                    pass
-        elif isinstance(v, float) and v.is_integer():
-            v = int(v)
-        out[k] = v
-    return out
-
-
 def run(params: dict, spark=None) -> dict:
-    """Run one operation; returns the result dict (without printing)."""
-    from spark_apps.engine import DeltaTable
+    """Run one operation (its registry runner); returns the result dict (without printing)."""
     from spark_apps.engine.storage import normalize_table_uri
 
-    op = params["operation"]
-    uri = normalize_table_uri(params["table_uri"])
-    if op == "describe":
-        detail = DeltaTable.for_path(None, uri).detail()
-        return _ok("DESCRIBE DETAIL", uri, detail["version"], detail=detail)
-    if op == "history":
-        t = DeltaTable.for_path(None, uri)
-        hist = t.history(limit=params.get("limit"))
-        version = hist[0]["version"] if hist else t.version()
-        return _ok("DESCRIBE HISTORY", uri, version, history=hist)
-    if op == "checkpoint":
-        t = DeltaTable.for_path(None, uri)
-        res = t.checkpoint()
-        extra = {}
-        if params.get("cleanup"):
-            extra["cleanup"] = _numbers(t.cleanup_metadata()["metrics"])
-        return _ok(res["operation"], uri, res["version"], metrics=res["metrics"], **extra)
-    if op == "cleanup-metadata":
-        res = DeltaTable.for_path(None, uri).cleanup_metadata()
-        return _ok(res["operation"], uri, res["version"], metrics=res["metrics"])
-    if op == "create-table":
-        source_df = read_source(spark, params) if params.get("source") else None
-        t = DeltaTable.create(
-            spark,
-            uri,
-            schema=params.get("schema"),
-            partition_by=params.get("partition_by"),
-            properties=params.get("properties"),
-            description=params.get("description"),
-            name=params.get("name"),
-            if_not_exists=bool(params.get("if_not_exists")),
-            source_df=source_df,
-            app_id=params.get("app_id"),
-            app_version=params.get("app_version"),
-            user_metadata=params.get("user_metadata"),
-            target_file_size=params.get("target_file_size"),
-        )
-        r = t.last_result
-        return _ok(r["operation"], uri, r["version"], skipped=r["skipped"], metrics=r["metrics"])
-    if op == "write":
-        mode = (params.get("mode") or "append").strip().lower()
-        if mode != "append":
-            raise InvalidArgumentError(
-                f"Write mode '{params.get('mode')}' is not supported yet",
-                "only --mode append is implemented",
-                "use --mode append",
-            )
-        t = DeltaTable.for_path(spark, uri)
-        df = read_source(spark, params)
-        r = t.append(
-            df,
-            app_id=params.get("app_id"),
-            app_version=params.get("app_version"),
-            user_metadata=params.get("user_metadata"),
-            target_file_size=params.get("target_file_size"),
-        )
-        return _ok(r["operation"], uri, r["version"], skipped=r["skipped"], metrics=r["metrics"])
-    if op == "read":
-        output = params.get("output")
-        if not output:
-            raise InvalidArgumentError(
-                "read needs an output location", "--output is missing", "pass --output PATH.parquet"
-            )
-        t = DeltaTable.for_path(spark, uri)
-        snap = t.snapshot(version=params.get("version"), timestamp=params.get("timestamp"))
-        from spark_apps.engine.spark.scan import to_dataframe
-
-        rows = _write_output(to_dataframe(spark, snap), output)
-        return _ok(
-            "READ",
-            uri,
-            snap.version,
-            metrics={"numOutputRows": rows, "numFiles": int(snap.num_files)},
-            output=normalize_table_uri(output),
-        )
-    raise InvalidArgumentError(f"Unknown operation '{op}'", f"expected one of {', '.join(OPERATIONS)}", None)
-
-
-def _write_output(df, output: str) -> int:
-    import pyarrow.parquet as pq
-
-    from spark_apps.engine.storage import normalize_table_uri, storage_for
-
-    path = normalize_table_uri(output)
-    storage = storage_for(path)
-    table = df.toArrow()
-    parent = storage.fs_path(path).rsplit("/", 1)[0]
-    if parent and storage.filesystem.type_name == "local":
-        storage.filesystem.create_dir(parent, recursive=True)
-    with storage.filesystem.open_output_stream(storage.fs_path(path)) as sink:
-        pq.write_table(table, sink, compression="snappy")
-    return table.num_rows
+    op = ops.get(params["operation"])
+    params = dict(params, table_uri=normalize_table_uri(params["table_uri"]))
+    return ops.load_runner(op)(params, spark)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -402,7 +183,9 @@ def _as_delta_error(e: BaseException) -> DeltaError:
         if err is not None:
             return err
     if type(e).__name__ in ("AnalysisException", "ParseException"):
-        return _spark_error(e, "Spark refused the operation")
+        from spark_apps.runners import spark_error
+
+        return spark_error(e, "Spark refused the operation")
     if isinstance(e, OSError):
         return StorageError("An I/O operation failed", f"{type(e).__name__}: {e}", "check the storage and retry")
     msg = str(e).strip().splitlines()[0][:500] if str(e).strip() else ""
@@ -431,9 +214,7 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
     try:
         params = parse_args(argv)
         result_uri = params.get("result_uri") or result_uri
-        needs_spark = params["operation"] in SPARK_OPERATIONS or (
-            params["operation"] == "create-table" and params.get("source")
-        )
+        needs_spark = ops.get(params["operation"]).spark_needed(params)
         if spark is None and (needs_spark or under_spark_submit()):
             spark = _session(params)
         result = run(params, spark)

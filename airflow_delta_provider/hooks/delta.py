@@ -67,6 +67,7 @@ from airflow_delta_provider.exceptions import (
     DeltaTaskError,
     app_error,
 )
+from spark_apps.operations import OPERATIONS  # the registry: the one list of operations
 
 RESULT_DIR_EXTRA = "delta_result_dir"
 APP_PACKAGE = "spark_apps"
@@ -77,9 +78,6 @@ LAUNCHER_SOURCE = (
     'runpy.run_module("spark_apps", run_name="__main__", alter_sys=True)\n'
 )
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-
-#: Operations the bundled CLI knows (docs/design.md, "CLI flags").
-OPERATIONS = frozenset({"describe", "history", "read", "create-table", "write", "checkpoint", "cleanup-metadata"})
 
 
 # ----------------------------------------------------------------------------------------------

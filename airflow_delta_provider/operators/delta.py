@@ -7,6 +7,10 @@ Rules (after Airflow's SparkSubmitOperator):
 * The hook is built lazily (never at parse time) and ``on_kill`` is delegated to it.
 * ``execute()`` returns the app's result dict, which becomes the task's XCom ``return_value``:
   ``{"status": "ok", "operation", "table_uri", "version", "skipped", "metrics": {...}, ...}``.
+* Each operator names its operation in the registry (:mod:`spark_apps.operations`); its own
+  arguments, their defaults, which are templated and their checks come from there: a subclass is a
+  docstring and ``operation = "<name>"``. Checks run at DAG parse time for values without templates
+  and again on the rendered values in ``execute()``, before anything is submitted.
 * Spark settings are not repeated per operator: ``spark_conf`` (a dict of Spark properties) and
   ``submit_options`` (:class:`~airflow_delta_provider.hooks.delta.SparkSubmitOptions` or a dict).
 * Idempotent retries: ``app_id`` + ``app_version`` become the commit's SetTransaction (a commit with an
@@ -28,10 +32,10 @@ from airflow.sdk import Asset, BaseOperator
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError
 from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
+from spark_apps import operations as ops
 
-SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
-WRITE_MODES_SUPPORTED = ("append",)
-WRITE_MODES_LATER = ("overwrite",)
+SOURCE_FORMATS = ops.SOURCE_FORMATS
+_BASE_TEMPLATE_FIELDS = ("table_uri", "spark_conf", "submit_options", "app_id", "app_version", "user_metadata")
 
 
 def delta_asset(table_uri: str, **kwargs: Any) -> Asset:
@@ -83,7 +87,7 @@ class DeltaBaseOperator(BaseOperator):
     """
 
     operation: ClassVar[str] = ""
-    template_fields: Sequence[str] = ("table_uri", "spark_conf", "app_id", "app_version", "user_metadata")
+    template_fields: Sequence[str] = _BASE_TEMPLATE_FIELDS
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#00add4"
 
@@ -100,11 +104,21 @@ class DeltaBaseOperator(BaseOperator):
         user_metadata: str | None = None,
         **kwargs: Any,
     ) -> None:
+        op = ops.get(self.operation)
+        values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.args}
         super().__init__(**kwargs)
+        for name, value in values.items():
+            setattr(self, name, value)
+        try:  # what is knowable now fails the DAG import, in the user's words
+            ops.check_params(op, values, skip_templates=True)
+        except ValueError as e:
+            raise ValueError(f"{type(self).__name__}: {e}") from None
         self.table_uri = table_uri
         self.conn_id = conn_id
         self.spark_conf = spark_conf
-        self.submit_options = SparkSubmitOptions.coerce(submit_options)
+        if not ops._holds_template(submit_options if isinstance(submit_options, dict) else None):
+            SparkSubmitOptions.coerce(submit_options)  # a bad option fails the DAG import
+        self.submit_options = submit_options  # templated: coerced when the hook is built
         self.result_dir = result_dir
         self.app_id = app_id
         self.app_version = app_version
@@ -117,7 +131,7 @@ class DeltaBaseOperator(BaseOperator):
             self.conn_id,
             spark_conf=self.spark_conf,
             result_dir=self.result_dir,
-            submit_options=self.submit_options,
+            submit_options=SparkSubmitOptions.coerce(self.submit_options),
         )
 
     def transaction_identity(self, context) -> dict[str, Any]:
@@ -136,9 +150,23 @@ class DeltaBaseOperator(BaseOperator):
             )
         return {"app_id": self.app_id, "app_version": app_version, "user_metadata": self.user_metadata}
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.operation and "template_fields" not in cls.__dict__:
+            own = ops.get(cls.operation).args
+            cls.template_fields = (*_BASE_TEMPLATE_FIELDS, *(a.name for a in own if a.templated))
+
     def operation_params(self, context) -> dict[str, Any]:
-        """The operation's own spec keys (subclasses)."""
-        return {}
+        """The operation's own parameters, rendered, coerced and checked (registry)."""
+        op = ops.get(self.operation)
+        values = {arg.name: getattr(self, arg.name) for arg in op.args}
+        try:
+            checked = ops.check_params(op, values)
+        except ValueError as e:
+            raise DeltaConfigurationError(
+                f"{type(self).__name__} got a bad argument", str(e), "fix the argument (after templating)"
+            ) from None
+        return {k: checked[k] for k in values}
 
     def execute(self, context) -> dict:
         result = self.hook.run(
@@ -171,15 +199,17 @@ class DeltaCreateTableOperator(DeltaBaseOperator):
     """Create a Delta table (``CREATE TABLE [IF NOT EXISTS] [AS SELECT]``).
 
     :param table_uri: where the table lives (templated).
-    :param schema: the schema: a DDL string (``"id BIGINT, name STRING"``) or a Delta schema JSON
-        (string or dict); optional with ``source`` (then the source's schema is used) (templated).
-    :param partition_by: partition column names (templated).
+    :param schema: a DDL string (``"id BIGINT, name STRING"``) or a Delta schema JSON (string or dict);
+        optional with ``source`` (then the source's schema is used) (templated).
+    :param partition_by: partition column names (a list or ``"a, b"``) (templated).
     :param properties: table properties, e.g. ``{"delta.appendOnly": "true"}`` (templated).
     :param description: table description (templated).
     :param name: table name stored in the metadata (templated).
-    :param if_not_exists: succeed without a commit when a table is already there (result ``skipped``).
+    :param if_not_exists: succeed without a commit when a table is already there: the XCom then says
+        ``created: false`` and ``version`` is the existing table's latest version, which is the
+        baseline a downstream :class:`DeltaTableVersionSensor` should wait beyond.
     :param source: create-as-select: a file/folder/table URI whose rows become version 0 (templated).
-    :param source_format: ``parquet``, ``csv``, ``json`` or ``delta``.
+    :param source_format: ``parquet`` (default), ``csv``, ``json`` or ``delta`` (templated).
     :param source_options: reader options for the source, e.g. ``{"header": "true"}`` (templated).
     :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
 
@@ -197,78 +227,22 @@ class DeltaCreateTableOperator(DeltaBaseOperator):
     """
 
     operation = "create-table"
-    template_fields: Sequence[str] = (
-        *DeltaBaseOperator.template_fields,
-        "schema",
-        "partition_by",
-        "properties",
-        "description",
-        "name",
-        "source",
-        "source_options",
-    )
-
-    def __init__(
-        self,
-        *,
-        schema: str | dict | None = None,
-        partition_by: Sequence[str] | None = None,
-        properties: dict[str, str] | None = None,
-        description: str | None = None,
-        name: str | None = None,
-        if_not_exists: bool = False,
-        source: str | None = None,
-        source_format: str | None = None,
-        source_options: dict[str, str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if schema is None and source is None:
-            raise ValueError(f"{type(self).__name__}: give a schema, or a source to create the table from")
-        if source is not None and source_format is None:
-            source_format = "parquet"
-        if source_format is not None and source_format not in SOURCE_FORMATS:
-            raise ValueError(f"source_format must be one of {SOURCE_FORMATS}, not {source_format!r}")
-        self.schema = schema
-        self.partition_by = list(partition_by) if isinstance(partition_by, (list, tuple)) else partition_by
-        self.properties = properties
-        self.description = description
-        self.name = name
-        self.if_not_exists = if_not_exists
-        self.source = source
-        self.source_format = source_format
-        self.source_options = source_options
-
-    def operation_params(self, context) -> dict[str, Any]:
-        import json
-
-        schema = self.schema
-        if isinstance(schema, dict):
-            schema = json.dumps(schema)
-        partition_by = self.partition_by
-        if isinstance(partition_by, str):
-            partition_by = [c.strip() for c in partition_by.split(",") if c.strip()]
-        return {
-            "schema": schema,
-            "partition_by": partition_by or None,
-            "properties": {str(k): str(v) for k, v in (self.properties or {}).items()} or None,
-            "description": self.description,
-            "name": self.name,
-            "if_not_exists": bool(self.if_not_exists),
-            "source": self.source,
-            "source_format": self.source_format if self.source else None,
-            "source_options": self.source_options or None,
-        }
 
 
 class DeltaWriteOperator(DeltaBaseOperator):
-    """Append the rows of a source (files or a Delta table) to a Delta table.
+    """Append or overwrite the rows of a source (files or a Delta table) into a Delta table.
 
     :param table_uri: the target table (templated).
     :param source: file, folder or table URI to read (templated), e.g. ``"/landing/{{ ds }}/"``.
-    :param source_format: ``parquet``, ``csv``, ``json`` or ``delta``.
-    :param mode: ``"append"``. (``"overwrite"`` is not available yet and is refused at parse time.)
+    :param source_format: ``parquet`` (default), ``csv``, ``json`` or ``delta`` (templated).
     :param source_options: reader options, e.g. ``{"header": "true"}`` for CSV (templated).
+    :param mode: ``"append"`` (default) or ``"overwrite"`` (templated).
+    :param replace_where: with ``mode="overwrite"``: replace only the rows matching this Spark SQL
+        condition; every written row must match it (templated), e.g. ``"dt = '{{ ds }}'"``.
+    :param partition_overwrite_mode: ``"static"`` (default) or ``"dynamic"``: with ``mode="overwrite"``,
+        replace only the partitions the source writes to.
+    :param overwrite_schema: with ``mode="overwrite"``: take the source's schema as the new schema.
+    :param merge_schema: add the source's new columns (nullable) and widen types safely.
     :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
 
     Example::
@@ -277,51 +251,70 @@ class DeltaWriteOperator(DeltaBaseOperator):
             task_id="append_day",
             table_uri="/lake/events",
             source="/landing/events/{{ ds }}.parquet",  # the day's rows, dt column included
-            source_format="parquet",
             app_id="events-loader",
             app_version="{{ logical_date.strftime('%Y%m%d') }}",
+            conn_id="spark_local",
+        )
+        restate_day = DeltaWriteOperator(
+            task_id="restate_day",
+            table_uri="/lake/events",
+            source="/landing/events/{{ ds }}.parquet",
+            mode="overwrite",
+            replace_where="dt = '{{ ds }}'",
             conn_id="spark_local",
         )
     """
 
     operation = "write"
-    template_fields: Sequence[str] = (*DeltaBaseOperator.template_fields, "source", "source_options")
 
-    def __init__(
-        self,
-        *,
-        source: str,
-        source_format: str = "parquet",
-        mode: str = "append",
-        source_options: dict[str, str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if mode in WRITE_MODES_LATER:
-            raise ValueError(
-                f"{type(self).__name__}: mode={mode!r} is not supported yet (only 'append'). "
-                "Overwrite (full and replace_where) comes with the next release; until then, append only."
-            )
-        if mode not in WRITE_MODES_SUPPORTED:
-            raise ValueError(f"{type(self).__name__}: mode must be 'append', not {mode!r}")
-        if source_format not in SOURCE_FORMATS:
-            raise ValueError(f"source_format must be one of {SOURCE_FORMATS}, not {source_format!r}")
-        self.source = source
-        self.source_format = source_format
-        self.mode = mode
-        self.source_options = source_options
 
-    def operation_params(self, context) -> dict[str, Any]:
-        if not self.source or not str(self.source).strip():
-            raise DeltaConfigurationError(
-                "No source to write", "source rendered empty", "pass a file, folder or table URI"
-            )
-        return {
-            "mode": self.mode,
-            "source": self.source,
-            "source_format": self.source_format,
-            "source_options": {str(k): str(v) for k, v in (self.source_options or {}).items()} or None,
-        }
+class DeltaDeleteOperator(DeltaBaseOperator):
+    """Delete the rows matching a predicate (``DELETE FROM t WHERE ...``).
+
+    A predicate on partition columns only removes whole files from the log without reading data;
+    otherwise only the files that may hold matching rows (partition values, min/max stats) are
+    read, and only those that do are rewritten. Nothing matching: no commit. The XCom carries
+    Delta's metrics (``numDeletedRows``, ``numRemovedFiles``, ``numAddedFiles``, ``numCopiedRows``, ...).
+
+    :param table_uri: the table (templated).
+    :param predicate: a Spark SQL condition (templated), e.g. ``"dt = '{{ ds }}'"``; ``None`` deletes
+        every row. A bad predicate fails the task once, without retry, naming the wrong column or token.
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+
+    Example::
+
+        drop_day = DeltaDeleteOperator(
+            task_id="drop_day", table_uri="/lake/events", predicate="dt = '{{ ds }}'", conn_id="spark_local"
+        )
+    """
+
+    operation = "delete"
+
+
+class DeltaUpdateOperator(DeltaBaseOperator):
+    """Set columns to Spark SQL expressions on the rows matching a predicate (``UPDATE t SET ... WHERE ...``).
+
+    Values are cast to the column types as Spark's UPDATE does; NOT NULL columns stay enforced;
+    updating a partition column moves the rows to their partition. Nothing matching: no commit.
+
+    :param table_uri: the table (templated).
+    :param updates: ``{column: expression}``, e.g. ``{"status": "'late'", "amount": "amount * 100"}``
+        (templated).
+    :param predicate: a Spark SQL condition (templated); ``None`` updates every row.
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+
+    Example::
+
+        flag_late = DeltaUpdateOperator(
+            task_id="flag_late",
+            table_uri="/lake/events",
+            updates={"status": "'late'"},
+            predicate="dt = '{{ ds }}' AND amount IS NULL",
+            conn_id="spark_local",
+        )
+    """
+
+    operation = "update"
 
 
 class DeltaCheckpointOperator(DeltaBaseOperator):
@@ -340,22 +333,6 @@ class DeltaCheckpointOperator(DeltaBaseOperator):
 
     operation = "checkpoint"
 
-    def __init__(self, *, cleanup: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.cleanup = cleanup
-
-    def operation_params(self, context) -> dict[str, Any]:
-        return {"cleanup": bool(self.cleanup)}
-
     def transaction_identity(self, context) -> dict[str, Any]:
         # A checkpoint makes no commit, so there is no SetTransaction to carry.
         return {}
-
-
-__all__ = [
-    "DeltaBaseOperator",
-    "DeltaCheckpointOperator",
-    "DeltaCreateTableOperator",
-    "DeltaWriteOperator",
-    "delta_asset",
-]

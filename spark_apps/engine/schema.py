@@ -1109,7 +1109,7 @@ def check_write_compatible(
             "The data does not match the table schema",
             "; ".join(problems),
             "select/cast the data to the table's columns and types"
-            + ("" if merge_schema else ", or enable mergeSchema to add new columns"),
+            + ("" if merge_schema else ", or write with merge_schema=True to add the new columns"),
         )
     out = StructType(tuple(merged))
     return table_schema if out == table_schema else out.validate()

@@ -269,9 +269,11 @@ class DeltaTable:
         app_version: int | None = None,
         user_metadata: str | None = None,
         target_file_size: int | None = None,
+        merge_schema: bool = False,
     ) -> dict:
-        """Blind append of ``df`` with schema enforcement (see :mod:`spark_apps.engine.commands.write`).
+        """Append of ``df`` with schema enforcement (see :mod:`spark_apps.engine.commands.write`).
 
+        :param merge_schema: add the data's new columns (nullable) to the table schema
         :param app_id: idempotent-write application id (with ``app_version``): an already committed
             version is skipped (``skipped: true``, nothing written)
         :param target_file_size: roll data files at about this many bytes (default: the table's
@@ -283,6 +285,40 @@ class DeltaTable:
         return append(
             self.table_uri,
             df,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+            target_file_size=target_file_size,
+            merge_schema=merge_schema,
+        ).to_dict()
+
+    def overwrite(
+        self,
+        df,
+        *,
+        replace_where: str | None = None,
+        overwrite_schema: bool = False,
+        partition_overwrite_mode: str = "static",
+        merge_schema: bool = False,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        user_metadata: str | None = None,
+        target_file_size: int | None = None,
+    ) -> dict:
+        """Replace the table's rows with ``df``'s in one commit: all of them, those matching
+        ``replace_where`` (every written row must match it), or with ``partition_overwrite_mode="dynamic"``
+        the partitions ``df`` writes to. See :func:`spark_apps.engine.commands.write.overwrite`."""
+        from .commands.write import overwrite
+
+        spark = self._need_spark("Overwriting")
+        return overwrite(
+            self.snapshot(),
+            df,
+            spark=spark,
+            replace_where=replace_where,
+            overwrite_schema=overwrite_schema,
+            partition_overwrite_mode=partition_overwrite_mode,
+            merge_schema=merge_schema,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from .actions import AddFile
+from .errors import InvalidArgumentError
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
@@ -44,6 +45,7 @@ __all__ = [
     "write_batches",
     "DEFAULT_TARGET_FILE_SIZE",
     "DEFAULT_ROW_GROUP_BYTES",
+    "resolve_target_file_size",
 ]
 
 
@@ -58,6 +60,8 @@ class WriteSpec:
     :param target_file_size: roll to a new file once a file reaches about this many bytes
     :param row_group_bytes: Arrow bytes buffered per parquet row group
     :param data_change: ``add.dataChange`` of the files written
+    :param row_constraint: a Spark SQL condition every written row must satisfy (overwrite's
+        ``replace_where``); a row where it is not TRUE fails the write before any commit
     """
 
     table_uri: str
@@ -67,6 +71,38 @@ class WriteSpec:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     data_change: bool = True
+    row_constraint: str | None = None
+
+
+def resolve_target_file_size(configuration: dict | None, target_file_size: int | None) -> int:
+    """Explicit value, else the table's ``delta.targetFileSize``, else 128 MiB."""
+    value = target_file_size
+    if value is None:
+        raw = (configuration or {}).get("delta.targetFileSize")
+        if raw is not None:
+            value = _parse_size(raw)
+    if value is None:
+        return DEFAULT_TARGET_FILE_SIZE
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        value = 0
+    if value <= 0:
+        raise InvalidArgumentError(
+            f"Target file size {target_file_size!r} is not a positive number of bytes",
+            None,
+            "pass a positive integer such as 134217728 (128 MiB)",
+        )
+    return value
+
+
+def _parse_size(text) -> int | None:
+    s = str(text).strip().lower().replace(" ", "")
+    units = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+    for unit in sorted(units, key=len, reverse=True):
+        if s.endswith(unit) and s[: -len(unit)].replace(".", "", 1).isdigit():
+            return int(float(s[: -len(unit)]) * units[unit])
+    return int(s) if s.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -120,11 +156,13 @@ class TableWriter:
         self._file = None  # open file state (dict)
         self._ratio = 0.5  # parquet bytes per Arrow byte, learned while writing
         self._made_dirs: set[str] = set()
+        self._constraint = None
 
     # ---- input
 
     def write(self, batch: pa.RecordBatch):
         self._check_not_null(batch)
+        self._check_constraint(batch)
         if not self.partition_columns:
             yield from self._append(batch)
             return
@@ -142,6 +180,24 @@ class TableWriter:
 
     def finish(self):
         yield from self._flush(final=True)
+
+    def _check_constraint(self, batch: pa.RecordBatch) -> None:
+        if self.spec.row_constraint is None:
+            return
+        from .errors import InvalidArgumentError
+        from .expr import parse_predicate, true_mask
+
+        if self._constraint is None:
+            self._constraint = parse_predicate(self.spec.row_constraint, self.table_schema)
+        ok = true_mask(self._constraint, batch)
+        bad = batch.num_rows - int(pc.sum(pc.cast(ok, pa.int64())).as_py() or 0)
+        if bad:
+            first = batch.filter(pc.invert(ok)).slice(0, 1).to_pylist()[0]
+            raise InvalidArgumentError(
+                f"{bad} row(s) written do not match replace_where '{self.spec.row_constraint}'",
+                f"e.g. {first}",
+                "filter the source to the rows the condition selects, or widen replace_where",
+            )
 
     def _check_not_null(self, batch: pa.RecordBatch) -> None:
         # a SchemaMismatchError travels to the driver through guard_executor / delta_error_from

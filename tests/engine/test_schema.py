@@ -441,7 +441,7 @@ def test_check_write_compatible():
     assert "'s.a' has type string" in msg
     assert "missing non-nullable column 's.b'" in msg
     assert "extra column 's.c'" in msg
-    assert "mergeSchema" in msg
+    assert "merge_schema=True" in msg
     merged = check_write_compatible(
         table, parse_ddl("id BIGINT, extra DOUBLE NOT NULL, s STRUCT<b: STRING, c: INT>"), merge_schema=True
     )

@@ -17,11 +17,16 @@ from airflow_delta_provider.operators.delta import (
 )
 
 
-def test_write_refuses_overwrite_and_unknown_values_at_parse_time():
-    with pytest.raises(ValueError, match="mode='overwrite' is not supported yet"):
-        DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", mode="overwrite")
-    with pytest.raises(ValueError, match="mode must be 'append'"):
+def test_write_refuses_unknown_values_at_parse_time():
+    with pytest.raises(ValueError, match="mode must be one of append, overwrite, not 'upsert'"):
         DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", mode="upsert")
+    with pytest.raises(ValueError, match="replace_where= needs mode='overwrite'"):
+        DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", replace_where="dt = '2026-01-01'")
+    # a templated value is checked after rendering, not at parse time
+    op = DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", mode="{{ params.mode }}")
+    op.mode = "upsert"
+    with pytest.raises(DeltaConfigurationError, match="mode must be one of"):
+        op.operation_params({})
     with pytest.raises(ValueError, match="source_format"):
         DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", source_format="avro")
     with pytest.raises(TypeError):
@@ -47,6 +52,11 @@ def test_write_spec_and_template_fields():
         "source": "/in/{{ ds }}.csv",
         "source_format": "csv",
         "source_options": {"header": "True", "sep": ";"},
+        "target_file_size": None,
+        "replace_where": None,
+        "partition_overwrite_mode": "static",
+        "overwrite_schema": False,
+        "merge_schema": False,
     }
     assert op.transaction_identity({}) == {
         "app_id": "loader",
@@ -80,7 +90,7 @@ def test_create_table_spec():
     assert params["schema"] == '{"type": "struct", "fields": []}'
     assert params["partition_by"] == ["dt", "region"]
     assert params["properties"] == {"delta.checkpointInterval": "5"}
-    assert params["if_not_exists"] is True and params["source"] is None and params["source_format"] is None
+    assert params["if_not_exists"] is True and params["source"] is None
     ctas = DeltaCreateTableOperator(task_id="c2", table_uri="/t", source="/in/x")
     assert ctas.operation_params({})["source_format"] == "parquet"
     with pytest.raises(ValueError, match="give a schema, or a source"):
@@ -93,7 +103,7 @@ def test_checkpoint_spec_and_options_object():
     )
     assert op.operation_params({}) == {"cleanup": True}
     assert op.transaction_identity({}) == {}
-    assert op.submit_options == SparkSubmitOptions(driver_memory="1g")
+    assert SparkSubmitOptions.coerce(op.submit_options) == SparkSubmitOptions(driver_memory="1g")
     hook = op.hook
     assert hook.conn_id == "spark_default" and hook.spark_conf == {"spark.x": "1"}
     assert op.hook is hook  # built once
@@ -103,3 +113,18 @@ def test_delta_asset_uri():
     a = delta_asset("/lake/events/")
     assert isinstance(a, Asset) and a.uri == "file:///lake/events"
     assert delta_asset("s3://b/lake/events").uri == "s3://b/lake/events"
+
+
+def test_delete_and_update_operators_come_from_the_registry():
+    from airflow_delta_provider.operators.delta import DeltaDeleteOperator, DeltaUpdateOperator
+
+    d = DeltaDeleteOperator(task_id="d", table_uri="/t", predicate="dt = '{{ ds }}'")
+    assert "predicate" in d.template_fields and "table_uri" in d.template_fields
+    assert d.operation_params({}) == {"predicate": "dt = '{{ ds }}'"}
+    u = DeltaUpdateOperator(task_id="u", table_uri="/t", updates={"v": "v * 2"}, predicate="id = 1")
+    assert {"updates", "predicate"} <= set(u.template_fields)
+    assert u.operation_params({}) == {"updates": {"v": "v * 2"}, "predicate": "id = 1"}
+    with pytest.raises(ValueError, match="DeltaUpdateOperator: updates= must name at least one column"):
+        DeltaUpdateOperator(task_id="u2", table_uri="/t", updates={})
+    with pytest.raises(TypeError):
+        DeltaDeleteOperator(task_id="d2", table_uri="/t", predicat="x = 1")  # a typo is not swallowed

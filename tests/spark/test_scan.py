@@ -91,7 +91,7 @@ def test_scan_files_reports_files_and_file_column(spark, tmp_path):
     t.append(spark.createDataFrame([(i, f"v{i % 3}") for i in range(30)], "id long, p string"))
     snap = t.snapshot()
     res = scan_files(spark, snap, columns=["id"], with_file_column=True)
-    assert res.files.num_rows == snap.num_files == 3
+    assert res.files.num_rows == snap.num_files >= 3  # at least one file per partition value
     got = res.df.toArrow()
     assert got.column_names == ["id", FILE_COLUMN]
     assert set(got.column(FILE_COLUMN).to_pylist()) == set(snap.files.column("path").to_pylist())

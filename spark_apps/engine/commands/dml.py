@@ -37,7 +37,7 @@ from ..actions import RemoveFile
 from ..errors import AppendOnlyViolationError
 from .result import CommandResult, DeleteMetrics, Stopwatch, UpdateMetrics
 
-__all__ = ["delete", "update", "removes_for"]
+__all__ = ["delete", "update", "removes_for", "rewrite_candidates", "apply_outcomes"]
 
 
 def removes_for(files: pa.Table, *, data_change: bool = True, now_ms: int | None = None) -> list[RemoveFile]:
@@ -147,29 +147,7 @@ class _Plan:
         return kept
 
     def rewrite(self, files: pa.Table, updates: tuple = ()) -> list:
-        from ..reader import column_mapping_mode_of
-        from ..rewrite import RewriteSpec, rewrite_files
-        from ..writer import WriteSpec
-        from .write import resolve_target_file_size
-
-        md = self.snapshot.metadata
-        spec = RewriteSpec(
-            write=WriteSpec(
-                table_uri=self.table_root,
-                schema_json=self.schema.to_json_string(),
-                partition_columns=tuple(self.partition_columns),
-                configuration=dict(md.configuration or {}),
-                target_file_size=resolve_target_file_size(md.configuration, None),
-            ),
-            predicate=self.predicate_sql,
-            updates=tuple(updates),
-            column_mapping_mode=column_mapping_mode_of(self.schema, md.configuration or {}),
-        )
-        if self.spark is not None:
-            from ..spark.rewrite import rewrite_files as spark_rewrite
-
-            return spark_rewrite(self.spark, spec, files)
-        return rewrite_files(spec, files)
+        return rewrite_candidates(self.snapshot, self.spark, self.predicate_sql, files, updates)
 
     def result(self, metrics, *, version: int | None = None, commit=None, skipped: bool = False) -> CommandResult:
         metrics.execution_time_ms = self.watch.elapsed_ms()
@@ -190,7 +168,34 @@ class _Plan:
         return self.result(metrics, version=commit.version, commit=commit)
 
 
-def _apply_outcomes(plan: _Plan, candidates: pa.Table, outcomes: list, metrics) -> tuple[list, list, int, int]:
+def rewrite_candidates(snapshot, spark, predicate_sql: str | None, files: pa.Table, updates: tuple = ()) -> list:
+    """Probe ``files`` and rewrite the touched ones (:mod:`spark_apps.engine.rewrite`): in Spark tasks
+    when ``spark`` is given, else in this process. Returns one FileOutcome per file."""
+    from ..reader import column_mapping_mode_of
+    from ..rewrite import RewriteSpec, rewrite_files
+    from ..writer import WriteSpec, resolve_target_file_size
+
+    md = snapshot.metadata
+    spec = RewriteSpec(
+        write=WriteSpec(
+            table_uri=snapshot.table_root,
+            schema_json=snapshot.schema.to_json_string(),
+            partition_columns=tuple(md.partition_columns or ()),
+            configuration=dict(md.configuration or {}),
+            target_file_size=resolve_target_file_size(md.configuration, None),
+        ),
+        predicate=predicate_sql,
+        updates=tuple(updates),
+        column_mapping_mode=column_mapping_mode_of(snapshot.schema, md.configuration or {}),
+    )
+    if spark is not None:
+        from ..spark.rewrite import rewrite_files as spark_rewrite
+
+        return spark_rewrite(spark, spec, files)
+    return rewrite_files(spec, files)
+
+
+def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metrics) -> tuple[list, list, int, int]:
     """Removes and adds of the touched files; fills the file/byte/time metrics; returns them with
     the rows matched and the rows written."""
     touched = [o for o in outcomes if o.touched]
@@ -206,7 +211,7 @@ def _apply_outcomes(plan: _Plan, candidates: pa.Table, outcomes: list, metrics) 
     probe = sum(o.probe_ms for o in outcomes)
     rewrite = sum(o.rewrite_ms for o in outcomes)
     # the two phases run fused in the same tasks: split the wall time by the tasks' own shares
-    wall = plan.watch.elapsed_ms()
+    wall = watch.elapsed_ms()
     metrics.scan_time_ms = int(wall * probe / (probe + rewrite)) if probe + rewrite else 0
     metrics.rewrite_time_ms = int(wall * rewrite / (probe + rewrite)) if probe + rewrite else 0
     return removes_for(removed), adds, matched, written
@@ -236,7 +241,7 @@ def delete(snapshot, predicate: str | None = None, *, spark=None, **txn_options)
         metrics.num_deleted_rows = _stats_records(candidates)
         return plan.commit(removes_for(candidates), [], metrics)
     outcomes = plan.rewrite(candidates)
-    removes, adds, matched, written = _apply_outcomes(plan, candidates, outcomes, metrics)
+    removes, adds, matched, written = apply_outcomes(plan.watch, candidates, outcomes, metrics)
     metrics.num_deleted_rows = matched
     metrics.num_copied_rows = written
     if not removes:
@@ -263,7 +268,7 @@ def update(
     if candidates.num_rows == 0:
         return plan.result(metrics)
     outcomes = plan.rewrite(candidates, tuple((c, to_sql(e)) for c, e in bound.items()))
-    removes, adds, matched, written = _apply_outcomes(plan, candidates, outcomes, metrics)
+    removes, adds, matched, written = apply_outcomes(plan.watch, candidates, outcomes, metrics)
     metrics.num_updated_rows = matched
     metrics.num_copied_rows = written - matched
     if not removes:

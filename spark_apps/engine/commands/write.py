@@ -1,4 +1,4 @@
-"""WRITE: append a DataFrame to a Delta table (blind append with schema enforcement).
+"""WRITE: append a DataFrame to a Delta table, or overwrite the table (or part of it) with it.
 
 Algorithm (delta-spark's WriteIntoDelta, append mode):
 
@@ -18,23 +18,23 @@ Algorithm (delta-spark's WriteIntoDelta, append mode):
    operationMetrics: ``numFiles``, ``numOutputRows``, ``numOutputBytes`` (strings in the commit as
    delta-spark writes them, numbers in the returned dict).
 
-Shaped for what comes next (roadmap): ``mode`` is validated here and ``overwrite`` (full, with
-``replace_where``, dynamic partition overwrite) will add a step between 3 and 5 that plans the
-RemoveFile actions from the snapshot and registers its reads on the transaction; DELETE/UPDATE/MERGE
-reuse :func:`prepare_dataframe` and :func:`write_files` for their rewritten files.
+``merge_schema`` adds the data's new columns to the schema in the same commit. :func:`overwrite` adds
+the RemoveFile actions planned from the snapshot (all files, ``replace_where``'s matching files or
+rows, or the partitions written with dynamic partition overwrite) and registers what it replaced as
+read on the transaction. :func:`append_arrow` appends Arrow data in-process, without Spark.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..storage import normalize_table_uri, storage_for
+from ..writer import resolve_target_file_size
 
 OPERATION_WRITE = "WRITE"
-SUPPORTED_MODES = ("append",)
 KNOWN_MODES = ("append", "overwrite")
-TARGET_FILE_SIZE_PROPERTY = "delta.targetFileSize"
 
 
 @dataclass
@@ -74,54 +74,31 @@ def prepare_dataframe(df, table_schema, *, merge_schema: bool = False):
 
     :param df: the pyspark DataFrame to write
     :param table_schema: the table's :class:`~spark_apps.engine.schema.StructType`
-    :param merge_schema: reserved for the overwrite/mergeSchema work (not used by append yet)
+    :param merge_schema: new data columns extend the schema (the caller commits the new metadata)
     :raises SchemaMismatchError: the data does not fit the table schema (nothing written)
     """
     from ..schema import check_write_compatible
     from ..spark.write import conform_dataframe
 
-    check_write_compatible(table_schema, dataframe_schema(df), merge_schema=merge_schema)
-    return conform_dataframe(df, table_schema.to_json())
-
-
-def resolve_target_file_size(configuration: dict | None, target_file_size: int | None) -> int:
-    """Explicit value, else the table's ``delta.targetFileSize``, else 128 MiB."""
-    from ..writer import DEFAULT_TARGET_FILE_SIZE
-
-    value = target_file_size
-    if value is None:
-        raw = (configuration or {}).get(TARGET_FILE_SIZE_PROPERTY)
-        if raw is not None:
-            value = _parse_size(raw)
-    if value is None:
-        return DEFAULT_TARGET_FILE_SIZE
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        value = 0
-    if value <= 0:
-        raise InvalidArgumentError(
-            f"Target file size {target_file_size!r} is not a positive number of bytes",
-            None,
-            "pass a positive integer such as 134217728 (128 MiB)",
-        )
-    return value
-
-
-def _parse_size(text) -> int | None:
-    s = str(text).strip().lower().replace(" ", "")
-    units = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
-    for unit in sorted(units, key=len, reverse=True):
-        if s.endswith(unit) and s[: -len(unit)].replace(".", "", 1).isdigit():
-            return int(float(s[: -len(unit)]) * units[unit])
-    return int(s) if s.isdigit() else None
+    target = check_write_compatible(table_schema, dataframe_schema(df), merge_schema=merge_schema)
+    return conform_dataframe(df, target.to_json())
 
 
 def write_files(
-    df, table_root: str, table_schema, partition_columns, configuration, *, target_file_size: int | None = None
+    df,
+    table_root: str,
+    table_schema,
+    partition_columns,
+    configuration,
+    *,
+    target_file_size: int | None = None,
+    row_constraint: str | None = None,
 ):
     """Write an already conformed DataFrame as data files; returns a
-    :class:`~spark_apps.engine.spark.write.WriteResult` (AddFile actions, not committed)."""
+    :class:`~spark_apps.engine.spark.write.WriteResult` (AddFile actions, not committed).
+
+    :param row_constraint: Spark SQL condition every row must satisfy (checked in the writing tasks)
+    """
     from ..spark.write import WriteSpec, write_data_files
 
     spec = WriteSpec(
@@ -130,8 +107,22 @@ def write_files(
         partition_columns=tuple(partition_columns or ()),
         configuration=dict(configuration or {}),
         target_file_size=resolve_target_file_size(configuration, target_file_size),
+        row_constraint=row_constraint,
     )
     return write_data_files(df, spec)
+
+
+def _evolve(txn, snapshot, data_schema, merge_schema: bool):
+    """The schema the data is written in: the table's, or with ``merge_schema`` the merged one, whose
+    new metadata then goes into the same commit. Raises SchemaMismatchError before anything is written."""
+    import dataclasses
+
+    from ..schema import check_write_compatible
+
+    merged = check_write_compatible(snapshot.schema, data_schema, merge_schema=merge_schema)
+    if merged is not snapshot.schema and merged != snapshot.schema:
+        txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=merged.to_json_string()))
+    return merged
 
 
 def write(
@@ -144,11 +135,11 @@ def write(
     user_metadata: str | None = None,
     target_file_size: int | None = None,
 ) -> WriteCommandResult:
-    """Write ``df`` to the table; only ``mode="append"`` exists so far (see module docstring).
+    """Write ``df`` to the table: ``mode="append"`` or ``"overwrite"`` (full; see :func:`overwrite` for the rest).
 
     :param table_uri: the table location
     :param df: a pyspark DataFrame
-    :param mode: ``append``
+    :param mode: ``append`` or ``overwrite``
     :param app_id: SetTransaction application id for an idempotent write (with ``app_version``)
     :param app_version: SetTransaction version; a version already committed for ``app_id`` is skipped
     :param user_metadata: commitInfo.userMetadata
@@ -157,11 +148,20 @@ def write(
     m = (mode or "append").strip().lower()
     if m not in KNOWN_MODES:
         raise InvalidArgumentError(
-            f"Unknown write mode '{mode}'", f"known modes: {', '.join(KNOWN_MODES)}", "use mode 'append'"
+            f"Unknown write mode '{mode}'", f"known modes: {', '.join(KNOWN_MODES)}", "use mode 'append' or 'overwrite'"
         )
-    if m not in SUPPORTED_MODES:
-        raise InvalidArgumentError(
-            f"Write mode '{mode}' is not supported yet", "only appends are implemented", "use mode 'append'"
+    if m == "overwrite":
+        from ..log.snapshot import load_snapshot
+
+        root = normalize_table_uri(table_uri)
+        return overwrite(
+            load_snapshot(storage_for(root), root),
+            df,
+            spark=df.sparkSession,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+            target_file_size=target_file_size,
         )
     return append(
         table_uri,
@@ -181,8 +181,13 @@ def append(
     app_version: int | None = None,
     user_metadata: str | None = None,
     target_file_size: int | None = None,
+    merge_schema: bool = False,
 ) -> WriteCommandResult:
-    """Blind append of ``df`` (see module docstring). Returns the commit's result and metrics."""
+    """Append of ``df`` (see module docstring). Returns the commit's result and metrics.
+
+    :param merge_schema: add the data's new columns to the table schema (as nullable columns, also
+        inside structs) in the same commit
+    """
     from .. import features
     from ..log.snapshot import load_snapshot
     from ..txn import OptimisticTransaction
@@ -210,8 +215,8 @@ def append(
             True,
             {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0},
         )
-    table_schema = snapshot.schema
-    prepared = prepare_dataframe(df, table_schema)
+    table_schema = _evolve(txn, snapshot, dataframe_schema(df), merge_schema)
+    prepared = prepare_dataframe(df, table_schema, merge_schema=merge_schema)
     result = write_files(
         prepared,
         table_root,
@@ -291,7 +296,168 @@ def append_arrow(
     return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
 
 
+def overwrite(
+    snapshot,
+    df,
+    *,
+    spark=None,
+    replace_where: str | None = None,
+    overwrite_schema: bool = False,
+    partition_overwrite_mode: str = "static",
+    merge_schema: bool = False,
+    app_id: str | None = None,
+    app_version: int | None = None,
+    user_metadata: str | None = None,
+    target_file_size: int | None = None,
+):
+    """WRITE with mode overwrite: replace the table's rows (or part of them) with ``df``'s, in one commit.
+
+    * full (default): every live file is removed;
+    * ``replace_where``: every written row must satisfy the condition (checked in the writing tasks:
+      one row that does not fails the write before any commit); the rows matching it are replaced: a
+      condition on partition columns removes whole files from metadata, any other condition rewrites
+      the files holding matching rows without them (DELETE's rewrite);
+    * ``partition_overwrite_mode="dynamic"``: the partitions the data writes to are replaced, others kept;
+    * ``overwrite_schema``: the data's schema becomes the table's (partition columns must remain);
+      ``merge_schema``: new data columns are added (nullable).
+
+    Registers what it replaced as read (the whole table, the condition, or the partitions), so a
+    concurrent append into them conflicts per the isolation level. Returns a
+    :class:`~.result.CommandResult` with :class:`~.result.OverwriteMetrics`.
+    """
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .. import config, features
+    from ..errors import AppendOnlyViolationError
+    from ..expr import parse_predicate, to_sql
+    from ..expr.skipping import is_partition_only, skip_files
+    from ..txn import OptimisticTransaction
+    from ..txn.conflicts import ExpressionPredicate
+    from .dml import apply_outcomes, removes_for, rewrite_candidates
+    from .result import CommandResult, OverwriteMetrics, Stopwatch
+
+    watch = Stopwatch()
+    mode = (partition_overwrite_mode or "static").lower()
+    if mode not in ("static", "dynamic"):
+        raise InvalidArgumentError(
+            f"Unknown partition_overwrite_mode '{partition_overwrite_mode}'", None, "use 'static' or 'dynamic'"
+        )
+    if replace_where and (overwrite_schema or mode == "dynamic"):
+        raise InvalidArgumentError(
+            "replace_where cannot be combined with overwrite_schema or dynamic partition overwrite",
+            "replace_where replaces the rows matching a condition in the existing schema",
+            "drop one of the options",
+        )
+    table_root = snapshot.table_root
+    storage = snapshot.storage
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    if config.append_only(snapshot.metadata):
+        raise AppendOnlyViolationError(
+            f"Cannot overwrite table '{table_root}'",
+            "it has delta.appendOnly=true, which allows only appends",
+            "append instead, or set delta.appendOnly=false first",
+        )
+    partition_columns = list(snapshot.metadata.partition_columns or [])
+    data_schema = dataframe_schema(df)
+    if overwrite_schema:
+        missing = [c for c in partition_columns if data_schema.find(c) is None]
+        if missing:
+            raise SchemaMismatchError(
+                "overwrite_schema would drop partition column(s) " + ", ".join(missing),
+                f"the data has columns {', '.join(data_schema.names)}",
+                "keep the partition columns in the data",
+            )
+        new_schema = data_schema.validate()
+    predicate = parse_predicate(replace_where, snapshot.schema) if replace_where else None
+    params = {"mode": "Overwrite", "partitionBy": partition_columns}
+    if predicate is not None:
+        params["predicate"] = json.dumps([to_sql(predicate)])
+    txn = OptimisticTransaction(
+        storage,
+        table_root,
+        snapshot,
+        operation=OPERATION_WRITE,
+        operation_parameters=params,
+        app_id=app_id,
+        app_version=app_version,
+        user_metadata=user_metadata,
+    )
+    metrics = OverwriteMetrics()
+    if txn.is_duplicate():
+        return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, metrics)
+    if overwrite_schema:
+        if new_schema != snapshot.schema:
+            txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=new_schema.to_json_string()))
+        table_schema = new_schema
+        prepared = conform_dataframe_to(df, table_schema)
+    else:
+        table_schema = _evolve(txn, snapshot, data_schema, merge_schema)
+        prepared = prepare_dataframe(df, snapshot.schema, merge_schema=merge_schema)
+    written = write_files(
+        prepared,
+        table_root,
+        table_schema,
+        partition_columns,
+        snapshot.metadata.configuration,
+        target_file_size=target_file_size,
+        row_constraint=to_sql(predicate) if predicate is not None else None,
+    )
+    files = snapshot.files
+    extra_adds: list = []
+    if mode == "dynamic" and partition_columns:
+        # replace the partitions the data wrote to: match live files by their partition values
+        keys = {tuple(sorted((a.partition_values or {}).items())) for a in written.adds}
+        pv = files.column("partition_values").to_pylist()
+        mask = pa.array([tuple(sorted(dict(v or []).items())) in keys for v in pv], pa.bool_())
+        replaced = files.filter(mask)
+        txn.read_files(replaced)
+        removes = removes_for(replaced)
+        for key in keys:
+            txn.read_predicate(dict(key))
+    elif predicate is None:
+        txn.read_whole_table()
+        replaced = files
+        removes = removes_for(files)
+    else:
+        txn.read_predicate(ExpressionPredicate(predicate, snapshot.schema, partition_columns))
+        candidates = skip_files(files, snapshot.schema, partition_columns, predicate).files
+        txn.read_files(candidates)
+        if is_partition_only(predicate, partition_columns):
+            replaced = candidates
+            removes = removes_for(candidates)
+            metrics.num_deleted_rows = None
+        else:
+            # DELETE's rewrite: the files holding matching rows are written back without them
+            outcomes = rewrite_candidates(snapshot, spark, to_sql(predicate), candidates)
+            removes, extra_adds, deleted, copied = apply_outcomes(watch, candidates, outcomes, metrics)
+            metrics.num_deleted_rows, metrics.num_copied_rows = deleted, copied
+            touched = pa.array([r.path for r in removes], pa.string())
+            replaced = candidates.filter(pc.is_in(candidates.column("path"), value_set=touched))
+    # what this commit adds: the data written, plus the rows copied out of partly replaced files
+    metrics.num_files = len(written.adds) + len(extra_adds)
+    metrics.num_output_rows = written.num_output_rows + (metrics.num_copied_rows or 0)
+    metrics.num_output_bytes = written.num_output_bytes + sum(a.size for a in extra_adds)
+    metrics.num_removed_files = replaced.num_rows
+    metrics.num_removed_bytes = int(pc.sum(replaced.column("size")).as_py() or 0) if replaced.num_rows else 0
+    metrics.execution_time_ms = watch.elapsed_ms()
+    adds = list(written.adds) + list(extra_adds)
+    commit = txn.commit([*removes, *adds], operation_metrics=metrics.to_operation_metrics())
+    if commit.skipped:
+        return CommandResult(OPERATION_WRITE, table_root, commit.version, True, OverwriteMetrics())
+    return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
+
+
+def conform_dataframe_to(df, schema):
+    from ..spark.write import conform_dataframe
+
+    return conform_dataframe(df, schema.to_json())
+
+
 __all__ = [
+    "overwrite",
     "write",
     "append",
     "append_arrow",

@@ -1,0 +1,379 @@
+"""The operations registry: every operation of the apps, declared once.
+
+Each :class:`Operation` says what the CLI parser, the app's dispatch, the Airflow hook and the
+operators need to know, so none of them lists operations or arguments by hand:
+
+* ``name``: the CLI name (``python -m spark_apps delete ...``) and the operator's ``operation``;
+* ``args``: its own arguments (:class:`Arg`: kind, default, choices, help, whether Airflow templates
+  it); the common ones (table, result location, idempotent-write identity) are :data:`COMMON_ARGS`
+  and :data:`COMMIT_ARGS`;
+* ``runner``: ``"module:function"`` of the app-side function ``(params, spark) -> result dict``
+  (:mod:`spark_apps.runners`), imported only when the operation runs;
+* ``needs_spark``: whether it needs a SparkSession when run outside spark-submit (a callable of the
+  parameters when it depends on them, e.g. CREATE TABLE with or without a source);
+* ``metrics``: the Delta metric names its result carries;
+* ``checks``: pure checks of the parameters (raise :class:`ValueError` with the problem, in the
+  caller's words): run by the operator at DAG parse time for values without templates, after
+  rendering in ``execute()`` before anything is submitted, and by the CLI.
+
+Adding an operation: one :class:`Operation` here, one runner in :mod:`spark_apps.runners` (calling
+one engine command), and an operator class naming it. This module imports nothing heavy (no engine,
+no pyspark): the Airflow side reads it at DAG parse time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Arg",
+    "Operation",
+    "OPERATIONS",
+    "COMMON_ARGS",
+    "COMMIT_ARGS",
+    "SOURCE_FORMATS",
+    "get",
+    "coerce",
+    "check_params",
+    "load_runner",
+]
+
+SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
+KINDS = ("str", "int", "bool", "list", "dict", "schema", "updates")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of an operation.
+
+    :param name: the parameter name (Python keyword, ``--spec-json`` key, operator attribute)
+    :param kind: ``str``, ``int``, ``bool``, ``list`` (of strings; a comma-separated string is
+        accepted), ``dict`` (strings to strings), ``schema`` (DDL text or schema JSON, dict accepted),
+        ``updates`` (``{column: expression}``; CLI ``--set col=EXPR``)
+    :param default: value when not given
+    :param choices: allowed values (case-sensitive)
+    :param templated: Airflow renders it (a template field of the operator)
+    :param flag: CLI flag (default ``--`` + name with dashes)
+    :param help: one line for ``--help`` and the docs
+    """
+
+    name: str
+    kind: str = "str"
+    default: Any = None
+    choices: tuple = ()
+    templated: bool = True
+    flag: str | None = None
+    help: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown argument kind {self.kind!r}")
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    delta_operation: str
+    help: str
+    runner: str
+    args: tuple[Arg, ...] = ()
+    metrics: tuple[str, ...] = ()
+    needs_spark: bool | Callable[[Mapping], bool] = False
+    commits: bool = True  # takes the idempotent-write identity (app_id, app_version, user_metadata)
+    checks: tuple[Callable[[Mapping], None], ...] = ()
+
+    def spark_needed(self, params: Mapping) -> bool:
+        return self.needs_spark(params) if callable(self.needs_spark) else bool(self.needs_spark)
+
+    @property
+    def all_args(self) -> tuple[Arg, ...]:
+        return self.args + (COMMIT_ARGS if self.commits else ())
+
+    @property
+    def template_fields(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.all_args if a.templated)
+
+    def arg(self, name: str) -> Arg | None:
+        return next((a for a in self.all_args if a.name == name), None)
+
+    def defaults(self) -> dict:
+        return {a.name: a.default for a in self.all_args}
+
+
+COMMON_ARGS = (
+    Arg("table_uri", help="the Delta table's location (absolute path or URI)"),
+    Arg("result_uri", templated=False, help="also write the result JSON to this location"),
+    Arg("master", templated=False, help="Spark master outside spark-submit (default local[*])"),
+)
+COMMIT_ARGS = (
+    Arg("app_id", help="idempotent-write application id (with app_version)"),
+    Arg("app_version", "int", help="idempotent-write version: a version already committed for app_id is skipped"),
+    Arg("user_metadata", help="commitInfo.userMetadata"),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# value handling shared by the CLI, the hook and the operators
+
+
+def _is_template(value: Any) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def coerce(arg: Arg, value: Any) -> Any:
+    """``value`` in the form the apps take; ValueError (naming the parameter) when it cannot be."""
+    if value is None:
+        return None
+    kind = arg.kind
+    if kind == "int":
+        if isinstance(value, bool):
+            raise ValueError(f"{arg.name}={value!r} is not an integer")
+        try:
+            return int(str(value).strip()) if not isinstance(value, int) else value
+        except ValueError:
+            raise ValueError(f"{arg.name}={value!r} is not an integer") from None
+    if kind == "bool":
+        if isinstance(value, str):
+            return value.strip().lower() in ("1", "true", "yes", "y")
+        return bool(value)
+    if kind == "list":
+        if isinstance(value, str):
+            return [c.strip() for c in value.split(",") if c.strip()]
+        if isinstance(value, (list, tuple)):
+            return [str(c) for c in value]
+        raise ValueError(f"{arg.name} must be a list of names, not {type(value).__name__}")
+    if kind in ("dict", "updates"):
+        if isinstance(value, str) and value.strip().startswith("{"):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError(f"{arg.name} is not a valid JSON object: {value[:200]!r}") from None
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{arg.name} must be a mapping of strings, not {type(value).__name__}")
+        return {str(k): str(v) for k, v in value.items()}
+    if kind == "schema":
+        return json.dumps(value) if isinstance(value, Mapping) else str(value)
+    if arg.choices and str(value) not in arg.choices:
+        raise ValueError(f"{arg.name} must be one of {', '.join(arg.choices)}, not {value!r}")
+    return str(value)
+
+
+def check_params(op: Operation, params: Mapping, *, skip_templates: bool = False) -> dict:
+    """Coerce every known argument and run the operation's checks; returns the coerced params.
+
+    :param skip_templates: leave values holding ``{{ ... }}`` alone (DAG parse time)
+    """
+    out = dict(params)
+    for arg in op.all_args:
+        value = out.get(arg.name)
+        if skip_templates and (_is_template(value) or _holds_template(value)):
+            continue
+        out[arg.name] = coerce(arg, value)
+    if not skip_templates or not any(_is_template(v) or _holds_template(v) for v in out.values()):
+        for check in op.checks:
+            check(out)
+    return out
+
+
+def _holds_template(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(_is_template(k) or _is_template(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_is_template(v) for v in value)
+    return False
+
+
+# --------------------------------------------------------------------------------------------------
+# checks (pure: no I/O)
+
+
+def _schema_or_source(p: Mapping) -> None:
+    if p.get("schema") is None and not p.get("source"):
+        raise ValueError("give a schema, or a source to create the table from (schema= or source=)")
+
+
+def _source_needs_format(p: Mapping) -> None:
+    if p.get("source") and p.get("source_format") not in SOURCE_FORMATS:
+        raise ValueError(f"source_format must be one of {', '.join(SOURCE_FORMATS)}, not {p.get('source_format')!r}")
+
+
+def _source_required(p: Mapping) -> None:
+    if not p.get("source") or not str(p.get("source")).strip():
+        raise ValueError("no source to write: pass source= (a file, folder or table URI)")
+
+
+def _write_mode(p: Mapping) -> None:
+    if p.get("replace_where") and p.get("mode") != "overwrite":
+        raise ValueError("replace_where= needs mode='overwrite'")
+    if p.get("overwrite_schema") and p.get("mode") != "overwrite":
+        raise ValueError("overwrite_schema=True needs mode='overwrite'")
+    if p.get("partition_overwrite_mode") == "dynamic" and p.get("replace_where"):
+        raise ValueError("replace_where= and partition_overwrite_mode='dynamic' cannot be combined")
+
+
+def _updates_given(p: Mapping) -> None:
+    if not p.get("updates"):
+        raise ValueError("updates= must name at least one column, e.g. {'status': \"'done'\"}")
+
+
+def _needs_source_spark(p: Mapping) -> bool:
+    return bool(p.get("source"))
+
+
+SOURCE_ARGS = (
+    Arg("source", help="source location: file, folder, or Delta table"),
+    Arg("source_format", default="parquet", choices=SOURCE_FORMATS, help="|".join(SOURCE_FORMATS)),
+    Arg("source_options", "dict", flag="--source-option", help="reader options KEY=VALUE (repeatable)"),
+    Arg("target_file_size", "int", templated=False, help="bytes per data file"),
+)
+PREDICATE = Arg("predicate", help="Spark SQL condition, e.g. dt = '2026-01-01' AND id <= 4")
+
+_OPERATIONS = (
+    Operation(
+        "describe",
+        "DESCRIBE DETAIL",
+        "table detail (log only)",
+        "spark_apps.runners:describe",
+        commits=False,
+    ),
+    Operation(
+        "history",
+        "DESCRIBE HISTORY",
+        "commit history (log only)",
+        "spark_apps.runners:history",
+        args=(Arg("limit", "int", help="newest N commits"),),
+        commits=False,
+    ),
+    Operation(
+        "read",
+        "READ",
+        "rows to one parquet file (small tables)",
+        "spark_apps.runners:read",
+        args=(
+            Arg("output", help="PATH.parquet to write"),
+            Arg("version", "int", help="time travel to this version"),
+            Arg("timestamp", help="time travel to this timestamp"),
+        ),
+        metrics=("numOutputRows", "numFiles"),
+        needs_spark=True,
+        commits=False,
+    ),
+    Operation(
+        "create-table",
+        "CREATE TABLE",
+        "CREATE TABLE [IF NOT EXISTS] [AS SELECT]",
+        "spark_apps.runners:create_table",
+        args=(
+            Arg("schema", "schema", help="DDL string or Delta/Spark schema JSON"),
+            Arg("partition_by", "list", help="partition columns"),
+            Arg("properties", "dict", flag="--property", help="table property KEY=VALUE (repeatable)"),
+            Arg("description", help="table description"),
+            Arg("name", help="table name stored in the metadata"),
+            Arg("if_not_exists", "bool", default=False, templated=False, help="keep an existing table"),
+            *SOURCE_ARGS,
+        ),
+        metrics=("numFiles", "numOutputRows", "numOutputBytes"),
+        needs_spark=_needs_source_spark,
+        checks=(_schema_or_source, _source_needs_format),
+    ),
+    Operation(
+        "write",
+        "WRITE",
+        "append or overwrite rows from a source",
+        "spark_apps.runners:write",
+        args=(
+            Arg("mode", default="append", choices=("append", "overwrite"), help="append | overwrite"),
+            *SOURCE_ARGS,
+            Arg("replace_where", help="overwrite only the rows matching this Spark SQL condition"),
+            Arg("partition_overwrite_mode", default="static", choices=("static", "dynamic"), help="static | dynamic"),
+            Arg("overwrite_schema", "bool", default=False, templated=False, help="replace the schema (overwrite)"),
+            Arg("merge_schema", "bool", default=False, templated=False, help="add new columns, widen types"),
+        ),
+        metrics=("numFiles", "numOutputRows", "numOutputBytes", "numRemovedFiles", "numRemovedBytes"),
+        needs_spark=True,
+        checks=(_source_required, _source_needs_format, _write_mode),
+    ),
+    Operation(
+        "delete",
+        "DELETE",
+        "delete the rows matching a predicate (all rows without one)",
+        "spark_apps.runners:delete",
+        args=(PREDICATE,),
+        metrics=(
+            "numRemovedFiles",
+            "numAddedFiles",
+            "numDeletedRows",
+            "numCopiedRows",
+            "numAddedBytes",
+            "numRemovedBytes",
+            "numAddedChangeFiles",
+            "executionTimeMs",
+            "scanTimeMs",
+            "rewriteTimeMs",
+        ),
+        needs_spark=lambda p: bool(p.get("predicate")),
+    ),
+    Operation(
+        "update",
+        "UPDATE",
+        "set columns to expressions on the rows matching a predicate",
+        "spark_apps.runners:update",
+        args=(
+            Arg("updates", "updates", flag="--set", help="COLUMN=EXPRESSION (repeatable), e.g. --set v='v * 2'"),
+            PREDICATE,
+        ),
+        metrics=(
+            "numRemovedFiles",
+            "numAddedFiles",
+            "numUpdatedRows",
+            "numCopiedRows",
+            "numAddedBytes",
+            "numRemovedBytes",
+            "numAddedChangeFiles",
+            "executionTimeMs",
+            "scanTimeMs",
+            "rewriteTimeMs",
+        ),
+        needs_spark=True,
+        checks=(_updates_given,),
+    ),
+    Operation(
+        "checkpoint",
+        "CHECKPOINT",
+        "write a checkpoint (log only)",
+        "spark_apps.runners:checkpoint",
+        args=(Arg("cleanup", "bool", default=False, templated=False, help="then delete expired log files"),),
+        commits=False,
+    ),
+    Operation(
+        "cleanup-metadata",
+        "CLEANUP METADATA",
+        "delete expired log files (log only)",
+        "spark_apps.runners:cleanup_metadata",
+        commits=False,
+    ),
+)
+
+OPERATIONS: dict[str, Operation] = {op.name: op for op in _OPERATIONS}
+
+
+def get(name: str) -> Operation:
+    """The operation called ``name``; ValueError listing the known ones."""
+    try:
+        return OPERATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown operation {name!r}: use one of {', '.join(OPERATIONS)}") from None
+
+
+def load_runner(op: Operation) -> Callable:
+    import importlib
+
+    module, _, function = op.runner.partition(":")
+    return getattr(importlib.import_module(module), function)

@@ -1,0 +1,235 @@
+"""The apps' operations: one function per registry entry, ``(params, spark) -> result dict``.
+
+Each runner makes one call into the engine and shapes its result as the app protocol says
+(docs/design.md): ``{"status": "ok", "operation", "table_uri", "version", "skipped", "metrics", ...}``.
+Parameters arrive coerced by :func:`spark_apps.operations.check_params`; ``spark`` is a SparkSession
+or None for operations that do not need one (:attr:`~spark_apps.operations.Operation.needs_spark`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .engine.errors import DeltaError, InvalidArgumentError
+from .operations import SOURCE_FORMATS
+
+
+def ok(operation: str, table_uri: str, version, *, skipped: bool = False, metrics: dict | None = None, **extra) -> dict:
+    out = {
+        "status": "ok",
+        "operation": operation,
+        "table_uri": table_uri,
+        "version": version,
+        "skipped": bool(skipped),
+        "metrics": numbers(metrics or {}),
+    }
+    out.update(extra)
+    return out
+
+
+def numbers(metrics: dict) -> dict:
+    """Metric values as numbers (ints where integral)."""
+    out = {}
+    for k, v in metrics.items():
+        if isinstance(v, str):
+            try:
+                v = int(v)
+            except ValueError:
+                try:
+                    v = float(v)
+                except ValueError:
+                    pass
+        elif isinstance(v, float) and v.is_integer():
+            v = int(v)
+        out[k] = v
+    return out
+
+
+def _from_command(r: dict, uri: str, **extra) -> dict:
+    fields = {k: v for k, v in r.items() if k not in ("operation", "table_uri", "version", "skipped", "metrics")}
+    fields = {k: v for k, v in fields.items() if k not in r["metrics"]}
+    return ok(r["operation"], uri, r["version"], skipped=r["skipped"], metrics=r["metrics"], **fields, **extra)
+
+
+def _table(spark, params: dict):
+    from .engine import DeltaTable
+
+    return DeltaTable.for_path(spark, params["table_uri"])
+
+
+def _txn(params: dict) -> dict:
+    return {k: params.get(k) for k in ("app_id", "app_version", "user_metadata")}
+
+
+# --------------------------------------------------------------------------------------------------
+# sources
+
+
+def spark_error(e: Exception, what: str) -> DeltaError:
+    """A clear DeltaError for a Spark exception (AnalysisException etc.)."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    cond = getattr(e, "getCondition", None) or getattr(e, "getErrorClass", None)
+    try:
+        cond = cond() if callable(cond) else None
+    except Exception:
+        cond = None
+    if cond == "PATH_NOT_FOUND" or "PATH_NOT_FOUND" in msg or "Path does not exist" in msg:
+        return InvalidArgumentError(f"{what}: not found", msg[:500], "check the source location")
+    if type(e).__name__ in ("AnalysisException", "ParseException", "IllegalArgumentException"):
+        return InvalidArgumentError(what, msg[:500], "check the source location, format and options")
+    return DeltaError(what, msg[:500], "see the Spark log for details")
+
+
+def read_source(spark, params: dict):
+    """The source DataFrame of write / create-as-select."""
+    from .engine.storage import is_local, normalize_table_uri
+
+    source = params.get("source")
+    fmt = (params.get("source_format") or "").strip().lower()
+    if not source:
+        raise InvalidArgumentError("No source given", "--source is missing", "pass --source URI --source-format F")
+    if fmt not in SOURCE_FORMATS:
+        raise InvalidArgumentError(
+            f"Unknown source format '{params.get('source_format')}'",
+            f"supported: {', '.join(SOURCE_FORMATS)}",
+            "pass --source-format parquet|csv|json|delta",
+        )
+    options = {str(k): str(v) for k, v in (params.get("source_options") or {}).items()}
+    if is_local(source) and not os.path.exists(normalize_table_uri(source)):
+        raise InvalidArgumentError(
+            f"Source '{source}' not found", "no file or directory at that path", "check --source"
+        )
+    if fmt == "delta":
+        from .engine import DeltaTable
+
+        version = options.pop("versionAsOf", None)
+        ts = options.pop("timestampAsOf", None)
+        return DeltaTable.for_path(spark, source).to_df(
+            version=int(version) if version is not None else None, timestamp=ts
+        )
+    if fmt == "csv":
+        options = {"header": "true", "inferSchema": "true", **options}
+    try:
+        return spark.read.format(fmt).options(**options).load(source)
+    except Exception as e:
+        raise spark_error(e, f"Cannot read source '{source}' as {fmt}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# runners
+
+
+def describe(params: dict, spark=None) -> dict:
+    detail = _table(None, params).detail()
+    return ok("DESCRIBE DETAIL", params["table_uri"], detail["version"], detail=detail)
+
+
+def history(params: dict, spark=None) -> dict:
+    t = _table(None, params)
+    hist = t.history(limit=params.get("limit"))
+    version = hist[0]["version"] if hist else t.version()
+    return ok("DESCRIBE HISTORY", params["table_uri"], version, history=hist)
+
+
+def checkpoint(params: dict, spark=None) -> dict:
+    t = _table(None, params)
+    res = t.checkpoint()
+    extra = {}
+    if params.get("cleanup"):
+        extra["cleanup"] = numbers(t.cleanup_metadata()["metrics"])
+    return ok(res["operation"], params["table_uri"], res["version"], metrics=res["metrics"], **extra)
+
+
+def cleanup_metadata(params: dict, spark=None) -> dict:
+    res = _table(None, params).cleanup_metadata()
+    return ok(res["operation"], params["table_uri"], res["version"], metrics=res["metrics"])
+
+
+def create_table(params: dict, spark=None) -> dict:
+    from .engine import DeltaTable
+
+    uri = params["table_uri"]
+    source_df = read_source(spark, params) if params.get("source") else None
+    t = DeltaTable.create(
+        spark,
+        uri,
+        schema=params.get("schema"),
+        partition_by=params.get("partition_by"),
+        properties=params.get("properties"),
+        description=params.get("description"),
+        name=params.get("name"),
+        if_not_exists=bool(params.get("if_not_exists")),
+        source_df=source_df,
+        target_file_size=params.get("target_file_size"),
+        **_txn(params),
+    )
+    r = t.last_result
+    return ok(r["operation"], uri, r["version"], skipped=r["skipped"], metrics=r["metrics"], created=not r["skipped"])
+
+
+def write(params: dict, spark=None) -> dict:
+    uri = params["table_uri"]
+    t = _table(spark, params)
+    df = read_source(spark, params)
+    if (params.get("mode") or "append") == "overwrite":
+        r = t.overwrite(
+            df,
+            replace_where=params.get("replace_where"),
+            overwrite_schema=bool(params.get("overwrite_schema")),
+            partition_overwrite_mode=params.get("partition_overwrite_mode") or "static",
+            merge_schema=bool(params.get("merge_schema")),
+            target_file_size=params.get("target_file_size"),
+            **_txn(params),
+        )
+    else:
+        r = t.append(
+            df,
+            merge_schema=bool(params.get("merge_schema")),
+            target_file_size=params.get("target_file_size"),
+            **_txn(params),
+        )
+    return _from_command(r, uri)
+
+
+def delete(params: dict, spark=None) -> dict:
+    return _from_command(_table(spark, params).delete(params.get("predicate"), **_txn(params)), params["table_uri"])
+
+
+def update(params: dict, spark=None) -> dict:
+    r = _table(spark, params).update(params.get("updates") or {}, params.get("predicate"), **_txn(params))
+    return _from_command(r, params["table_uri"])
+
+
+def read(params: dict, spark=None) -> dict:
+    from .engine.spark.scan import to_dataframe
+    from .engine.storage import normalize_table_uri
+
+    output = params.get("output")
+    if not output:
+        raise InvalidArgumentError("read needs an output location", "--output is missing", "pass --output PATH.parquet")
+    t = _table(spark, params)
+    snap = t.snapshot(version=params.get("version"), timestamp=params.get("timestamp"))
+    rows = _write_output(to_dataframe(spark, snap), output)
+    return ok(
+        "READ",
+        params["table_uri"],
+        snap.version,
+        metrics={"numOutputRows": rows, "numFiles": int(snap.num_files)},
+        output=normalize_table_uri(output),
+    )
+
+
+def _write_output(df, output: str) -> int:
+    import pyarrow.parquet as pq
+
+    from .engine.storage import normalize_table_uri, storage_for
+
+    path = normalize_table_uri(output)
+    storage = storage_for(path)
+    table = df.toArrow()
+    parent = storage.fs_path(path).rsplit("/", 1)[0]
+    if parent and storage.filesystem.type_name == "local":
+        storage.filesystem.create_dir(parent, recursive=True)
+    with storage.filesystem.open_output_stream(storage.fs_path(path)) as sink:
+        pq.write_table(table, sink, compression="snappy")
+    return table.num_rows

@@ -1,0 +1,60 @@
+"""The operations registry drives the CLI: flags, defaults, coercion and checks come from one declaration."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_apps import cli
+from spark_apps import operations as ops
+from spark_apps.engine.errors import InvalidArgumentError
+
+
+def test_every_operation_has_a_runner_and_cli_flags():
+    parser = cli.build_parser()
+    for op in ops.OPERATIONS.values():
+        assert callable(ops.load_runner(op)), op.name
+        help_text = parser._subparsers._group_actions[0].choices[op.name].format_help()
+        for arg in op.all_args:
+            assert arg.cli_flag in help_text, (op.name, arg.cli_flag)
+
+
+def test_cli_parses_delete_update_and_overwrite():
+    p = cli.parse_args(["delete", "--table-uri", "/t", "--predicate", "dt = '2026-01-01'"])
+    assert p["operation"] == "delete" and p["predicate"] == "dt = '2026-01-01'"
+    p = cli.parse_args(["update", "--table-uri", "/t", "--set", "v=v * 2", "s='x'", "--predicate", "id = 1"])
+    assert p["updates"] == {"v": "v * 2", "s": "'x'"}
+    p = cli.parse_args(
+        ["write", "--table-uri", "/t", "--source", "/s", "--mode", "overwrite", "--replace-where", "p = 1"]
+    )
+    assert (p["mode"], p["replace_where"], p["source_format"]) == ("overwrite", "p = 1", "parquet")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["write", "--table-uri", "/t", "--source", "/s", "--mode", "upsert"], "mode must be one of append, overwrite"),
+        (
+            ["write", "--table-uri", "/t", "--source", "/s", "--replace-where", "p = 1"],
+            "replace_where= needs mode='overwrite'",
+        ),
+        (["update", "--table-uri", "/t"], "updates= must name at least one column"),
+        (["create-table", "--table-uri", "/t"], "give a schema, or a source"),
+        (["history", "--table-uri", "/t", "--spec-json", '{"limit": "ten"}'], "limit='ten' is not an integer"),
+    ],
+)
+def test_bad_parameters_fail_before_anything_runs(argv, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        cli.parse_args(argv)
+
+
+def test_spec_json_and_flags_merge_with_registry_defaults():
+    p = cli.parse_args(["write", "--table-uri", "/t", "--spec-json", '{"source": "/s", "merge_schema": "true"}'])
+    assert p["merge_schema"] is True and p["mode"] == "append" and p["partition_overwrite_mode"] == "static"
+
+
+def test_registry_import_is_light():
+    import subprocess
+    import sys
+
+    code = "import sys, spark_apps.operations; assert 'pyspark' not in sys.modules and 'spark_apps.engine' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
