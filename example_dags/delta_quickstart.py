@@ -1,4 +1,5 @@
-"""Delta quickstart: create a table partitioned by ``dt``, append one day of data, write a checkpoint.
+"""Delta quickstart: create a table partitioned by ``dt``, append one day of data, update and delete
+some of that day's rows, write a checkpoint.
 
 Each Delta task is one spark-submit of the bundled apps (``spark_apps``) through the ``spark``
 connection; the app's result (version and Delta's ``operationMetrics``) is the task's XCom.
@@ -13,6 +14,8 @@ Runs as is on one machine (``make demo`` runs it in a throw-away Airflow home). 
 
 The append is idempotent per day: it commits with ``app_id="delta_quickstart.events"`` and
 ``app_version=<YYYYMMDD>``, so re-running a date reports ``skipped`` instead of appending twice.
+The update and the delete name the day in their (templated) predicates, so they only ever touch the
+day's partition: the delete rewrites only the day's file, and a re-run finds nothing left to change.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from airflow.sdk import DAG, task
 from airflow_delta_provider.operators.delta import (
     DeltaCheckpointOperator,
     DeltaCreateTableOperator,
+    DeltaDeleteOperator,
+    DeltaUpdateOperator,
     DeltaWriteOperator,
     delta_asset,
 )
@@ -42,7 +47,7 @@ ROWS_PER_DAY = 24
 
 with DAG(
     dag_id="delta_quickstart",
-    description="Create a partitioned Delta table, append a day, checkpoint",
+    description="Create a partitioned Delta table, append a day, update and delete rows, checkpoint",
     schedule="@daily",
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -94,6 +99,21 @@ with DAG(
         outlets=[delta_asset(TABLE_URI)],
     )
 
+    flag_large = DeltaUpdateOperator(
+        task_id="flag_large",
+        conn_id=CONN_ID,
+        table_uri=TABLE_URI,
+        updates={"name": "upper(name)"},
+        predicate="dt = '{{ ds }}' AND amount > 30 AND name = lower(name)",
+    )
+
+    drop_small = DeltaDeleteOperator(
+        task_id="drop_small",
+        conn_id=CONN_ID,
+        table_uri=TABLE_URI,
+        predicate="dt = '{{ ds }}' AND amount < 3",
+    )
+
     checkpoint = DeltaCheckpointOperator(task_id="checkpoint", conn_id=CONN_ID, table_uri=TABLE_URI)
 
-    [generate_day(), create_table] >> append_day >> checkpoint
+    [generate_day(), create_table] >> append_day >> flag_large >> drop_small >> checkpoint

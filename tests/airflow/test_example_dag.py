@@ -1,4 +1,4 @@
-"""The example DAG end to end: real spark-submit (local[2]) for create, append and checkpoint; the
+"""The example DAG end to end: real spark-submit (local[2]) for create, append, update, delete and checkpoint; the
 metrics come back through XCom (read from the Airflow DB); delta-rs reads the table we wrote.
 """
 
@@ -27,6 +27,8 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
         "generate_day": "success",
         "create_table": "success",
         "append_day": "success",
+        "flag_large": "success",
+        "drop_small": "success",
         "checkpoint": "success",
     }
 
@@ -42,12 +44,21 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
     assert appended["metrics"]["numOutputRows"] == ROWS_PER_DAY
     assert appended["metrics"]["numFiles"] >= 1
     assert appended["table_uri"] == str(table)
+    updated = tasks["flag_large"]["xcom"]
+    assert (updated["operation"], updated["version"]) == ("UPDATE", 2)
+    assert updated["metrics"]["numUpdatedRows"] == 3  # amounts 31.5, 33.0, 34.5
+    assert updated["metrics"]["numCopiedRows"] == ROWS_PER_DAY - 3
+    deleted = tasks["drop_small"]["xcom"]
+    assert (deleted["operation"], deleted["version"]) == ("DELETE", 3)
+    assert deleted["metrics"]["numDeletedRows"] == 2  # amounts 0.0 and 1.5
+    assert deleted["metrics"]["numRemovedFiles"] == deleted["metrics"]["numAddedFiles"] == 1
+    assert {"numCopiedRows", "scanTimeMs", "rewriteTimeMs", "executionTimeMs"} <= set(deleted["metrics"])
     checkpoint = tasks["checkpoint"]["xcom"]
-    assert checkpoint["version"] == 1 and checkpoint["metrics"]
+    assert checkpoint["version"] == 3 and checkpoint["metrics"]
     assert all(t["xcom"]["submit_seconds"] > 0 for k, t in tasks.items() if k != "generate_day")
 
     log_dir = table / "_delta_log"
-    assert (log_dir / f"{1:020d}.checkpoint.parquet").exists()
+    assert (log_dir / f"{3:020d}.checkpoint.parquet").exists()
     assert (log_dir / "_last_checkpoint").exists()
 
     # the append emitted an Asset event for the table, carrying the new version
@@ -68,12 +79,12 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
     # an independent Delta implementation reads what we wrote
     deltalake = pytest.importorskip("deltalake")
     dt = deltalake.DeltaTable(str(table))
-    assert dt.version() == 1
+    assert dt.version() == 3
     assert dt.metadata().partition_columns == ["dt"]
     rows = dt.to_pyarrow_table().sort_by("id").to_pylist()
-    assert len(rows) == ROWS_PER_DAY
-    assert rows[0] == {"id": 20260102 * 100, "name": "event-00", "amount": 0.0, "dt": "2026-01-02"}
-    assert rows[-1]["id"] == 20260102 * 100 + ROWS_PER_DAY - 1 and rows[-1]["amount"] == 34.5
+    assert len(rows) == ROWS_PER_DAY - 2
+    assert rows[0] == {"id": 20260102 * 100 + 2, "name": "event-02", "amount": 3.0, "dt": "2026-01-02"}
+    assert rows[-1] == {"id": 20260102 * 100 + ROWS_PER_DAY - 1, "name": "EVENT-23", "amount": 34.5, "dt": "2026-01-02"}
     assert {r["dt"] for r in rows} == {"2026-01-02"}
     assert (table / "dt=2026-01-02").is_dir()
 
