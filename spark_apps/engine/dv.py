@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import DataFileMissingError, LogCorruptedError
-from .paths import data_file_uri
+from .paths import resolve_log_path
 from .storage import Storage
 
 __all__ = [
@@ -109,9 +109,9 @@ def dv_file_path(table_root: str, dv: Any) -> str:
         prefix, enc = p[:-20], p[-20:]
         u = uuid.UUID(bytes=z85_decode(enc))
         name = f"deletion_vector_{u}.bin"
-        return Storage.join(table_root, prefix, name) if prefix else Storage.join(table_root, name)
+        return resolve_log_path(table_root, f"{prefix}/{name}" if prefix else name, kind="deletion vector")
     if st == "p":
-        return data_file_uri(table_root, p)
+        return resolve_log_path(table_root, p, kind="deletion vector")
     raise _corrupt("descriptor", f"storageType '{st}' has no file")
 
 

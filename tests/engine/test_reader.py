@@ -31,9 +31,9 @@ def test_data_file_uri():
     assert data_file_uri("/t", "a=1/f.parquet") == "/t/a=1/f.parquet"
     assert data_file_uri("/t", "letter=%252F%252520%2525f/x.parquet") == "/t/letter=%2F%2520%25f/x.parquet"
     assert data_file_uri("/t", "data=😈/x.parquet") == "/t/data=😈/x.parquet"
-    assert data_file_uri("/t", "file:/other/a%20b.parquet") == "/other/a b.parquet"
-    assert data_file_uri("/t", "file:///other/x.parquet") == "/other/x.parquet"
-    assert data_file_uri("/t", "s3://bucket/k/x%20y.parquet") == "s3://bucket/k/x%20y.parquet"
+    assert data_file_uri("/t", "file:/t/a%20b.parquet") == "/t/a b.parquet"
+    assert data_file_uri("/t", "file:///t/x.parquet") == "/t/x.parquet"
+    assert data_file_uri("s3://bucket/t", "s3://bucket/t/k/x%20y.parquet") == "s3://bucket/t/k/x y.parquet"
     assert data_file_uri("s3://bucket/t", "p=1/x.parquet") == "s3://bucket/t/p=1/x.parquet"
 
 

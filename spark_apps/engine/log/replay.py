@@ -66,7 +66,6 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -653,9 +652,10 @@ def _collect_parquet_table(t: pa.Table, version: int, coll: _Collected, *, files
 
 
 def _sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
-    if "://" in path or path.startswith("/"):
-        return path
-    return storage.join(log_dir, SIDECAR_DIR_NAME, unquote(path))
+    from ..paths import resolve_log_path
+
+    table_root = log_dir.rstrip("/").rsplit("/", 1)[0]
+    return resolve_log_path(table_root, path, kind="sidecar", base=storage.join(log_dir, SIDECAR_DIR_NAME))
 
 
 def _read_checkpoint(
