@@ -14,9 +14,15 @@ Algorithm of :meth:`OptimisticTransaction.commit` (after delta-spark's Optimisti
    nothing, only adds). **commitInfo** first: timestamp, [inCommitTimestamp], operation,
    operationParameters, readVersion, isolationLevel, isBlindAppend, operationMetrics, engineInfo,
    txnId, userMetadata.
-4. **Write** ``readVersion+1`` with put-if-absent. On ``FileExistsError`` read every winning
-   commit from our attempt's version up to the newest, check each (:mod:`.conflicts`, raises the
-   typed conflict), then retry at newest+1. At most ``max_retries`` retries, then
+4. **Write** the true next version with put-if-absent. Before each attempt one listing gives the
+   log's latest version L (commits and checkpoints): every commit from our attempt's version up to L
+   is read and checked (:mod:`.conflicts`, raises the typed conflict) and the attempt moves to L+1.
+   Why this cannot lose a commit behind log cleanup: cleanup deletes only commits older than a
+   checkpoint, and a checkpoint at V needs commit V to exist first; so once the listing shows L as
+   the newest version, commit L+1 cannot have existed and been cleaned up, and a put-if-absent of
+   L+1 that succeeds is the true next version. A commit we must check that cleanup already removed
+   is a retryable :class:`CommitConflictError` (the task's retry re-reads the table). A lost race
+   (``FileExistsError``) simply loops: the next listing finds the winner. At most ``max_retries`` retries, then
    :class:`CommitRetriesExhaustedError`. A winner carrying our own ``(app_id, version >= ours)``
    (a concurrent run of the same idempotent write) makes the result ``skipped`` instead.
 5. **Post-commit** (only after the commit file exists; failures here never fail the commit):
@@ -55,11 +61,13 @@ from ..actions import (
 )
 from ..errors import (
     AppendOnlyViolationError,
+    CommitConflictError,
     CommitRetriesExhaustedError,
     DeltaError,
     InvalidArgumentError,
     InvalidCommitError,
 )
+from ..log.listing import latest_version
 from .conflicts import (
     CurrentTransaction,
     ReadPredicate,
@@ -104,7 +112,7 @@ class CommitResult:
 
     :ivar version: the version written (skipped: the snapshot's version, or the concurrent commit's
         version that carried our ``(app_id, app_version)``)
-    :ivar attempts: put-if-absent attempts (1 = no race lost; 0 = skipped)
+    :ivar attempts: put-if-absent attempts (1 = landed on the first write; 0 = skipped, nothing written)
     :ivar skipped: the (app_id, app_version) had already been committed: nothing written
     :ivar commit_info: the commitInfo written (empty when skipped)
     :ivar checkpoint: the post-commit checkpoint metrics, or ``None``
@@ -636,38 +644,38 @@ class OptimisticTransaction:
         attempts = 0
         checked: list[int] = []
         while True:
-            attempts += 1
-            data = serialize_actions([CommitInfo(dict(ci))] + final_actions)
-            try:
-                self.storage.write_bytes(commit_path(self.storage, self.table_root, version), data, overwrite=False)
-                break
-            except FileExistsError:
-                pass
-            # Lost the race for `version`: check it and every newer commit, then rebase.
-            while True:
-                try:
-                    raw = self.storage.read_bytes(commit_path(self.storage, self.table_root, version))
-                except FileNotFoundError:
-                    break
-                winner = WinningCommit(version, parse_commit_bytes(raw, where=f"commit {version}"))
-                if self._landed_by(winner):
-                    # a concurrent run of the same idempotent write (same app id, version >= ours)
-                    # landed first: our work is a duplicate, nothing is written
-                    self.committed = CommitResult(
-                        version=version,
-                        attempts=attempts,
-                        skipped=True,
-                        commit_info={},
-                        conflicts_checked=checked,
-                        isolation_level=level.value,
+            if self.read_version >= 0:
+                # Land only at the true next version: when the log already has `version` (or a
+                # checkpoint at or past it), check every commit we did not read, then rebase.
+                latest = latest_version(self.storage, self.table_root)
+                if latest is None or latest < version - 1:
+                    raise CommitConflictError(
+                        "The table's log changed under this transaction",
+                        f"it read version {self.read_version}, but the log now ends at {latest}",
+                        "retry the operation (it re-reads the table)",
                     )
-                    return self.committed
-                check_winning_commit(current, winner)
-                checked.append(version)
-                if ict_enabled and winner.commit_info.get("inCommitTimestamp") is not None:
-                    ci["inCommitTimestamp"] = max(ci["inCommitTimestamp"], winner.commit_info["inCommitTimestamp"] + 1)
-                version += 1
-            if attempts > self.max_retries:
+                for v in range(version, latest + 1):
+                    winner = self._winning_commit(v)
+                    if self._landed_by(winner):
+                        # a concurrent run of the same idempotent write (same app id, version >= ours)
+                        # landed first: our work is a duplicate, nothing is written
+                        self.committed = CommitResult(
+                            version=v,
+                            attempts=attempts,
+                            skipped=True,
+                            commit_info={},
+                            conflicts_checked=checked,
+                            isolation_level=level.value,
+                        )
+                        return self.committed
+                    check_winning_commit(current, winner)
+                    checked.append(v)
+                    if ict_enabled and winner.commit_info.get("inCommitTimestamp") is not None:
+                        ci["inCommitTimestamp"] = max(
+                            ci["inCommitTimestamp"], winner.commit_info["inCommitTimestamp"] + 1
+                        )
+                version = max(version, latest + 1)
+            if attempts >= self.max_retries + 1:
                 raise CommitRetriesExhaustedError(
                     f"Gave up committing to the table after {attempts} attempts",
                     f"concurrent writers kept taking the next version (last tried {version}); the "
@@ -675,6 +683,21 @@ class OptimisticTransaction:
                     "retry later or raise max_retries; reduce the number of concurrent writers",
                     winning_version=version - 1,
                 )
+            attempts += 1
+            data = serialize_actions([CommitInfo(dict(ci))] + final_actions)
+            try:
+                self.storage.write_bytes(commit_path(self.storage, self.table_root, version), data, overwrite=False)
+                break
+            except FileExistsError:
+                if self.read_version < 0:  # another writer created the table: the checker names it
+                    check_winning_commit(current, self._winning_commit(version))
+                    raise CommitConflictError(
+                        "Another writer created the table first",
+                        f"version {version} already exists",
+                        "retry the operation (it re-reads the table)",
+                        winning_version=version,
+                    ) from None
+                continue  # lost the race for `version`: the listing above finds the winner
 
         result = CommitResult(
             version=version,
@@ -688,6 +711,20 @@ class OptimisticTransaction:
         if self.post_commit_enabled:
             self._post_commit(result)
         return result
+
+    def _winning_commit(self, version: int) -> WinningCommit:
+        """A commit this transaction did not read; unreadable (cleaned up) is a retryable conflict."""
+        try:
+            raw = self.storage.read_bytes(commit_path(self.storage, self.table_root, version))
+        except FileNotFoundError:
+            raise CommitConflictError(
+                f"Cannot check concurrent commit {version} against this transaction",
+                f"it read version {self.read_version}; commit {version} has since been removed by log cleanup "
+                "behind a newer checkpoint, so its changes cannot be checked for conflicts",
+                "retry the operation (it re-reads the table at its latest version)",
+                winning_version=version,
+            ) from None
+        return WinningCommit(version, parse_commit_bytes(raw, where=f"commit {version}"))
 
     def _landed_by(self, winner: WinningCommit) -> bool:
         if self.app_id is None:

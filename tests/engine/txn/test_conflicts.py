@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 import pytest
-from txn_helpers import append, commit_json, create_table, make_metadata, snapshot, txn, write_file
+from txn_helpers import append, commit_json, create_table, make_metadata, read_ids, snapshot, txn, write_file
 
 from spark_apps.engine.actions import DomainMetadata, Protocol, RemoveFile
 from spark_apps.engine.errors import (
@@ -295,11 +295,11 @@ def test_conflict_matrix(tmp_path, name, level, reads, winner, own, expected):
 
     if expected == "skipped":
         res = mine.commit(own_actions)
-        assert (res.skipped, res.version, res.attempts) == (True, 3, 1)
+        assert (res.skipped, res.version, res.attempts) == (True, 3, 0)  # found before writing
         assert snapshot(root).version == 3  # nothing written
     elif expected is None:
         res = mine.commit(own_actions)
-        assert (res.version, res.attempts, res.conflicts_checked) == (4, 2, [3])
+        assert (res.version, res.attempts, res.conflicts_checked) == (4, 1, [3])  # rebased before writing
         assert commit_json(root, 4)[0]["commitInfo"]["readVersion"] == 2
         assert snapshot(root).version == 4
     else:
@@ -337,16 +337,38 @@ def test_rebase_over_many_winners(tmp_path):
     for i in range(5):
         append(root, [i], f"other{i}")
     res = mine.commit([write_file(root, [9], "mine")])
-    assert (res.version, res.attempts, res.conflicts_checked) == (6, 2, [1, 2, 3, 4, 5])
+    assert (res.version, res.attempts, res.conflicts_checked) == (6, 1, [1, 2, 3, 4, 5])
     assert commit_json(root, 6)[0]["commitInfo"]["readVersion"] == 0
 
 
-def test_retries_exhausted_is_a_conflict_error(tmp_path):
+def test_rebases_over_newer_commits_before_writing(tmp_path):
     root = str(tmp_path / "t")
     create_table(root)
     snap = snapshot(root)
     mine = txn(root, snap, max_retries=0)
     append(root, [1], "a")
+    res = mine.commit([write_file(root, [2], "b")])  # no race lost: the listing saw version 1 first
+    assert (res.version, res.attempts, res.conflicts_checked) == (2, 1, [1])
+
+
+def test_retries_exhausted_is_a_conflict_error(tmp_path):
+    from spark_apps.engine.storage import LocalStorage
+    from spark_apps.engine.txn import OptimisticTransaction
+
+    root = str(tmp_path / "t")
+    create_table(root)
+    snap = snapshot(root)
+
+    class RacedStorage(LocalStorage):
+        """Another writer takes each version between our listing and our put-if-absent."""
+
+        def write_bytes(self, path, data, *, overwrite=False):
+            if path.endswith(".json") and "/_delta_log/" in path and not overwrite:
+                append(root, [9], "z")
+                raise FileExistsError(path)
+            return super().write_bytes(path, data, overwrite=overwrite)
+
+    mine = OptimisticTransaction(RacedStorage(), root, snap, operation="WRITE", max_retries=0)
     with pytest.raises(CommitRetriesExhaustedError) as ei:
         mine.commit([write_file(root, [2], "b")])
     assert ei.value.retryable and "1 attempts" in ei.value.problem
@@ -413,3 +435,35 @@ def test_checker_order_protocol_before_everything(tmp_path):
     with pytest.raises(ProtocolChangedError):
         ConflictChecker(cur, winner).check()
     assert ConflictChecker.CHECKS[0] == "check_protocol" and ConflictChecker.CHECKS[-1] == "check_domain_metadata"
+
+
+def test_a_stale_writer_never_lands_behind_log_cleanup(tmp_path):
+    """Slow writer reads v1; ten commits land; a checkpoint; cleanup deletes the expired commits; the
+    slow writer commits: it must land visibly or fail retryably, never 'succeed' into a hole."""
+    from spark_apps.engine.errors import CommitConflictError
+    from spark_apps.engine.log.checkpoint import write_checkpoint
+    from spark_apps.engine.log.cleanup import cleanup_expired_logs
+
+    root = str(tmp_path / "t")
+    create_table(root)
+    append(root, [1], "a")
+    slow = txn(root, snapshot(root))  # read version 1
+    slow_file = write_file(root, [1000], "s")
+    for i in range(10):
+        append(root, [10 + i], "a")
+    latest = snapshot(root)
+    write_checkpoint(storage_for(root), root, latest)
+    cleaned = cleanup_expired_logs(storage_for(root), root, latest, retention_ms=0, now_ms=2**62)
+    assert cleaned["num_deleted_commits"] > 0  # commit 2 is gone
+    try:
+        res = slow.commit([slow_file])
+    except CommitConflictError as e:
+        assert e.retryable and "removed by log cleanup" in e.cause
+        assert snapshot(root).version == latest.version
+        assert 1000 not in read_ids(root)
+        return
+    # landed: at the true next version, and visible to us and to deltalake
+    assert res.version == latest.version + 1
+    assert 1000 in read_ids(root)
+    deltalake = pytest.importorskip("deltalake")
+    assert 1000 in deltalake.DeltaTable(root).to_pyarrow_table().column("id").to_pylist()
