@@ -212,7 +212,7 @@ class TableWriter:
             yield from self._flush(final=False)
 
     def _data_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        arrays = [batch.column(f.name) for f in self.arrow_schema]
+        arrays = [fill_under_null_parents(batch.column(f.name), f.type) for f in self.arrow_schema]
         out = pa.RecordBatch.from_arrays(arrays, names=[f.name for f in self.arrow_schema])
         if out.schema != self.arrow_schema:
             out = out.cast(self.arrow_schema)
@@ -318,6 +318,45 @@ def _serialize_partition_value(partitions, value, data_type) -> str | None:
     out = partitions.serialize_partition_value(value, data_type)
     # Delta (and Spark) store an empty string partition value as null.
     return None if out == "" else out
+
+
+def _zero(t: pa.DataType) -> pa.Scalar:
+    """A placeholder value of type ``t`` (never read: it sits under a NULL parent)."""
+    if pa.types.is_struct(t):
+        return pa.scalar({f.name: _zero(f.type).as_py() for f in t}, t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        return pa.scalar([], t)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.scalar("", t)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pa.scalar(b"", t)
+    if pa.types.is_boolean(t):
+        return pa.scalar(False, t)
+    if pa.types.is_decimal(t):
+        import decimal
+
+        return pa.scalar(decimal.Decimal(0), t)
+    return pa.scalar(0, pa.int64()).cast(t)
+
+
+def fill_under_null_parents(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """Give NOT NULL struct fields a placeholder where their parent struct is NULL.
+
+    A NULL struct may hold a NOT NULL field (valid in Delta and Spark); Arrow still stores a slot
+    for the field, which is NULL there, and the parquet writer refuses a NULL in a required field.
+    The placeholder is never read (the parent is NULL), exactly as Spark writes such rows. A NULL
+    under a valid parent is a real NOT NULL violation, refused earlier by ``check_not_null``.
+    """
+    if not pa.types.is_struct(t) or not isinstance(arr, pa.StructArray):
+        return arr
+    children = []
+    for i, f in enumerate(t):
+        child = arr.field(i)
+        if not f.nullable and child.null_count:
+            child = pc.fill_null(child, _zero(f.type))
+        children.append(fill_under_null_parents(child, f.type))
+    mask = pc.invert(arr.is_valid()) if arr.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
 
 
 def _sorted_by(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:

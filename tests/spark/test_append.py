@@ -195,3 +195,31 @@ def test_empty_append_commits_no_files(spark, tmp_path):
     assert (m["version"], m["metrics"]) == (1, {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0})
     assert [k for a in log_actions(root, 1) for k in a] == ["commitInfo"]
     assert t.to_df().count() == 0
+
+
+def test_null_struct_with_a_not_null_child_is_written(spark, tmp_path):
+    # s is NULL in one row: valid in Delta and Spark although s.a is NOT NULL
+    root = str(tmp_path / "t")
+    ddl = "id BIGINT, s STRUCT<a: INT NOT NULL, b: STRING>"
+    t = DeltaTable.create(spark, root, schema=ddl)
+    df = spark.createDataFrame([(1, (1, "x")), (2, None)], ddl)
+    t.append(df)
+    # (collect, not toArrow: pyspark's own toArrow refuses a NULL struct with a NOT NULL field)
+    got = sorted((r.asDict(recursive=True) for r in t.to_df().collect()), key=lambda r: r["id"])
+    assert got == [{"id": 1, "s": {"a": 1, "b": "x"}}, {"id": 2, "s": None}]
+    deltalake = pytest.importorskip("deltalake")
+    theirs = sorted(deltalake.DeltaTable(root).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert theirs == got
+
+
+def test_top_level_column_name_with_a_dot(spark, tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="`a.b` INT, id BIGINT, `p.q` STRING", partition_by=["p.q"])
+    df = spark.createDataFrame([(1, 10, "x"), (2, 20, "y")], "`a.b` INT, id BIGINT, `p.q` STRING")
+    t.append(df)
+    got = sorted(t.to_df().toArrow().to_pylist(), key=lambda r: r["id"])
+    assert got == [{"a.b": 1, "id": 10, "p.q": "x"}, {"a.b": 2, "id": 20, "p.q": "y"}]
+    deltalake = pytest.importorskip("deltalake")
+    theirs = sorted(deltalake.DeltaTable(root).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert theirs == got
+    assert t.delete("`a.b` = 1")["numDeletedRows"] == 1

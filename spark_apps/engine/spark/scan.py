@@ -245,7 +245,17 @@ def _as_dict(pv) -> dict:
 
 
 def _conform(batch: pa.RecordBatch, arrow_schema: pa.Schema) -> pa.RecordBatch:
-    """``batch`` in the declared Spark schema's Arrow form (column order, types, nullability)."""
+    """``batch`` in the declared Spark schema's Arrow form (column order, types, nullability).
+
+    NOT NULL fields under a NULL struct get a placeholder (as Spark holds them), since Spark's Arrow
+    conversion refuses a NULL in a non-nullable field even where its parent is NULL."""
+    from ..writer import fill_under_null_parents
+
+    if any(pa.types.is_struct(f.type) for f in arrow_schema):
+        names = [f.name for f in arrow_schema]
+        batch = batch.select(names)
+        columns = [fill_under_null_parents(batch.column(i), f.type) for i, f in enumerate(arrow_schema)]
+        batch = pa.RecordBatch.from_arrays(columns, names=names)
     if batch.schema.equals(arrow_schema, check_metadata=False):
         return batch
     batch = batch.select([f.name for f in arrow_schema])

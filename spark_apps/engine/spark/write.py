@@ -155,16 +155,21 @@ def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False) -> Wr
     :param optimize_write: shuffle rows by partition values first (fewer files; see step 2)
     """
     start = time.time()
-    parts = [_quote(c) for c in spec.partition_columns]
+    # Positional names for the trip through mapInArrow: pyspark resolves each input column by name
+    # there, which fails for names holding dots; the tasks restore the table's names.
+    names = list(df.columns)
+    df = df.toDF(*[f"_c{i}" for i in range(len(names))])
+    parts = [f"_c{names.index(c)}" for c in spec.partition_columns]
     if parts:
         if optimize_write:
             df = df.repartition(*parts)
         df = df.sortWithinPartitions(*parts)
 
-    def fn(batches, _spec=spec):
+    def fn(batches, _spec=spec, _names=names):
         from spark_apps.engine.spark.write import write_partition_batches
 
-        return write_partition_batches(_spec, batches)
+        renamed = (pa.RecordBatch.from_arrays(b.columns, names=_names) for b in batches)
+        return write_partition_batches(_spec, renamed)
 
     try:
         rows = df.mapInArrow(fn, OUTPUT_SCHEMA).collect()
