@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import DataFileMissingError, InvalidArgumentError, InvalidSchemaError, StorageError
+from .errors import DataFileMissingError, InvalidArgumentError, InvalidSchemaError, LogCorruptedError, StorageError
 from .partitions import partition_column_array
 from .paths import data_file_uri
 from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
@@ -381,7 +381,7 @@ def iter_data_file_batches(
         # per output column: ("part", array) | ("null", arrow type) | ("data", name in the file)
         plan: list[tuple[StructField, str, Any]] = []
         num_rows = pf.metadata.num_rows
-        pvals = _partition_lookup(partition_values or {}, schema, mode)
+        pvals = _partition_lookup(partition_values or {}, schema, mode, path)
         part_len = max(0, min(batch_rows, num_rows))
         for f in wanted:
             if f.name.lower() in part_low:
@@ -532,7 +532,9 @@ def _select_fields(schema: StructType, columns: Sequence[str] | None) -> list[St
     return out
 
 
-def _partition_lookup(values: Mapping[str, str | None], schema: StructType, mode: str):
+def _partition_lookup(values: Mapping[str, str | None], schema: StructType, mode: str, path: str = "?"):
+    """The file's value of a partition column; a partition column the file's ``partitionValues``
+    does not name at all is a corrupt log (a NULL value is spelled as a key with a null value)."""
     low = {k.lower(): v for k, v in values.items()}
 
     def get(f: StructField) -> str | None:
@@ -543,7 +545,11 @@ def _partition_lookup(values: Mapping[str, str | None], schema: StructType, mode
         for k in keys:
             if k.lower() in low:
                 return low[k.lower()]
-        return None
+        raise LogCorruptedError(
+            f"The log's entry for data file '{path}' has no value for partition column '{f.name}'",
+            f"its partitionValues name only {sorted(values) or 'nothing'}",
+            "repair the log: every add must carry every partition column (null as a null value)",
+        )
 
     return get
 

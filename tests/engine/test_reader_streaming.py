@@ -147,7 +147,7 @@ def test_stream_equals_expected_rows_for_every_batch_size(tmp_path, dv_kind):
         "on_disk": lambda: _on_disk_dv(tmp_path, DELETED),
     }[dv_kind]()
     expected = _expected(DELETED if dv else ())
-    pv = {"p": "2024-02-29"}
+    pv = {"p": "2024-02-29", "q": None}  # a null partition value is a key with a null value
     whole = read_data_file(STORAGE, str(tmp_path), rel, pv, SCHEMA, ["p", "q"], deletion_vector=dv)
     assert whole.to_pylist() == expected
     assert whole.schema.field("ts").type == pa.timestamp("us", tz="UTC")
@@ -163,7 +163,7 @@ def test_subsets_partition_only_and_count(tmp_path):
     rel = _write(tmp_path, "f.parquet", _data())
     dv = _inline_dv(DELETED)
     live = N - len([d for d in DELETED if d < N])
-    pv = {"P": "2024-02-29"}  # partition keys match case-insensitively too
+    pv = {"P": "2024-02-29", "q": None}  # partition keys match case-insensitively too
     for b in BATCHES:
         sub = _stream(tmp_path, rel, pv, SCHEMA, ["p", "q"], ["q", "S", "id"], dv, batch_rows=b)
         assert sub[0].schema.names == ["q", "s", "id"]
@@ -186,15 +186,16 @@ def test_subsets_partition_only_and_count(tmp_path):
 
 def test_everything_deleted_and_empty_file_yield_one_empty_batch(tmp_path):
     rel = _write(tmp_path, "f.parquet", _data())
+    nulls = {"p": None, "q": None}
     for cols in (None, ["id", "p"], []):
-        batches = _stream(tmp_path, rel, {}, SCHEMA, ["p", "q"], cols, _inline_dv(list(range(N))), batch_rows=100)
+        batches = _stream(tmp_path, rel, nulls, SCHEMA, ["p", "q"], cols, _inline_dv(list(range(N))), batch_rows=100)
         assert len(batches) == 1 and batches[0].num_rows == 0
-        whole = read_data_file(STORAGE, str(tmp_path), rel, {}, SCHEMA, ["p", "q"], cols, _inline_dv(list(range(N))))
+        whole = read_data_file(STORAGE, str(tmp_path), rel, nulls, SCHEMA, ["p", "q"], cols, _inline_dv(list(range(N))))
         assert whole.num_rows == 0
         assert whole.column_names == ([f.name for f in SCHEMA.fields] if cols is None else cols)
     empty = "e.parquet"
     pq.write_table(_data().slice(0, 0), tmp_path / empty)
-    batches = _stream(tmp_path, empty, {"p": "2024-02-29"}, SCHEMA, ["p", "q"], batch_rows=10)
+    batches = _stream(tmp_path, empty, {"p": "2024-02-29", "q": None}, SCHEMA, ["p", "q"], batch_rows=10)
     assert [b.num_rows for b in batches] == [0]
     assert batches[0].schema.field("s").type == SCHEMA.field("s").type.to_arrow()
     assert batches[0].schema.field("p").type == pa.date32()

@@ -790,11 +790,16 @@ def _collect_json(
     for i in other.tolist():
         text = bytes(raw[starts[i] : ends[i]])
         v = int(line_versions[i])
-        if text.startswith(_COMMIT_INFO_PREFIX):
-            coll.last_commit_info_line = (v, text)
-            blank.append(i)
-            continue
-        if text.startswith(_CDC_PREFIX):
+        if text.startswith(_COMMIT_INFO_PREFIX) or text.startswith(_CDC_PREFIX):
+            # not replayed, but a torn or malformed line means a damaged commit: refuse it
+            obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
+            if text.startswith(_CDC_PREFIX):
+                try:
+                    action_from_json(obj)
+                except LogCorruptedError as e:
+                    raise LogCorruptedError(f"Commit {v} of the table: {e.problem}", e.cause, e.fix) from None
+            else:
+                coll.last_commit_info_line = (v, text)
             blank.append(i)
             continue
         if not text.strip(_WS):
