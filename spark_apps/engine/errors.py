@@ -81,6 +81,10 @@ class DataFileMissingError(DeltaError):
     """A data file referenced by the log is gone (e.g. vacuumed)."""
 
 
+class CorruptDataFileError(DeltaError):
+    """A data file the log names is not a readable parquet file (damaged or replaced outside Delta)."""
+
+
 class StorageError(DeltaError):
     """The storage layer failed (I/O); a retry may help."""
 

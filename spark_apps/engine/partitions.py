@@ -343,7 +343,7 @@ def parse_partition_value(value: str | None, delta_type: DataType | str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 _ESCAPE = frozenset(
-    [chr(c) for c in range(0x01, 0x20)]
+    [chr(c) for c in range(0x00, 0x20)]  # NUL included: escaped as %00, as Hive does
     + ['"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f", "{", "[", "]", "^"]
 )
 
@@ -375,8 +375,19 @@ def partition_path(partition_columns: Sequence[str], values: Mapping[str, str | 
     parts = []
     for c in partition_columns:
         v = values.get(c)
-        parts.append(f"{hive_escape(c)}={hive_escape(v)}")
+        part = f"{hive_escape(c)}={hive_escape(v)}"
+        if len(part.encode("utf-8")) > MAX_DIR_NAME_BYTES:
+            raise InvalidArgumentError(
+                f"Partition value of column '{c}' is too long for a directory name",
+                f"'{part[:60]}...' is {len(part.encode('utf-8'))} bytes after escaping; file systems and object "
+                f"stores allow {MAX_DIR_NAME_BYTES} per path segment",
+                "shorten the values of this partition column (e.g. partition by a hash or a prefix of it)",
+            )
+        parts.append(part)
     return "/".join(parts)
+
+
+MAX_DIR_NAME_BYTES = 255
 
 
 # java.net.URI path characters allowed unquoted: unreserved + punct + "/" + "@"

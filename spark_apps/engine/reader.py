@@ -45,7 +45,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import DataFileMissingError, InvalidArgumentError, InvalidSchemaError, LogCorruptedError, StorageError
+from .errors import (
+    CorruptDataFileError,
+    DataFileMissingError,
+    InvalidArgumentError,
+    InvalidSchemaError,
+    LogCorruptedError,
+    StorageError,
+)
 from .partitions import partition_column_array
 from .paths import data_file_uri
 from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
@@ -256,6 +263,13 @@ def _open_parquet(storage: Storage, location: str, path_in_log: str) -> pq.Parqu
         return pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
     except BaseException as e:
         f.close()
+        if isinstance(e, pa.ArrowInvalid):
+            raise CorruptDataFileError(
+                f"Data file '{path_in_log}' of the table is not a readable parquet file",
+                f"{str(e).splitlines()[0]} (at '{location}')",
+                "restore the file from a backup, or remove it from the table (DELETE its rows or RESTORE "
+                "an earlier version); it was overwritten or damaged outside Delta",
+            ) from None
         if isinstance(e, OSError):
             raise _open_error(e, path_in_log, location) from None
         raise

@@ -19,6 +19,7 @@ it refuses to commit unless the caller opts in (see README, limits).
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from dataclasses import dataclass
@@ -117,7 +118,20 @@ class LocalStorage(Storage):
                 os.replace(tmp, path)
             else:
                 # link() is atomic and fails with EEXIST if the target exists: put-if-absent.
-                os.link(tmp, path)
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    if os.path.isdir(path):  # not a racing writer: the name is taken by a directory
+                        raise IsADirectoryError(errno.EISDIR, "a directory is in the way", path) from None
+                    raise
+                except FileNotFoundError:  # the temp file vanished (e.g. removed by a cleaner)
+                    from .errors import StorageError
+
+                    raise StorageError(
+                        f"Writing '{path}' failed: its temporary file disappeared before it was published",
+                        f"'{tmp}' was removed by another process while the write was in flight",
+                        "retry the operation",
+                    ) from None
         finally:
             try:
                 os.unlink(tmp)

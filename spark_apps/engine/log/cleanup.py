@@ -39,6 +39,11 @@ def truncate_to_day(ms: int) -> int:
     return (ms // MS_PER_DAY) * MS_PER_DAY
 
 
+# A temp file may belong to a commit being written right now: whatever the retention, it is only
+# removed once it is older than this (a writer publishes its temp file within seconds).
+TEMP_FILE_MIN_AGE_MS = 60 * 60 * 1000
+
+
 def cleanup_expired_logs(
     storage,
     table_root: str,
@@ -124,7 +129,7 @@ def cleanup_expired_logs(
             if end <= keep_from:
                 doomed.append((end, 3, f.path, "num_deleted_compactions"))
             continue
-        if _TEMP_RE.match(name) and f.mtime_ms <= threshold:
+        if _TEMP_RE.match(name) and f.mtime_ms <= min(threshold, now_ms - TEMP_FILE_MIN_AGE_MS):
             doomed.append((-1, 4, f.path, "num_deleted_temp_files"))
     doomed.sort()
     for _, _, path, key in doomed:

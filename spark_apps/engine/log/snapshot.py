@@ -41,7 +41,7 @@ from ..actions import (
     RemoveFile,
     SetTransaction,
 )
-from ..errors import DeltaError, InvalidArgumentError, VersionNotFoundError
+from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, VersionNotFoundError
 from ..storage import Storage, normalize_table_uri
 from .listing import LogListing, LogSegment, list_log, select_segment
 from .replay import (
@@ -88,7 +88,14 @@ class Snapshot:
     @property
     def schema_json(self) -> dict:
         """The table schema as the Delta JSON dict (``metaData.schemaString`` parsed)."""
-        return json.loads(self.metadata.schema_string)
+        try:
+            return json.loads(self.metadata.schema_string)
+        except (TypeError, ValueError) as e:
+            raise LogCorruptedError(
+                f"The table's schema in its log (metaData.schemaString) is not valid JSON at version {self.version}",
+                f"{type(e).__name__}: {e}; it starts with {str(self.metadata.schema_string)[:80]!r}",
+                "repair the metaData action of the log (or RESTORE a version written before the damage)",
+            ) from None
 
     @property
     def schema(self):

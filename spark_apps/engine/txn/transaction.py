@@ -66,6 +66,7 @@ from ..errors import (
     DeltaError,
     InvalidArgumentError,
     InvalidCommitError,
+    LogCorruptedError,
 )
 from ..log.listing import latest_version
 from .conflicts import (
@@ -688,6 +689,12 @@ class OptimisticTransaction:
             try:
                 self.storage.write_bytes(commit_path(self.storage, self.table_root, version), data, overwrite=False)
                 break
+            except IsADirectoryError:
+                raise LogCorruptedError(
+                    f"Cannot write commit {version} of the table: a directory is in its place",
+                    f"'{commit_path(self.storage, self.table_root, version)}' is a directory",
+                    "remove that directory from _delta_log (it is not part of the Delta log)",
+                ) from None
             except FileExistsError:
                 if self.read_version < 0:  # another writer created the table: the checker names it
                     check_winning_commit(current, self._winning_commit(version))
