@@ -156,11 +156,11 @@ def test_partition_column_array_errors_name_the_value():
 
 
 def test_hive_escape_character_set():
-    # Spark's ExternalCatalogUtils.escapePathName set (non-Windows)
-    special = [chr(c) for c in range(1, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^")
+    # Spark's ExternalCatalogUtils.escapePathName set (non-Windows), plus NUL as Hive escapes it
+    special = [chr(c) for c in range(0, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^")
     for c in special:
         assert hive_escape(c) == f"%{ord(c):02X}", repr(c)
-    for c in " <>|!@$&()+,;-._~`}abcXYZ09é😈\x00":
+    for c in " <>|!@$&()+,;-._~`}abcXYZ09é😈":
         assert hive_escape(c) == c, repr(c)
     assert hive_escape(None) == hive_escape("") == HIVE_DEFAULT_PARTITION
     assert hive_unescape(HIVE_DEFAULT_PARTITION) is None
