@@ -231,3 +231,39 @@ def test_update_keeps_not_null_enforced(tmp_path):
     with pytest.raises(SchemaMismatchError):
         t.update({"id": "CASE WHEN id = 1 THEN NULL ELSE id END"})
     assert t.version() == 1
+
+
+@pytest.mark.parametrize(
+    "ddl, predicate, same, other",
+    [
+        ("x DOUBLE, id BIGINT", "x = 1.0", 1.0, 2.5),
+        ("x TIMESTAMP, id BIGINT", "x = TIMESTAMP '2026-01-01 00:00:00'", "2026-01-01", "2026-01-02"),
+    ],
+)
+def test_delete_conflicts_with_an_append_into_the_partition_it_read(tmp_path, ddl, predicate, same, other):
+    """Typed read predicates: a concurrent append into the partition a DELETE read conflicts, even
+    when the partition value's text differs from the predicate's literal (1 vs 1.0, ISO forms)."""
+    import datetime as dt
+
+    from spark_apps.engine.commands.dml import delete
+    from spark_apps.engine.errors import ConcurrentAppendError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema=ddl, partition_by=["x"])
+    schema = t.snapshot().schema.to_arrow_schema()
+
+    def rows(x, i):
+        if isinstance(x, str):
+            x = dt.datetime.fromisoformat(x).replace(tzinfo=dt.UTC)
+        return pa.Table.from_pylist([{"x": x, "id": i}], schema=schema)
+
+    append_arrow(root, rows(same, 1))
+    append_arrow(root, rows(other, 2))
+    snap = t.snapshot()
+    append_arrow(root, rows(other, 3))  # another partition: the delete still lands
+    assert delete(snap, predicate).to_dict()["committed"] is True
+    append_arrow(root, rows(same, 4))
+    snap = t.snapshot()
+    append_arrow(root, rows(same, 5))  # into the partition the delete reads
+    with pytest.raises(ConcurrentAppendError):
+        delete(snap, predicate)
