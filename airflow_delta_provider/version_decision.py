@@ -82,10 +82,10 @@ def decide(
     max_operations: int = 100,
 ) -> Decision:
     """Check once whether ``table_uri`` has a version newer than ``baseline`` (see module rules)."""
-    from spark_apps.protocol import DeltaError, latest_version, normalize_table_uri, storage_for
+    from spark_apps.protocol import DeltaError, latest_version, storage_for, table_location
 
     try:
-        table_root = normalize_table_uri(table_uri)
+        table_root = table_location(table_uri)
         storage = storage_for(table_root)
         latest = latest_version(storage, table_root)
         if latest is None:

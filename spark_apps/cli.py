@@ -158,10 +158,10 @@ def _session(params: dict):
 
 def run(params: dict, spark=None) -> dict:
     """Run one operation (its registry runner); returns the result dict (without printing)."""
-    from spark_apps.engine.storage import normalize_table_uri
+    from spark_apps.engine.storage import table_location
 
     op = ops.get(params["operation"])
-    params = dict(params, table_uri=normalize_table_uri(params["table_uri"]))
+    params = dict(params, table_uri=table_location(params["table_uri"]))
     return ops.load_runner(op)(params, spark)
 
 

@@ -15,7 +15,7 @@ from .engine import errors as _errors
 from .engine.errors import DeltaError
 from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
-from .engine.storage import normalize_table_uri, storage_for
+from .engine.storage import normalize_table_uri, storage_for, table_location
 
 __all__ = [
     "DeltaError",
@@ -24,6 +24,7 @@ __all__ = [
     "normalize_table_uri",
     "read_commit_infos",
     "storage_for",
+    "table_location",
 ]
 
 

@@ -70,6 +70,16 @@ def _coerce_version(value: Any, name: str) -> int | None:
         ) from None
 
 
+def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
+    """A relative table location is refused (it would resolve differently on each worker)."""
+    from spark_apps.protocol import DeltaError, table_location
+
+    try:
+        table_location(table_uri)
+    except DeltaError as e:
+        raise error(f"table_uri={table_uri!r}: {e.one_line()}") from None
+
+
 class DeltaBaseOperator(BaseOperator):
     """Common arguments of every Delta operator.
 
@@ -113,6 +123,8 @@ class DeltaBaseOperator(BaseOperator):
             ops.check_params(op, values, skip_templates=True)
         except ValueError as e:
             raise ValueError(f"{type(self).__name__}: {e}") from None
+        if not ops._is_template(table_uri):
+            _check_table_uri(table_uri, ValueError)
         self.table_uri = table_uri
         self.conn_id = conn_id
         self.spark_conf = spark_conf
@@ -169,6 +181,7 @@ class DeltaBaseOperator(BaseOperator):
         return {k: checked[k] for k in values}
 
     def execute(self, context) -> dict:
+        _check_table_uri(self.table_uri, DeltaConfigurationError)
         result = self.hook.run(
             self.operation, self.table_uri, **self.operation_params(context), **self.transaction_identity(context)
         )

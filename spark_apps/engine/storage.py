@@ -247,6 +247,25 @@ def normalize_table_uri(table_uri: str) -> str:
     return os.path.abspath(os.path.expanduser(uri)).rstrip("/") or "/"
 
 
+def table_location(table_uri: str) -> str:
+    """A table's location, normalised; a relative path is refused.
+
+    A relative path would be resolved against each process's working directory, so one table could
+    split across the machines of a cluster or the workers of an Airflow deployment. Every place a
+    table location enters (Python API, CLI, operators, sensor) goes through here.
+    """
+    raw = str(table_uri or "").strip()
+    parsed = urlparse(raw)
+    is_uri = bool(parsed.scheme) and len(parsed.scheme) > 1
+    if raw and not is_uri and not raw.startswith(("/", "~")):
+        raise InvalidArgumentError(
+            f"Table location '{raw}' is a relative path",
+            "it would be resolved against the working directory of each process that touches the table",
+            "give an absolute path (/data/lake/t) or a URI (file:///data/lake/t, s3://bucket/t)",
+        )
+    return normalize_table_uri(raw)
+
+
 _LOCAL = LocalStorage()
 
 

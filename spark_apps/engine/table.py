@@ -33,7 +33,7 @@ import json
 import time
 
 from .errors import InvalidArgumentError, TableNotFoundError
-from .storage import normalize_table_uri, storage_for
+from .storage import storage_for, table_location
 
 
 def parse_timestamp_ms(value) -> int:
@@ -84,7 +84,7 @@ class DeltaTable:
 
     def __init__(self, spark, table_uri: str):
         self.spark = spark
-        self.table_uri = normalize_table_uri(table_uri)
+        self.table_uri = table_location(table_uri)
         self.storage = storage_for(self.table_uri)
 
     def __repr__(self) -> str:

@@ -128,3 +128,24 @@ def test_delete_and_update_operators_come_from_the_registry():
         DeltaUpdateOperator(task_id="u2", table_uri="/t", updates={})
     with pytest.raises(TypeError):
         DeltaDeleteOperator(task_id="d2", table_uri="/t", predicat="x = 1")  # a typo is not swallowed
+
+
+def test_relative_table_locations_are_refused_everywhere(tmp_path):
+    from spark_apps.engine import DeltaTable
+    from spark_apps.engine.errors import InvalidArgumentError
+
+    with pytest.raises(ValueError, match="relative path"):
+        DeltaCheckpointOperator(task_id="cp", table_uri="rel_tbl/x")
+    op = DeltaCheckpointOperator(task_id="cp", table_uri="{{ params.t }}")
+    op.table_uri = "rel_tbl/x"  # as rendered
+    with pytest.raises(DeltaConfigurationError, match="relative path"):
+        op.execute({})
+    with pytest.raises(InvalidArgumentError, match="relative path"):
+        DeltaTable.for_path(None, "rel_tbl/x")
+    from spark_apps import cli
+
+    assert cli.main(["describe", "--table-uri", "rel_tbl/x"]) == 1
+    from airflow_delta_provider.version_decision import decide
+
+    d = decide("rel_tbl/x", None)
+    assert "relative path" in d.error and d.retryable is False

@@ -40,7 +40,7 @@ from ..errors import (
     InvalidSchemaError,
     TableAlreadyExistsError,
 )
-from ..storage import normalize_table_uri, storage_for
+from ..storage import storage_for, table_location
 
 OPERATION_CREATE = "CREATE TABLE"
 OPERATION_CTAS = "CREATE TABLE AS SELECT"
@@ -273,7 +273,7 @@ def create_table(
     """
     from .. import features
 
-    table_root = normalize_table_uri(table_uri)
+    table_root = table_location(table_uri)
     storage = storage_for(table_root)
     operation = OPERATION_CTAS if source_df is not None else OPERATION_CREATE
 
