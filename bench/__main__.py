@@ -201,6 +201,8 @@ def parse_args(argv: list[str] | None):
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--out", default=None, help="output directory for latest.{md,csv,png}")
     ap.add_argument("--timeout", type=int, default=900, help="per worker process, seconds")
+    ap.add_argument("--no-dataplane", action="store_true", help="skip the data-plane cases (bench/dataplane.py)")
+    ap.add_argument("--dataplane-only", action="store_true", help="run only the data-plane cases")
     for f in dataclasses.fields(C.Sizes):
         ap.add_argument(
             f"--{f.name.replace('_', '-')}",
@@ -214,6 +216,19 @@ def parse_args(argv: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if a.dataplane_only:
+        from . import dataplane
+
+        return dataplane.main(["--quick"] if a.quick else [])
+    code = _log_plane(a)
+    if not a.no_dataplane and not a.list and code == 0:
+        from . import dataplane
+
+        code = dataplane.main(["--quick"] if a.quick else [])
+    return code
+
+
+def _log_plane(a) -> int:
     sizes = (C.Sizes.quick() if a.quick else C.Sizes()).with_env()
     for f in dataclasses.fields(C.Sizes):
         v = getattr(a, f.name)

@@ -254,12 +254,18 @@ class DeltaTable:
             )
         return self.spark
 
-    def to_df(self, version: int | None = None, timestamp=None):
-        """The table's rows as a pyspark DataFrame (latest, or time travel by version / timestamp)."""
+    def to_df(self, version: int | None = None, timestamp=None, *, predicate: str | None = None, columns=None):
+        """The table's rows as a pyspark DataFrame (latest, or time travel by version / timestamp).
+
+        :param predicate: Spark SQL condition: only files that may hold matching rows are read
+            (partition pruning, min/max stats), and only matching rows are returned
+        :param columns: the columns to read (the others are not read from the files)
+        """
         from .spark.scan import to_dataframe
 
         spark = self._need_spark("Reading the table")
-        return to_dataframe(spark, self.snapshot(version=version, timestamp=timestamp))
+        snap = self.snapshot(version=version, timestamp=timestamp)
+        return to_dataframe(spark, snap, predicate=predicate, columns=list(columns) if columns else None)
 
     def append(
         self,

@@ -236,3 +236,17 @@ def test_streamed_scan_of_multi_row_group_files_with_deletion_vectors(spark, tmp
         ("p=a/part-0.parquet", "a", n - len(deleted)),
         ("p=b/part-1.parquet", "b", n),
     ]
+
+
+def test_scan_with_a_predicate_reads_only_files_that_may_match(spark, tmp_path):
+    from spark_apps.engine.spark.scan import scan_files
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT, p STRING", partition_by=["p"])
+    for k in range(4):  # one commit per id range: disjoint min/max per file
+        t.append(spark.createDataFrame([(k * 100 + i, f"v{k % 2}") for i in range(10)], "id long, p string"))
+    snap = t.snapshot()
+    res = scan_files(spark, snap, predicate="p = 'v1' AND id >= 300")
+    assert res.files.num_rows < snap.num_files  # partition and stats pruning
+    assert sorted(r["id"] for r in res.df.collect()) == list(range(300, 310))
+    assert sorted(r["id"] for r in t.to_df(predicate="id < 5", columns=["id"]).collect()) == list(range(5))

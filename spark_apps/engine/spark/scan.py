@@ -102,6 +102,7 @@ def scan_files(
     columns: list[str] | None = None,
     with_file_column: bool = False,
     num_tasks: int | None = None,
+    predicate: str | None = None,
 ) -> ScanResult:
     """Scan a snapshot (or a subset of its live files) into a DataFrame.
 
@@ -111,6 +112,8 @@ def scan_files(
     :param columns: table columns to return (default: all, in table order)
     :param with_file_column: append a ``_file`` column with each row's ``add.path``
     :param num_tasks: Spark tasks to read with (default: min(files, 2 x default parallelism))
+    :param predicate: keep only the rows where this Spark SQL condition is TRUE; files that cannot
+        hold such rows (partition values, min/max stats) are not read at all
     """
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructField, StructType
@@ -139,6 +142,13 @@ def scan_files(
         out_schema = StructType(list(out_schema.fields) + [StructField(FILE_COLUMN, StringType(), False)])
 
     files = snapshot.files if files is None else files
+    expr = None
+    if predicate:
+        from ..expr import parse_predicate, to_sql
+        from ..expr.skipping import skip_files
+
+        expr = parse_predicate(predicate, snapshot.schema)
+        files = skip_files(files, snapshot.schema, list(snapshot.metadata.partition_columns), expr).files
     if files.num_rows == 0:
         return ScanResult(spark.createDataFrame([], out_schema), files)
 
@@ -173,12 +183,17 @@ def scan_files(
         files_df = files_df.repartitionByRange(n_tasks, _TASK_COLUMN)
     else:
         files_df = files_df.coalesce(1)
-    return ScanResult(files_df.mapInArrow(fn, out_schema), files)
+    df = files_df.mapInArrow(fn, out_schema)
+    if expr is not None:
+        df = df.filter(to_sql(expr))
+    return ScanResult(df, files)
 
 
-def to_dataframe(spark, snapshot, *, columns: list[str] | None = None, with_file_column: bool = False):
+def to_dataframe(
+    spark, snapshot, *, columns: list[str] | None = None, with_file_column: bool = False, predicate: str | None = None
+):
     """The snapshot's rows as a DataFrame (see :func:`scan_files`)."""
-    return scan_files(spark, snapshot, columns=columns, with_file_column=with_file_column).df
+    return scan_files(spark, snapshot, columns=columns, with_file_column=with_file_column, predicate=predicate).df
 
 
 def read_files_batches(
