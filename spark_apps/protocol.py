@@ -5,6 +5,7 @@ that it needs a few read-only things from the core, all re-exported here so that
 internals can move without touching the provider (``tests/test_layering.py`` enforces it):
 
 * :func:`error_retryable`: whether an engine error class (by name) is worth a retry;
+* :func:`preflight`: the checks an operation can pass or fail without Spark, before it is submitted;
 * the read-only log API the sensor and the hook use: :func:`latest_version`,
   :func:`read_commit_infos`, :func:`storage_for`, :func:`normalize_table_uri`, :class:`DeltaError`.
 """
@@ -16,12 +17,14 @@ from .engine.errors import DeltaError
 from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
 from .engine.storage import normalize_table_uri, storage_for, table_location
+from .preflight import preflight
 
 __all__ = [
     "DeltaError",
     "error_retryable",
     "latest_version",
     "normalize_table_uri",
+    "preflight",
     "read_commit_infos",
     "storage_for",
     "table_location",

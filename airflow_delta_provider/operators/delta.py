@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from airflow.sdk import Asset, BaseOperator
 
-from airflow_delta_provider.exceptions import DeltaConfigurationError
+from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
 from spark_apps import operations as ops
 
@@ -182,11 +182,21 @@ class DeltaBaseOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         _check_table_uri(self.table_uri, DeltaConfigurationError)
-        result = self.hook.run(
-            self.operation, self.table_uri, **self.operation_params(context), **self.transaction_identity(context)
-        )
+        params = self.operation_params(context)
+        self.preflight(params)
+        result = self.hook.run(self.operation, self.table_uri, **params, **self.transaction_identity(context))
         self._annotate_asset_events(context, result)
         return result
+
+    def preflight(self, params: dict) -> None:
+        """Fail now, without a spark-submit, on what the table's log and local paths already tell
+        (missing table, bad predicate or DDL, missing local source); see :mod:`spark_apps.preflight`."""
+        from spark_apps.protocol import DeltaError, preflight
+
+        try:
+            preflight(self.operation, {**params, "table_uri": self.table_uri})
+        except DeltaError as e:
+            raise app_error(type(e).__name__, e.one_line(), retryable=e.retryable) from None
 
     def _annotate_asset_events(self, context, result: dict) -> None:
         if not self.outlets:
