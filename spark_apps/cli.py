@@ -189,8 +189,14 @@ def _as_delta_error(e: BaseException) -> DeltaError:
     if isinstance(e, OSError):
         return StorageError("An I/O operation failed", f"{type(e).__name__}: {e}", "check the storage and retry")
     msg = str(e).strip().splitlines()[0][:500] if str(e).strip() else ""
-    err = DeltaError(f"Unexpected {type(e).__name__}", msg or None, "see the log above for the traceback")
-    return err
+    from spark_apps.failures import SparkInfrastructureError, infrastructure_cause
+
+    cause = infrastructure_cause(str(e))
+    if cause:
+        return SparkInfrastructureError(
+            f"Spark failed: {cause}", msg or None, "check the cluster and retry (the task is retried)"
+        )
+    return DeltaError(f"Unexpected {type(e).__name__}", msg or None, "see the log above for the traceback")
 
 
 def _write_result_file(result_uri: str | None, result: dict) -> None:

@@ -17,11 +17,13 @@ from .engine.errors import DeltaError
 from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
 from .engine.storage import normalize_table_uri, storage_for, table_location
+from .failures import infrastructure_cause
 from .preflight import preflight
 
 __all__ = [
     "DeltaError",
     "error_retryable",
+    "infrastructure_cause",
     "latest_version",
     "normalize_table_uri",
     "preflight",

@@ -350,6 +350,7 @@ def resolve_outcome(
     file_result: dict | None,
     output: AppOutput,
     submit_error: str | None = None,
+    master: str | None = None,
 ) -> dict:
     """Decide the task's outcome from everything the submission produced.
 
@@ -374,9 +375,15 @@ def resolve_outcome(
     if returncode:
         tail = " | ".join(list(output.tail)[-5:])
         detail = submit_error.splitlines()[0] if submit_error else f"spark-submit exited with code {returncode}"
+        try:
+            from spark_apps.protocol import infrastructure_cause
+
+            cause = infrastructure_cause("\n".join([*output.tail, submit_error or ""]), master)
+        except Exception:  # the engine is optional on the Airflow side
+            cause = None
         raise DeltaRetryableError(
             "SparkSubmitError",
-            f"The Spark application failed before the Delta app reported a result. Cause: {detail}. "
+            f"The Spark application failed before the Delta app reported a result. Cause: {cause or detail}. "
             f"Last output: {tail or '(none)'}. Fix: see the task log for the Spark error.",
             retryable=True,
         )
@@ -645,8 +652,16 @@ class DeltaHook(BaseHook):
         if submit_error and not returncode:  # e.g. k8s driver exit code, lost standalone driver
             returncode = 1
         file_result = self.read_result(result_uri)
+        try:
+            master = self.submit_settings().master
+        except Exception:  # only used to name the master in an error message
+            master = None
         result = resolve_outcome(
-            returncode=returncode, file_result=file_result, output=sub.app_output, submit_error=submit_error
+            returncode=returncode,
+            file_result=file_result,
+            output=sub.app_output,
+            submit_error=submit_error,
+            master=master,
         )
         result = {**result, "submit_seconds": round(time.monotonic() - started, 3)}
         self.log.info(

@@ -490,3 +490,47 @@ def test_on_kill_is_delegated_to_the_submission(tmp_path, monkeypatch):
     assert not worker.is_alive()
     assert hook._submit_hook._submit_sp.returncode != 0
     assert isinstance(outcome["error"], DeltaRetryableError)  # killed before reporting: retry may help
+
+
+@pytest.mark.parametrize(
+    "lines, cause",
+    [
+        (
+            [
+                "26/01/01 WARN StandaloneAppClient$ClientEndpoint: Failed to connect to master nowhere:7077",
+                "26/01/01 ERROR StandaloneSchedulerBackend: Application has been killed. Reason: All masters are unresponsive! Giving up.",
+            ],
+            "cannot reach the Spark master 'spark://nowhere:7077'",
+        ),
+        (["WARN TaskSchedulerImpl: Initial job has not accepted any resources; check your cluster UI"], "no resources"),
+        (["ERROR YarnScheduler: Lost executor 1: Container killed by YARN for exceeding memory limits"], "were lost"),
+    ],
+)
+def test_infrastructure_failures_are_retryable_with_a_one_line_cause(lines, cause):
+    from airflow_delta_provider.exceptions import DeltaRetryableError
+    from airflow_delta_provider.hooks.delta import AppOutput, resolve_outcome
+
+    with pytest.raises(DeltaRetryableError) as e:
+        resolve_outcome(
+            returncode=1,
+            file_result=None,
+            output=AppOutput.parse(x + "\n" for x in lines),
+            master="spark://nowhere:7077",
+        )
+    assert cause in str(e.value)
+
+
+def test_bad_input_stays_permanent():
+    from airflow_delta_provider.exceptions import DeltaPermanentError
+    from airflow_delta_provider.hooks.delta import AppOutput, resolve_outcome
+
+    out = AppOutput.parse(["DELTA_ERROR InvalidPredicateError: Unknown column 'x'. Fix: use a column.\n"])
+    with pytest.raises(DeltaPermanentError):
+        resolve_outcome(returncode=1, file_result=None, output=out)
+
+
+def test_app_side_spark_failures_become_retryable_errors():
+    from spark_apps import cli
+
+    err = cli._as_delta_error(RuntimeError("java.io.IOException: Failed to connect to master localhost:1"))
+    assert err.retryable and "cannot reach the Spark master" in err.problem

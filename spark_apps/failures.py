@@ -1,0 +1,59 @@
+"""Spark infrastructure failures, told apart from bad input by their text (the one classifier).
+
+A task that fails because the cluster is unreachable, out of resources, or lost its driver or JVM is
+worth a retry; a task that fails on bad input is not. Both the app (when Spark raises while it runs)
+and the Airflow hook (when spark-submit dies before the app reports) classify failures here, so a
+user sees one line saying what happened and Airflow retries exactly the retryable ones.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .engine.errors import DeltaError
+
+__all__ = ["SparkInfrastructureError", "infrastructure_cause"]
+
+
+class SparkInfrastructureError(DeltaError):
+    """Spark itself failed (master unreachable, no resources, driver or JVM lost): retry may help."""
+
+    retryable = True
+
+
+_PATTERNS = [
+    (
+        re.compile(
+            r"(All masters are unresponsive|Failed to connect to master|Could not connect to|"
+            r"Connection refused|UnknownHostException|Cannot connect to the cluster|"
+            r"Failed to connect to .*:\d+|NoRouteToHostException)",
+            re.I,
+        ),
+        "cannot reach the Spark master{master}",
+    ),
+    (
+        re.compile(r"(Initial job has not accepted any resources|No resources available|insufficient resources)", re.I),
+        "the cluster has no resources for this application",
+    ),
+    (
+        re.compile(
+            r"(Driver .* killed|was killed|SIGKILL|exit code 137|Container killed|ExecutorLostFailure|"
+            r"Executor .* lost|Python worker exited unexpectedly|SparkContext (was|has been) shut down)",
+            re.I,
+        ),
+        "the Spark driver or its executors were lost",
+    ),
+    (
+        re.compile(r"(java\.lang\.OutOfMemoryError|JVM (crashed|died)|Java gateway process exited)", re.I),
+        "the Spark JVM died",
+    ),
+]
+
+
+def infrastructure_cause(text: str, master: str | None = None) -> str | None:
+    """A one-line cause when ``text`` (an exception message or output lines) shows a Spark
+    infrastructure failure; ``None`` when it does not."""
+    for pattern, cause in _PATTERNS:
+        if pattern.search(text or ""):
+            return cause.format(master=f" '{master}'" if master else "")
+    return None
