@@ -4,5 +4,5 @@ Public entry points::
 
     from spark_apps.engine.log.snapshot import Snapshot, load_snapshot, history, read_commit_infos
     from spark_apps.engine.log.listing import latest_version, list_log, LogSegment
-    from spark_apps.engine.log.replay import FILE_SCHEMA, REMOVE_SCHEMA
+    from spark_apps.engine.log.file_actions import FILE_SCHEMA, REMOVE_SCHEMA
 """

@@ -43,15 +43,11 @@ from ..actions import (
 )
 from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, VersionNotFoundError
 from ..storage import Storage, normalize_table_uri
+from .checkpoint_read import CheckpointReadError
+from .commit_read import commit_info_from_bytes
+from .file_actions import FILE_SCHEMA, REMOVE_SCHEMA
 from .listing import LogListing, LogSegment, list_log, select_segment
-from .replay import (
-    FILE_SCHEMA,
-    REMOVE_SCHEMA,
-    CheckpointReadError,
-    ReplayResult,
-    commit_info_from_bytes,
-    replay,
-)
+from .replay import ReplayResult, replay
 
 __all__ = [
     "Snapshot",

@@ -497,7 +497,7 @@ class OptimisticTransaction:
         if live.num_rows == 0:
             return
         try:
-            from ..log.replay import dv_unique_ids
+            from ..log.file_actions import dv_unique_ids
 
             dv_col = live.column("deletion_vector").combine_chunks()
             live_ids = dv_unique_ids(dv_col, live.num_rows).to_pylist()

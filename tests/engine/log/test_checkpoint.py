@@ -222,7 +222,7 @@ def test_checkpoint_of_empty_table(tmp_path):
 
 def test_large_checkpoint_is_vectorised(tmp_path):
     """200k files: built from the arrow file table (measured, not asserted)."""
-    from spark_apps.engine.log.replay import FILE_SCHEMA
+    from spark_apps.engine.log.file_actions import FILE_SCHEMA
 
     root = str(tmp_path / "t")
     create_table(root)

@@ -17,8 +17,8 @@ import pytest
 
 from spark_apps.engine import features as F
 from spark_apps.engine.errors import LogCorruptedError, UnsupportedFeatureError, VersionNotFoundError
+from spark_apps.engine.log.file_actions import dv_unique_ids
 from spark_apps.engine.log.listing import latest_version, list_log
-from spark_apps.engine.log.replay import dv_unique_ids
 from spark_apps.engine.log.snapshot import history, load_snapshot
 from spark_apps.engine.storage import storage_for
 

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from spark_apps.engine.actions import DomainMetadata, SetTransaction
 from spark_apps.engine.errors import LogCorruptedError
+from spark_apps.engine.log.file_actions import FILE_SCHEMA, REMOVE_SCHEMA, dv_unique_ids
 from spark_apps.engine.log.listing import list_log, select_segment
-from spark_apps.engine.log.replay import FILE_SCHEMA, REMOVE_SCHEMA, dv_unique_ids, replay
+from spark_apps.engine.log.replay import replay
 from spark_apps.engine.storage import LocalStorage
 
 ST = LocalStorage()

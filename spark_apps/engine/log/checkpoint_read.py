@@ -1,0 +1,151 @@
+"""Reading parquet and JSON checkpoints (classic, multi-part, V2 with sidecars) into the collected state.
+
+Parquet checkpoints are read with ``pyarrow.parquet``, only the ``add``/``remove`` sub-columns kept
+(never ``stats_parsed`` / ``partitionValues_parsed``, except ``stats_parsed`` when a checkpoint has no
+JSON ``stats``: then the JSON strings are rebuilt from it, a slow path); non-file actions (a handful
+of rows) become dataclasses. A checkpoint alone is already reconciled: no dedup. Checkpoint columns
+are never filtered when read: a chunk keeps a mask of its file-action rows, applied last. Sidecar
+paths resolve through :func:`spark_apps.engine.paths.resolve_log_path` (never outside the table).
+"""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..actions import (
+    action_from_json,
+)
+from ..errors import LogCorruptedError, StorageError
+from ..storage import Storage
+from .collect import _add_struct_rows, _Collected, _strip_nones
+from .commit_read import _collect_json
+from .file_actions import _NON_FILE_COLUMNS, _WIRE, FILE_SCHEMA, REMOVE_SCHEMA
+from .listing import SIDECAR_DIR_NAME, Checkpoint
+
+
+class CheckpointReadError(LogCorruptedError):
+    """A checkpoint (or one of its parts/sidecars) is missing or unreadable.
+
+    The snapshot loader reacts by falling back to an older checkpoint (or to the JSON commits)
+    when the log still allows it.
+    """
+
+
+def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_files: bool = False) -> pa.Table:
+    """Read the action columns we need from one checkpoint/sidecar parquet file."""
+    try:
+        fh = storage.filesystem.open_input_file(storage.fs_path(path))
+    except FileNotFoundError:
+        raise FileNotFoundError(path) from None
+    except OSError as e:
+        if "no such file" in str(e).lower() or "not found" in str(e).lower():
+            raise FileNotFoundError(path) from None
+        raise StorageError(f"Cannot open '{path}'", str(e), "check the storage and retry") from None
+    with fh:
+        try:
+            pf = pq.ParquetFile(fh)
+            schema = pf.schema_arrow
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CheckpointReadError(
+                f"Checkpoint file '{path}' is not readable parquet",
+                str(e),
+                "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
+            ) from None
+        cols: list[str] = []
+        for kind, fschema in () if no_files else (("add", FILE_SCHEMA), ("remove", REMOVE_SCHEMA)):
+            idx = schema.get_field_index(kind)
+            if idx < 0:
+                continue
+            t = schema.field(idx).type
+            if not pa.types.is_struct(t):
+                continue
+            present = {f.name for f in t}
+            cols += [f"{kind}.{_WIRE[n]}" for n in fschema.names if _WIRE[n] in present]
+            if kind == "add" and "stats" not in present and "stats_parsed" in present:
+                cols.append("add.stats_parsed")  # only then: JSON stats are rebuilt from it
+        if not only_files:
+            cols += [c for c in _NON_FILE_COLUMNS if schema.get_field_index(c) >= 0]
+        if not cols:
+            return pa.table({})
+        try:
+            return pf.read(columns=cols, use_threads=True)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CheckpointReadError(
+                f"Checkpoint file '{path}' is not readable parquet",
+                str(e),
+                "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
+            ) from None
+
+
+def _collect_parquet_table(t: pa.Table, version: int, coll: _Collected, *, files_only: bool = False) -> list[dict]:
+    """Add the file rows of a checkpoint table to ``coll``; return its non-file actions as dicts."""
+    n = t.num_rows
+    base = coll.next_order
+    for kind in ("add", "remove"):
+        if kind in t.column_names:
+            _add_struct_rows(t.column(kind), kind, coll, False, None, in_checkpoint=True)
+    coll.next_order = base + n
+    out: list[dict] = []
+    if files_only:
+        return out
+    for c in _NON_FILE_COLUMNS:
+        if c not in t.column_names:
+            continue
+        col = t.column(c)
+        if pa.types.is_null(col.type):
+            continue
+        rows = col.filter(col.is_valid())
+        for r in rows.to_pylist(maps_as_pydicts="lossy"):
+            out.append({c: _strip_nones(r)})
+    return out
+
+
+def _sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
+    from ..paths import resolve_log_path
+
+    table_root = log_dir.rstrip("/").rsplit("/", 1)[0]
+    return resolve_log_path(table_root, path, kind="sidecar", base=storage.join(log_dir, SIDECAR_DIR_NAME))
+
+
+def _read_checkpoint(
+    storage: Storage, log_dir: str, cp: Checkpoint, coll: _Collected, *, include_files: bool = True
+) -> None:
+    """Collect every action of ``cp`` (all parts, sidecars) into ``coll`` (before any commit)."""
+    non_file: list[dict] = []
+    name = cp.files[0].name
+    try:
+        if cp.format == "json":
+            data = storage.read_bytes(cp.files[0].path)
+            _collect_json([(cp.version, data)], coll, where=name, in_checkpoint=True, include_files=include_files)
+            # the non-file actions were parsed into coll.actions; pull sidecars out of them
+            sidecars = [a for (_, _, a) in coll.actions if isinstance(a, dict) and "sidecar" in a]
+            coll.actions = [x for x in coll.actions if not (isinstance(x[2], dict) and "sidecar" in x[2])]
+        else:
+            for f in cp.files:
+                t = _read_parquet(storage, f.path, no_files=not include_files)
+                non_file += _collect_parquet_table(t, cp.version, coll)
+            sidecars = [a for a in non_file if "sidecar" in a]
+        for sc in sidecars if include_files else []:
+            p = (sc["sidecar"] or {}).get("path")
+            if not p:
+                raise CheckpointReadError(
+                    f"A sidecar action in checkpoint {name} has no path",
+                    None,
+                    "delete the broken checkpoint (and _last_checkpoint); the JSON commits rebuild the state",
+                )
+            t = _read_parquet(storage, _sidecar_path(storage, log_dir, p), only_files=True)
+            _collect_parquet_table(t, cp.version, coll, files_only=True)
+        actions = [
+            action_from_json(obj) for obj in non_file if "sidecar" not in obj and "checkpointMetadata" not in obj
+        ]
+    except FileNotFoundError as e:
+        raise CheckpointReadError(
+            f"Checkpoint {cp.version} of the table is incomplete",
+            f"file '{e.args[0] if e.args else e}' referenced by it is missing",
+            "delete the broken checkpoint (and _last_checkpoint) or restore the missing file",
+        ) from None
+    except CheckpointReadError:
+        raise
+    except LogCorruptedError as e:
+        raise CheckpointReadError(f"Checkpoint {name}: {e.problem}", e.cause, e.fix) from None
+    for a in actions:
+        coll.actions.append((-1, cp.version, a))

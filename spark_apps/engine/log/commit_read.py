@@ -1,0 +1,287 @@
+"""Reading JSON commits into the collected state, vectorised.
+
+JSON commits are copied into one buffer; line boundaries are found with numpy and file-action lines
+recognised by their exact prefix (``{"add":`` / ``{"remove":``, vectorised). The few other lines are
+``json.loads``-ed in Python (``commitInfo`` and ``cdc`` are parsed so that a torn line is refused,
+then dropped; only the last ``commitInfo`` is kept) and overwritten with spaces, so ONE
+``pyarrow.json`` call over the whole buffer yields exactly one row per file action, in line order.
+The explicit schema leaves ``partitionValues``/``tags`` to inference as structs (pyarrow.json cannot
+build maps); they become ``map<string,string>``. If arrow cannot parse the lines (bad JSON,
+conflicting types of unknown fields) a per-line Python fallback parses them or names the broken commit.
+"""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pajson
+
+from ..actions import (
+    CommitInfo,
+    Metadata,
+    action_from_json,
+    load_action_line,
+)
+from ..errors import LogCorruptedError
+from ..storage import LocalStorage, Storage
+from .collect import _add_struct_rows, _Collected
+from .file_actions import _MAP_FIELDS, _WIRE, FILE_SCHEMA, REMOVE_SCHEMA, STRING_MAP, partition_keys_of
+from .listing import LogFile
+
+# explicit JSON schema for commit file-action lines (maps left out: inferred as structs)
+_JSON_ADD = pa.struct([(_WIRE[f.name], f.type) for f in FILE_SCHEMA if f.type != STRING_MAP])
+_JSON_REMOVE = pa.struct([(_WIRE[f.name], f.type) for f in REMOVE_SCHEMA if f.type != STRING_MAP])
+_JSON_FILE_SCHEMA = pa.schema([("add", _JSON_ADD), ("remove", _JSON_REMOVE)])
+
+
+def _json_file_schema(partition_keys: list[str]) -> pa.Schema:
+    """The explicit JSON schema, with the known partition keys declared as strings.
+
+    Declaring them matters: pyarrow.json infers ISO-looking strings ("2021-01-01") as timestamps.
+    Keys not declared here are still inferred (and checked afterwards, see ``_lossy_inference``).
+    """
+    if not partition_keys:
+        return _JSON_FILE_SCHEMA
+    pv = ("partitionValues", pa.struct([(k, pa.string()) for k in partition_keys]))
+    return pa.schema([("add", pa.struct(list(_JSON_ADD) + [pv])), ("remove", pa.struct(list(_JSON_REMOVE) + [pv]))])
+
+
+def _lossy_inference(t: pa.Table) -> bool:
+    """True if a map-like field was inferred with a type whose string form differs from the JSON text
+    (timestamps/dates from ISO-looking strings, floats, nested values): then re-parse per line."""
+    for kind in ("add", "remove"):
+        if kind not in t.column_names:
+            continue
+        st = t.schema.field(kind).type
+        for name in _MAP_FIELDS:
+            i = st.get_field_index(name)
+            if i < 0 or not pa.types.is_struct(st.field(i).type):
+                continue
+            for f in st.field(i).type:
+                ft = f.type
+                if not (
+                    pa.types.is_string(ft) or pa.types.is_null(ft) or pa.types.is_integer(ft) or pa.types.is_boolean(ft)
+                ):
+                    return True
+    return False
+
+
+def _read_all(storage: Storage, commits: list[LogFile]) -> list[bytes]:
+    """Read the commit files; in parallel threads for remote storage (latency-bound)."""
+    if len(commits) <= 8 or isinstance(storage, LocalStorage):
+        return [storage.read_bytes(c.path) for c in commits]
+    with ThreadPoolExecutor(max_workers=16) as ex:
+        return list(ex.map(lambda c: storage.read_bytes(c.path), commits))
+
+
+_ADD_PREFIX = np.frombuffer(b'{"add":', dtype=np.uint8)
+_REMOVE_PREFIX = np.frombuffer(b'{"remove":', dtype=np.uint8)
+_COMMIT_INFO_PREFIX = b'{"commitInfo":'
+_CDC_PREFIX = b'{"cdc":'
+_WS = b" \t\r\n"
+
+
+def _has_prefix(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+    """Vectorised ``line.startswith(prefix)`` for every line ``buf[starts[i]:ends[i]]``."""
+    ok = (ends - starts) >= len(prefix)
+    last = len(buf) - 1
+    for j, byte in enumerate(prefix.tolist()):
+        ok &= buf[np.minimum(starts + j, last)] == byte
+    return ok
+
+
+def _blank(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Overwrite the given line ranges with spaces (in place, vectorised)."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return
+    rel = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    buf[np.repeat(starts, lengths) + rel] = 32
+
+
+def _collect_json(
+    datas: list[tuple[int, bytes]],
+    coll: _Collected,
+    *,
+    where: str | None = None,
+    in_checkpoint: bool = False,
+    include_files: bool = True,
+) -> None:
+    """Parse NDJSON commits ``[(version, bytes)]`` (in version order) into ``coll``.
+
+    Lines are found with numpy; file-action lines are recognised by their exact prefix
+    (``{"add":`` / ``{"remove":``, vectorised). Every other line is handled in Python (a handful per
+    commit) and then blanked out, so one ``pyarrow.json`` call over the whole buffer yields exactly
+    one row per file action, in line order.
+    """
+    sizes = []
+    chunks = []
+    for _, d in datas:
+        if b"\r" in d:
+            d = d.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if d and not d.endswith(b"\n"):
+            d = d + b"\n"
+        chunks.append(d)
+        sizes.append(len(d))
+    total = sum(sizes)
+    if total == 0:
+        return
+    buf = np.empty(total, dtype=np.uint8)
+    pos = 0
+    for d in chunks:
+        buf[pos : pos + len(d)] = np.frombuffer(d, dtype=np.uint8)
+        pos += len(d)
+    del chunks
+    ends = np.flatnonzero(buf == 10)  # every line ends with a newline
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    n_lines = len(ends)
+    file_starts = np.cumsum([0] + sizes[:-1])
+    line_versions = np.array([v for v, _ in datas], dtype=np.int64)[
+        np.searchsorted(file_starts, starts, side="right") - 1
+    ]
+    base = coll.next_order
+    coll.next_order = base + n_lines
+
+    is_file = _has_prefix(buf, starts, ends, _ADD_PREFIX) | _has_prefix(buf, starts, ends, _REMOVE_PREFIX)
+    other = np.flatnonzero(~is_file & (ends > starts))
+    keep_extra: list[int] = []
+    blank: list[int] = []
+    raw = memoryview(buf)
+    for i in other.tolist():
+        text = bytes(raw[starts[i] : ends[i]])
+        v = int(line_versions[i])
+        if text.startswith(_COMMIT_INFO_PREFIX) or text.startswith(_CDC_PREFIX):
+            # not replayed, but a torn or malformed line means a damaged commit: refuse it
+            obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
+            if text.startswith(_CDC_PREFIX):
+                try:
+                    action_from_json(obj)
+                except LogCorruptedError as e:
+                    raise LogCorruptedError(f"Commit {v} of the table: {e.problem}", e.cause, e.fix) from None
+            else:
+                coll.last_commit_info_line = (v, text)
+            blank.append(i)
+            continue
+        if not text.strip(_WS):
+            continue  # blank line: the JSON reader skips it
+        blank.append(i)
+        obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
+        if not isinstance(obj, dict):
+            continue
+        if "add" in obj or "remove" in obj:  # unusual formatting of a file action: let arrow parse it
+            blank.pop()
+            keep_extra.append(i)
+            continue
+        if "commitInfo" in obj:
+            coll.last_commit_info_line = (v, text)
+            continue
+        if in_checkpoint and "sidecar" in obj:
+            coll.actions.append((base + i, v, obj))
+            continue
+        if "checkpointMetadata" in obj or "sidecar" in obj:
+            continue
+        try:
+            a = action_from_json(obj)
+        except LogCorruptedError as e:
+            raise LogCorruptedError(f"Commit {v} of the table: {e.problem}", e.cause, e.fix) from None
+        if a is not None:
+            coll.actions.append((base + i, v, a))
+    if blank:
+        b = np.array(blank, dtype=np.int64)
+        _blank(buf, starts[b], ends[b])
+    file_lines = np.flatnonzero(is_file)
+    if keep_extra:
+        file_lines = np.sort(np.concatenate([file_lines, np.array(keep_extra, dtype=np.int64)]))
+    if len(file_lines) == 0 or not include_files:
+        return
+    orders = file_lines.astype(np.int64) + base
+    doc = pa.py_buffer(buf)
+    keys: list[str] = []
+    for _, _, a in coll.actions:  # every metaData seen so far (checkpoint + these commits)
+        if isinstance(a, Metadata):
+            keys += [k for k in partition_keys_of(a) if k not in keys]
+    try:
+        t = pajson.read_json(
+            pa.BufferReader(doc),
+            read_options=pajson.ReadOptions(use_threads=True, block_size=_json_block_size(total)),
+            parse_options=pajson.ParseOptions(
+                explicit_schema=_json_file_schema(keys), unexpected_field_behavior="infer"
+            ),
+        )
+        if t.num_rows != len(file_lines):
+            raise pa.ArrowInvalid("row count does not match the file-action lines")
+        if _lossy_inference(t):
+            raise pa.ArrowInvalid("partitionValues/tags inferred with a non-string type")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        texts = [bytes(raw[starts[i] : ends[i]]).decode("utf-8", "replace") for i in file_lines.tolist()]
+        t = _parse_file_lines_slow(texts, line_versions[file_lines], where)
+    for kind in ("add", "remove"):
+        if kind in t.column_names:
+            _add_struct_rows(t.column(kind), kind, coll, True, orders, in_checkpoint=in_checkpoint)
+
+
+def _json_block_size(total: int) -> int:
+    """Blocks of ~1/4 of the input (>= 1 MiB) so pyarrow parses in parallel."""
+    return int(min(max(1 << 20, total // 4 + 1), (1 << 31) - 1))
+
+
+def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | None) -> pa.Table:
+    """Fallback when the vectorised parse fails (type conflicts, bad JSON): per line, with errors."""
+    adds, removes = [], []
+    for text, v in zip(texts, versions.tolist()):
+        obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
+        a = obj.get("add") if isinstance(obj, dict) else None
+        r = obj.get("remove") if isinstance(obj, dict) else None
+        for target, val, schema in ((adds, a, FILE_SCHEMA), (removes, r, REMOVE_SCHEMA)):
+            if isinstance(val, dict):
+                row = {}
+                for name in schema.names:
+                    w = _WIRE[name]
+                    x = val.get(w)
+                    if w in _MAP_FIELDS and isinstance(x, dict):
+                        x = {
+                            str(k): (None if vv is None else vv if isinstance(vv, str) else json.dumps(vv))
+                            for k, vv in x.items()
+                        }
+                    elif w == "stats" and x is not None and not isinstance(x, str):
+                        x = json.dumps(x)
+                    row[w] = x
+                target.append(row)
+            else:
+                target.append(None)
+    add_t = pa.struct([(_WIRE[f.name], f.type) for f in FILE_SCHEMA])
+    rem_t = pa.struct([(_WIRE[f.name], f.type) for f in REMOVE_SCHEMA])
+    try:
+        return pa.table({"add": pa.array(adds, add_t), "remove": pa.array(removes, rem_t)})
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise LogCorruptedError(
+            f"A file action in the log ({where or 'commits'}) has fields of the wrong type",
+            str(e),
+            "repair the log; the table was written by a non-conforming writer",
+        ) from None
+
+
+def commit_info_from_bytes(data: bytes) -> CommitInfo | None:
+    """The ``commitInfo`` action of one commit file (first one found), or ``None``.
+
+    Only the line holding ``"commitInfo"`` is parsed (usually the first), so a commit with 100k
+    adds costs a substring search, not a full parse.
+    """
+    pos = data.find(b'"commitInfo"')
+    while pos >= 0:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        line = data[start:end]
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
+            return CommitInfo.from_json(obj["commitInfo"])
+        pos = data.find(b'"commitInfo"', end)
+    return None
