@@ -239,7 +239,7 @@ def _our_log_code_digest() -> str:
 
     h = hashlib.sha1()
     log_dir = Path(__file__).resolve().parent.parent / "spark_apps" / "engine" / "log"
-    for name in ("checkpoint.py", "replay.py", "snapshot.py"):
+    for name in ("checkpoint.py", "file_actions.py", "snapshot.py"):
         p = log_dir / name
         h.update(p.read_bytes() if p.exists() else b"-")
     return h.hexdigest()[:8]
