@@ -1,0 +1,174 @@
+"""Schema enforcement on write: whether data fits a table's schema, merging new columns, NOT NULL checks."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ..errors import SchemaMismatchError
+from .types import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
+
+# --------------------------------------------------------------------------------------------
+# Write compatibility
+# --------------------------------------------------------------------------------------------
+
+_INT_RANK = {"byte": 1, "short": 2, "integer": 3, "long": 4}
+
+
+def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
+    """True when values of ``data_type`` can be written into a ``table_type`` column without loss.
+
+    Allowed (besides equal types): byte -> short -> integer -> long; float -> double;
+    byte/short/integer -> double (exact); decimal(p1,s1) -> decimal(p2,s2) when s2 >= s1 and
+    p2 - s2 >= p1 - s1; integer types -> decimal with enough integer digits (byte 3, short 5,
+    int 10, long 20); void (an all-null column) -> any type. Nested types: element/key/value/field
+    wise with the same rules; a data struct may omit nullable fields. Nothing else (no
+    timestamp <-> timestamp_ntz, no string <-> number): Delta's schema enforcement would refuse.
+    """
+    if data_type == table_type:
+        return True
+    if isinstance(data_type, PrimitiveType) and data_type.name == "void":
+        return True
+    if isinstance(data_type, PrimitiveType) and isinstance(table_type, PrimitiveType):
+        a, b = data_type.name, table_type.name
+        if a in _INT_RANK and b in _INT_RANK:
+            return _INT_RANK[a] <= _INT_RANK[b]
+        if a == "float" and b == "double":
+            return True
+        if a in ("byte", "short", "integer") and b == "double":
+            return True
+        return False
+    if isinstance(data_type, PrimitiveType) and isinstance(table_type, DecimalType):
+        digits = {"byte": 3, "short": 5, "integer": 10, "long": 20}.get(data_type.name)
+        return digits is not None and table_type.precision - table_type.scale >= digits
+    if isinstance(data_type, DecimalType) and isinstance(table_type, DecimalType):
+        return (
+            table_type.scale >= data_type.scale
+            and table_type.precision - table_type.scale >= data_type.precision - data_type.scale
+        )
+    if isinstance(data_type, ArrayType) and isinstance(table_type, ArrayType):
+        return is_safe_upcast(data_type.element_type, table_type.element_type)
+    if isinstance(data_type, MapType) and isinstance(table_type, MapType):
+        return is_safe_upcast(data_type.key_type, table_type.key_type) and is_safe_upcast(
+            data_type.value_type, table_type.value_type
+        )
+    if isinstance(data_type, StructType) and isinstance(table_type, StructType):
+        problems: list[str] = []
+        _compare_struct(table_type, data_type, (), problems, merge=False, merged=None)
+        return not problems
+    return False
+
+
+def _compare_struct(
+    table: StructType, data: StructType, path: tuple[str, ...], problems: list[str], *, merge: bool, merged: list | None
+) -> None:
+    """Append human-readable problems; with ``merged`` (a list) collect the merged fields."""
+    data_by_low = {f.name.lower(): f for f in data.fields}
+    table_low = {f.name.lower() for f in table.fields}
+    for tf in table.fields:
+        where = ".".join(path + (tf.name,))
+        df = data_by_low.get(tf.name.lower())
+        if df is None:
+            if not tf.nullable:
+                problems.append(f"missing non-nullable column '{where}' ({tf.type.simple_string()} NOT NULL)")
+            if merged is not None:
+                merged.append(tf)
+            continue
+        new_type = tf.type
+        if isinstance(tf.type, StructType) and isinstance(df.type, StructType):
+            sub_merged: list | None = [] if merged is not None else None
+            _compare_struct(tf.type, df.type, path + (tf.name,), problems, merge=merge, merged=sub_merged)
+            if sub_merged is not None:
+                new_type = StructType(tuple(sub_merged))
+        elif not is_safe_upcast(df.type, tf.type):
+            problems.append(
+                f"column '{where}' has type {df.type.simple_string()} in the data but "
+                f"{tf.type.simple_string()} in the table"
+            )
+        if merged is not None:
+            merged.append(tf.with_type(new_type))
+    extra = [f for f in data.fields if f.name.lower() not in table_low]
+    for f in extra:
+        where = ".".join(path + (f.name,))
+        if not merge:
+            problems.append(f"extra column '{where}' ({f.type.simple_string()}) is not in the table")
+        elif merged is not None:
+            merged.append(StructField(f.name, f.type, True, f.metadata))
+
+
+def check_write_compatible(
+    table_schema: StructType, data_schema: StructType, *, merge_schema: bool = False
+) -> StructType:
+    """Schema enforcement for appends/overwrites into an existing table.
+
+    Rules (Delta's schema enforcement on write):
+
+    * every data column must match a table column by name (case-insensitively); an extra column
+      is an error unless ``merge_schema`` (then it is appended to the table schema as nullable,
+      also inside nested structs);
+    * a table column absent from the data is allowed when nullable (written as null); a missing
+      NOT NULL column is an error ("nullability violation"); whether a present nullable data
+      column actually holds nulls for a NOT NULL table column is a data check
+      (:func:`check_not_null`), not a schema one, as in Delta;
+    * types must be equal or a safe upcast (:func:`is_safe_upcast`).
+
+    :returns: the schema the table has after the write: ``table_schema`` itself when nothing
+        changes, else the merged schema (``merge_schema=True`` with new columns).
+    :raises SchemaMismatchError: listing every problem found.
+    """
+    problems: list[str] = []
+    merged: list = []
+    _compare_struct(table_schema, data_schema, (), problems, merge=merge_schema, merged=merged)
+    if problems:
+        raise SchemaMismatchError(
+            "The data does not match the table schema",
+            "; ".join(problems),
+            "select/cast the data to the table's columns and types"
+            + ("" if merge_schema else ", or write with merge_schema=True to add the new columns"),
+        )
+    out = StructType(tuple(merged))
+    return table_schema if out == table_schema else out.validate()
+
+
+def check_not_null(table_schema: StructType, data: pa.Table | pa.RecordBatch) -> None:
+    """Raise :class:`SchemaMismatchError` if a NOT NULL column (top level or nested struct field
+    under non-null parents) holds a null in ``data``. Columns are matched case-insensitively;
+    absent columns count as all null."""
+    problems: list[str] = []
+    names = {n.lower(): n for n in data.schema.names}
+
+    def check(arr, st: StructType, path: tuple[str, ...]):
+        for _i, f in enumerate(st.fields):
+            where = ".".join(path + (f.name,))
+            col = arr(f.name)
+            if col is None:
+                if not f.nullable and data.num_rows:
+                    problems.append(f"'{where}' is missing (all null)")
+                continue
+            if not f.nullable and col.null_count:
+                problems.append(f"'{where}' has {col.null_count} null value(s)")
+            if isinstance(f.type, StructType) and pa.types.is_struct(col.type):
+                chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+                for ch in chunks:
+                    # children of a null parent are not checked (the parent itself is null)
+                    valid = ch.filter(ch.is_valid()) if ch.null_count else ch
+                    sub_names = {ch.type.field(j).name.lower(): j for j in range(ch.type.num_fields)}
+
+                    def sub(name, valid=valid, sub_names=sub_names):
+                        j = sub_names.get(name.lower())
+                        return None if j is None else valid.field(j)
+
+                    check(sub, f.type, path + (f.name,))
+
+    def top(name):
+        n = names.get(name.lower())
+        if n is None:
+            return None
+        return data.column(data.schema.get_field_index(n))
+
+    check(top, table_schema, ())
+    if problems:
+        raise SchemaMismatchError(
+            "NOT NULL constraint violated",
+            "; ".join(dict.fromkeys(problems)),
+            "filter out or fill the null values before writing",
+        )
