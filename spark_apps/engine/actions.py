@@ -22,9 +22,15 @@ from typing import Any, ClassVar
 from .errors import LogCorruptedError
 
 
-def _camel(name: str) -> str:
+def camel_case(name: str) -> str:
+    """``data_change`` -> ``dataChange``: the one snake_case -> wire-name converter."""
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def snake_case(name: str) -> str:
+    """``dataChange`` -> ``data_change``: the inverse of :func:`camel_case`."""
+    return "".join("_" + ch.lower() if ch.isupper() else ch for ch in name)
 
 
 class _Action:
@@ -38,7 +44,7 @@ class _Action:
 
     @classmethod
     def _key(cls, f: str) -> str:
-        return cls._RENAMED.get(f, _camel(f))
+        return cls._RENAMED.get(f, camel_case(f))
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {}

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .actions import camel_case
 from .errors import DataFileMissingError, LogCorruptedError
 from .paths import resolve_log_path
 from .storage import Storage
@@ -93,16 +94,17 @@ def z85_encode(data: bytes) -> str:
     return "".join(out)
 
 
-def _get(dv: Any, camel: str, snake: str):
+def _get(dv: Any, snake: str):
+    """A descriptor field from a wire dict (camelCase keys, snake_case accepted) or an object."""
     if isinstance(dv, dict):
-        return dv.get(camel, dv.get(snake))
+        return dv.get(camel_case(snake), dv.get(snake))
     return getattr(dv, snake, None)
 
 
 def dv_file_path(table_root: str, dv: Any) -> str:
     """Location of an on-disk deletion vector (storage type ``u`` or ``p``)."""
-    st = _get(dv, "storageType", "storage_type")
-    p = _get(dv, "pathOrInlineDv", "path_or_inline_dv")
+    st = _get(dv, "storage_type")
+    p = _get(dv, "path_or_inline_dv")
     if st == "u":
         if len(p) < 20:
             raise _corrupt("descriptor", f"pathOrInlineDv '{p}' is shorter than a Z85 UUID (20 chars)")
@@ -117,14 +119,14 @@ def dv_file_path(table_root: str, dv: Any) -> str:
 
 def read_dv_bytes(storage: Storage, table_root: str, dv: Any) -> bytes:
     """The serialized bitmap (magic + roaring64) of a descriptor."""
-    st = _get(dv, "storageType", "storage_type")
-    p = _get(dv, "pathOrInlineDv", "path_or_inline_dv")
-    size = _get(dv, "sizeInBytes", "size_in_bytes")
+    st = _get(dv, "storage_type")
+    p = _get(dv, "path_or_inline_dv")
+    size = _get(dv, "size_in_bytes")
     if st == "i":
         data = z85_decode(p)
         return data[:size] if size else data
     location = dv_file_path(table_root, dv)
-    offset = _get(dv, "offset", "offset")
+    offset = _get(dv, "offset")
     offset = 1 if offset is None else int(offset)
     try:
         with storage.filesystem.open_input_file(storage.fs_path(location)) as f:
@@ -218,7 +220,7 @@ def decode_bitmap(data: bytes) -> np.ndarray:
 def deleted_row_indexes(storage: Storage, table_root: str, dv: Any) -> np.ndarray:
     """Row indexes (uint64, sorted) deleted by descriptor ``dv``; checks the cardinality."""
     rows = decode_bitmap(read_dv_bytes(storage, table_root, dv))
-    card = _get(dv, "cardinality", "cardinality")
+    card = _get(dv, "cardinality")
     if card is not None and int(card) != len(rows):
         raise _corrupt("bitmap", f"it holds {len(rows)} rows, the descriptor says cardinality {card}")
     return rows

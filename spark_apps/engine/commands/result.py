@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, fields
 
+from ..actions import camel_case
+
 __all__ = [
     "CommandResult",
     "OperationMetrics",
@@ -29,12 +31,6 @@ __all__ = [
     "Stopwatch",
     "camel_case",
 ]
-
-
-def camel_case(name: str) -> str:
-    """``num_removed_files`` -> ``numRemovedFiles``."""
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
 @dataclass

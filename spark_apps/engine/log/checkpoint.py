@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import config
+from ..actions import snake_case
 from .listing import classic_checkpoint_name, log_dir_of, multipart_checkpoint_name
 
 log = logging.getLogger(__name__)
@@ -145,16 +146,6 @@ def uses_v2_checkpoints(protocol) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def _snake(name: str) -> str:
-    out = []
-    for ch in name:
-        if ch.isupper():
-            out.append("_" + ch.lower())
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def _conform(arr: pa.Array, target: pa.DataType) -> pa.Array:
     """Cast ``arr`` to ``target``, matching struct children by camelCase or snake_case name."""
     if arr.type.equals(target):
@@ -163,7 +154,7 @@ def _conform(arr: pa.Array, target: pa.DataType) -> pa.Array:
         names = {arr.type.field(i).name: i for i in range(arr.type.num_fields)}
         children = []
         for f in target:
-            idx = names.get(f.name, names.get(_snake(f.name)))
+            idx = names.get(f.name, names.get(snake_case(f.name)))
             if idx is None:
                 children.append(pa.nulls(len(arr), f.type))
             else:

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..actions import Metadata
+from ..actions import Metadata, camel_case
 from ..errors import LogCorruptedError
 
 # ---------------------------------------------------------------------------------------------
@@ -65,13 +65,8 @@ REMOVE_SCHEMA = pa.schema(
 )
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
 # wire (camelCase) name for each column
-_WIRE = {n: _camel(n) for n in FILE_SCHEMA.names + REMOVE_SCHEMA.names}
+_WIRE = {n: camel_case(n) for n in FILE_SCHEMA.names + REMOVE_SCHEMA.names}
 
 _MAP_FIELDS = ("partitionValues", "tags")
 

@@ -13,7 +13,16 @@ DEFAULT_CONF = {
 
 
 def build_session(app_name: str = "delta-engine", master: str | None = None, conf: dict | None = None):
+    """A SparkSession with :data:`DEFAULT_CONF`. Outside spark-submit, Python workers default to this
+    interpreter (``PYSPARK_PYTHON`` when unset), so the engine snippet works in any virtualenv."""
+    import os
+    import sys
+
     from pyspark.sql import SparkSession
+
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not started by spark-submit
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
     builder = SparkSession.builder.appName(app_name)
     if master:
