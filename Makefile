@@ -5,18 +5,22 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PYSPARK_VERSION := 4.3.0
 STAMP := $(VENV)/.installed
+INSTALL_LOG := install.log
 
 .PHONY: install lint format test test-unit test-spark test-airflow demo bench clean check-pyspark
 
+# The apache-spark provider pulls pyspark-client, which installs into the same pyspark/ folder as
+# pyspark and leaves a mixed install: remove both, then put the full pyspark back last.
 $(STAMP): pyproject.toml constraints.txt
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade "pip>=25"
-	$(PIP) install -q -c constraints.txt -e '.[test,bench]'
-	# The apache-spark provider pulls pyspark-client, which installs into the same pyspark/ folder
-	# as pyspark and leaves a mixed install. Remove both, then put the full pyspark back last.
-	$(PIP) uninstall -q -y pyspark-client pyspark
-	$(PIP) install -q --no-deps --force-reinstall "pyspark==$(PYSPARK_VERSION)"
-	$(PY) -m spark_apps.versions
+	@echo "Installing into $(VENV) (pip output in $(INSTALL_LOG)) ..."
+	@( set -e; \
+	  test -x $(PY) || $(PYTHON) -m venv $(VENV); \
+	  $(PIP) install -q --upgrade "pip>=25"; \
+	  $(PIP) install -q -c constraints.txt -e '.[test,bench]'; \
+	  $(PIP) uninstall -q -y pyspark-client pyspark; \
+	  $(PIP) install -q --no-deps --force-reinstall "pyspark==$(PYSPARK_VERSION)"; \
+	) > $(INSTALL_LOG) 2>&1 || { tail -30 $(INSTALL_LOG); echo "install failed: see $(INSTALL_LOG)"; exit 1; }
+	@$(PY) -m spark_apps.versions
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -55,4 +59,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) demo bench/data .pytest_cache
+	rm -rf $(VENV) demo bench/data .pytest_cache $(INSTALL_LOG)

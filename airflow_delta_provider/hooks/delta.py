@@ -400,20 +400,42 @@ def resolve_outcome(
 # ----------------------------------------------------------------------------------------------
 
 
-class _CapturingSparkSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`."""
+_TRACE_LINE = re.compile(
+    r"^\s+at [\w$.<>]+\(|^\s*\.\.\. \d+ (more|common frames omitted)|^Caused by: |"
+    r"^\s+File \".*\", line \d+|^Traceback \(most recent call last\)"
+)
 
-    def __init__(self, *args, **kwargs):
+
+class _CapturingSparkSubmitHook(SparkSubmitHook):
+    """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`.
+
+    Stack-trace lines (Java frames, ``Caused by``, Python tracebacks of executors) are kept out of
+    the task log unless ``show_traces`` (the ``verbose`` submit option): the app's one-line error is
+    what a person needs; the count of hidden lines is logged instead.
+    """
+
+    def __init__(self, *args, show_traces: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.app_output = AppOutput()
+        self.show_traces = show_traces
+        self.hidden_trace_lines = 0
 
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         def tap():
             for raw in itr:
                 self.app_output.feed(raw)
+                line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                if not self.show_traces and _TRACE_LINE.search(line):
+                    self.hidden_trace_lines += 1
+                    continue
                 yield raw
 
         super()._process_spark_submit_log(tap())
+        if self.hidden_trace_lines:
+            self.log.info(
+                "%d lines of Spark stack traces not shown (submit_options={'verbose': True} shows them)",
+                self.hidden_trace_lines,
+            )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -610,6 +632,7 @@ class DeltaHook(BaseHook):
                 name=opts.name or f"delta-{operation}",
                 application_args=self.application_args(operation, table_uri, spec, result_uri),
                 spark_binary=settings.spark_binary,
+                show_traces=bool(opts.verbose),
                 **kwargs,
             )
         except (NameError, RuntimeError) as e:

@@ -534,3 +534,28 @@ def test_app_side_spark_failures_become_retryable_errors():
 
     err = cli._as_delta_error(RuntimeError("java.io.IOException: Failed to connect to master localhost:1"))
     assert err.retryable and "cannot reach the Spark master" in err.problem
+
+
+def test_stack_traces_stay_out_of_the_task_log_unless_verbose(monkeypatch):
+    import airflow.providers.apache.spark.hooks.spark_submit as ss
+
+    from airflow_delta_provider.hooks.delta import _CapturingSparkSubmitHook
+
+    lines = [
+        "26/01/01 ERROR Executor: Exception in task 0.0",
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):",
+        '  File "/x/worker.py", line 1, in main',
+        "\tat org.apache.spark.api.python.BasePythonRunner.handle(PythonRunner.scala:572)",
+        "\t... 20 more",
+        "Caused by: java.lang.RuntimeException: boom",
+        "DELTA_ERROR SchemaMismatchError: Column 'id' is NOT NULL. Fix: drop the nulls.",
+    ]
+    logged: list = []
+    # the parent's log processing (Airflow's SparkSubmitHook) is the external boundary: record what reaches it
+    monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: logged.extend(itr))
+    for verbose, shown in ((False, 3), (True, 7)):
+        logged.clear()
+        hook = _CapturingSparkSubmitHook(conn_id="spark_default", show_traces=verbose)
+        hook._process_spark_submit_log(iter(lines))
+        assert len(logged) == shown, logged
+        assert hook.app_output.error_class == "SchemaMismatchError"  # the error line always gets through
