@@ -613,7 +613,7 @@ def read_snapshot_table(snapshot, columns: Sequence[str] | None = None, *, check
     Runs the reader-feature gate (:func:`features.check_read_supported`) first unless told not to.
     """
     if check_features:
-        from . import features  # lazy: owned by the log engineer
+        from . import features  # lazy: reading one file needs no feature gate
 
         features.check_read_supported(snapshot.protocol, snapshot.metadata)
     schema: StructType = snapshot.schema

@@ -268,10 +268,8 @@ def _parse_stats(stats: pa.Array, stats_type: pa.DataType) -> pa.Array:
 
 def _parse_partition_values(pv: pa.Array, schema, partition_columns: list[str]) -> pa.Array | None:
     """map<string,string> partition values -> struct of typed partition columns."""
-    try:
-        from ..partitions import partition_column_array  # H2's vectorised parser
-    except ImportError:  # pragma: no cover - fallback while partitions.py is absent
-        partition_column_array = None
+    from ..partitions import partition_column_array
+
     by_name = {f.name: f for f in schema}
     children, fields = [], []
     for col in partition_columns:
@@ -279,32 +277,12 @@ def _parse_partition_values(pv: pa.Array, schema, partition_columns: list[str]) 
         t = sf.type.to_arrow() if sf is not None else pa.string()
         raw = pc.map_lookup(pv, pa.scalar(col, pa.string()), "first")
         raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
-        if partition_column_array is not None and sf is not None:
-            typed = partition_column_array(raw, sf.type)
-        else:
-            typed = _parse_partition_strings(raw, t)
-        if typed is None:
+        if sf is None:  # a partition column missing from the schema: no typed copy
             return None
+        typed = partition_column_array(raw, sf.type)
         children.append(typed)
         fields.append(pa.field(col, t))
     return pa.StructArray.from_arrays(children, fields=fields) if fields else None
-
-
-def _parse_partition_strings(raw: pa.Array, t: pa.DataType) -> pa.Array | None:
-    if pa.types.is_string(t):
-        return raw
-    if pa.types.is_boolean(t):
-        return pc.equal(pc.utf8_lower(raw), "true")
-    if pa.types.is_timestamp(t):
-        # 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC assumed) or ISO-8601 with Z
-        s = pc.replace_substring_regex(raw, r"Z$", "")
-        s = pc.replace_substring(s, " ", "T")
-        return pc.cast(pc.cast(s, pa.timestamp("us")), t)
-    if pa.types.is_binary(t):
-        return pc.cast(raw, t)
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date(t):
-        return pc.cast(raw, t)
-    return None
 
 
 def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tuple[str, pa.Array]]:
