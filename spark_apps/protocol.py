@@ -19,11 +19,13 @@ from .engine.log.snapshot import read_commit_infos
 from .engine.storage import normalize_table_uri, storage_for, table_location
 from .failures import infrastructure_cause
 from .preflight import preflight
+from .versions import install_problem
 
 __all__ = [
     "DeltaError",
     "error_retryable",
     "infrastructure_cause",
+    "install_problem",
     "latest_version",
     "normalize_table_uri",
     "preflight",

@@ -26,23 +26,32 @@ def pyspark_versions() -> dict:
     return {"python": py_version, "jars": jar_version, "spark_home": home, "num_core_jars": len(jars)}
 
 
-def main() -> int:
+FIX = "pip uninstall -y pyspark-client pyspark && pip install --no-deps pyspark=={version}"
+
+
+def install_problem() -> str | None:
+    """One line saying what is wrong with the installed pyspark (and the fix), or ``None``."""
     v = pyspark_versions()
+    fix = FIX.format(version=v["python"])
     if v["jars"] is None:
-        print(
+        return (
             f"pyspark {v['python']} at {v['spark_home']} has no Spark jars: pyspark-client (Spark Connect only) "
-            "replaced it. Fix: pip uninstall -y pyspark-client pyspark && pip install --no-deps pyspark==4.3.0",
-            file=sys.stderr,
+            f"replaced it. Fix: {fix}"
         )
-        return 1
     if v["python"] != v["jars"] or v["num_core_jars"] != 1:
-        print(
-            f"pyspark Python code is {v['python']} but its jars are {v['jars']} ({v['num_core_jars']} spark-core jars): "
-            "a mixed pyspark/pyspark-client install. Fix: pip uninstall -y pyspark-client pyspark && "
-            "pip install --no-deps pyspark==4.3.0",
-            file=sys.stderr,
+        return (
+            f"pyspark Python code is {v['python']} but its jars are {v['jars']} ({v['num_core_jars']} spark-core "
+            f"jars): a mixed pyspark/pyspark-client install. Fix: {fix}"
         )
+    return None
+
+
+def main() -> int:
+    problem = install_problem()
+    if problem:
+        print(problem, file=sys.stderr)
         return 1
+    v = pyspark_versions()
     print(f"pyspark {v['python']} matches its jars ({v['jars']})")
     return 0
 

@@ -261,6 +261,28 @@ def clear_bundle_cache(cache_dir: str | None = None) -> None:
     shutil.rmtree(cache_dir or default_bundle_dir(), ignore_errors=True)
 
 
+_PYSPARK_CHECKED: dict[str, str | None] = {}
+
+
+def _check_pyspark_install(binary: str) -> None:
+    """When spark-submit comes from the installed pyspark, its Python code and jars must agree: a
+    mixed pyspark / pyspark-client install fails here, at the first task, with the one-line fix,
+    not deep in a Java trace at spark-submit time. Checked once per process."""
+    if os.environ.get("SPARK_HOME") or binary == "spark-submit":
+        return
+    if binary not in _PYSPARK_CHECKED:
+        try:
+            from spark_apps.protocol import install_problem
+
+            _PYSPARK_CHECKED[binary] = install_problem()
+        except Exception:  # pyspark not importable here: spark-submit reports it
+            _PYSPARK_CHECKED[binary] = None
+    problem = _PYSPARK_CHECKED[binary]
+    if problem:
+        problem_text, _, fix = problem.partition(" Fix: ")
+        raise DeltaConfigurationError(problem_text, None, fix or None)
+
+
 def find_spark_submit() -> str:
     """``$SPARK_HOME/bin/spark-submit``, else the installed pyspark's, else ``spark-submit`` (PATH)."""
     spark_home = os.environ.get("SPARK_HOME")
@@ -546,6 +568,8 @@ class DeltaHook(BaseHook):
                         "fix the extra, or pass spark_binary= to the hook/operator",
                     )
                 binary = conn_binary or find_spark_submit()
+                if not conn_binary:
+                    _check_pyspark_install(binary)
             self._settings = SubmitSettings(
                 master=master_from_connection(conn),
                 deploy_mode=deploy_mode,

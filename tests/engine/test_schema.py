@@ -421,7 +421,8 @@ def test_is_safe_upcast():
     )
     assert is_safe_upcast(INTEGER, DecimalType(12, 2)) and not is_safe_upcast(LONG, DecimalType(12, 2))
     assert is_safe_upcast(VOID, TIMESTAMP)
-    assert not is_safe_upcast(TIMESTAMP, TIMESTAMP_NTZ) and not is_safe_upcast(TIMESTAMP_NTZ, TIMESTAMP)
+    assert not is_safe_upcast(TIMESTAMP, TIMESTAMP_NTZ)  # a zone cannot be dropped silently
+    assert is_safe_upcast(TIMESTAMP_NTZ, TIMESTAMP)  # store assignment: read in the session time zone
     assert not is_safe_upcast(STRING, INTEGER) and not is_safe_upcast(INTEGER, STRING)
     assert is_safe_upcast(ArrayType(INTEGER), ArrayType(LONG)) and not is_safe_upcast(
         ArrayType(LONG), ArrayType(INTEGER)

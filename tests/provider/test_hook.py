@@ -559,3 +559,22 @@ def test_stack_traces_stay_out_of_the_task_log_unless_verbose(monkeypatch):
         hook._process_spark_submit_log(iter(lines))
         assert len(logged) == shown, logged
         assert hook.app_output.error_class == "SchemaMismatchError"  # the error line always gets through
+
+
+def test_a_mixed_pyspark_install_fails_at_the_first_task_with_the_fix(monkeypatch):
+    import spark_apps.versions as versions
+    from airflow_delta_provider.hooks import delta as hook_mod
+
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setattr(hook_mod, "_PYSPARK_CHECKED", {})
+    # what pyspark-client leaves behind: Python code of one release, no jars (a real install is read
+    # for the happy path below; the mixed one is simulated at its only input, the version probe)
+    monkeypatch.setattr(
+        versions, "pyspark_versions", lambda: {"python": "4.3.0", "jars": None, "spark_home": "/x", "num_core_jars": 0}
+    )
+    with pytest.raises(hook_mod.DeltaConfigurationError, match="pip uninstall -y pyspark-client pyspark"):
+        hook_mod._check_pyspark_install("/venv/lib/pyspark/bin/spark-submit")
+    monkeypatch.undo()
+    monkeypatch.setattr(hook_mod, "_PYSPARK_CHECKED", {})
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    hook_mod._check_pyspark_install("/venv/lib/pyspark/bin/spark-submit")  # this machine's install is sound

@@ -223,3 +223,21 @@ def test_top_level_column_name_with_a_dot(spark, tmp_path):
     theirs = sorted(deltalake.DeltaTable(root).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
     assert theirs == got
     assert t.delete("`a.b` = 1")["numDeletedRows"] == 1
+
+
+def test_a_pandas_made_parquet_appends_into_a_timestamp_column(spark, tmp_path):
+    import pyarrow as pa
+
+    src = tmp_path / "pandas.parquet"
+    naive = pa.table(
+        {"id": pa.array([1], pa.int64()), "ts": pa.array([dt.datetime(2026, 1, 1, 12, 0)], pa.timestamp("us"))}
+    )
+    pq.write_table(naive, src)  # zone-less timestamps, as pandas writes them
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT, ts TIMESTAMP")
+    t.append(spark.read.parquet(str(src)))
+    got = t.to_df().collect()[0]
+    assert got["ts"].replace(tzinfo=None) == dt.datetime(2026, 1, 1, 12, 0)  # read in UTC (the session zone)
+    deltalake = pytest.importorskip("deltalake")
+    theirs = deltalake.DeltaTable(root).to_pyarrow_table().column("ts")[0].as_py()
+    assert theirs == dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)

@@ -20,9 +20,10 @@ def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
     Allowed (besides equal types): byte -> short -> integer -> long; float -> double;
     byte/short/integer -> double (exact); decimal(p1,s1) -> decimal(p2,s2) when s2 >= s1 and
     p2 - s2 >= p1 - s1; integer types -> decimal with enough integer digits (byte 3, short 5,
-    int 10, long 20); void (an all-null column) -> any type. Nested types: element/key/value/field
+    int 10, long 20); void (an all-null column) -> any type; timestamp_ntz -> timestamp (in the session
+    time zone, UTC, as Spark's store assignment does). Nested types: element/key/value/field
     wise with the same rules; a data struct may omit nullable fields. Nothing else (no
-    timestamp <-> timestamp_ntz, no string <-> number): Delta's schema enforcement would refuse.
+    timestamp -> timestamp_ntz, no string <-> number): Delta's schema enforcement would refuse.
     """
     if data_type == table_type:
         return True
@@ -35,6 +36,10 @@ def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
         if a == "float" and b == "double":
             return True
         if a in ("byte", "short", "integer") and b == "double":
+            return True
+        if a == "timestamp_ntz" and b == "timestamp":
+            # Spark's store assignment: a zone-less value is read in the session time zone (UTC
+            # here); what a pandas-made parquet file holds for a TIMESTAMP column
             return True
         return False
     if isinstance(data_type, PrimitiveType) and isinstance(table_type, DecimalType):
