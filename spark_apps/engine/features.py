@@ -133,26 +133,33 @@ def _schema_dict(metadata: Metadata | dict | None) -> dict:
         return {"type": "struct", "fields": []}
 
 
-def _iter_types(type_: object) -> Iterator[object]:
-    """Every type in a Delta schema JSON, the schema itself included (nested in structs, arrays, maps)."""
-    yield type_
-    if isinstance(type_, dict):
-        t = type_.get("type")
-        if t == "struct":
-            for f in type_.get("fields", []):
-                yield from _iter_types(f.get("type"))
-        elif t == "array":
-            yield from _iter_types(type_.get("elementType"))
-        elif t == "map":
-            yield from _iter_types(type_.get("keyType"))
-            yield from _iter_types(type_.get("valueType"))
+def _model(schema_json: object):
+    """The schema model of a schema JSON (an empty struct when it cannot be read: the snapshot
+    reports a broken schema with its own error)."""
+    from .errors import DeltaError
+    from .schema import StructType
+
+    try:
+        return StructType.from_json(schema_json) if isinstance(schema_json, dict) else StructType(())
+    except (DeltaError, KeyError, TypeError, ValueError):
+        return StructType(())
 
 
-def _iter_fields(type_: object) -> Iterator[dict]:
-    """Every struct field (nested in structs, arrays, maps too)."""
-    for t in _iter_types(type_):
-        if isinstance(t, dict) and t.get("type") == "struct":
-            yield from t.get("fields", [])
+def _iter_types(schema_json: object) -> Iterator[object]:
+    """The JSON form of every type in a schema, nested ones included (through the one schema walker)."""
+    from .schema.types import walk
+
+    for _, t, _ in walk(_model(schema_json)):
+        yield t.to_json()
+
+
+def _iter_fields(schema_json: object) -> Iterator[dict]:
+    """Every struct field (nested in structs, arrays, maps too), as its JSON."""
+    from .schema.types import walk
+
+    for _, _, f in walk(_model(schema_json)):
+        if f is not None:
+            yield f.to_json()
 
 
 def schema_has_timestamp_ntz(schema_json: dict) -> bool:

@@ -535,3 +535,25 @@ def test_property_ddl_round_trip(schema):
 def test_primitive_type_rejects_unknown():
     with pytest.raises(InvalidSchemaError):
         PrimitiveType("int")
+
+
+def test_the_one_schema_walker():
+    from spark_apps.engine.schema.types import walk
+
+    st = parse_ddl("a INT, s STRUCT<b: ARRAY<STRUCT<c: STRING>>, m: MAP<STRING, INT>>")
+    paths = [p for p, _, _ in walk(st)]
+    assert paths == [
+        (),
+        ("a",),
+        ("s",),
+        ("s", "b"),
+        ("s", "b", "element"),
+        ("s", "b", "element", "c"),
+        ("s", "m"),
+        ("s", "m", "key"),
+        ("s", "m", "value"),
+    ]
+    assert [p for p, _, _ in walk(st, into_collections=False)] == [(), ("a",), ("s",), ("s", "b"), ("s", "m")]
+    assert [p for p, _ in st.leaf_fields()] == [("a",), ("s", "b"), ("s", "m")]
+    with pytest.raises(InvalidSchemaError, match="Duplicate column name 's.b.element.C'"):
+        parse_ddl("s STRUCT<b: ARRAY<STRUCT<c: STRING, C: INT>>>")

@@ -263,18 +263,9 @@ class StructType(_TypeBase):
     def leaf_fields(self) -> list[tuple[tuple[str, ...], StructField]]:
         """Leaf fields in schema order as ``(path, field)``; structs are descended into, arrays
         and maps are leaves (as in Delta's stats column counting)."""
-        out: list[tuple[tuple[str, ...], StructField]] = []
-
-        def walk(st: StructType, prefix: tuple[str, ...]):
-            for f in st.fields:
-                p = prefix + (f.name,)
-                if isinstance(f.type, StructType):
-                    walk(f.type, p)
-                else:
-                    out.append((p, f))
-
-        walk(self, ())
-        return out
+        return [
+            (p, f) for p, t, f in walk(self, into_collections=False) if f is not None and not isinstance(t, StructType)
+        ]
 
     def select(self, names: list[str]) -> StructType:
         return StructType(tuple(self.field(n) for n in names))
@@ -400,7 +391,44 @@ def _field_ddl(f: StructField, *, top: bool) -> str:
     return out
 
 
-def _validate_struct(st: StructType, path: tuple[str, ...]) -> None:
+def walk(
+    t, path: tuple[str, ...] = (), *, into_collections: bool = True
+) -> Iterator[tuple[tuple[str, ...], DataType, StructField | None]]:
+    """Every type nested in ``t`` (``t`` included), depth first, as ``(path, type, field)``.
+
+    The one walker over nested schemas: ``path`` names struct fields by name and collection parts
+    as ``element`` / ``key`` / ``value``; ``field`` is the struct field holding the type (``None`` for
+    the root and inside arrays and maps). ``into_collections=False`` stops at arrays and maps (they
+    are leaves, as Delta counts stats columns).
+    """
+    yield from _walk(t, path, None, into_collections)
+
+
+def _walk(t, path, field, into_collections):
+    yield path, t, field
+    if isinstance(t, StructType):
+        for f in t.fields:
+            yield from _walk(f.type, path + (f.name,), f, into_collections)
+    elif into_collections and isinstance(t, ArrayType):
+        yield from _walk(t.element_type, path + ("element",), None, into_collections)
+    elif into_collections and isinstance(t, MapType):
+        yield from _walk(t.key_type, path + ("key",), None, into_collections)
+        yield from _walk(t.value_type, path + ("value",), None, into_collections)
+
+
+def _validate_type(t, path: tuple[str, ...]) -> None:
+    """Names non-empty and unique (case-insensitively) in every struct; only Delta types anywhere."""
+    for p, sub, _ in walk(t, path):
+        if isinstance(sub, StructType):
+            _validate_names(sub, p)
+        elif not isinstance(sub, (PrimitiveType, DecimalType, ArrayType, MapType)):
+            raise InvalidSchemaError(f"Column '{'.'.join(p)}' has an invalid type", repr(sub), "use a Delta data type")
+
+
+_validate_struct = _validate_type
+
+
+def _validate_names(st: StructType, path: tuple[str, ...]) -> None:
     seen: dict[str, str] = {}
     for f in st.fields:
         where = ".".join(path + (f.name,))
@@ -418,19 +446,6 @@ def _validate_struct(st: StructType, path: tuple[str, ...]) -> None:
                 "rename one of the columns",
             )
         seen[low] = f.name
-        _validate_type(f.type, path + (f.name,))
-
-
-def _validate_type(t, path: tuple[str, ...]) -> None:
-    if isinstance(t, StructType):
-        _validate_struct(t, path)
-    elif isinstance(t, ArrayType):
-        _validate_type(t.element_type, path + ("element",))
-    elif isinstance(t, MapType):
-        _validate_type(t.key_type, path + ("key",))
-        _validate_type(t.value_type, path + ("value",))
-    elif not isinstance(t, (PrimitiveType, DecimalType)):
-        raise InvalidSchemaError(f"Column '{'.'.join(path)}' has an invalid type", repr(t), "use a Delta data type")
 
 
 # --------------------------------------------------------------------------------------------
