@@ -267,3 +267,64 @@ def test_delete_conflicts_with_an_append_into_the_partition_it_read(tmp_path, dd
     append_arrow(root, rows(same, 5))  # into the partition the delete reads
     with pytest.raises(ConcurrentAppendError):
         delete(snap, predicate)
+
+
+@pytest.mark.parametrize("level, conflicts", [("Serializable", True), ("WriteSerializable", False)])
+def test_delete_vs_blind_append_into_its_partition_per_isolation_level(tmp_path, level, conflicts):
+    from spark_apps.engine.commands.dml import delete
+    from spark_apps.engine.errors import ConcurrentAppendError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"], properties={"delta.isolationLevel": level})
+    append_arrow(root, table_of([{"p": 1, "i": 1}, {"p": 1, "i": 2}]))
+    snap = t.snapshot()
+    append_arrow(root, table_of([{"p": 1, "i": 1}]))  # a blind append of rows the delete would match
+    if conflicts:
+        with pytest.raises(ConcurrentAppendError):
+            delete(snap, "p = 1 AND i = 1")
+    else:
+        delete(snap, "p = 1 AND i = 1")
+        assert sorted(r[1] for r in _ours(t)) == [1, 2]  # the appended row was not seen by the delete
+
+
+def test_update_vs_delete_of_the_same_file(tmp_path):
+    from spark_apps.engine.commands.dml import delete, update
+    from spark_apps.engine.errors import CommitConflictError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"])
+    append_arrow(root, table_of([{"p": 1, "i": 1}, {"p": 1, "i": 2}]))
+    snap = t.snapshot()
+    delete(t.snapshot(), "i = 1")  # rewrites (removes) the file the update reads
+    with pytest.raises(CommitConflictError) as e:
+        update(snap, {"i": "i * 10"}, "i = 2")
+    # the delete removed the file the update read, and added its rewrite (which holds i = 2)
+    assert type(e.value).__name__ in ("ConcurrentAppendError", "ConcurrentDeleteReadError")
+    assert sorted(r[1] for r in _ours(t)) == [2]
+
+
+def test_deletes_of_disjoint_partitions_both_land(tmp_path):
+    from spark_apps.engine.commands.dml import delete
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"])
+    append_arrow(root, table_of([{"p": 1, "i": 1}, {"p": 1, "i": 2}]))
+    append_arrow(root, table_of([{"p": 2, "i": 3}, {"p": 2, "i": 4}]))
+    snap = t.snapshot()
+    delete(snap, "p = 1 AND i = 1")
+    delete(snap, "p = 2 AND i = 4")  # read the same snapshot, touched another partition's file
+    assert sorted(r[1] for r in _ours(t)) == [2, 3]
+
+
+def test_an_append_whose_stats_cannot_match_the_delete_does_not_conflict(tmp_path):
+    """Serializable, same partition, but the appended file's min/max rule it out (delta-rs's
+    predicate_matches on stats): the delete lands."""
+    from spark_apps.engine.commands.dml import delete
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"])
+    append_arrow(root, table_of([{"p": 1, "i": 1}, {"p": 1, "i": 2}]))
+    snap = t.snapshot()
+    append_arrow(root, table_of([{"p": 1, "i": 300}]))
+    delete(snap, "p = 1 AND i = 1")
+    assert sorted(r[1] for r in _ours(t)) == [2, 300]
