@@ -357,6 +357,7 @@ def iter_data_file_batches(
     *,
     column_mapping_mode: str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    row_groups: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream one data file in the table schema, one bounded batch at a time (see module docstring).
 
@@ -376,6 +377,8 @@ def iter_data_file_batches(
         :class:`actions.DeletionVectorDescriptor`), or None.
     :param column_mapping_mode: "none"/"name"/"id"; None infers it from the schema metadata.
     :param batch_rows: most rows per batch (before deletion-vector filtering); bounds memory.
+    :param row_groups: ``fn(parquet FileMetaData) -> [bool per row group]``: groups marked False are
+        not read (a predicate's pushdown; deletion-vector row indexes stay aligned).
     """
     if int(batch_rows) < 1:
         raise InvalidArgumentError(
@@ -411,7 +414,8 @@ def iter_data_file_batches(
     except BaseException:
         _close(pf)
         raise
-    return _stream_file(pf, path, location, plan, read_names, num_rows, deleted, mode, batch_rows)
+    keep_groups = row_groups(pf.metadata) if row_groups is not None else None
+    return _stream_file(pf, path, location, plan, read_names, num_rows, deleted, mode, batch_rows, keep_groups)
 
 
 def _stream_file(
@@ -424,6 +428,7 @@ def _stream_file(
     deleted: np.ndarray | None,
     mode: str,
     batch_rows: int,
+    keep_groups: list[bool] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Read, filter (deletion vector, by physical row index) and conform ``pf`` batch by batch.
 
@@ -434,7 +439,9 @@ def _stream_file(
     yielded = False
     offset = 0  # physical index of the next raw row in the file
     try:
-        if read_names:
+        if keep_groups is not None:  # skipped groups advance the physical row index by their size
+            raws = _groups(pf, keep_groups, batch_rows, read_names)
+        elif read_names:
             raws = (
                 b
                 for g in range(pf.metadata.num_row_groups)
@@ -444,6 +451,9 @@ def _stream_file(
             raws = (min(batch_rows, num_rows - s) for s in range(0, num_rows, batch_rows))
         try:
             for raw in raws:
+                if isinstance(raw, _Skip):
+                    offset += raw.rows
+                    continue
                 n = raw if isinstance(raw, int) else raw.num_rows
                 keep, rows = (None, n) if deleted is None or n == 0 else _keep_mask(deleted, offset, n)
                 offset += n
@@ -461,6 +471,24 @@ def _stream_file(
             yield _conform_batch(None, 0, plan, mode)
     finally:
         _close(pf)
+
+
+class _Skip:
+    """A row group left unread (its rows only advance the physical row index)."""
+
+    def __init__(self, rows: int):
+        self.rows = rows
+
+
+def _groups(pf: pq.ParquetFile, keep: list[bool], batch_rows: int, read_names: list[str]):
+    for g, wanted in enumerate(keep):
+        rows = pf.metadata.row_group(g).num_rows
+        if not wanted:
+            yield _Skip(rows)
+        elif read_names:
+            yield from pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=read_names)
+        else:
+            yield from (min(batch_rows, rows - s) for s in range(0, rows, batch_rows))
 
 
 def _conform_batch(raw: pa.RecordBatch | None, rows: int, plan: list, mode: str) -> pa.RecordBatch:

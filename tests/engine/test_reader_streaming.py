@@ -448,3 +448,13 @@ def test_scan_executor_function_streams_without_spark(tmp_path):
         scan.read_files_batches([listing], str(tmp_path), SCHEMA.to_json_string(), ["p", "q"], [], pa.schema([]), False)
     )
     assert sum(b.num_rows for b in counts) == len(live) + N
+
+
+def test_skipped_row_groups_keep_the_deletion_vector_aligned(tmp_path):
+    rel = _write(tmp_path, "p=x/f.parquet", _data())
+    pv = {"p": "2024-02-29", "q": None}
+    dv = _inline_dv(DELETED)
+    keep = [g % 2 == 1 for g in range(8)]  # read only the odd row groups (128 rows each)
+    got = _rows(_stream(tmp_path, rel, pv, SCHEMA, ["p", "q"], ["id"], dv, batch_rows=100, row_groups=lambda md: keep))
+    expected = [r for r in _expected(DELETED, ["id"]) if (r["id"] // ROW_GROUP) % 2 == 1]
+    assert got == expected

@@ -38,7 +38,15 @@ from ..schema import StructType
 from . import nodes as n
 from .evaluate import compare, evaluate
 
-__all__ = ["SkippingResult", "may_match", "skip_files", "partition_table", "is_partition_only", "stats_table"]
+__all__ = [
+    "SkippingResult",
+    "may_match",
+    "row_groups_may_match",
+    "skip_files",
+    "partition_table",
+    "is_partition_only",
+    "stats_table",
+]
 
 STRING_PREFIX_LENGTH = 32  # delta-spark's and delta-rs's default truncation of string stats
 
@@ -410,3 +418,67 @@ def _compare(e: n.Compare, s: _Stats) -> pa.Array | None:
         both = pc.and_kleene(compare("=", lo, v, floating), compare("=", hi, v, floating))
         return pc.invert(both)
     return None
+
+
+_ROW_GROUP_STAT_TYPES = ("byte", "short", "integer", "long", "float", "double", "string", "boolean", "timestamp")
+
+
+def row_groups_may_match(
+    metadata, predicate: n.Expr, schema: StructType, partition_columns: list[str], partition_values: dict
+) -> list[bool]:
+    """One boolean per row group of a parquet file (``pq.FileMetaData``): False where the group's
+    min/max/null-count statistics rule out every row for ``predicate`` (the same rewrite as for
+    files). Top-level columns of simple types only; anything else keeps the group."""
+    groups = metadata.num_row_groups
+    if groups == 0:
+        return []
+    parts = {c.lower() for c in partition_columns}
+    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    mins, maxs, nulls, leaf = {}, {}, {}, {}
+    for c in predicate.walk():
+        if not isinstance(c, n.Column) or len(c.path) != 1 or c.path[0].lower() in parts:
+            continue
+        if c.type.name not in _ROW_GROUP_STAT_TYPES or c.path in leaf:
+            continue
+        physical = (c.physical_path or c.path)[0]
+        if physical not in names:
+            continue
+        i = names.index(physical)
+        lo, hi, nc = [], [], []
+        for g in range(groups):
+            st = metadata.row_group(g).column(i).statistics
+            ok = st is not None and st.has_min_max
+            lo.append(st.min if ok else None)
+            hi.append(st.max if ok else None)
+            nc.append(st.null_count if st is not None and st.has_null_count else None)
+        try:
+            t = c.type.to_arrow()
+            mins[physical], maxs[physical] = pa.array(lo, t), pa.array(hi, t)
+            nulls[physical] = pa.array(nc, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            continue
+        leaf[c.path] = physical
+    fields = [("numRecords", pa.array([metadata.row_group(g).num_rows for g in range(groups)], pa.int64()))]
+    if leaf:
+        fields += [
+            ("minValues", pa.StructArray.from_arrays(list(mins.values()), names=list(mins))),
+            ("maxValues", pa.StructArray.from_arrays(list(maxs.values()), names=list(maxs))),
+            ("nullCount", pa.StructArray.from_arrays(list(nulls.values()), names=list(nulls))),
+        ]
+    table = pa.table(dict(fields))
+    ptable = None
+    if partition_columns:
+        files = pa.table(
+            {"partition_values": pa.array([list(partition_values.items())] * groups, pa.map_(pa.string(), pa.string()))}
+        )
+        ptable = partition_table(files, schema, partition_columns)
+    s = _Stats(table, schema, partition_columns, parts, ptable)
+    s._table, s._loaded = table, True
+    keep = pa.repeat(pa.scalar(True), groups)
+    part_conjuncts = [c for c in n.conjuncts(predicate) if c.columns() and is_partition_only(c, partition_columns)]
+    if part_conjuncts and ptable is not None:
+        keep = pc.fill_null(evaluate(n.and_all(part_conjuncts), ptable), False)
+    may = _rewrite(predicate, s)
+    if may is not None:
+        keep = pc.and_(keep, pc.fill_null(may, True))
+    return keep.to_pylist()

@@ -170,12 +170,13 @@ def scan_files(
         _arrow=arrow_schema,
         _with_file=with_file_column,
         _mode=mode,
+        _pred=to_sql(expr) if expr is not None else None,
     ):
         from spark_apps.engine.spark.scan import read_files_batches
         from spark_apps.engine.spark.session import guard_executor
 
         return guard_executor(
-            read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode)
+            read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode, _pred)
         )
 
     files_df = spark.createDataFrame(listing)
@@ -183,10 +184,7 @@ def scan_files(
         files_df = files_df.repartitionByRange(n_tasks, _TASK_COLUMN)
     else:
         files_df = files_df.coalesce(1)
-    df = files_df.mapInArrow(fn, out_schema)
-    if expr is not None:
-        df = df.filter(to_sql(expr))
-    return ScanResult(df, files)
+    return ScanResult(files_df.mapInArrow(fn, out_schema), files)
 
 
 def to_dataframe(
@@ -205,6 +203,7 @@ def read_files_batches(
     arrow_schema: pa.Schema,
     with_file_column: bool,
     column_mapping_mode: str = "none",
+    predicate_sql: str | None = None,
 ):
     """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``.
 
@@ -221,24 +220,43 @@ def read_files_batches(
 
     storage = storage_for(table_root)
     schema = parse_schema(schema_json)
+    expr, read_columns, row_groups = None, columns, None
+    if predicate_sql:
+        from ..expr import parse_predicate, true_mask
+        from ..expr.skipping import row_groups_may_match
+
+        expr = parse_predicate(predicate_sql, schema)
+        if columns is not None:  # the predicate's columns are read too, then dropped
+            read_columns = list(dict.fromkeys([*columns, *(p[0] for p in expr.columns())]))
     for batch in batches:
         paths = batch.column("path").to_pylist()
         pvs = batch.column("partition_values").to_pylist()
         names = batch.schema.names
         dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
         for path, pv, dv in zip(paths, pvs, dvs):
+            pv = _as_dict(pv)
+            if expr is not None:  # row groups whose statistics rule the predicate out are not read
+
+                def row_groups(md, _pv=pv):
+                    return row_groups_may_match(md, expr, schema, partition_columns, _pv)
+
             for b in reader.iter_data_file_batches(
                 storage,
                 table_root,
                 path,
-                _as_dict(pv),
+                pv,
                 schema,
                 partition_columns,
-                columns=columns,
+                columns=read_columns,
                 deletion_vector=dv,
                 column_mapping_mode=column_mapping_mode,
                 batch_rows=MAX_BATCH_ROWS,
+                row_groups=row_groups,
             ):
+                if expr is not None and b.num_rows:
+                    b = b.filter(true_mask(expr, b))
+                    if read_columns is not columns:
+                        b = b.select(columns)
                 if not b.num_rows:
                     continue
                 if with_file_column:
