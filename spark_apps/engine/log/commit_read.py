@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from ..actions import (
@@ -219,9 +220,51 @@ def _collect_json(
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         texts = [bytes(raw[starts[i] : ends[i]]).decode("utf-8", "replace") for i in file_lines.tolist()]
         t = _parse_file_lines_slow(texts, line_versions[file_lines], where)
+    _check_partition_keys(t, coll, orders, raw, starts, ends, file_lines, line_versions)
     for kind in ("add", "remove"):
         if kind in t.column_names:
             _add_struct_rows(t.column(kind), kind, coll, True, orders, in_checkpoint=in_checkpoint)
+
+
+def _check_partition_keys(t: pa.Table, coll: _Collected, orders, raw, starts, ends, file_lines, versions) -> None:
+    """An ``add`` must name every partition column of the metaData in effect at its line (a NULL value
+    is a key with a null value). The JSON reader turns an absent key into NULL too, so only the adds
+    holding a NULL partition value are re-read exactly, to tell the two apart."""
+    if "add" not in t.column_names:
+        return
+    metas = sorted((order, partition_keys_of(a)) for order, _, a in coll.actions if isinstance(a, Metadata))
+    if not metas or not any(keys for _, keys in metas):
+        return
+    add = t.column("add").combine_chunks()
+    if add.type.get_field_index("partitionValues") < 0:
+        return
+    pv = pc.struct_field(add, "partitionValues")
+    if not pa.types.is_struct(pv.type):
+        return
+    suspect = None
+    for key in {k for _, keys in metas for k in keys}:
+        if pv.type.get_field_index(key) >= 0:
+            null = pc.and_(pc.is_valid(add), pc.is_null(pc.struct_field(pv, key)))
+        else:  # no add of this batch names the key at all
+            null = pc.is_valid(add)
+        suspect = null if suspect is None else pc.or_(suspect, null)
+    if suspect is None or not pc.any(suspect).as_py():
+        return
+    meta_orders = np.array([o for o, _ in metas], dtype=np.int64)
+    for row in pc.indices_nonzero(suspect).to_pylist():  # few rows: NULL partition values only
+        at = int(np.searchsorted(meta_orders, int(orders[row]), side="right")) - 1
+        keys = metas[at][1] if at >= 0 else []
+        i = int(file_lines[row])
+        obj = json.loads(bytes(raw[starts[i] : ends[i]]))
+        given = (obj.get("add") or {}).get("partitionValues") or {}
+        missing = [k for k in keys if k not in given]
+        if missing:
+            raise LogCorruptedError(
+                f"Commit {int(versions[i])} of the table adds '{(obj.get('add') or {}).get('path')}' without a "
+                f"value for partition column(s) {', '.join(missing)}",
+                f"its partitionValues name only {sorted(given) or 'nothing'}",
+                "repair the log: every add names every partition column (a null value as null)",
+            )
 
 
 def _json_block_size(total: int) -> int:

@@ -141,3 +141,28 @@ def test_partition_values_with_nul_and_too_long_values():
     with pytest.raises(InvalidArgumentError, match="too long for a directory name"):
         partition_path(["p"], {"p": "x" * 300})
     assert partition_path(["p"], {"p": "x" * 200}) == "p=" + "x" * 200
+
+
+def test_an_add_in_a_commit_without_its_partition_value_is_refused(table):
+    append(table, [3])
+    with open(_log(table, 2)) as f:
+        lines = [json.loads(line) for line in f]
+    for obj in lines:
+        if "add" in obj:
+            obj["add"]["partitionValues"] = {}
+    with open(_log(table, 2), "w") as f:
+        f.write("\n".join(json.dumps(o) for o in lines) + "\n")
+    with pytest.raises(LogCorruptedError, match="without a value for partition column\\(s\\) p"):
+        snapshot(table)
+
+
+def test_a_null_partition_value_is_not_a_missing_one(table):
+    append(table, [3])
+    with open(_log(table, 2)) as f:
+        lines = [json.loads(line) for line in f]
+    for obj in lines:
+        if "add" in obj:
+            obj["add"]["partitionValues"] = {"p": None}
+    with open(_log(table, 2), "w") as f:
+        f.write("\n".join(json.dumps(o) for o in lines) + "\n")
+    assert snapshot(table).num_files == 2

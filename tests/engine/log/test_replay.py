@@ -304,9 +304,9 @@ def test_partition_values_nulls_tags_stats(tmp_path):
             metadata(["p", "q"]),
             add("p=1/q=x/a", {"p": "1", "q": "x"}, tags={"t": "v"}, stats='{"numRecords":3}'),
             add("p=__HIVE_DEFAULT_PARTITION__/b", {"p": None, "q": ""}),
-            add("c", {"p": "2"}),
+            add("c", {"p": "2", "q": None}),
         ],
-    )  # q missing -> null
+    )  # (a key missing altogether is a corrupt log: tests/engine/log/test_hostile.py)
     res = load(tmp_path)
     rows = {r["path"]: r for r in res.files.to_pylist(maps_as_pydicts="strict")}
     assert rows["p=1/q=x/a"]["partition_values"] == {"p": "1", "q": "x"}
