@@ -15,7 +15,33 @@ Rules:
 
 from __future__ import annotations
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+try:
+    from airflow.sdk.exceptions import (
+        AirflowException,
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSensorTimeout,
+    )
+except ImportError:  # Airflow 3.1: the task SDK does not re-export these yet
+    from airflow.exceptions import (  # type: ignore[no-redef]
+        AirflowException,
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSensorTimeout,
+    )
+
+
+__all__ = [
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowNotFoundException",
+    "AirflowSensorTimeout",
+    "DeltaTaskError",
+    "DeltaRetryableError",
+    "DeltaPermanentError",
+    "DeltaConfigurationError",
+    "app_error",
+]
 
 
 class DeltaTaskError(Exception):

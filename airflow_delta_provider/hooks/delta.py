@@ -58,9 +58,10 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import ALLOWED_SPARK_BINARIES, SparkSubmitHook
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_delta_provider.exceptions import (
+    AirflowException,
+    AirflowNotFoundException,
     DeltaConfigurationError,
     DeltaPermanentError,
     DeltaRetryableError,

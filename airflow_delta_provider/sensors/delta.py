@@ -29,8 +29,8 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
+from airflow_delta_provider.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.version_decision import Decision, decide
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 from airflow.sdk import PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 from delta_commits import append, create
 
+from airflow_delta_provider.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 from airflow_delta_provider.sensors.delta import BASELINE_STATE_KEY, DeltaTableVersionSensor, coerce_baseline
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.version_decision import NO_TABLE, decide

@@ -15,9 +15,10 @@ import time
 import zipfile
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_delta_provider.exceptions import (
+    AirflowException,
+    AirflowFailException,
     DeltaConfigurationError,
     DeltaPermanentError,
     DeltaRetryableError,
