@@ -59,6 +59,8 @@ COMPAT_VENV := .venv-airflow-3.1
 test-compat:
 	@test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
 	$(COMPAT_VENV)/bin/pip install -q "apache-airflow==3.1.*" ".[test]" > compat-install.log 2>&1
+	$(COMPAT_VENV)/bin/pip uninstall -q -y pyspark-client pyspark >> compat-install.log 2>&1
+	$(COMPAT_VENV)/bin/pip install -q --no-deps "pyspark==$(PYSPARK_VERSION)" >> compat-install.log 2>&1
 	$(COMPAT_VENV)/bin/python -c "import airflow; assert airflow.__version__.startswith('3.1'), airflow.__version__"
 	AIRFLOW_HOME=$$(mktemp -d) $(COMPAT_VENV)/bin/airflow providers list | grep airflow-delta-provider
 	AIRFLOW_HOME=$$(mktemp -d) $(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/provider tests/apps/test_cli.py tests/apps/test_operations.py tests/apps/test_preflight.py tests/test_layering.py
