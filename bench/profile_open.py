@@ -15,9 +15,12 @@ import argparse
 import cProfile
 import pstats
 import time
+from pathlib import Path
 
 from . import cases as C
 from . import generate as g
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     total = st.total_tt  # type: ignore[attr-defined]
     rows = []
     for (fn, line, name), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
-        rows.append((tt, ct, nc, f"{fn.split('site-packages/')[-1].split('/work/main/')[-1]}:{line}({name})"))
+        rows.append((tt, ct, nc, f"{fn.split('site-packages/')[-1].split(str(REPO_ROOT) + '/')[-1]}:{line}({name})"))
     for title, key in (("own time", 0), ("cumulative", 1)):
         print(f"\n-- top {a.top} by {title} (total {total * 1000:.0f} ms) --")
         print(f"{'own ms':>8} {'own %':>6} {'cum ms':>8} {'cum %':>6} {'calls':>8}  function")

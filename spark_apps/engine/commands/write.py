@@ -173,6 +173,29 @@ def write(
     )
 
 
+def _open_append(table_uri: str, app_id, app_version, user_metadata):
+    """The latest snapshot (writer features checked) and an append transaction opened on it."""
+    from .. import features
+    from ..log.snapshot import load_snapshot
+    from ..txn import OptimisticTransaction
+
+    table_root = normalize_table_uri(table_uri)
+    storage = storage_for(table_root)
+    snapshot = load_snapshot(storage, table_root)
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    txn = OptimisticTransaction(
+        storage,
+        table_root,
+        snapshot,
+        operation=OPERATION_WRITE,
+        operation_parameters={"mode": "Append", "partitionBy": list(snapshot.metadata.partition_columns or [])},
+        app_id=app_id,
+        app_version=app_version,
+        user_metadata=user_metadata,
+    )
+    return table_root, snapshot, txn
+
+
 def append(
     table_uri: str,
     df,
@@ -188,25 +211,9 @@ def append(
     :param merge_schema: add the data's new columns to the table schema (as nullable columns, also
         inside structs) in the same commit
     """
-    from .. import features
-    from ..log.snapshot import load_snapshot
-    from ..txn import OptimisticTransaction
 
-    table_root = normalize_table_uri(table_uri)
-    storage = storage_for(table_root)
-    snapshot = load_snapshot(storage, table_root)
-    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    table_root, snapshot, txn = _open_append(table_uri, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
-    txn = OptimisticTransaction(
-        storage,
-        table_root,
-        snapshot,
-        operation=OPERATION_WRITE,
-        operation_parameters={"mode": "Append", "partitionBy": partition_columns},
-        app_id=app_id,
-        app_version=app_version,
-        user_metadata=user_metadata,
-    )
     if txn.is_duplicate():
         return WriteCommandResult(
             OPERATION_WRITE,
@@ -251,26 +258,10 @@ def append_arrow(
     and types) in this process, without Spark: the core writer and one commit."""
     import pyarrow as pa
 
-    from .. import features
-    from ..log.snapshot import load_snapshot
-    from ..txn import OptimisticTransaction
     from ..writer import WriteSpec, write_batches
 
-    table_root = normalize_table_uri(table_uri)
-    storage = storage_for(table_root)
-    snapshot = load_snapshot(storage, table_root)
-    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    table_root, snapshot, txn = _open_append(table_uri, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
-    txn = OptimisticTransaction(
-        storage,
-        table_root,
-        snapshot,
-        operation=OPERATION_WRITE,
-        operation_parameters={"mode": "Append", "partitionBy": partition_columns},
-        app_id=app_id,
-        app_version=app_version,
-        user_metadata=user_metadata,
-    )
     empty = {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0}
     if txn.is_duplicate():
         return WriteCommandResult(OPERATION_WRITE, table_root, snapshot.version, True, empty)
