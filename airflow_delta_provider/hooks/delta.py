@@ -643,6 +643,7 @@ class DeltaHook(BaseHook):
         if not table_uri or not str(table_uri).strip():
             raise DeltaConfigurationError("No table_uri given", None, "pass the table's path or URI")
         settings = self.submit_settings()
+        self._settings = settings  # run() names the master from it, without reading the connection again
         bundle = build_app_bundle(self.bundle_dir)
         result_uri = result_uri or self.new_result_uri(settings)
         spec = self.job_spec(table_uri, dict(params or {}))
@@ -700,10 +701,7 @@ class DeltaHook(BaseHook):
         if submit_error and not returncode:  # e.g. k8s driver exit code, lost standalone driver
             returncode = 1
         file_result = self.read_result(result_uri)
-        try:
-            master = self.submit_settings().master
-        except Exception:  # only used to name the master in an error message
-            master = None
+        master = getattr(getattr(self, "_settings", None), "master", None)
         result = resolve_outcome(
             returncode=returncode,
             file_result=file_result,

@@ -34,6 +34,7 @@ from ..storage import normalize_table_uri, storage_for
 from ..writer import resolve_target_file_size
 
 OPERATION_WRITE = "WRITE"
+_NOTHING_WRITTEN = {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0}
 KNOWN_MODES = ("append", "overwrite")
 
 
@@ -211,7 +212,6 @@ def append(
     :param merge_schema: add the data's new columns to the table schema (as nullable columns, also
         inside structs) in the same commit
     """
-
     table_root, snapshot, txn = _open_append(table_uri, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if txn.is_duplicate():
@@ -220,7 +220,7 @@ def append(
             table_root,
             snapshot.version,
             True,
-            {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0},
+            dict(_NOTHING_WRITTEN),
         )
     table_schema = _evolve(txn, snapshot, dataframe_schema(df), merge_schema)
     prepared = prepare_dataframe(df, table_schema, merge_schema=merge_schema)
@@ -239,9 +239,7 @@ def append(
     }
     commit = txn.commit(result.adds, operation_metrics=metrics)
     if commit.skipped:  # a concurrent retry of the same (app_id, app_version) landed first
-        return WriteCommandResult(
-            OPERATION_WRITE, table_root, commit.version, True, {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0}
-        )
+        return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, True, dict(_NOTHING_WRITTEN))
     return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
 
 
@@ -262,7 +260,7 @@ def append_arrow(
 
     table_root, snapshot, txn = _open_append(table_uri, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
-    empty = {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0}
+    empty = dict(_NOTHING_WRITTEN)
     if txn.is_duplicate():
         return WriteCommandResult(OPERATION_WRITE, table_root, snapshot.version, True, empty)
     target = snapshot.schema.to_arrow_schema()
@@ -401,9 +399,8 @@ def overwrite(
     if mode == "dynamic" and partition_columns:
         # replace the partitions the data wrote to: match live files by their partition values
         keys = {tuple(sorted((a.partition_values or {}).items())) for a in written.adds}
-        pv = files.column("partition_values").to_pylist()
-        mask = pa.array([tuple(sorted(dict(v or []).items())) in keys for v in pv], pa.bool_())
-        replaced = files.filter(mask)
+        written_keys = pa.array([_partition_key(dict(k), partition_columns) for k in keys], pa.string())
+        replaced = files.filter(pc.is_in(_partition_keys(files, partition_columns), value_set=written_keys))
         txn.read_files(replaced)
         removes = removes_for(replaced)
         for key in keys:
@@ -439,6 +436,25 @@ def overwrite(
     if commit.skipped:
         return CommandResult(OPERATION_WRITE, table_root, commit.version, True, OverwriteMetrics())
     return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
+
+
+_NULL_KEY = "\x00null"  # stands for a NULL partition value inside a combined key
+_KEY_SEP = "\x00/"
+
+
+def _partition_key(values: dict, partition_columns: list[str]) -> str:
+    """The combined partition key of one file's (serialised) partition values."""
+    return _KEY_SEP.join(_NULL_KEY if values.get(c) is None else values[c] for c in partition_columns)
+
+
+def _partition_keys(files, partition_columns: list[str]):
+    """:func:`_partition_key` of every row of ``files``, vectorised."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pv = files.column("partition_values")
+    parts = [pc.fill_null(pc.map_lookup(pv, pa.scalar(c), "first"), _NULL_KEY) for c in partition_columns]
+    return pc.binary_join_element_wise(*parts, _KEY_SEP)
 
 
 def conform_dataframe_to(df, schema):

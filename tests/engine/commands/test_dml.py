@@ -328,3 +328,21 @@ def test_an_append_whose_stats_cannot_match_the_delete_does_not_conflict(tmp_pat
     append_arrow(root, table_of([{"p": 1, "i": 300}]))
     delete(snap, "p = 1 AND i = 1")
     assert sorted(r[1] for r in _ours(t)) == [2, 300]
+
+
+def test_partition_keys_of_files_match_the_keys_of_written_adds():
+    # dynamic partition overwrite matches live files to written partitions through these keys
+    from spark_apps.engine.commands.write import _partition_key, _partition_keys
+
+    files = pa.table(
+        {
+            "partition_values": pa.array(
+                [[("p", "1"), ("q", None)], [("p", "1"), ("q", "x")], [("p", None)]], pa.map_(pa.string(), pa.string())
+            )
+        }
+    )
+    keys = _partition_keys(files, ["p", "q"]).to_pylist()
+    assert keys[0] == _partition_key({"p": "1", "q": None}, ["p", "q"])
+    assert keys[1] == _partition_key({"p": "1", "q": "x"}, ["p", "q"])
+    assert keys[2] == _partition_key({"p": None, "q": None}, ["p", "q"])
+    assert len(set(keys)) == 3
