@@ -20,13 +20,13 @@ $(STAMP): pyproject.toml constraints.txt
 	  $(PIP) uninstall -q -y pyspark-client pyspark; \
 	  $(PIP) install -q --no-deps --force-reinstall "pyspark==$(PYSPARK_VERSION)"; \
 	) > $(INSTALL_LOG) 2>&1 || { tail -30 $(INSTALL_LOG); echo "install failed: see $(INSTALL_LOG)"; exit 1; }
-	@$(PY) -m spark_apps.versions
+	@$(PY) -m airflow_delta_provider_apps.versions
 	@touch $(STAMP)
 
 install: $(STAMP)
 
 check-pyspark: $(STAMP)
-	$(PY) -m spark_apps.versions
+	$(PY) -m airflow_delta_provider_apps.versions
 
 # The checks that keep the house in shape run first: lint, format, then the layering test (no JVM).
 lint: $(STAMP)

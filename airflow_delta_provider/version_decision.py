@@ -55,7 +55,7 @@ class Decision:
 
 
 def _operations(storage, table_root: str, first: int, last: int, max_operations: int) -> tuple:
-    from spark_apps.protocol import read_commit_infos
+    from airflow_delta_provider_apps.protocol import read_commit_infos
 
     first = max(first, last - max_operations + 1, 0)
     infos = read_commit_infos(storage, table_root, range(first, last + 1))
@@ -82,7 +82,7 @@ def decide(
     max_operations: int = 100,
 ) -> Decision:
     """Check once whether ``table_uri`` has a version newer than ``baseline`` (see module rules)."""
-    from spark_apps.protocol import DeltaError, latest_version, storage_for, table_location
+    from airflow_delta_provider_apps.protocol import DeltaError, latest_version, storage_for, table_location
 
     try:
         table_root = table_location(table_uri)

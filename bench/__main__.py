@@ -50,7 +50,7 @@ NOTES = [
     "`DeltaTable(p, version=v)`).",
     "**fresh process, import + first open**: derived from the headline case: per round, the "
     "engine's import time plus its first call in that fresh process (one sample per round). "
-    "This is what a one-shot task (one `python -m spark_apps ...` per Airflow task) pays. Ours "
+    "This is what a one-shot task (one `python -m airflow_delta_provider_apps ...` per Airflow task) pays. Ours "
     "includes pyarrow's lazy `import pandas` (~0.25 s here; pyarrow imports pandas on the first "
     "`pa.array()`/`to_numpy()` call when it is installed); deltalake imports neither.",
     "**latest_version**: ours = `listing.latest_version(storage, p)` (directory listing only); "
@@ -162,8 +162,8 @@ def cross_check_commits(case: C.Case, engine: str) -> list[str]:
     except Exception as e:
         out.append(f"deltalake cannot read {engine}'s table: {type(e).__name__}: {e}")
     try:
-        from spark_apps.engine.log.snapshot import load_snapshot
-        from spark_apps.engine.storage import storage_for
+        from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+        from airflow_delta_provider_apps.engine.storage import storage_for
 
         snap = load_snapshot(storage_for(str(path)), str(path))
         if (snap.version, snap.files.num_rows) != (want_v, want_files):
@@ -252,7 +252,7 @@ def _log_plane(a) -> int:
     rows: list[R.Row] = []
     for case in cases:
         if case.needs_ours_checkpoint and not have_ckpt:
-            why = "spark_apps.engine.log.checkpoint (our checkpoint writer) not available"
+            why = "airflow_delta_provider_apps.engine.log.checkpoint (our checkpoint writer) not available"
             skipped = R.EngineResult("unavailable", reason=why)
             rows.append(
                 R.Row(case.id, case.title, skipped, R.EngineResult("unavailable", reason=why), headline=case.headline)

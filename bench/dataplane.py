@@ -33,7 +33,7 @@ COLUMNS = ["id", "dt", "v", "s", "ts", "n"]
 def _session():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from spark_apps.engine.spark.session import build_session
+    from airflow_delta_provider_apps.engine.spark.session import build_session
 
     spark = build_session(app_name="bench-dataplane", master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
@@ -70,7 +70,7 @@ def build(spark, rows: int) -> dict:
     import deltalake
     import pyarrow.dataset as ds
 
-    from spark_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine import DeltaTable
 
     base = DATA / f"rows_{rows}"
     paths = {"native": base / "native", "ours": base / "ours", "rs": base / "deltalake"}
@@ -109,7 +109,7 @@ def run(rows: int, reps: int) -> list[dict]:
     import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
-    from spark_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine import DeltaTable
 
     spark = _session()
     paths = build(spark, rows)

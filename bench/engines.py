@@ -76,12 +76,12 @@ def small_batch(seq: int):
 
 
 def _ours_storage(path: str):
-    storage = _ours("spark_apps.engine.storage")
+    storage = _ours("airflow_delta_provider_apps.engine.storage")
     return storage.storage_for(path)
 
 
 def ours_open(path: str, args: dict):
-    snapshot = _ours("spark_apps.engine.log.snapshot")
+    snapshot = _ours("airflow_delta_provider_apps.engine.log.snapshot")
     version = args.get("version")
 
     def run(_):
@@ -92,9 +92,9 @@ def ours_open(path: str, args: dict):
 
 
 def ours_latest_version(path: str, args: dict):
-    listing = _ours("spark_apps.engine.log.listing")
+    listing = _ours("airflow_delta_provider_apps.engine.log.listing")
     if not hasattr(listing, "latest_version"):
-        raise Unavailable("spark_apps.engine.log.listing.latest_version not defined")
+        raise Unavailable("airflow_delta_provider_apps.engine.log.listing.latest_version not defined")
 
     def run(_):
         return {"version": listing.latest_version(_ours_storage(path), path)}
@@ -104,10 +104,10 @@ def ours_latest_version(path: str, args: dict):
 
 def _ours_commit(storage, path: str, snap, add) -> int:
     """Blind-append commit of one AddFile through our OptimisticTransaction; returns the version."""
-    txn_mod = _ours("spark_apps.engine.txn")
+    txn_mod = _ours("airflow_delta_provider_apps.engine.txn")
     OptimisticTransaction = getattr(txn_mod, "OptimisticTransaction", None)
     if OptimisticTransaction is None:
-        OptimisticTransaction = _ours("spark_apps.engine.txn.transaction").OptimisticTransaction
+        OptimisticTransaction = _ours("airflow_delta_provider_apps.engine.txn.transaction").OptimisticTransaction
     txn = OptimisticTransaction(
         storage, path, snap, operation="WRITE", operation_parameters={"mode": "Append", "partitionBy": "[]"}
     )
@@ -116,10 +116,10 @@ def _ours_commit(storage, path: str, snap, add) -> int:
 
 
 def _ours_stats_json(table, snap) -> str:
-    stats_mod = _ours("spark_apps.engine.stats")
+    stats_mod = _ours("airflow_delta_provider_apps.engine.stats")
     collector_cls = getattr(stats_mod, "StatsCollector", None)
     if collector_cls is None:
-        raise Unavailable("spark_apps.engine.stats.StatsCollector not defined")
+        raise Unavailable("airflow_delta_provider_apps.engine.stats.StatsCollector not defined")
     return _stats_via_collector(stats_mod, collector_cls, table, snap)
 
 
@@ -136,7 +136,7 @@ def _ours_write_parquet(storage, path: str, snap, seq: int):
     """Write one small parquet file like our writer does; return its AddFile."""
     import pyarrow.parquet as pq
 
-    actions = _ours("spark_apps.engine.actions")
+    actions = _ours("airflow_delta_provider_apps.engine.actions")
     table = small_batch(seq)
     dt = table.column("dt")[0].as_py().isoformat()
     data = table.drop_columns(["dt"])
@@ -157,9 +157,9 @@ def _ours_write_parquet(storage, path: str, snap, seq: int):
 
 
 def ours_commit_log_only(path: str, args: dict):
-    snapshot = _ours("spark_apps.engine.log.snapshot")
-    actions = _ours("spark_apps.engine.actions")
-    _ours("spark_apps.engine.txn")
+    snapshot = _ours("airflow_delta_provider_apps.engine.log.snapshot")
+    actions = _ours("airflow_delta_provider_apps.engine.actions")
+    _ours("airflow_delta_provider_apps.engine.txn")
     storage = _ours_storage(path)
     counter = iter(range(10**9))
 
@@ -185,9 +185,9 @@ def ours_commit_log_only(path: str, args: dict):
 
 
 def ours_commit_parquet(path: str, args: dict):
-    snapshot = _ours("spark_apps.engine.log.snapshot")
-    _ours("spark_apps.engine.txn")
-    _ours("spark_apps.engine.stats")
+    snapshot = _ours("airflow_delta_provider_apps.engine.log.snapshot")
+    _ours("airflow_delta_provider_apps.engine.txn")
+    _ours("airflow_delta_provider_apps.engine.stats")
     storage = _ours_storage(path)
     counter = iter(range(10**9))
 
@@ -202,9 +202,9 @@ def ours_commit_parquet(path: str, args: dict):
 
 
 def ours_open_commit_parquet(path: str, args: dict):
-    snapshot = _ours("spark_apps.engine.log.snapshot")
-    _ours("spark_apps.engine.txn")
-    _ours("spark_apps.engine.stats")
+    snapshot = _ours("airflow_delta_provider_apps.engine.log.snapshot")
+    _ours("airflow_delta_provider_apps.engine.txn")
+    _ours("airflow_delta_provider_apps.engine.stats")
     counter = iter(range(10**9))
 
     def run(_):
@@ -305,7 +305,7 @@ def _verify(paths, dts) -> dict:
 def ours_open_verify(path: str, args: dict) -> dict:
     import pyarrow.compute as pc
 
-    snapshot = _ours("spark_apps.engine.log.snapshot")
+    snapshot = _ours("airflow_delta_provider_apps.engine.log.snapshot")
     snap = snapshot.load_snapshot(_ours_storage(path), path, version=args.get("version"))
     files = snap.files
     dts = pc.list_element(pc.map_lookup(files.column("partition_values"), "dt", "all"), 0)

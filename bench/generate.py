@@ -11,7 +11,7 @@ Rules:
 * Commit-file mtimes are set to the commit timestamp (one minute apart) so timestamp time travel
   would be consistent.
 * Third-party checkpoints are written by delta-rs (``DeltaTable.create_checkpoint()``); our own
-  checkpoint variant uses ``spark_apps.engine.log.checkpoint`` when that module exists.
+  checkpoint variant uses ``airflow_delta_provider_apps.engine.log.checkpoint`` when that module exists.
 * Every table sets ``delta.checkpointInterval=1000000`` so neither engine writes a post-commit
   checkpoint during the commit-latency runs; the checkpoints the cases need are placed explicitly.
 * A table is cached in ``bench/data/<kind>-<params>-g<GEN_VERSION>/`` and reused when its
@@ -238,7 +238,7 @@ def _our_log_code_digest() -> str:
     import hashlib
 
     h = hashlib.sha1()
-    log_dir = Path(__file__).resolve().parent.parent / "spark_apps" / "engine" / "log"
+    log_dir = Path(__file__).resolve().parent.parent / "airflow_delta_provider_apps" / "engine" / "log"
     for name in ("checkpoint.py", "file_actions.py", "snapshot.py"):
         p = log_dir / name
         h.update(p.read_bytes() if p.exists() else b"-")
@@ -264,16 +264,16 @@ def _checkpoint_rs(root: Path) -> None:
 
 def checkpoint_ours_available() -> bool:
     try:
-        from spark_apps.engine.log import checkpoint  # noqa: F401
+        from airflow_delta_provider_apps.engine.log import checkpoint  # noqa: F401
     except Exception:
         return False
     return True
 
 
 def _checkpoint_ours(root: Path) -> None:
-    from spark_apps.engine.log import checkpoint as ck
-    from spark_apps.engine.log.snapshot import load_snapshot
-    from spark_apps.engine.storage import storage_for
+    from airflow_delta_provider_apps.engine.log import checkpoint as ck
+    from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+    from airflow_delta_provider_apps.engine.storage import storage_for
 
     st = storage_for(str(root))
     snap = load_snapshot(st, str(root))

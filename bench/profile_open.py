@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     path = str(g.ensure(case.table))
     version = case.args.get("version")
 
-    from spark_apps.engine.log.snapshot import load_snapshot
-    from spark_apps.engine.storage import storage_for
+    from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+    from airflow_delta_provider_apps.engine.storage import storage_for
 
     def once() -> int:
         return load_snapshot(storage_for(path), path, version=version).files.num_rows

@@ -27,10 +27,10 @@ def _import_engine(engine: str) -> None:
     if engine == "deltalake":
         import deltalake  # noqa: F401
     else:
-        import spark_apps.engine
+        import airflow_delta_provider_apps.engine
 
         try:
-            import spark_apps.engine.log.snapshot  # noqa: F401
+            import airflow_delta_provider_apps.engine.log.snapshot  # noqa: F401
         except ImportError:
             pass
     import pyarrow  # noqa: F401

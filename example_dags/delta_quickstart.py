@@ -1,7 +1,7 @@
 """Delta quickstart: create a table partitioned by ``dt``, append one day of data, update and delete
 some of that day's rows, write a checkpoint.
 
-Each Delta task is one spark-submit of the bundled apps (``spark_apps``) through the ``spark``
+Each Delta task is one spark-submit of the bundled apps (``airflow_delta_provider_apps``) through the ``spark``
 connection; the app's result (version and Delta's ``operationMetrics``) is the task's XCom.
 
 Runs as is on one machine (``make demo`` runs it in a throw-away Airflow home). Settings, all optional:

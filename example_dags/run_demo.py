@@ -114,8 +114,8 @@ def _print_summary(summary: dict, table_uri: str) -> None:
             detail = repr(x)
         print(f"  {task_id:<14} {t['state']:<8} {detail}")
     try:
-        from spark_apps.engine.log.listing import latest_version
-        from spark_apps.engine.storage import storage_for
+        from airflow_delta_provider_apps.engine.log.listing import latest_version
+        from airflow_delta_provider_apps.engine.storage import storage_for
 
         version = latest_version(storage_for(table_uri), table_uri)
     except Exception as e:  # the summary above still stands

@@ -1,13 +1,13 @@
-"""The apps' command line: ``python -m spark_apps <operation> --table-uri URI [options]``.
+"""The apps' command line: ``python -m airflow_delta_provider_apps <operation> --table-uri URI [options]``.
 
 This is also what spark-submit runs (``spark_apps/__main__.py``). Contract (docs/design.md, "CLI flags";
 the Airflow hook builds exactly these):
 
-* operations and their flags come from the registry (:mod:`spark_apps.operations`): ``describe``,
+* operations and their flags come from the registry (:mod:`airflow_delta_provider_apps.operations`): ``describe``,
   ``history``, ``read``, ``create-table``, ``write``, ``delete``, ``update``, ``checkpoint``,
-  ``cleanup-metadata`` (``python -m spark_apps <operation> --help`` lists each one's flags); common:
+  ``cleanup-metadata`` (``python -m airflow_delta_provider_apps <operation> --help`` lists each one's flags); common:
   ``--table-uri``, ``--result-uri``, ``--spec-json``, ``--master``, and for committing operations
-  ``--app-id``/``--app-version``, ``--user-metadata``. Each runs its runner in :mod:`spark_apps.runners`.
+  ``--app-id``/``--app-version``, ``--user-metadata``. Each runs its runner in :mod:`airflow_delta_provider_apps.runners`.
 * ``--spec-json`` carries the same parameters as a JSON object keyed by argparse ``dest`` names;
   flags given explicitly win over its keys.
 * stdout's LAST line is one JSON object: ``{"status": "ok", "operation", "table_uri", "version",
@@ -18,7 +18,7 @@ the Airflow hook builds exactly these):
   written to that location (any storage ``storage_for`` knows), which is how the hook gets it back
   when stdout is lost (cluster deploy mode).
 * Log-only operations (describe, history, checkpoint, cleanup-metadata, and create-table without a
-  source) never start Spark when run as ``python -m spark_apps``. Under spark-submit a session is
+  source) never start Spark when run as ``python -m airflow_delta_provider_apps``. Under spark-submit a session is
   always created (cluster managers expect the application to start one); ``--master`` (default
   ``local[*]``) only applies outside spark-submit.
 * ``read --output`` collects the rows to the driver and writes ONE parquet file: meant for small
@@ -38,8 +38,8 @@ import os
 import sys
 import traceback
 
-from spark_apps import operations as ops
-from spark_apps.engine.errors import DeltaError, InvalidArgumentError, StorageError
+from airflow_delta_provider_apps import operations as ops
+from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError, StorageError
 
 OPERATIONS = tuple(ops.OPERATIONS)
 
@@ -48,7 +48,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting (its exit code 2 would read as 'retryable')."""
 
     def error(self, message):
-        hint = "python -m spark_apps --help" if self.prog.endswith("spark_apps") else f"{self.prog} --help"
+        hint = (
+            "python -m airflow_delta_provider_apps --help"
+            if self.prog.endswith("airflow_delta_provider_apps")
+            else f"{self.prog} --help"
+        )
         raise InvalidArgumentError(f"Bad command line: {message}", None, f"run '{hint}'")
 
 
@@ -83,13 +87,13 @@ def _add(p: argparse.ArgumentParser, arg: ops.Arg) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line, derived from the operations registry (:mod:`spark_apps.operations`)."""
+    """The command line, derived from the operations registry (:mod:`airflow_delta_provider_apps.operations`)."""
     S = argparse.SUPPRESS
     common = _Parser(add_help=False, argument_default=S)
     for arg in ops.COMMON_ARGS:
         _add(common, arg)
     common.add_argument("--spec-json", dest="spec_json", help="all parameters as one JSON object (their names)")
-    parser = _Parser(prog="python -m spark_apps", description="Delta Lake operations as PySpark apps.")
+    parser = _Parser(prog="python -m airflow_delta_provider_apps", description="Delta Lake operations as PySpark apps.")
     sub = parser.add_subparsers(dest="operation", metavar="OPERATION", parser_class=_Parser)
     for op in ops.OPERATIONS.values():
         p = sub.add_parser(op.name, parents=[common], help=op.help, argument_default=S)
@@ -106,7 +110,7 @@ def parse_args(argv: list[str]) -> dict:
         raise InvalidArgumentError(
             "No operation given",
             f"expected one of {', '.join(OPERATIONS)}",
-            "run 'python -m spark_apps <operation> --table-uri URI ...'",
+            "run 'python -m airflow_delta_provider_apps <operation> --table-uri URI ...'",
         )
     op = ops.get(given["operation"])
     spec: dict = {}
@@ -133,7 +137,7 @@ def parse_args(argv: list[str]) -> dict:
         return ops.check_params(op, params)
     except ValueError as e:
         raise InvalidArgumentError(
-            f"Bad parameters for {op.name}: {e}", None, f"run 'python -m spark_apps {op.name} --help'"
+            f"Bad parameters for {op.name}: {e}", None, f"run 'python -m airflow_delta_provider_apps {op.name} --help'"
         ) from None
 
 
@@ -147,7 +151,7 @@ def under_spark_submit() -> bool:
 
 
 def _session(params: dict):
-    from spark_apps.engine.spark.session import build_session
+    from airflow_delta_provider_apps.engine.spark.session import build_session
 
     if not under_spark_submit():
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -158,7 +162,7 @@ def _session(params: dict):
 
 def run(params: dict, spark=None) -> dict:
     """Run one operation (its registry runner); returns the result dict (without printing)."""
-    from spark_apps.engine.storage import table_location
+    from airflow_delta_provider_apps.engine.storage import table_location
 
     op = ops.get(params["operation"])
     params = dict(params, table_uri=table_location(params["table_uri"]))
@@ -177,19 +181,19 @@ def _as_delta_error(e: BaseException) -> DeltaError:
     if isinstance(e, DeltaError):
         return e
     if "DELTA_EXECUTOR_ERROR" in str(e):
-        from spark_apps.engine.spark.session import delta_error_from
+        from airflow_delta_provider_apps.engine.spark.session import delta_error_from
 
         err = delta_error_from(e)
         if err is not None:
             return err
     if type(e).__name__ in ("AnalysisException", "ParseException"):
-        from spark_apps.runners import spark_error
+        from airflow_delta_provider_apps.runners import spark_error
 
         return spark_error(e, "Spark refused the operation")
     if isinstance(e, OSError):
         return StorageError("An I/O operation failed", f"{type(e).__name__}: {e}", "check the storage and retry")
     msg = str(e).strip().splitlines()[0][:500] if str(e).strip() else ""
-    from spark_apps.failures import SparkInfrastructureError, infrastructure_cause
+    from airflow_delta_provider_apps.failures import SparkInfrastructureError, infrastructure_cause
 
     cause = infrastructure_cause(str(e))
     if cause:
@@ -202,7 +206,7 @@ def _as_delta_error(e: BaseException) -> DeltaError:
 def _write_result_file(result_uri: str | None, result: dict) -> None:
     if not result_uri:
         return
-    from spark_apps.engine.storage import normalize_table_uri, storage_for
+    from airflow_delta_provider_apps.engine.storage import normalize_table_uri, storage_for
 
     path = normalize_table_uri(result_uri)
     storage_for(path).write_bytes(path, (json.dumps(result, default=str) + "\n").encode("utf-8"), overwrite=True)

@@ -3,12 +3,12 @@
 Each :class:`Operation` says what the CLI parser, the app's dispatch, the Airflow hook and the
 operators need to know, so none of them lists operations or arguments by hand:
 
-* ``name``: the CLI name (``python -m spark_apps delete ...``) and the operator's ``operation``;
+* ``name``: the CLI name (``python -m airflow_delta_provider_apps delete ...``) and the operator's ``operation``;
 * ``args``: its own arguments (:class:`Arg`: kind, default, choices, help, whether Airflow templates
   it); the common ones (table, result location, idempotent-write identity) are :data:`COMMON_ARGS`
   and :data:`COMMIT_ARGS`;
 * ``runner``: ``"module:function"`` of the app-side function ``(params, spark) -> result dict``
-  (:mod:`spark_apps.runners`), imported only when the operation runs;
+  (:mod:`airflow_delta_provider_apps.runners`), imported only when the operation runs;
 * ``needs_spark``: whether it needs a SparkSession when run outside spark-submit (a callable of the
   parameters when it depends on them, e.g. CREATE TABLE with or without a source);
 * ``metrics``: the Delta metric names its result carries;
@@ -16,7 +16,7 @@ operators need to know, so none of them lists operations or arguments by hand:
   caller's words): run by the operator at DAG parse time for values without templates, after
   rendering in ``execute()`` before anything is submitted, and by the CLI.
 
-Adding an operation: one :class:`Operation` here, one runner in :mod:`spark_apps.runners` (calling
+Adding an operation: one :class:`Operation` here, one runner in :mod:`airflow_delta_provider_apps.runners` (calling
 one engine command), and an operator class naming it. This module imports nothing heavy (no engine,
 no pyspark): the Airflow side reads it at DAG parse time.
 """
@@ -240,14 +240,14 @@ _OPERATIONS = (
         "describe",
         "DESCRIBE DETAIL",
         "table detail (log only)",
-        "spark_apps.runners:describe",
+        "airflow_delta_provider_apps.runners:describe",
         commits=False,
     ),
     Operation(
         "history",
         "DESCRIBE HISTORY",
         "commit history (log only)",
-        "spark_apps.runners:history",
+        "airflow_delta_provider_apps.runners:history",
         args=(Arg("limit", "int", help="newest N commits"),),
         commits=False,
     ),
@@ -255,7 +255,7 @@ _OPERATIONS = (
         "read",
         "READ",
         "rows to one parquet file (small tables)",
-        "spark_apps.runners:read",
+        "airflow_delta_provider_apps.runners:read",
         args=(
             Arg("output", help="PATH.parquet to write"),
             Arg("version", "int", help="time travel to this version"),
@@ -269,7 +269,7 @@ _OPERATIONS = (
         "create-table",
         "CREATE TABLE",
         "CREATE TABLE [IF NOT EXISTS] [AS SELECT]",
-        "spark_apps.runners:create_table",
+        "airflow_delta_provider_apps.runners:create_table",
         args=(
             Arg("schema", "schema", help="DDL string or Delta/Spark schema JSON"),
             Arg("partition_by", "list", help="partition columns"),
@@ -287,7 +287,7 @@ _OPERATIONS = (
         "write",
         "WRITE",
         "append or overwrite rows from a source",
-        "spark_apps.runners:write",
+        "airflow_delta_provider_apps.runners:write",
         args=(
             Arg("mode", default="append", choices=("append", "overwrite"), help="append | overwrite"),
             *SOURCE_ARGS,
@@ -304,7 +304,7 @@ _OPERATIONS = (
         "delete",
         "DELETE",
         "delete the rows matching a predicate (all rows without one)",
-        "spark_apps.runners:delete",
+        "airflow_delta_provider_apps.runners:delete",
         args=(PREDICATE,),
         metrics=(
             "numRemovedFiles",
@@ -324,7 +324,7 @@ _OPERATIONS = (
         "update",
         "UPDATE",
         "set columns to expressions on the rows matching a predicate",
-        "spark_apps.runners:update",
+        "airflow_delta_provider_apps.runners:update",
         args=(
             Arg("updates", "updates", flag="--set", help="COLUMN=EXPRESSION (repeatable), e.g. --set v='v * 2'"),
             PREDICATE,
@@ -348,7 +348,7 @@ _OPERATIONS = (
         "checkpoint",
         "CHECKPOINT",
         "write a checkpoint (log only)",
-        "spark_apps.runners:checkpoint",
+        "airflow_delta_provider_apps.runners:checkpoint",
         args=(Arg("cleanup", "bool", default=False, templated=False, help="then delete expired log files"),),
         commits=False,
     ),
@@ -356,7 +356,7 @@ _OPERATIONS = (
         "cleanup-metadata",
         "CLEANUP METADATA",
         "delete expired log files (log only)",
-        "spark_apps.runners:cleanup_metadata",
+        "airflow_delta_provider_apps.runners:cleanup_metadata",
         commits=False,
     ),
 )

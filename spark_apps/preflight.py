@@ -1,7 +1,7 @@
 """Checks that need no Spark, run before an operation is submitted (a spark-submit costs 10-15 s).
 
 :func:`preflight` takes an operation's rendered parameters and raises the same
-:class:`~spark_apps.engine.errors.DeltaError` the app would raise, in the user's words, for what is
+:class:`~airflow_delta_provider_apps.engine.errors.DeltaError` the app would raise, in the user's words, for what is
 knowable from the table's log and the local file system:
 
 * the table exists (every operation but ``create-table``), or, for ``create-table`` without
@@ -11,7 +11,7 @@ knowable from the table's log and the local file system:
 * a local source exists.
 
 Remote tables and sources are checked by the app itself (reading them here would need their
-credentials on the Airflow worker). The Airflow operators call this through :mod:`spark_apps.protocol`.
+credentials on the Airflow worker). The Airflow operators call this through :mod:`airflow_delta_provider_apps.protocol`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Each runner makes one call into the engine and shapes its result as the app protocol says
 (docs/design.md): ``{"status": "ok", "operation", "table_uri", "version", "skipped", "metrics", ...}``.
-Parameters arrive coerced by :func:`spark_apps.operations.check_params`; ``spark`` is a SparkSession
-or None for operations that do not need one (:attr:`~spark_apps.operations.Operation.needs_spark`).
+Parameters arrive coerced by :func:`airflow_delta_provider_apps.operations.check_params`; ``spark`` is a SparkSession
+or None for operations that do not need one (:attr:`~airflow_delta_provider_apps.operations.Operation.needs_spark`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The apache-spark provider depends on ``pyspark-client``, which installs into the same ``pyspark/``
 folder as ``pyspark``; a mixed install imports one version's Python code against another's jars.
-``python -m spark_apps.versions`` exits non-zero when they disagree (run by ``make install``).
+``python -m airflow_delta_provider_apps.versions`` exits non-zero when they disagree (run by ``make install``).
 """
 
 from __future__ import annotations

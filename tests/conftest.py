@@ -44,7 +44,7 @@ def conformance_manifest(conformance_root) -> dict:
 def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from spark_apps.engine.spark.session import build_session
+    from airflow_delta_provider_apps.engine.spark.session import build_session
 
     session = build_session(app_name="airflow-delta-provider-tests", master="local[2]")
     yield session

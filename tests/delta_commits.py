@@ -12,10 +12,10 @@ import uuid
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_apps.engine.actions import AddFile, Metadata, Protocol
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.storage import storage_for
-from spark_apps.engine.txn import OptimisticTransaction
+from airflow_delta_provider_apps.engine.actions import AddFile, Metadata, Protocol
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.txn import OptimisticTransaction
 
 SCHEMA = {
     "type": "struct",

@@ -10,7 +10,7 @@ import math
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from spark_apps.engine.schema import parse_ddl
+from airflow_delta_provider_apps.engine.schema import parse_ddl
 
 SCHEMA = parse_ddl("p INT, i BIGINT, d DOUBLE, s STRING, day DATE, b BOOLEAN")
 ARROW = pa.schema(

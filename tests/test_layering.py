@@ -1,36 +1,45 @@
 """The layer rules of docs/design.md, checked by parsing imports (AST, nothing is executed).
 
-* ``spark_apps/engine`` outside ``engine/spark`` imports neither pyspark nor airflow;
-* nothing under ``spark_apps`` imports airflow;
+* ``airflow_delta_provider_apps.engine`` (folder ``spark_apps/engine``) outside ``engine.spark`` imports
+  neither pyspark nor airflow;
+* nothing under ``airflow_delta_provider_apps`` (folder ``spark_apps``) imports airflow;
 * ``airflow_delta_provider`` imports no pyspark, and from the bundled apps only their documented
   protocol (``PROVIDER_MAY_IMPORT``);
 * no import cycles between our modules (imports inside functions count too: a lazy import that closes
-  a cycle is still a cycle in the design).
+  a cycle is still a cycle in the design);
+* the wheel's package list (pyproject.toml) names every package folder, under its import name.
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("spark_apps", "airflow_delta_provider")
+# import name -> folder in the repository (pyproject.toml maps the same way)
+PACKAGES = {"airflow_delta_provider_apps": "spark_apps", "airflow_delta_provider": "airflow_delta_provider"}
 # The app protocol the provider may use: the operations registry, and the read-only log API and errors
-# the sensor and the hook's checks read. Everything else under spark_apps is internal to the apps.
-PROVIDER_MAY_IMPORT = ("spark_apps", "spark_apps.operations", "spark_apps.protocol")
+# the sensor and the hook's checks read. Everything else under the apps is internal to them.
+PROVIDER_MAY_IMPORT = (
+    "airflow_delta_provider_apps",
+    "airflow_delta_provider_apps.operations",
+    "airflow_delta_provider_apps.protocol",
+)
 
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
+    parts[0] = {folder: name for name, folder in PACKAGES.items()}[parts[0]]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))}
+    return {_module_name(p): p for folder in PACKAGES.values() for p in sorted((REPO / folder).rglob("*.py"))}
 
 
 def _imports(name: str, path: Path) -> list[tuple[str, int]]:
@@ -71,11 +80,13 @@ def _violations(rule) -> list[str]:
 
 def test_engine_core_imports_neither_pyspark_nor_airflow():
     def rule(module: str, imported: str) -> str | None:
-        if _within(module, "spark_apps") and _within(imported, "airflow"):
+        if _within(module, "airflow_delta_provider_apps") and _within(imported, "airflow"):
             return f"{module} imports {imported} (the bundled apps never import Airflow)"
-        in_core = _within(module, "spark_apps.engine") and not _within(module, "spark_apps.engine.spark")
+        in_core = _within(module, "airflow_delta_provider_apps.engine") and not _within(
+            module, "airflow_delta_provider_apps.engine.spark"
+        )
         if in_core and _within(imported, "pyspark"):
-            return f"{module} imports {imported} (only spark_apps.engine.spark may import pyspark)"
+            return f"{module} imports {imported} (only airflow_delta_provider_apps.engine.spark may import pyspark)"
         return None
 
     assert _violations(rule) == []
@@ -87,8 +98,10 @@ def test_provider_imports_no_pyspark_and_only_the_app_protocol():
             return None
         if _within(imported, "pyspark"):
             return f"{module} imports {imported} (the provider never imports pyspark)"
-        allowed = imported == "spark_apps" or any(_within(imported, m) for m in PROVIDER_MAY_IMPORT[1:])
-        if _within(imported, "spark_apps") and not allowed:
+        allowed = imported == "airflow_delta_provider_apps" or any(
+            _within(imported, m) for m in PROVIDER_MAY_IMPORT[1:]
+        )
+        if _within(imported, "airflow_delta_provider_apps") and not allowed:
             return f"{module} imports {imported} (use the app protocol: {', '.join(PROVIDER_MAY_IMPORT)})"
         return None
 
@@ -153,15 +166,18 @@ def test_no_import_cycles():
 @pytest.mark.parametrize(
     "source, expected",
     [
-        ("import pyspark.sql\n", "only spark_apps.engine.spark may import pyspark"),
-        ("def f():\n    from pyspark.sql import functions\n", "only spark_apps.engine.spark may import pyspark"),
+        ("import pyspark.sql\n", "only airflow_delta_provider_apps.engine.spark may import pyspark"),
+        (
+            "def f():\n    from pyspark.sql import functions\n",
+            "only airflow_delta_provider_apps.engine.spark may import pyspark",
+        ),
         ("from airflow.models import BaseOperator\n", "never import Airflow"),
     ],
 )
 def test_a_planted_import_is_found(tmp_path, monkeypatch, source, expected):
     # The rules above would pass vacuously if the walk missed files: plant a module and see it fail.
     planted = REPO / "spark_apps" / "engine" / "log" / "planted.py"
-    monkeypatch.setitem(MODULES, "spark_apps.engine.log.planted", planted)
+    monkeypatch.setitem(MODULES, "airflow_delta_provider_apps.engine.log.planted", planted)
     monkeypatch.setattr(Path, "read_text", _reading(planted, source))
     with pytest.raises(AssertionError, match=expected):
         test_engine_core_imports_neither_pyspark_nor_airflow()
@@ -169,8 +185,10 @@ def test_a_planted_import_is_found(tmp_path, monkeypatch, source, expected):
 
 def test_a_planted_cycle_is_found():
     graph = _graph()
-    graph["spark_apps.engine.errors"] = graph["spark_apps.engine.errors"] | {"spark_apps.engine.table"}
-    assert any("spark_apps.engine.errors" in c for c in _cycles(graph))
+    graph["airflow_delta_provider_apps.engine.errors"] = graph["airflow_delta_provider_apps.engine.errors"] | {
+        "airflow_delta_provider_apps.engine.table"
+    }
+    assert any("airflow_delta_provider_apps.engine.errors" in c for c in _cycles(graph))
 
 
 def _reading(planted: Path, source: str):
@@ -180,3 +198,10 @@ def _reading(planted: Path, source: str):
         return source if self == planted else real(self, *args, **kwargs)
 
     return read_text
+
+
+def test_the_wheel_ships_every_package_under_its_import_name():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {name: folder for name, folder in PACKAGES.items() if name != folder}
+    on_disk = {_module_name(p.parent / "__init__.py") for p in MODULES.values() if p.name == "__init__.py"}
+    assert set(config["packages"]) == on_disk

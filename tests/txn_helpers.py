@@ -16,10 +16,10 @@ import uuid
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_apps.engine.actions import AddFile, Metadata, Protocol
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.storage import storage_for
-from spark_apps.engine.txn import OptimisticTransaction
+from airflow_delta_provider_apps.engine.actions import AddFile, Metadata, Protocol
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.txn import OptimisticTransaction
 
 SCHEMA_JSON = {
     "type": "struct",
@@ -54,8 +54,8 @@ def create_table(root: str, configuration: dict | None = None, protocol: Protoco
 
 def _stats(rows: pa.Table) -> str:
     try:
-        from spark_apps.engine.schema import StructType
-        from spark_apps.engine.stats import collect_stats
+        from airflow_delta_provider_apps.engine.schema import StructType
+        from airflow_delta_provider_apps.engine.stats import collect_stats
 
         schema = StructType.from_json({"type": "struct", "fields": SCHEMA_JSON["fields"][:2]})
         return collect_stats(schema, rows)

@@ -4,7 +4,7 @@ Data flow (one :meth:`DeltaHook.run` call)::
 
     connection (type "spark": local[*], yarn, spark://, k8s://) + hook config
       -> spark-submit settings (master, deploy mode, binary, conf)        _submit_settings()
-      -> the bundled apps: spark_apps.zip (--py-files) + launcher .py      build_app_bundle()
+      -> the bundled apps: airflow_delta_provider_apps.zip (--py-files) + launcher .py      build_app_bundle()
       -> application args: <operation> --table-uri U --result-uri R --spec-json J
       -> SparkSubmitHook.submit()  (its own Popen, log streaming, on_kill, yarn/k8s/standalone handling)
       -> result: the --result-uri file first, else the last result line captured from stdout
@@ -17,9 +17,9 @@ Rules:
   ``importlib.util.find_spec`` (no import). Order: the hook's ``spark_binary`` argument, the
   connection's ``spark-binary`` extra (looked up on PATH, as the apache-spark provider does),
   ``$SPARK_HOME/bin/spark-submit``, the installed pyspark's ``bin/spark-submit``, ``spark-submit``.
-* The apps ship as a zip of the installed ``spark_apps`` package, built once per package version and
+* The apps ship as a zip of the installed ``airflow_delta_provider_apps`` package, built once per package version and
   content hash into a cache folder (deterministic bytes, written atomically), with a two-line launcher
-  next to it that runs ``python -m spark_apps`` from that zip (``runpy``), so driver and executors run
+  next to it that runs ``python -m airflow_delta_provider_apps`` from that zip (``runpy``), so driver and executors run
   exactly the zipped code.
 * The job spec always travels as ONE ``--spec-json`` argument (keys are the CLI's argparse ``dest``
   names, ``None`` values dropped): no quoting issues on any cluster manager.
@@ -68,15 +68,15 @@ from airflow_delta_provider.exceptions import (
     DeltaTaskError,
     app_error,
 )
-from spark_apps.operations import OPERATIONS  # the registry: the one list of operations
+from airflow_delta_provider_apps.operations import OPERATIONS  # the registry: the one list of operations
 
 RESULT_DIR_EXTRA = "delta_result_dir"
-APP_PACKAGE = "spark_apps"
+APP_PACKAGE = "airflow_delta_provider_apps"
 LAUNCHER_NAME = "delta_spark_app.py"
 LAUNCHER_SOURCE = (
-    '"""spark-submit entry of airflow-delta-provider: runs `python -m spark_apps` from the --py-files zip."""\n'
+    '"""spark-submit entry of airflow-delta-provider: runs `python -m airflow_delta_provider_apps` from the --py-files zip."""\n'
     "import runpy\n"
-    'runpy.run_module("spark_apps", run_name="__main__", alter_sys=True)\n'
+    'runpy.run_module("airflow_delta_provider_apps", run_name="__main__", alter_sys=True)\n'
 )
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -192,16 +192,16 @@ def _package_dir(package: str = APP_PACKAGE) -> str:
     return list(spec.submodule_search_locations)[0]
 
 
-def _package_files(pkg_dir: str) -> list[tuple[str, str]]:
-    """(archive name, absolute path) of every .py file of the package, sorted."""
+def _package_files(pkg_dir: str, package: str = APP_PACKAGE) -> list[tuple[str, str]]:
+    """(archive name, absolute path) of every .py file of the package, sorted. Archive names start
+    with the import name (the source folder may be named otherwise, as in a source checkout)."""
     out = []
-    parent = os.path.dirname(pkg_dir.rstrip(os.sep))
     for root, dirs, files in os.walk(pkg_dir):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
         for name in sorted(files):
             if name.endswith(".py"):
                 path = os.path.join(root, name)
-                out.append((os.path.relpath(path, parent).replace(os.sep, "/"), path))
+                out.append((f"{package}/" + os.path.relpath(path, pkg_dir).replace(os.sep, "/"), path))
     out.sort()
     return out
 
@@ -220,7 +220,7 @@ def default_bundle_dir() -> str:
 
 
 def build_app_bundle(cache_dir: str | None = None) -> AppBundle:
-    """Zip the installed ``spark_apps`` package once per (version, content hash); return the paths.
+    """Zip the installed ``airflow_delta_provider_apps`` package once per (version, content hash); return the paths.
 
     The zip's bytes depend only on the files' names and contents (sorted, fixed timestamps), so
     two workers build identical files; each write goes to a temporary name and is renamed into place.
@@ -273,7 +273,7 @@ def _check_pyspark_install(binary: str) -> None:
         return
     if binary not in _PYSPARK_CHECKED:
         try:
-            from spark_apps.protocol import install_problem
+            from airflow_delta_provider_apps.protocol import install_problem
 
             _PYSPARK_CHECKED[binary] = install_problem()
         except Exception:  # pyspark not importable here: spark-submit reports it
@@ -348,7 +348,7 @@ class AppOutput:
 def engine_error_retryable(error_class: str | None) -> bool | None:
     """The engine's ``retryable`` for an error class name; ``None`` when it is not an engine error."""
     try:
-        from spark_apps.protocol import error_retryable
+        from airflow_delta_provider_apps.protocol import error_retryable
     except Exception:  # the engine is optional on the Airflow side
         return None
     return error_retryable(error_class)
@@ -399,7 +399,7 @@ def resolve_outcome(
         tail = " | ".join(list(output.tail)[-5:])
         detail = submit_error.splitlines()[0] if submit_error else f"spark-submit exited with code {returncode}"
         try:
-            from spark_apps.protocol import infrastructure_cause
+            from airflow_delta_provider_apps.protocol import infrastructure_cause
 
             cause = infrastructure_cause("\n".join([*output.tail, submit_error or ""]), master)
         except Exception:  # the engine is optional on the Airflow side
@@ -413,7 +413,7 @@ def resolve_outcome(
     raise DeltaPermanentError(
         "MissingResultError",
         "The Delta app finished but returned no result. Cause: no --result-uri file and no JSON result "
-        "line on stdout. Fix: check that the installed spark_apps matches this provider version.",
+        "line on stdout. Fix: check that the installed airflow_delta_provider_apps matches this provider version.",
         retryable=False,
     )
 
@@ -723,7 +723,7 @@ class DeltaHook(BaseHook):
         """Read and delete the ``--result-uri`` file; ``None`` when the app did not write it."""
         try:
             if "://" in result_uri:
-                from spark_apps.protocol import storage_for
+                from airflow_delta_provider_apps.protocol import storage_for
 
                 storage = storage_for(result_uri)
                 data = storage.read_bytes(result_uri)

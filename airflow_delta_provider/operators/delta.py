@@ -7,7 +7,7 @@ Rules (after Airflow's SparkSubmitOperator):
 * The hook is built lazily (never at parse time) and ``on_kill`` is delegated to it.
 * ``execute()`` returns the app's result dict, which becomes the task's XCom ``return_value``:
   ``{"status": "ok", "operation", "table_uri", "version", "skipped", "metrics": {...}, ...}``.
-* Each operator names its operation in the registry (:mod:`spark_apps.operations`); its own
+* Each operator names its operation in the registry (:mod:`airflow_delta_provider_apps.operations`); its own
   arguments, their defaults, which are templated and their checks come from there: a subclass is a
   docstring and ``operation = "<name>"``. Checks run at DAG parse time for values without templates
   and again on the rendered values in ``execute()``, before anything is submitted.
@@ -32,7 +32,7 @@ from airflow.sdk import Asset, BaseOperator
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
-from spark_apps import operations as ops
+from airflow_delta_provider_apps import operations as ops
 
 SOURCE_FORMATS = ops.SOURCE_FORMATS
 _BASE_TEMPLATE_FIELDS = ("table_uri", "spark_conf", "submit_options", "app_id", "app_version", "user_metadata")
@@ -72,7 +72,7 @@ def _coerce_version(value: Any, name: str) -> int | None:
 
 def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
     """A relative table location is refused (it would resolve differently on each worker)."""
-    from spark_apps.protocol import DeltaError, table_location
+    from airflow_delta_provider_apps.protocol import DeltaError, table_location
 
     try:
         table_location(table_uri)
@@ -190,8 +190,8 @@ class DeltaBaseOperator(BaseOperator):
 
     def preflight(self, params: dict) -> None:
         """Fail now, without a spark-submit, on what the table's log and local paths already tell
-        (missing table, bad predicate or DDL, missing local source); see :mod:`spark_apps.preflight`."""
-        from spark_apps.protocol import DeltaError, preflight
+        (missing table, bad predicate or DDL, missing local source); see :mod:`airflow_delta_provider_apps.preflight`."""
+        from airflow_delta_provider_apps.protocol import DeltaError, preflight
 
         try:
             preflight(self.operation, {**params, "table_uri": self.table_uri})

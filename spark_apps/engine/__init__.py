@@ -1,11 +1,11 @@
 """A pure-Python Delta Lake engine; Spark is used only as the data plane (``engine/spark``).
 
-``import spark_apps.engine`` never imports pyspark: log-only calls (version, detail, history,
+``import airflow_delta_provider_apps.engine`` never imports pyspark: log-only calls (version, detail, history,
 checkpoint, metadata cleanup) work without Spark.
 
 ::
 
-    from spark_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine import DeltaTable
     t = DeltaTable.for_path(None, "/data/events")
     t.version(), t.detail(), t.history(limit=5)
 """

@@ -2,10 +2,10 @@
 
 Rules:
 
-* Every accessor takes a :class:`~spark_apps.engine.actions.Metadata` (or ``None``, or a plain
+* Every accessor takes a :class:`~airflow_delta_provider_apps.engine.actions.Metadata` (or ``None``, or a plain
   configuration dict) and returns a typed value; an absent property gives the reference
   implementation's default (``DeltaConfigs.scala``), a malformed one raises
-  :class:`~spark_apps.engine.errors.InvalidArgumentError` naming the property.
+  :class:`~airflow_delta_provider_apps.engine.errors.InvalidArgumentError` naming the property.
 * Durations are Spark ``CalendarInterval`` strings: ``"interval 7 days"``, ``"30 days"``,
   ``"interval 1 week 2 hours"``. Months and years are refused (their length in ms is not fixed,
   Delta refuses them too). :func:`parse_interval_ms` returns milliseconds.
@@ -186,7 +186,7 @@ def set_transaction_retention_ms(metadata: Any) -> int | None:
 
 
 def isolation_level_name(metadata: Any) -> str | None:
-    """Raw ``delta.isolationLevel`` value (validated by :mod:`spark_apps.engine.txn.isolation`)."""
+    """Raw ``delta.isolationLevel`` value (validated by :mod:`airflow_delta_provider_apps.engine.txn.isolation`)."""
     return _get(metadata, ISOLATION_LEVEL)
 
 

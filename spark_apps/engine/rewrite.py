@@ -6,7 +6,7 @@ For each candidate file (one that partition pruning and data skipping could not 
    count the rows where the predicate is TRUE. No match: the file is untouched, nothing is written,
    and the rest of its columns are never read.
 2. **Rewrite** a touched file: stream all its columns once more and write, through the core writer
-   (:mod:`spark_apps.engine.writer`), the rows DELETE keeps (those where the predicate is not TRUE:
+   (:mod:`airflow_delta_provider_apps.engine.writer`), the rows DELETE keeps (those where the predicate is not TRUE:
    ``NOT (p <=> TRUE)``, so rows where it is NULL stay) or every row with UPDATE's ``SET`` values
    taken where the predicate is TRUE (an updated partition column moves rows to their new partition).
 

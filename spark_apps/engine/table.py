@@ -2,7 +2,7 @@
 
 ::
 
-    from spark_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine import DeltaTable
     t = DeltaTable.create(spark, "/data/events", schema="id BIGINT, day DATE", partition_by=["day"])
     t = DeltaTable.for_path(spark, "/data/events")    # spark may be None for log-only calls
     t.version(); t.detail(); t.history(limit=10)      # log only: no Spark
@@ -13,7 +13,7 @@
     t.update({"v": "v * 2"}, "id = 7")               # Spark, or in-process when spark is None
 
 Rules: this module holds no protocol logic; each method is one call into a command or the log layer.
-It never imports pyspark at module level (``import spark_apps.engine`` must not load pyspark); the
+It never imports pyspark at module level (``import airflow_delta_provider_apps.engine`` must not load pyspark); the
 methods that need Spark take the session given to :meth:`for_path`/:meth:`create` and fail with a
 clear error when it is ``None``.
 
@@ -126,7 +126,7 @@ class DeltaTable:
         user_metadata=None,
         target_file_size: int | None = None,
     ) -> DeltaTable:
-        """CREATE TABLE [IF NOT EXISTS] [AS SELECT] (see :mod:`spark_apps.engine.commands.create_table`).
+        """CREATE TABLE [IF NOT EXISTS] [AS SELECT] (see :mod:`airflow_delta_provider_apps.engine.commands.create_table`).
 
         The commit result is kept in :attr:`last_result` (``skipped`` is true when IF NOT EXISTS found
         the table).
@@ -161,7 +161,7 @@ class DeltaTable:
 
     # ------------------------------------------------------------------ log-only
     def snapshot(self, version: int | None = None, timestamp=None):
-        """The table's :class:`~spark_apps.engine.log.snapshot.Snapshot` (latest, or time travel)."""
+        """The table's :class:`~airflow_delta_provider_apps.engine.log.snapshot.Snapshot` (latest, or time travel)."""
         from .log.snapshot import load_snapshot
 
         if version is not None and timestamp is not None:
@@ -277,7 +277,7 @@ class DeltaTable:
         target_file_size: int | None = None,
         merge_schema: bool = False,
     ) -> dict:
-        """Append of ``df`` with schema enforcement (see :mod:`spark_apps.engine.commands.write`).
+        """Append of ``df`` with schema enforcement (see :mod:`airflow_delta_provider_apps.engine.commands.write`).
 
         :param merge_schema: add the data's new columns (nullable) to the table schema
         :param app_id: idempotent-write application id (with ``app_version``): an already committed
@@ -313,7 +313,7 @@ class DeltaTable:
     ) -> dict:
         """Replace the table's rows with ``df``'s in one commit: all of them, those matching
         ``replace_where`` (every written row must match it), or with ``partition_overwrite_mode="dynamic"``
-        the partitions ``df`` writes to. See :func:`spark_apps.engine.commands.write.overwrite`."""
+        the partitions ``df`` writes to. See :func:`airflow_delta_provider_apps.engine.commands.write.overwrite`."""
         from .commands.write import overwrite
 
         spark = self._need_spark("Overwriting")
@@ -338,7 +338,7 @@ class DeltaTable:
         Partition-only predicates remove files from metadata alone; otherwise the files that may
         match (partition pruning + min/max stats) are probed and only the touched ones rewritten, in
         Spark tasks when this table has a session, else in this process. No match: no commit.
-        See :mod:`spark_apps.engine.commands.dml`.
+        See :mod:`airflow_delta_provider_apps.engine.commands.dml`.
         """
         from .commands.dml import delete
 

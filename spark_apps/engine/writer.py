@@ -1,11 +1,11 @@
 """Arrow batches -> Delta data files + AddFile actions, in pure pyarrow (no Spark, no JVM).
 
 The task-side half of every write (append, overwrite, the rewrites of DELETE and UPDATE, and later
-OPTIMIZE): the Spark data plane (:mod:`spark_apps.engine.spark.write`) hands each task's batches to
-:func:`write_batches`, and the per-file rewrite (:mod:`spark_apps.engine.rewrite`) calls it directly.
+OPTIMIZE): the Spark data plane (:mod:`airflow_delta_provider_apps.engine.spark.write`) hands each task's batches to
+:func:`write_batches`, and the per-file rewrite (:mod:`airflow_delta_provider_apps.engine.rewrite`) calls it directly.
 
 * names ``[<hive partition dirs>/]part-<5-digit task id>-<uuid4>-c000.snappy.parquet``; partition
-  directories from :func:`spark_apps.engine.partitions.partition_path` (hive escaping) and
+  directories from :func:`airflow_delta_provider_apps.engine.partitions.partition_path` (hive escaping) and
   ``add.path`` URI-encoded with ``encode_add_path``;
 * partition columns are not stored in the files (Delta convention): their values go to
   ``add.partitionValues``, serialised as the protocol says. Rows arrive in any partition order: each
@@ -16,7 +16,7 @@ OPTIMIZE): the Spark data plane (:mod:`spark_apps.engine.spark.write`) hands eac
   new one opened when it would pass ``target_file_size`` (estimated from the compression ratio seen
   so far);
 * per-file stats (numRecords, minValues, maxValues, nullCount) come from
-  :class:`spark_apps.engine.stats.StatsCollector` over the very batches written (no second pass);
+  :class:`airflow_delta_provider_apps.engine.stats.StatsCollector` over the very batches written (no second pass);
 * NOT NULL columns are checked on the batches (:class:`SchemaMismatchError` before any commit);
 * ``data_change`` is written into each AddFile (``false`` for rearrangements such as OPTIMIZE).
 """

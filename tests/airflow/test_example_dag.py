@@ -89,8 +89,8 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
     assert (table / "dt=2026-01-02").is_dir()
 
     # the append carried the SetTransaction identity: a re-run of the day would be skipped
-    from spark_apps.engine.log.snapshot import load_snapshot
-    from spark_apps.engine.storage import storage_for
+    from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+    from airflow_delta_provider_apps.engine.storage import storage_for
 
     snap = load_snapshot(storage_for(str(table)), str(table))
     assert snap.set_transactions["delta_quickstart.events"].version == 20260102

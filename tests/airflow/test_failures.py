@@ -15,9 +15,9 @@ pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]
 
 
 def test_schema_mismatch_fails_without_retry_with_one_line(airflow_home, tmp_path):
-    from spark_apps.engine.commands.create_table import create_table
-    from spark_apps.engine.log.listing import latest_version
-    from spark_apps.engine.storage import storage_for
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.log.listing import latest_version
+    from airflow_delta_provider_apps.engine.storage import storage_for
 
     table = tmp_path / "table"
     create_table(str(table), schema="id BIGINT, name STRING")

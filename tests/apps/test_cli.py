@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from spark_apps import cli
+from airflow_delta_provider_apps import cli
 
 
 def _run(argv, capsys):
@@ -155,14 +155,14 @@ def test_create_table_checkpoint_and_cleanup_without_spark(tmp_path, capsys):
 
 
 def test_log_only_cli_never_imports_pyspark(conformance_root, tmp_path):
-    """`python -m spark_apps describe` in a fresh process: works, and pyspark is never imported."""
+    """`python -m airflow_delta_provider_apps describe` in a fresh process: works, and pyspark is never imported."""
     root = conformance_root / "dat" / "basic_append" / "delta"
     code = (
-        f"import sys, runpy; sys.argv = ['spark_apps', 'describe', '--table-uri', {str(root)!r}];\n"
-        "try:\n    runpy.run_module('spark_apps', run_name='__main__')\n"
+        f"import sys, runpy; sys.argv = ['airflow_delta_provider_apps', 'describe', '--table-uri', {str(root)!r}];\n"
+        "try:\n    runpy.run_module('airflow_delta_provider_apps', run_name='__main__')\n"
         "except SystemExit as e:\n    assert e.code == 0, e.code\n"
         "assert 'pyspark' not in sys.modules, 'pyspark was imported'\n"
-        "import spark_apps.engine\nassert 'pyspark' not in sys.modules\n"
+        "import airflow_delta_provider_apps.engine\nassert 'pyspark' not in sys.modules\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -171,10 +171,10 @@ def test_log_only_cli_never_imports_pyspark(conformance_root, tmp_path):
 
 def test_main_runs_as_a_file_by_path(tmp_path, conformance_root):
     """spark-submit runs __main__.py by path, from a copy of the package outside any install."""
-    import spark_apps
+    import airflow_delta_provider_apps
 
-    pkg = tmp_path / "bundle" / "spark_apps"
-    shutil.copytree(spark_apps.__path__[0], pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    pkg = tmp_path / "bundle" / "airflow_delta_provider_apps"
+    shutil.copytree(airflow_delta_provider_apps.__path__[0], pkg, ignore=shutil.ignore_patterns("__pycache__"))
     root = conformance_root / "dat" / "basic_append" / "delta"
     out = subprocess.run(
         [sys.executable, str(pkg / "__main__.py"), "describe", "--table-uri", str(root)],

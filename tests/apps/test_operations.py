@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spark_apps import cli
-from spark_apps import operations as ops
-from spark_apps.engine.errors import InvalidArgumentError
+from airflow_delta_provider_apps import cli
+from airflow_delta_provider_apps import operations as ops
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
 
 
 def test_every_operation_has_a_runner_and_cli_flags():
@@ -56,5 +56,5 @@ def test_registry_import_is_light():
     import subprocess
     import sys
 
-    code = "import sys, spark_apps.operations; assert 'pyspark' not in sys.modules and 'spark_apps.engine' not in sys.modules"
+    code = "import sys, airflow_delta_provider_apps.operations; assert 'pyspark' not in sys.modules and 'airflow_delta_provider_apps.engine' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

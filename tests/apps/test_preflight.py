@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from txn_helpers import append, create_table
 
-from spark_apps.engine.errors import InvalidArgumentError, InvalidPredicateError, TableNotFoundError
-from spark_apps.preflight import preflight
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, InvalidPredicateError, TableNotFoundError
+from airflow_delta_provider_apps.preflight import preflight
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_missing_table_and_bad_predicates(tmp_path, table):
 
 
 def test_create_table_checks(tmp_path, table):
-    from spark_apps.engine.errors import InvalidSchemaError, TableAlreadyExistsError
+    from airflow_delta_provider_apps.engine.errors import InvalidSchemaError, TableAlreadyExistsError
 
     with pytest.raises(TableAlreadyExistsError):
         preflight("create-table", {"table_uri": table, "schema": "id BIGINT"})

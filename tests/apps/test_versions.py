@@ -6,7 +6,7 @@ as pyspark; `make install` removes both and re-installs pyspark last. These test
 
 import importlib.metadata as md
 
-from spark_apps.versions import pyspark_versions
+from airflow_delta_provider_apps.versions import pyspark_versions
 
 
 def test_pyspark_python_matches_jars():

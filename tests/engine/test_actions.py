@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spark_apps.engine.actions import (
+from airflow_delta_provider_apps.engine.actions import (
     AddCDCFile,
     AddFile,
     CheckpointMetadata,
@@ -22,7 +22,7 @@ from spark_apps.engine.actions import (
     parse_commit_bytes,
     serialize_actions,
 )
-from spark_apps.engine.errors import LogCorruptedError
+from airflow_delta_provider_apps.engine.errors import LogCorruptedError
 
 # Wire JSON as real writers produce it (Spark / delta-rs / Databricks), one per action type.
 WIRE = [

@@ -21,11 +21,11 @@ import pyarrow.dataset as pads
 import pytest
 from conformance_location import find_conformance_dir
 
-from spark_apps.engine import features
-from spark_apps.engine.errors import DataFileMissingError, DeltaError, UnsupportedFeatureError
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.reader import read_snapshot_table
-from spark_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine import features
+from airflow_delta_provider_apps.engine.errors import DataFileMissingError, DeltaError, UnsupportedFeatureError
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 UTC = dt.UTC
 # needed at collection time for the parametrisation

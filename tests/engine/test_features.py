@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from spark_apps.engine import features as F
-from spark_apps.engine.actions import Metadata, Protocol
-from spark_apps.engine.errors import UnsupportedFeatureError
+from airflow_delta_provider_apps.engine import features as F
+from airflow_delta_provider_apps.engine.actions import Metadata, Protocol
+from airflow_delta_provider_apps.engine.errors import UnsupportedFeatureError
 
 
 def schema(*fields):

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_apps.engine.errors import InvalidArgumentError
-from spark_apps.engine.partitions import (
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+from airflow_delta_provider_apps.engine.partitions import (
     HIVE_DEFAULT_PARTITION,
     decode_add_path,
     encode_add_path,
@@ -24,7 +24,7 @@ from spark_apps.engine.partitions import (
     partition_path,
     serialize_partition_value,
 )
-from spark_apps.engine.schema import DecimalType
+from airflow_delta_provider_apps.engine.schema import DecimalType
 
 UTC = dt.UTC
 

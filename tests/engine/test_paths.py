@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 from txn_helpers import append, create_table, snapshot
 
-from spark_apps.engine.errors import LogCorruptedError
-from spark_apps.engine.paths import ALLOWED_PREFIXES_ENV, resolve_log_path
-from spark_apps.engine.reader import read_snapshot_table
+from airflow_delta_provider_apps.engine.errors import LogCorruptedError
+from airflow_delta_provider_apps.engine.paths import ALLOWED_PREFIXES_ENV, resolve_log_path
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
 OUTSIDE = [
     "../secret.parquet",

@@ -15,13 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_apps.engine import dv as dvmod
-from spark_apps.engine.actions import DeletionVectorDescriptor
-from spark_apps.engine.errors import DataFileMissingError, InvalidArgumentError, InvalidSchemaError, LogCorruptedError
-from spark_apps.engine.paths import data_file_uri
-from spark_apps.engine.reader import read_data_file, read_files_batches
-from spark_apps.engine.schema import StructType, parse_ddl
-from spark_apps.engine.storage import LocalStorage
+from airflow_delta_provider_apps.engine import dv as dvmod
+from airflow_delta_provider_apps.engine.actions import DeletionVectorDescriptor
+from airflow_delta_provider_apps.engine.errors import (
+    DataFileMissingError,
+    InvalidArgumentError,
+    InvalidSchemaError,
+    LogCorruptedError,
+)
+from airflow_delta_provider_apps.engine.paths import data_file_uri
+from airflow_delta_provider_apps.engine.reader import read_data_file, read_files_batches
+from airflow_delta_provider_apps.engine.schema import StructType, parse_ddl
+from airflow_delta_provider_apps.engine.storage import LocalStorage
 
 UTC = dt.UTC
 STORAGE = LocalStorage()

@@ -20,12 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 from test_reader import _dv_bytes  # the test-side RoaringBitmap writer
 
-from spark_apps.engine import dv as dvmod
-from spark_apps.engine.errors import DataFileMissingError, InvalidArgumentError
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.reader import iter_data_file_batches, read_data_file
-from spark_apps.engine.schema import StructType, parse_ddl
-from spark_apps.engine.storage import LocalStorage, storage_for
+from airflow_delta_provider_apps.engine import dv as dvmod
+from airflow_delta_provider_apps.engine.errors import DataFileMissingError, InvalidArgumentError
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.reader import iter_data_file_batches, read_data_file
+from airflow_delta_provider_apps.engine.schema import StructType, parse_ddl
+from airflow_delta_provider_apps.engine.storage import LocalStorage, storage_for
 
 UTC = dt.UTC
 STORAGE = LocalStorage()
@@ -403,7 +403,7 @@ def test_conformance_dv_tables_streamed_in_tiny_batches(conformance_root, table)
 
 def test_scan_executor_function_streams_without_spark(tmp_path):
     """spark/scan.py's executor side (no JVM needed): bounded batches, _file column, Spark's schema."""
-    from spark_apps.engine.spark import scan
+    from airflow_delta_provider_apps.engine.spark import scan
 
     rel = _write(tmp_path, "p=x/f.parquet", _data())
     listing = pa.record_batch(

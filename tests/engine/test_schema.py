@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_apps.engine.errors import InvalidSchemaError, SchemaMismatchError
-from spark_apps.engine.schema import (
+from airflow_delta_provider_apps.engine.errors import InvalidSchemaError, SchemaMismatchError
+from airflow_delta_provider_apps.engine.schema import (
     BINARY,
     BOOLEAN,
     BYTE,
@@ -360,7 +360,7 @@ def test_parse_column_paths():
 def test_engine_import_leaves_sqlglot_unloaded():
     # sqlglot (~0.14 s to import) is loaded on the first DDL parse, not by importing the engine
     code = (
-        "import sys, spark_apps.engine, spark_apps.engine.schema as s; assert 'sqlglot' not in sys.modules; "
+        "import sys, airflow_delta_provider_apps.engine, airflow_delta_provider_apps.engine.schema as s; assert 'sqlglot' not in sys.modules; "
         "s.parse_ddl('a INT'); assert 'sqlglot' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
@@ -538,7 +538,7 @@ def test_primitive_type_rejects_unknown():
 
 
 def test_the_one_schema_walker():
-    from spark_apps.engine.schema.types import walk
+    from airflow_delta_provider_apps.engine.schema.types import walk
 
     st = parse_ddl("a INT, s STRUCT<b: ARRAY<STRUCT<c: STRING>>, m: MAP<STRING, INT>>")
     paths = [p for p, _, _ in walk(st)]

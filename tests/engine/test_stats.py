@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_apps.engine.errors import InvalidArgumentError
-from spark_apps.engine.schema import StructType, parse_ddl
-from spark_apps.engine.stats import (
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+from airflow_delta_provider_apps.engine.schema import StructType, parse_ddl
+from airflow_delta_provider_apps.engine.stats import (
     StatsCollector,
     collect_stats,
     parse_stats_columns,

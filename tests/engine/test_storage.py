@@ -7,8 +7,14 @@ import os
 
 import pytest
 
-from spark_apps.engine.errors import InvalidArgumentError
-from spark_apps.engine.storage import LocalStorage, PyArrowStorage, is_local, normalize_table_uri, storage_for
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+from airflow_delta_provider_apps.engine.storage import (
+    LocalStorage,
+    PyArrowStorage,
+    is_local,
+    normalize_table_uri,
+    storage_for,
+)
 
 
 def test_put_if_absent_second_writer_gets_file_exists(tmp_path):

@@ -1,4 +1,4 @@
-"""The core writer (spark_apps.engine.writer) without a JVM: property tests.
+"""The core writer (airflow_delta_provider_apps.engine.writer) without a JVM: property tests.
 
 Random batches (sorted by the partition columns, as the Spark side delivers them) are written with a
 random target file size; the files must hold exactly the input rows (read back through the engine's
@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spark_helpers import rows
 
-from spark_apps.engine.partitions import decode_add_path
-from spark_apps.engine.reader import read_data_file
-from spark_apps.engine.schema import parse_schema
-from spark_apps.engine.storage import storage_for
-from spark_apps.engine.writer import WriteSpec, _runs, write_batches
+from airflow_delta_provider_apps.engine.partitions import decode_add_path
+from airflow_delta_provider_apps.engine.reader import read_data_file
+from airflow_delta_provider_apps.engine.schema import parse_schema
+from airflow_delta_provider_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.writer import WriteSpec, _runs, write_batches
 
 SCHEMA = "id BIGINT, s STRING, p STRING, q INT"
 ARROW = pa.schema([("id", pa.int64()), ("s", pa.string()), ("p", pa.string()), ("q", pa.int32())])

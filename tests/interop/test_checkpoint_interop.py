@@ -14,12 +14,12 @@ import pyarrow as pa
 import pytest
 from txn_helpers import append, create_table, read_ids, snapshot, txn, write_file
 
-from spark_apps.engine.actions import RemoveFile
-from spark_apps.engine.errors import DeltaError
-from spark_apps.engine.log.checkpoint import write_checkpoint
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.storage import storage_for
-from spark_apps.engine.txn import OptimisticTransaction
+from airflow_delta_provider_apps.engine.actions import RemoveFile
+from airflow_delta_provider_apps.engine.errors import DeltaError
+from airflow_delta_provider_apps.engine.log.checkpoint import write_checkpoint
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.txn import OptimisticTransaction
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -118,7 +118,7 @@ def test_deltalake_checkpoint_loads_in_ours(tmp_path):
 
 
 def test_our_cleanup_leaves_a_table_deltalake_reads(tmp_path):
-    from spark_apps.engine.log.cleanup import cleanup_expired_logs
+    from airflow_delta_provider_apps.engine.log.cleanup import cleanup_expired_logs
 
     root = str(tmp_path / "t")
     create_table(root, configuration={"delta.checkpointInterval": "3", "delta.enableExpiredLogCleanup": "false"})

@@ -17,10 +17,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_apps.engine import DeltaTable
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.reader import read_snapshot_table
-from spark_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
 
@@ -54,7 +54,16 @@ def test_two_cli_processes_append_at_once(tmp_path):
         }
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "spark_apps", "write", "--master", "local[1]", "--spec-json", json.dumps(spec)],
+                [
+                    sys.executable,
+                    "-m",
+                    "airflow_delta_provider_apps",
+                    "write",
+                    "--master",
+                    "local[1]",
+                    "--spec-json",
+                    json.dumps(spec),
+                ],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -23,10 +23,10 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import df_rows, rows
 
-from spark_apps.engine import DeltaTable
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.partitions import decode_add_path
-from spark_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.partitions import decode_add_path
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
 

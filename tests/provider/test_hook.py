@@ -94,7 +94,7 @@ def test_local_connection_command(monkeypatch, bundle_dir):
     assert confs["spark.pyspark.driver.python"] == sys.executable
     assert "--deploy-mode" not in cmd
     (py_files,) = _flag(cmd, "--py-files")
-    assert py_files.endswith("spark_apps.zip") and py_files.startswith(bundle_dir)
+    assert py_files.endswith("airflow_delta_provider_apps.zip") and py_files.startswith(bundle_dir)
     assert _flag(cmd, "--name") == ["delta-write"]
     assert os.path.dirname(application) == os.path.dirname(py_files)
     args = _app_args(cmd, application)
@@ -242,7 +242,9 @@ def test_bundle_is_cached_deterministic_and_importable(tmp_path):
     again = build_app_bundle(str(tmp_path / "a"))
     assert again == a and os.stat(a.zip_path).st_mtime_ns == mtime  # not rebuilt
     names = zipfile.ZipFile(a.zip_path).namelist()
-    assert "spark_apps/__init__.py" in names and "spark_apps/engine/errors.py" in names
+    assert (
+        "airflow_delta_provider_apps/__init__.py" in names and "airflow_delta_provider_apps/engine/errors.py" in names
+    )
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     # the zip alone provides the package (no site-packages: -S)
     out = subprocess.run(
@@ -250,14 +252,14 @@ def test_bundle_is_cached_deterministic_and_importable(tmp_path):
             sys.executable,
             "-S",
             "-c",
-            f"import sys; sys.path.insert(0, {a.zip_path!r}); import spark_apps.versions as v; print(v.__file__)",
+            f"import sys; sys.path.insert(0, {a.zip_path!r}); import airflow_delta_provider_apps.versions as v; print(v.__file__)",
         ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
     assert out.startswith(a.zip_path)
-    assert 'runpy.run_module("spark_apps"' in open(a.launcher_path).read()
+    assert 'runpy.run_module("airflow_delta_provider_apps"' in open(a.launcher_path).read()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -531,7 +533,7 @@ def test_bad_input_stays_permanent():
 
 
 def test_app_side_spark_failures_become_retryable_errors():
-    from spark_apps import cli
+    from airflow_delta_provider_apps import cli
 
     err = cli._as_delta_error(RuntimeError("java.io.IOException: Failed to connect to master localhost:1"))
     assert err.retryable and "cannot reach the Spark master" in err.problem
@@ -563,7 +565,7 @@ def test_stack_traces_stay_out_of_the_task_log_unless_verbose(monkeypatch):
 
 
 def test_a_mixed_pyspark_install_fails_at_the_first_task_with_the_fix(monkeypatch):
-    import spark_apps.versions as versions
+    import airflow_delta_provider_apps.versions as versions
     from airflow_delta_provider.hooks import delta as hook_mod
 
     monkeypatch.delenv("SPARK_HOME", raising=False)

@@ -131,8 +131,8 @@ def test_delete_and_update_operators_come_from_the_registry():
 
 
 def test_relative_table_locations_are_refused_everywhere(tmp_path):
-    from spark_apps.engine import DeltaTable
-    from spark_apps.engine.errors import InvalidArgumentError
+    from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
 
     with pytest.raises(ValueError, match="relative path"):
         DeltaCheckpointOperator(task_id="cp", table_uri="rel_tbl/x")
@@ -142,7 +142,7 @@ def test_relative_table_locations_are_refused_everywhere(tmp_path):
         op.execute({})
     with pytest.raises(InvalidArgumentError, match="relative path"):
         DeltaTable.for_path(None, "rel_tbl/x")
-    from spark_apps import cli
+    from airflow_delta_provider_apps import cli
 
     assert cli.main(["describe", "--table-uri", "rel_tbl/x"]) == 1
     from airflow_delta_provider.version_decision import decide

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import commit_info, data_files_on_disk, df_rows, log_actions
 
-from spark_apps.engine import DeltaTable, SchemaMismatchError
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.partitions import decode_add_path
-from spark_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine import DeltaTable, SchemaMismatchError
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.partitions import decode_add_path
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 pytestmark = pytest.mark.spark
 

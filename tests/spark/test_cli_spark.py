@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import rows
 
-from spark_apps import cli
-from spark_apps.engine import DeltaTable
+from airflow_delta_provider_apps import cli
+from airflow_delta_provider_apps.engine import DeltaTable
 
 pytestmark = pytest.mark.spark
 

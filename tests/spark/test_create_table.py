@@ -14,7 +14,12 @@ import pyarrow as pa
 import pytest
 from spark_helpers import commit_info, data_files_on_disk, df_rows, log_actions, rows
 
-from spark_apps.engine import DeltaTable, InvalidArgumentError, InvalidSchemaError, TableAlreadyExistsError
+from airflow_delta_provider_apps.engine import (
+    DeltaTable,
+    InvalidArgumentError,
+    InvalidSchemaError,
+    TableAlreadyExistsError,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -198,7 +203,7 @@ def test_create_as_select_with_declared_schema_casts_and_enforces(spark, tmp_pat
     root = str(tmp_path / "ok")
     t = DeltaTable.create(spark, root, schema="id BIGINT, s STRING, extra DOUBLE", source_df=src)
     assert [tuple(r) for r in t.to_df().collect()] == [(1, "a", None)]
-    from spark_apps.engine import SchemaMismatchError
+    from airflow_delta_provider_apps.engine import SchemaMismatchError
 
     bad = str(tmp_path / "bad")
     with pytest.raises(SchemaMismatchError):

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from spark_apps.engine import DeltaTable
-from spark_apps.engine.errors import InvalidArgumentError, SchemaMismatchError
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, SchemaMismatchError
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -125,8 +125,8 @@ def test_full_dynamic_and_schema_overwrites(spark, table):
 
 
 def test_conflict_delete_vs_append_same_and_other_partition(spark, table):
-    from spark_apps.engine.commands.dml import delete
-    from spark_apps.engine.errors import ConcurrentAppendError
+    from airflow_delta_provider_apps.engine.commands.dml import delete
+    from airflow_delta_provider_apps.engine.errors import ConcurrentAppendError
 
     t, rows, root = table
     snap = t.snapshot()

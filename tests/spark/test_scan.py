@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import df_rows, log_actions, rows
 
-from spark_apps.engine import DeltaTable, InvalidArgumentError, VersionNotFoundError
-from spark_apps.engine.spark.scan import FILE_COLUMN, scan_files
+from airflow_delta_provider_apps.engine import DeltaTable, InvalidArgumentError, VersionNotFoundError
+from airflow_delta_provider_apps.engine.spark.scan import FILE_COLUMN, scan_files
 
 pytestmark = pytest.mark.spark
 
@@ -53,7 +53,7 @@ def test_partition_values_typed_and_escaped(spark, tmp_path):
     ts_values = {a["partitionValues"]["ts"] for a in adds}
     assert "2024-05-06T07:08:09.123456Z" in ts_values and None in ts_values
     # every file lies where its path says, and holds no partition column
-    from spark_apps.engine.partitions import decode_add_path
+    from airflow_delta_provider_apps.engine.partitions import decode_add_path
 
     for a in adds:
         f = os.path.join(root, decode_add_path(a["path"]))
@@ -137,7 +137,7 @@ def _inline_dv(deleted: list[int]) -> dict:
     4096 per 65536-row block: array containers only)."""
     import struct
 
-    from spark_apps.engine import dv as dvmod
+    from airflow_delta_provider_apps.engine import dv as dvmod
 
     blocks: dict[int, list[int]] = {}
     for r in sorted(set(deleted)):
@@ -167,7 +167,7 @@ def test_streamed_scan_of_multi_row_group_files_with_deletion_vectors(spark, tmp
     import numpy as np
     import pyarrow as pa
 
-    from spark_apps.engine.spark.scan import MAX_BATCH_ROWS
+    from airflow_delta_provider_apps.engine.spark.scan import MAX_BATCH_ROWS
 
     root = tmp_path / "t"
     (root / "_delta_log").mkdir(parents=True)
@@ -239,7 +239,7 @@ def test_streamed_scan_of_multi_row_group_files_with_deletion_vectors(spark, tmp
 
 
 def test_scan_with_a_predicate_reads_only_files_that_may_match(spark, tmp_path):
-    from spark_apps.engine.spark.scan import scan_files
+    from airflow_delta_provider_apps.engine.spark.scan import scan_files
 
     root = str(tmp_path / "t")
     t = DeltaTable.create(spark, root, schema="id BIGINT, p STRING", partition_by=["p"])

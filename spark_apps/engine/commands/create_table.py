@@ -3,21 +3,21 @@
 Algorithm:
 
 1. Parse the schema (DDL string, Delta/Spark schema JSON string or dict, a pyspark ``StructType``
-   (via its ``.json()``), or a :class:`~spark_apps.engine.schema.StructType`), and validate:
+   (via its ``.json()``), or a :class:`~airflow_delta_provider_apps.engine.schema.StructType`), and validate:
    partition columns exist (matched case-insensitively, stored with the schema's spelling), are
    top-level primitive columns, appear once, and are not all of the columns; table properties
    (:func:`validate_properties`): ``delta.*`` keys must be ones Delta defines and their values must
    parse (booleans, intervals, positive integers); other keys are kept verbatim.
 2. If the table exists (a readable latest version): with IF NOT EXISTS return its state with
    ``skipped=True``; otherwise raise :class:`TableAlreadyExistsError`. Nothing is written.
-3. Protocol from :func:`spark_apps.engine.features.protocol_for_new_table` (lowest versions
+3. Protocol from :func:`airflow_delta_provider_apps.engine.features.protocol_for_new_table` (lowest versions
    that cover the schema and properties), then the writer gate. Protocol-only properties
    (``delta.feature.*``, ``delta.minReaderVersion``/``delta.minWriterVersion``) are consumed and
    not stored in ``metaData.configuration`` (delta-spark does the same).
 4. With a source DataFrame (create-as-select): write its data files first (Spark data plane,
    nothing committed; the source's schema must fit the declared one), then commit.
 5. Version 0 = commitInfo + protocol + metaData [+ adds] [+ txn], written with put-if-absent by
-   :class:`~spark_apps.engine.txn.OptimisticTransaction`. Losing the race to another creator is
+   :class:`~airflow_delta_provider_apps.engine.txn.OptimisticTransaction`. Losing the race to another creator is
    handled like step 2 (IF NOT EXISTS -> skipped; else TableAlreadyExistsError); the data files a
    losing create-as-select wrote stay as orphans for VACUUM.
 
@@ -159,7 +159,7 @@ def validate_properties(properties: dict | None) -> dict:
 
 
 def to_delta_schema(schema):
-    """A :class:`~spark_apps.engine.schema.StructType` from any accepted schema form."""
+    """A :class:`~airflow_delta_provider_apps.engine.schema.StructType` from any accepted schema form."""
     from .. import schema as schema_mod
 
     if schema is None:

@@ -2,10 +2,10 @@
 
 1. **Check before anything is read or written**: the writer feature gate, ``delta.appendOnly``
    (refused), the predicate and the ``SET`` expressions parsed and bound to the table schema
-   (:mod:`spark_apps.engine.expr`; unknown columns, bad types and bad literals are errors here).
+   (:mod:`airflow_delta_provider_apps.engine.expr`; unknown columns, bad types and bad literals are errors here).
 2. **Open the transaction on the snapshot** the command was given (no reload), with Delta's
    ``operationParameters`` (``predicate`` as a JSON list of Spark SQL text).
-3. **Find the candidate files** (:func:`spark_apps.engine.expr.skipping.skip_files`): partition values
+3. **Find the candidate files** (:func:`airflow_delta_provider_apps.engine.expr.skipping.skip_files`): partition values
    decide partition conjuncts exactly; min/max/nullCount stats drop files that cannot match. What was
    read is registered on the transaction (the predicate and the candidate files), so a concurrent
    commit that adds matching files or removes a candidate is a conflict.
@@ -13,7 +13,7 @@
    candidate files from metadata alone: no data is read; ``numDeletedRows`` comes from the files'
    stats when every removed file has ``numRecords``.
 5. **Otherwise each candidate file is probed and, when touched, rewritten**
-   (:mod:`spark_apps.engine.rewrite`) in Spark tasks (:mod:`spark_apps.engine.spark.rewrite`) or,
+   (:mod:`airflow_delta_provider_apps.engine.rewrite`) in Spark tasks (:mod:`airflow_delta_provider_apps.engine.spark.rewrite`) or,
    without a SparkSession, in this process: untouched files are neither removed nor rewritten.
 6. **Commit** ``remove`` (touched files) + ``add`` (rewritten files) atomically. When nothing matches,
    no commit is made and the result carries the snapshot's version.
@@ -169,7 +169,7 @@ class _Plan:
 
 
 def rewrite_candidates(snapshot, spark, predicate_sql: str | None, files: pa.Table, updates: tuple = ()) -> list:
-    """Probe ``files`` and rewrite the touched ones (:mod:`spark_apps.engine.rewrite`): in Spark tasks
+    """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`): in Spark tasks
     when ``spark`` is given, else in this process. Returns one FileOutcome per file."""
     from ..reader import column_mapping_mode_of
     from ..rewrite import RewriteSpec, rewrite_files

@@ -3,15 +3,15 @@
 Algorithm (delta-spark's WriteIntoDelta, append mode):
 
 1. Load the latest snapshot; the writer feature gate must accept the table.
-2. Open an :class:`~spark_apps.engine.txn.OptimisticTransaction` (operation ``WRITE``,
+2. Open an :class:`~airflow_delta_provider_apps.engine.txn.OptimisticTransaction` (operation ``WRITE``,
    operationParameters ``{"mode": "Append", "partitionBy": "[...]"}``). With ``(app_id, app_version)``
    already committed (SetTransaction), stop here: nothing is written, the result says ``skipped``.
 3. Schema enforcement BEFORE any file is written (:func:`prepare_dataframe`):
-   :func:`~spark_apps.engine.schema.check_write_compatible` (names case-insensitive, safe upcasts
+   :func:`~airflow_delta_provider_apps.engine.schema.check_write_compatible` (names case-insensitive, safe upcasts
    only, no extra columns, missing columns only when nullable) raises :class:`SchemaMismatchError`;
    then the DataFrame is conformed to the table schema (table column order, casts, nulls for the
    missing nullable columns). NOT NULL columns are checked on the data while writing.
-4. Write data files through the Spark data plane (:mod:`spark_apps.engine.spark.write`): no commit
+4. Write data files through the Spark data plane (:mod:`airflow_delta_provider_apps.engine.spark.write`): no commit
    yet, a failure leaves only orphan files.
 5. Commit the AddFile actions (blind append: the transaction read nothing, ``isBlindAppend`` true,
    so only protocol/metadata changes or a concurrent commit of the same app id conflict).
@@ -74,7 +74,7 @@ def prepare_dataframe(df, table_schema, *, merge_schema: bool = False):
     """Schema enforcement then conformance: ``df`` with exactly the table's columns, order and types.
 
     :param df: the pyspark DataFrame to write
-    :param table_schema: the table's :class:`~spark_apps.engine.schema.StructType`
+    :param table_schema: the table's :class:`~airflow_delta_provider_apps.engine.schema.StructType`
     :param merge_schema: new data columns extend the schema (the caller commits the new metadata)
     :raises SchemaMismatchError: the data does not fit the table schema (nothing written)
     """
@@ -96,7 +96,7 @@ def write_files(
     row_constraint: str | None = None,
 ):
     """Write an already conformed DataFrame as data files; returns a
-    :class:`~spark_apps.engine.spark.write.WriteResult` (AddFile actions, not committed).
+    :class:`~airflow_delta_provider_apps.engine.spark.write.WriteResult` (AddFile actions, not committed).
 
     :param row_constraint: Spark SQL condition every row must satisfy (checked in the writing tasks)
     """

@@ -1,14 +1,14 @@
 """Exact, vectorised evaluation of a bound tree with pyarrow compute (Spark semantics).
 
 ``evaluate(expr, data)`` takes a ``pa.RecordBatch`` or ``pa.Table`` whose columns are the table's
-top-level columns by name (as :mod:`spark_apps.engine.reader` yields them) and returns one value per
+top-level columns by name (as :mod:`airflow_delta_provider_apps.engine.reader` yields them) and returns one value per
 row. Semantics are Spark 4's defaults (ANSI mode):
 
 * three-valued logic: NULL in, NULL out; AND / OR are Kleene's; ``<=>`` is never NULL;
 * floating point as Spark orders it: ``NaN = NaN`` is true and NaN is larger than every number;
 * string comparison is by UTF-8 bytes, as in Spark;
 * integer and decimal overflow, division by zero and invalid casts raise
-  :class:`~spark_apps.engine.errors.InvalidPredicateError` (ANSI errors) instead of returning NULL.
+  :class:`~airflow_delta_provider_apps.engine.errors.InvalidPredicateError` (ANSI errors) instead of returning NULL.
 
 :func:`true_mask` gives the rows where a predicate is TRUE (NULL counts as not true), which is what
 DELETE removes and UPDATE changes; DELETE keeps ``NOT (p <=> TRUE)``, i.e. the rest.

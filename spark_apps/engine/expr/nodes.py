@@ -1,6 +1,6 @@
 """The typed expression tree: what a parsed and bound predicate or expression is.
 
-Every node is a frozen dataclass with a ``type`` (an engine :mod:`~spark_apps.engine.schema` type).
+Every node is a frozen dataclass with a ``type`` (an engine :mod:`~airflow_delta_provider_apps.engine.schema` type).
 Trees are built by :mod:`.parse` (which binds names to the table schema and inserts the implicit
 casts Spark would), evaluated by :mod:`.evaluate`, rewritten for data skipping by :mod:`.skipping`
 and rendered back to Spark SQL by :mod:`.sql`. Nothing here knows about any of those uses.

@@ -3,7 +3,7 @@
 Two steps over the snapshot's live files (``snapshot.files``, one row per file), both vectorised:
 
 1. **Partition values, exactly.** The partition columns' values (strings in the log) are typed
-   (:func:`spark_apps.engine.partitions.partition_column_array`) into a one-row-per-file table and the
+   (:func:`airflow_delta_provider_apps.engine.partitions.partition_column_array`) into a one-row-per-file table and the
    conjuncts that reference only partition columns are evaluated on it with the ordinary evaluator
    (:mod:`.evaluate`): a file survives when each is TRUE.
 2. **Stats, conservatively.** The rest of the predicate is rewritten into a condition over each

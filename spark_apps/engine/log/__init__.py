@@ -2,7 +2,7 @@
 
 Public entry points::
 
-    from spark_apps.engine.log.snapshot import Snapshot, load_snapshot, history, read_commit_infos
-    from spark_apps.engine.log.listing import latest_version, list_log, LogSegment
-    from spark_apps.engine.log.file_actions import FILE_SCHEMA, REMOVE_SCHEMA
+    from airflow_delta_provider_apps.engine.log.snapshot import Snapshot, load_snapshot, history, read_commit_infos
+    from airflow_delta_provider_apps.engine.log.listing import latest_version, list_log, LogSegment
+    from airflow_delta_provider_apps.engine.log.file_actions import FILE_SCHEMA, REMOVE_SCHEMA
 """

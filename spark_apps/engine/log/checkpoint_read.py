@@ -5,7 +5,7 @@ Parquet checkpoints are read with ``pyarrow.parquet``, only the ``add``/``remove
 JSON ``stats``: then the JSON strings are rebuilt from it, a slow path); non-file actions (a handful
 of rows) become dataclasses. A checkpoint alone is already reconciled: no dedup. Checkpoint columns
 are never filtered when read: a chunk keeps a mask of its file-action rows, applied last. Sidecar
-paths resolve through :func:`spark_apps.engine.paths.resolve_log_path` (never outside the table).
+paths resolve through :func:`airflow_delta_provider_apps.engine.paths.resolve_log_path` (never outside the table).
 """
 
 import pyarrow as pa

@@ -1,4 +1,4 @@
-"""Run the per-file rewrite (:mod:`spark_apps.engine.rewrite`) over candidate files in Spark tasks.
+"""Run the per-file rewrite (:mod:`airflow_delta_provider_apps.engine.rewrite`) over candidate files in Spark tasks.
 
 The candidate files (after partition pruning and data skipping) become a small DataFrame, one row per
 file, dealt to tasks by size (as the scan does) and mapped with ``mapInArrow``: each task probes its
@@ -42,7 +42,7 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
     listing = _files_table(files, n_tasks)
 
     def fn(batches, _spec=spec):
-        from spark_apps.engine.spark.rewrite import rewrite_task
+        from airflow_delta_provider_apps.engine.spark.rewrite import rewrite_task
 
         return rewrite_task(_spec, batches)
 

@@ -8,7 +8,7 @@ Algorithm:
    ``size``; files are dealt to ``num_tasks`` tasks round-robin in decreasing size order (vectorised).
 2. That table becomes a DataFrame (``spark.createDataFrame(arrow_table)``), is repartitioned by the
    task number and mapped with ``mapInArrow``: each task streams its files with
-   :func:`spark_apps.engine.reader.iter_data_file_batches` (row group by row group, at most
+   :func:`airflow_delta_provider_apps.engine.reader.iter_data_file_batches` (row group by row group, at most
    ``MAX_BATCH_ROWS`` rows per batch, so a task's memory is bounded by a row group, not a file;
    missing columns -> null, partition columns typed from the log values, never from directory
    names; deletion vectors applied by the reader by physical row index) and yields Arrow batches
@@ -16,7 +16,7 @@ Algorithm:
 3. The declared schema is ``StructType.fromJson(schema_json)``: the Delta schema JSON is Spark's.
 
 A DeltaError on an executor (e.g. a data file missing after VACUUM) reaches the driver inside Spark's
-exception; :func:`spark_apps.engine.spark.session.delta_error_from` recovers it (the CLI does).
+exception; :func:`airflow_delta_provider_apps.engine.spark.session.delta_error_from` recovers it (the CLI does).
 
 An empty table gives an empty DataFrame with the right schema and runs no job. Time travel is a
 snapshot choice (``load_snapshot(..., version=..., timestamp_ms=...)``) made before calling this.
@@ -107,7 +107,7 @@ def scan_files(
     """Scan a snapshot (or a subset of its live files) into a DataFrame.
 
     :param spark: the SparkSession
-    :param snapshot: a :class:`~spark_apps.engine.log.snapshot.Snapshot`
+    :param snapshot: a :class:`~airflow_delta_provider_apps.engine.log.snapshot.Snapshot`
     :param files: a subset of ``snapshot.files`` rows to read (default: all live files)
     :param columns: table columns to return (default: all, in table order)
     :param with_file_column: append a ``_file`` column with each row's ``add.path``
@@ -172,8 +172,8 @@ def scan_files(
         _mode=mode,
         _pred=to_sql(expr) if expr is not None else None,
     ):
-        from spark_apps.engine.spark.scan import read_files_batches
-        from spark_apps.engine.spark.session import guard_executor
+        from airflow_delta_provider_apps.engine.spark.scan import read_files_batches
+        from airflow_delta_provider_apps.engine.spark.session import guard_executor
 
         return guard_executor(
             read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode, _pred)
@@ -207,7 +207,7 @@ def read_files_batches(
 ):
     """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``.
 
-    Files are streamed (:func:`spark_apps.engine.reader.iter_data_file_batches`): a task holds about
+    Files are streamed (:func:`airflow_delta_provider_apps.engine.reader.iter_data_file_batches`): a task holds about
     one row group and one batch of at most ``MAX_BATCH_ROWS`` rows per file at a time, never a
     whole file, so its memory does not grow with the data file size.
 

@@ -4,14 +4,14 @@ Algorithm (see docs/design.md, "Why the data plane uses mapInArrow"):
 
 1. The driver conforms the DataFrame to the table schema (:func:`conform_dataframe`): columns in
    table order, types cast to the table's Spark types, missing nullable columns filled with nulls.
-   Schema enforcement itself (:func:`spark_apps.engine.schema.check_write_compatible`) runs before
+   Schema enforcement itself (:func:`airflow_delta_provider_apps.engine.schema.check_write_compatible`) runs before
    this, in the command, so a mismatch fails before any file is written.
 2. Partitioned tables: by default each task only sorts its own rows by the partition columns
    (``sortWithinPartitions``: no shuffle), so a task writes one file per partition value it holds.
    ``optimize_write=True`` (Delta's optimizeWrite) first repartitions by the partition columns, so
    every partition value lands in one task (fewer, larger files, at the price of a shuffle).
 3. ``df.mapInArrow(fn, "add_json string, num_rows long")`` (public API; works over Spark Connect):
-   each task hands its Arrow batches to :func:`spark_apps.engine.writer.write_batches` (pure
+   each task hands its Arrow batches to :func:`airflow_delta_provider_apps.engine.writer.write_batches` (pure
    pyarrow: Delta file names, hive directories, row groups, rolling at the target size, stats from
    the batches written, NOT NULL checks) and yields one row per closed file.
 4. The driver collects those rows (one small row per file) and returns AddFile actions. Nothing is
@@ -166,7 +166,7 @@ def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False) -> Wr
         df = df.sortWithinPartitions(*parts)
 
     def fn(batches, _spec=spec, _names=names):
-        from spark_apps.engine.spark.write import write_partition_batches
+        from airflow_delta_provider_apps.engine.spark.write import write_partition_batches
 
         renamed = (pa.RecordBatch.from_arrays(b.columns, names=_names) for b in batches)
         return write_partition_batches(_spec, renamed)
@@ -188,7 +188,7 @@ def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False) -> Wr
 
 
 # --------------------------------------------------------------------------------------------------
-# executor side: the core writer (spark_apps.engine.writer), wrapped for mapInArrow
+# executor side: the core writer (airflow_delta_provider_apps.engine.writer), wrapped for mapInArrow
 
 
 def _task_partition_id() -> int:

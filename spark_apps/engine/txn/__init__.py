@@ -2,7 +2,7 @@
 
 Public API::
 
-    from spark_apps.engine.txn import OptimisticTransaction, CommitResult, IsolationLevel
+    from airflow_delta_provider_apps.engine.txn import OptimisticTransaction, CommitResult, IsolationLevel
     txn = OptimisticTransaction(storage, table_root, snapshot, operation="WRITE", ...)
     if txn.is_duplicate(): ...             # (app_id, app_version) already committed
     txn.read_predicate({"date": "2024-01-01"})

@@ -245,7 +245,7 @@ class CallablePredicate(ReadPredicate):
 
 
 class ExpressionPredicate(ReadPredicate):
-    """A read predicate of the predicate model (:mod:`spark_apps.engine.expr`): a winning commit's add
+    """A read predicate of the predicate model (:mod:`airflow_delta_provider_apps.engine.expr`): a winning commit's add
     conflicts when it may hold a matching row, judged exactly on its typed partition values and
     conservatively on its stats (as delta-rs's ``predicate_matches``); an add without stats may match."""
 

@@ -82,7 +82,7 @@ from .isolation import IsolationLevel, choose_isolation_level
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RETRIES = 50
-ENGINE_INFO = "spark_apps-delta-engine"
+ENGINE_INFO = "airflow-delta-provider"
 
 
 def _engine_info() -> str:
@@ -176,7 +176,7 @@ def _dv_id(a) -> str | None:
 class OptimisticTransaction:
     """One optimistic transaction against a table, based on ``snapshot`` (``None``: creating version 0).
 
-    :param storage: the table's :class:`~spark_apps.engine.storage.Storage`
+    :param storage: the table's :class:`~airflow_delta_provider_apps.engine.storage.Storage`
     :param table_root: normalised table location
     :param snapshot: the snapshot read (``.version``, ``.metadata``, ``.protocol``,
         ``.set_transactions``), or ``None`` when the commit creates the table
@@ -188,7 +188,7 @@ class OptimisticTransaction:
     :param isolation_level: force a level for data-changing commits (else ``delta.isolationLevel``,
         else Serializable)
     :param max_retries: how many lost races to absorb before giving up (default 50)
-    :param engine_info: commitInfo.engineInfo (default ``spark_apps-delta-engine/<version>``)
+    :param engine_info: commitInfo.engineInfo (default ``airflow-delta-provider/<version>``)
     :param clock: ``() -> epoch ms`` (tests)
     :param post_commit: run checkpoint/cleanup after the commit (default True)
     """

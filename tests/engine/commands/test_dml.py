@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_strategies import ARROW, predicates, rows, table_of
 
-from spark_apps.engine import DeltaTable
-from spark_apps.engine.commands.write import append_arrow
-from spark_apps.engine.errors import AppendOnlyViolationError, InvalidPredicateError
-from spark_apps.engine.reader import read_snapshot_table
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.errors import AppendOnlyViolationError, InvalidPredicateError
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -226,7 +226,7 @@ def test_update_keeps_not_null_enforced(tmp_path):
     append_arrow(root, pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]}))
     with pytest.raises(InvalidPredicateError, match="NOT NULL"):
         t.update({"id": "NULL"})
-    from spark_apps.engine.errors import SchemaMismatchError
+    from airflow_delta_provider_apps.engine.errors import SchemaMismatchError
 
     with pytest.raises(SchemaMismatchError):
         t.update({"id": "CASE WHEN id = 1 THEN NULL ELSE id END"})
@@ -245,8 +245,8 @@ def test_delete_conflicts_with_an_append_into_the_partition_it_read(tmp_path, dd
     when the partition value's text differs from the predicate's literal (1 vs 1.0, ISO forms)."""
     import datetime as dt
 
-    from spark_apps.engine.commands.dml import delete
-    from spark_apps.engine.errors import ConcurrentAppendError
+    from airflow_delta_provider_apps.engine.commands.dml import delete
+    from airflow_delta_provider_apps.engine.errors import ConcurrentAppendError
 
     root = str(tmp_path / "t")
     t = DeltaTable.create(None, root, schema=ddl, partition_by=["x"])
@@ -271,8 +271,8 @@ def test_delete_conflicts_with_an_append_into_the_partition_it_read(tmp_path, dd
 
 @pytest.mark.parametrize("level, conflicts", [("Serializable", True), ("WriteSerializable", False)])
 def test_delete_vs_blind_append_into_its_partition_per_isolation_level(tmp_path, level, conflicts):
-    from spark_apps.engine.commands.dml import delete
-    from spark_apps.engine.errors import ConcurrentAppendError
+    from airflow_delta_provider_apps.engine.commands.dml import delete
+    from airflow_delta_provider_apps.engine.errors import ConcurrentAppendError
 
     root = str(tmp_path / "t")
     t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"], properties={"delta.isolationLevel": level})
@@ -288,8 +288,8 @@ def test_delete_vs_blind_append_into_its_partition_per_isolation_level(tmp_path,
 
 
 def test_update_vs_delete_of_the_same_file(tmp_path):
-    from spark_apps.engine.commands.dml import delete, update
-    from spark_apps.engine.errors import CommitConflictError
+    from airflow_delta_provider_apps.engine.commands.dml import delete, update
+    from airflow_delta_provider_apps.engine.errors import CommitConflictError
 
     root = str(tmp_path / "t")
     t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"])
@@ -304,7 +304,7 @@ def test_update_vs_delete_of_the_same_file(tmp_path):
 
 
 def test_deletes_of_disjoint_partitions_both_land(tmp_path):
-    from spark_apps.engine.commands.dml import delete
+    from airflow_delta_provider_apps.engine.commands.dml import delete
 
     root = str(tmp_path / "t")
     t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"])
@@ -319,7 +319,7 @@ def test_deletes_of_disjoint_partitions_both_land(tmp_path):
 def test_an_append_whose_stats_cannot_match_the_delete_does_not_conflict(tmp_path):
     """Serializable, same partition, but the appended file's min/max rule it out (delta-rs's
     predicate_matches on stats): the delete lands."""
-    from spark_apps.engine.commands.dml import delete
+    from airflow_delta_provider_apps.engine.commands.dml import delete
 
     root = str(tmp_path / "t")
     t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"])
@@ -332,7 +332,7 @@ def test_an_append_whose_stats_cannot_match_the_delete_does_not_conflict(tmp_pat
 
 def test_partition_keys_of_files_match_the_keys_of_written_adds():
     # dynamic partition overwrite matches live files to written partitions through these keys
-    from spark_apps.engine.commands.write import _partition_key, _partition_keys
+    from airflow_delta_provider_apps.engine.commands.write import _partition_key, _partition_keys
 
     files = pa.table(
         {

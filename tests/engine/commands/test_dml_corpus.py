@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 from conformance_location import CONFORMANCE, HOW_TO_GET_IT
 
-from spark_apps.engine import DeltaTable
-from spark_apps.engine.errors import DeltaError, UnsupportedFeatureError
-from spark_apps.engine.expr import parse_predicate, true_mask
-from spark_apps.engine.reader import read_snapshot_table
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.errors import DeltaError, UnsupportedFeatureError
+from airflow_delta_provider_apps.engine.expr import parse_predicate, true_mask
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
 TABLES = json.loads((CONFORMANCE / "manifest.json").read_text())["tables"] if CONFORMANCE else []
 

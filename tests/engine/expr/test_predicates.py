@@ -17,11 +17,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_strategies import DAY0, SCHEMA, predicates, rows, table_of
 
-from spark_apps.engine.errors import InvalidPredicateError
-from spark_apps.engine.expr import bind_assignments, evaluate, parse_expression, parse_predicate, to_sql, true_mask
-from spark_apps.engine.expr.skipping import skip_files
-from spark_apps.engine.schema import parse_ddl
-from spark_apps.engine.stats import collect_stats
+from airflow_delta_provider_apps.engine.errors import InvalidPredicateError
+from airflow_delta_provider_apps.engine.expr import (
+    bind_assignments,
+    evaluate,
+    parse_expression,
+    parse_predicate,
+    to_sql,
+    true_mask,
+)
+from airflow_delta_provider_apps.engine.expr.skipping import skip_files
+from airflow_delta_provider_apps.engine.schema import parse_ddl
+from airflow_delta_provider_apps.engine.stats import collect_stats
 
 
 def _table(rs):
@@ -257,9 +264,9 @@ def test_nan_is_equal_to_itself_and_larger_than_every_number():
 def test_row_groups_ruled_out_by_parquet_statistics_are_not_read(tmp_path):
     import pyarrow.parquet as pq
 
-    from spark_apps.engine.expr.skipping import row_groups_may_match
-    from spark_apps.engine.reader import iter_data_file_batches
-    from spark_apps.engine.storage import storage_for
+    from airflow_delta_provider_apps.engine.expr.skipping import row_groups_may_match
+    from airflow_delta_provider_apps.engine.reader import iter_data_file_batches
+    from airflow_delta_provider_apps.engine.storage import storage_for
 
     schema = parse_ddl("id BIGINT, s STRING")
     data = pa.table({"id": pa.array(range(1000), pa.int64()), "s": [f"v{i % 7}" for i in range(1000)]})

@@ -11,10 +11,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from txn_helpers import append, create_table, snapshot, txn
 
-from spark_apps.engine.actions import DomainMetadata, Protocol, RemoveFile
-from spark_apps.engine.log.checkpoint import build_checkpoint_table, write_checkpoint
-from spark_apps.engine.log.last_checkpoint import read_last_checkpoint
-from spark_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.actions import DomainMetadata, Protocol, RemoveFile
+from airflow_delta_provider_apps.engine.log.checkpoint import build_checkpoint_table, write_checkpoint
+from airflow_delta_provider_apps.engine.log.last_checkpoint import read_last_checkpoint
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 DAY = 86_400_000
 
@@ -222,7 +222,7 @@ def test_checkpoint_of_empty_table(tmp_path):
 
 def test_large_checkpoint_is_vectorised(tmp_path):
     """200k files: built from the arrow file table (measured, not asserted)."""
-    from spark_apps.engine.log.file_actions import FILE_SCHEMA
+    from airflow_delta_provider_apps.engine.log.file_actions import FILE_SCHEMA
 
     root = str(tmp_path / "t")
     create_table(root)

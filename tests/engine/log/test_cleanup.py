@@ -8,9 +8,9 @@ import time
 import pytest
 from txn_helpers import append, create_table, read_ids, snapshot
 
-from spark_apps.engine.errors import VersionNotFoundError
-from spark_apps.engine.log.cleanup import cleanup_expired_logs, truncate_to_day
-from spark_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.errors import VersionNotFoundError
+from airflow_delta_provider_apps.engine.log.cleanup import cleanup_expired_logs, truncate_to_day
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 DAY = 86_400_000
 NOW = int(time.time() * 1000)  # file mtimes are set relative to it

@@ -15,12 +15,12 @@ from urllib.parse import unquote
 
 import pytest
 
-from spark_apps.engine import features as F
-from spark_apps.engine.errors import LogCorruptedError, UnsupportedFeatureError, VersionNotFoundError
-from spark_apps.engine.log.file_actions import dv_unique_ids
-from spark_apps.engine.log.listing import latest_version, list_log
-from spark_apps.engine.log.snapshot import history, load_snapshot
-from spark_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine import features as F
+from airflow_delta_provider_apps.engine.errors import LogCorruptedError, UnsupportedFeatureError, VersionNotFoundError
+from airflow_delta_provider_apps.engine.log.file_actions import dv_unique_ids
+from airflow_delta_provider_apps.engine.log.listing import latest_version, list_log
+from airflow_delta_provider_apps.engine.log.snapshot import history, load_snapshot
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -415,7 +415,7 @@ def test_history_matches_delta_rs_operations(tables):
 
 @pytest.mark.parametrize("name", sorted(LIVE_FILES))
 def test_metadata_only_replay_agrees(tables, name):
-    from spark_apps.engine.log.snapshot import load_table_metadata
+    from airflow_delta_provider_apps.engine.log.snapshot import load_table_metadata
 
     _, root = tables[name]
     snap = _ours(root)

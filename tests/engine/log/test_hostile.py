@@ -8,7 +8,7 @@ import os
 import pytest
 from txn_helpers import append, create_table, read_ids, snapshot
 
-from spark_apps.engine.errors import LogCorruptedError
+from airflow_delta_provider_apps.engine.errors import LogCorruptedError
 
 
 def _log(root, version):
@@ -52,8 +52,8 @@ def test_a_valid_cdc_line_is_accepted(table):
 
 def test_a_file_without_its_partition_value_is_refused(table):
     # the reader refuses an add whose partitionValues do not name a partition column at all
-    from spark_apps.engine.reader import read_data_file
-    from spark_apps.engine.storage import storage_for
+    from airflow_delta_provider_apps.engine.reader import read_data_file
+    from airflow_delta_provider_apps.engine.storage import storage_for
 
     snap = snapshot(table)
     row = snap.files.select(["path"]).to_pylist()[0]
@@ -62,8 +62,8 @@ def test_a_file_without_its_partition_value_is_refused(table):
 
 
 def test_a_data_file_that_is_not_parquet_is_a_delta_error(table):
-    from spark_apps.engine.errors import CorruptDataFileError
-    from spark_apps.engine.reader import read_snapshot_table
+    from airflow_delta_provider_apps.engine.errors import CorruptDataFileError
+    from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
     path = snapshot(table).files.column("path").to_pylist()[0]
     with open(os.path.join(table, path), "wb") as f:
@@ -96,9 +96,9 @@ def test_a_directory_in_place_of_the_next_commit(table):
 def test_cleanup_leaves_young_temp_files_alone(table):
     import time
 
-    from spark_apps.engine.log.checkpoint import write_checkpoint
-    from spark_apps.engine.log.cleanup import TEMP_FILE_MIN_AGE_MS, cleanup_expired_logs
-    from spark_apps.engine.storage import storage_for
+    from airflow_delta_provider_apps.engine.log.checkpoint import write_checkpoint
+    from airflow_delta_provider_apps.engine.log.cleanup import TEMP_FILE_MIN_AGE_MS, cleanup_expired_logs
+    from airflow_delta_provider_apps.engine.storage import storage_for
 
     append(table, [3])
     st = storage_for(table)
@@ -118,8 +118,8 @@ def test_cleanup_leaves_young_temp_files_alone(table):
 
 
 def test_a_vanished_temp_file_is_a_retryable_storage_error(tmp_path, monkeypatch):
-    from spark_apps.engine.errors import StorageError
-    from spark_apps.engine.storage import LocalStorage
+    from airflow_delta_provider_apps.engine.errors import StorageError
+    from airflow_delta_provider_apps.engine.storage import LocalStorage
 
     real_link = os.link
 
@@ -134,8 +134,8 @@ def test_a_vanished_temp_file_is_a_retryable_storage_error(tmp_path, monkeypatch
 
 
 def test_partition_values_with_nul_and_too_long_values():
-    from spark_apps.engine.errors import InvalidArgumentError
-    from spark_apps.engine.partitions import hive_escape, hive_unescape, partition_path
+    from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+    from airflow_delta_provider_apps.engine.partitions import hive_escape, hive_unescape, partition_path
 
     assert hive_escape("a\x00b") == "a%00b" and hive_unescape("a%00b") == "a\x00b"
     with pytest.raises(InvalidArgumentError, match="too long for a directory name"):

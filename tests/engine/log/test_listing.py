@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from spark_apps.engine.errors import (
+from airflow_delta_provider_apps.engine.errors import (
     InvalidArgumentError,
     LogCorruptedError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from spark_apps.engine.log.last_checkpoint import (
+from airflow_delta_provider_apps.engine.log.last_checkpoint import (
     canonicalize,
     compute_checksum,
     last_checkpoint_bytes,
@@ -22,8 +22,8 @@ from spark_apps.engine.log.last_checkpoint import (
     url_encode,
     write_last_checkpoint,
 )
-from spark_apps.engine.log.listing import latest_version, list_log, select_segment
-from spark_apps.engine.storage import LocalStorage
+from airflow_delta_provider_apps.engine.log.listing import latest_version, list_log, select_segment
+from airflow_delta_provider_apps.engine.storage import LocalStorage
 
 ST = LocalStorage()
 UUID = "3a0d65cd-4056-49b8-937b-95f9e3ee90e5"

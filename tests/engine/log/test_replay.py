@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_apps.engine.actions import DomainMetadata, SetTransaction
-from spark_apps.engine.errors import LogCorruptedError
-from spark_apps.engine.log.file_actions import FILE_SCHEMA, REMOVE_SCHEMA, dv_unique_ids
-from spark_apps.engine.log.listing import list_log, select_segment
-from spark_apps.engine.log.replay import replay
-from spark_apps.engine.storage import LocalStorage
+from airflow_delta_provider_apps.engine.actions import DomainMetadata, SetTransaction
+from airflow_delta_provider_apps.engine.errors import LogCorruptedError
+from airflow_delta_provider_apps.engine.log.file_actions import FILE_SCHEMA, REMOVE_SCHEMA, dv_unique_ids
+from airflow_delta_provider_apps.engine.log.listing import list_log, select_segment
+from airflow_delta_provider_apps.engine.log.replay import replay
+from airflow_delta_provider_apps.engine.storage import LocalStorage
 
 ST = LocalStorage()
 
@@ -1026,8 +1026,8 @@ def test_open_does_not_import_pandas(tmp_path):
     write_commit(json_root, 1, [remove("y"), add("z", {"p": "2"}, dv_=dv("2"))])
     code = (
         "import sys\n"
-        "from spark_apps.engine.log.snapshot import load_snapshot\n"
-        "from spark_apps.engine.storage import storage_for\n"
+        "from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot\n"
+        "from airflow_delta_provider_apps.engine.storage import storage_for\n"
         f"for p in {[str(cp_root), str(json_root)]!r}:\n"
         "    print(load_snapshot(storage_for(p), p).files.num_rows)\n"
         "print('pandas' in sys.modules)\n"

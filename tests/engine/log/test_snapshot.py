@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from spark_apps.engine.actions import AddFile, DeletionVectorDescriptor, RemoveFile
-from spark_apps.engine.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
-from spark_apps.engine.log.listing import LogSegment, latest_version
-from spark_apps.engine.log.snapshot import (
+from airflow_delta_provider_apps.engine.actions import AddFile, DeletionVectorDescriptor, RemoveFile
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from airflow_delta_provider_apps.engine.log.listing import LogSegment, latest_version
+from airflow_delta_provider_apps.engine.log.snapshot import (
     FILE_SCHEMA,
     REMOVE_SCHEMA,
     Snapshot,
@@ -20,7 +20,7 @@ from spark_apps.engine.log.snapshot import (
     load_snapshot,
     read_commit_infos,
 )
-from spark_apps.engine.storage import LocalStorage
+from airflow_delta_provider_apps.engine.storage import LocalStorage
 
 ST = LocalStorage()
 SCHEMA = {
@@ -115,7 +115,7 @@ def test_contract(tmp_path):
 
 
 def test_schema_is_lazy_structtype(tmp_path):
-    schema_mod = pytest.importorskip("spark_apps.engine.schema")
+    schema_mod = pytest.importorskip("airflow_delta_provider_apps.engine.schema")
     make_table(tmp_path)
     snap = load_snapshot(ST, str(tmp_path))
     assert isinstance(snap.schema, schema_mod.StructType)
@@ -294,7 +294,7 @@ def test_empty_table_has_empty_typed_files(tmp_path):
 
 
 def test_corrupt_checkpoint_falls_back_to_commits(tmp_path):
-    from spark_apps.engine.errors import LogCorruptedError
+    from airflow_delta_provider_apps.engine.errors import LogCorruptedError
 
     make_table(tmp_path)
     log = tmp_path / "_delta_log"
@@ -308,7 +308,7 @@ def test_corrupt_checkpoint_falls_back_to_commits(tmp_path):
 
 
 def test_load_table_metadata_skips_files(tmp_path):
-    from spark_apps.engine.log.snapshot import load_table_metadata
+    from airflow_delta_provider_apps.engine.log.snapshot import load_table_metadata
 
     make_table(tmp_path)
     res = load_table_metadata(ST, str(tmp_path))

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 from txn_helpers import append, commit_json, create_table, make_metadata, read_ids, snapshot, txn, write_file
 
-from spark_apps.engine.actions import DomainMetadata, Protocol, RemoveFile
-from spark_apps.engine.errors import (
+from airflow_delta_provider_apps.engine.actions import DomainMetadata, Protocol, RemoveFile
+from airflow_delta_provider_apps.engine.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
     ConcurrentAppendError,
@@ -30,15 +30,15 @@ from spark_apps.engine.errors import (
     MetadataChangedError,
     ProtocolChangedError,
 )
-from spark_apps.engine.storage import storage_for
-from spark_apps.engine.txn import (
+from airflow_delta_provider_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.txn import (
     CallablePredicate,
     IsolationLevel,
     OptimisticTransaction,
     PartitionFilter,
     WinningCommit,
 )
-from spark_apps.engine.txn.conflicts import ConflictChecker, CurrentTransaction, adds_to_table
+from airflow_delta_provider_apps.engine.txn.conflicts import ConflictChecker, CurrentTransaction, adds_to_table
 
 S = IsolationLevel.SERIALIZABLE
 WS = IsolationLevel.WRITE_SERIALIZABLE
@@ -259,7 +259,7 @@ def _actions(root: str, snap, spec: tuple, t: OptimisticTransaction) -> list:
 
 def _raw_protocol_commit(root: str, version: int, protocol: Protocol) -> None:
     """Another writer upgrades the protocol (written directly, as a foreign engine would)."""
-    from spark_apps.engine.actions import CommitInfo, serialize_actions
+    from airflow_delta_provider_apps.engine.actions import CommitInfo, serialize_actions
 
     data = serialize_actions([CommitInfo({"timestamp": 1, "operation": "UPGRADE PROTOCOL"}), protocol])
     storage_for(root).write_bytes(os.path.join(root, "_delta_log", f"{version:020d}.json"), data)
@@ -352,8 +352,8 @@ def test_rebases_over_newer_commits_before_writing(tmp_path):
 
 
 def test_retries_exhausted_is_a_conflict_error(tmp_path):
-    from spark_apps.engine.storage import LocalStorage
-    from spark_apps.engine.txn import OptimisticTransaction
+    from airflow_delta_provider_apps.engine.storage import LocalStorage
+    from airflow_delta_provider_apps.engine.txn import OptimisticTransaction
 
     root = str(tmp_path / "t")
     create_table(root)
@@ -391,7 +391,7 @@ def test_concurrent_table_creation(tmp_path):
 
 # ------------------------------------------------------------------ predicates, unit level
 def _adds(*parts):
-    from spark_apps.engine.actions import AddFile
+    from airflow_delta_provider_apps.engine.actions import AddFile
 
     return adds_to_table(
         [
@@ -428,7 +428,7 @@ def test_callable_predicate_null_means_may_match():
 
 def test_checker_order_protocol_before_everything(tmp_path):
     """A winner that changes the protocol AND removes our read file reports the protocol first."""
-    from spark_apps.engine.actions import CommitInfo
+    from airflow_delta_provider_apps.engine.actions import CommitInfo
 
     cur = CurrentTransaction(read_version=5, isolation_level=S, read_whole_table=True)
     winner = WinningCommit(6, [CommitInfo({"operation": "X"}), Protocol(1, 3), RemoveFile(path="f")])
@@ -440,9 +440,9 @@ def test_checker_order_protocol_before_everything(tmp_path):
 def test_a_stale_writer_never_lands_behind_log_cleanup(tmp_path):
     """Slow writer reads v1; ten commits land; a checkpoint; cleanup deletes the expired commits; the
     slow writer commits: it must land visibly or fail retryably, never 'succeed' into a hole."""
-    from spark_apps.engine.errors import CommitConflictError
-    from spark_apps.engine.log.checkpoint import write_checkpoint
-    from spark_apps.engine.log.cleanup import cleanup_expired_logs
+    from airflow_delta_provider_apps.engine.errors import CommitConflictError
+    from airflow_delta_provider_apps.engine.log.checkpoint import write_checkpoint
+    from airflow_delta_provider_apps.engine.log.cleanup import cleanup_expired_logs
 
     root = str(tmp_path / "t")
     create_table(root)

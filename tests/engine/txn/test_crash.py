@@ -19,18 +19,18 @@ from pathlib import Path
 import pytest
 from txn_helpers import append, create_table, read_ids, snapshot
 
-from spark_apps.engine.log.last_checkpoint import read_last_checkpoint
-from spark_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.log.last_checkpoint import read_last_checkpoint
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 REPO = Path(__file__).resolve().parents[3]
 HELPERS = Path(__file__).resolve().parents[2]  # tests/: txn_helpers
 
 WORKER = r"""
 import os, sys, json
-from spark_apps.engine.storage import LocalStorage
-from spark_apps.engine.txn import OptimisticTransaction
-from spark_apps.engine.log.snapshot import load_snapshot
-from spark_apps.engine.log.checkpoint import write_checkpoint
+from airflow_delta_provider_apps.engine.storage import LocalStorage
+from airflow_delta_provider_apps.engine.txn import OptimisticTransaction
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.log.checkpoint import write_checkpoint
 from txn_helpers import write_file
 
 root, scenario, kind, pattern = sys.argv[1:5]

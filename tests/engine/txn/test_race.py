@@ -41,8 +41,8 @@ def _op_kind(k: int) -> str:
 
 
 def _race_worker(root: str, wid: int, n_ops: int, barrier, out_path: str) -> None:
-    from spark_apps.engine.actions import RemoveFile
-    from spark_apps.engine.errors import CommitConflictError
+    from airflow_delta_provider_apps.engine.actions import RemoveFile
+    from airflow_delta_provider_apps.engine.errors import CommitConflictError
 
     results = []
     try:

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 from txn_helpers import append, commit_json, create_table, make_metadata, snapshot, txn, write_file
 
-from spark_apps.engine import config
-from spark_apps.engine.actions import (
+from airflow_delta_provider_apps.engine import config
+from airflow_delta_provider_apps.engine.actions import (
     AddCDCFile,
     CommitInfo,
     DeletionVectorDescriptor,
@@ -17,9 +17,9 @@ from spark_apps.engine.actions import (
     RemoveFile,
     SetTransaction,
 )
-from spark_apps.engine.errors import AppendOnlyViolationError, InvalidArgumentError, InvalidCommitError
-from spark_apps.engine.storage import storage_for
-from spark_apps.engine.txn import IsolationLevel, OptimisticTransaction, choose_isolation_level
+from airflow_delta_provider_apps.engine.errors import AppendOnlyViolationError, InvalidArgumentError, InvalidCommitError
+from airflow_delta_provider_apps.engine.storage import storage_for
+from airflow_delta_provider_apps.engine.txn import IsolationLevel, OptimisticTransaction, choose_isolation_level
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_two_txns_for_one_app_refused(table):
 
 
 def test_domain_metadata_needs_the_feature(table):
-    from spark_apps.engine.actions import DomainMetadata
+    from airflow_delta_provider_apps.engine.actions import DomainMetadata
 
     with pytest.raises(InvalidCommitError) as ei:
         txn(table).commit([DomainMetadata("d", "{}")])
@@ -230,7 +230,7 @@ def test_extra_commit_info_values_are_kept_but_do_not_override(table):
 def test_in_commit_timestamps_are_first_and_increasing(tmp_path, monkeypatch):
     """The transaction side of inCommitTimestamp (commitInfo first, ICT > previous ICT even when the
     clock goes back). The feature gate does not list the feature yet; this test widens it."""
-    from spark_apps.engine import features
+    from airflow_delta_provider_apps.engine import features
 
     monkeypatch.setattr(features, "ALLOWED_WRITER_FEATURES", features.ALLOWED_WRITER_FEATURES | {"inCommitTimestamp"})
     root = str(tmp_path / "t")
@@ -317,7 +317,7 @@ def test_automatic_checkpoint_every_interval(tmp_path):
     assert cp["version"] == 6 and cp["num_add_files"] == 6 and cp["num_parts"] == 1
     log = os.listdir(os.path.join(root, "_delta_log"))
     assert f"{3:020d}.checkpoint.parquet" in log and f"{6:020d}.checkpoint.parquet" in log
-    from spark_apps.engine.log.last_checkpoint import read_last_checkpoint
+    from airflow_delta_provider_apps.engine.log.last_checkpoint import read_last_checkpoint
 
     lc = read_last_checkpoint(storage_for(root), os.path.join(root, "_delta_log"))
     assert lc["version"] == 6 and lc["numOfAddFiles"] == 6
