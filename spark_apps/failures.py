@@ -47,6 +47,11 @@ _PATTERNS = [
         re.compile(r"(java\.lang\.OutOfMemoryError|JVM (crashed|died)|Java gateway process exited)", re.I),
         "the Spark JVM died",
     ),
+    (
+        # what the app itself sees when the cluster manager gave up on it (e.g. no master answered)
+        re.compile(r"(Cannot call methods on a stopped SparkContext|SparkContext was shut down)", re.I),
+        "Spark stopped the application before it could run (its master or cluster manager gave up on it)",
+    ),
 ]
 
 

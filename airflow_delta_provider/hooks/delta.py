@@ -318,12 +318,17 @@ class AppOutput:
     error_class: str | None = None
     error_message: str | None = None
     tail: deque = field(default_factory=lambda: deque(maxlen=20))
+    # lines that show a Spark infrastructure failure (master unreachable, no resources, lost driver):
+    # Spark logs them long before the app's own error, which only sees a stopped SparkContext
+    infrastructure_lines: deque = field(default_factory=lambda: deque(maxlen=10))
 
     def feed(self, raw: str) -> None:
         line = raw.strip()
         if not line:
             return
         self.tail.append(line)
+        if _infrastructure_cause(line):
+            self.infrastructure_lines.append(line)
         if line.startswith("{") and line.endswith("}") and '"status"' in line:
             try:
                 obj = json.loads(line)
@@ -343,6 +348,14 @@ class AppOutput:
         for line in lines:
             out.feed(line)
         return out
+
+
+def _infrastructure_cause(text: str, master: str | None = None) -> str | None:
+    try:
+        from airflow_delta_provider_apps.protocol import infrastructure_cause
+    except Exception:  # the engine is optional on the Airflow side
+        return None
+    return infrastructure_cause(text, master)
 
 
 def engine_error_retryable(error_class: str | None) -> bool | None:
@@ -385,25 +398,23 @@ def resolve_outcome(
     :raises DeltaRetryableError: retryable app error, or spark-submit failed before the app reported.
     :raises DeltaPermanentError: non-retryable app error, or the app succeeded without a result.
     """
+    infrastructure = _infrastructure_cause(
+        "\n".join([*output.infrastructure_lines, *output.tail, submit_error or ""]), master
+    )
     for result in (file_result, output.result):
         if result is None:
             continue
         if result.get("status") == "ok":
             return result
         if result.get("status") == "error":
-            raise _error_from_result(result)
+            raise _refined(_error_from_result(result), infrastructure)
     if output.error_class:
         retryable = returncode == 2 or bool(engine_error_retryable(output.error_class))
-        raise app_error(output.error_class, output.error_message or "", retryable=retryable)
+        raise _refined(app_error(output.error_class, output.error_message or "", retryable=retryable), infrastructure)
     if returncode:
         tail = " | ".join(list(output.tail)[-5:])
         detail = submit_error.splitlines()[0] if submit_error else f"spark-submit exited with code {returncode}"
-        try:
-            from airflow_delta_provider_apps.protocol import infrastructure_cause
-
-            cause = infrastructure_cause("\n".join([*output.tail, submit_error or ""]), master)
-        except Exception:  # the engine is optional on the Airflow side
-            cause = None
+        cause = infrastructure
         raise DeltaRetryableError(
             "SparkSubmitError",
             f"The Spark application failed before the Delta app reported a result. Cause: {cause or detail}. "
@@ -415,6 +426,48 @@ def resolve_outcome(
         "The Delta app finished but returned no result. Cause: no --result-uri file and no JSON result "
         "line on stdout. Fix: check that the installed airflow_delta_provider_apps matches this provider version.",
         retryable=False,
+    )
+
+
+def check_master_reachable(master: str | None, timeout: float = 5.0) -> None:
+    """For a standalone master (``spark://h1:7077[,h2:7077]``), fail in seconds when none of its
+    addresses accepts a TCP connection: spark-submit would retry for over a minute before it gives up.
+    Retryable (the master may be restarting). Other masters (local, yarn, k8s) are not probed."""
+    if not master or not master.startswith("spark://"):
+        return
+    import socket
+
+    addresses = [a.strip() for a in master[len("spark://") :].split(",") if a.strip()]
+    problems = []
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            return  # let spark-submit judge a master URL it may understand better
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except OSError as e:
+            problems.append(f"{address}: {e.strerror or e}")
+    raise DeltaRetryableError(
+        "SparkInfrastructureError",
+        f"Spark failed: cannot reach the Spark master '{master}'. Cause: {'; '.join(problems)}. "
+        "Fix: check that the master is running and the connection's host and port; the task is retried.",
+        retryable=True,
+    )
+
+
+def _refined(error: DeltaTaskError, infrastructure: str | None) -> DeltaTaskError:
+    """The app's error, unless it is a bare unexpected error (or an infrastructure error) and Spark's own
+    output names an infrastructure failure: then a retryable error with that one-line cause. (When the
+    master cannot be reached, Spark stops the SparkContext and the app only sees "Cannot call methods on
+    a stopped SparkContext"; the reason is in Spark's log lines.)"""
+    generic = error.error_class == "DeltaError" or error.error_class == "SparkInfrastructureError"
+    if not infrastructure or not generic:
+        return error
+    return DeltaRetryableError(
+        "SparkInfrastructureError",
+        f"Spark failed: {infrastructure}. Fix: check the cluster and the connection's master; the task is retried.",
+        retryable=True,
     )
 
 
@@ -687,6 +740,7 @@ class DeltaHook(BaseHook):
         """
         sub, application, result_uri = self.build_submit_hook(operation, table_uri, params)
         self._submit_hook = sub
+        check_master_reachable(self._settings.master)
         submit_error = None
         started = time.monotonic()
         try:

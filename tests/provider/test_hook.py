@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -581,3 +582,67 @@ def test_a_mixed_pyspark_install_fails_at_the_first_task_with_the_fix(monkeypatc
     monkeypatch.setattr(hook_mod, "_PYSPARK_CHECKED", {})
     monkeypatch.delenv("SPARK_HOME", raising=False)
     hook_mod._check_pyspark_install("/venv/lib/pyspark/bin/spark-submit")  # this machine's install is sound
+
+
+def _captured(name: str) -> list[str]:
+    path = Path(__file__).parent / "data" / name
+    return [line for line in path.read_text().splitlines(keepends=True) if not line.startswith("# ")]
+
+
+def test_an_unreachable_master_in_real_spark_submit_output_is_retryable_and_named():
+    # Real output of the bundled app under spark-submit against a master nobody listens on: Spark logs
+    # "Failed to connect to master" and "All masters are unresponsive", stops the SparkContext, and the
+    # app itself only sees "Cannot call methods on a stopped SparkContext".
+    from airflow_delta_provider.exceptions import DeltaRetryableError
+    from airflow_delta_provider.hooks.delta import AppOutput, resolve_outcome
+    from airflow_delta_provider_apps import cli
+
+    output = AppOutput.parse(_captured("spark_submit_unreachable_master.log"))
+    assert output.error_class == "DeltaError"  # the line the app printed
+    with pytest.raises(DeltaRetryableError) as e:
+        resolve_outcome(returncode=1, file_result=None, output=output, master="spark://127.0.0.1:7")
+    assert "cannot reach the Spark master 'spark://127.0.0.1:7'" in str(e.value)
+    assert "\n" not in str(e.value)
+
+    # the same through the result file the app writes: the app now classifies what it saw as retryable
+    app_seen = RuntimeError(
+        "An error occurred while calling None.org.apache.spark.sql.classic.SparkSession.\n"
+        ": java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext."
+    )
+    err = cli._as_delta_error(app_seen)
+    assert err.retryable
+    file_result = {"status": "error", **err.to_dict()}
+    with pytest.raises(DeltaRetryableError) as e:
+        resolve_outcome(returncode=1, file_result=file_result, output=output, master="spark://127.0.0.1:7")
+    assert "cannot reach the Spark master" in str(e.value)
+
+
+def test_bad_input_stays_permanent_even_when_spark_logged_connection_trouble():
+    from airflow_delta_provider.exceptions import DeltaPermanentError
+    from airflow_delta_provider.hooks.delta import AppOutput, resolve_outcome
+
+    lines = _captured("spark_submit_unreachable_master.log")[:-1] + [
+        "DELTA_ERROR InvalidPredicateError: Unknown column 'x'. Fix: use one of the table's columns.\n"
+    ]
+    with pytest.raises(DeltaPermanentError):
+        resolve_outcome(returncode=1, file_result=None, output=AppOutput.parse(lines), master="spark://h:7077")
+
+
+def test_an_unreachable_standalone_master_fails_in_seconds_before_spark_submit():
+    import socket
+
+    from airflow_delta_provider.exceptions import DeltaRetryableError
+    from airflow_delta_provider.hooks.delta import check_master_reachable
+
+    with socket.socket() as s:  # a port nobody listens on: bind, never listen
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(DeltaRetryableError) as e:
+            check_master_reachable(f"spark://127.0.0.1:{port}")
+    assert f"cannot reach the Spark master 'spark://127.0.0.1:{port}'" in str(e.value)
+    with socket.socket() as s:  # one of two HA masters answering is enough
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        check_master_reachable(f"spark://127.0.0.1:1,127.0.0.1:{s.getsockname()[1]}")
+    for master in ("local[2]", "yarn", "k8s://https://api:6443", None):
+        check_master_reachable(master)  # not probed
