@@ -136,23 +136,48 @@ def _print_summary(summary: dict, table_uri: str) -> None:
 
 
 def demo() -> int:
+    """``make demo``: a quiet run. Airflow's and Spark's output go to ``demo/demo.log``; the terminal
+    shows the steps, the summary read back from the Airflow DB, and where the log is."""
     demo_dir = os.path.abspath(os.environ.get("DELTA_DEMO_DIR", os.path.join(REPO, "demo")))
     home = os.path.join(demo_dir, "airflow_home")
     root = os.path.join(demo_dir, "quickstart")
+    log_path = os.path.join(demo_dir, "demo.log")
     for d in (home, root):
         shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(demo_dir, exist_ok=True)
     print(f"Airflow home: {home} (SQLite); migrating the DB ...", flush=True)
     env = migrate(home)
     env["DELTA_QUICKSTART_ROOT"] = root
     table_uri = os.path.join(root, "tables", "events")
     env["DELTA_QUICKSTART_TABLE"] = table_uri
-    os.environ.update(env)
     shutil.copy(DAG_FILE, env["AIRFLOW__CORE__DAGS_FOLDER"])
-    logical_date = _parse_date(os.environ.get("DELTA_DEMO_DATE", "2026-01-01"))
-    print(f"Running {DAG_ID} for {logical_date.date()} with dag.test() ...", flush=True)
-    summary = run_dag(DAG_ID, logical_date)
+    date = os.environ.get("DELTA_DEMO_DATE", "2026-01-01")
+    print(f"Running {DAG_ID} for {date} with dag.test() (Airflow and Spark output: {log_path}) ...", flush=True)
+    with open(log_path, "w") as log:
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "run", "--home", home, "--dag-id", DAG_ID, "--date", date],
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    with open(log_path) as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    try:
+        summary = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        print("\n".join(lines[-30:]))
+        print(f"\nThe DAG run did not finish (exit code {proc.returncode}). Full output: {log_path}")
+        return 1
     _print_summary(summary, table_uri)
-    return 0 if summary["state"] == "success" else 1
+    print(f"\nAirflow and Spark output of the run: {log_path}")
+    if summary["state"] != "success":
+        failed = [t for t, v in summary["tasks"].items() if v["state"] != "success"]
+        errors = [line for line in lines if "Delta" in line and ("Error:" in line or "DELTA_ERROR" in line)]
+        print(f"Failed tasks: {', '.join(failed)}")
+        for line in errors[-3:]:
+            print(f"  {line[:400]}")
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
