@@ -133,16 +133,16 @@ def history(params: dict, spark=None) -> dict:
 
 def checkpoint(params: dict, spark=None) -> dict:
     t = _table(None, params)
-    res = t.checkpoint()
     extra = {}
+    res = t.checkpoint()
     if params.get("cleanup"):
-        extra["cleanup"] = numbers(t.cleanup_metadata()["metrics"])
-    return ok(res["operation"], params["table_uri"], res["version"], metrics=res["metrics"], **extra)
+        extra["cleanup"] = _from_command(t.cleanup_metadata(), params["table_uri"])
+        del extra["cleanup"]["status"]
+    return _from_command(res, params["table_uri"], **extra)
 
 
 def cleanup_metadata(params: dict, spark=None) -> dict:
-    res = _table(None, params).cleanup_metadata()
-    return ok(res["operation"], params["table_uri"], res["version"], metrics=res["metrics"])
+    return _from_command(_table(None, params).cleanup_metadata(), params["table_uri"])
 
 
 def create_table(params: dict, spark=None) -> dict:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import time
 
 from .errors import InvalidArgumentError, TableNotFoundError
 from .storage import storage_for, table_location
@@ -209,40 +208,17 @@ class DeltaTable:
         return history(self.storage, self.table_uri, limit=limit)
 
     def checkpoint(self) -> dict:
-        """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its metrics."""
-        from .log.checkpoint import write_checkpoint
+        """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its result."""
+        from .commands.checkpoint import checkpoint
 
-        started = time.monotonic()
-        snap = self.snapshot()
-        metrics = dict(write_checkpoint(self.storage, self.table_uri, snap))
-        metrics.pop("paths", None)
-        metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-        return {
-            "operation": "CHECKPOINT",
-            "table_uri": self.table_uri,
-            "version": snap.version,
-            "skipped": False,
-            "metrics": metrics,
-        }
+        return checkpoint(self.snapshot()).to_dict()
 
     def cleanup_metadata(self) -> dict:
         """Delete expired log files (``delta.logRetentionDuration``) older than the newest checkpoint
         before the retention cutoff; returns what was deleted."""
-        from .log.cleanup import cleanup_expired_logs
+        from .commands.checkpoint import cleanup_metadata
 
-        started = time.monotonic()
-        snap = self.snapshot()
-        metrics = dict(cleanup_expired_logs(self.storage, self.table_uri, snap))
-        metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-        deleted = metrics.pop("deleted", [])
-        metrics["num_deleted_files"] = metrics.get("num_deleted_files", len(deleted))
-        return {
-            "operation": "CLEANUP METADATA",
-            "table_uri": self.table_uri,
-            "version": snap.version,
-            "skipped": False,
-            "metrics": metrics,
-        }
+        return cleanup_metadata(self.snapshot()).to_dict()
 
     # ------------------------------------------------------------------ Spark
     def _need_spark(self, what: str):

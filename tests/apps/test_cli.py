@@ -146,9 +146,11 @@ def test_create_table_checkpoint_and_cleanup_without_spark(tmp_path, capsys):
     assert res["operation"] == "CHECKPOINT" and res["version"] == 0
     m = res["metrics"]
     # the DeltaCheckpointOperator's XCom: version, actions, bytes, duration
-    assert m["num_actions"] == 2 and m["num_add_files"] == 0  # protocol + metaData, empty table
-    assert m["size_in_bytes"] > 0 and m["executionTimeMs"] >= 0
-    assert all(isinstance(v, (int, float, bool)) or v is None for v in res["metrics"].values())
+    assert m["numActions"] == 2 and m["numAddFiles"] == 0  # protocol + metaData, empty table
+    assert m["sizeInBytes"] > 0 and m["executionTimeMs"] >= 0 and m["numParts"] == 1
+    assert all(isinstance(v, int) for v in res["metrics"].values())  # Delta-style names, numbers only
+    assert res["last_checkpoint_updated"] is True and res["checkpoint_files"][0].endswith(".checkpoint.parquet")
+    assert res["cleanup"]["operation"] == "CLEANUP METADATA" and "numDeletedFiles" in res["cleanup"]["metrics"]
     assert (tmp_path / "t" / "_delta_log" / "00000000000000000000.checkpoint.parquet").exists()
     code, last = _run(["cleanup-metadata", "--table-uri", root], capsys)
     assert code == 0 and json.loads(last)["operation"] == "CLEANUP METADATA"

@@ -29,7 +29,6 @@ writes them; CTAS metrics ``numFiles``, ``numOutputRows``, ``numOutputBytes``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from .. import config
 from ..actions import Metadata
@@ -41,6 +40,7 @@ from ..errors import (
     TableAlreadyExistsError,
 )
 from ..storage import storage_for, table_location
+from .result import CommandResult, WriteMetrics
 
 OPERATION_CREATE = "CREATE TABLE"
 OPERATION_CTAS = "CREATE TABLE AS SELECT"
@@ -213,27 +213,6 @@ def validate_partition_columns(schema, partition_by) -> list[str]:
     return out
 
 
-@dataclass
-class CreateResult:
-    """Outcome of a CREATE TABLE: the version written (or found), whether it was skipped, metrics."""
-
-    operation: str
-    table_uri: str
-    version: int
-    skipped: bool
-    metrics: dict
-    commit_info: dict | None = None
-
-    def to_dict(self) -> dict:
-        return {
-            "operation": self.operation,
-            "table_uri": self.table_uri,
-            "version": self.version,
-            "skipped": self.skipped,
-            "metrics": dict(self.metrics),
-        }
-
-
 def _existing_version(storage, table_root: str) -> int | None:
     from ..log.listing import latest_version
 
@@ -254,7 +233,7 @@ def create_table(
     app_version=None,
     user_metadata=None,
     target_file_size: int | None = None,
-) -> CreateResult:
+) -> CommandResult:
     """Create a Delta table (version 0) at ``table_uri``; see the module docstring.
 
     :param table_uri: table location (local path or URI)
@@ -299,7 +278,7 @@ def create_table(
     features.check_write_supported(protocol, metadata)
 
     adds: list = []
-    metrics: dict = {}
+    metrics = None  # a create without data has no write metrics
     if source_df is not None:
         from .write import prepare_dataframe, write_files
 
@@ -308,11 +287,7 @@ def create_table(
             df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
         )
         adds = result.adds
-        metrics = {
-            "numFiles": result.num_files,
-            "numOutputRows": result.num_output_rows,
-            "numOutputBytes": result.num_output_bytes,
-        }
+        metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)
 
     from ..txn import OptimisticTransaction
 
@@ -334,14 +309,16 @@ def create_table(
     txn.update_protocol(protocol)
     txn.update_metadata(metadata)
     try:
-        commit = txn.commit(adds, operation_metrics=metrics)
+        commit = txn.commit(adds, operation_metrics=metrics.to_operation_metrics() if metrics else {})
     except CommitConflictError:
         # another creator won version 0
         existing = _existing_version(storage, table_root)
         if existing is None:
             raise
         return _already_exists(table_root, existing, if_not_exists, operation)
-    return CreateResult(operation, table_root, commit.version, False, metrics, commit.commit_info)
+    return CommandResult(
+        operation, table_root, commit.version, False, metrics, commit.commit_info, fields={"created": True}
+    )
 
 
 def _stored_configuration(configuration: dict, protocol) -> dict:
@@ -369,7 +346,7 @@ def _stored_configuration(configuration: dict, protocol) -> dict:
     return out
 
 
-def _already_exists(table_root: str, version: int, if_not_exists: bool, operation: str) -> CreateResult:
+def _already_exists(table_root: str, version: int, if_not_exists: bool, operation: str) -> CommandResult:
     if not if_not_exists:
         raise TableAlreadyExistsError(
             f"Cannot create the table at '{table_root}': a Delta table is already there",
@@ -377,12 +354,11 @@ def _already_exists(table_root: str, version: int, if_not_exists: bool, operatio
             "use if_not_exists (--if-not-exists) to keep the existing table, pick another location, "
             "or write to the existing table",
         )
-    return CreateResult(operation, table_root, version, True, {})
+    return CommandResult(operation, table_root, version, True, fields={"created": False})
 
 
 __all__ = [
     "create_table",
-    "CreateResult",
     "validate_properties",
     "validate_partition_columns",
     "to_delta_schema",

@@ -97,9 +97,13 @@ class UpdateMetrics(_RewriteMetrics):
 
 @dataclass
 class CheckpointMetrics(OperationMetrics):
+    """CHECKPOINT (not a commit: Delta writes no operationMetrics for it; the names follow Delta's style)."""
+
     num_actions: int = 0
-    num_files: int = 0
+    num_add_files: int = 0
+    num_remove_files: int = 0
     num_parts: int = 0
+    size_in_bytes: int = 0
     execution_time_ms: int = 0
 
 

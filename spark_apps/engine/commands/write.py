@@ -27,40 +27,14 @@ read on the transaction. :func:`append_arrow` appends Arrow data in-process, wit
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..storage import normalize_table_uri, storage_for
 from ..writer import resolve_target_file_size
+from .result import CommandResult, WriteMetrics
 
 OPERATION_WRITE = "WRITE"
-_NOTHING_WRITTEN = {"numFiles": 0, "numOutputRows": 0, "numOutputBytes": 0}
 KNOWN_MODES = ("append", "overwrite")
-
-
-@dataclass
-class WriteCommandResult:
-    """Outcome of a write: operation, version committed (or the snapshot's when skipped), metrics."""
-
-    operation: str
-    table_uri: str
-    version: int
-    skipped: bool
-    metrics: dict = field(default_factory=dict)
-    commit_info: dict | None = None
-
-    def to_dict(self) -> dict:
-        """The returned dict: result keys, ``metrics`` and the metrics again at top level."""
-        out = {
-            "operation": self.operation,
-            "table_uri": self.table_uri,
-            "version": self.version,
-            "skipped": self.skipped,
-            "metrics": dict(self.metrics),
-        }
-        for k, v in self.metrics.items():
-            out.setdefault(k, v)
-        return out
 
 
 def dataframe_schema(df):
@@ -135,7 +109,7 @@ def write(
     app_version: int | None = None,
     user_metadata: str | None = None,
     target_file_size: int | None = None,
-) -> WriteCommandResult:
+) -> CommandResult:
     """Write ``df`` to the table: ``mode="append"`` or ``"overwrite"`` (full; see :func:`overwrite` for the rest).
 
     :param table_uri: the table location
@@ -206,7 +180,7 @@ def append(
     user_metadata: str | None = None,
     target_file_size: int | None = None,
     merge_schema: bool = False,
-) -> WriteCommandResult:
+) -> CommandResult:
     """Append of ``df`` (see module docstring). Returns the commit's result and metrics.
 
     :param merge_schema: add the data's new columns to the table schema (as nullable columns, also
@@ -215,13 +189,7 @@ def append(
     table_root, snapshot, txn = _open_append(table_uri, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if txn.is_duplicate():
-        return WriteCommandResult(
-            OPERATION_WRITE,
-            table_root,
-            snapshot.version,
-            True,
-            dict(_NOTHING_WRITTEN),
-        )
+        return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, WriteMetrics())
     table_schema = _evolve(txn, snapshot, dataframe_schema(df), merge_schema)
     prepared = prepare_dataframe(df, table_schema, merge_schema=merge_schema)
     result = write_files(
@@ -232,15 +200,11 @@ def append(
         snapshot.metadata.configuration,
         target_file_size=target_file_size,
     )
-    metrics = {
-        "numFiles": result.num_files,
-        "numOutputRows": result.num_output_rows,
-        "numOutputBytes": result.num_output_bytes,
-    }
-    commit = txn.commit(result.adds, operation_metrics=metrics)
+    metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)
+    commit = txn.commit(result.adds, operation_metrics=metrics.to_operation_metrics())
     if commit.skipped:  # a concurrent retry of the same (app_id, app_version) landed first
-        return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, True, dict(_NOTHING_WRITTEN))
-    return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
+        return CommandResult(OPERATION_WRITE, table_root, commit.version, True, WriteMetrics())
+    return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
 
 
 def append_arrow(
@@ -251,7 +215,7 @@ def append_arrow(
     app_version: int | None = None,
     user_metadata: str | None = None,
     target_file_size: int | None = None,
-) -> WriteCommandResult:
+) -> CommandResult:
     """Blind append of Arrow data (a ``pa.Table`` or record batches with exactly the table's columns
     and types) in this process, without Spark: the core writer and one commit."""
     import pyarrow as pa
@@ -260,9 +224,8 @@ def append_arrow(
 
     table_root, snapshot, txn = _open_append(table_uri, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
-    empty = dict(_NOTHING_WRITTEN)
     if txn.is_duplicate():
-        return WriteCommandResult(OPERATION_WRITE, table_root, snapshot.version, True, empty)
+        return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, WriteMetrics())
     target = snapshot.schema.to_arrow_schema()
     batches = data.to_batches() if isinstance(data, pa.Table) else list(data)
     batches = [b.select(target.names).cast(target) for b in batches]
@@ -274,15 +237,11 @@ def append_arrow(
         target_file_size=resolve_target_file_size(snapshot.metadata.configuration, target_file_size),
     )
     written = list(write_batches(spec, batches))
-    metrics = {
-        "numFiles": len(written),
-        "numOutputRows": sum(w.num_rows for w in written),
-        "numOutputBytes": sum(w.add.size for w in written),
-    }
-    commit = txn.commit([w.add for w in written], operation_metrics=metrics)
+    metrics = WriteMetrics(len(written), sum(w.num_rows for w in written), sum(w.add.size for w in written))
+    commit = txn.commit([w.add for w in written], operation_metrics=metrics.to_operation_metrics())
     if commit.skipped:
-        return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, True, empty)
-    return WriteCommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
+        return CommandResult(OPERATION_WRITE, table_root, commit.version, True, WriteMetrics())
+    return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
 
 
 def overwrite(
@@ -326,7 +285,7 @@ def overwrite(
     from ..txn import OptimisticTransaction
     from ..txn.conflicts import ExpressionPredicate
     from .dml import apply_outcomes, removes_for, rewrite_candidates
-    from .result import CommandResult, OverwriteMetrics, Stopwatch
+    from .result import OverwriteMetrics, Stopwatch
 
     watch = Stopwatch()
     mode = (partition_overwrite_mode or "static").lower()
@@ -470,6 +429,5 @@ __all__ = [
     "append_arrow",
     "prepare_dataframe",
     "write_files",
-    "WriteCommandResult",
     "resolve_target_file_size",
 ]

@@ -1,0 +1,57 @@
+"""CHECKPOINT and log cleanup as commands: each takes a snapshot and returns a :class:`CommandResult`.
+
+The log layer (:mod:`..log.checkpoint`, :mod:`..log.cleanup`) does the work and reports everything it
+did; here that report is split as every command's result is: Delta-style metric names in ``metrics``
+(what an Airflow XCom or a dashboard reads), and the rest (which files were written, the cutoff)
+as result fields.
+"""
+
+from __future__ import annotations
+
+from .result import CheckpointMetrics, CleanupMetrics, CommandResult, Stopwatch
+
+OPERATION_CHECKPOINT = "CHECKPOINT"
+OPERATION_CLEANUP = "CLEANUP METADATA"
+
+__all__ = ["checkpoint", "cleanup_metadata", "OPERATION_CHECKPOINT", "OPERATION_CLEANUP"]
+
+
+def checkpoint(snapshot) -> CommandResult:
+    """Write a checkpoint of ``snapshot``'s version (and ``_last_checkpoint`` when it is the newest)."""
+    from ..log.checkpoint import write_checkpoint
+
+    clock = Stopwatch()
+    report = write_checkpoint(snapshot.storage, snapshot.table_root, snapshot)
+    metrics = CheckpointMetrics(
+        num_actions=report["num_actions"],
+        num_add_files=report.get("num_add_files", 0),
+        num_remove_files=report.get("num_remove_files", 0),
+        num_parts=report["num_parts"],
+        size_in_bytes=report["size_in_bytes"],
+        execution_time_ms=clock.elapsed_ms(),
+    )
+    fields = {
+        "checkpoint_files": list(report.get("paths", [])),
+        "last_checkpoint_updated": bool(report.get("last_checkpoint_updated")),
+    }
+    return CommandResult(OPERATION_CHECKPOINT, snapshot.table_root, snapshot.version, False, metrics, fields=fields)
+
+
+def cleanup_metadata(snapshot, *, now_ms: int | None = None) -> CommandResult:
+    """Delete log files older than ``delta.logRetentionDuration`` that no retained version needs."""
+    from ..log.cleanup import cleanup_expired_logs
+
+    clock = Stopwatch()
+    report = cleanup_expired_logs(snapshot.storage, snapshot.table_root, snapshot, now_ms=now_ms)
+    metrics = CleanupMetrics(
+        num_deleted_files=report.get("num_deleted_files", len(report.get("deleted", []))),
+        num_deleted_commits=report.get("num_deleted_commits", 0),
+        num_deleted_checkpoint_files=report.get("num_deleted_checkpoint_files", 0),
+        execution_time_ms=clock.elapsed_ms(),
+    )
+    fields = {
+        "cutoff_version": report.get("cutoff_version"),
+        "protected_checkpoint_version": report.get("checkpoint_version"),
+        "retention_threshold_ms": report.get("threshold_ms"),
+    }
+    return CommandResult(OPERATION_CLEANUP, snapshot.table_root, snapshot.version, False, metrics, fields=fields)
