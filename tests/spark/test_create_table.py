@@ -49,6 +49,7 @@ def test_create_from_ddl_writes_protocol_metadata_commitinfo(tmp_path):
         "version": 0,
         "skipped": False,
         "metrics": {},
+        "created": True,
     }
     actions = log_actions(root, 0)
     kinds = [next(iter(a)) for a in actions]
