@@ -481,10 +481,12 @@ class TableProperties:
             num = int(n.strip())
         except ValueError:
             raise InvalidArgumentError(
-                f"{DATA_SKIPPING_NUM_INDEXED_COLS} is '{n}', not an integer", None, fix
+                f"Table property {DATA_SKIPPING_NUM_INDEXED_COLS}='{n}' is not an integer", None, fix
             ) from None
         if num < -1:
-            raise InvalidArgumentError(f"{DATA_SKIPPING_NUM_INDEXED_COLS} is {num}", "it must be >= -1", fix)
+            raise InvalidArgumentError(
+                f"Table property {DATA_SKIPPING_NUM_INDEXED_COLS}='{n}' is out of range", "it must be >= -1", fix
+            )
         return num
 
     @cached_property

@@ -306,7 +306,7 @@ def _stored_configuration(configuration: dict, protocol) -> dict:
     """
     out = {}
     for key, value in configuration.items():
-        if key.startswith("delta.feature."):
+        if key.startswith(config.FEATURE_PREFIX):
             continue
         if key in ("delta.minReaderVersion", "delta.minWriterVersion"):
             have = protocol.min_reader_version if key == "delta.minReaderVersion" else protocol.min_writer_version
