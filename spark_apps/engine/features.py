@@ -43,6 +43,15 @@ import json
 from collections.abc import Iterable, Iterator
 
 from .actions import Metadata, Protocol
+from .config import (
+    COLUMN_MAPPING_MODE,
+    CONSTRAINT_PREFIX,
+    ENABLE_CHANGE_DATA_FEED,
+    ENABLE_DELETION_VECTORS,
+    ENABLE_IN_COMMIT_TIMESTAMPS,
+    FEATURE_PREFIX,
+    TableProperties,
+)
 from .errors import UnsupportedFeatureError
 
 #: reader features this engine implements. Extend (``.add``) when a reader capability lands.
@@ -176,27 +185,18 @@ def _columns_with_metadata(schema_json: dict, key: str, *, prefix: bool = False)
     return out
 
 
-def _conf(metadata: Metadata | None) -> dict:
-    return dict(metadata.configuration or {}) if metadata is not None else {}
-
-
-def column_mapping_mode(metadata: Metadata | None) -> str:
-    return str(_conf(metadata).get("delta.columnMapping.mode", "none") or "none").lower()
-
-
 def _usage(feature: str, metadata: Metadata | None) -> str | None:
     """Why ``feature`` is in use by this table (a reason string), or ``None`` when it is not."""
     schema = _schema_dict(metadata)
-    conf = _conf(metadata)
+    props = TableProperties.of(metadata)
     if feature == "invariants":
         cols = _columns_with_metadata(schema, "delta.invariants")
         return f"column(s) {cols} carry delta.invariants" if cols else None
     if feature == "checkConstraints":
-        keys = sorted(k for k in conf if k.startswith("delta.constraints."))
+        keys = props.keys_with_prefix(CONSTRAINT_PREFIX)
         return f"the table has CHECK constraints {keys}" if keys else None
     if feature == "changeDataFeed":
-        on = str(conf.get("delta.enableChangeDataFeed", "false")).lower() == "true"
-        return "delta.enableChangeDataFeed=true" if on else None
+        return f"{ENABLE_CHANGE_DATA_FEED}=true" if props.enable_change_data_feed else None
     if feature == "generatedColumns":
         cols = _columns_with_metadata(schema, "delta.generationExpression")
         return f"column(s) {cols} are generated columns" if cols else None
@@ -204,8 +204,8 @@ def _usage(feature: str, metadata: Metadata | None) -> str | None:
         cols = _columns_with_metadata(schema, "delta.identity.", prefix=True)
         return f"column(s) {cols} are identity columns" if cols else None
     if feature == "columnMapping":
-        mode = column_mapping_mode(metadata)
-        return f"delta.columnMapping.mode={mode}" if mode != "none" else None
+        mode = props.column_mapping_mode
+        return f"{COLUMN_MAPPING_MODE}={mode}" if mode != "none" else None
     return None
 
 
@@ -225,14 +225,14 @@ def unsupported_reader_features(protocol: Protocol, metadata: Metadata | None = 
     if rv == 2:
         if "columnMapping" in SUPPORTED_READER_FEATURES:
             return []
-        if metadata is not None and column_mapping_mode(metadata) == "none":
+        if metadata is not None and TableProperties.of(metadata).column_mapping_mode == "none":
             return []
         return ["columnMapping"]
     out = []
     for f in _features(protocol.reader_features):
         if f in SUPPORTED_READER_FEATURES:
             continue
-        if f == "columnMapping" and metadata is not None and column_mapping_mode(metadata) == "none":
+        if f == "columnMapping" and metadata is not None and TableProperties.of(metadata).column_mapping_mode == "none":
             continue
         out.append(f)
     return out
@@ -345,10 +345,10 @@ _REMOVE_HINT = {
 }
 
 _NEW_TABLE_REFUSED_PROPERTIES = {
-    "delta.enableChangeDataFeed": ("true", "changeDataFeed"),
-    "delta.enableDeletionVectors": ("true", "deletionVectors"),
+    ENABLE_CHANGE_DATA_FEED: ("true", "changeDataFeed"),
+    ENABLE_DELETION_VECTORS: ("true", "deletionVectors"),
     "delta.enableRowTracking": ("true", "rowTracking"),
-    "delta.enableInCommitTimestamps": ("true", "inCommitTimestamp"),
+    ENABLE_IN_COMMIT_TIMESTAMPS: ("true", "inCommitTimestamp"),
     "delta.enableTypeWidening": ("true", "typeWidening"),
     "delta.enableIcebergCompatV1": ("true", "icebergCompatV1"),
     "delta.enableIcebergCompatV2": ("true", "icebergCompatV2"),
@@ -360,31 +360,32 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
 
     :raises UnsupportedFeatureError: the properties ask for a feature this engine cannot write.
     """
-    conf = {str(k): str(v) for k, v in (configuration or {}).items()}
+    props = TableProperties.of(configuration)
     for key, (value, feature) in _NEW_TABLE_REFUSED_PROPERTIES.items():
-        if conf.get(key, "").lower() == value:
+        given = props.get(key)
+        if given is not None and given.strip().lower() == value:
             raise UnsupportedFeatureError(
-                f"Cannot create the table with {key}={conf[key]}",
+                f"Cannot create the table with {key}={given}",
                 f"that enables the '{feature}' feature, which this engine does not implement",
                 f"remove the property, or create the table with an engine that supports '{feature}'",
             )
-    mode = conf.get("delta.columnMapping.mode", "none").lower()
+    mode = props.column_mapping_mode
     if mode != "none":
         raise UnsupportedFeatureError(
-            f"Cannot create the table with delta.columnMapping.mode={mode}",
+            f"Cannot create the table with {COLUMN_MAPPING_MODE}={mode}",
             "column mapping is not implemented for writing by this engine",
             "remove the property, or create the table with Spark + delta-spark",
         )
-    if any(k.startswith("delta.constraints.") for k in conf):
+    if props.keys_with_prefix(CONSTRAINT_PREFIX):
         raise UnsupportedFeatureError(
             "Cannot create the table with CHECK constraints",
             "the 'checkConstraints' feature is not enforced by this engine",
             "remove the delta.constraints.* properties",
         )
     requested = []
-    for k, v in conf.items():
-        if k.startswith("delta.feature.") and v.lower() in ("supported", "enabled"):
-            f = canonical_feature(k[len("delta.feature.") :])
+    for k in props.keys_with_prefix(FEATURE_PREFIX):
+        if str(props.get(k)).lower() in ("supported", "enabled"):
+            f = canonical_feature(k[len(FEATURE_PREFIX) :])
             if f not in ALLOWED_WRITER_FEATURES:
                 raise UnsupportedFeatureError(
                     f"Cannot create the table with feature '{f}'",

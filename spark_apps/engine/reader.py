@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .config import TableProperties
 from .errors import (
     CorruptDataFileError,
     DataFileMissingError,
@@ -64,13 +65,11 @@ __all__ = [
     "read_files_batches",
     "read_snapshot_table",
     "conform_array",
-    "column_mapping_mode_of",
     "iter_data_file_batches",
     "batches_to_table",
     "DEFAULT_BATCH_ROWS",
 ]
 
-_PHYS = "delta.columnMapping.physicalName"
 _ID = "delta.columnMapping.id"
 DEFAULT_BATCH_ROWS = 65536  # rows per streamed batch: bounds a reader's memory to about one batch
 
@@ -78,20 +77,6 @@ DEFAULT_BATCH_ROWS = 65536  # rows per streamed batch: bounds a reader's memory 
 # --------------------------------------------------------------------------------------------
 # locating files
 # --------------------------------------------------------------------------------------------
-
-
-def column_mapping_mode_of(schema: StructType, configuration: Mapping[str, str] | None = None) -> str:
-    """``delta.columnMapping.mode`` from the configuration, else "name" when the schema carries
-    physical names (Spark writes physical names in both name and id mode), else "none"."""
-    if configuration is not None and "delta.columnMapping.mode" in configuration:
-        return str(configuration["delta.columnMapping.mode"]).lower()
-    for _, f in schema.leaf_fields():
-        if _PHYS in f.metadata:
-            return "name"
-    for f in schema.fields:
-        if _PHYS in f.metadata:
-            return "name"
-    return "none"
 
 
 # --------------------------------------------------------------------------------------------
@@ -387,7 +372,10 @@ def iter_data_file_batches(
             "pass a positive batch_rows",
         )
     batch_rows = int(batch_rows)
-    mode = column_mapping_mode_of(schema) if column_mapping_mode is None else str(column_mapping_mode).lower()
+    if column_mapping_mode is None:
+        mode = TableProperties.of(None).column_mapping_mode_for(schema)
+    else:
+        mode = str(column_mapping_mode).lower()
     wanted = _select_fields(schema, columns)
     part_low = {c.lower() for c in partition_columns}
     location = data_file_uri(table_root, path)
@@ -645,7 +633,7 @@ def read_snapshot_table(snapshot, columns: Sequence[str] | None = None, *, check
 
         features.check_read_supported(snapshot.protocol, snapshot.metadata)
     schema: StructType = snapshot.schema
-    mode = column_mapping_mode_of(schema, snapshot.metadata.configuration or {})
+    mode = snapshot.properties.column_mapping_mode_for(schema)
     target = pa.schema(
         [pa.field(f.name, _relaxed(f.type.to_arrow()), nullable=True) for f in _select_fields(schema, columns)]
     )

@@ -57,8 +57,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InvalidArgumentError, InvalidSchemaError
-from .schema import DataType, DecimalType, StructType, parse_column_paths
+from .config import DEFAULT_NUM_INDEXED_COLS, TableProperties, parse_stats_columns
+from .errors import InvalidArgumentError
+from .schema import DataType, DecimalType, StructType
 
 __all__ = [
     "StatsCollector",
@@ -70,7 +71,6 @@ __all__ = [
     "MINMAX_TYPES",
 ]
 
-DEFAULT_NUM_INDEXED_COLS = 32
 DEFAULT_STRING_PREFIX_LENGTH = 32
 MINMAX_TYPES = frozenset(
     ["byte", "short", "integer", "long", "float", "double", "decimal", "date", "timestamp", "timestamp_ntz", "string"]
@@ -87,56 +87,22 @@ def _tname(t: DataType) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def parse_stats_columns(value: str | Sequence[str] | Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
-    """``"a, b.c, `x.y`.z"`` -> ``[("a",), ("b", "c"), ("x.y", "z")]`` (Spark multipart identifiers,
-    read by sqlglot's Spark dialect through :func:`schema.parse_column_paths`, the one place that
-    knows the quoting rules). A list may mix such strings and ready-made paths."""
-    if not isinstance(value, str):
-        out = []
-        for v in value:
-            out.extend(parse_stats_columns(v) if isinstance(v, str) else [tuple(v)])
-        return out
-    try:
-        return parse_column_paths(value, f"delta.dataSkippingStatsColumns '{value}'")
-    except InvalidSchemaError as e:  # a configuration value, not a schema: the caller's argument
-        raise InvalidArgumentError(e.problem, e.cause, e.fix) from None
-
-
-def stats_config_from_properties(configuration: Mapping[str, str] | None) -> dict:
-    """Keyword arguments for :class:`StatsCollector` from the table configuration.
+def stats_config_from_properties(configuration: Mapping[str, str] | TableProperties | None) -> dict:
+    """Keyword arguments for :class:`StatsCollector` from the table properties.
 
     Honours ``delta.dataSkippingNumIndexedCols`` (int, -1 = all) and
     ``delta.dataSkippingStatsColumns`` (takes precedence when set); passes
     ``delta.columnMapping.mode`` on (stats keyed by physical names under column mapping).
     """
-    conf = configuration or {}
-    out: dict[str, Any] = {
-        "num_indexed_cols": DEFAULT_NUM_INDEXED_COLS,
-        "stats_columns": None,
-        "column_mapping_mode": str(conf.get("delta.columnMapping.mode", "none")).lower(),
+    props = TableProperties.of(configuration)
+    stats_columns = props.data_skipping_stats_columns
+    return {
+        "num_indexed_cols": DEFAULT_NUM_INDEXED_COLS
+        if stats_columns is not None
+        else props.data_skipping_num_indexed_cols,
+        "stats_columns": stats_columns,
+        "column_mapping_mode": props.column_mapping_mode,
     }
-    cols = conf.get("delta.dataSkippingStatsColumns")
-    if cols is not None:
-        out["stats_columns"] = parse_stats_columns(cols)
-        return out
-    n = conf.get("delta.dataSkippingNumIndexedCols")
-    if n is not None:
-        try:
-            num = int(str(n).strip())
-        except ValueError:
-            raise InvalidArgumentError(
-                f"delta.dataSkippingNumIndexedCols is '{n}', not an integer",
-                None,
-                "set it to -1 (all columns), 0 (no column stats) or a positive number",
-            ) from None
-        if num < -1:
-            raise InvalidArgumentError(
-                f"delta.dataSkippingNumIndexedCols is {num}",
-                "it must be >= -1",
-                "set it to -1 (all columns), 0 (no column stats) or a positive number",
-            )
-        out["num_indexed_cols"] = num
-    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,12 +27,14 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from .actions import AddFile
+from .config import TableProperties
 from .errors import InvalidArgumentError
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -74,13 +76,14 @@ class WriteSpec:
     row_constraint: str | None = None
 
 
-def resolve_target_file_size(configuration: dict | None, target_file_size: int | None) -> int:
-    """Explicit value, else the table's ``delta.targetFileSize``, else 128 MiB."""
+def resolve_target_file_size(properties: Any, target_file_size: int | None) -> int:
+    """Explicit value, else the table's ``delta.targetFileSize``, else 128 MiB.
+
+    :param properties: the table's :class:`~..config.TableProperties` (or its Metadata / configuration)
+    """
     value = target_file_size
     if value is None:
-        raw = (configuration or {}).get("delta.targetFileSize")
-        if raw is not None:
-            value = _parse_size(raw)
+        value = TableProperties.of(properties).target_file_size
     if value is None:
         return DEFAULT_TARGET_FILE_SIZE
     try:
@@ -94,15 +97,6 @@ def resolve_target_file_size(configuration: dict | None, target_file_size: int |
             "pass a positive integer such as 134217728 (128 MiB)",
         )
     return value
-
-
-def _parse_size(text) -> int | None:
-    s = str(text).strip().lower().replace(" ", "")
-    units = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
-    for unit in sorted(units, key=len, reverse=True):
-        if s.endswith(unit) and s[: -len(unit)].replace(".", "", 1).isdigit():
-            return int(float(s[: -len(unit)]) * units[unit])
-    return int(s) if s.isdigit() else None
 
 
 @dataclass(frozen=True)

@@ -45,54 +45,7 @@ from .result import CommandResult, WriteMetrics
 OPERATION_CREATE = "CREATE TABLE"
 OPERATION_CTAS = "CREATE TABLE AS SELECT"
 
-# delta.* table properties Delta defines (DeltaConfigs.scala); values checked where we know the type.
-_BOOL_PROPS = {
-    "delta.appendOnly",
-    "delta.enableExpiredLogCleanup",
-    "delta.checkpoint.writeStatsAsJson",
-    "delta.checkpoint.writeStatsAsStruct",
-    "delta.enableChangeDataFeed",
-    "delta.enableDeletionVectors",
-    "delta.enableInCommitTimestamps",
-    "delta.enableRowTracking",
-    "delta.enableTypeWidening",
-    "delta.randomizeFilePrefixes",
-    "delta.autoOptimize.optimizeWrite",
-    "delta.autoOptimize.autoCompact",
-    "delta.compatibility.symlinkFormatManifest.enabled",
-    "delta.enableIcebergCompatV1",
-    "delta.enableIcebergCompatV2",
-    "delta.tuneFileSizesForRewrites",
-    "delta.rowTrackingSuspended",
-    "delta.enableVariantShredding",
-    "delta.checkpoint.partSize.enabled",
-}
-_INTERVAL_PROPS = {
-    "delta.logRetentionDuration",
-    "delta.deletedFileRetentionDuration",
-    "delta.setTransactionRetentionDuration",
-    "delta.checkpointRetentionDuration",
-    "delta.sampleRetentionDuration",
-}
-_POSITIVE_INT_PROPS = {"delta.checkpointInterval", "delta.randomPrefixLength", "delta.checkpoint.partSize"}
-_INT_PROPS = {"delta.dataSkippingNumIndexedCols", "delta.minReaderVersion", "delta.minWriterVersion"}
-_OTHER_PROPS = {
-    "delta.isolationLevel",
-    "delta.columnMapping.mode",
-    "delta.columnMapping.maxColumnId",
-    "delta.dataSkippingStatsColumns",
-    "delta.checkpointPolicy",
-    "delta.targetFileSize",
-    "delta.universalFormat.enabledFormats",
-    "delta.parquet.compression.codec",
-    "delta.inCommitTimestampEnablementVersion",
-    "delta.inCommitTimestampEnablementTimestamp",
-    "delta.rowTracking.materializedRowIdColumnName",
-    "delta.rowTracking.materializedRowCommitVersionColumnName",
-    "delta.clusteringColumns",
-}
-_PREFIX_PROPS = ("delta.constraints.", "delta.feature.")
-KNOWN_DELTA_PROPERTIES = _BOOL_PROPS | _INTERVAL_PROPS | _POSITIVE_INT_PROPS | _INT_PROPS | _OTHER_PROPS
+KNOWN_DELTA_PROPERTIES = config.KNOWN_DELTA_PROPERTIES
 
 
 def validate_properties(properties: dict | None) -> dict:
@@ -124,37 +77,37 @@ def validate_properties(properties: dict | None) -> dict:
         if low.startswith("delta."):
             if low in canonical:
                 key = canonical[low]
-            elif not any(low.startswith(p) for p in _PREFIX_PROPS):
+            elif not any(low.startswith(p) for p in config.PREFIX_PROPERTIES):
                 raise InvalidArgumentError(
                     f"Unknown Delta table property '{key}'",
                     "properties starting with 'delta.' are reserved for the ones Delta defines",
                     "check the spelling (e.g. delta.appendOnly, delta.checkpointInterval, "
                     "delta.logRetentionDuration) or use a name without the 'delta.' prefix",
                 )
-            if key in _BOOL_PROPS:
+            if key in config.BOOL_PROPERTIES:
                 if sval.strip().lower() not in ("true", "false"):
                     raise InvalidArgumentError(
                         f"Table property {key}='{sval}' is not a boolean", None, f"set {key} to 'true' or 'false'"
                     )
                 sval = sval.strip().lower()
-            elif key in _INTERVAL_PROPS:
+            elif key in config.INTERVAL_PROPERTIES:
                 config.parse_interval_ms(sval, name=key)
-            elif key in _POSITIVE_INT_PROPS or key in _INT_PROPS:
+            elif key in config.POSITIVE_INT_PROPERTIES or key in config.INT_PROPERTIES:
                 try:
                     n = int(sval)
                 except ValueError:
                     n = None
-                if n is None or (key in _POSITIVE_INT_PROPS and n <= 0) or (key in _INT_PROPS and n < -1):
+                positive = key in config.POSITIVE_INT_PROPERTIES
+                if n is None or (positive and n <= 0) or (not positive and n < -1):
                     raise InvalidArgumentError(
                         f"Table property {key}='{sval}' is not a valid integer",
-                        "it must be a positive integer" if key in _POSITIVE_INT_PROPS else None,
+                        "it must be a positive integer" if positive else None,
                         f"set {key} to an integer such as 10",
                     )
-            elif key == config.ISOLATION_LEVEL:
-                from ..txn.isolation import IsolationLevel
-
-                IsolationLevel.parse(sval)
         out[key] = sval
+    # the properties the engine acts on, parsed as the table will read them (e.g. delta.isolationLevel,
+    # delta.columnMapping.mode, delta.targetFileSize, delta.dataSkippingStatsColumns)
+    config.TableProperties(out).validate()
     return out
 
 
@@ -330,7 +283,7 @@ def _stored_configuration(configuration: dict, protocol) -> dict:
     """
     out = {}
     for key, value in configuration.items():
-        if key.startswith("delta.feature."):
+        if key.startswith(config.FEATURE_PREFIX):
             continue
         if key in ("delta.minReaderVersion", "delta.minWriterVersion"):
             have = protocol.min_reader_version if key == "delta.minReaderVersion" else protocol.min_writer_version

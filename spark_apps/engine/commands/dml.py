@@ -91,7 +91,7 @@ class _Plan:
     """What every DML command shares: checks, transaction, candidate files, execution."""
 
     def __init__(self, snapshot, operation: str, predicate: str | None, *, spark, txn_options: Mapping):
-        from .. import config, features
+        from .. import features
         from ..expr import parse_predicate, to_sql
         from ..storage import storage_for
         from ..txn import OptimisticTransaction
@@ -103,7 +103,7 @@ class _Plan:
         self.table_root = snapshot.table_root
         self.storage = getattr(snapshot, "storage", None) or storage_for(self.table_root)
         features.check_write_supported(snapshot.protocol, snapshot.metadata)
-        if config.append_only(snapshot.metadata):
+        if snapshot.properties.append_only:
             raise AppendOnlyViolationError(
                 f"Cannot {operation} rows of table '{self.table_root}'",
                 "it has delta.appendOnly=true, which allows only appends",
@@ -171,7 +171,6 @@ class _Plan:
 def rewrite_candidates(snapshot, spark, predicate_sql: str | None, files: pa.Table, updates: tuple = ()) -> list:
     """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`): in Spark tasks
     when ``spark`` is given, else in this process. Returns one FileOutcome per file."""
-    from ..reader import column_mapping_mode_of
     from ..rewrite import RewriteSpec, rewrite_files
     from ..writer import WriteSpec, resolve_target_file_size
 
@@ -182,11 +181,11 @@ def rewrite_candidates(snapshot, spark, predicate_sql: str | None, files: pa.Tab
             schema_json=snapshot.schema.to_json_string(),
             partition_columns=tuple(md.partition_columns or ()),
             configuration=dict(md.configuration or {}),
-            target_file_size=resolve_target_file_size(md.configuration, None),
+            target_file_size=resolve_target_file_size(snapshot.properties, None),
         ),
         predicate=predicate_sql,
         updates=tuple(updates),
-        column_mapping_mode=column_mapping_mode_of(snapshot.schema, md.configuration or {}),
+        column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
     )
     if spark is not None:
         from ..spark.rewrite import rewrite_files as spark_rewrite

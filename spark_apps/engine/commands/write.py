@@ -234,7 +234,7 @@ def append_arrow(
         schema_json=snapshot.schema.to_json_string(),
         partition_columns=tuple(partition_columns),
         configuration=dict(snapshot.metadata.configuration or {}),
-        target_file_size=resolve_target_file_size(snapshot.metadata.configuration, target_file_size),
+        target_file_size=resolve_target_file_size(snapshot.properties, target_file_size),
     )
     written = list(write_batches(spec, batches))
     metrics = WriteMetrics(len(written), sum(w.num_rows for w in written), sum(w.add.size for w in written))
@@ -278,7 +278,7 @@ def overwrite(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .. import config, features
+    from .. import features
     from ..errors import AppendOnlyViolationError
     from ..expr import parse_predicate, to_sql
     from ..expr.skipping import is_partition_only, skip_files
@@ -302,7 +302,7 @@ def overwrite(
     table_root = snapshot.table_root
     storage = snapshot.storage
     features.check_write_supported(snapshot.protocol, snapshot.metadata)
-    if config.append_only(snapshot.metadata):
+    if snapshot.properties.append_only:
         raise AppendOnlyViolationError(
             f"Cannot overwrite table '{table_root}'",
             "it has delta.appendOnly=true, which allows only appends",

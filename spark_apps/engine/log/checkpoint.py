@@ -37,8 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import config
 from ..actions import snake_case
+from ..config import TableProperties
 from .listing import classic_checkpoint_name, log_dir_of, multipart_checkpoint_name
 
 log = logging.getLogger(__name__)
@@ -285,6 +285,11 @@ def _parse_partition_values(pv: pa.Array, schema, partition_columns: list[str]) 
     return pa.StructArray.from_arrays(children, fields=fields) if fields else None
 
 
+def _properties(snapshot) -> TableProperties:
+    """The snapshot's table properties (cached on a Snapshot; parsed from ``.metadata`` otherwise)."""
+    return TableProperties.of(getattr(snapshot, "properties", None) or snapshot.metadata)
+
+
 def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tuple[str, pa.Array]]:
     if not want_struct:
         return []
@@ -297,8 +302,7 @@ def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tup
         except Exception:
             return []
     part_cols = list(snapshot.metadata.partition_columns or [])
-    mode = (snapshot.metadata.configuration or {}).get("delta.columnMapping.mode", "none")
-    if str(mode).lower() != "none":
+    if _properties(snapshot).column_mapping_mode != "none":
         # *_parsed must use physical names with column mapping: not written (they are optional)
         return []
     extra: list[tuple[str, pa.Array]] = []
@@ -378,7 +382,7 @@ def _non_file_rows(snapshot, now_ms: int, schema: pa.Schema) -> tuple[list[pa.Ta
         )
     )
 
-    retention = config.set_transaction_retention_ms(md)
+    retention = _properties(snapshot).set_transaction_retention_ms
     txns = list((getattr(snapshot, "set_transactions", None) or {}).values())
     kept = [t for t in txns if retention is None or t.last_updated is None or t.last_updated >= now_ms - retention]
     if kept:
@@ -416,7 +420,7 @@ def _tombstones(snapshot, now_ms: int) -> tuple[pa.Table, int]:
     tomb = getattr(snapshot, "tombstones", None)
     if tomb is None or tomb.num_rows == 0:
         return pa.table({"path": pa.array([], pa.string())}), 0
-    cutoff = now_ms - config.deleted_file_retention_ms(snapshot.metadata)
+    cutoff = now_ms - _properties(snapshot).deleted_file_retention_ms
     col = "deletion_timestamp" if "deletion_timestamp" in tomb.column_names else "deletionTimestamp"
     if col in tomb.column_names:
         # a missing deletionTimestamp counts as 0 (delta-spark: delTimestamp defaults to 0 -> expired)
@@ -432,13 +436,13 @@ def build_checkpoint_table(snapshot, *, now_ms: int | None = None, sort_by_path:
     """The checkpoint content of ``snapshot`` as one arrow table (non-file actions first, then
     adds and removes; sorted by path when ``sort_by_path``, as multi-part splitting needs), plus counts."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    md = snapshot.metadata
     files: pa.Table = snapshot.files
     n_add = files.num_rows
 
-    extra = _add_parsed_fields(files, snapshot, config.write_stats_as_struct(md))
+    props = _properties(snapshot)
+    extra = _add_parsed_fields(files, snapshot, props.write_stats_as_struct)
     overrides = {"dataChange": _falses(n_add)}
-    if not config.write_stats_as_json(md):
+    if not props.write_stats_as_json:
         overrides["stats"] = pa.nulls(n_add, pa.string())
     add_struct = _struct_from(files, ADD_FIELDS, overrides, extra)
     v2 = uses_v2_checkpoints(snapshot.protocol)
@@ -578,6 +582,6 @@ def checkpoint_after_commit(
     snap = load_snapshot(storage, table_root, version=version)
     metrics = write_checkpoint(storage, table_root, snap, now_ms=now_ms, part_size=part_size)
     cleanup = None
-    if config.enable_expired_log_cleanup(snap.metadata):
+    if snap.properties.enable_expired_log_cleanup:
         cleanup = cleanup_expired_logs(storage, table_root, snap, now_ms=now_ms)
     return metrics, cleanup

@@ -24,8 +24,7 @@ from __future__ import annotations
 import re
 import time
 
-from .. import config
-from ..config import MS_PER_DAY
+from ..config import MS_PER_DAY, TableProperties
 from .listing import COMMIT_RE, list_log, log_dir_of
 
 _CRC_RE = re.compile(r"^(\d{20})\.crc$")
@@ -67,8 +66,10 @@ def cleanup_expired_logs(
         ``num_deleted_compactions``, ``num_deleted_temp_files``, ``num_deleted_files``, ``deleted``
     """
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
-    md = getattr(snapshot, "metadata", None)
-    retention = config.log_retention_ms(md) if retention_ms is None else int(retention_ms)
+    if retention_ms is None:
+        retention = TableProperties.of(getattr(snapshot, "metadata", None)).log_retention_ms
+    else:
+        retention = int(retention_ms)
     threshold = truncate_to_day(now_ms - retention)
     metrics = {
         "threshold_ms": threshold,

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..actions import Metadata, camel_case
+from ..config import TableProperties
 from ..errors import LogCorruptedError
 
 # ---------------------------------------------------------------------------------------------
@@ -362,8 +363,7 @@ def normalize_file_actions(struct: pa.Array, schema: pa.Schema, *, partition_key
 def partition_keys_of(metadata: Metadata) -> list[str]:
     """Keys used in ``partitionValues``: the partition columns, physical names under column mapping."""
     cols = list(metadata.partition_columns or [])
-    mode = (metadata.configuration or {}).get("delta.columnMapping.mode", "none")
-    if not cols or mode in (None, "none"):
+    if not cols or TableProperties.of(metadata).column_mapping_mode == "none":
         return cols
     try:
         fields = json.loads(metadata.schema_string).get("fields", [])

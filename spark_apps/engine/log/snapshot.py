@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +42,7 @@ from ..actions import (
     RemoveFile,
     SetTransaction,
 )
+from ..config import TableProperties
 from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, VersionNotFoundError
 from ..storage import Storage, normalize_table_uri
 from .checkpoint_read import CheckpointReadError
@@ -109,6 +111,11 @@ class Snapshot:
     @property
     def configuration(self) -> dict:
         return dict(self.metadata.configuration or {})
+
+    @cached_property
+    def properties(self) -> TableProperties:
+        """The table properties, typed (each parsed on first use; see :mod:`..config`)."""
+        return TableProperties.of(self.metadata)
 
     @property
     def num_files(self) -> int:
@@ -289,17 +296,6 @@ def read_commit_infos(storage: Storage, table_root: str, versions) -> dict[int, 
     return out
 
 
-def _ict_config(metadata: Metadata | None) -> tuple[bool, int | None]:
-    conf = (metadata.configuration or {}) if metadata else {}
-    enabled = str(conf.get("delta.enableInCommitTimestamps", "false")).lower() == "true"
-    ev = conf.get("delta.inCommitTimestampEnablementVersion")
-    try:
-        ev = int(ev) if ev is not None else None
-    except ValueError:
-        ev = None
-    return enabled, ev
-
-
 def commit_timestamps(
     storage: Storage, listing: LogListing, metadata: Metadata | None = None, versions=None
 ) -> list[tuple[int, int]]:
@@ -318,7 +314,8 @@ def commit_timestamps(
         if last is not None and last.in_commit_timestamp is not None:
             seg = select_segment(listing, None)
             metadata = replay(storage, seg.log_dir, seg.checkpoint, seg.commits, include_files=False).metadata
-    enabled, enablement_version = _ict_config(metadata)
+    props = TableProperties.of(metadata)
+    enabled, enablement_version = props.enable_in_commit_timestamps, props.in_commit_timestamp_enablement_version
     wanted = None if versions is None else set(versions)
     # file modification times made strictly increasing (free: they come with the listing)
     mtimes: list[int] = []

@@ -118,7 +118,6 @@ def scan_files(
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from ..reader import column_mapping_mode_of
     from ..storage import normalize_table_uri
 
     check_read_supported(snapshot)
@@ -159,7 +158,7 @@ def scan_files(
     partition_columns = list(snapshot.metadata.partition_columns)
     cols = list(columns) if columns is not None else None
 
-    mode = column_mapping_mode_of(snapshot.schema, snapshot.metadata.configuration or {})
+    mode = snapshot.properties.column_mapping_mode_for(snapshot.schema)
 
     def fn(
         batches,

@@ -12,7 +12,8 @@ Levels (strongest first, names as written to ``commitInfo.isolationLevel``):
   which it gives the same guarantee as Serializable.
 
 Choice (:func:`choose_isolation_level`): no data change -> SnapshotIsolation; otherwise the level
-the caller asked for, else the table's ``delta.isolationLevel``, else Serializable.
+the caller asked for, else the table's ``delta.isolationLevel`` (read and checked by
+:attr:`~airflow_delta_provider_apps.engine.config.TableProperties.isolation_level`), else Serializable.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
-from .. import config
 from ..actions import AddCDCFile, AddFile, RemoveFile
 from ..errors import InvalidArgumentError
 
@@ -55,21 +55,6 @@ DEFAULT_ISOLATION_LEVEL = IsolationLevel.SERIALIZABLE
 VALID_TABLE_LEVELS = (IsolationLevel.SERIALIZABLE, IsolationLevel.WRITE_SERIALIZABLE)
 
 
-def table_isolation_level(metadata: Any) -> IsolationLevel | None:
-    """The table's ``delta.isolationLevel`` or ``None`` when unset."""
-    raw = config.isolation_level_name(metadata)
-    if raw is None or not raw.strip():
-        return None
-    level = IsolationLevel.parse(raw)
-    if level not in VALID_TABLE_LEVELS:
-        raise InvalidArgumentError(
-            f"Table property {config.ISOLATION_LEVEL}='{raw}' is not allowed",
-            "a table can only be configured as Serializable or WriteSerializable",
-            f"set {config.ISOLATION_LEVEL} to Serializable or WriteSerializable",
-        )
-    return level
-
-
 def changes_data(actions: Iterable[Any]) -> bool:
     """True when any file action has ``dataChange=true`` (cdc files do not count)."""
     for a in actions:
@@ -79,12 +64,13 @@ def changes_data(actions: Iterable[Any]) -> bool:
 
 
 def choose_isolation_level(
-    actions: Iterable[Any], metadata: Any, requested: IsolationLevel | str | None = None
+    actions: Iterable[Any], table_level: IsolationLevel | None = None, requested: IsolationLevel | str | None = None
 ) -> IsolationLevel:
     """The level this commit's conflicts are checked under (see module doc).
 
     :param actions: the commit's actions
-    :param metadata: the table metadata the commit is based on (for ``delta.isolationLevel``)
+    :param table_level: the table's ``delta.isolationLevel`` (``TableProperties.isolation_level``
+        of the metadata the commit is based on), ``None`` when unset
     :param requested: an explicit level from the caller, overriding the table property
     """
     acts = [a for a in actions if not isinstance(a, AddCDCFile)]
@@ -92,4 +78,4 @@ def choose_isolation_level(
         return IsolationLevel.SNAPSHOT_ISOLATION
     if requested is not None:
         return IsolationLevel.parse(requested)
-    return table_isolation_level(metadata) or DEFAULT_ISOLATION_LEVEL
+    return table_level or DEFAULT_ISOLATION_LEVEL

@@ -46,7 +46,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import config
 from ..actions import (
     AddCDCFile,
     AddFile,
@@ -59,6 +58,7 @@ from ..actions import (
     parse_commit_bytes,
     serialize_actions,
 )
+from ..config import TableProperties
 from ..errors import (
     AppendOnlyViolationError,
     CommitConflictError,
@@ -243,6 +243,8 @@ class OptimisticTransaction:
 
         self.read_version: int = snapshot.version if snapshot is not None else -1
         self._read_metadata: Metadata | None = getattr(snapshot, "metadata", None) if snapshot is not None else None
+        # the read snapshot's table properties (parsed once, on first use of each)
+        self._read_properties = TableProperties.of(self._read_metadata)
         self._read_protocol: Protocol | None = getattr(snapshot, "protocol", None) if snapshot is not None else None
         self.new_metadata: Metadata | None = None
         self.new_protocol: Protocol | None = None
@@ -275,7 +277,7 @@ class OptimisticTransaction:
         t = txns.get(app_id)
         if t is None:
             return None
-        retention = config.set_transaction_retention_ms(self._read_metadata)
+        retention = self._read_properties.set_transaction_retention_ms
         if retention is not None and t.last_updated is not None and t.last_updated < self.clock() - retention:
             return None
         return t.version
@@ -548,7 +550,7 @@ class OptimisticTransaction:
             seen.add(d.domain)
 
     def _check_append_only(self, actions: list, metadata: Metadata) -> None:
-        if not config.append_only(metadata) and not config.append_only(self._read_metadata):
+        if not TableProperties.of(metadata).append_only and not self._read_properties.append_only:
             return
         bad = next((a for a in actions if isinstance(a, RemoveFile) and a.data_change), None)
         if bad is not None:
@@ -604,13 +606,17 @@ class OptimisticTransaction:
             return self.committed
 
         final_actions, extra_ci = self._prepare(actions)
-        level = choose_isolation_level(final_actions, self._read_metadata or self.metadata, self.requested_isolation)
+        level = choose_isolation_level(
+            final_actions,
+            TableProperties.of(self._read_metadata or self.metadata).isolation_level,
+            self.requested_isolation,
+        )
         file_actions = [a for a in final_actions if isinstance(a, (AddFile, RemoveFile))]
         is_blind_append = (not self.reads_anything) and all(isinstance(a, AddFile) for a in file_actions)
 
         now = self.clock()
         ci: dict = {"timestamp": now}
-        ict_enabled = config.in_commit_timestamps_enabled(self.metadata)
+        ict_enabled = TableProperties.of(self.metadata).enable_in_commit_timestamps
         if ict_enabled:
             prev = self._previous_ict()
             ci["inCommitTimestamp"] = max(now, (prev + 1) if prev is not None else now)
@@ -746,7 +752,7 @@ class OptimisticTransaction:
         never raised (the commit has landed)."""
         metadata = self.metadata
         try:
-            interval = config.checkpoint_interval(metadata)
+            interval = TableProperties.of(metadata).checkpoint_interval
         except DeltaError as e:
             result.post_commit_error = str(e)
             return

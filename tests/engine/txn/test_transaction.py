@@ -17,6 +17,7 @@ from airflow_delta_provider_apps.engine.actions import (
     RemoveFile,
     SetTransaction,
 )
+from airflow_delta_provider_apps.engine.config import TableProperties
 from airflow_delta_provider_apps.engine.errors import AppendOnlyViolationError, InvalidArgumentError, InvalidCommitError
 from airflow_delta_provider_apps.engine.storage import storage_for
 from airflow_delta_provider_apps.engine.txn import IsolationLevel, OptimisticTransaction, choose_isolation_level
@@ -253,14 +254,18 @@ def test_in_commit_timestamps_are_first_and_increasing(tmp_path, monkeypatch):
 def test_isolation_level_choice(table):
     md = snapshot(table).metadata
     add = write_file(table, [1], "a")
-    assert choose_isolation_level([add], md) == IsolationLevel.SERIALIZABLE
-    assert choose_isolation_level([replace(add, data_change=False)], md) == IsolationLevel.SNAPSHOT_ISOLATION
-    assert choose_isolation_level([add], md, "WriteSerializable") == IsolationLevel.WRITE_SERIALIZABLE
+
+    def level(metadata):
+        return TableProperties.of(metadata).isolation_level
+
+    assert choose_isolation_level([add], level(md)) == IsolationLevel.SERIALIZABLE
+    assert choose_isolation_level([replace(add, data_change=False)], level(md)) == IsolationLevel.SNAPSHOT_ISOLATION
+    assert choose_isolation_level([add], level(md), "WriteSerializable") == IsolationLevel.WRITE_SERIALIZABLE
     ws = replace(md, configuration={"delta.isolationLevel": "WriteSerializable"})
-    assert choose_isolation_level([add], ws) == IsolationLevel.WRITE_SERIALIZABLE
-    assert choose_isolation_level([add], ws, IsolationLevel.SERIALIZABLE) == IsolationLevel.SERIALIZABLE
-    with pytest.raises(InvalidArgumentError):
-        choose_isolation_level([add], replace(md, configuration={"delta.isolationLevel": "SnapshotIsolation"}))
+    assert choose_isolation_level([add], level(ws)) == IsolationLevel.WRITE_SERIALIZABLE
+    assert choose_isolation_level([add], level(ws), IsolationLevel.SERIALIZABLE) == IsolationLevel.SERIALIZABLE
+    with pytest.raises(InvalidArgumentError, match="delta.isolationLevel='SnapshotIsolation' is not allowed"):
+        level(replace(md, configuration={"delta.isolationLevel": "SnapshotIsolation"}))
     with pytest.raises(InvalidArgumentError):
         IsolationLevel.parse("ReadCommitted")
 
@@ -364,25 +369,22 @@ def test_parse_interval_rejects(text):
 
 
 def test_property_defaults_and_values():
-    md = make_metadata()
-    assert config.checkpoint_interval(md) == 10
-    assert config.log_retention_ms(md) == 30 * 86_400_000
-    assert config.deleted_file_retention_ms(md) == 7 * 86_400_000
-    assert config.enable_expired_log_cleanup(md) is True
-    assert config.set_transaction_retention_ms(md) is None
-    assert config.append_only(md) is False
+    props = TableProperties.of(make_metadata())
+    assert props.checkpoint_interval == 10
+    assert props.log_retention_ms == 30 * 86_400_000
+    assert props.deleted_file_retention_ms == 7 * 86_400_000
+    assert props.enable_expired_log_cleanup is True
+    assert props.set_transaction_retention_ms is None
+    assert props.append_only is False
     md2 = make_metadata(
         {"delta.checkpointInterval": "5", "delta.appendOnly": "TRUE", "delta.enableExpiredLogCleanup": "false"}
     )
-    assert (config.checkpoint_interval(md2), config.append_only(md2), config.enable_expired_log_cleanup(md2)) == (
-        5,
-        True,
-        False,
-    )
+    props2 = TableProperties.of(md2)
+    assert (props2.checkpoint_interval, props2.append_only, props2.enable_expired_log_cleanup) == (5, True, False)
     with pytest.raises(InvalidArgumentError):
-        config.checkpoint_interval(make_metadata({"delta.checkpointInterval": "0"}))
+        _ = TableProperties.of(make_metadata({"delta.checkpointInterval": "0"})).checkpoint_interval
     with pytest.raises(InvalidArgumentError):
-        config.append_only(make_metadata({"delta.appendOnly": "yes"}))
+        _ = TableProperties.of(make_metadata({"delta.appendOnly": "yes"})).append_only
 
 
 def test_re_adding_a_live_path_with_another_dv_needs_its_remove(table):
