@@ -142,15 +142,15 @@ def _ours_write_parquet(storage, path: str, snap, seq: int):
     data = table.drop_columns(["dt"])
     rel = f"dt={dt}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
     full = storage.join(path, rel)
-    storage.mkdirs(storage.join(path, f"dt={dt}"))
-    pq.write_table(data, storage.fs_path(full), filesystem=storage.filesystem, compression="snappy")
-    info = storage.filesystem.get_file_info(storage.fs_path(full))
+    with storage.open_output_stream(full) as sink:
+        pq.write_table(data, sink, compression="snappy")
+    info = storage.file_info(full)
     stats = _ours_stats_json(data, snap)
     return actions.AddFile(
         path=rel,
         partition_values={"dt": dt},
         size=info.size,
-        modification_time=int(info.mtime.timestamp() * 1000) if info.mtime else 0,
+        modification_time=info.mtime_ms,
         data_change=True,
         stats=stats,
     )

@@ -227,9 +227,6 @@ def _write_output(df, output: str) -> int:
     path = normalize_table_uri(output)
     storage = storage_for(path)
     table = df.toArrow()
-    parent = storage.fs_path(path).rsplit("/", 1)[0]
-    if parent and storage.filesystem.type_name == "local":
-        storage.filesystem.create_dir(parent, recursive=True)
-    with storage.filesystem.open_output_stream(storage.fs_path(path)) as sink:
+    with storage.open_output_stream(path) as sink:
         pq.write_table(table, sink, compression="snappy")
     return table.num_rows

@@ -7,6 +7,9 @@
   protocol (``PROVIDER_MAY_IMPORT``);
 * no import cycles between our modules (imports inside functions count too: a lazy import that closes
   a cycle is still a cycle in the design);
+* only ``airflow_delta_provider_apps.engine.storage`` knows the filesystem: no other module (nor the
+  bench) imports ``pyarrow.fs`` or touches a storage's ``filesystem``/``fs_path`` (or their private
+  forms); everything else goes through the ``Storage`` methods;
 * the wheel's package list (pyproject.toml) names every package folder, under its import name.
 """
 
@@ -106,6 +109,46 @@ def test_provider_imports_no_pyspark_and_only_the_app_protocol():
         return None
 
     assert _violations(rule) == []
+
+
+STORAGE_MODULE = "airflow_delta_provider_apps.engine.storage"
+FILESYSTEM_ATTRIBUTES = {"filesystem", "fs_path", "_fs", "_fs_path"}
+
+
+def _filesystem_uses() -> list[str]:
+    files = dict(MODULES)
+    files.update({f"bench.{p.stem}": p for p in sorted((REPO / "bench").rglob("*.py"))})
+    found = []
+    for name, path in files.items():
+        if name == STORAGE_MODULE:
+            continue
+        where = path.relative_to(REPO)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in FILESYSTEM_ATTRIBUTES:
+                found.append(f"{where}:{node.lineno}: uses .{node.attr} (only {STORAGE_MODULE} knows the filesystem)")
+        for imported, line in _imports(name, path):
+            if _within(imported, "pyarrow.fs"):
+                found.append(f"{where}:{line}: imports {imported} (only {STORAGE_MODULE} knows the filesystem)")
+    return sorted(set(found))
+
+
+def test_only_storage_knows_the_filesystem():
+    assert _filesystem_uses() == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(storage, p):\n    return storage.filesystem.open_input_file(storage.fs_path(p))\n",
+        "from pyarrow import fs\n",
+        "import pyarrow.fs as pafs\n",
+    ],
+)
+def test_a_planted_filesystem_use_is_found(monkeypatch, source):
+    planted = REPO / "spark_apps" / "engine" / "planted.py"
+    monkeypatch.setitem(MODULES, "airflow_delta_provider_apps.engine.planted", planted)
+    monkeypatch.setattr(Path, "read_text", _reading(planted, source))
+    assert any("spark_apps/engine/planted.py" in v for v in _filesystem_uses())
 
 
 def _graph() -> dict[str, set[str]]:

@@ -37,7 +37,7 @@ import pyarrow as pa
 from .actions import camel_case
 from .errors import DataFileMissingError, LogCorruptedError
 from .paths import resolve_log_path
-from .storage import Storage
+from .storage import Storage, normalized_io_errors
 
 __all__ = [
     "z85_decode",
@@ -129,7 +129,7 @@ def read_dv_bytes(storage: Storage, table_root: str, dv: Any) -> bytes:
     offset = _get(dv, "offset")
     offset = 1 if offset is None else int(offset)
     try:
-        with storage.filesystem.open_input_file(storage.fs_path(location)) as f:
+        with storage.open_input_file(location) as f, normalized_io_errors(location):
             f.seek(offset)
             head = f.read(4)
             if len(head) != 4:

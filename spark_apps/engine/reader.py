@@ -57,7 +57,7 @@ from .errors import (
 from .partitions import partition_column_array
 from .paths import data_file_uri
 from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
-from .storage import Storage
+from .storage import Storage, normalized_io_errors
 
 __all__ = [
     "data_file_uri",
@@ -239,13 +239,14 @@ def _relaxed(t: pa.DataType) -> pa.DataType:
 
 def _open_parquet(storage: Storage, location: str, path_in_log: str) -> pq.ParquetFile:
     try:
-        f = storage.filesystem.open_input_file(storage.fs_path(location))
+        f = storage.open_input_file(location)
     except FileNotFoundError:
         raise _missing(path_in_log, location) from None
     except OSError as e:
         raise _open_error(e, path_in_log, location) from None
     try:
-        return pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
+        with normalized_io_errors(location):  # the footer is read here
+            return pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
     except BaseException as e:
         f.close()
         if isinstance(e, pa.ArrowInvalid):
@@ -261,7 +262,7 @@ def _open_parquet(storage: Storage, location: str, path_in_log: str) -> pq.Parqu
 
 
 def _open_error(e: OSError, path_in_log: str, location: str):
-    if _is_not_found(e):
+    if isinstance(e, FileNotFoundError):
         return _missing(path_in_log, location)
     return StorageError(f"Cannot read data file '{location}'", str(e), "check the storage and retry")
 
@@ -316,13 +317,6 @@ def _close(pf: pq.ParquetFile) -> None:
         pf.close(force=True)  # also closes the input file we opened
     except Exception:  # pragma: no cover - best effort
         pass
-
-
-def _is_not_found(e: OSError) -> bool:
-    if isinstance(e, FileNotFoundError):
-        return True
-    msg = str(e).lower()
-    return "not found" in msg or "no such file" in msg or "does not exist" in msg
 
 
 def _empty_batch(rows: int) -> pa.RecordBatch:
@@ -438,23 +432,22 @@ def _stream_file(
         else:  # no data column: only the row count matters
             raws = (min(batch_rows, num_rows - s) for s in range(0, num_rows, batch_rows))
         try:
-            for raw in raws:
-                if isinstance(raw, _Skip):
-                    offset += raw.rows
-                    continue
-                n = raw if isinstance(raw, int) else raw.num_rows
-                keep, rows = (None, n) if deleted is None or n == 0 else _keep_mask(deleted, offset, n)
-                offset += n
-                if rows == 0:
-                    continue
-                if keep is not None and not isinstance(raw, int):
-                    raw = raw.filter(keep)  # before conforming: deleted rows cost no casts
-                yielded = True
-                yield _conform_batch(None if isinstance(raw, int) else raw, rows, plan, mode)
-        except OSError as e:
-            if _is_not_found(e):
-                raise _missing(path, location) from None
-            raise
+            with normalized_io_errors(location):  # a remote file is fetched lazily: it may vanish now
+                for raw in raws:
+                    if isinstance(raw, _Skip):
+                        offset += raw.rows
+                        continue
+                    n = raw if isinstance(raw, int) else raw.num_rows
+                    keep, rows = (None, n) if deleted is None or n == 0 else _keep_mask(deleted, offset, n)
+                    offset += n
+                    if rows == 0:
+                        continue
+                    if keep is not None and not isinstance(raw, int):
+                        raw = raw.filter(keep)  # before conforming: deleted rows cost no casts
+                    yielded = True
+                    yield _conform_batch(None if isinstance(raw, int) else raw, rows, plan, mode)
+        except FileNotFoundError:
+            raise _missing(path, location) from None
         if not yielded:  # empty file, or every row deleted: one empty batch carries the schema
             yield _conform_batch(None, 0, plan, mode)
     finally:

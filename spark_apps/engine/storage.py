@@ -1,5 +1,8 @@
 """Storage: the one small interface the engine talks to files through.
 
+This is the only module that knows which filesystem a table lives on: callers pass full locations
+(absolute local paths or URIs) and get pyarrow files, bytes, listings and Python exceptions back.
+
 Contract (what commits rely on, after Delta Kernel's LogStore):
 
 * ``write_bytes(path, data, overwrite=False)`` either creates the complete file or creates
@@ -7,7 +10,12 @@ Contract (what commits rely on, after Delta Kernel's LogStore):
   atomic put-if-absent is what makes two writers of the same log version mutually exclusive.
 * ``list_dir`` returns the direct children that are files, sorted by path, with size and
   modification time; a missing directory lists as empty.
-* ``read_bytes`` raises :class:`FileNotFoundError` for a missing file.
+* ``list_files`` lists every file under a prefix (recursively by default) as one Arrow table
+  (``LISTING_SCHEMA``) with paths *relative to the prefix*; :func:`hidden_mask` (or
+  ``skip_hidden=True``) selects what Delta's VACUUM treats as hidden.
+* Every "not found", whatever the filesystem calls it, surfaces as :class:`FileNotFoundError`
+  whose ``filename`` is the location the caller passed (:func:`normalized_io_errors` is the one
+  place that translates; wrap lazy reads through an opened file in it too).
 
 The storage layer decides nothing about the protocol.
 
@@ -22,12 +30,130 @@ from __future__ import annotations
 import errno
 import os
 import uuid
+from array import array
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from .errors import InvalidArgumentError, StorageError
+
+# One row per file: ``path`` relative to the listed prefix ('/'-separated, no leading '/', the
+# names as stored, i.e. not URI-encoded), ``size`` in bytes, ``mtime_ms`` since the epoch.
+LISTING_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("mtime_ms", pa.int64(), nullable=False),
+    ]
+)
+
+# How the filesystems pyarrow wraps spell "not found" when they raise a plain OSError
+# (S3: "Path does not exist", "NO_SUCH_KEY"; GCS: "NotFound"; HDFS: "No such file or directory").
+_NOT_FOUND_MARKERS = ("no such file", "does not exist", "not found", "notfound", "no_such_key", "nosuchkey")
+
+
+def _is_not_found(e: OSError) -> bool:
+    if isinstance(e, FileNotFoundError) or e.errno == errno.ENOENT:
+        return True
+    msg = str(e).lower()
+    return any(m in msg for m in _NOT_FOUND_MARKERS)
+
+
+def _file_not_found(path: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+@contextmanager
+def normalized_io_errors(path: str) -> Iterator[None]:
+    """Inside the block, any "not found" OSError becomes ``FileNotFoundError`` naming ``path``.
+
+    Storage methods already do this; callers wrap only reads through a file they opened with
+    :meth:`Storage.open_input_file`, since a remote file may be fetched lazily (and vanish) after
+    it was opened. Other OSErrors pass through unchanged.
+    """
+    try:
+        yield
+    except OSError as e:
+        if _is_not_found(e) and not (isinstance(e, FileNotFoundError) and e.filename == path):
+            raise _file_not_found(path) from e
+        raise
+
+
+def _listing(prefix: str, paths: list[str], sizes: list[int], mtimes: list[int]) -> pa.Table:
+    """The listing table, sorted by path, built from buffers.
+
+    Not ``pa.array(list)``: converting Python values makes pyarrow import pandas (~0.25 s), which
+    the log listing of a fresh process must not pay.
+    """
+    try:
+        encoded = [p.encode() for p in paths]
+    except UnicodeEncodeError:
+        bad = next(p for p in paths if _not_utf8(p))
+        raise StorageError(
+            f"Cannot list '{prefix}': the file name {bad!r} is not UTF-8",
+            "Delta paths are UTF-8 strings, so this file cannot belong to the table",
+            "rename or remove the file",
+        ) from None
+    n = len(paths)
+    path_col = pa.Array.from_buffers(
+        pa.large_string(),
+        n,
+        [None, pa.py_buffer(array("q", accumulate(map(len, encoded), initial=0))), pa.py_buffer(b"".join(encoded))],
+    ).cast(pa.string())
+    size_col = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(array("q", sizes))])
+    mtime_col = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(array("q", mtimes))])
+    t = pa.Table.from_arrays([path_col, size_col, mtime_col], schema=LISTING_SCHEMA)
+    return t.take(pc.sort_indices(path_col)) if n > 1 else t
+
+
+def _not_utf8(name: str) -> bool:
+    try:
+        name.encode()
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+def _hidden_name(name: str, not_hidden: Iterable[str]) -> bool:
+    """The per-name form of :func:`hidden_mask` for a directory (used to prune a local walk)."""
+    return name[:1] in ("_", ".") and "=" not in name and name not in not_hidden
+
+
+def hidden_mask(paths: pa.Array | pa.ChunkedArray, *, not_hidden: Iterable[str] = ()) -> pa.ChunkedArray:
+    """True for each relative path that Delta's VACUUM leaves alone as hidden.
+
+    A path is hidden when one of its directories, or the file name itself, starts with ``_`` or
+    ``.`` (``_delta_log``, ``_temporary``, ``.spark-staging``, ``_SUCCESS``, ``.part-0.crc``), except
+    that a directory whose name contains ``=`` is a partition directory (``_x=1``) and never hidden.
+    Directory names listed in ``not_hidden`` are not hidden either (VACUUM passes ``_change_data``
+    and ``_delta_index``, whose files it does clean). Paths are as :meth:`Storage.list_files`
+    returns them; the prefix itself is not judged, so a table under ``/data/_staging/t`` works.
+    """
+    paths = pa.chunked_array([paths]) if isinstance(paths, pa.Array) else paths
+    names = [n for n in not_hidden if n]
+    for n in names:
+        if "/" in n:
+            raise InvalidArgumentError(f"'{n}' is not a directory name", "it contains '/'", "pass single names")
+    if names:
+        # Rename the exempted directories first (RE2 has no look-around), so the test below passes
+        # them: with every separator doubled, each directory sits alone between its own two '/'.
+        alternation = "|".join(_re2_escape(n) for n in names)
+        doubled = pc.binary_join_element_wise("/", pc.replace_substring(paths, "/", "//"), "")
+        doubled = pc.replace_substring_regex(doubled, f"/({alternation})/", "/d/")
+        paths = pc.utf8_slice_codeunits(pc.replace_substring(doubled, "//", "/"), 1)
+    hidden_dir = pc.match_substring_regex(paths, "(^|/)[_.][^/=]*/")
+    hidden_file = pc.match_substring_regex(paths, "(^|/)[_.][^/]*$")
+    return pc.or_(hidden_dir, hidden_file)
+
+
+def _re2_escape(name: str) -> str:
+    return "".join("\\" + c if not c.isalnum() and c != "_" else c for c in name)
 
 
 @dataclass(frozen=True)
@@ -42,30 +168,104 @@ class FileInfo:
 
 
 class Storage:
-    """Abstract storage. Paths are full locations (absolute local paths or URIs)."""
+    """Abstract storage. Paths are full locations (absolute local paths or URIs).
 
-    filesystem: pafs.FileSystem
+    Subclasses set ``_fs`` (a ``pyarrow.fs`` filesystem) and implement ``_fs_path``; both stay
+    private to this module.
+    """
 
-    def list_dir(self, dir_path: str) -> list[FileInfo]:
+    _fs: pafs.FileSystem
+
+    def _fs_path(self, path: str) -> str:
+        """The path to hand to ``self._fs`` for ``path``."""
         raise NotImplementedError
 
+    # ---- listing
+
+    def list_files(
+        self,
+        prefix: str,
+        *,
+        recursive: bool = True,
+        skip_hidden: bool = False,
+        not_hidden: Iterable[str] = (),
+    ) -> pa.Table:
+        """Every file under the directory ``prefix`` (its subdirectories too, unless ``recursive=False``).
+
+        Returns a ``LISTING_SCHEMA`` table sorted by path, whose ``path`` is relative to ``prefix``
+        (join it with ``prefix`` for a full location). Directories are not rows, so empty ones do
+        not appear; a missing prefix, or one that is a file, lists as empty. Files deleted while
+        listing are left out. Symbolic links to directories are not followed.
+        ``skip_hidden=True`` leaves out what :func:`hidden_mask` calls hidden (with ``not_hidden``
+        passed through) and, where the filesystem allows, does not even descend into hidden
+        directories; without it everything is listed and the caller may apply :func:`hidden_mask`.
+        """
+        not_hidden = frozenset(not_hidden)
+        t = _listing(prefix, *self._walk(prefix, recursive=recursive, prune=not_hidden if skip_hidden else None))
+        if skip_hidden and t.num_rows:
+            t = t.filter(pc.invert(hidden_mask(t.column("path"), not_hidden=not_hidden)))
+        return t
+
+    def list_dir(self, dir_path: str) -> list[FileInfo]:
+        """The files directly in ``dir_path``, sorted by path, with full locations; [] if missing."""
+        paths, sizes, mtimes = self._walk(dir_path, recursive=False, prune=None)
+        return sorted(
+            (FileInfo(self.join(dir_path, p), s, m) for p, s, m in zip(paths, sizes, mtimes)), key=lambda f: f.path
+        )
+
+    def _walk(
+        self, prefix: str, *, recursive: bool, prune: frozenset[str] | None
+    ) -> tuple[list[str], list[int], list[int]]:
+        """The files under ``prefix``: paths relative to it, sizes, mtimes in ms (any order).
+
+        ``prune`` (the ``not_hidden`` names) asks to skip hidden directories where that saves work;
+        ``list_files`` applies :func:`hidden_mask` afterwards either way.
+        """
+        raise NotImplementedError
+
+    def file_info(self, path: str) -> FileInfo:
+        """Size and modification time of one file; ``FileNotFoundError`` if it is missing."""
+        with normalized_io_errors(path):
+            info = self._fs.get_file_info(self._fs_path(path))
+        if info.type == pafs.FileType.NotFound:
+            raise _file_not_found(path)
+        if info.type != pafs.FileType.File:
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        return FileInfo(path, int(info.size or 0), (info.mtime_ns or 0) // 1_000_000)
+
+    # ---- reading and writing
+
     def read_bytes(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        """A seekable pyarrow file (for ``pyarrow.parquet.ParquetFile`` and ranged reads).
+
+        ``FileNotFoundError`` if missing. Close it (or use it as a context manager).
+        """
+        with normalized_io_errors(path):
+            return self._fs.open_input_file(self._fs_path(path))
+
+    def open_output_stream(self, path: str) -> pa.NativeFile:
+        """A new file at ``path`` to stream into (parent directories created where needed).
+
+        Not put-if-absent and not atomic: an existing file is replaced, and a crash leaves a partial
+        file. Meant for data files under fresh unique names (an unreferenced partial file is an
+        orphan VACUUM removes) and for outputs; log entries go through :meth:`write_bytes`.
+        """
         raise NotImplementedError
 
     def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         raise NotImplementedError
 
-    def delete(self, path: str) -> None:
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        """Delete one file; a missing one is fine unless ``missing_ok=False`` (``FileNotFoundError``)."""
         raise NotImplementedError
 
     def exists(self, path: str) -> bool:
         raise NotImplementedError
 
     def mkdirs(self, dir_path: str) -> None:
-        raise NotImplementedError
-
-    def fs_path(self, path: str) -> str:
-        """The path to hand to ``self.filesystem`` (pyarrow) for ``path``."""
         raise NotImplementedError
 
     @staticmethod
@@ -78,32 +278,48 @@ class Storage:
 
 class LocalStorage(Storage):
     def __init__(self) -> None:
-        self.filesystem = pafs.LocalFileSystem()
+        self._fs = pafs.LocalFileSystem()
 
-    def fs_path(self, path: str) -> str:
+    def _fs_path(self, path: str) -> str:
         return path
 
-    def list_dir(self, dir_path: str) -> list[FileInfo]:
-        out = []
-        try:
-            it = os.scandir(dir_path)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        with it:
-            for e in it:
-                try:
-                    if not e.is_file():
+    def _walk(
+        self, prefix: str, *, recursive: bool, prune: frozenset[str] | None
+    ) -> tuple[list[str], list[int], list[int]]:
+        paths: list[str] = []
+        sizes: list[int] = []
+        mtimes: list[int] = []
+        pending = [("", prefix.rstrip("/") or "/")]  # (relative dir with trailing '/', absolute dir)
+        while pending:
+            rel_dir, abs_dir = pending.pop()
+            try:
+                it = os.scandir(abs_dir)
+            except (FileNotFoundError, NotADirectoryError):  # missing prefix, or removed while listing
+                continue
+            with it:
+                for e in it:
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            if recursive and not (prune is not None and _hidden_name(e.name, prune)):
+                                pending.append((rel_dir + e.name + "/", e.path))
+                            continue
+                        if not e.is_file():
+                            continue
+                        st = e.stat()
+                    except FileNotFoundError:  # deleted while listing
                         continue
-                    st = e.stat()
-                except FileNotFoundError:  # deleted while listing
-                    continue
-                out.append(FileInfo(e.path, st.st_size, st.st_mtime_ns // 1_000_000))
-        out.sort(key=lambda f: f.path)
-        return out
+                    paths.append(rel_dir + e.name)
+                    sizes.append(st.st_size)
+                    mtimes.append(st.st_mtime_ns // 1_000_000)
+        return paths, sizes, mtimes
 
     def read_bytes(self, path: str) -> bytes:
-        with open(path, "rb") as f:
+        with normalized_io_errors(path), open(path, "rb") as f:
             return f.read()
+
+    def open_output_stream(self, path: str) -> pa.NativeFile:
+        os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+        return self._fs.open_output_stream(path)
 
     def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         parent = os.path.dirname(path)
@@ -125,8 +341,6 @@ class LocalStorage(Storage):
                         raise IsADirectoryError(errno.EISDIR, "a directory is in the way", path) from None
                     raise
                 except FileNotFoundError:  # the temp file vanished (e.g. removed by a cleaner)
-                    from .errors import StorageError
-
                     raise StorageError(
                         f"Writing '{path}' failed: its temporary file disappeared before it was published",
                         f"'{tmp}' was removed by another process while the write was in flight",
@@ -138,11 +352,12 @@ class LocalStorage(Storage):
             except FileNotFoundError:
                 pass
 
-    def delete(self, path: str) -> None:
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
         try:
             os.unlink(path)
         except FileNotFoundError:
-            pass
+            if not missing_ok:
+                raise _file_not_found(path) from None
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -156,56 +371,85 @@ class PyArrowStorage(Storage):
 
     Put-if-absent is emulated (exists check, then write), which is NOT atomic on object stores;
     commits through it are refused unless ``allow_unsafe_put_if_absent=True`` (a single-writer
-    deployment may accept that).
+    deployment may accept that). ``filesystem`` replaces the one built from ``uri`` (custom
+    credentials or endpoints, a ``SubTreeFileSystem``); paths without a scheme go to it unchanged.
     """
 
-    def __init__(self, uri: str, *, allow_unsafe_put_if_absent: bool = False) -> None:
-        try:
-            self.filesystem, _ = pafs.FileSystem.from_uri(uri)
-        except Exception as e:  # pyarrow raises several types here
-            raise InvalidArgumentError(
-                f"Cannot open storage for '{uri}'",
-                str(e),
-                "use a local path, file://, or a URI scheme pyarrow.fs supports (hdfs://, s3://, gs://)",
-            ) from None
+    def __init__(
+        self,
+        uri: str,
+        *,
+        allow_unsafe_put_if_absent: bool = False,
+        filesystem: pafs.FileSystem | None = None,
+    ) -> None:
+        if filesystem is not None:
+            self._fs = filesystem
+        else:
+            try:
+                self._fs, _ = pafs.FileSystem.from_uri(uri)
+            except Exception as e:  # pyarrow raises several types here
+                raise InvalidArgumentError(
+                    f"Cannot open storage for '{uri}'",
+                    str(e),
+                    "use a local path, file://, or a URI scheme pyarrow.fs supports (hdfs://, s3://, gs://)",
+                ) from None
         self._scheme = urlparse(uri).scheme
-        self._netloc = urlparse(uri).netloc
         self.allow_unsafe_put_if_absent = allow_unsafe_put_if_absent
 
-    def fs_path(self, path: str) -> str:
+    def _fs_path(self, path: str) -> str:
         if "://" in path:
             _, p = pafs.FileSystem.from_uri(path)
             return p
         return path
 
-    def _uri(self, fs_path: str) -> str:
-        if self._scheme in ("s3", "gs", "gcs"):
-            return f"{self._scheme}://{fs_path}"
-        return f"{self._scheme}://{self._netloc}{fs_path if fs_path.startswith('/') else '/' + fs_path}"
-
-    def list_dir(self, dir_path: str) -> list[FileInfo]:
-        sel = pafs.FileSelector(self.fs_path(dir_path), allow_not_found=True, recursive=False)
-        out = []
-        for info in self.filesystem.get_file_info(sel):
+    def _walk(
+        self, prefix: str, *, recursive: bool, prune: frozenset[str] | None
+    ) -> tuple[list[str], list[int], list[int]]:
+        # One listing call (a paginated LIST on object stores, where walking directory by
+        # directory would cost a request each); hidden paths are filtered afterwards.
+        raw = self._fs_path(prefix)
+        base = raw.rstrip("/")
+        sel = pafs.FileSelector(base or raw, allow_not_found=True, recursive=recursive)
+        try:
+            with normalized_io_errors(prefix):
+                infos = self._fs.get_file_info(sel)
+        except (FileNotFoundError, NotADirectoryError):
+            infos = []
+        paths, sizes, mtimes = [], [], []
+        for info in infos:
             if info.type == pafs.FileType.File:
-                mtime = int(info.mtime.timestamp() * 1000) if info.mtime else 0
-                out.append(FileInfo(self._uri(info.path), info.size or 0, mtime))
-        out.sort(key=lambda f: f.path)
-        return out
+                paths.append(info.path[len(base) :].lstrip("/"))
+                sizes.append(info.size or 0)
+                mtimes.append((info.mtime_ns or 0) // 1_000_000)
+        return paths, sizes, mtimes
 
     def read_bytes(self, path: str) -> bytes:
         try:
-            with self.filesystem.open_input_stream(self.fs_path(path)) as f:
+            with normalized_io_errors(path), self._fs.open_input_stream(self._fs_path(path)) as f:
                 return f.read()
         except FileNotFoundError:
             raise
         except OSError as e:
-            if "not found" in str(e).lower() or "no such file" in str(e).lower():
-                raise FileNotFoundError(path) from None
             raise StorageError(f"Cannot read '{path}'", str(e), "check the storage credentials and retry") from None
 
+    def _open_output(self, fs_path: str) -> pa.NativeFile:
+        try:
+            return self._fs.open_output_stream(fs_path)
+        except FileNotFoundError:
+            # Only filesystems with real directories (local) refuse a missing parent; object stores
+            # never do, so they pay for no directory markers and no extra request.
+            parent = fs_path.rsplit("/", 1)[0]
+            if not parent or parent == fs_path:
+                raise
+            self._fs.create_dir(parent, recursive=True)
+            return self._fs.open_output_stream(fs_path)
+
+    def open_output_stream(self, path: str) -> pa.NativeFile:
+        with normalized_io_errors(path):
+            return self._open_output(self._fs_path(path))
+
     def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
-        p = self.fs_path(path)
+        p = self._fs_path(path)
         if not overwrite:
             if not self.allow_unsafe_put_if_absent:
                 raise InvalidArgumentError(
@@ -216,20 +460,24 @@ class PyArrowStorage(Storage):
                 )
             if self.exists(path):
                 raise FileExistsError(path)
-        with self.filesystem.open_output_stream(p) as f:
+        with normalized_io_errors(path), self._open_output(p) as f:
             f.write(data)
 
-    def delete(self, path: str) -> None:
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
         try:
-            self.filesystem.delete_file(self.fs_path(path))
+            with normalized_io_errors(path):
+                self._fs.delete_file(self._fs_path(path))
         except FileNotFoundError:
-            pass
+            if not missing_ok:
+                raise
 
     def exists(self, path: str) -> bool:
-        return self.filesystem.get_file_info(self.fs_path(path)).type != pafs.FileType.NotFound
+        with normalized_io_errors(path):
+            return self._fs.get_file_info(self._fs_path(path)).type != pafs.FileType.NotFound
 
     def mkdirs(self, dir_path: str) -> None:
-        self.filesystem.create_dir(self.fs_path(dir_path), recursive=True)
+        with normalized_io_errors(dir_path):
+            self._fs.create_dir(self._fs_path(dir_path), recursive=True)
 
 
 def normalize_table_uri(table_uri: str) -> str:

@@ -31,7 +31,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from .actions import AddFile
 from .config import TableProperties
@@ -127,7 +126,6 @@ class TableWriter:
         self.spec = spec
         self.task_id = task_id
         self.storage = storage_for(spec.table_uri)
-        self.fs = self.storage.filesystem
         self.table_schema = schema_mod.parse_schema(spec.schema_json)
         self.partition_columns = list(spec.partition_columns)
         part_set = set(self.partition_columns)
@@ -149,7 +147,6 @@ class TableWriter:
         self._buffer_bytes = 0
         self._file = None  # open file state (dict)
         self._ratio = 0.5  # parquet bytes per Arrow byte, learned while writing
-        self._made_dirs: set[str] = set()
         self._constraint = None
 
     # ---- input
@@ -255,15 +252,7 @@ class TableWriter:
             rel = f"{rel_dir}/{name}"
         else:
             rel_dir, rel = "", name
-        full = self.storage.join(self.spec.table_uri, rel)
-        fs_path = self.storage.fs_path(full)
-        parent = fs_path.rsplit("/", 1)[0]
-        if parent not in self._made_dirs:
-            # object stores have no directories (and HDFS creates parents itself): only local needs it
-            if isinstance(self.fs, pafs.LocalFileSystem):
-                self.fs.create_dir(parent, recursive=True)
-            self._made_dirs.add(parent)
-        sink = self.fs.open_output_stream(fs_path)
+        sink = self.storage.open_output_stream(self.storage.join(self.spec.table_uri, rel))
         writer = pq.ParquetWriter(
             sink,
             self.arrow_schema,

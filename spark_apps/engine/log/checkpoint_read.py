@@ -33,12 +33,10 @@ class CheckpointReadError(LogCorruptedError):
 def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_files: bool = False) -> pa.Table:
     """Read the action columns we need from one checkpoint/sidecar parquet file."""
     try:
-        fh = storage.filesystem.open_input_file(storage.fs_path(path))
+        fh = storage.open_input_file(path)
     except FileNotFoundError:
-        raise FileNotFoundError(path) from None
+        raise
     except OSError as e:
-        if "no such file" in str(e).lower() or "not found" in str(e).lower():
-            raise FileNotFoundError(path) from None
         raise StorageError(f"Cannot open '{path}'", str(e), "check the storage and retry") from None
     with fh:
         try:
@@ -140,7 +138,7 @@ def _read_checkpoint(
     except FileNotFoundError as e:
         raise CheckpointReadError(
             f"Checkpoint {cp.version} of the table is incomplete",
-            f"file '{e.args[0] if e.args else e}' referenced by it is missing",
+            f"file '{e.filename or e}' referenced by it is missing",
             "delete the broken checkpoint (and _last_checkpoint) or restore the missing file",
         ) from None
     except CheckpointReadError:
