@@ -303,6 +303,9 @@ class CurrentTransaction:
     read_predicates: list = field(default_factory=list)
     read_app_ids: frozenset = frozenset()
     metadata_changed: bool = False
+    # the protocol and metadata this transaction read (a winner's protocol change is judged against them)
+    read_protocol: Protocol | None = None
+    read_metadata: Metadata | None = None
 
     @cached_property
     def removed_paths(self) -> set:
@@ -416,10 +419,27 @@ class ConflictChecker:
                 "re-read the table and retry (CREATE TABLE IF NOT EXISTS will then find it)",
                 **self._kw(),
             )
+        # As Delta and delta-rs do, a protocol change alone is a conflict only when it is incompatible:
+        # this transaction changes the protocol too, the winner dropped a feature (a downgrade), or
+        # the new protocol asks for a feature this engine cannot write with.
+        new = w.protocol
+        if any(isinstance(a, Protocol) for a in self.current.actions):
+            why = "this transaction changes the protocol too"
+        elif self.current.read_protocol is not None and _is_downgrade(self.current.read_protocol, new):
+            why = "it removed protocol features this transaction was based on"
+        else:
+            from ..errors import UnsupportedFeatureError
+            from ..features import check_write_supported
+
+            try:
+                check_write_supported(new, w.metadata or self.current.read_metadata)
+                return
+            except UnsupportedFeatureError as e:
+                why = e.problem[0].lower() + e.problem[1:]
         raise ProtocolChangedError(
             "The table protocol was changed by a concurrent commit",
-            f"{self._who()} and upgraded the protocol to reader {w.protocol.min_reader_version} / "
-            f"writer {w.protocol.min_writer_version}",
+            f"{self._who()} and changed the protocol to reader {new.min_reader_version} / writer "
+            f"{new.min_writer_version}; {why}",
             "re-read the table and retry the operation",
             **self._kw(),
         )
@@ -543,6 +563,29 @@ class ConflictChecker:
             "retry the operation so it is based on the domain's new value",
             **self._kw(),
         )
+
+
+def _features_of(protocol: Protocol) -> tuple[set, set]:
+    """(reader, writer) features of a protocol: the explicit lists from version 3 / 7 on, else the
+    ones a legacy version implies."""
+    from ..features import legacy_writer_features
+
+    if protocol.min_writer_version >= 7:
+        writer = set(protocol.writer_features or [])
+    else:
+        writer = set(legacy_writer_features(protocol.min_writer_version))
+    if protocol.min_reader_version >= 3:
+        reader = set(protocol.reader_features or [])
+    else:
+        reader = {"columnMapping"} if protocol.min_reader_version == 2 else set()
+    return reader, writer
+
+
+def _is_downgrade(old: Protocol, new: Protocol) -> bool:
+    """True when ``new`` lacks a feature (explicit or implied by a legacy version) that ``old`` had."""
+    old_reader, old_writer = _features_of(old)
+    new_reader, new_writer = _features_of(new)
+    return not (old_reader <= new_reader and old_writer <= new_writer)
 
 
 def check_winning_commit(current: CurrentTransaction, winner: WinningCommit) -> None:

@@ -8,10 +8,11 @@ Levels (strongest first, names as written to ``commitInfo.isolationLevel``):
   nothing and only added files) is not a conflict, unless this transaction changes the metadata.
   The result equals some serial order of the writes, not necessarily of the reads.
 * ``SnapshotIsolation``: concurrent adds are never a conflict. Used automatically for commits that
-  change no data (every file action has ``dataChange=false``: OPTIMIZE-style rearrangements), for
-  which it gives the same guarantee as Serializable.
+  change no data (every file action has ``dataChange=false``: OPTIMIZE-style rearrangements) and
+  carry no metadata, protocol, txn or domain action, for which it gives the same guarantee as
+  Serializable.
 
-Choice (:func:`choose_isolation_level`): no data change -> SnapshotIsolation; otherwise the level
+Choice (:func:`choose_isolation_level`): only rearranged files -> SnapshotIsolation; otherwise the level
 the caller asked for, else the table's ``delta.isolationLevel`` (read and checked by
 :attr:`~airflow_delta_provider_apps.engine.config.TableProperties.isolation_level`), else Serializable.
 """
@@ -22,7 +23,7 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
-from ..actions import AddCDCFile, AddFile, RemoveFile
+from ..actions import AddCDCFile, AddFile, CommitInfo, RemoveFile
 from ..errors import InvalidArgumentError
 
 
@@ -63,6 +64,19 @@ def changes_data(actions: Iterable[Any]) -> bool:
     return False
 
 
+def can_downgrade_to_snapshot_isolation(actions: Iterable[Any]) -> bool:
+    """True when the commit only rearranges files (every file action has ``dataChange=false``) and
+    carries nothing else that must be checked against concurrent writers: a metadata, protocol,
+    application-transaction or domain action keeps the stronger level, as in Delta."""
+    for a in actions:
+        if isinstance(a, (AddFile, RemoveFile)):
+            if a.data_change:
+                return False
+        elif not isinstance(a, (AddCDCFile, CommitInfo)):
+            return False
+    return True
+
+
 def choose_isolation_level(
     actions: Iterable[Any], table_level: IsolationLevel | None = None, requested: IsolationLevel | str | None = None
 ) -> IsolationLevel:
@@ -74,7 +88,7 @@ def choose_isolation_level(
     :param requested: an explicit level from the caller, overriding the table property
     """
     acts = [a for a in actions if not isinstance(a, AddCDCFile)]
-    if not changes_data(acts):
+    if can_downgrade_to_snapshot_isolation(acts):
         return IsolationLevel.SNAPSHOT_ISOLATION
     if requested is not None:
         return IsolationLevel.parse(requested)

@@ -643,6 +643,8 @@ class OptimisticTransaction:
             read_predicates=list(self.read_predicates),
             read_app_ids=frozenset(self.read_app_ids),
             metadata_changed=self.new_metadata is not None,
+            read_protocol=self._read_protocol,
+            read_metadata=self._read_metadata,
         )
 
         if self.read_version < 0:

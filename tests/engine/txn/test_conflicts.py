@@ -47,14 +47,32 @@ DOMAIN_PROTOCOL = Protocol(1, 7, writer_features=["domainMetadata"])
 
 # reads: ("none",) ("whole",) ("pred", filter) ("files", ["A"]) - combinations as a list
 # winner / own: ("append", part) ("append_read", part) [= not blind] ("delete", "A") ("compact", "A")
-#               ("metadata",) ("protocol",) ("txn", app) ("domain", name)
+#               ("metadata",) ("protocol", Protocol) ("txn", app) ("domain", name)
 CASES = [
     # --- blind appends never conflict (except protocol/metadata) ---------------------------
     ("blind append vs blind append", S, [], ("append", "a"), ("append", "a"), None),
     ("blind append vs blind append WS", WS, [], ("append", "a"), ("append", "a"), None),
     ("blind append vs delete", S, [], ("delete", "A"), ("append", "a"), None),
     ("blind append vs metadata change", S, [], ("metadata",), ("append", "a"), MetadataChangedError),
-    ("blind append vs protocol change", S, [], ("protocol",), ("append", "a"), ProtocolChangedError),
+    # a protocol change conflicts only when incompatible (as in Delta and delta-rs)
+    ("blind append vs compatible protocol upgrade", S, [], ("protocol", Protocol(1, 3)), ("append", "a"), None),
+    ("blind append vs protocol downgrade", S, [], ("protocol", Protocol(1, 1)), ("append", "a"), ProtocolChangedError),
+    (
+        "blind append vs upgrade to an unsupported writer feature",
+        S,
+        [],
+        ("protocol", Protocol(1, 7, writer_features=["appendOnly", "invariants", "rowTracking", "domainMetadata"])),
+        ("append", "a"),
+        ProtocolChangedError,
+    ),
+    (
+        "delete vs compatible protocol upgrade",
+        S,
+        [("pred", {"p": "a"})],
+        ("protocol", Protocol(1, 4)),
+        ("delete", "A"),
+        None,
+    ),
     # --- concurrent appends vs read predicates ---------------------------------------------
     (
         "read p=a, blind append to p=a, Serializable",
@@ -287,7 +305,7 @@ def test_conflict_matrix(tmp_path, name, level, reads, winner, own, expected):
     own_actions = _actions(root, snap, own, mine)
 
     if winner[0] == "protocol":
-        _raw_protocol_commit(root, 3, Protocol(1, 3))
+        _raw_protocol_commit(root, 3, winner[1])
     else:
         w_kwargs = {"app_id": winner[1], "app_version": winner[2]} if winner[0] == "txn" else {}
         w = txn(root, snap, operation="WINNER", **w_kwargs)
@@ -430,10 +448,11 @@ def test_checker_order_protocol_before_everything(tmp_path):
     """A winner that changes the protocol AND removes our read file reports the protocol first."""
     from airflow_delta_provider_apps.engine.actions import CommitInfo
 
-    cur = CurrentTransaction(read_version=5, isolation_level=S, read_whole_table=True)
-    winner = WinningCommit(6, [CommitInfo({"operation": "X"}), Protocol(1, 3), RemoveFile(path="f")])
-    with pytest.raises(ProtocolChangedError):
+    cur = CurrentTransaction(read_version=5, isolation_level=S, read_whole_table=True, read_protocol=Protocol(1, 2))
+    winner = WinningCommit(6, [CommitInfo({"operation": "X"}), Protocol(1, 1), RemoveFile(path="f")])
+    with pytest.raises(ProtocolChangedError) as e:
         ConflictChecker(cur, winner).check()
+    assert "removed protocol features" in e.value.cause
     assert ConflictChecker.CHECKS[0] == "check_protocol" and ConflictChecker.CHECKS[-1] == "check_domain_metadata"
 
 
@@ -467,3 +486,23 @@ def test_a_stale_writer_never_lands_behind_log_cleanup(tmp_path):
     assert 1000 in read_ids(root)
     deltalake = pytest.importorskip("deltalake")
     assert 1000 in deltalake.DeltaTable(root).to_pyarrow_table().column("id").to_pylist()
+
+
+def test_a_concurrent_protocol_change_is_a_conflict_when_this_transaction_changes_it_too():
+    from airflow_delta_provider_apps.engine.actions import CommitInfo
+
+    cur = CurrentTransaction(read_version=5, isolation_level=S, actions=[Protocol(1, 4)], read_protocol=Protocol(1, 2))
+    winner = WinningCommit(6, [CommitInfo({"operation": "X"}), Protocol(1, 3)])
+    with pytest.raises(ProtocolChangedError) as e:
+        ConflictChecker(cur, winner).check()
+    assert "changes the protocol too" in e.value.cause
+
+
+def test_an_upgrade_to_a_feature_this_engine_cannot_write_names_it():
+    from airflow_delta_provider_apps.engine.actions import CommitInfo
+
+    cur = CurrentTransaction(read_version=5, isolation_level=S, read_protocol=Protocol(1, 2))
+    new = Protocol(1, 7, writer_features=["appendOnly", "invariants", "rowTracking"])  # keeps what (1, 2) implied
+    with pytest.raises(ProtocolChangedError) as e:
+        ConflictChecker(cur, WinningCommit(6, [CommitInfo({"operation": "X"}), new])).check()
+    assert "rowTracking" in e.value.cause

@@ -260,6 +260,12 @@ def test_isolation_level_choice(table):
 
     assert choose_isolation_level([add], level(md)) == IsolationLevel.SERIALIZABLE
     assert choose_isolation_level([replace(add, data_change=False)], level(md)) == IsolationLevel.SNAPSHOT_ISOLATION
+    # no downgrade when the commit also carries an action that concurrent writers must be checked against
+    from airflow_delta_provider_apps.engine.actions import SetTransaction
+
+    rearranged = replace(add, data_change=False)
+    for extra in (md, Protocol(1, 2), SetTransaction("app", 1, None)):
+        assert choose_isolation_level([rearranged, extra], level(md)) == IsolationLevel.SERIALIZABLE
     assert choose_isolation_level([add], level(md), "WriteSerializable") == IsolationLevel.WRITE_SERIALIZABLE
     ws = replace(md, configuration={"delta.isolationLevel": "WriteSerializable"})
     assert choose_isolation_level([add], level(ws)) == IsolationLevel.WRITE_SERIALIZABLE
