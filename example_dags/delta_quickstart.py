@@ -2,7 +2,8 @@
 some of that day's rows, write a checkpoint.
 
 Each Delta task is one spark-submit of the bundled apps (``airflow_delta_provider_apps``) through the ``spark``
-connection; the app's result (version and Delta's ``operationMetrics``) is the task's XCom.
+connection; the app's result (version and Delta's ``operationMetrics``) is the task's XCom. The
+checkpoint only touches the log and runs in the worker itself (``execution="local"``).
 
 Runs as is on one machine (``make demo`` runs it in a throw-away Airflow home). Settings, all optional:
 
@@ -114,6 +115,7 @@ with DAG(
         predicate="dt = '{{ ds }}' AND amount < 3",
     )
 
-    checkpoint = DeltaCheckpointOperator(task_id="checkpoint", conn_id=CONN_ID, table_uri=TABLE_URI)
+    # a checkpoint only reads and writes the log: run it in the worker, without a Spark application
+    checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table_uri=TABLE_URI, execution="local")
 
     [generate_day(), create_table] >> append_day >> flag_large >> drop_small >> checkpoint

@@ -169,6 +169,28 @@ def run(params: dict, spark=None) -> dict:
     return ops.load_runner(op)(params, spark)
 
 
+def run_in_process(operation: str, table_uri: str, params: dict) -> dict:
+    """Run an operation that needs no Spark in THIS process: the same runner spark-submit would run,
+    with the same parameter checks. Returns the result dict; raises :class:`DeltaError` (an
+    :class:`InvalidArgumentError` when these parameters need Spark)."""
+    op = ops.get(operation)
+    given = {k: v for k, v in (params or {}).items() if v is not None}
+    try:
+        full = ops.check_params(op, {**op.defaults(), **given, "operation": op.name, "table_uri": table_uri})
+    except ValueError as e:
+        raise InvalidArgumentError(f"Bad parameters for {op.name}", str(e), "fix the argument") from None
+    if op.spark_needed(full):
+        raise InvalidArgumentError(
+            f"'{op.name}' cannot run in the worker process with these arguments",
+            "it reads or writes data, which needs Spark",
+            "use execution='spark-submit' (the default)",
+        )
+    try:
+        return run(full, None)
+    except Exception as e:  # the same classification the app applies under spark-submit
+        raise _as_delta_error(e) from e
+
+
 # --------------------------------------------------------------------------------------------------
 # entry point
 

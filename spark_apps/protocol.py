@@ -6,6 +6,8 @@ internals can move without touching the provider (``tests/test_layering.py`` enf
 
 * :func:`error_retryable`: whether an engine error class (by name) is worth a retry;
 * :func:`preflight`: the checks an operation can pass or fail without Spark, before it is submitted;
+* :func:`run_in_process`: an operation that needs no Spark (create without data, checkpoint, log
+  cleanup, describe, history) run in the worker itself (``execution="local"``);
 * the read-only log API the sensor and the hook use: :func:`latest_version`,
   :func:`read_commit_infos`, :func:`storage_for`, :func:`normalize_table_uri`, :class:`DeltaError`.
 """
@@ -30,6 +32,7 @@ __all__ = [
     "normalize_table_uri",
     "preflight",
     "read_commit_infos",
+    "run_in_process",
     "storage_for",
     "table_location",
 ]
@@ -43,3 +46,11 @@ def error_retryable(error_class: str | None) -> bool | None:
     if isinstance(cls, type) and issubclass(cls, DeltaError):
         return bool(cls.retryable)
     return None
+
+
+def run_in_process(operation: str, table_uri: str, params: dict) -> dict:
+    """Run an operation that needs no Spark in this process (see
+    :func:`airflow_delta_provider_apps.cli.run_in_process`)."""
+    from .cli import run_in_process as run
+
+    return run(operation, table_uri, params)

@@ -726,6 +726,27 @@ class DeltaHook(BaseHook):
 
     # -- running ----------------------------------------------------------------------------
 
+    def run_in_process(self, operation: str, table_uri: str, **params: Any) -> dict:
+        """Run an operation that needs no Spark (create without data, checkpoint, log cleanup,
+        describe, history) in this worker process with the bundled engine: no spark-submit, no
+        connection needed. Same parameters, result and errors as :meth:`run`, plus ``run_seconds``."""
+        from airflow_delta_provider_apps.protocol import DeltaError, run_in_process
+
+        started = time.monotonic()
+        try:
+            result = run_in_process(operation, table_uri, params)
+        except DeltaError as e:
+            raise app_error(type(e).__name__, e.one_line(), retryable=e.retryable) from None
+        result = {**result, "run_seconds": round(time.monotonic() - started, 3)}
+        self.log.info(
+            "Delta %s on %s (in process): version %s%s",
+            operation,
+            table_uri,
+            result.get("version"),
+            " (skipped)" if result.get("skipped") else "",
+        )
+        return result
+
     def run(self, operation: str, table_uri: str, **params: Any) -> dict:
         """Run one Delta app operation and return its result dict.
 

@@ -35,6 +35,7 @@ from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
 from airflow_delta_provider_apps import operations as ops
 
 SOURCE_FORMATS = ops.SOURCE_FORMATS
+EXECUTIONS = ("spark-submit", "local")
 _BASE_TEMPLATE_FIELDS = ("table_uri", "spark_conf", "submit_options", "app_id", "app_version", "user_metadata")
 
 
@@ -94,6 +95,9 @@ class DeltaBaseOperator(BaseOperator):
     :param app_version: that application's version for this commit (templated); a commit whose
         (app_id, app_version) the table already has is skipped.
     :param user_metadata: free text stored as ``commitInfo.userMetadata`` (templated).
+    :param execution: ``"spark-submit"`` (default): run the bundled app on the connection's Spark;
+        ``"local"``: run it in the worker process, for operations that only touch the table's log
+        (create without data, checkpoint, log cleanup): no Spark application, no cluster wait.
     """
 
     operation: ClassVar[str] = ""
@@ -112,9 +116,18 @@ class DeltaBaseOperator(BaseOperator):
         app_id: str | None = None,
         app_version: int | str | None = None,
         user_metadata: str | None = None,
+        execution: str = "spark-submit",
         **kwargs: Any,
     ) -> None:
         op = ops.get(self.operation)
+        if execution not in EXECUTIONS:
+            raise ValueError(f"{type(self).__name__}: execution={execution!r}: use one of {', '.join(EXECUTIONS)}")
+        if execution == "local" and op.needs_spark is True:
+            raise ValueError(
+                f"{type(self).__name__}: execution='local' is not available: '{op.name}' reads or writes "
+                "data, which needs Spark; use execution='spark-submit' (the default)"
+            )
+        self.execution = execution
         values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.args}
         super().__init__(**kwargs)
         for name, value in values.items():
@@ -184,7 +197,8 @@ class DeltaBaseOperator(BaseOperator):
         _check_table_uri(self.table_uri, DeltaConfigurationError)
         params = self.operation_params(context)
         self.preflight(params)
-        result = self.hook.run(self.operation, self.table_uri, **params, **self.transaction_identity(context))
+        run = self.hook.run_in_process if self.execution == "local" else self.hook.run
+        result = run(self.operation, self.table_uri, **params, **self.transaction_identity(context))
         self._annotate_asset_events(context, result)
         return result
 

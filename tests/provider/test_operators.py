@@ -149,3 +149,41 @@ def test_relative_table_locations_are_refused_everywhere(tmp_path):
 
     d = decide("rel_tbl/x", None)
     assert "relative path" in d.error and d.retryable is False
+
+
+def test_log_only_operations_run_in_the_worker_process_with_execution_local(tmp_path, monkeypatch):
+    from airflow_delta_provider.exceptions import DeltaPermanentError
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaDeleteOperator
+    from airflow_delta_provider_apps.engine.log.listing import latest_version
+    from airflow_delta_provider_apps.engine.storage import storage_for
+
+    # no spark-submit may happen: the external boundary fails loudly if it is reached
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    root = str(tmp_path / "t")
+    created = DeltaCreateTableOperator(
+        task_id="c", table_uri=root, schema="id BIGINT, dt STRING", partition_by=["dt"], execution="local"
+    ).execute({})
+    assert (created["operation"], created["version"], created["created"]) == ("CREATE TABLE", 0, True)
+    again = DeltaCreateTableOperator(
+        task_id="c", table_uri=root, schema="id BIGINT, dt STRING", if_not_exists=True, execution="local"
+    ).execute({})
+    assert (again["skipped"], again["created"]) == (True, False)
+    cp = DeltaCheckpointOperator(task_id="k", table_uri=root, cleanup=True, execution="local").execute({})
+    assert cp["operation"] == "CHECKPOINT" and cp["metrics"]["numActions"] == 2 and cp["run_seconds"] >= 0
+    assert (tmp_path / "t" / "_delta_log" / "00000000000000000000.checkpoint.parquet").exists()
+    assert latest_version(storage_for(root), root) == 0
+
+    # errors are the app's, classified as under spark-submit: a missing table fails without retry
+    with pytest.raises(DeltaPermanentError, match="TableNotFoundError"):
+        DeltaCheckpointOperator(task_id="k", table_uri=str(tmp_path / "none"), execution="local").execute({})
+    # an operation that needs Spark is refused at DAG parse time, or (when it depends on the
+    # arguments) before anything runs
+    with pytest.raises(ValueError, match="needs Spark"):
+        DeltaWriteOperator(task_id="w", table_uri=root, source="/s", execution="local")
+    with pytest.raises(ValueError, match="execution="):
+        DeltaCheckpointOperator(task_id="k", table_uri=root, execution="yarn")
+    delete = DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id = 1", execution="local")
+    with pytest.raises(DeltaPermanentError, match="needs Spark"):
+        delete.execute({})
+    assert latest_version(storage_for(root), root) == 0
