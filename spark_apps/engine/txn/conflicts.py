@@ -346,7 +346,7 @@ class WinningCommit:
         flag = self.adds.column("data_change")
         if flag.null_count:
             flag = pc.or_kleene(flag, pc.is_null(flag))
-        if flag.null_count == 0 and pc.all(flag).as_py() is not False:  # usual case: all of them, no copy
+        if pc.all(flag).as_py():  # the usual case (an append): every add, no copy
             return self.adds
         return self.adds.filter(flag)
 

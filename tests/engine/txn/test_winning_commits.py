@@ -317,3 +317,29 @@ def test_a_torn_winning_commit_is_a_clear_error(table, tail):
     assert snapshot(table, version=0).version == 0 and not os.path.exists(
         os.path.join(table, "_delta_log", f"{2:020d}.json")
     )
+
+
+def test_only_data_changing_adds_are_checked():
+    """A rearranged (dataChange=false) add in the read partition is passed over; the data-changing one
+    after it is named; an add without the flag may have changed data, so it counts."""
+    from airflow_delta_provider_apps.engine.txn import PartitionFilter
+    from airflow_delta_provider_apps.engine.txn.conflicts import ConflictChecker, CurrentTransaction
+
+    lines = b"\n".join(
+        [
+            b'{"commitInfo":{"operation":"MIXED"}}',
+            b'{"add":{"path":"moved","partitionValues":{"p":"a"},"size":1,"modificationTime":1,"dataChange":false}}',
+            b'{"add":{"path":"other","partitionValues":{"p":"b"},"size":1,"modificationTime":1,"dataChange":true}}',
+            b'{"add":{"path":"new","partitionValues":{"p":"a"},"size":1,"modificationTime":1,"dataChange":true}}',
+            b'{"add":{"path":"unflagged","partitionValues":{"p":"c"},"size":1,"modificationTime":1}}',
+        ]
+    )
+    w = WinningCommit.from_bytes(4, lines, partition_keys=["p"])
+    assert w.changed_data_adds.column("path").to_pylist() == ["other", "new", "unflagged"]
+    cur = CurrentTransaction(read_version=3, isolation_level=S, read_predicates=[PartitionFilter({"p": "a"})])
+    with pytest.raises(ConcurrentAppendError) as ei:
+        ConflictChecker(cur, w).check()
+    assert "added 'new'" in ei.value.cause and "version 4 (MIXED)" in ei.value.cause
+    cur = CurrentTransaction(read_version=3, isolation_level=S, read_predicates=[PartitionFilter({"p": "c"})])
+    with pytest.raises(ConcurrentAppendError, match="unflagged"):
+        ConflictChecker(cur, w).check()
