@@ -8,10 +8,14 @@ then dropped; only the last ``commitInfo`` is kept) and overwritten with spaces,
 The explicit schema leaves ``partitionValues``/``tags`` to inference as structs (pyarrow.json cannot
 build maps); they become ``map<string,string>``. If arrow cannot parse the lines (bad JSON,
 conflicting types of unknown fields) a per-line Python fallback parses them or names the broken commit.
+
+:func:`read_commit` reads ONE commit the same way into Arrow tables of its adds and removes plus its
+non-file actions as objects (the conflict checker's view of a winning commit).
 """
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +31,17 @@ from ..actions import (
 from ..errors import LogCorruptedError
 from ..storage import LocalStorage, Storage
 from .collect import _add_struct_rows, _Collected
-from .file_actions import _MAP_FIELDS, _WIRE, FILE_SCHEMA, REMOVE_SCHEMA, STRING_MAP, partition_keys_of
+from .file_actions import (
+    _MAP_FIELDS,
+    _WIRE,
+    FILE_SCHEMA,
+    REMOVE_SCHEMA,
+    STRING_MAP,
+    empty_files,
+    empty_tombstones,
+    normalize_file_actions,
+    partition_keys_of,
+)
 from .listing import LogFile
 
 # explicit JSON schema for commit file-action lines (maps left out: inferred as structs)
@@ -109,6 +123,7 @@ def _collect_json(
     where: str | None = None,
     in_checkpoint: bool = False,
     include_files: bool = True,
+    partition_keys: list[str] | tuple[str, ...] = (),
 ) -> None:
     """Parse NDJSON commits ``[(version, bytes)]`` (in version order) into ``coll``.
 
@@ -116,6 +131,9 @@ def _collect_json(
     (``{"add":`` / ``{"remove":``, vectorised). Every other line is handled in Python (a handful per
     commit) and then blanked out, so one ``pyarrow.json`` call over the whole buffer yields exactly
     one row per file action, in line order.
+
+    :param partition_keys: partition keys known to the caller (besides those of the metaData actions
+        collected so far), declared as strings to the JSON reader.
     """
     sizes = []
     chunks = []
@@ -201,7 +219,7 @@ def _collect_json(
         return
     orders = file_lines.astype(np.int64) + base
     doc = pa.py_buffer(buf)
-    keys: list[str] = []
+    keys: list[str] = list(partition_keys)
     for _, _, a in coll.actions:  # every metaData seen so far (checkpoint + these commits)
         if isinstance(a, Metadata):
             keys += [k for k in partition_keys_of(a) if k not in keys]
@@ -328,3 +346,48 @@ def commit_info_from_bytes(data: bytes) -> CommitInfo | None:
             return CommitInfo.from_json(obj["commitInfo"])
         pos = data.find(b'"commitInfo"', end)
     return None
+
+
+@dataclass(frozen=True)
+class CommitActions:
+    """One commit file: file actions as Arrow tables, the other actions as objects."""
+
+    #: commitInfo (first, when present), then protocol / metaData / txn / domainMetadata in line order
+    actions: list
+    #: the commit's adds (FILE_SCHEMA) and removes (REMOVE_SCHEMA), in line order, not reconciled
+    adds: pa.Table
+    removes: pa.Table
+
+
+def read_commit(version: int, data: bytes, *, partition_keys: list[str] | None = None) -> CommitActions:
+    """Read one commit file with the vectorised reader (a torn or malformed line is a LogCorruptedError
+    naming the commit).
+
+    :param partition_keys: the ``partitionValues`` keys in effect (from the metadata the caller read);
+        a metaData action in the commit itself takes precedence. They are declared as strings to the
+        JSON reader, so every ``partition_values`` map holds exactly these keys with the log's text
+        (as in a snapshot's files table, which the predicate model types). ``None``: keys as found.
+    """
+    coll = _Collected()
+    _collect_json([(version, data)], coll, partition_keys=partition_keys or ())
+    actions = [a for _, _, a in coll.actions]
+    metas = [a for a in actions if isinstance(a, Metadata)]
+    if metas:
+        partition_keys = partition_keys_of(metas[-1])
+    if coll.last_commit_info_line is not None:
+        value = json.loads(coll.last_commit_info_line[1]).get("commitInfo")
+        if isinstance(value, dict):
+            actions.insert(0, CommitInfo.from_json(value))
+    adds = [
+        normalize_file_actions(s.rows, FILE_SCHEMA, partition_keys=partition_keys)
+        for s in coll.sources
+        if s.kind == "add"
+    ]
+    removes = [
+        normalize_file_actions(s.rows, REMOVE_SCHEMA, partition_keys=None) for s in coll.sources if s.kind == "remove"
+    ]
+    return CommitActions(
+        actions=actions,
+        adds=pa.concat_tables(adds) if adds else empty_files(),
+        removes=pa.concat_tables(removes) if removes else empty_tombstones(),
+    )

@@ -20,16 +20,22 @@ order, each raising ONE typed error (all subclasses of ``CommitConflictError``):
 
 A transaction that read nothing (a blind append) therefore only conflicts on protocol/metadata.
 
-Read predicates (:class:`ReadPredicate`) are evaluated vectorised on a ``pa.Table`` of the winner's
-adds (columns ``path``, ``partition_values`` map<string,string>, ``size``, ``modification_time``,
-``data_change``, ``stats``): :class:`PartitionFilter` (dict or DNF tuples over partition values) and
-:class:`CallablePredicate` (any ``fn(adds) -> boolean mask``, the hook for SQL/stat predicates).
+A :class:`WinningCommit` is read with the log's vectorised commit reader
+(:func:`airflow_delta_provider_apps.engine.log.commit_read.read_commit`): its adds and removes are
+Arrow tables of the snapshot's schemas (``FILE_SCHEMA`` / ``REMOVE_SCHEMA``: ``path``,
+``partition_values`` map<string,string>, ``size``, ``data_change``, ``stats``, ...), its other
+actions objects. So a winner with 100k adds costs one ``pyarrow.json`` pass, not 100k objects.
+
+Read predicates (:class:`ReadPredicate`) are evaluated vectorised on the winner's adds table:
+:class:`PartitionFilter` (dict or DNF tuples over partition values), :class:`ExpressionPredicate`
+(the predicate model, over typed partition values and stats) and :class:`CallablePredicate` (any
+``fn(adds) -> boolean mask``). Removed paths are matched with ``pc.is_in``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -38,13 +44,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..actions import (
-    AddFile,
     CommitInfo,
     DomainMetadata,
     Metadata,
     Protocol,
     RemoveFile,
     SetTransaction,
+    serialize_actions,
 )
 from ..errors import (
     ConcurrentAppendError,
@@ -55,41 +61,8 @@ from ..errors import (
     MetadataChangedError,
     ProtocolChangedError,
 )
+from ..log.commit_read import read_commit
 from .isolation import IsolationLevel
-
-# --------------------------------------------------------------------------------------------
-# winning-commit adds as an arrow table
-# --------------------------------------------------------------------------------------------
-
-ADDS_SCHEMA = pa.schema(
-    [
-        ("path", pa.string()),
-        ("partition_values", pa.map_(pa.string(), pa.string())),
-        ("size", pa.int64()),
-        ("modification_time", pa.int64()),
-        ("data_change", pa.bool_()),
-        ("stats", pa.string()),
-    ]
-)
-
-
-def adds_to_table(adds: Iterable[AddFile]) -> pa.Table:
-    """A small ``pa.Table`` (ADDS_SCHEMA) of add actions, for predicate evaluation."""
-    adds = list(adds)
-    return pa.table(
-        {
-            "path": pa.array([a.path for a in adds], pa.string()),
-            "partition_values": pa.array(
-                [list((a.partition_values or {}).items()) for a in adds], pa.map_(pa.string(), pa.string())
-            ),
-            "size": pa.array([a.size for a in adds], pa.int64()),
-            "modification_time": pa.array([a.modification_time for a in adds], pa.int64()),
-            "data_change": pa.array([a.data_change for a in adds], pa.bool_()),
-            "stats": pa.array([a.stats for a in adds], pa.string()),
-        },
-        schema=ADDS_SCHEMA,
-    )
-
 
 # --------------------------------------------------------------------------------------------
 # read predicates
@@ -308,8 +281,9 @@ class CurrentTransaction:
     read_metadata: Metadata | None = None
 
     @cached_property
-    def removed_paths(self) -> set:
-        return {a.path for a in self.actions if isinstance(a, RemoveFile)}
+    def removed_paths(self) -> pa.Array:
+        """Paths this transaction removes (a string array, for ``pc.is_in``)."""
+        return pa.array([a.path for a in self.actions if isinstance(a, RemoveFile)], pa.string())
 
     @cached_property
     def domains(self) -> set:
@@ -318,10 +292,30 @@ class CurrentTransaction:
 
 @dataclass
 class WinningCommit:
-    """A commit that got in between our read version and our attempt (actions already parsed)."""
+    """A commit that got in between our read version and our attempt.
+
+    ``adds`` / ``removes`` are Arrow tables (``FILE_SCHEMA`` / ``REMOVE_SCHEMA``, partition values
+    keyed like the snapshot's files); ``actions`` holds the other actions as objects (commitInfo,
+    protocol, metaData, txn, domainMetadata). Build one with :meth:`from_bytes` (a commit file) or
+    :meth:`from_actions` (action objects, read back through the same reader).
+    """
 
     version: int
     actions: list
+    adds: pa.Table
+    removes: pa.Table
+
+    @classmethod
+    def from_bytes(cls, version: int, data: bytes, *, partition_keys: list[str] | None = None) -> WinningCommit:
+        """Read commit file ``version`` (see :func:`..log.commit_read.read_commit`; a torn or malformed
+        commit is a ``LogCorruptedError`` naming it). ``partition_keys``: those of the metadata read."""
+        c = read_commit(version, data, partition_keys=partition_keys)
+        return cls(version, c.actions, c.adds, c.removes)
+
+    @classmethod
+    def from_actions(cls, version: int, actions: list, *, partition_keys: list[str] | None = None) -> WinningCommit:
+        """A winning commit made of action objects, serialised and read like a commit file."""
+        return cls.from_bytes(version, serialize_actions(actions), partition_keys=partition_keys)
 
     @cached_property
     def commit_info(self) -> dict:
@@ -347,16 +341,14 @@ class WinningCommit:
         return next((a for a in self.actions if isinstance(a, Metadata)), None)
 
     @cached_property
-    def adds(self) -> list[AddFile]:
-        return [a for a in self.actions if isinstance(a, AddFile)]
-
-    @cached_property
-    def changed_data_adds(self) -> list[AddFile]:
-        return [a for a in self.adds if a.data_change]
-
-    @cached_property
-    def removes(self) -> list[RemoveFile]:
-        return [a for a in self.actions if isinstance(a, RemoveFile)]
+    def changed_data_adds(self) -> pa.Table:
+        """The adds with ``dataChange`` true (a missing flag counts as true: it may have changed data)."""
+        flag = self.adds.column("data_change")
+        if flag.null_count:
+            flag = pc.or_kleene(flag, pc.is_null(flag))
+        if pc.all(flag).as_py():  # the usual case (an append): every add, no copy
+            return self.adds
+        return self.adds.filter(flag)
 
     @cached_property
     def txns(self) -> list[SetTransaction]:
@@ -365,6 +357,14 @@ class WinningCommit:
     @cached_property
     def domains(self) -> list[DomainMetadata]:
         return [a for a in self.actions if isinstance(a, DomainMetadata)]
+
+
+def _first_in(paths: pa.ChunkedArray | pa.Array, value_set: pa.Array) -> str | None:
+    """The first of ``paths`` that is in ``value_set`` (vectorised membership test), or ``None``."""
+    if len(paths) == 0 or len(value_set) == 0:
+        return None
+    idx = pc.index(pc.is_in(paths, value_set=value_set), True).as_py()
+    return None if idx is None or idx < 0 else paths[idx].as_py()
 
 
 # --------------------------------------------------------------------------------------------
@@ -467,13 +467,13 @@ class ConflictChecker:
                     **self._kw(),
                 )
 
-    def _adds_to_check(self) -> list[AddFile]:
+    def _adds_to_check(self) -> pa.Table | None:
         cur, w = self.current, self.winner
         level = cur.isolation_level
         if level == IsolationLevel.SNAPSHOT_ISOLATION:
-            return []
+            return None
         if level == IsolationLevel.WRITE_SERIALIZABLE and not cur.metadata_changed and w.is_blind_append:
-            return []
+            return None
         return w.changed_data_adds
 
     def check_added_files_read(self) -> None:
@@ -481,18 +481,21 @@ class ConflictChecker:
         if not cur.read_whole_table and not cur.read_predicates:
             return
         adds = self._adds_to_check()
-        if not adds:
+        if adds is None or adds.num_rows == 0:
             return
+        paths = adds.column("path")
         hit_path = None
         reason = None
         if cur.read_whole_table:
-            hit_path, reason = adds[0].path, "this transaction read the whole table"
+            hit_path, reason = paths[0].as_py(), "this transaction read the whole table"
         else:
-            table = adds_to_table(adds)
             for pred in cur.read_predicates:
-                idx = pred.any_match(table)
+                idx = pred.any_match(adds)
                 if idx is not None:
-                    hit_path, reason = adds[idx].path, f"it matches this transaction's read predicate {pred.describe()}"
+                    hit_path, reason = (
+                        paths[idx].as_py(),
+                        f"it matches this transaction's read predicate {pred.describe()}",
+                    )
                     break
         if hit_path is None:
             return
@@ -507,13 +510,14 @@ class ConflictChecker:
 
     def check_deleted_read(self) -> None:
         cur, w = self.current, self.winner
-        if not w.removes:
+        removed = w.removes.column("path")
+        if len(removed) == 0:
             return
         if cur.read_whole_table:
-            hit = w.removes[0].path
+            hit = removed[0].as_py()
             why = "this transaction read the whole table"
         else:
-            hit = self._first_read(w.removes)
+            hit = self._first_read(removed)
             why = "this transaction read that file"
             if hit is None:
                 return
@@ -525,22 +529,20 @@ class ConflictChecker:
             **self._kw(),
         )
 
-    def _first_read(self, removes: list[RemoveFile]) -> str | None:
-        """First removed path that this transaction read (vectorised membership test)."""
+    def _first_read(self, removed: pa.ChunkedArray) -> str | None:
+        """First removed path that this transaction read."""
         read = self.current.read_files
         if read is None or len(read) == 0:
             return None
         if not isinstance(read, (pa.Array, pa.ChunkedArray)):
             read = pa.array(list(read), pa.string())
-        removed = pa.array([r.path for r in removes], pa.string())
-        idx = pc.index(pc.is_in(removed, value_set=read), True).as_py()
-        return None if idx is None or idx < 0 else removes[idx].path
+        return _first_in(removed, read)
 
     def check_deleted_deleted(self) -> None:
         mine = self.current.removed_paths
-        if not mine:
+        if len(mine) == 0:
             return
-        hit = next((r.path for r in self.winner.removes if r.path in mine), None)
+        hit = _first_in(self.winner.removes.column("path"), mine)
         if hit is None:
             return
         raise ConcurrentDeleteDeleteError(

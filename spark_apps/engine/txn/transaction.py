@@ -68,6 +68,7 @@ from ..errors import (
     InvalidCommitError,
     LogCorruptedError,
 )
+from ..log.file_actions import partition_keys_of
 from ..log.listing import latest_version
 from .conflicts import (
     CurrentTransaction,
@@ -739,7 +740,8 @@ class OptimisticTransaction:
                 "retry the operation (it re-reads the table at its latest version)",
                 winning_version=version,
             ) from None
-        return WinningCommit(version, parse_commit_bytes(raw, where=f"commit {version}"))
+        keys = partition_keys_of(self._read_metadata) if self._read_metadata is not None else None
+        return WinningCommit.from_bytes(version, raw, partition_keys=keys)
 
     def _landed_by(self, winner: WinningCommit) -> bool:
         if self.app_id is None:

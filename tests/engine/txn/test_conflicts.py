@@ -38,7 +38,7 @@ from airflow_delta_provider_apps.engine.txn import (
     PartitionFilter,
     WinningCommit,
 )
-from airflow_delta_provider_apps.engine.txn.conflicts import ConflictChecker, CurrentTransaction, adds_to_table
+from airflow_delta_provider_apps.engine.txn.conflicts import ConflictChecker, CurrentTransaction
 
 S = IsolationLevel.SERIALIZABLE
 WS = IsolationLevel.WRITE_SERIALIZABLE
@@ -411,12 +411,13 @@ def test_concurrent_table_creation(tmp_path):
 def _adds(*parts):
     from airflow_delta_provider_apps.engine.actions import AddFile
 
-    return adds_to_table(
+    return WinningCommit.from_actions(
+        1,
         [
             AddFile(path=f"f{i}", partition_values={"p": p, "q": "1"}, size=1, modification_time=0, data_change=True)
             for i, p in enumerate(parts)
-        ]
-    )
+        ],
+    ).adds
 
 
 @pytest.mark.parametrize(
@@ -449,7 +450,7 @@ def test_checker_order_protocol_before_everything(tmp_path):
     from airflow_delta_provider_apps.engine.actions import CommitInfo
 
     cur = CurrentTransaction(read_version=5, isolation_level=S, read_whole_table=True, read_protocol=Protocol(1, 2))
-    winner = WinningCommit(6, [CommitInfo({"operation": "X"}), Protocol(1, 1), RemoveFile(path="f")])
+    winner = WinningCommit.from_actions(6, [CommitInfo({"operation": "X"}), Protocol(1, 1), RemoveFile(path="f")])
     with pytest.raises(ProtocolChangedError) as e:
         ConflictChecker(cur, winner).check()
     assert "removed protocol features" in e.value.cause
@@ -492,7 +493,7 @@ def test_a_concurrent_protocol_change_is_a_conflict_when_this_transaction_change
     from airflow_delta_provider_apps.engine.actions import CommitInfo
 
     cur = CurrentTransaction(read_version=5, isolation_level=S, actions=[Protocol(1, 4)], read_protocol=Protocol(1, 2))
-    winner = WinningCommit(6, [CommitInfo({"operation": "X"}), Protocol(1, 3)])
+    winner = WinningCommit.from_actions(6, [CommitInfo({"operation": "X"}), Protocol(1, 3)])
     with pytest.raises(ProtocolChangedError) as e:
         ConflictChecker(cur, winner).check()
     assert "changes the protocol too" in e.value.cause
@@ -504,5 +505,5 @@ def test_an_upgrade_to_a_feature_this_engine_cannot_write_names_it():
     cur = CurrentTransaction(read_version=5, isolation_level=S, read_protocol=Protocol(1, 2))
     new = Protocol(1, 7, writer_features=["appendOnly", "invariants", "rowTracking"])  # keeps what (1, 2) implied
     with pytest.raises(ProtocolChangedError) as e:
-        ConflictChecker(cur, WinningCommit(6, [CommitInfo({"operation": "X"}), new])).check()
+        ConflictChecker(cur, WinningCommit.from_actions(6, [CommitInfo({"operation": "X"}), new])).check()
     assert "rowTracking" in e.value.cause
