@@ -414,3 +414,19 @@ def decode_add_path(path: str) -> str:
     if "%" not in path:
         return path
     return unquote(path, encoding="utf-8", errors="strict")
+
+
+_NULL_KEY = "\x00null"  # stands for a NULL partition value inside a combined key
+_KEY_SEP = "\x00/"
+
+
+def partition_key(values: Mapping[str, str | None], partition_columns: Sequence[str]) -> str:
+    """One string naming a file's partition (its serialised partition values, NULL-safe)."""
+    return _KEY_SEP.join(_NULL_KEY if values.get(c) is None else values[c] for c in partition_columns)
+
+
+def partition_keys(files: pa.Table, partition_columns: Sequence[str]) -> pa.Array:
+    """:func:`partition_key` of every row of a files table (its ``partition_values`` map), vectorised."""
+    pv = files.column("partition_values")
+    parts = [pc.fill_null(pc.map_lookup(pv, pa.scalar(c), "first"), _NULL_KEY) for c in partition_columns]
+    return pc.binary_join_element_wise(*parts, _KEY_SEP)

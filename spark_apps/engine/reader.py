@@ -241,7 +241,7 @@ def _open_parquet(storage: Storage, location: str, path_in_log: str) -> pq.Parqu
     try:
         f = storage.open_input_file(location)
     except FileNotFoundError:
-        raise _missing(path_in_log, location) from None
+        raise missing_data_file(path_in_log, location) from None
     except OSError as e:
         raise _open_error(e, path_in_log, location) from None
     try:
@@ -263,11 +263,11 @@ def _open_parquet(storage: Storage, location: str, path_in_log: str) -> pq.Parqu
 
 def _open_error(e: OSError, path_in_log: str, location: str):
     if isinstance(e, FileNotFoundError):
-        return _missing(path_in_log, location)
+        return missing_data_file(path_in_log, location)
     return StorageError(f"Cannot read data file '{location}'", str(e), "check the storage and retry")
 
 
-def _missing(path_in_log: str, location: str) -> DataFileMissingError:
+def missing_data_file(path_in_log: str, location: str) -> DataFileMissingError:
     return DataFileMissingError(
         f"Data file '{path_in_log}' referenced by the table's log is missing (looked at '{location}')",
         "it was deleted outside Delta, or removed by VACUUM while this version (time travel to an old "
@@ -447,7 +447,7 @@ def _stream_file(
                     yielded = True
                     yield _conform_batch(None if isinstance(raw, int) else raw, rows, plan, mode)
         except FileNotFoundError:
-            raise _missing(path, location) from None
+            raise missing_data_file(path, location) from None
         if not yielded:  # empty file, or every row deleted: one empty batch carries the schema
             yield _conform_batch(None, 0, plan, mode)
     finally:

@@ -250,3 +250,55 @@ def test_scan_with_a_predicate_reads_only_files_that_may_match(spark, tmp_path):
     assert res.files.num_rows < snap.num_files  # partition and stats pruning
     assert sorted(r["id"] for r in res.df.collect()) == list(range(300, 310))
     assert sorted(r["id"] for r in t.to_df(predicate="id < 5", columns=["id"]).collect()) == list(range(5))
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_native_parquet_scan_of_one_partition_gives_the_arrow_path_rows(spark, tmp_path):
+    from airflow_delta_provider_apps.engine.spark.scan import NATIVE_SCAN_CONF
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT NOT NULL, dt DATE, v DOUBLE", partition_by=["dt"])
+    day = dt.date(2026, 1, 2)
+    t.append(
+        spark.createDataFrame([(i, day if i % 3 else None, i / 7) for i in range(30)], "id LONG, dt DATE, v DOUBLE")
+    )
+    # a column added later: older files do not hold it and read as NULL
+    t.append(
+        spark.createDataFrame([(100, day, 0.5, "x")], "id LONG, dt DATE, v DOUBLE, note STRING"), merge_schema=True
+    )
+    cases = [
+        ("dt = DATE '2026-01-02'", None),
+        ("dt = DATE '2026-01-02' AND v > 1.5", None),
+        ("dt IS NULL", ["id", "note"]),
+        ("id >= 0", None),  # both partitions: the Arrow path
+    ]
+    for predicate, columns in cases:
+        spark.conf.set(NATIVE_SCAN_CONF, "false")
+        try:
+            arrow = t.to_df(predicate=predicate, columns=columns)
+            expected = df_rows(arrow)
+            assert "FileScan parquet" not in _plan(arrow)
+        finally:
+            spark.conf.unset(NATIVE_SCAN_CONF)
+        native = t.to_df(predicate=predicate, columns=columns)
+        assert df_rows(native) == expected, predicate
+        assert native.columns == arrow.columns
+        one_partition = predicate.startswith("dt")
+        assert ("FileScan parquet" in _plan(native)) == one_partition, predicate
+    assert len(expected) == 31
+
+
+def test_native_scan_names_a_missing_data_file(spark, tmp_path):
+    from airflow_delta_provider_apps.engine.errors import DataFileMissingError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT, dt STRING", partition_by=["dt"])
+    t.append(spark.createDataFrame([(1, "a")], "id LONG, dt STRING"))
+    path = t.snapshot().files.column("path")[0].as_py()
+    os.unlink(os.path.join(root, path))
+    with pytest.raises(DataFileMissingError) as e:
+        t.to_df(predicate="dt = 'a'").collect()
+    assert path in e.value.problem

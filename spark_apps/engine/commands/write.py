@@ -282,6 +282,7 @@ def overwrite(
     from ..errors import AppendOnlyViolationError
     from ..expr import parse_predicate, to_sql
     from ..expr.skipping import is_partition_only, skip_files
+    from ..partitions import partition_key, partition_keys
     from ..txn import OptimisticTransaction
     from ..txn.conflicts import ExpressionPredicate
     from .dml import apply_outcomes, removes_for, rewrite_candidates
@@ -358,8 +359,8 @@ def overwrite(
     if mode == "dynamic" and partition_columns:
         # replace the partitions the data wrote to: match live files by their partition values
         keys = {tuple(sorted((a.partition_values or {}).items())) for a in written.adds}
-        written_keys = pa.array([_partition_key(dict(k), partition_columns) for k in keys], pa.string())
-        replaced = files.filter(pc.is_in(_partition_keys(files, partition_columns), value_set=written_keys))
+        written_keys = pa.array([partition_key(dict(k), partition_columns) for k in keys], pa.string())
+        replaced = files.filter(pc.is_in(partition_keys(files, partition_columns), value_set=written_keys))
         txn.read_files(replaced)
         removes = removes_for(replaced)
         for key in keys:
@@ -395,25 +396,6 @@ def overwrite(
     if commit.skipped:
         return CommandResult(OPERATION_WRITE, table_root, commit.version, True, OverwriteMetrics())
     return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
-
-
-_NULL_KEY = "\x00null"  # stands for a NULL partition value inside a combined key
-_KEY_SEP = "\x00/"
-
-
-def _partition_key(values: dict, partition_columns: list[str]) -> str:
-    """The combined partition key of one file's (serialised) partition values."""
-    return _KEY_SEP.join(_NULL_KEY if values.get(c) is None else values[c] for c in partition_columns)
-
-
-def _partition_keys(files, partition_columns: list[str]):
-    """:func:`_partition_key` of every row of ``files``, vectorised."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    pv = files.column("partition_values")
-    parts = [pc.fill_null(pc.map_lookup(pv, pa.scalar(c), "first"), _NULL_KEY) for c in partition_columns]
-    return pc.binary_join_element_wise(*parts, _KEY_SEP)
 
 
 def conform_dataframe_to(df, schema):

@@ -150,6 +150,8 @@ def scan_files(
         files = skip_files(files, snapshot.schema, list(snapshot.metadata.partition_columns), expr).files
     if files.num_rows == 0:
         return ScanResult(spark.createDataFrame([], out_schema), files)
+    if not with_file_column and _native_scan_applies(spark, snapshot, files):
+        return ScanResult(_native_scan(spark, snapshot, files, full_schema, out_schema, expr), files)
 
     n_tasks = num_tasks or min(files.num_rows, 2 * _default_parallelism(spark))
     listing = _files_table(files, n_tasks)
@@ -184,6 +186,77 @@ def scan_files(
     else:
         files_df = files_df.coalesce(1)
     return ScanResult(files_df.mapInArrow(fn, out_schema), files)
+
+
+NATIVE_SCAN_CONF = "spark.airflowDelta.nativeScan"
+_PLAIN_PATH = r"^[A-Za-z0-9._=/-]+$"  # needs no URI decoding, holds no glob or Hadoop-path specials
+_NATIVE_SCHEMES = ("", "file", "hdfs", "viewfs")  # filesystems Spark reads without extra jars
+
+
+def _native_scan_applies(spark, snapshot, files: pa.Table) -> bool:
+    """Spark's own parquet scan reads these files correctly and faster than the Arrow path: one
+    partition (or none), relative plain paths, no deletion vectors, no column mapping, no type
+    widening, a filesystem Spark reads natively. Opt out with ``spark.airflowDelta.nativeScan=false``."""
+    import pyarrow.compute as pc
+
+    try:
+        if str(spark.conf.get(NATIVE_SCAN_CONF, "true")).strip().lower() == "false":
+            return False
+    except Exception:  # a session without conf access: keep the Arrow path
+        return False
+    scheme = snapshot.table_root.split("://", 1)[0] if "://" in snapshot.table_root else ""
+    if scheme.lower() not in _NATIVE_SCHEMES:
+        return False
+    if snapshot.properties.column_mapping_mode_for(snapshot.schema) != "none":
+        return False
+    if "typeWidening" in set(snapshot.protocol.reader_features or []) | set(snapshot.protocol.writer_features or []):
+        return False
+    if "deletion_vector" in files.column_names and files.column("deletion_vector").null_count != files.num_rows:
+        return False
+    if not pc.all(pc.match_substring_regex(files.column("path"), _PLAIN_PATH)).as_py():
+        return False
+    partition_columns = list(snapshot.metadata.partition_columns)
+    if partition_columns:
+        from ..partitions import partition_keys
+
+        if len(pc.unique(partition_keys(files, partition_columns))) != 1:
+            return False
+    return True
+
+
+def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr):
+    """One ``spark.read.parquet`` of the given files (all in one partition), with the partition
+    values from the log as typed literals; the predicate goes to Spark, which prunes columns and
+    row groups itself."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from ..expr import to_sql
+    from ..expr.skipping import partition_table
+    from ..storage import normalize_table_uri
+
+    partition_columns = list(snapshot.metadata.partition_columns)
+    root = normalize_table_uri(snapshot.table_root).rstrip("/")
+    if "://" not in root:
+        root = "file://" + root
+    paths = [f"{root}/{p}" for p in files.column("path").to_pylist()]
+    data_schema = StructType([f for f in full_schema.fields if f.name not in partition_columns])
+    try:  # Spark checks that every path exists here, before any job
+        df = spark.read.schema(data_schema).parquet(*paths)
+    except Exception as e:
+        if "PATH_NOT_FOUND" not in str(e):
+            raise
+        from ..reader import missing_data_file
+
+        hit = next(((p, full) for p, full in zip(files.column("path").to_pylist(), paths) if p in str(e)), None)
+        raise missing_data_file(*(hit or ("(one of the table's files)", root))) from None
+    if partition_columns:
+        values = partition_table(files.slice(0, 1), snapshot.schema, partition_columns).to_pylist()[0]
+        for name in partition_columns:
+            df = df.withColumn(name, F.lit(values[name]).cast(full_schema[name].dataType))
+    if expr is not None:
+        df = df.filter(to_sql(expr))
+    return df.select(*[F.col(f"`{f.name}`") for f in out_schema.fields])
 
 
 def to_dataframe(

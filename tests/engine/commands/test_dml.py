@@ -332,7 +332,7 @@ def test_an_append_whose_stats_cannot_match_the_delete_does_not_conflict(tmp_pat
 
 def test_partition_keys_of_files_match_the_keys_of_written_adds():
     # dynamic partition overwrite matches live files to written partitions through these keys
-    from airflow_delta_provider_apps.engine.commands.write import _partition_key, _partition_keys
+    from airflow_delta_provider_apps.engine.partitions import partition_key, partition_keys
 
     files = pa.table(
         {
@@ -341,8 +341,8 @@ def test_partition_keys_of_files_match_the_keys_of_written_adds():
             )
         }
     )
-    keys = _partition_keys(files, ["p", "q"]).to_pylist()
-    assert keys[0] == _partition_key({"p": "1", "q": None}, ["p", "q"])
-    assert keys[1] == _partition_key({"p": "1", "q": "x"}, ["p", "q"])
-    assert keys[2] == _partition_key({"p": None, "q": None}, ["p", "q"])
+    keys = partition_keys(files, ["p", "q"]).to_pylist()
+    assert keys[0] == partition_key({"p": "1", "q": None}, ["p", "q"])
+    assert keys[1] == partition_key({"p": "1", "q": "x"}, ["p", "q"])
+    assert keys[2] == partition_key({"p": None, "q": None}, ["p", "q"])
     assert len(set(keys)) == 3
