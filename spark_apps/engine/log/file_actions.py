@@ -48,6 +48,11 @@ FILE_SCHEMA = pa.schema(
     ]
 )
 
+#: optional last column of a snapshot's files, after the ``FILE_SCHEMA`` ones: the typed stats of a
+#: parquet checkpoint's ``add.stats_parsed`` (its own struct type, physical names; null for files
+#: added by later commits). The ``stats`` JSON stays the reference (checkpoints, conflicts).
+STATS_PARSED = "stats_parsed"
+
 #: tombstones of a snapshot
 REMOVE_SCHEMA = pa.schema(
     [
