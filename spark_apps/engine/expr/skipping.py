@@ -216,6 +216,8 @@ def _typed(arr: pa.Array, t) -> pa.Array:
             return pc.cast(pc.replace_substring_regex(arr, r"(Z|[+-]\d\d:?\d\d)$", ""), target)
         if t.name == "date":
             return pc.cast(pc.utf8_slice_codeunits(arr, 0, 10), target)
+    if pa.types.is_decimal(arr.type):  # through text, as the JSON number is read (a direct cast may round)
+        return pc.cast(pc.cast(arr, pa.string()), target)
     if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(target):
         # typed stats: any unit; a zone-less value is a UTC instant (parquet INT96 from Spark)
         same_unit = arr if arr.type.unit == "us" else pc.cast(arr, pa.timestamp("us", arr.type.tz), safe=False)
@@ -360,20 +362,32 @@ def _loosen_string_max(hi: pa.Array) -> pa.Array:
     units) and delta-spark appends a tie-breaker (U+FFFD; U+10FFFF in some versions) that is not an
     upper bound when the cut character sorts above it (e.g. a supplementary character), and other
     writers may append nothing. A maximum that ends with a tie-breaker or has at least
-    ``STRING_PREFIX_LENGTH`` characters is therefore read as "the true maximum starts with
-    ``P``" (``P`` = the value without trailing tie-breakers), and ``P[:-1] + U+10FFFF`` is used:
-    greater than every string starting with ``P``, since ``P``'s last character is below U+10FFFF.
-    Unknown (null) when ``P`` is empty. Shorter maxima without tie-breaker are exact.
+    ``STRING_PREFIX_LENGTH`` characters is therefore read as "the true maximum starts with ``P``"
+    (``P`` = the value without trailing tie-breakers), and the bound used is ``P`` with its last
+    character incremented: greater than every string starting with ``P``. Unknown (null) when
+    ``P`` is empty or ends with U+10FFFF. Shorter maxima without tie-breaker are exact.
     """
     breakers = "\ufffd\U0010ffff"
+    length = pc.utf8_length(hi)
     prefix = pc.utf8_rtrim(hi, characters=breakers)
-    maybe_cut = pc.or_(
-        pc.greater_equal(pc.utf8_length(hi), STRING_PREFIX_LENGTH), pc.less(pc.utf8_length(prefix), pc.utf8_length(hi))
+    maybe_cut = pc.or_(pc.greater_equal(length, STRING_PREFIX_LENGTH), pc.less(pc.utf8_length(prefix), length))
+    if not pc.any(maybe_cut).as_py():
+        return hi
+    # the successor of each last character, computed once per distinct character
+    last = pc.dictionary_encode(pc.utf8_slice_codeunits(prefix, -1))
+    following = pa.array([_next_char(c) for c in last.dictionary.to_pylist()], hi.type)
+    bound = pc.binary_join_element_wise(
+        pc.utf8_slice_codeunits(prefix, 0, -1), following.take(last.indices), pa.scalar("", hi.type)
     )
-    top = pa.scalar("\U0010ffff", hi.type)
-    bound = pc.binary_join_element_wise(pc.utf8_slice_codeunits(prefix, 0, -1), top, pa.scalar("", hi.type))
-    bound = pc.if_else(pc.equal(pc.utf8_length(prefix), 0), pa.scalar(None, hi.type), bound)
     return pc.if_else(maybe_cut, bound, hi)
+
+
+def _next_char(c: str) -> str | None:
+    """The next Unicode scalar value after ``c`` (a one-character string); None after the last or for ``""``."""
+    if not c or ord(c) >= 0x10FFFF:
+        return None
+    nxt = ord(c) + 1
+    return chr(0xE000 if 0xD800 <= nxt <= 0xDFFF else nxt)
 
 
 class _Stats:

@@ -74,6 +74,7 @@ from .file_actions import (
     empty_tombstones,
     normalize_file_actions,
     partition_keys_of,
+    stats_only_parsed,
 )
 from .listing import Checkpoint, LogFile
 
@@ -253,7 +254,7 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
         rows, keep = s.rows, None
         if s.in_checkpoint:
             keep = keep_of.get(id(s), s.keep)
-            if keep is not None and _child(rows, "stats") is None and _child(rows, "stats_parsed") is not None:
+            if keep is not None and stats_only_parsed(rows):
                 rows, keep = rows.filter(_pa_bools(keep)), None  # slow stats rebuild: only for kept rows
         else:
             w = winner_masks[id(s)]
