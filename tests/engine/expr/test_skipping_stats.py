@@ -83,6 +83,12 @@ def _both(files: pa.Table) -> list[pa.Table]:
     return [files, files.drop(["stats_parsed"])]
 
 
+def _json_broken(files: pa.Table) -> pa.Table:
+    """``files`` with unparseable JSON stats wherever typed stats exist."""
+    stats = pc.if_else(files.column("stats_parsed").is_valid(), pa.scalar("not json"), files.column("stats"))
+    return files.set_column(files.schema.get_field_index("stats"), "stats", stats)
+
+
 def _kept(files: pa.Table, schema, partition_columns, text: str) -> set[str]:
     result = skip_files(files, schema, partition_columns, parse_predicate(text, schema))
     return set(result.files.column("path").to_pylist())
@@ -210,11 +216,7 @@ def test_typed_stats_equal_parsed_json(wide_table):
     typed, json_only = (stats_table(f, cols) for f in _both(snap.files))
     assert typed.equals(json_only)
     # the typed rows really came from stats_parsed: the JSON of a checkpoint row no longer matters
-    broken = snap.files.set_column(
-        snap.files.schema.get_field_index("stats"),
-        "stats",
-        pc.if_else(snap.files.column("stats_parsed").is_valid(), pa.scalar("not json"), snap.files.column("stats")),
-    )
+    broken = _json_broken(snap.files)
     assert stats_table(broken, cols).equals(typed)
     assert stats_table(broken.drop(["stats_parsed"]), cols) is None
 
@@ -414,9 +416,91 @@ def test_corpus_checkpoints_with_stats_parsed(table, texts):
     for text in texts:
         expr = parse_predicate(text, snap.schema)
         kept = _kept_both(files, snap.schema, parts, text)
+        assert _kept(_json_broken(files), snap.schema, parts, text) == kept  # decided by the typed stats
         for path, rows_ in zip(
             files.column("path").to_pylist(),
             read_files_batches(snap.storage, snap.table_root, files, snap.schema, parts),
         ):
             if pc.any(pc.fill_null(evaluate(expr, rows_), False)).as_py():
                 assert path in kept, (table, text, path)
+
+
+# ---- column mapping: typed stats under physical names ----------------------------------------------
+
+
+def test_column_mapping_typed_stats_use_physical_names(tmp_path):
+    """A checkpoint (as delta-spark writes it) whose stats_parsed is keyed by physical names."""
+    import json
+
+    import pyarrow.json as pajson
+
+    from airflow_delta_provider_apps.engine.actions import serialize_actions
+    from airflow_delta_provider_apps.engine.log.checkpoint import build_checkpoint_table
+    from airflow_delta_provider_apps.engine.schema import StructType
+
+    def field(name, type_, cid):
+        md = {"delta.columnMapping.id": cid, "delta.columnMapping.physicalName": f"col-{cid}"}
+        return {"name": name, "type": type_, "nullable": True, "metadata": md}
+
+    schema = StructType.from_json({"type": "struct", "fields": [field("id", "long", 1), field("name", "string", 2)]})
+    root = str(tmp_path / "cm")
+    os.makedirs(os.path.join(root, "_delta_log"))
+
+    def write_commit(version, actions):  # by hand: this engine does not write column-mapped tables
+        with open(os.path.join(root, "_delta_log", f"{version:020d}.json"), "wb") as f:
+            f.write(serialize_actions(actions))
+
+    metadata = Metadata(
+        id=Metadata.new_id(),
+        schema_string=schema.to_json_string(),
+        partition_columns=[],
+        configuration={"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"},
+        created_time=1_700_000_000_000,
+    )
+    stats = [
+        _stats({"col-1": 0, "col-2": "a"}, {"col-1": 9, "col-2": "c"}),
+        _stats({"col-1": 10, "col-2": "d"}, {"col-1": 19, "col-2": "f"}),
+    ]
+    write_commit(0, [Protocol(2, 5), metadata] + [_add(f"f{k}", s) for k, s in enumerate(stats)])
+    snap = load_snapshot(storage_for(root), root)
+    table, _ = build_checkpoint_table(snap)
+    # add stats_parsed (physical names) to the add struct, parsed from the same JSON
+    bounds = pa.struct([("col-1", pa.int64()), ("col-2", pa.string())])
+    stats_type = pa.struct(
+        [
+            ("numRecords", pa.int64()),
+            ("minValues", bounds),
+            ("maxValues", bounds),
+            ("nullCount", pa.struct([("col-1", pa.int64()), ("col-2", pa.int64())])),
+        ]
+    )
+    add = table.column("add").combine_chunks()
+    raw = [json.loads(s) if s else None for s in add.field("stats").to_pylist()]
+    lines = "\n".join(json.dumps(r or {}) for r in raw).encode()
+    parsed_t = pajson.read_json(
+        pa.py_buffer(lines), parse_options=pajson.ParseOptions(explicit_schema=pa.schema(list(stats_type)))
+    )
+    parsed = pa.StructArray.from_arrays(
+        [parsed_t.column(f.name).combine_chunks() for f in stats_type],
+        fields=list(stats_type),
+        mask=pc.is_null(add.field("stats")),
+    )
+    new_add = pa.StructArray.from_arrays(
+        [add.field(i) for i in range(add.type.num_fields)] + [parsed],
+        fields=list(add.type) + [pa.field("stats_parsed", stats_type)],
+        mask=pc.invert(add.is_valid()),
+    )
+    table = table.set_column(table.schema.get_field_index("add"), "add", new_add)
+    pq.write_table(table, os.path.join(root, "_delta_log", f"{snap.version:020d}.checkpoint.parquet"))
+    write_commit(1, [_add("f2", _stats({"col-1": 20, "col-2": "g"}, {"col-1": 29, "col-2": "h"}))])
+
+    files = load_snapshot(storage_for(root), root).files
+    assert files.column("stats_parsed").null_count == 1 and files.num_rows == 3
+    broken = _json_broken(files)  # so only the typed stats can decide for the checkpoint's files
+    for text, want in [
+        ("id = 15", {"f1"}),
+        ("name > 'e' AND id < 25", {"f1", "f2"}),
+        ("id >= 20 OR name = 'b'", {"f0", "f2"}),
+    ]:
+        assert _kept_both(files, schema, [], text) == want
+        assert _kept(broken, schema, [], text) == want
