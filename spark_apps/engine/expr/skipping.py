@@ -7,8 +7,9 @@ Two steps over the snapshot's live files (``snapshot.files``, one row per file),
    conjuncts that reference only partition columns are evaluated on it with the ordinary evaluator
    (:mod:`.evaluate`): a file survives when each is TRUE.
 2. **Stats, conservatively.** The rest of the predicate is rewritten into a condition over each
-   file's stats (``minValues``, ``maxValues``, ``nullCount``, ``numRecords``, parsed from the stats
-   JSON with one pyarrow call) that is false only when no row of the file can make the predicate
+   file's stats (``minValues``, ``maxValues``, ``nullCount``, ``numRecords``: :func:`stats_table`,
+   from a checkpoint's typed ``stats_parsed`` where the snapshot has it, else from the stats JSON
+   with one pyarrow call) that is false only when no row of the file can make the predicate
    TRUE, as delta-kernel-rs's ``data_skipping`` does. Anything unknown keeps the file: missing stats,
    a column without stats, an expression the rewrite does not understand, a value that will not parse.
    Partition columns take part here too (min = max = the file's value), so ``p = 1 OR x > 5`` prunes.
@@ -18,11 +19,11 @@ Rules of the rewrite (``col`` a column, ``v`` a non-NULL literal, NULL-valued li
 ``col > v``: ``max > v``; ``col >= v``: ``max >= v``; ``col != v``: not (``min = v = max``);
 ``col IN (...)``: any of the equalities; ``col IS NULL``: ``nullCount > 0``; ``col IS NOT NULL``:
 ``nullCount < numRecords``; AND / OR combine; NOT is pushed down (De Morgan, negated comparisons).
-Bounds are loosened where writers loosen them: a string maximum of 32 or more characters may be a
-truncated prefix (no upper bound); a timestamp maximum may be truncated to the millisecond (+1 ms);
-float/double maxima do not bound NaN (Spark orders NaN above every number), so they are not used.
-``tightBounds = false`` (files with deletion vectors) leaves min/max valid bounds and nullCount an
-over-count, which the rules above tolerate.
+Bounds are loosened where writers loosen them: a string maximum that ends with a tie-breaker or has
+32 or more characters may be a truncated prefix (:func:`_loosen_string_max`); a timestamp maximum
+may be truncated to the millisecond (+999 us); float/double maxima do not bound NaN (Spark orders
+NaN above every number), so they are not used. ``tightBounds = false`` (files with deletion
+vectors) leaves min/max valid bounds but nullCount unreliable, so ``IS NOT NULL`` keeps those files.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
+from ..log.file_actions import STATS_PARSED
 from ..partitions import partition_column_array
 from ..schema import StructType
 from . import nodes as n
@@ -138,6 +140,7 @@ def skip_files(
 
 
 def _json_type(t) -> pa.DataType | None:
+    """How a column's bounds appear in the stats JSON (as pyarrow.json reads them)."""
     name = t.name
     if isinstance(t, n.DecimalType) or name in ("double", "float"):
         return pa.float64()
@@ -148,6 +151,11 @@ def _json_type(t) -> pa.DataType | None:
     if name == "boolean":
         return pa.bool_()
     return None  # binary and others carry no usable stats
+
+
+def _bound_type(t) -> pa.DataType:
+    """The type of a column's bounds in :func:`stats_table` (decimals compare as float64)."""
+    return pa.float64() if isinstance(t, n.DecimalType) else t.to_arrow()
 
 
 def _nested(paths: dict[tuple[str, ...], pa.DataType]) -> pa.DataType:
@@ -165,23 +173,138 @@ def _nested(paths: dict[tuple[str, ...], pa.DataType]) -> pa.DataType:
     return build(tree)
 
 
+def _nested_array(leaves: dict[tuple[str, ...], pa.Array], count: int) -> pa.Array:
+    """The struct array of :func:`_nested` built from one array per path."""
+    tree: dict = {}
+    for path, arr in leaves.items():
+        node = tree
+        for p in path[:-1]:
+            node = node.setdefault(p, {})
+        node[path[-1]] = arr
+
+    def build(d: dict) -> pa.Array:
+        kids = [build(v) if isinstance(v, dict) else v for v in d.values()]
+        return pa.StructArray.from_arrays(kids, names=list(d)) if kids else pa.nulls(count, pa.struct([]))
+
+    return build(tree)
+
+
+def _leaf(struct: pa.Array | None, path: tuple[str, ...]) -> pa.Array | None:
+    """The array at ``path`` inside a struct array (a null struct makes its leaves null)."""
+    col = struct
+    for p in path:
+        if col is None or not pa.types.is_struct(col.type) or col.type.get_field_index(p) < 0:
+            return None
+        col = pc.struct_field(col, [col.type.get_field_index(p)])
+    return col
+
+
+def _typed(arr: pa.Array, t) -> pa.Array:
+    """Bounds as written (JSON-parsed values or a checkpoint's typed ``stats_parsed`` leaf) as the
+    bound type of ``t``; raises ``pa.ArrowInvalid`` / ``ArrowNotImplementedError`` when they do not
+    convert."""
+    target = _bound_type(t)
+    if arr.type == target:
+        return arr
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):  # JSON text
+        if t.name == "timestamp":
+            try:
+                return pc.cast(arr, target)
+            except pa.ArrowInvalid:
+                return pc.assume_timezone(pc.cast(arr, pa.timestamp("us")), "UTC")
+        if t.name == "timestamp_ntz":
+            return pc.cast(pc.replace_substring_regex(arr, r"(Z|[+-]\d\d:?\d\d)$", ""), target)
+        if t.name == "date":
+            return pc.cast(pc.utf8_slice_codeunits(arr, 0, 10), target)
+    if pa.types.is_decimal(arr.type):  # through text, as the JSON number is read (a direct cast may round)
+        return pc.cast(pc.cast(arr, pa.string()), target)
+    if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(target):
+        # typed stats: any unit; a zone-less value is a UTC instant (parquet INT96 from Spark)
+        same_unit = arr if arr.type.unit == "us" else pc.cast(arr, pa.timestamp("us", arr.type.tz), safe=False)
+        return same_unit.cast(target) if same_unit.type != target else same_unit
+    return pc.cast(arr, target)
+
+
 def stats_table(files: pa.Table, columns: list[n.Column]) -> pa.Table | None:
-    """``numRecords``, ``tightBounds`` and, per column, ``minValues``/``maxValues``/``nullCount``
-    structs parsed from the files' stats JSON (one pyarrow call); ``None`` when it does not parse."""
+    """Each file's ``numRecords``, ``tightBounds`` and, per column (by physical path),
+    ``minValues``/``maxValues`` (typed: :func:`_bound_type`) and ``nullCount``; ``None`` when the
+    stats do not parse.
+
+    Rows with a typed ``stats_parsed`` (read from a checkpoint written with
+    ``delta.checkpoint.writeStatsAsStruct``) are taken from it; the others (files added by JSON
+    commits after the checkpoint) from their ``stats`` JSON, in one pyarrow call. Both give the same
+    result; ``stats_parsed`` is used only when its type holds every column asked for.
+    """
     leaf = {}
     for c in columns:
-        jt = _json_type(c.type)
-        if jt is not None:
-            leaf[c.physical_path or c.path] = jt
-    fields = [("numRecords", pa.int64()), ("tightBounds", pa.bool_())]
+        if _json_type(c.type) is not None:
+            leaf.setdefault(c.physical_path or c.path, c.type)
+    count = files.num_rows
+    parsed = files.column(STATS_PARSED).combine_chunks() if STATS_PARSED in files.column_names else None
+    use = None
+    if parsed is not None and count and parsed.null_count < count and _covers(parsed.type, leaf):
+        use = parsed.is_valid()
+    if use is None:
+        return _stats_from_json(files.column("stats"), leaf, count)
+    try:
+        from_parsed = _stats_from_parsed(parsed.filter(use), leaf)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _stats_from_json(files.column("stats"), leaf, count)
+    if parsed.null_count == 0:
+        return from_parsed
+    rest = pc.invert(use)
+    from_json = _stats_from_json(files.column("stats").filter(rest), leaf, count - len(from_parsed))
+    if from_json is None:
+        return None
+    # back to file order: row i of the concatenation is file order[i]
+    order = pa.concat_arrays([pc.indices_nonzero(use), pc.indices_nonzero(rest)])
+    return pa.concat_tables([from_parsed, from_json]).take(pc.sort_indices(order))
+
+
+def _covers(parsed_type: pa.DataType, leaf: dict) -> bool:
+    """``stats_parsed`` of this type holds numRecords and min, max and nullCount of every leaf."""
+    if not pa.types.is_struct(parsed_type) or parsed_type.get_field_index("numRecords") < 0:
+        return False
+
+    def has(top: str, path: tuple[str, ...]) -> bool:
+        t = parsed_type
+        for p in (top, *path):
+            if not pa.types.is_struct(t) or t.get_field_index(p) < 0:
+                return False
+            t = t.field(p).type
+        return True
+
+    return all(has(top, p) for p in leaf for top in ("minValues", "maxValues", "nullCount"))
+
+
+def _assemble(records, tight, mins: dict, maxs: dict, nulls: dict, count: int) -> pa.Table:
+    cols = {"numRecords": records, "tightBounds": tight}
+    if mins:
+        cols["minValues"] = _nested_array(mins, count)
+        cols["maxValues"] = _nested_array(maxs, count)
+        cols["nullCount"] = _nested_array(nulls, count)
+    return pa.table(cols)
+
+
+def _bounds_or_null(arr: pa.Array | None, t, count: int) -> pa.Array:
+    """Typed bounds; all null (unknown) when missing or when they do not convert."""
+    if arr is not None:
+        try:
+            return _typed(arr, t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    return pa.nulls(count, _bound_type(t))
+
+
+def _stats_from_json(raw, leaf: dict, count: int) -> pa.Table | None:
+    schema = [("numRecords", pa.int64()), ("tightBounds", pa.bool_())]
     if leaf:
-        fields += [
-            ("minValues", _nested(leaf)),
-            ("maxValues", _nested(leaf)),
+        json_leaf = {p: _json_type(t) for p, t in leaf.items()}
+        schema += [
+            ("minValues", _nested(json_leaf)),
+            ("maxValues", _nested(json_leaf)),
             ("nullCount", _nested({p: pa.int64() for p in leaf})),
         ]
-    schema = pa.schema(fields)
-    raw = files.column("stats")
     if isinstance(raw, pa.ChunkedArray):
         raw = raw.combine_chunks()
     raw = pc.fill_null(raw, "{}")
@@ -190,45 +313,81 @@ def stats_table(files: pa.Table, columns: list[n.Column]) -> pa.Table | None:
     try:
         table = pajson.read_json(
             pa.py_buffer(data),
-            parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+            parse_options=pajson.ParseOptions(explicit_schema=pa.schema(schema), unexpected_field_behavior="ignore"),
             read_options=pajson.ReadOptions(block_size=max(1 << 20, len(data) + 1)),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    return table if table.num_rows == files.num_rows else None
+    if table.num_rows != count:
+        return None
+    table = table.combine_chunks()
+
+    def top(name):
+        return table.column(name).combine_chunks()
+
+    mins, maxs, nulls = {}, {}, {}
+    for p, t in leaf.items():
+        mins[p] = _bounds_or_null(_leaf(top("minValues"), p), t, count)
+        maxs[p] = _bounds_or_null(_leaf(top("maxValues"), p), t, count)
+        nulls[p] = _leaf(top("nullCount"), p)
+    return _assemble(top("numRecords"), top("tightBounds"), mins, maxs, nulls, count)
+
+
+def _stats_from_parsed(parsed: pa.StructArray, leaf: dict) -> pa.Table:
+    count = len(parsed)
+    t = parsed.type
+
+    def field(name, type_):
+        arr = _leaf(parsed, (name,)) if t.get_field_index(name) >= 0 else None
+        return pa.nulls(count, type_) if arr is None else pc.cast(arr, type_)
+
+    mins, maxs, nulls = {}, {}, {}
+    for p, ct in leaf.items():
+        mins[p] = _typed(_leaf(parsed, ("minValues", *p)), ct)
+        maxs[p] = _typed(_leaf(parsed, ("maxValues", *p)), ct)
+        nulls[p] = pc.cast(_leaf(parsed, ("nullCount", *p)), pa.int64())
+    return _assemble(field("numRecords", pa.int64()), field("tightBounds", pa.bool_()), mins, maxs, nulls, count)
 
 
 def _get(table: pa.Table, top: str, path: tuple[str, ...]) -> pa.Array | None:
     if top not in table.column_names:
         return None
-    col = table.column(top).combine_chunks()
-    for p in path:
-        if not pa.types.is_struct(col.type) or col.type.get_field_index(p) < 0:
-            return None
-        col = pc.struct_field(col, [col.type.get_field_index(p)])
-    return col
+    return _leaf(table.column(top).combine_chunks(), path)
 
 
-def _typed(arr: pa.Array, t) -> pa.Array | None:
-    target = t.to_arrow()
-    try:
-        if t.name == "timestamp":
-            try:
-                return pc.cast(arr, target)
-            except pa.ArrowInvalid:
-                return pc.assume_timezone(pc.cast(arr, pa.timestamp("us")), "UTC")
-        if t.name == "timestamp_ntz":
-            s = pc.replace_substring_regex(arr, r"(Z|[+-]\d\d:?\d\d)$", "")
-            return pc.cast(s, target)
-        if t.name == "date":
-            return pc.cast(pc.utf8_slice_codeunits(arr, 0, 10), target)
-        if isinstance(t, n.DecimalType):
-            return arr  # compared as float64, with the bounds loosened
-        if t.name in n.INTEGRAL:
-            return pc.cast(arr, target)
-        return arr
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+def _loosen_string_max(hi: pa.Array) -> pa.Array:
+    """An upper bound from a string maximum that may be a truncated prefix.
+
+    Writers truncate string stats to a prefix (32 characters by default; delta-spark counts UTF-16
+    units) and delta-spark appends a tie-breaker (U+FFFD; U+10FFFF in some versions) that is not an
+    upper bound when the cut character sorts above it (e.g. a supplementary character), and other
+    writers may append nothing. A maximum that ends with a tie-breaker or has at least
+    ``STRING_PREFIX_LENGTH`` characters is therefore read as "the true maximum starts with ``P``"
+    (``P`` = the value without trailing tie-breakers), and the bound used is ``P`` with its last
+    character incremented: greater than every string starting with ``P``. Unknown (null) when
+    ``P`` is empty or ends with U+10FFFF. Shorter maxima without tie-breaker are exact.
+    """
+    breakers = "\ufffd\U0010ffff"
+    length = pc.utf8_length(hi)
+    prefix = pc.utf8_rtrim(hi, characters=breakers)
+    maybe_cut = pc.or_(pc.greater_equal(length, STRING_PREFIX_LENGTH), pc.less(pc.utf8_length(prefix), length))
+    if not pc.any(maybe_cut).as_py():
+        return hi
+    # the successor of each last character, computed once per distinct character
+    last = pc.dictionary_encode(pc.utf8_slice_codeunits(prefix, -1))
+    following = pa.array([_next_char(c) for c in last.dictionary.to_pylist()], hi.type)
+    bound = pc.binary_join_element_wise(
+        pc.utf8_slice_codeunits(prefix, 0, -1), following.take(last.indices), pa.scalar("", hi.type)
+    )
+    return pc.if_else(maybe_cut, bound, hi)
+
+
+def _next_char(c: str) -> str | None:
+    """The next Unicode scalar value after ``c`` (a one-character string); None after the last or for ``""``."""
+    if not c or ord(c) >= 0x10FFFF:
         return None
+    nxt = ord(c) + 1
+    return chr(0xE000 if 0xD800 <= nxt <= 0xDFFF else nxt)
 
 
 class _Stats:
@@ -264,15 +423,12 @@ class _Stats:
             return None, None
         path = c.physical_path or c.path
         lo, hi = _get(st, "minValues", path), _get(st, "maxValues", path)
-        lo = _typed(lo, c.type) if lo is not None else None
-        hi = _typed(hi, c.type) if hi is not None else None
         if hi is not None:
             if c.type.name == "string":
-                hi = pc.if_else(
-                    pc.greater_equal(pc.utf8_length(hi), STRING_PREFIX_LENGTH), pa.scalar(None, hi.type), hi
-                )
+                hi = _loosen_string_max(hi)
             elif c.type.name in ("timestamp", "timestamp_ntz"):
-                hi = pc.add(hi, pa.scalar(1000, pa.duration("us")))
+                # stats keep milliseconds: a max written as .123 may stand for up to .123999
+                hi = pc.add(hi, pa.scalar(999, pa.duration("us")))
             elif c.type.name in n.FRACTIONAL:
                 hi = None
         if isinstance(c.type, n.DecimalType):  # float64 bounds of decimals: loosen by a rounding error
@@ -297,6 +453,13 @@ class _Stats:
         if st is None:
             return None
         return st.column("numRecords").combine_chunks()
+
+    def wide(self) -> pa.Array | None:
+        """True for files whose stats say ``tightBounds: false`` (nullCount may then be wrong)."""
+        st = self._table
+        if st is None or "tightBounds" not in st.column_names:
+            return None
+        return pc.fill_null(pc.equal(st.column("tightBounds").combine_chunks(), False), False)
 
 
 def _literal_for(c: n.Column, lit: n.Literal):
@@ -379,7 +542,11 @@ def _rewrite(e: n.Expr, s: _Stats) -> pa.Array | None:
         if not e.negated:
             return pc.greater(nulls, 0)
         records = s.num_records()
-        return None if records is None else pc.less(nulls, records)
+        if records is None:
+            return None
+        some_value = pc.less(nulls, records)
+        wide = s.wide()  # nullCount of wide stats may be wrong: never "all null" from it
+        return some_value if wide is None else pc.or_kleene(some_value, wide)
     return None
 
 

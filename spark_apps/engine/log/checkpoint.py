@@ -254,7 +254,7 @@ def _parse_stats(stats: pa.Array, stats_type: pa.DataType) -> pa.Array:
         pa.LargeListArray.from_arrays(pa.array([0, n], pa.int64()), filled), pa.scalar("\n", pa.large_string())
     )
     data = joined[0].as_buffer()
-    schema = pa.schema(list(stats_type))
+    schema = pa.schema([pa.field(f.name, _dates_as_strings(f.type)) for f in stats_type])
     table = pj.read_json(
         pa.BufferReader(data),
         read_options=pj.ReadOptions(block_size=max(1 << 20, data.size + 1)),
@@ -262,8 +262,16 @@ def _parse_stats(stats: pa.Array, stats_type: pa.DataType) -> pa.Array:
     )
     if table.num_rows != n:
         raise ValueError(f"parsed {table.num_rows} stats rows for {n} files")
-    arrays = [table.column(f.name).combine_chunks() for f in stats_type]
+    arrays = [table.column(f.name).combine_chunks().cast(f.type) for f in stats_type]
     return pa.StructArray.from_arrays(arrays, fields=list(stats_type), mask=stats.is_null())
+
+
+def _dates_as_strings(t: pa.DataType) -> pa.DataType:
+    """``t`` with date leaves as strings: pyarrow's JSON reader does not parse "YYYY-MM-DD" into a
+    date32 (a cast does, afterwards)."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _dates_as_strings(f.type)) for f in t])
+    return pa.string() if pa.types.is_date(t) else t
 
 
 def _parse_partition_values(pv: pa.Array, schema, partition_columns: list[str]) -> pa.Array | None:

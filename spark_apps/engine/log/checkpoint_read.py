@@ -1,9 +1,10 @@
 """Reading parquet and JSON checkpoints (classic, multi-part, V2 with sidecars) into the collected state.
 
-Parquet checkpoints are read with ``pyarrow.parquet``, only the ``add``/``remove`` sub-columns kept
-(never ``stats_parsed`` / ``partitionValues_parsed``, except ``stats_parsed`` when a checkpoint has no
-JSON ``stats``: then the JSON strings are rebuilt from it, a slow path); non-file actions (a handful
-of rows) become dataclasses. A checkpoint alone is already reconciled: no dedup. Checkpoint columns
+Parquet checkpoints are read with ``pyarrow.parquet``, only the ``add``/``remove`` sub-columns kept,
+plus ``add.stats_parsed`` when present (typed stats: replay keeps them as the files' ``stats_parsed``
+column for data skipping; when the checkpoint has no JSON ``stats`` the strings are also rebuilt
+from it, a slow path), never ``partitionValues_parsed``; non-file actions (a handful of rows) become
+dataclasses. A checkpoint alone is already reconciled: no dedup. Checkpoint columns
 are never filtered when read: a chunk keeps a mask of its file-action rows, applied last. Sidecar
 paths resolve through :func:`airflow_delta_provider_apps.engine.paths.resolve_log_path` (never outside the table).
 """
@@ -58,8 +59,8 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
                 continue
             present = {f.name for f in t}
             cols += [f"{kind}.{_WIRE[n]}" for n in fschema.names if _WIRE[n] in present]
-            if kind == "add" and "stats" not in present and "stats_parsed" in present:
-                cols.append("add.stats_parsed")  # only then: JSON stats are rebuilt from it
+            if kind == "add" and "stats_parsed" in present:
+                cols.append("add.stats_parsed")  # typed stats for skipping (kept beside the JSON)
         if not only_files:
             cols += [c for c in _NON_FILE_COLUMNS if schema.get_field_index(c) >= 0]
         if not cols:

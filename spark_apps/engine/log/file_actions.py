@@ -48,6 +48,11 @@ FILE_SCHEMA = pa.schema(
     ]
 )
 
+#: optional last column of a snapshot's files, after the ``FILE_SCHEMA`` ones: the typed stats of a
+#: parquet checkpoint's ``add.stats_parsed`` (its own struct type, physical names; null for files
+#: added by later commits). The ``stats`` JSON stays the reference (checkpoints, conflicts).
+STATS_PARSED = "stats_parsed"
+
 #: tombstones of a snapshot
 REMOVE_SCHEMA = pa.schema(
     [
@@ -314,7 +319,7 @@ def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
     """``stats`` JSON strings rebuilt from a checkpoint's typed ``add.stats_parsed`` column.
 
     Slow path (one Python object per file), used only for checkpoints written with
-    ``writeStatsAsJson=false`` that still carry ``stats_parsed``.
+    ``writeStatsAsJson=false`` that still carry ``stats_parsed`` (:func:`stats_only_parsed`).
     """
     out = []
     for row in parsed.to_pylist():
@@ -324,6 +329,15 @@ def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
         d = _drop_nulls(row)
         out.append(json.dumps(d, separators=(",", ":"), default=_stats_default) if d else None)
     return pa.array(out, pa.string())
+
+
+def stats_only_parsed(struct: pa.Array) -> bool:
+    """A checkpoint's adds carry typed ``stats_parsed`` but no JSON ``stats`` (the field absent or
+    all null: ``delta.checkpoint.writeStatsAsJson=false``), so the JSON must be rebuilt from it."""
+    parsed, stats = _child(struct, "stats_parsed"), _child(struct, "stats")
+    if parsed is None or not pa.types.is_struct(parsed.type):
+        return False
+    return stats is None or stats.null_count == len(stats)
 
 
 def normalize_file_actions(struct: pa.Array, schema: pa.Schema, *, partition_keys: list[str] | None) -> pa.Table:
@@ -342,7 +356,7 @@ def normalize_file_actions(struct: pa.Array, schema: pa.Schema, *, partition_key
             cols.append(_to_map(src, n, None, keep_null_values=False))
         elif f.name == "deletion_vector":
             cols.append(_to_dv(src, n))
-        elif f.name == "stats" and src is None and n and _child(struct, "stats_parsed") is not None:
+        elif f.name == "stats" and n and stats_only_parsed(struct):
             cols.append(stats_json_from_parsed(_child(struct, "stats_parsed")))
         elif src is None or pa.types.is_null(src.type):
             cols.append(_null(f.type, n))

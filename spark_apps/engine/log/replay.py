@@ -34,7 +34,9 @@ the winning commit rows. The dictionary is the set of keys named by commits: one
 checkpoint paths against it finds the superseded checkpoint rows. A checkpoint without later commits
 is taken as is; a JSON-only log has no checkpoint rows, so the group step covers every row.
 Partition values of JSON adds are rebuilt with exactly the table's partition keys (physical names
-under column mapping); checkpoint maps are kept as written.
+under column mapping); checkpoint maps are kept as written. A parquet checkpoint's typed
+``add.stats_parsed`` is kept as the files' extra ``stats_parsed`` column (null for files added by
+later commits) so data skipping need not parse those files' JSON stats.
 """
 
 import json
@@ -61,6 +63,7 @@ from .file_actions import (
     _S_NUL,
     FILE_SCHEMA,
     REMOVE_SCHEMA,
+    STATS_PARSED,
     _child,
     _np_bools,
     _np_ints,
@@ -71,6 +74,7 @@ from .file_actions import (
     empty_tombstones,
     normalize_file_actions,
     partition_keys_of,
+    stats_only_parsed,
 )
 from .listing import Checkpoint, LogFile
 
@@ -244,11 +248,13 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
             else:
                 keep_of[id(s)] = ~hit if s.keep is None else s.keep & ~hit
     adds, removes = [], []
+    parsed_types = {_parsed_type(s) for s in sources if s.kind == "add"} - {None}
+    parsed_type = parsed_types.pop() if len(parsed_types) == 1 else None  # differing types: not kept
     for s in sources:
         rows, keep = s.rows, None
         if s.in_checkpoint:
             keep = keep_of.get(id(s), s.keep)
-            if keep is not None and _child(rows, "stats") is None and _child(rows, "stats_parsed") is not None:
+            if keep is not None and stats_only_parsed(rows):
                 rows, keep = rows.filter(_pa_bools(keep)), None  # slow stats rebuild: only for kept rows
         else:
             w = winner_masks[id(s)]
@@ -256,9 +262,20 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
                 rows = rows.filter(_pa_bools(w))
         if s.kind == "add":
             t = normalize_file_actions(rows, FILE_SCHEMA, partition_keys=partition_keys if s.from_json else None)
+            if parsed_type is not None:
+                parsed = _child(rows, "stats_parsed") if _parsed_type(s) == parsed_type else None
+                t = t.append_column(STATS_PARSED, parsed if parsed is not None else pa.nulls(len(rows), parsed_type))
         else:
             t = normalize_file_actions(rows, REMOVE_SCHEMA, partition_keys=None)
         (adds if s.kind == "add" else removes).append(t if keep is None else _select_rows(t, keep))
     files = pa.concat_tables(adds) if adds else empty_files()
     tombs = pa.concat_tables(removes) if removes else empty_tombstones()
     return files, tombs
+
+
+def _parsed_type(s: _FileSource) -> pa.DataType | None:
+    """The type of a checkpoint source's typed ``stats_parsed``; None when it has none."""
+    if not s.in_checkpoint or s.from_json:
+        return None
+    parsed = _child(s.rows, "stats_parsed")
+    return parsed.type if parsed is not None and pa.types.is_struct(parsed.type) else None

@@ -47,7 +47,7 @@ from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, Versio
 from ..storage import Storage, normalize_table_uri
 from .checkpoint_read import CheckpointReadError
 from .commit_read import commit_info_from_bytes
-from .file_actions import FILE_SCHEMA, REMOVE_SCHEMA
+from .file_actions import FILE_SCHEMA, REMOVE_SCHEMA, STATS_PARSED
 from .listing import LogListing, LogSegment, list_log, select_segment
 from .replay import ReplayResult, replay
 
@@ -170,6 +170,7 @@ def _dv(d: dict | None) -> DeletionVectorDescriptor | None:
 
 def _add_from_row(r: dict) -> AddFile:
     """A FILE_SCHEMA row (snake_case columns = AddFile fields) as an AddFile."""
+    r = {k: v for k, v in r.items() if k != STATS_PARSED}  # typed copy of ``stats``: not an AddFile field
     return AddFile(
         **{**r, "partition_values": dict(r["partition_values"] or {}), "deletion_vector": _dv(r["deletion_vector"])}
     )

@@ -212,6 +212,26 @@ def test_stats_as_json_can_be_disabled(tmp_path):
     assert [a["stats"] for a in table.column("add").to_pylist() if a] == [None]
 
 
+def test_stats_survive_a_checkpoint_with_only_typed_stats(tmp_path):
+    """writeStatsAsJson=false + writeStatsAsStruct=true: the JSON column is written all null; the
+    reader rebuilds the JSON from stats_parsed, so the next checkpoint still carries the stats."""
+    root = str(tmp_path / "t")
+    conf = {"delta.checkpoint.writeStatsAsJson": "false", "delta.checkpoint.writeStatsAsStruct": "true"}
+    create_table(root, configuration=conf)
+    append(root, [1, 7], "a")
+    append(root, [3], "b")
+    want = {r["path"]: json.loads(r["stats"]) for r in snapshot(root).files.to_pylist()}
+    write_checkpoint(storage_for(root), root, snapshot(root))
+    files = snapshot(root).files
+    assert files.column("stats_parsed").null_count == 0
+    assert {r["path"]: json.loads(r["stats"]) for r in files.to_pylist()} == want
+    append(root, [9], "a")
+    write_checkpoint(storage_for(root), root, snapshot(root))
+    files = snapshot(root).files
+    got = {r["path"]: json.loads(r["stats"]) for r in files.to_pylist()}
+    assert {p: got[p] for p in want} == want and len(got) == 3
+
+
 def test_checkpoint_of_empty_table(tmp_path):
     root = str(tmp_path / "t")
     create_table(root)
