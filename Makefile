@@ -54,7 +54,7 @@ test-airflow: $(STAMP)
 
 # The lowest versions the provider declares (Airflow 3.1, apache-spark provider 5.0, pyspark 4.0), in
 # their own virtualenv next to this one (which holds the highest: constraints.txt): the package installs
-# without replacing Airflow, registers, and the provider, CLI and Spark scan/append tests pass. Needs
+# without replacing Airflow, registers, and the provider, CLI and Spark scan/append tests and the example DAG (real spark-submit) pass. Needs
 # PyPI; a few minutes; CI runs it after `make test`.
 COMPAT_VENV := .venv-lowest
 LOWEST := "apache-airflow==3.1.*" "apache-airflow-providers-apache-spark==5.0.*"
@@ -69,7 +69,7 @@ test-compat:
 	) > compat-install.log 2>&1 || { tail -30 compat-install.log; exit 1; }
 	$(COMPAT_VENV)/bin/python -c "import airflow, pyspark; print('Airflow', airflow.__version__, '/ pyspark', pyspark.__version__); assert airflow.__version__.startswith('3.1') and pyspark.__version__.startswith('4.0')"
 	AIRFLOW_HOME=$$(mktemp -d) $(COMPAT_VENV)/bin/airflow providers list | grep airflow-delta-provider
-	AIRFLOW_HOME=$$(mktemp -d) $(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/provider tests/apps tests/test_layering.py tests/spark/test_append.py tests/spark/test_scan.py
+	AIRFLOW_HOME=$$(mktemp -d) $(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/provider tests/apps tests/test_layering.py tests/spark/test_append.py tests/spark/test_scan.py tests/airflow/test_example_dag.py
 
 demo: $(STAMP)
 	$(PY) example_dags/run_demo.py

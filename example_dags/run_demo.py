@@ -65,7 +65,11 @@ def run_dag(dag_id: str, logical_date: datetime) -> dict:
     """Run one DAG run with ``dag.test()`` in THIS process (environment already set) and summarise it
     from the Airflow DB: run state, and per task its state, try number and XCom ``return_value``."""
     from airflow import settings
-    from airflow.dag_processing.dagbag import DagBag
+
+    try:
+        from airflow.dag_processing.dagbag import DagBag  # Airflow 3.2 and later
+    except ImportError:  # Airflow 3.1
+        from airflow.models.dagbag import DagBag
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel

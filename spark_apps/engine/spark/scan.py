@@ -150,12 +150,16 @@ def scan_files(
         files = skip_files(files, snapshot.schema, list(snapshot.metadata.partition_columns), expr).files
     if files.num_rows == 0:
         return ScanResult(spark.createDataFrame([], out_schema), files)
-    if not with_file_column and _native_scan_applies(spark, snapshot, files):
-        return ScanResult(_native_scan(spark, snapshot, files, full_schema, out_schema, expr), files)
+    how = None if with_file_column else _native_scan_applies(spark, snapshot, files)
+    if how is not None:
+        return ScanResult(_native_scan(spark, snapshot, files, full_schema, out_schema, expr, how), files)
 
     n_tasks = num_tasks or min(files.num_rows, 2 * _default_parallelism(spark))
     listing = _files_table(files, n_tasks)
-    arrow_schema = to_arrow_schema(out_schema, timezone="UTC")
+    try:
+        arrow_schema = to_arrow_schema(out_schema, timezone="UTC")  # pyspark 4.1 and later
+    except TypeError:  # pyspark 4.0: no timezone argument, timestamps are UTC (timestamp_utc=True)
+        arrow_schema = to_arrow_schema(out_schema)
     table_root = normalize_table_uri(snapshot.table_root)
     partition_columns = list(snapshot.metadata.partition_columns)
     cols = list(columns) if columns is not None else None
@@ -193,41 +197,67 @@ _PLAIN_PATH = r"^[A-Za-z0-9._=/-]+$"  # needs no URI decoding, holds no glob or 
 _NATIVE_SCHEMES = ("", "file", "hdfs", "viewfs")  # filesystems Spark reads without extra jars
 
 
-def _native_scan_applies(spark, snapshot, files: pa.Table) -> bool:
-    """Spark's own parquet scan reads these files correctly and faster than the Arrow path: one
-    partition (or none), relative plain paths, no deletion vectors, no column mapping, no type
-    widening, a filesystem Spark reads natively. Opt out with ``spark.airflowDelta.nativeScan=false``."""
+def _native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
+    """How Spark's own parquet scan can read these files exactly, or ``None`` (use the Arrow path).
+
+    ``"hive"``: every file sits directly in the folders its log partition values name (hive layout,
+    nothing that needs escaping), so Spark's partition discovery yields the log's values; ``"literal"``:
+    all files are in one partition, whose values are added as typed literals. Both need plain relative
+    paths, no deletion vectors, no column mapping, no type widening and a filesystem Spark reads
+    natively. Opt out with ``spark.airflowDelta.nativeScan=false``."""
     import pyarrow.compute as pc
 
     try:
         if str(spark.conf.get(NATIVE_SCAN_CONF, "true")).strip().lower() == "false":
-            return False
+            return None
     except Exception:  # a session without conf access: keep the Arrow path
-        return False
+        return None
     scheme = snapshot.table_root.split("://", 1)[0] if "://" in snapshot.table_root else ""
     if scheme.lower() not in _NATIVE_SCHEMES:
-        return False
+        return None
     if snapshot.properties.column_mapping_mode_for(snapshot.schema) != "none":
-        return False
+        return None
     if "typeWidening" in set(snapshot.protocol.reader_features or []) | set(snapshot.protocol.writer_features or []):
-        return False
+        return None
     if "deletion_vector" in files.column_names and files.column("deletion_vector").null_count != files.num_rows:
-        return False
-    if not pc.all(pc.match_substring_regex(files.column("path"), _PLAIN_PATH)).as_py():
-        return False
+        return None
+    paths = files.column("path")
+    if not pc.all(pc.match_substring_regex(paths, _PLAIN_PATH)).as_py():
+        return None
     partition_columns = list(snapshot.metadata.partition_columns)
-    if partition_columns:
-        from ..partitions import partition_keys
+    if not partition_columns:
+        return "literal"
+    folders = pc.replace_substring_regex(paths, r"[^/]*$", "")
+    names = pc.replace_substring_regex(paths, r"^.*/", "")
+    hive = _hive_folders(files, partition_columns)
+    if hive is not None and pc.all(pc.and_(pc.equal(folders, hive), pc.invert(pc.match_substring(names, "=")))).as_py():
+        return "hive"
+    from ..partitions import partition_keys
 
-        if len(pc.unique(partition_keys(files, partition_columns))) != 1:
-            return False
-    return True
+    return "literal" if len(pc.unique(partition_keys(files, partition_columns))) == 1 else None
 
 
-def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr):
-    """One ``spark.read.parquet`` of the given files (all in one partition), with the partition
-    values from the log as typed literals; the predicate goes to Spark, which prunes columns and
-    row groups itself."""
+def _hive_folders(files: pa.Table, partition_columns: list[str]) -> pa.Array | None:
+    """``c1=v1/c2=v2/`` of every file from its log partition values (NULL as Hive's default name);
+    ``None`` when a value is empty or holds a character Spark would need escaped."""
+    import pyarrow.compute as pc
+
+    pv = files.column("partition_values")
+    parts = []
+    for c in partition_columns:
+        value = pc.map_lookup(pv, pa.scalar(c), "first")
+        present = pc.drop_null(value)
+        if len(present) and not pc.all(pc.match_substring_regex(present, r"^[A-Za-z0-9._-]+$")).as_py():
+            return None
+        value = pc.fill_null(value, "__HIVE_DEFAULT_PARTITION__")
+        parts.append(pc.binary_join_element_wise(pa.scalar(f"{c}="), value, pa.scalar("/"), ""))
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr, how: str):
+    """One ``spark.read.parquet`` of the given files; partition values come from the folder names
+    (``how="hive"``, checked to equal the log's) or are added as typed literals (``"literal"``, one
+    partition). The predicate goes to Spark, which prunes columns and row groups itself."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -242,7 +272,13 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
     paths = [f"{root}/{p}" for p in files.column("path").to_pylist()]
     data_schema = StructType([f for f in full_schema.fields if f.name not in partition_columns])
     try:  # Spark checks that every path exists here, before any job
-        df = spark.read.schema(data_schema).parquet(*paths)
+        if how == "hive" and partition_columns:
+            parts = [full_schema[c] for c in partition_columns]
+            df = (
+                spark.read.schema(StructType(list(data_schema.fields) + parts)).option("basePath", root).parquet(*paths)
+            )
+        else:
+            df = spark.read.schema(data_schema).parquet(*paths)
     except Exception as e:
         if "PATH_NOT_FOUND" not in str(e):
             raise
@@ -250,7 +286,7 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
 
         hit = next(((p, full) for p, full in zip(files.column("path").to_pylist(), paths) if p in str(e)), None)
         raise missing_data_file(*(hit or ("(one of the table's files)", root))) from None
-    if partition_columns:
+    if partition_columns and how == "literal":
         values = partition_table(files.slice(0, 1), snapshot.schema, partition_columns).to_pylist()[0]
         for name in partition_columns:
             df = df.withColumn(name, F.lit(values[name]).cast(full_schema[name].dataType))
