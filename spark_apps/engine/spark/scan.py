@@ -140,6 +140,8 @@ def scan_files(
     if with_file_column:
         out_schema = StructType(list(out_schema.fields) + [StructField(FILE_COLUMN, StringType(), False)])
 
+    from ..expr.skipping import is_partition_only
+
     files = snapshot.files if files is None else files
     expr = None
     if predicate:
@@ -150,7 +152,10 @@ def scan_files(
         files = skip_files(files, snapshot.schema, list(snapshot.metadata.partition_columns), expr).files
     if files.num_rows == 0:
         return ScanResult(spark.createDataFrame([], out_schema), files)
-    how = None if with_file_column else _native_scan_applies(spark, snapshot, files)
+    # Spark's own reader wins where no data predicate is left (whole partitions, full scans); with a
+    # selective data predicate the Arrow path's per-task row-group pruning and filtering measured faster
+    data_predicate = expr is not None and not is_partition_only(expr, list(snapshot.metadata.partition_columns))
+    how = None if with_file_column or data_predicate else _native_scan_applies(spark, snapshot, files)
     if how is not None:
         return ScanResult(_native_scan(spark, snapshot, files, full_schema, out_schema, expr, how), files)
 
@@ -271,14 +276,21 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
         root = "file://" + root
     paths = [f"{root}/{p}" for p in files.column("path").to_pylist()]
     data_schema = StructType([f for f in full_schema.fields if f.name not in partition_columns])
+    reader = spark.read
+    if how == "hive" and partition_columns:
+        parts = [full_schema[c] for c in partition_columns]
+        reader = reader.schema(StructType(list(data_schema.fields) + parts)).option("basePath", root)
+    else:
+        reader = reader.schema(data_schema)
+    # The paths are exact files from the log: listing them must not start Spark's distributed file
+    # listing job (it does above parallelPartitionDiscovery.threshold paths, 32 by default, and that
+    # costs more than the scan of a few partitions). The file index is built right here, so the
+    # setting is raised for this call only.
+    threshold_conf = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    before = spark.conf.get(threshold_conf, None)
     try:  # Spark checks that every path exists here, before any job
-        if how == "hive" and partition_columns:
-            parts = [full_schema[c] for c in partition_columns]
-            df = (
-                spark.read.schema(StructType(list(data_schema.fields) + parts)).option("basePath", root).parquet(*paths)
-            )
-        else:
-            df = spark.read.schema(data_schema).parquet(*paths)
+        spark.conf.set(threshold_conf, str(max(len(paths) + 1, int(before or 32))))
+        df = reader.parquet(*paths)
     except Exception as e:
         if "PATH_NOT_FOUND" not in str(e):
             raise
@@ -286,6 +298,11 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
 
         hit = next(((p, full) for p, full in zip(files.column("path").to_pylist(), paths) if p in str(e)), None)
         raise missing_data_file(*(hit or ("(one of the table's files)", root))) from None
+    finally:
+        if before is None:
+            spark.conf.unset(threshold_conf)
+        else:
+            spark.conf.set(threshold_conf, before)
     if partition_columns and how == "literal":
         values = partition_table(files.slice(0, 1), snapshot.schema, partition_columns).to_pylist()[0]
         for name in partition_columns:
