@@ -738,14 +738,12 @@ class DeltaHook(BaseHook):
         except DeltaError as e:
             raise app_error(type(e).__name__, e.one_line(), retryable=e.retryable) from None
         result = {**result, "run_seconds": round(time.monotonic() - started, 3)}
-        self.log.info(
-            "Delta %s on %s (in process): version %s%s",
-            operation,
-            table_uri,
-            result.get("version"),
-            " (skipped)" if result.get("skipped") else "",
-        )
+        self._log_result(operation, table_uri, result, " (in process)")
         return result
+
+    def _log_result(self, operation: str, table_uri: str, result: dict, how: str = "") -> None:
+        skipped = " (skipped)" if result.get("skipped") else ""
+        self.log.info("Delta %s on %s%s: version %s%s", operation, table_uri, how, result.get("version"), skipped)
 
     def run(self, operation: str, table_uri: str, **params: Any) -> dict:
         """Run one Delta app operation and return its result dict.
@@ -776,22 +774,15 @@ class DeltaHook(BaseHook):
         if submit_error and not returncode:  # e.g. k8s driver exit code, lost standalone driver
             returncode = 1
         file_result = self.read_result(result_uri)
-        master = getattr(getattr(self, "_settings", None), "master", None)
         result = resolve_outcome(
             returncode=returncode,
             file_result=file_result,
             output=sub.app_output,
             submit_error=submit_error,
-            master=master,
+            master=self._settings.master,
         )
         result = {**result, "submit_seconds": round(time.monotonic() - started, 3)}
-        self.log.info(
-            "Delta %s on %s: version %s%s",
-            operation,
-            table_uri,
-            result.get("version"),
-            " (skipped)" if result.get("skipped") else "",
-        )
+        self._log_result(operation, table_uri, result)
         return result
 
     def read_result(self, result_uri: str) -> dict | None:
