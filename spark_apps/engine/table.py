@@ -265,7 +265,7 @@ class DeltaTable:
 
         self._need_spark("Appending")
         return append(
-            self.table_uri,
+            self.snapshot(),
             df,
             app_id=app_id,
             app_version=app_version,

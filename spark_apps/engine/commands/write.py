@@ -148,15 +148,19 @@ def write(
     )
 
 
-def _open_append(table_uri: str, app_id, app_version, user_metadata):
-    """The latest snapshot (writer features checked) and an append transaction opened on it."""
+def _open_append(table, app_id, app_version, user_metadata):
+    """The snapshot to append on (the given one, or the latest of a table URI; writer features
+    checked) and an append transaction opened on it."""
     from .. import features
     from ..log.snapshot import load_snapshot
     from ..txn import OptimisticTransaction
 
-    table_root = normalize_table_uri(table_uri)
-    storage = storage_for(table_root)
-    snapshot = load_snapshot(storage, table_root)
+    if isinstance(table, str):
+        table_root = normalize_table_uri(table)
+        storage = storage_for(table_root)
+        snapshot = load_snapshot(storage, table_root)
+    else:
+        snapshot, table_root, storage = table, table.table_root, table.storage
     features.check_write_supported(snapshot.protocol, snapshot.metadata)
     txn = OptimisticTransaction(
         storage,
@@ -172,7 +176,7 @@ def _open_append(table_uri: str, app_id, app_version, user_metadata):
 
 
 def append(
-    table_uri: str,
+    table,
     df,
     *,
     app_id: str | None = None,
@@ -183,10 +187,13 @@ def append(
 ) -> CommandResult:
     """Append of ``df`` (see module docstring). Returns the commit's result and metrics.
 
+    :param table: a table URI (its latest snapshot is read), or the snapshot to append on: its
+        version is the transaction's read version
+
     :param merge_schema: add the data's new columns to the table schema (as nullable columns, also
         inside structs) in the same commit
     """
-    table_root, snapshot, txn = _open_append(table_uri, app_id, app_version, user_metadata)
+    table_root, snapshot, txn = _open_append(table, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if txn.is_duplicate():
         return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, WriteMetrics())
@@ -208,7 +215,7 @@ def append(
 
 
 def append_arrow(
-    table_uri: str,
+    table,
     data,
     *,
     app_id: str | None = None,
@@ -217,12 +224,13 @@ def append_arrow(
     target_file_size: int | None = None,
 ) -> CommandResult:
     """Blind append of Arrow data (a ``pa.Table`` or record batches with exactly the table's columns
-    and types) in this process, without Spark: the core writer and one commit."""
+    and types) in this process, without Spark: the core writer and one commit. ``table``: a table URI
+    or a snapshot, as for :func:`append`."""
     import pyarrow as pa
 
     from ..writer import WriteSpec, write_batches
 
-    table_root, snapshot, txn = _open_append(table_uri, app_id, app_version, user_metadata)
+    table_root, snapshot, txn = _open_append(table, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if txn.is_duplicate():
         return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, WriteMetrics())

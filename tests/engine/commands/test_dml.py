@@ -346,3 +346,18 @@ def test_partition_keys_of_files_match_the_keys_of_written_adds():
     assert keys[1] == partition_key({"p": "1", "q": "x"}, ["p", "q"])
     assert keys[2] == partition_key({"p": None, "q": None}, ["p", "q"])
     assert len(set(keys)) == 3
+
+
+def test_an_append_takes_the_snapshot_it_is_based_on(tmp_path):
+    # the command opens its transaction on the given snapshot: an older one is its read version, and
+    # a blind append still lands after the commits that came since
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema=DDL, partition_by=["p"])
+    append_arrow(root, table_of([{"p": 1, "i": 1}]))
+    old = t.snapshot()
+    append_arrow(root, table_of([{"p": 1, "i": 10}]))
+    res = append_arrow(old, table_of([{"p": 2, "i": 20}]))
+    assert res.version == old.version + 2
+    info = json.loads((tmp_path / "t" / "_delta_log" / f"{res.version:020d}.json").read_text().splitlines()[0])
+    assert info["commitInfo"]["readVersion"] == old.version
+    assert sorted(r[1] for r in _ours(t)) == [1, 10, 20]
