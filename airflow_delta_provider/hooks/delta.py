@@ -40,6 +40,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -350,12 +351,19 @@ class AppOutput:
         return out
 
 
-def _infrastructure_cause(text: str, master: str | None = None) -> str | None:
+@functools.cache
+def _infrastructure_classifier():
+    """The apps' classifier, imported once (it runs on every output line); ``None`` without the engine."""
     try:
         from airflow_delta_provider_apps.protocol import infrastructure_cause
     except Exception:  # the engine is optional on the Airflow side
         return None
-    return infrastructure_cause(text, master)
+    return infrastructure_cause
+
+
+def _infrastructure_cause(text: str, master: str | None = None) -> str | None:
+    classify = _infrastructure_classifier()
+    return classify(text, master) if classify is not None else None
 
 
 def engine_error_retryable(error_class: str | None) -> bool | None:

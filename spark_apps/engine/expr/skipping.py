@@ -158,35 +158,34 @@ def _bound_type(t) -> pa.DataType:
     return pa.float64() if isinstance(t, n.DecimalType) else t.to_arrow()
 
 
-def _nested(paths: dict[tuple[str, ...], pa.DataType]) -> pa.DataType:
-    """A struct type holding every path (``("s", "a") -> struct<s: struct<a: T>>``)."""
+def _tree(leaves: dict[tuple[str, ...], object]) -> dict:
+    """Nested dicts of the paths, the leaves at their ends (``("s", "a") -> {"s": {"a": leaf}}``)."""
     tree: dict = {}
-    for path, t in paths.items():
+    for path, leaf in leaves.items():
         node = tree
         for p in path[:-1]:
             node = node.setdefault(p, {})
-        node[path[-1]] = t
+        node[path[-1]] = leaf
+    return tree
+
+
+def _nested(paths: dict[tuple[str, ...], pa.DataType]) -> pa.DataType:
+    """A struct type holding every path (``("s", "a") -> struct<s: struct<a: T>>``)."""
 
     def build(d: dict) -> pa.DataType:
         return pa.struct([(k, build(v) if isinstance(v, dict) else v) for k, v in d.items()])
 
-    return build(tree)
+    return build(_tree(paths))
 
 
 def _nested_array(leaves: dict[tuple[str, ...], pa.Array], count: int) -> pa.Array:
     """The struct array of :func:`_nested` built from one array per path."""
-    tree: dict = {}
-    for path, arr in leaves.items():
-        node = tree
-        for p in path[:-1]:
-            node = node.setdefault(p, {})
-        node[path[-1]] = arr
 
     def build(d: dict) -> pa.Array:
         kids = [build(v) if isinstance(v, dict) else v for v in d.values()]
         return pa.StructArray.from_arrays(kids, names=list(d)) if kids else pa.nulls(count, pa.struct([]))
 
-    return build(tree)
+    return build(_tree(leaves))
 
 
 def _leaf(struct: pa.Array | None, path: tuple[str, ...]) -> pa.Array | None:
