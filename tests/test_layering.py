@@ -10,7 +10,10 @@
 * only ``airflow_delta_provider_apps.engine.storage`` knows the filesystem: no other module (nor the
   bench) imports ``pyarrow.fs`` or touches a storage's ``filesystem``/``fs_path`` (or their private
   forms); everything else goes through the ``Storage`` methods;
-* the wheel's package list (pyproject.toml) names every package folder, under its import name.
+* the wheel's package list (pyproject.toml) names every package folder, under its import name;
+* only ``airflow_delta_provider_apps.engine.paths`` (and storage's own ``join``) builds a location from
+  a table root: no other module of the apps joins a root with a non-constant part (f-string, ``+`` or
+  a ``join`` call), so a path from the log reaches a reader only through the one resolver.
 """
 
 from __future__ import annotations
@@ -149,6 +152,73 @@ def test_a_planted_filesystem_use_is_found(monkeypatch, source):
     monkeypatch.setitem(MODULES, "airflow_delta_provider_apps.engine.planted", planted)
     monkeypatch.setattr(Path, "read_text", _reading(planted, source))
     assert any("spark_apps/engine/planted.py" in v for v in _filesystem_uses())
+
+
+PATHS_MODULES = {"airflow_delta_provider_apps.engine.paths", STORAGE_MODULE}
+_ROOT_NAMES = ("root", "table_uri")
+
+
+def _is_root(node: ast.AST) -> bool:
+    """An expression naming a table root (``root``, ``table_root``, ``snapshot.table_root``, ``spec.table_uri``)."""
+    last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return last.lower().endswith(_ROOT_NAMES)
+
+
+def _is_constant(node: ast.AST) -> bool:
+    """A literal or an ALL_CAPS module constant (``LOG_DIR_NAME``): fixed names, never a path from the log."""
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.Name) and node.id.isupper())
+
+
+def _root_joins(tree: ast.AST) -> list[int]:
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts = node.values
+            for i, part in enumerate(parts[:-1]):
+                if isinstance(part, ast.FormattedValue) and _is_root(part.value):
+                    rest = parts[i + 1 :]
+                    if isinstance(rest[0], ast.Constant) and str(rest[0].value).startswith("/") and len(rest) > 1:
+                        lines.append(node.lineno)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            if _is_root(node.left) and not _is_constant(node.right):
+                lines.append(node.lineno)
+            elif isinstance(node.left, ast.BinOp) and _is_root(node.left.left) and not _is_constant(node.right):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join":
+            if node.args and _is_root(node.args[0]) and not all(_is_constant(a) for a in node.args[1:]):
+                lines.append(node.lineno)
+    return lines
+
+
+def _hand_joined_paths() -> list[str]:
+    found = []
+    for name, path in MODULES.items():
+        if not _within(name, "airflow_delta_provider_apps") or name in PATHS_MODULES:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        where = path.relative_to(REPO)
+        found += [f"{where}:{line}: joins a table root by hand (use engine.paths)" for line in _root_joins(tree)]
+    return sorted(set(found))
+
+
+def test_only_paths_joins_a_table_root_with_a_path():
+    assert _hand_joined_paths() == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(root, files):\n    return [f'{root}/{p}' for p in files]\n",
+        "def f(snapshot, p):\n    return snapshot.table_root + '/' + p\n",
+        "def f(storage, snapshot, p):\n    return storage.join(snapshot.table_root, p)\n",
+        "import os\ndef f(table_root, p):\n    return os.path.join(table_root, 'x', p)\n",
+    ],
+)
+def test_a_planted_root_join_is_found(monkeypatch, source):
+    planted = REPO / "spark_apps" / "engine" / "planted.py"
+    monkeypatch.setitem(MODULES, "airflow_delta_provider_apps.engine.planted", planted)
+    monkeypatch.setattr(Path, "read_text", _reading(planted, source))
+    assert any("spark_apps/engine/planted.py" in v for v in _hand_joined_paths())
 
 
 def _graph() -> dict[str, set[str]]:

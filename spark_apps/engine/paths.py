@@ -12,6 +12,14 @@ The protocol allows absolute paths (shallow clones point at another table's file
 by default, as delta-rs refuses them; the opt-in is the environment variable
 ``DELTA_ALLOWED_PATH_PREFIXES``: a comma-separated list of locations (local folders or URIs) under which
 absolute paths may point. Writers of this engine never produce absolute paths.
+
+Confinement by construction: :func:`confine_file_table` checks every path of a file-action table
+(data files and their deletion vectors) in one vectorised pass where the snapshot's file table is
+built (and where a concurrent winner's commit is read), so every consumer (scans, DML, checkpoints,
+conflict checks, maintenance) only ever sees confined paths. The pass sends only paths that are not
+*plainly inside* (relative, no ``..`` segment, no scheme, no encoded dot/slash/colon/NUL/backslash)
+to :func:`resolve_log_path`; a plainly inside path resolves to the root joined with its decoded
+self, which :func:`file_locations` builds vectorised. Nothing else joins a root and a log path.
 """
 
 from __future__ import annotations
@@ -20,10 +28,23 @@ import os
 import posixpath
 from urllib.parse import unquote, urlparse
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from .errors import LogCorruptedError
+from .log.file_actions import _np_bools, _str_scalar
 from .partitions import decode_add_path
 
-__all__ = ["resolve_log_path", "data_file_uri", "ALLOWED_PREFIXES_ENV"]
+__all__ = [
+    "resolve_log_path",
+    "data_file_uri",
+    "confine_paths",
+    "confine_file_table",
+    "file_locations",
+    "new_file_location",
+    "ALLOWED_PREFIXES_ENV",
+]
 
 ALLOWED_PREFIXES_ENV = "DELTA_ALLOWED_PATH_PREFIXES"
 
@@ -103,3 +124,94 @@ def _normal(location: str) -> str:
 def data_file_uri(table_root: str, path_in_log: str) -> str:
     """Full location of a data file named ``path_in_log`` (see :func:`resolve_log_path`)."""
     return resolve_log_path(table_root, path_in_log, kind="data file")
+
+
+def new_file_location(table_root: str, relative_path: str) -> str:
+    """Where a file this engine writes goes: ``relative_path`` (on-disk form, written by us) under the root."""
+    return _join_under(table_root, relative_path)
+
+
+def _join_under(root: str, rel: str) -> str:
+    return root.rstrip("/") + "/" + rel.lstrip("/")
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorised confinement of whole file tables
+
+# Relative, no scheme colon, no NUL: a candidate for the fast path ...
+_PLAIN = r"^[^/:\x00\\][^:\x00\\]*$"
+# ... unless it has a ``.``/``..`` segment, an empty one, or an escape that decodes to a dot, slash, colon, NUL or backslash
+# (then the decoded text could differ in structure from the raw one: the resolver decides).
+_SUSPECT = r"(^|/)\.{1,2}(/|$)|//|/$|%(2[EeFf]|3[Aa]|00|5[Cc])"
+
+
+def _plainly_inside(paths: pa.Array) -> np.ndarray:
+    """Per path: True when it certainly resolves under the root (nulls and empties: False)."""
+    ok = pc.and_(pc.match_substring_regex(paths, _PLAIN), pc.invert(pc.match_substring_regex(paths, _SUSPECT)))
+    return _np_bools(ok)  # through buffers: no pandas import on the snapshot path
+
+
+def confine_paths(table_root: str, paths, *, kind: str = "data file") -> None:
+    """Refuse (:class:`LogCorruptedError`, naming the path) the first path of ``paths`` that leaves the root.
+
+    Vectorised: one regex pass; only the paths that are not plainly inside go through
+    :func:`resolve_log_path` one by one (usually none).
+    """
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks() if paths.num_chunks != 1 else paths.chunk(0)
+    if len(paths) == 0:
+        return
+    for i in np.flatnonzero(~_plainly_inside(paths)):
+        resolve_log_path(table_root, paths[int(i)].as_py(), kind=kind)
+
+
+_DV_NAME = _str_scalar("deletion_vector.bin")  # stands for the fixed name a ``u`` descriptor derives
+_NULL_STRING = pa.nulls(1, pa.string())[0]
+_U, _P, _SLASH = _str_scalar("u"), _str_scalar("p"), _str_scalar("/")
+
+
+def _dv_paths(dv: pa.Array) -> pa.Array:
+    """The path part a deletion-vector descriptor names, relative as the log writes it: the random
+    prefix plus a fixed file name for storage type ``u``, the path itself for ``p``, null for inline."""
+    storage_type = pc.struct_field(dv, "storageType")
+    p = pc.struct_field(dv, "pathOrInlineDv")
+    prefix = pc.utf8_slice_codeunits(p, 0, -20)
+    u_path = pc.if_else(
+        pc.match_substring_regex(prefix, "^$"),
+        _DV_NAME,
+        pc.binary_join_element_wise(prefix, _DV_NAME, _SLASH),
+    )
+    return pc.if_else(pc.equal(storage_type, _U), u_path, pc.if_else(pc.equal(storage_type, _P), p, _NULL_STRING))
+
+
+def confine_file_table(table_root: str, files: pa.Table, *, kind: str = "data file") -> pa.Table:
+    """Check every location a file-action table names (``path`` and on-disk deletion vectors) stays in
+    the table (see the module docstring); returns the table unchanged so callers can chain it."""
+    if files.num_rows == 0:
+        return files
+    confine_paths(table_root, files.column("path"), kind=kind)
+    if "deletion_vector" in files.column_names:
+        dv = files.column("deletion_vector")
+        if dv.null_count < len(dv):
+            dv = dv.combine_chunks() if isinstance(dv, pa.ChunkedArray) else dv
+            dv_paths = pc.drop_null(_dv_paths(dv))
+            if len(dv_paths):
+                confine_paths(table_root, dv_paths, kind="deletion vector")
+    return files
+
+
+def file_locations(table_root: str, paths) -> list[str]:
+    """Full locations of log paths already confined (a snapshot's or a winning commit's files):
+    the root joined with each decoded path; only paths that are not plainly inside go through the
+    resolver (it also applies the allowed absolute prefixes)."""
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks() if paths.num_chunks != 1 else paths.chunk(0)
+    plain = _plainly_inside(paths)
+    root = table_root.rstrip("/")
+    out = []
+    for p, ok in zip(paths.to_pylist(), plain):
+        if ok:
+            out.append(f"{root}/{decode_add_path(p)}")
+        else:
+            out.append(resolve_log_path(table_root, p))
+    return out

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from .actions import AddFile
 from .config import TableProperties
 from .errors import InvalidArgumentError
+from .paths import new_file_location
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
@@ -252,7 +253,7 @@ class TableWriter:
             rel = f"{rel_dir}/{name}"
         else:
             rel_dir, rel = "", name
-        sink = self.storage.open_output_stream(self.storage.join(self.spec.table_uri, rel))
+        sink = self.storage.open_output_stream(new_file_location(self.spec.table_uri, rel))
         writer = pq.ParquetWriter(
             sink,
             self.arrow_schema,

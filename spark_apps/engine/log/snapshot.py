@@ -44,6 +44,7 @@ from ..actions import (
 )
 from ..config import TableProperties
 from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, VersionNotFoundError
+from ..paths import confine_file_table
 from ..storage import Storage, normalize_table_uri
 from .checkpoint_read import CheckpointReadError
 from .commit_read import commit_info_from_bytes
@@ -192,8 +193,14 @@ def _remove_from_row(r: dict) -> RemoveFile:
 
 
 def snapshot_from_segment(storage: Storage, segment: LogSegment, listing: LogListing | None = None) -> Snapshot:
-    """Replay ``segment`` into a :class:`Snapshot`."""
+    """Replay ``segment`` into a :class:`Snapshot`.
+
+    Every path the file table and the tombstones name is confined to the table root here, once
+    (:func:`..paths.confine_file_table`), so no consumer of a snapshot can be handed a file outside it.
+    """
     res: ReplayResult = replay(storage, segment.log_dir, segment.checkpoint, segment.commits)
+    confine_file_table(segment.table_root, res.files)
+    confine_file_table(segment.table_root, res.tombstones, kind="removed file")
     snap = Snapshot(
         storage=storage,
         table_root=segment.table_root,

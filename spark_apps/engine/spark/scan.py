@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ..paths import file_locations
+
 FILE_COLUMN = "_file"
 MAX_BATCH_ROWS = 65536  # rows per Arrow batch handed back to Spark
 _TASK_COLUMN = "_task"
@@ -272,9 +274,11 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
 
     partition_columns = list(snapshot.metadata.partition_columns)
     root = normalize_table_uri(snapshot.table_root).rstrip("/")
-    if "://" not in root:
+    # the snapshot's paths are confined to the root; the one resolver turns them into locations
+    paths = file_locations(root, files.column("path"))
+    if "://" not in root:  # Spark needs the scheme to read local files whatever fs.defaultFS says
         root = "file://" + root
-    paths = [f"{root}/{p}" for p in files.column("path").to_pylist()]
+        paths = ["file://" + p for p in paths]
     data_schema = StructType([f for f in full_schema.fields if f.name not in partition_columns])
     reader = spark.read
     if how == "hive" and partition_columns:

@@ -62,6 +62,7 @@ from ..errors import (
     ProtocolChangedError,
 )
 from ..log.commit_read import read_commit
+from ..paths import confine_file_table
 from .isolation import IsolationLevel
 
 # --------------------------------------------------------------------------------------------
@@ -306,16 +307,25 @@ class WinningCommit:
     removes: pa.Table
 
     @classmethod
-    def from_bytes(cls, version: int, data: bytes, *, partition_keys: list[str] | None = None) -> WinningCommit:
+    def from_bytes(
+        cls, version: int, data: bytes, *, partition_keys: list[str] | None = None, table_root: str | None = None
+    ) -> WinningCommit:
         """Read commit file ``version`` (see :func:`..log.commit_read.read_commit`; a torn or malformed
-        commit is a ``LogCorruptedError`` naming it). ``partition_keys``: those of the metadata read."""
+        commit is a ``LogCorruptedError`` naming it). ``partition_keys``: those of the metadata read.
+        ``table_root``: the paths of its adds and removes are confined to it (a commit naming a file
+        outside the table is a ``LogCorruptedError``), as a snapshot's are."""
         c = read_commit(version, data, partition_keys=partition_keys)
+        if table_root is not None:
+            confine_file_table(table_root, c.adds)
+            confine_file_table(table_root, c.removes, kind="removed file")
         return cls(version, c.actions, c.adds, c.removes)
 
     @classmethod
-    def from_actions(cls, version: int, actions: list, *, partition_keys: list[str] | None = None) -> WinningCommit:
+    def from_actions(
+        cls, version: int, actions: list, *, partition_keys: list[str] | None = None, table_root: str | None = None
+    ) -> WinningCommit:
         """A winning commit made of action objects, serialised and read like a commit file."""
-        return cls.from_bytes(version, serialize_actions(actions), partition_keys=partition_keys)
+        return cls.from_bytes(version, serialize_actions(actions), partition_keys=partition_keys, table_root=table_root)
 
     @cached_property
     def commit_info(self) -> dict:

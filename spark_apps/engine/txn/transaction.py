@@ -69,7 +69,7 @@ from ..errors import (
     LogCorruptedError,
 )
 from ..log.file_actions import partition_keys_of
-from ..log.listing import latest_version
+from ..log.listing import commit_file_name, latest_version, log_dir_of
 from .conflicts import (
     CurrentTransaction,
     ReadPredicate,
@@ -100,12 +100,8 @@ def _engine_info() -> str:
             return ENGINE_INFO
 
 
-def log_dir_of(storage, table_root: str) -> str:
-    return storage.join(table_root, "_delta_log")
-
-
 def commit_path(storage, table_root: str, version: int) -> str:
-    return storage.join(table_root, "_delta_log", f"{version:020d}.json")
+    return storage.join(log_dir_of(storage, table_root), commit_file_name(version))
 
 
 @dataclass
@@ -741,7 +737,7 @@ class OptimisticTransaction:
                 winning_version=version,
             ) from None
         keys = partition_keys_of(self._read_metadata) if self._read_metadata is not None else None
-        return WinningCommit.from_bytes(version, raw, partition_keys=keys)
+        return WinningCommit.from_bytes(version, raw, partition_keys=keys, table_root=self.table_root)
 
     def _landed_by(self, winner: WinningCommit) -> bool:
         if self.app_id is None:
