@@ -165,6 +165,10 @@ def coerce(arg: Arg, value: Any) -> Any:
     return str(value)
 
 
+#: arguments holding a condition: None means every row, blank text is refused (engine.expr.check_text)
+CONDITION_ARGS = ("predicate", "replace_where")
+
+
 def check_params(op: Operation, params: Mapping, *, skip_templates: bool = False) -> dict:
     """Coerce every known argument and run the operation's checks; returns the coerced params.
 
@@ -177,9 +181,23 @@ def check_params(op: Operation, params: Mapping, *, skip_templates: bool = False
             continue
         out[arg.name] = coerce(arg, value)
     if not skip_templates or not any(_is_template(v) or _holds_template(v) for v in out.values()):
-        for check in op.checks:
+        for check in (_conditions_not_blank, *op.checks):
             check(out)
     return out
+
+
+def _conditions_not_blank(p: Mapping) -> None:
+    # the engine's own rule and words; imported here because the provider reads this registry at DAG
+    # parse time and must not pay for the engine's imports there
+    from .engine.errors import InvalidArgumentError
+    from .engine.expr.parse import check_text
+
+    for name in CONDITION_ARGS:
+        if p.get(name) is not None:
+            try:
+                check_text(p[name], "predicate")
+            except InvalidArgumentError as e:
+                raise ValueError(f"{name}=: {e.one_line()}") from None
 
 
 def _holds_template(value: Any) -> bool:
@@ -210,11 +228,11 @@ def _source_required(p: Mapping) -> None:
 
 
 def _write_mode(p: Mapping) -> None:
-    if p.get("replace_where") and p.get("mode") != "overwrite":
+    if p.get("replace_where") is not None and p.get("mode") != "overwrite":
         raise ValueError("replace_where= needs mode='overwrite'")
     if p.get("overwrite_schema") and p.get("mode") != "overwrite":
         raise ValueError("overwrite_schema=True needs mode='overwrite'")
-    if p.get("partition_overwrite_mode") == "dynamic" and p.get("replace_where"):
+    if p.get("partition_overwrite_mode") == "dynamic" and p.get("replace_where") is not None:
         raise ValueError("replace_where= and partition_overwrite_mode='dynamic' cannot be combined")
 
 
@@ -318,7 +336,7 @@ _OPERATIONS = (
             "scanTimeMs",
             "rewriteTimeMs",
         ),
-        needs_spark=lambda p: bool(p.get("predicate")),
+        needs_spark=lambda p: p.get("predicate") is not None,
     ),
     Operation(
         "update",

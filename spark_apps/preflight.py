@@ -72,7 +72,7 @@ def preflight(operation: str, params: Mapping) -> None:
             "there is no _delta_log directory with a commit or checkpoint file",
             "check table_uri, or create the table first (DeltaCreateTableOperator)",
         )
-    conditions = {k: params.get(k) for k in ("predicate", "replace_where") if params.get(k)}
+    conditions = {k: params.get(k) for k in ("predicate", "replace_where") if params.get(k) is not None}
     if not conditions and not params.get("updates"):
         return
     from .engine.expr import bind_assignments, parse_predicate

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from txn_helpers import append, create_table
 
 from airflow_delta_provider_apps import cli
 
@@ -106,6 +107,26 @@ def test_bad_command_lines_are_one_line_exit_1(argv, error_class, capsys):
     code, last = _run(argv, capsys)
     assert code == 1
     assert last.startswith(f"DELTA_ERROR {error_class}: ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["delete", "--predicate", ""],
+        ["delete", "--predicate", "   "],
+        ["update", "--predicate", "", "--spec-json", '{"updates": {"id": "1"}}'],
+        ["write", "--mode", "overwrite", "--replace-where", " ", "--source", "/x.parquet"],
+    ],
+)
+def test_an_empty_predicate_is_refused_before_spark_and_the_table_is_unchanged(argv, tmp_path, capsys):
+    root = str(tmp_path / "t")
+    create_table(root)
+    append(root, [1, 2])
+    before = sorted(str(p) for p in (tmp_path / "t").rglob("*"))
+    code, last = _run([argv[0], "--table-uri", root, *argv[1:]], capsys)
+    assert code == 1
+    assert last.startswith("DELTA_ERROR InvalidArgumentError: ") and "predicate is empty" in last
+    assert sorted(str(p) for p in (tmp_path / "t").rglob("*")) == before
 
 
 def test_create_table_checkpoint_and_cleanup_without_spark(tmp_path, capsys):

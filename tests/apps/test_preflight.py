@@ -29,6 +29,16 @@ def test_missing_table_and_bad_predicates(tmp_path, table):
     preflight("delete", {"table_uri": table, "predicate": "id = 1 AND p = 'a'"})  # fine
 
 
+@pytest.mark.parametrize("blank", ["", "   ", "\n"])
+def test_empty_predicates_are_refused_like_the_engine_refuses_them(table, blank):
+    for operation, name in (("delete", "predicate"), ("update", "predicate"), ("write", "replace_where")):
+        params = {"table_uri": table, name: blank, "updates": {"id": "1"} if operation == "update" else None}
+        with pytest.raises(
+            InvalidPredicateError, match=f"{name}=: The {'predicate' if name == 'predicate' else 'predicate'}"
+        ):
+            preflight(operation, params)
+
+
 def test_create_table_checks(tmp_path, table):
     from airflow_delta_provider_apps.engine.errors import InvalidSchemaError, TableAlreadyExistsError
 
@@ -52,3 +62,14 @@ def test_operator_fails_before_submitting(tmp_path):
     with pytest.raises(DeltaPermanentError, match="TableNotFoundError"):
         op.execute({})
     assert "hook" not in op.__dict__  # no spark-submit was prepared
+
+
+def test_a_predicate_template_rendering_empty_fails_the_task_before_submitting(table):
+    from airflow_delta_provider.exceptions import DeltaPermanentError
+    from airflow_delta_provider.operators.delta import DeltaDeleteOperator
+
+    op = DeltaDeleteOperator(task_id="d", table_uri=table, predicate="{{ params.cond }}")
+    op.predicate = ""  # what rendering "{{ params.cond }}" with cond="" leaves
+    with pytest.raises(DeltaPermanentError, match="predicate is empty"):
+        op.execute({})
+    assert "hook" not in op.__dict__

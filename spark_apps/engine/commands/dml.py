@@ -111,7 +111,7 @@ class _Plan:
             )
         self.schema = snapshot.schema
         self.partition_columns = list(snapshot.metadata.partition_columns or [])
-        self.predicate = parse_predicate(predicate, self.schema) if predicate else None
+        self.predicate = parse_predicate(predicate, self.schema) if predicate is not None else None
         self.predicate_sql = to_sql(self.predicate) if self.predicate is not None else None
         params = {"predicate": json.dumps([self.predicate_sql] if self.predicate_sql else [])}
         self.txn = OptimisticTransaction(

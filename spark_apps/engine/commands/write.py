@@ -328,7 +328,7 @@ def overwrite(
                 "keep the partition columns in the data",
             )
         new_schema = data_schema.validate()
-    predicate = parse_predicate(replace_where, snapshot.schema) if replace_where else None
+    predicate = parse_predicate(replace_where, snapshot.schema) if replace_where is not None else None
     params = {"mode": "Overwrite", "partitionBy": partition_columns}
     if predicate is not None:
         params["predicate"] = json.dumps([to_sql(predicate)])

@@ -33,7 +33,7 @@ from ..errors import InvalidPredicateError
 from ..schema import DataType, DecimalType, PrimitiveType, StructType
 from . import nodes as n
 
-__all__ = ["parse_predicate", "parse_expression", "bind_assignments", "cast_literal", "common_type"]
+__all__ = ["check_text", "parse_predicate", "parse_expression", "bind_assignments", "cast_literal", "common_type"]
 
 _FIX = "write a Spark SQL boolean expression over the table's columns, e.g. dt = '2026-01-01' AND id <= 4"
 _INTEGRAL_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
@@ -67,9 +67,22 @@ def _sqlglot():
     return exp, parse_one, (ParseError, TokenError)
 
 
+def check_text(text, what: str = "predicate") -> None:
+    """Refuse what is not a condition's text before anything else looks at it: only ``None`` (no
+    argument) means every row; ``""`` and blank strings (a template that rendered empty) are errors."""
+    if not isinstance(text, str):
+        raise _err(f"The {what} is not text", f"got {type(text).__name__} {text!r}", f"pass the {what} as a string")
+    if not text.strip():
+        raise _err(
+            f"The {what} is empty",
+            f"got {text!r}; an empty or blank {what} is refused so that a template rendering to '' never acts on "
+            "every row",
+            f"write a condition such as dt = '2026-01-01', or pass no {what} at all (None) to act on every row",
+        )
+
+
 def _parse_sql(text: str, what: str):
-    if not isinstance(text, str) or not text.strip():
-        raise _err(f"The {what} is empty", f"got {text!r}")
+    check_text(text, what)
     exp, parse_one, errors = _sqlglot()
     try:
         tree = parse_one(text, read="spark")

@@ -146,7 +146,7 @@ def scan_files(
 
     files = snapshot.files if files is None else files
     expr = None
-    if predicate:
+    if predicate is not None:  # "" is refused by the parser, never read as "every row"
         from ..expr import parse_predicate, to_sql
         from ..expr.skipping import skip_files
 

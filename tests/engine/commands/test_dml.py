@@ -198,6 +198,12 @@ def test_update_moves_rows_to_their_new_partition(tmp_path):
         (lambda t: t.update({"nope": "1"}), InvalidPredicateError),
         (lambda t: t.update({"i": "s"}), InvalidPredicateError),
         (lambda t: t.delete("i IN (SELECT 1)"), InvalidPredicateError),
+        # only None means every row: empty and blank text (a template rendered to '') is refused
+        (lambda t: t.delete(""), InvalidPredicateError),
+        (lambda t: t.delete("   "), InvalidPredicateError),
+        (lambda t: t.delete("\n\t"), InvalidPredicateError),
+        (lambda t: t.update({"i": "1"}, ""), InvalidPredicateError),
+        (lambda t: t.update({"i": "1"}, " "), InvalidPredicateError),
     ],
 )
 def test_bad_input_changes_nothing(tmp_path, call, error):
