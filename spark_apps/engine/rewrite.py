@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .expr.nodes import Expr
 from .writer import WriteSpec, WrittenFile, write_batches
 
 __all__ = ["RewriteSpec", "FileOutcome", "rewrite_file", "rewrite_files"]
@@ -32,15 +33,16 @@ __all__ = ["RewriteSpec", "FileOutcome", "rewrite_file", "rewrite_files"]
 
 @dataclass(frozen=True)
 class RewriteSpec:
-    """Everything a task needs to rewrite files (small and picklable; expressions travel as SQL).
+    """Everything a task needs to rewrite files (small and picklable; expressions travel as the bound
+    trees the driver checked, never as text parsed again).
 
-    :param predicate: the Spark SQL condition (None: every row matches)
-    :param updates: UPDATE's ``((column, expression SQL), ...)``; empty for DELETE
+    :param predicate: the bound condition (None: every row matches)
+    :param updates: UPDATE's ``((column, bound expression), ...)``; empty for DELETE
     """
 
     write: WriteSpec
-    predicate: str | None
-    updates: tuple[tuple[str, str], ...] = ()
+    predicate: Expr | None
+    updates: tuple[tuple[str, Expr], ...] = ()
     column_mapping_mode: str = "none"
 
 
@@ -68,12 +70,11 @@ class _Bound:
     """The spec's expressions bound to the table schema (once per task)."""
 
     def __init__(self, spec: RewriteSpec):
-        from .expr import bind_assignments, parse_predicate
         from .schema import parse_schema
 
         self.schema = parse_schema(spec.write.schema_json)
-        self.predicate = parse_predicate(spec.predicate, self.schema) if spec.predicate else None
-        self.updates = bind_assignments(dict(spec.updates), self.schema) if spec.updates else {}
+        self.predicate = spec.predicate
+        self.updates = dict(spec.updates)
         self.probe_columns = sorted({p[0] for p in self.predicate.columns()}) if self.predicate else []
 
 

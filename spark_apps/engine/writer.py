@@ -62,7 +62,7 @@ class WriteSpec:
     :param target_file_size: roll to a new file once a file reaches about this many bytes
     :param row_group_bytes: Arrow bytes buffered per parquet row group
     :param data_change: ``add.dataChange`` of the files written
-    :param row_constraint: a Spark SQL condition every written row must satisfy (overwrite's
+    :param row_constraint: a bound condition (``expr.Expr``) every written row must satisfy (overwrite's
         ``replace_where``); a row where it is not TRUE fails the write before any commit
     """
 
@@ -73,7 +73,7 @@ class WriteSpec:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     data_change: bool = True
-    row_constraint: str | None = None
+    row_constraint: Any = None
 
 
 def resolve_target_file_size(properties: Any, target_file_size: int | None) -> int:
@@ -148,7 +148,6 @@ class TableWriter:
         self._buffer_bytes = 0
         self._file = None  # open file state (dict)
         self._ratio = 0.5  # parquet bytes per Arrow byte, learned while writing
-        self._constraint = None
 
     # ---- input
 
@@ -177,16 +176,14 @@ class TableWriter:
         if self.spec.row_constraint is None:
             return
         from .errors import InvalidArgumentError
-        from .expr import parse_predicate, true_mask
+        from .expr import to_sql, true_mask
 
-        if self._constraint is None:
-            self._constraint = parse_predicate(self.spec.row_constraint, self.table_schema)
-        ok = true_mask(self._constraint, batch)
+        ok = true_mask(self.spec.row_constraint, batch)
         bad = batch.num_rows - int(pc.sum(pc.cast(ok, pa.int64())).as_py() or 0)
         if bad:
             first = batch.filter(pc.invert(ok)).slice(0, 1).to_pylist()[0]
             raise InvalidArgumentError(
-                f"{bad} row(s) written do not match replace_where '{self.spec.row_constraint}'",
+                f"{bad} row(s) written do not match replace_where '{to_sql(self.spec.row_constraint)}'",
                 f"e.g. {first}",
                 "filter the source to the rows the condition selects, or widen replace_where",
             )

@@ -147,7 +147,7 @@ class _Plan:
         return kept
 
     def rewrite(self, files: pa.Table, updates: tuple = ()) -> list:
-        return rewrite_candidates(self.snapshot, self.spark, self.predicate_sql, files, updates)
+        return rewrite_candidates(self.snapshot, self.spark, self.predicate, files, updates)
 
     def result(self, metrics, *, version: int | None = None, commit=None, skipped: bool = False) -> CommandResult:
         metrics.execution_time_ms = self.watch.elapsed_ms()
@@ -168,7 +168,7 @@ class _Plan:
         return self.result(metrics, version=commit.version, commit=commit)
 
 
-def rewrite_candidates(snapshot, spark, predicate_sql: str | None, files: pa.Table, updates: tuple = ()) -> list:
+def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tuple = ()) -> list:
     """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`): in Spark tasks
     when ``spark`` is given, else in this process. Returns one FileOutcome per file."""
     from ..rewrite import RewriteSpec, rewrite_files
@@ -183,7 +183,7 @@ def rewrite_candidates(snapshot, spark, predicate_sql: str | None, files: pa.Tab
             configuration=dict(md.configuration or {}),
             target_file_size=resolve_target_file_size(snapshot.properties, None),
         ),
-        predicate=predicate_sql,
+        predicate=predicate,
         updates=tuple(updates),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
     )
@@ -256,7 +256,7 @@ def update(
     :param updates: ``{column: Spark SQL expression}``, e.g. ``{"v": "v * 2", "status": "'done'"}``;
         values are cast to the column types as Spark's UPDATE does (ANSI store assignment)
     """
-    from ..expr import bind_assignments, to_sql
+    from ..expr import bind_assignments
 
     plan = _Plan(snapshot, "UPDATE", predicate, spark=spark, txn_options=txn_options)
     bound = bind_assignments(dict(updates or {}), plan.schema)  # errors before anything is read
@@ -266,7 +266,7 @@ def update(
     candidates = plan.candidates(metrics)
     if candidates.num_rows == 0:
         return plan.result(metrics)
-    outcomes = plan.rewrite(candidates, tuple((c, to_sql(e)) for c, e in bound.items()))
+    outcomes = plan.rewrite(candidates, tuple(bound.items()))
     removes, adds, matched, written = apply_outcomes(plan.watch, candidates, outcomes, metrics)
     metrics.num_updated_rows = matched
     metrics.num_copied_rows = written - matched

@@ -67,12 +67,12 @@ def write_files(
     configuration,
     *,
     target_file_size: int | None = None,
-    row_constraint: str | None = None,
+    row_constraint=None,
 ):
     """Write an already conformed DataFrame as data files; returns a
     :class:`~airflow_delta_provider_apps.engine.spark.write.WriteResult` (AddFile actions, not committed).
 
-    :param row_constraint: Spark SQL condition every row must satisfy (checked in the writing tasks)
+    :param row_constraint: bound condition every row must satisfy (checked in the writing tasks)
     """
     from ..spark.write import WriteSpec, write_data_files
 
@@ -360,7 +360,7 @@ def overwrite(
         partition_columns,
         snapshot.metadata.configuration,
         target_file_size=target_file_size,
-        row_constraint=to_sql(predicate) if predicate is not None else None,
+        row_constraint=predicate,
     )
     files = snapshot.files
     extra_adds: list = []
@@ -387,7 +387,7 @@ def overwrite(
             metrics.num_deleted_rows = None
         else:
             # DELETE's rewrite: the files holding matching rows are written back without them
-            outcomes = rewrite_candidates(snapshot, spark, to_sql(predicate), candidates)
+            outcomes = rewrite_candidates(snapshot, spark, predicate, candidates)
             removes, extra_adds, deleted, copied = apply_outcomes(watch, candidates, outcomes, metrics)
             metrics.num_deleted_rows, metrics.num_copied_rows = deleted, copied
             touched = pa.array([r.path for r in removes], pa.string())

@@ -17,6 +17,13 @@ lists the table's columns), comparisons of incompatible types, subqueries, aggre
 functions, non-deterministic functions (``rand``, ``uuid``, ``current_timestamp``...), functions
 not listed in :class:`.nodes.Function`, and anything else not supported (the message names it).
 
+String literals are read exactly as Spark 4 reads them (doubled quotes, backslash escapes, raw strings,
+adjacent literals concatenated: :mod:`.literals` lexes them before sqlglot sees the text). AND/OR
+chains bind to one flat node whatever their length (``a OR b OR ... `` of thousands of terms), the
+binding is linear in the text's size (an ``IN`` of 10,000 values binds in well under a second), and
+nesting (parentheses, or expressions inside expressions) deeper than :data:`MAX_DEPTH` levels is
+refused by name, never with a raw ``RecursionError``.
+
 UPDATE's ``SET col = expr`` goes through :func:`bind_assignments`: the expression is cast to the
 column's type under Spark's ANSI store-assignment rules (numeric narrowing, string to number and
 the like are refused; widening and exact literal casts are allowed).
@@ -27,13 +34,24 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
+import sys
 from collections.abc import Mapping
+from contextlib import contextmanager
 
 from ..errors import InvalidPredicateError
 from ..schema import DataType, DecimalType, PrimitiveType, StructType
 from . import nodes as n
+from .literals import LexedText, UnterminatedString, extract_strings
 
 __all__ = ["check_text", "parse_predicate", "parse_expression", "bind_assignments", "cast_literal", "common_type"]
+
+#: deepest nesting accepted: parentheses in the text, and levels of the bound tree (AND/OR chains count
+#: as one level however long). Every consumer (evaluation, skipping, rendering, pickling to Spark tasks)
+#: recurses per level, so the bound keeps them all far from Python's recursion limit.
+MAX_DEPTH = 128
+# sqlglot's recursive descent spends ~20 Python frames per parenthesis level: the limit parsing and
+# binding run under (restored afterwards)
+_PARSE_RECURSION_LIMIT = 40 * MAX_DEPTH + 2000
 
 _FIX = "write a Spark SQL boolean expression over the table's columns, e.g. dt = '2026-01-01' AND id <= 4"
 _INTEGRAL_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
@@ -81,21 +99,86 @@ def check_text(text, what: str = "predicate") -> None:
         )
 
 
+def _too_deep(text: str, what: str) -> InvalidPredicateError:
+    return _err(
+        f"The {what} '{_clip(text)}' is nested too deeply",
+        f"it nests parentheses or expressions more than {MAX_DEPTH} levels deep",
+        f"flatten it: a long AND/OR chain or an IN list of any length is fine, nesting deeper than {MAX_DEPTH} "
+        "levels is not",
+    )
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+@contextmanager
+def _recursion_room():
+    """Parsing and binding run with room for :data:`MAX_DEPTH` levels of sqlglot's recursive descent."""
+    before = sys.getrecursionlimit()
+    if before < _PARSE_RECURSION_LIMIT:
+        sys.setrecursionlimit(_PARSE_RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        if before < _PARSE_RECURSION_LIMIT:
+            sys.setrecursionlimit(before)
+
+
 def _parse_sql(text: str, what: str):
+    """sqlglot's tree of ``text`` (string literals replaced by placeholders) and the lexed text."""
     check_text(text, what)
+    try:
+        lexed = extract_strings(text)
+    except UnterminatedString as e:
+        raise _err(
+            f"Cannot parse the {what} '{_clip(text)}'",
+            f"{e.args[0]} starting at character {e.args[1] + 1}",
+            "close the quote (inside a string, write a quote as '' or \\')",
+        ) from None
+    if lexed.depth > MAX_DEPTH:
+        raise _too_deep(text, what)
     exp, parse_one, errors = _sqlglot()
     try:
-        tree = parse_one(text, read="spark")
+        with _recursion_room():
+            tree = parse_one(lexed.text, read="spark")
     except errors as e:
-        raise _err(f"Cannot parse the {what} '{text}'", f"sqlglot: {str(e).splitlines()[0]}") from None
+        cause = lexed.restore(str(e).splitlines()[0])
+        raise _err(f"Cannot parse the {what} '{_clip(text)}'", f"sqlglot: {cause}") from None
+    except RecursionError:
+        raise _too_deep(text, what) from None
     if tree is None:
-        raise _err(f"Cannot parse the {what} '{text}'", "it holds no expression")
-    return tree
+        raise _err(f"Cannot parse the {what} '{_clip(text)}'", "it holds no expression")
+    if tree.find(exp.Select, exp.Subquery, exp.Exists) is not None:
+        raise _err(f"Subqueries are not supported in '{_clip(text)}'", None, "use a condition over the table's columns")
+    return tree, lexed
+
+
+def _bind(schema: StructType, text: str, what: str) -> n.Expr:
+    tree, lexed = _parse_sql(text, what)
+    try:
+        with _recursion_room():
+            e = _Binder(schema, text, lexed).bind(tree)
+    except RecursionError:
+        raise _too_deep(text, what) from None
+    if depth(e) > MAX_DEPTH:
+        raise _too_deep(text, what)
+    return e
+
+
+def depth(e: n.Expr) -> int:
+    """Levels of a bound tree (iterative: safe on any tree)."""
+    deepest, stack = 0, [(e, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in node.children() if not isinstance(c, n.Literal))
+    return deepest
 
 
 def parse_predicate(text: str, schema: StructType) -> n.Expr:
     """Parse and bind a boolean Spark SQL expression (a WHERE clause without ``WHERE``)."""
-    e = _Binder(schema, text).bind(_parse_sql(text, "predicate"))
+    e = _bind(schema, text, "predicate")
     if e.type.name not in ("boolean", "void"):
         raise _err(
             f"The predicate '{text}' is not a condition",
@@ -107,7 +190,7 @@ def parse_predicate(text: str, schema: StructType) -> n.Expr:
 
 def parse_expression(text: str, schema: StructType) -> n.Expr:
     """Parse and bind any scalar Spark SQL expression (``v * 2``, ``CAST(x AS DATE)``)."""
-    return _Binder(schema, text).bind(_parse_sql(text, "expression"))
+    return _bind(schema, text, "expression")
 
 
 def bind_assignments(updates: Mapping[str, str], schema: StructType) -> dict[str, n.Expr]:
@@ -327,18 +410,39 @@ def _cast_value(v, src: DataType, dst: DataType):
 # binding
 
 
+class _Lazy:
+    """A message fragment rendered only if an error needs it (rendering every IN element's context
+    eagerly made binding quadratic)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __str__(self) -> str:
+        return self.fn()
+
+
 class _Binder:
-    def __init__(self, schema: StructType, text: str):
+    def __init__(self, schema: StructType, text: str, lexed: LexedText):
         self.schema = schema
-        self.text = text
+        self.text = _clip(text)
+        self.lexed = lexed
         self.exp = _sqlglot()[0]
+
+    def _sql(self, node) -> str:
+        """A node as the user wrote it (for messages): rendered by sqlglot, literals put back."""
+        return _clip(self.lexed.restore(node.sql("spark")), 120)
+
+    def _quoted(self, node) -> _Lazy:
+        return _Lazy(lambda: f"'{self._sql(node)}'")
 
     # ---- entry
     def bind(self, node) -> n.Expr:
         exp = self.exp
-        if isinstance(node, exp.Paren):
-            return self.bind(node.this)
-        if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or node.find(exp.Select):
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)):
             raise _err(
                 f"Subqueries are not supported in '{self.text}'", None, "use a condition over the table's columns"
             )
@@ -346,7 +450,7 @@ class _Binder:
             raise _err(f"Window functions are not allowed in '{self.text}'", None, _FIX)
         if isinstance(node, exp.AggFunc):
             raise _err(
-                f"Aggregate function {node.sql('spark')} is not allowed in '{self.text}'",
+                f"Aggregate function {self._sql(node)} is not allowed in '{self.text}'",
                 "a row-level condition cannot aggregate",
                 _FIX,
             )
@@ -373,7 +477,7 @@ class _Binder:
                 "rewrite the condition with supported functions, comparisons, IN, LIKE, BETWEEN, IS NULL",
             )
         raise _err(
-            f"Cannot use '{node.sql('spark')}' in '{self.text}'",
+            f"Cannot use '{self._sql(node)}' in '{self.text}'",
             f"{type(node).__name__} expressions are not supported",
             _FIX,
         )
@@ -433,8 +537,8 @@ class _Binder:
 
     def _b_Literal(self, node) -> n.Literal:
         text = node.this
-        if node.is_string:
-            return n.Literal(text, n.STRING)
+        if node.is_string:  # the user's literals are placeholders (see .literals); sqlglot's own are not
+            return n.Literal(self.lexed.strings.get(text, text), n.STRING)
         if re.fullmatch(r"[+-]?\d+", text):
             v = int(text)
             if -(2**31) <= v < 2**31:
@@ -480,17 +584,34 @@ class _Binder:
             raise _err(f"Cannot cast to {target.simple_string()} in '{self.text}'", None, "cast to a primitive type")
         child = self.bind(node.this)
         if isinstance(child, n.Literal):
-            return cast_literal(child, target, f"'{node.sql('spark')}'")
+            return cast_literal(child, target, self._quoted(node))
         return n.Cast(child, target)
 
     _b_TryCast = _b_Cast
 
     # ---- logic
     def _b_And(self, node) -> n.Expr:
-        return n.And((self._predicate(node.this), self._predicate(node.expression)))
+        return n.And(self._chain(node, self.exp.And, n.And))
 
     def _b_Or(self, node) -> n.Expr:
-        return n.Or((self._predicate(node.this), self._predicate(node.expression)))
+        return n.Or(self._chain(node, self.exp.Or, n.Or))
+
+    def _chain(self, node, kind, bound_kind) -> tuple[n.Expr, ...]:
+        """The operands of an AND (or OR) chain, in order, as one flat tuple: sqlglot nests a chain of
+        n terms n levels deep; walking it with a stack keeps binding free of that depth."""
+        exp = self.exp
+        items: list[n.Expr] = []
+        stack = [node]
+        while stack:
+            cur = stack.pop()
+            while isinstance(cur, exp.Paren):
+                cur = cur.this
+            if isinstance(cur, kind):
+                stack += [cur.expression, cur.this]  # ``this`` is taken first: text order
+                continue
+            bound = self._predicate(cur)
+            items += bound.items if isinstance(bound, bound_kind) else [bound]
+        return tuple(items)
 
     def _b_Not(self, node) -> n.Expr:
         inner = node.this
@@ -511,7 +632,7 @@ class _Binder:
             return n.Literal(None, n.BOOLEAN)
         if e.type.name != "boolean":
             raise _err(
-                f"'{node.sql('spark')}' is not a condition in '{self.text}'",
+                f"'{self._sql(node)}' is not a condition in '{self.text}'",
                 f"it is a value of type {n.type_name(e.type)}",
                 "compare it with something",
             )
@@ -520,7 +641,7 @@ class _Binder:
     # ---- comparisons
     def _compare(self, op: str, left, right) -> n.Expr:
         a, b = self.bind(left), self.bind(right)
-        a, b = self._coerce_pair(a, b, f"'{left.sql('spark')} {op} {right.sql('spark')}'")
+        a, b = self._coerce_pair(a, b, _Lazy(lambda: f"'{self._sql(left)} {op} {self._sql(right)}'"))
         return n.Compare(op, a, b)
 
     def _coerce_pair(self, a: n.Expr, b: n.Expr, where: str) -> tuple[n.Expr, n.Expr]:
@@ -593,8 +714,9 @@ class _Binder:
         for v in values:
             if v.type.name not in ("void", "string") or t.name == "string":
                 t = common_type(t, v.type) or t
-        child = self._to(child, t, f"'{node.sql('spark')}'")
-        lits = tuple(cast_literal(v, t, f"'{node.sql('spark')}'") for v in values)
+        where = self._quoted(node)
+        child = self._to(child, t, where)
+        lits = tuple(cast_literal(v, t, where) for v in values)
         return n.In(child, lits)
 
     def _like(self, node, *, case_insensitive: bool) -> n.Expr:

@@ -147,7 +147,7 @@ def scan_files(
     files = snapshot.files if files is None else files
     expr = None
     if predicate is not None:  # "" is refused by the parser, never read as "every row"
-        from ..expr import parse_predicate, to_sql
+        from ..expr import parse_predicate
         from ..expr.skipping import skip_files
 
         expr = parse_predicate(predicate, snapshot.schema)
@@ -182,7 +182,7 @@ def scan_files(
         _arrow=arrow_schema,
         _with_file=with_file_column,
         _mode=mode,
-        _pred=to_sql(expr) if expr is not None else None,
+        _pred=expr,  # the bound tree itself: no text round-trip between driver and tasks
     ):
         from airflow_delta_provider_apps.engine.spark.scan import read_files_batches
         from airflow_delta_provider_apps.engine.spark.session import guard_executor
@@ -332,7 +332,7 @@ def read_files_batches(
     arrow_schema: pa.Schema,
     with_file_column: bool,
     column_mapping_mode: str = "none",
-    predicate_sql: str | None = None,
+    predicate=None,
 ):
     """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``.
 
@@ -350,11 +350,11 @@ def read_files_batches(
     storage = storage_for(table_root)
     schema = parse_schema(schema_json)
     expr, read_columns, row_groups = None, columns, None
-    if predicate_sql:
-        from ..expr import parse_predicate, true_mask
+    if predicate is not None:  # a bound tree (``expr.Expr``)
+        from ..expr import true_mask
         from ..expr.skipping import row_groups_may_match
 
-        expr = parse_predicate(predicate_sql, schema)
+        expr = predicate
         if columns is not None:  # the predicate's columns are read too, then dropped
             read_columns = list(dict.fromkeys([*columns, *(p[0] for p in expr.columns())]))
     for batch in batches:

@@ -50,8 +50,9 @@ def test_evaluation_equals_sql_semantics(rs, pred):
     got = evaluate(expr, _table(rs)).to_pylist()
     want = [reference(r) for r in rs]
     assert _same(got, want), (text, got, want)
-    # the rendered Spark SQL parses back to a tree that evaluates the same
+    # the rendered Spark SQL (commitInfo, Spark's filter) parses back to exactly the same tree
     again = parse_predicate(to_sql(expr), SCHEMA)
+    assert repr(again) == repr(expr)  # repr: NaN literals compare equal
     assert evaluate(again, _table(rs)).to_pylist() == got
 
 
