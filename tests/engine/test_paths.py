@@ -90,3 +90,77 @@ def test_reading_a_table_that_names_an_outside_file_fails_naming_it(tmp_path, sp
     with pytest.raises(LogCorruptedError) as e:
         read_snapshot_table(snapshot(str(root)))
     assert path in str(e.value)
+
+
+# ---- confinement by construction: the snapshot's file table and the winners' commits --------------
+
+from airflow_delta_provider_apps.engine.paths import confine_paths, file_locations  # noqa: E402
+
+HOSTILE = [*OUTSIDE, "..", "p=a/../..", "p=a/%2e%2e/%2E%2E/x", "a%2F..%2F..%2Fx", "", "a\x00b"]
+
+
+@pytest.mark.parametrize("path", HOSTILE)
+def test_the_vectorised_check_refuses_every_spelling_the_resolver_refuses(path):
+    with pytest.raises(LogCorruptedError):
+        resolve_log_path("/data/t", path)
+    many = pa.array([f"p=a/f{k}.parquet" for k in range(1000)] + [path] + ["z.parquet"])
+    with pytest.raises(LogCorruptedError) as e:
+        confine_paths("/data/t", many)
+    assert repr(path)[1:-1] in str(e.value) or path in str(e.value)
+
+
+def test_the_vectorised_check_and_the_resolver_agree_on_locations():
+    paths = ["p=a/x.parquet", "p=a%252Fb/x.parquet", "./y.parquet", "a//b.parquet", "p=a/../p=b/z.parquet"]
+    confine_paths("/data/t", pa.array(paths))
+    assert file_locations("/data/t", pa.array(paths)) == [resolve_log_path("/data/t", p) for p in paths]
+
+
+def _hostile_commit(root, version, action: str, path: str, dv: dict | None = None):
+    body = {"path": path, "partitionValues": {"p": "a"}, "size": 1, "dataChange": True}
+    if action == "add":
+        body["modificationTime"] = 1
+    else:
+        body["deletionTimestamp"] = 1
+    if dv is not None:
+        body["deletionVector"] = dv
+    _commit(root, version, [{"commitInfo": {"timestamp": 1, "operation": "WRITE"}}, {action: body}])
+
+
+@pytest.mark.parametrize("action", ["add", "remove"])
+def test_a_snapshot_naming_an_outside_file_or_tombstone_cannot_be_loaded(tmp_path, action):
+    root = str(tmp_path / "t")
+    create_table(root)
+    append(root, [1])
+    _hostile_commit(root, 2, action, "../victim.parquet")
+    with pytest.raises(LogCorruptedError, match=r"\.\./victim\.parquet"):
+        snapshot(root)
+    snapshot(root, version=1)  # the versions before it still read
+
+
+@pytest.mark.parametrize(
+    "dv",
+    [
+        {"storageType": "p", "pathOrInlineDv": "../dv.bin", "offset": 1, "sizeInBytes": 10, "cardinality": 1},
+        {"storageType": "u", "pathOrInlineDv": "../ab" + "0" * 20, "offset": 1, "sizeInBytes": 10, "cardinality": 1},
+    ],
+)
+def test_a_deletion_vector_outside_the_table_is_refused_when_the_snapshot_is_built(tmp_path, dv):
+    root = str(tmp_path / "t")
+    create_table(root)
+    append(root, [1])
+    _hostile_commit(root, 2, "add", "p=a/inside.parquet", dv)
+    with pytest.raises(LogCorruptedError, match="deletion vector"):
+        snapshot(root)
+
+
+def test_a_concurrent_winner_naming_an_outside_file_fails_the_commit_and_writes_nothing(tmp_path):
+    from txn_helpers import txn, write_file
+
+    root = str(tmp_path / "t")
+    create_table(root)
+    append(root, [1])
+    mine = txn(root, operation="WRITE", operation_parameters={"mode": "Append"})
+    _hostile_commit(root, 2, "add", "../stolen.parquet")  # lands between our read and our commit
+    with pytest.raises(LogCorruptedError, match=r"\.\./stolen\.parquet"):
+        mine.commit([write_file(root, [2], "a")])
+    assert sorted(p.name for p in (tmp_path / "t" / "_delta_log").glob("*.json"))[-1] == f"{2:020d}.json"
