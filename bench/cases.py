@@ -155,6 +155,13 @@ def build(z: Sizes) -> list[Case]:
             t["many"],
         ),
         Case(
+            "confine_paths",
+            f"path confinement share of open: every path of {k(nfiles)} files + tombstones checked",
+            ck,
+            "confine_paths",
+            expect={"files": nfiles, "version": g.latest_version(ck)},
+        ),
+        Case(
             "ver_ckpt",
             f"latest_version: checkpoint + {z.tail_commits} commits",
             ck,
@@ -203,7 +210,7 @@ def build(z: Sizes) -> list[Case]:
     ]
     for c in cases:
         c.rounds = z.rounds
-        if c.op in ("open", "latest_version"):
+        if c.op in ("open", "latest_version", "confine_paths"):
             c.reps, c.warmup = z.reps, z.warmup
     return cases
 

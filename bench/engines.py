@@ -23,6 +23,9 @@ What each operation includes:
   file: not like for like, reported for what it is).
 * ``commit_parquet``: ours = write one small parquet file with pyarrow + its stats JSON + commit;
   deltalake = the same ``write_deltalake`` call; snapshot / ``DeltaTable`` loaded in ``setup``.
+* ``confine_paths``: ours only, the share of ``open`` that checks every path of the snapshot's files
+  and tombstones stays in the table root (``paths.confine_file_table``), on a snapshot loaded in
+  ``setup``; deltalake has no separate step to compare (its object-store layer resolves each path).
 * ``open_commit_parquet``: like ``commit_parquet`` but opening the table is inside the timer
   (ours: ``load_snapshot`` + write + commit; deltalake: ``write_deltalake(path, ...)``).
 """
@@ -89,6 +92,25 @@ def ours_open(path: str, args: dict):
         return {"files": snap.files.num_rows, "version": snap.version}
 
     return (lambda: None), run
+
+
+def ours_confine_paths(path: str, args: dict):
+    snapshot = _ours("airflow_delta_provider_apps.engine.log.snapshot")
+    paths = _ours("airflow_delta_provider_apps.engine.paths")
+
+    def setup():
+        return snapshot.load_snapshot(_ours_storage(path), path)
+
+    def run(snap):
+        paths.confine_file_table(snap.table_root, snap.files)
+        paths.confine_file_table(snap.table_root, snap.tombstones, kind="removed file")
+        return {"files": snap.files.num_rows, "version": snap.version}
+
+    return setup, run
+
+
+def rs_no_separate_step(path: str, args: dict):
+    raise Unavailable("deltalake has no separate step: its object-store layer resolves each path")
 
 
 def ours_latest_version(path: str, args: dict):
@@ -327,6 +349,7 @@ VERIFY = {"open": {"ours": ours_open_verify, "deltalake": rs_open_verify}}
 OPS: dict[str, dict[str, Callable[[str, dict], tuple[Callable[[], Any], Callable[[Any], dict]]]]] = {
     "open": {"ours": ours_open, "deltalake": rs_open},
     "latest_version": {"ours": ours_latest_version, "deltalake": rs_latest_version},
+    "confine_paths": {"ours": ours_confine_paths, "deltalake": rs_no_separate_step},
     "commit_log_only": {"ours": ours_commit_log_only, "deltalake": rs_commit_preloaded},
     "commit_parquet": {"ours": ours_commit_parquet, "deltalake": rs_commit_preloaded},
     "open_commit_parquet": {"ours": ours_open_commit_parquet, "deltalake": rs_open_commit},

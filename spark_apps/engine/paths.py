@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import LogCorruptedError
-from .log.file_actions import _np_bools, _str_scalar
+from .log.file_actions import _np_bools, _pa_ints, _str_scalar
 from .partitions import decode_add_path
 
 __all__ = [
@@ -138,17 +138,59 @@ def _join_under(root: str, rel: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # vectorised confinement of whole file tables
 
-# Relative, no scheme colon, no NUL: a candidate for the fast path ...
-_PLAIN = r"^[^/:\x00\\][^:\x00\\]*$"
-# ... unless it has a ``.``/``..`` segment, an empty one, or an escape that decodes to a dot, slash, colon, NUL or backslash
-# (then the decoded text could differ in structure from the raw one: the resolver decides).
+# A path holding a ``%`` escape that decodes to a dot, slash, colon, NUL or backslash (or a ``.``/``..``
+# segment, an empty one, a trailing slash) could decode to another structure: the resolver decides.
 _SUSPECT = r"(^|/)\.{1,2}(/|$)|//|/$|%(2[EeFf]|3[Aa]|00|5[Cc])"
 
 
 def _plainly_inside(paths: pa.Array) -> np.ndarray:
-    """Per path: True when it certainly resolves under the root (nulls and empties: False)."""
-    ok = pc.and_(pc.match_substring_regex(paths, _PLAIN), pc.invert(pc.match_substring_regex(paths, _SUSPECT)))
-    return _np_bools(ok)  # through buffers: no pandas import on the snapshot path
+    """Per path: True when it certainly resolves under the root (nulls and empties: False).
+
+    Works on the string array's buffers with numpy (a regex kernel over 100k paths cost ~40 ms): a
+    path is plainly inside when it is non-empty, starts with neither ``/`` nor ``.``, does not end with
+    ``/``, and holds no ``:``, backslash or NUL and no ``//`` or ``/.``; a path whose only blemish is a
+    ``%`` escape is plainly inside too unless an escape decodes to a dot, slash, colon, NUL or
+    backslash (:data:`_SUSPECT`, checked on those rows only).
+    """
+    n = len(paths)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    if not (pa.types.is_string(paths.type) or pa.types.is_large_string(paths.type)):
+        paths = paths.cast(pa.string())
+    validity, offsets_buf, data_buf = paths.buffers()[:3]
+    width = 8 if pa.types.is_large_string(paths.type) else 4
+    offsets = np.frombuffer(offsets_buf, dtype=f"<i{width}", count=n + 1, offset=paths.offset * width)
+    ok = np.diff(offsets) > 0
+    if paths.null_count and validity is not None:
+        ok &= _np_bools(pc.is_valid(paths))
+    if data_buf is None or not ok.any():
+        return ok
+    data = np.frombuffer(data_buf, dtype=np.uint8, count=int(offsets[-1]))
+    starts, ends = offsets[:-1], offsets[1:]
+    first = data[np.minimum(starts, len(data) - 1)]
+    last = data[np.maximum(ends - 1, 0)]
+    ok &= (first != ord("/")) & (first != ord(".")) & (last != ord("/"))
+
+    def rows_at(byte_mask: np.ndarray) -> np.ndarray:
+        rows = np.searchsorted(offsets, np.flatnonzero(byte_mask), side="right") - 1
+        return rows[(rows >= 0) & (rows < n)]
+
+    blob = bytes(memoryview(data_buf)[: len(data)])  # the bytes' own search (memchr) finds no blemish fast
+    for needle in (b":", b"\\", b"\x00"):
+        if needle in blob:
+            ok[rows_at(data == needle[0])] = False
+    slashes = np.flatnonzero(data[:-1] == ord("/"))  # "//" and "/." (two-byte searches are slow here)
+    after = data[slashes + 1]
+    pairs = slashes[(after == ord("/")) | (after == ord("."))]
+    if len(pairs):
+        rows = np.searchsorted(offsets, pairs, side="right") - 1
+        ok[rows[(rows >= 0) & (rows < n)]] = False
+    escaped = np.unique(rows_at(data == ord("%"))) if b"%" in blob else np.zeros(0, dtype=np.int64)
+    escaped = escaped[ok[escaped]]
+    if len(escaped):  # decoding must not change the path's structure
+        suspect = pc.match_substring_regex(paths.take(_pa_ints(escaped)), _SUSPECT)
+        ok[escaped[_np_bools(suspect)]] = False
+    return ok
 
 
 def confine_paths(table_root: str, paths, *, kind: str = "data file") -> None:
