@@ -128,9 +128,16 @@ def _print_summary(summary: dict, table_uri: str) -> None:
     try:
         import deltalake
 
+        # delta-rs's own reader (DataFusion, in Rust), not dt.to_pyarrow_table(): that scans through a
+        # pyarrow dataset over a Python filesystem handler, and pyarrow's thread pool drops its last
+        # references to those Python objects (handler, buffers) AFTER to_table() returned. When that
+        # happens once the interpreter is finalizing, PyGILState_Ensure ends the pool thread inside a
+        # noexcept C++ destructor: std::terminate, "terminate called without an active exception",
+        # SIGABRT after a successful demo. Nothing here leaves Python objects to background threads.
         dt = deltalake.DeltaTable(table_uri)
+        rows = deltalake.QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all().num_rows
         print(
-            f"deltalake (delta-rs) reads version {dt.version()}: {dt.to_pyarrow_table().num_rows} rows, "
+            f"deltalake (delta-rs) reads version {dt.version()}: {rows} rows, "
             f"partitioned by {dt.metadata().partition_columns}"
         )
     except ImportError:
