@@ -347,6 +347,27 @@ class DeltaTable:
             user_metadata=user_metadata,
         ).to_dict()
 
+    def merge(
+        self,
+        source,
+        predicate: str,
+        *,
+        source_alias: str = "source",
+        target_alias: str = "target",
+        merge_schema: bool = False,
+    ):
+        """MERGE INTO this table USING ``source`` (a DataFrame) ON ``predicate``: returns a builder.
+
+        Add ``when_matched_update / _update_all / _delete``, ``when_not_matched_insert / _insert_all`` and
+        ``when_not_matched_by_source_update / _delete`` clauses (in order; only the last of a kind may
+        omit its condition), then ``execute()``. See :mod:`airflow_delta_provider_apps.engine.commands.merge`.
+        """
+        from .commands.merge import MergeBuilder
+
+        return MergeBuilder(
+            self, source, predicate, source_alias=source_alias, target_alias=target_alias, merge_schema=merge_schema
+        )
+
 
 def snapshot_detail(snap, table_uri: str) -> dict:
     """``detail()`` of a snapshot."""

@@ -27,6 +27,7 @@ __all__ = [
     "DeleteMetrics",
     "UpdateMetrics",
     "CheckpointMetrics",
+    "MergeMetrics",
     "CleanupMetrics",
     "Stopwatch",
     "camel_case",
@@ -63,6 +64,32 @@ class OverwriteMetrics(WriteMetrics):
     num_deleted_rows: int = 0
     num_copied_rows: int = 0
     execution_time_ms: int = 0
+
+
+@dataclass
+class MergeMetrics(OperationMetrics):
+    """MERGE (delta-spark's MergeIntoCommand names)."""
+
+    num_source_rows: int = 0
+    num_target_rows_inserted: int = 0
+    num_target_rows_updated: int = 0
+    num_target_rows_matched_updated: int = 0
+    num_target_rows_not_matched_by_source_updated: int = 0
+    num_target_rows_deleted: int = 0
+    num_target_rows_matched_deleted: int = 0
+    num_target_rows_not_matched_by_source_deleted: int = 0
+    num_target_rows_copied: int = 0
+    num_output_rows: int = 0
+    num_target_files_before_skipping: int = 0
+    num_target_files_after_skipping: int = 0
+    num_target_files_removed: int = 0
+    num_target_files_added: int = 0
+    num_target_change_files_added: int = 0
+    num_target_bytes_added: int = 0
+    num_target_bytes_removed: int = 0
+    execution_time_ms: int = 0
+    scan_time_ms: int = 0
+    rewrite_time_ms: int = 0
 
 
 @dataclass

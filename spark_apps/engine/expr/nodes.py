@@ -11,9 +11,10 @@ input makes a comparison NULL, and AND / OR follow Kleene's tables.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..schema import DataType, DecimalType, PrimitiveType
@@ -84,6 +85,7 @@ class Column(Expr):
     type: DataType
     nullable: bool = True
     physical_path: tuple[str, ...] | None = None  # column mapping: the names inside data files/stats
+    relation: str | None = None  # MERGE: the alias of the relation it belongs to (None: the one table)
 
     @property
     def name(self) -> str:
@@ -261,3 +263,28 @@ def and_all(items: list[Expr]) -> Expr:
     if not items:
         return Literal(True, BOOLEAN)
     return items[0] if len(items) == 1 else And(tuple(items))
+
+
+def map_columns(e: Expr, fn: Callable[[Column], Expr]) -> Expr:
+    """A copy of the tree with every :class:`Column` replaced by ``fn(column)``."""
+
+    def one(v):
+        if isinstance(v, Expr):
+            return map_columns(v, fn)
+        if isinstance(v, tuple):
+            return tuple(one(x) for x in v)
+        return v
+
+    if isinstance(e, Column):
+        return fn(e)
+    changes = {}
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, (Expr, tuple)):
+            changes[f.name] = one(v)
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+def relations_of(e: Expr) -> set[str | None]:
+    """The relations (aliases) whose columns ``e`` reads."""
+    return {node.relation for node in e.walk() if isinstance(node, Column)}

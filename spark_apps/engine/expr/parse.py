@@ -154,11 +154,11 @@ def _parse_sql(text: str, what: str):
     return tree, lexed
 
 
-def _bind(schema: StructType, text: str, what: str) -> n.Expr:
+def _bind(schema: StructType, text: str, what: str, relations: Mapping[str, StructType] | None = None) -> n.Expr:
     tree, lexed = _parse_sql(text, what)
     try:
         with _recursion_room():
-            e = _Binder(schema, text, lexed).bind(tree)
+            e = _Binder(schema, text, lexed, relations).bind(tree)
     except RecursionError:
         raise _too_deep(text, what) from None
     if depth(e) > MAX_DEPTH:
@@ -193,6 +193,24 @@ def parse_expression(text: str, schema: StructType) -> n.Expr:
     return _bind(schema, text, "expression")
 
 
+def parse_over(text: str, relations: Mapping[str, StructType], *, condition: bool, what: str = "condition") -> n.Expr:
+    """Parse and bind ``text`` over several relations by alias (MERGE's ``target`` and ``source``).
+
+    A column is ``alias.name`` (aliases case-insensitive, as Spark's) or a bare name that exactly one
+    relation has (a name both have is ambiguous: an error naming both spellings). Every
+    :class:`.nodes.Column` carries its ``relation``. ``condition``: the result must be boolean.
+    """
+    first = next(iter(relations.values()))
+    e = _bind(first, text, what, relations)
+    if condition and e.type.name not in ("boolean", "void"):
+        raise _err(
+            f"The {what} '{_clip(text)}' is not a condition",
+            f"it is a value of type {n.type_name(e.type)}, not boolean",
+            "compare it with a value",
+        )
+    return e
+
+
 def bind_assignments(updates: Mapping[str, str], schema: StructType) -> dict[str, n.Expr]:
     """UPDATE's ``SET``: ``{column: expression text}`` -> ``{top-level column name: typed tree}``.
 
@@ -201,6 +219,27 @@ def bind_assignments(updates: Mapping[str, str], schema: StructType) -> dict[str
     """
     if not updates:
         raise _err("UPDATE needs at least one column to set", "updates is empty", "pass e.g. {'v': 'v * 2'}")
+    return _assign(updates, schema, lambda text: parse_expression(text, schema))
+
+
+def bind_assignments_over(
+    updates: Mapping[str, str], target: StructType, relations: Mapping[str, StructType], *, target_alias: str
+) -> dict[str, n.Expr]:
+    """MERGE's ``SET`` / ``INSERT`` values: as :func:`bind_assignments`, the expressions over ``relations``
+    by alias (:func:`parse_over`); a column name may be qualified by the target's alias."""
+
+    def unqualified(name: str) -> str:
+        name = str(name).strip()
+        head, dot, rest = name.partition(".")
+        return rest if dot and head.strip("`").lower() == target_alias.lower() else name
+
+    named = {unqualified(k): v for k, v in updates.items()}
+    if len(named) != len(updates):
+        raise _err("A column is set twice", f"columns {list(updates)}", "set each column once")
+    return _assign(named, target, lambda text: parse_over(text, relations, condition=False, what="expression"))
+
+
+def _assign(updates: Mapping[str, str], schema: StructType, parse) -> dict[str, n.Expr]:
     out: dict[str, n.Expr] = {}
     for raw_name, text in updates.items():
         f = _find_top_level(schema, str(raw_name).strip().strip("`"))
@@ -212,7 +251,7 @@ def bind_assignments(updates: Mapping[str, str], schema: StructType) -> dict[str
             )
         if f.name in out:
             raise _err(f"Column '{f.name}' is set twice", None, "set each column once")
-        value = parse_expression(str(text), schema) if not isinstance(text, n.Expr) else text
+        value = parse(str(text)) if not isinstance(text, n.Expr) else text
         if value.type.name == "void" and not f.nullable:
             raise _err(f"Cannot set NOT NULL column '{f.name}' to NULL", f"expression '{text}'", "set a value")
         out[f.name] = store_assign(value, f.type, f"column '{f.name}'")
@@ -424,8 +463,11 @@ class _Lazy:
 
 
 class _Binder:
-    def __init__(self, schema: StructType, text: str, lexed: LexedText):
+    def __init__(
+        self, schema: StructType, text: str, lexed: LexedText, relations: Mapping[str, StructType] | None = None
+    ):
         self.schema = schema
+        self.relations = dict(relations or {})
         self.text = _clip(text)
         self.lexed = lexed
         self.exp = _sqlglot()[0]
@@ -498,7 +540,30 @@ class _Binder:
         return self._column([p.name for p in cur.parts] + parts)
 
     def _column(self, parts: list[str]) -> n.Column:
-        fields = self.schema.fields
+        if not self.relations:
+            return self._column_in(self.schema, parts, None)
+        by_alias = {a.lower(): a for a in self.relations}
+        if len(parts) > 1 and parts[0].lower() in by_alias:
+            alias = by_alias[parts[0].lower()]
+            return self._column_in(self.relations[alias], parts[1:], alias)
+        having = [a for a, s in self.relations.items() if _find_top_level(s, parts[0]) is not None]
+        if len(having) > 1:
+            raise _err(
+                f"Column '{'.'.join(parts)}' is ambiguous in '{self.text}'",
+                f"both {' and '.join(having)} have it",
+                f"qualify it: {' or '.join(f'{a}.{parts[0]}' for a in having)}",
+            )
+        if not having:
+            listed = "; ".join(f"{a}: {', '.join(s.names)}" for a, s in self.relations.items())
+            raise _err(
+                f"Unknown column '{'.'.join(parts)}' in '{self.text}'",
+                f"the columns are {listed}",
+                f"use a column of one of them, qualified by its alias ({', '.join(self.relations)})",
+            )
+        return self._column_in(self.relations[having[0]], parts, having[0])
+
+    def _column_in(self, schema: StructType, parts: list[str], relation: str | None) -> n.Column:
+        fields = schema.fields
         path, phys = [], []
         field = None
         for i, part in enumerate(parts):
@@ -509,7 +574,7 @@ class _Binder:
                 if i == 0:
                     raise _err(
                         f"Unknown column '{'.'.join(parts)}' in '{self.text}'",
-                        f"the table has columns {', '.join(self.schema.names)}",
+                        f"the table has columns {', '.join(schema.names)}",
                         "use one of the table's columns (quote names with special characters in `backticks`)",
                     )
                 raise _err(
@@ -533,7 +598,7 @@ class _Binder:
                 "conditions work on primitive columns (nested struct fields included)",
                 "reference a primitive field, e.g. s.a",
             )
-        return n.Column(tuple(path), field.type, field.nullable, tuple(phys))
+        return n.Column(tuple(path), field.type, field.nullable, tuple(phys), relation)
 
     def _b_Literal(self, node) -> n.Literal:
         text = node.this

@@ -55,10 +55,28 @@ def _literal(e: n.Literal) -> str:
     return str(v)
 
 
-def to_sql(e: n.Expr) -> str:
-    """Spark SQL text of a bound tree."""
+def to_sql(e: n.Expr, column=None) -> str:
+    """Spark SQL text of a bound tree.
+
+    :param column: how to spell a column (default: its quoted path, qualified by its relation's alias
+        when it has one); MERGE passes its own to name the joined DataFrame's columns
+    """
+    spell = column or _column_sql
+
+    def render(node: n.Expr) -> str:
+        return _render(node, render, spell)
+
+    return render(e)
+
+
+def _column_sql(c: n.Column) -> str:
+    name = ".".join(quote(p) for p in c.path)
+    return f"{quote(c.relation)}.{name}" if c.relation else name
+
+
+def _render(e: n.Expr, to_sql, spell) -> str:
     if isinstance(e, n.Column):
-        return ".".join(quote(p) for p in e.path)
+        return spell(e)
     if isinstance(e, n.Literal):
         return _literal(e)
     if isinstance(e, n.Cast):

@@ -1,0 +1,472 @@
+"""MERGE INTO the table USING a source DataFrame, after Delta's MergeIntoCommand.
+
+1. **Check and bind before anything is read**: the writer feature gate and ``delta.appendOnly``
+   (only insert-only merges may run on append-only tables); the ON condition over both relations by
+   alias (:func:`..expr.parse.parse_over`), each clause's condition (matched: both relations; not
+   matched: the source only; not matched by source: the target only) and its assignments, cast to the
+   target column's type as UPDATE / INSERT do (NOT NULL and impossible casts refused here). Clause
+   order rules are Delta's: any number of each kind, evaluated in order, only the last of a kind may
+   omit its condition. ``*_all`` clauses pair columns by name.
+2. **Candidate target files** (:func:`candidate_predicate`): the files that can hold a matched row
+   are pruned by partition values and min/max stats with (a) the ON condition's target-only conjuncts
+   and (b) the source's own values for every ``target.k = <source expression>`` conjunct (its distinct
+   values when few, else its min/max, computed in one pass over the materialised source); NOT
+   MATCHED BY SOURCE clauses add the files their conditions may select (an unconditional one: all).
+   The predicate and the candidates are registered on the transaction, so a concurrent append into
+   the merged key range, or a concurrent delete of a candidate, conflicts as in Delta; others do not.
+3. **One join** (:mod:`..spark.merge`): the materialised source joined to the candidates' rows (file
+   path carried through) on the ON condition: insert-only merges use a left anti join against the
+   target's rows and remove no file; otherwise an outer join that preserves the sides whose clauses
+   need them. Each joined row gets the first clause that fires; a target row that more than one
+   source row would update or delete is Delta's duplicate-match error (nothing written). Touched files
+   are those where some row is updated or deleted: only they are removed and rewritten (their other
+   rows copied), next to the inserted rows.
+4. **Commit** ``remove`` (touched) + ``add`` (rewritten and inserted) in one transaction, operation
+   ``MERGE`` with Delta's operationParameters and metrics (:class:`~.result.MergeMetrics`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ..errors import AppendOnlyViolationError, InvalidArgumentError, InvalidPredicateError
+from .result import CommandResult, MergeMetrics, Stopwatch
+
+__all__ = ["MergeBuilder", "MergeClause", "merge"]
+
+MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "not_matched", "not_matched_by_source"
+KINDS = (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE)
+#: at most this many distinct source key values become an IN list; more become a min/max range
+MAX_PRUNING_VALUES = 1000
+
+
+@dataclass(frozen=True)
+class MergeClause:
+    """One WHEN clause: its kind, action (``update`` / ``delete`` / ``insert``), condition text and
+    ``{target column: expression text}`` (``None`` for ``*_all``; empty for delete)."""
+
+    kind: str
+    action: str
+    condition: str | None = None
+    assignments: Mapping[str, str] | None = field(default_factory=dict)
+
+    def describe(self) -> dict:
+        out = {"actionType": self.action}
+        if self.condition is not None:
+            out["predicate"] = self.condition
+        return out
+
+
+class MergeBuilder:
+    """``DeltaTable.merge(...)`` returns this; add clauses in order, then :meth:`execute`."""
+
+    def __init__(self, table, source, predicate: str, *, source_alias: str, target_alias: str, merge_schema: bool):
+        self._table = table
+        self._source = source
+        self._predicate = predicate
+        self._source_alias = source_alias
+        self._target_alias = target_alias
+        self._merge_schema = merge_schema
+        self._clauses: list[MergeClause] = []
+
+    def _add(self, clause: MergeClause) -> MergeBuilder:
+        self._clauses.append(clause)
+        return self
+
+    def when_matched_update(self, updates: Mapping[str, str], predicate: str | None = None) -> MergeBuilder:
+        return self._add(MergeClause(MATCHED, "update", predicate, dict(updates)))
+
+    def when_matched_update_all(self, predicate: str | None = None) -> MergeBuilder:
+        return self._add(MergeClause(MATCHED, "update", predicate, None))
+
+    def when_matched_delete(self, predicate: str | None = None) -> MergeBuilder:
+        return self._add(MergeClause(MATCHED, "delete", predicate))
+
+    def when_not_matched_insert(self, values: Mapping[str, str], predicate: str | None = None) -> MergeBuilder:
+        return self._add(MergeClause(NOT_MATCHED, "insert", predicate, dict(values)))
+
+    def when_not_matched_insert_all(self, predicate: str | None = None) -> MergeBuilder:
+        return self._add(MergeClause(NOT_MATCHED, "insert", predicate, None))
+
+    def when_not_matched_by_source_update(self, updates: Mapping[str, str], predicate: str | None = None):
+        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "update", predicate, dict(updates)))
+
+    def when_not_matched_by_source_delete(self, predicate: str | None = None) -> MergeBuilder:
+        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "delete", predicate))
+
+    def execute(self, *, app_id=None, app_version=None, user_metadata=None) -> dict:
+        return merge(
+            self._table.snapshot(),
+            self._source,
+            self._predicate,
+            self._clauses,
+            spark=self._table.spark,
+            source_alias=self._source_alias,
+            target_alias=self._target_alias,
+            merge_schema=self._merge_schema,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+        ).to_dict()
+
+
+# --------------------------------------------------------------------------------------------------
+# binding
+
+
+@dataclass
+class BoundClause:
+    """A clause bound to the schemas: ``condition`` a tree or None; ``values`` ``{column: tree}``
+    (update: the assigned columns; insert: every target column, NULL where not given)."""
+
+    clause: MergeClause
+    condition: object | None
+    values: dict
+
+
+@dataclass
+class MergePlan:
+    """Everything the Spark side needs: the bound ON condition and clauses, the schemas, the aliases."""
+
+    on: object
+    clauses: list[BoundClause]
+    target_schema: object
+    source_schema: object
+    target_alias: str
+    source_alias: str
+
+    def of(self, kind: str) -> list[BoundClause]:
+        return [c for c in self.clauses if c.clause.kind == kind]
+
+    def codes(self) -> dict[str, list[int]]:
+        """Clause indices (the join's ``__action`` codes) per kind."""
+        return {k: [i for i, c in enumerate(self.clauses) if c.clause.kind == k] for k in KINDS}
+
+    def counts(self, per_action: dict) -> dict:
+        """Delta's row metrics from the join's per-clause tallies (target rows counted once each)."""
+        out = dict.fromkeys(
+            [
+                "num_target_rows_inserted",
+                "num_target_rows_matched_updated",
+                "num_target_rows_matched_deleted",
+                "num_target_rows_not_matched_by_source_updated",
+                "num_target_rows_not_matched_by_source_deleted",
+            ],
+            0,
+        )
+        for i, c in enumerate(self.clauses):
+            n, rows = per_action.get(i, (0, 0))
+            kind, act = c.clause.kind, c.clause.action
+            if act == "insert":
+                out["num_target_rows_inserted"] += n
+            elif kind == MATCHED:
+                out[f"num_target_rows_matched_{act}d"] += rows
+            else:
+                out[f"num_target_rows_not_matched_by_source_{act}d"] += rows
+        out["num_target_rows_updated"] = (
+            out["num_target_rows_matched_updated"] + out["num_target_rows_not_matched_by_source_updated"]
+        )
+        out["num_target_rows_deleted"] = (
+            out["num_target_rows_matched_deleted"] + out["num_target_rows_not_matched_by_source_deleted"]
+        )
+        return out
+
+    @property
+    def insert_only(self) -> bool:
+        return all(c.clause.kind == NOT_MATCHED for c in self.clauses)
+
+
+def _check_clause_order(clauses: list[MergeClause]) -> None:
+    if not clauses:
+        raise InvalidArgumentError(
+            "MERGE needs at least one WHEN clause",
+            "no when_matched_* / when_not_matched_* clause was added",
+            "add e.g. .when_matched_update_all().when_not_matched_insert_all()",
+        )
+    for kind in (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE):
+        of_kind = [c for c in clauses if c.kind == kind]
+        for c in of_kind[:-1]:
+            if c.condition is None:
+                raise InvalidArgumentError(
+                    f"Only the last WHEN {kind.upper().replace('_', ' ')} clause may omit its condition",
+                    f"a {c.action} clause without a condition comes before another {kind} clause, which could "
+                    "then never apply",
+                    "give the earlier clause a condition, or move it last among its kind",
+                )
+
+
+def _by_name(schema, name: str):
+    low = name.lower()
+    return next((f for f in schema.fields if f.name == name), None) or next(
+        (f for f in schema.fields if f.name.lower() == low), None
+    )
+
+
+def bind_plan(snapshot, source_schema, on: str, clauses: list[MergeClause], *, target_alias: str, source_alias: str):
+    """Bind every text of the merge to the schemas (step 1 of the module docstring)."""
+    from ..expr.parse import bind_assignments_over, parse_over
+    from ..expr.sql import quote as quote_name
+
+    if not str(target_alias).strip() or not str(source_alias).strip():
+        raise InvalidArgumentError("MERGE aliases cannot be empty", None, "pass e.g. target_alias='t'")
+    if target_alias.lower() == source_alias.lower():
+        raise InvalidArgumentError(
+            f"MERGE needs two different aliases, got '{target_alias}' for both",
+            "a column qualified by the alias would be ambiguous",
+            "pass distinct source_alias= and target_alias=",
+        )
+    _check_clause_order(clauses)
+    target = snapshot.schema
+    both = {target_alias: target, source_alias: source_schema}
+    only_source, only_target = {source_alias: source_schema}, {target_alias: target}
+    bound_on = parse_over(on, both, condition=True, what="merge condition")
+    out = []
+    for c in clauses:
+        scope = {MATCHED: both, NOT_MATCHED: only_source, NOT_MATCHED_BY_SOURCE: only_target}[c.kind]
+        cond = parse_over(c.condition, scope, condition=True) if c.condition is not None else None
+        values: dict = {}
+        if c.action in ("update", "insert"):
+            texts = c.assignments
+            if texts is None:  # *_all: by column name, from the source
+                missing = [f.name for f in target.fields if _by_name(source_schema, f.name) is None]
+                if missing and c.action == "update":
+                    raise InvalidArgumentError(
+                        f"WHEN MATCHED update_all: the source has no column {', '.join(missing)}",
+                        "update_all sets every target column from the source column of the same name",
+                        "add the columns to the source, or list the assignments with when_matched_update",
+                    )
+                texts = {
+                    f.name: f"{quote_name(source_alias)}.{quote_name(_by_name(source_schema, f.name).name)}"
+                    for f in target.fields
+                    if _by_name(source_schema, f.name) is not None
+                }
+            values = bind_assignments_over(texts, target, scope, target_alias=target_alias) if texts else {}
+            if c.action == "insert":
+                values = _complete_insert(values, target)
+        out.append(BoundClause(c, cond, values))
+    return MergePlan(bound_on, out, target, source_schema, target_alias, source_alias)
+
+
+def _complete_insert(values: dict, target) -> dict:
+    """An INSERT sets every target column: the ones not given are NULL, which a NOT NULL column refuses."""
+    from ..expr import nodes as n
+
+    out = {}
+    for f in target.fields:
+        if f.name in values:
+            out[f.name] = values[f.name]
+        elif not f.nullable:
+            raise InvalidPredicateError(
+                f"WHEN NOT MATCHED insert gives no value for NOT NULL column '{f.name}'",
+                "a column an INSERT does not set is NULL",
+                f"set '{f.name}' in the insert's values (or use insert_all with a source column of that name)",
+            )
+        else:
+            out[f.name] = n.Literal(None, f.type)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# candidate files
+
+
+def _target_side(e, target_alias: str):
+    """``e`` as a predicate over the target table alone (relation dropped), or None if it reads the source."""
+    from dataclasses import replace
+
+    from ..expr import nodes as n
+
+    if n.relations_of(e) - {target_alias}:
+        return None
+    return n.map_columns(e, lambda c: replace(c, relation=None))
+
+
+def key_equalities(plan: MergePlan) -> list[tuple[object, object]]:
+    """``(target column, source expression)`` of every ``target.k = <source-only expression>`` conjunct of ON."""
+    from ..expr import nodes as n
+
+    out = []
+    for c in n.conjuncts(plan.on):
+        if not (isinstance(c, n.Compare) and c.op in ("=", "<=>")):
+            continue
+        for t, s in ((c.left, c.right), (c.right, c.left)):
+            if (
+                isinstance(t, n.Column)
+                and t.relation == plan.target_alias
+                and len(t.path) == 1
+                and n.relations_of(s) == {plan.source_alias}
+                and t.type == s.type
+                and _prunable_type(t.type)
+            ):
+                out.append((t, s, c.op))
+                break
+    return out
+
+
+def _prunable_type(t) -> bool:
+    # exact Python values round-trip from Spark for these (timestamps come back in the session zone,
+    # floats have NaN ordering questions: those keys are not used for pruning, which stays correct)
+    from ..expr import nodes as n
+    from ..schema import DecimalType
+
+    return isinstance(t, DecimalType) or t.name in (*n.INTEGRAL, "string", "date", "boolean")
+
+
+def candidate_predicate(plan: MergePlan, key_values: list) -> object | None:
+    """The target-only predicate that selects every file a matched row can live in (None: all files).
+
+    :param key_values: per :func:`key_equalities` entry ``(distinct values or None, min, max, has_null)``
+    """
+    from dataclasses import replace
+
+    from ..expr import nodes as n
+    from ..expr.parse import cast_literal
+
+    parts = [p for p in (_target_side(c, plan.target_alias) for c in n.conjuncts(plan.on)) if p is not None]
+    for (t, _s, op), (values, lo, hi, has_null) in zip(key_equalities(plan), key_values):
+        col = replace(t, relation=None)
+        null_ok = op == "<=>" and has_null
+        if values is not None:
+            lits = tuple(cast_literal(n.Literal(v, t.type), t.type) for v in values if v is not None)
+            pred = n.In(col, lits) if lits else n.Literal(False, n.BOOLEAN)
+        elif lo is None:
+            pred = n.Literal(False, n.BOOLEAN)
+        else:
+            pred = n.And(
+                (
+                    n.Compare(">=", col, cast_literal(n.Literal(lo, t.type), t.type)),
+                    n.Compare("<=", col, cast_literal(n.Literal(hi, t.type), t.type)),
+                )
+            )
+        parts.append(n.Or((pred, n.IsNull(col))) if null_ok else pred)
+    matched = n.and_all(parts) if parts else None
+    nmbs = plan.of(NOT_MATCHED_BY_SOURCE)
+    if not nmbs or plan.insert_only:
+        return matched
+    if any(c.condition is None for c in nmbs) or matched is None:
+        return None
+    either = [_target_side(c.condition, plan.target_alias) for c in nmbs]
+    return n.Or((matched, *either))
+
+
+# --------------------------------------------------------------------------------------------------
+# the command
+
+
+def merge(
+    snapshot,
+    source,
+    on: str,
+    clauses: list[MergeClause],
+    *,
+    spark,
+    source_alias: str = "source",
+    target_alias: str = "target",
+    merge_schema: bool = False,
+    **txn_options,
+) -> CommandResult:
+    """MERGE ``source`` (a DataFrame) INTO the snapshot's table ON ``on``; see the module docstring."""
+    from .. import features
+    from ..expr import to_sql
+    from ..expr.skipping import skip_files
+    from ..schema import parse_schema
+    from ..spark.merge import execute_merge, source_key_values
+    from ..storage import storage_for
+    from ..txn import OptimisticTransaction
+    from ..txn.conflicts import ExpressionPredicate
+    from .dml import removes_for
+
+    watch = Stopwatch()
+    if spark is None:
+        raise InvalidArgumentError(
+            "MERGE needs Spark", "its source is a DataFrame", "use DeltaTable.for_path(spark, ...)"
+        )
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    if merge_schema:
+        raise InvalidArgumentError(
+            "merge_schema=True is not supported by MERGE yet",
+            "adding the source's new columns to the table during a merge is not implemented",
+            "add the columns first (an append or overwrite with merge_schema=True), then merge",
+        )
+    source_schema = parse_schema(source.schema.jsonValue())
+    plan = bind_plan(snapshot, source_schema, on, list(clauses), target_alias=target_alias, source_alias=source_alias)
+    if snapshot.properties.append_only and not plan.insert_only:
+        raise AppendOnlyViolationError(
+            f"Cannot MERGE with update or delete clauses into table '{snapshot.table_root}'",
+            "it has delta.appendOnly=true, which allows only appends",
+            "use only WHEN NOT MATCHED insert clauses, or set delta.appendOnly=false first",
+        )
+    params = {
+        "predicate": json.dumps([to_sql(plan.on)]),
+        "matchedPredicates": json.dumps([c.clause.describe() for c in plan.of(MATCHED)]),
+        "notMatchedPredicates": json.dumps([c.clause.describe() for c in plan.of(NOT_MATCHED)]),
+        "notMatchedBySourcePredicates": json.dumps([c.clause.describe() for c in plan.of(NOT_MATCHED_BY_SOURCE)]),
+    }
+    storage = getattr(snapshot, "storage", None) or storage_for(snapshot.table_root)
+    txn = OptimisticTransaction(
+        storage, snapshot.table_root, snapshot, operation="MERGE", operation_parameters=params, **txn_options
+    )
+    metrics = MergeMetrics()
+    if txn.is_duplicate():
+        return _result(snapshot, metrics, watch, skipped=True)
+
+    keys = key_equalities(plan)
+    materialised, num_source_rows, key_values = source_key_values(spark, source, plan, keys, MAX_PRUNING_VALUES)
+    metrics.num_source_rows = num_source_rows
+    pred = candidate_predicate(plan, key_values)
+    files = snapshot.files
+    parts = list(snapshot.metadata.partition_columns or [])
+    metrics.num_target_files_before_skipping = files.num_rows
+    if pred is None:
+        txn.read_whole_table()
+        candidates = files
+    else:
+        txn.read_predicate(ExpressionPredicate(pred, snapshot.schema, parts))
+        candidates = skip_files(files, snapshot.schema, parts, pred).files
+    txn.read_files(candidates)
+    metrics.num_target_files_after_skipping = candidates.num_rows
+    outcome = execute_merge(spark, snapshot, plan, materialised, candidates)
+    metrics.scan_time_ms, metrics.rewrite_time_ms = outcome.scan_ms, outcome.rewrite_ms
+    for name, value in plan.counts(outcome.per_action).items():
+        setattr(metrics, name, value)
+    touched = candidates.filter(
+        pa.compute.is_in(candidates.column("path"), value_set=pa.array(outcome.touched, pa.string()))
+    )
+    removes = removes_for(touched)
+    adds = list(outcome.adds)
+    metrics.num_target_files_removed = len(removes)
+    metrics.num_target_files_added = len(adds)
+    metrics.num_target_bytes_removed = int(sum(r.size or 0 for r in removes))
+    metrics.num_target_bytes_added = int(sum(a.size or 0 for a in adds))
+    metrics.num_target_rows_copied = (
+        outcome.rows_written - metrics.num_target_rows_updated - (metrics.num_target_rows_inserted)
+    )
+    metrics.num_output_rows = outcome.rows_written
+    if not removes and not adds:
+        return _result(snapshot, metrics, watch)
+    commit = txn.commit([*removes, *adds], operation_metrics=_final(metrics, watch).to_operation_metrics())
+    if commit.skipped:
+        return _result(snapshot, MergeMetrics(), watch, version=commit.version, skipped=True)
+    return _result(snapshot, metrics, watch, version=commit.version, commit=commit)
+
+
+def _final(metrics: MergeMetrics, watch: Stopwatch) -> MergeMetrics:
+    metrics.execution_time_ms = watch.elapsed_ms()
+    return metrics
+
+
+def _result(snapshot, metrics, watch, *, version=None, commit=None, skipped=False) -> CommandResult:
+    _final(metrics, watch)
+    return CommandResult(
+        "MERGE",
+        snapshot.table_root,
+        snapshot.version if version is None else version,
+        skipped,
+        metrics,
+        commit.commit_info if commit is not None else None,
+        {"committed": commit is not None},
+    )

@@ -1,0 +1,209 @@
+"""MERGE's data plane in Spark (the plan and the commit are :mod:`..commands.merge`).
+
+* :func:`source_key_values`: the source is materialised once (``localCheckpoint``: every later use
+  reads the same rows, as Delta's MergeIntoMaterializeSource guarantees) and one aggregation gives its
+  row count and, per ``target.k = source expr`` key, min, max, NULLs and an estimate of distinct
+  values; keys with few values get them exactly (a second, small job).
+* :func:`execute_merge`: the candidates' rows (their file path carried as ``__file``) joined with the
+  source on the ON condition, each row tagged with the first clause that fires (``__action``: the
+  clause's index, -1 copy, -2 drop), the duplicate-match check, the touched files, and the write of
+  the rewritten and inserted rows through the core writer. Conditions and values are the bound
+  trees rendered for the joined DataFrame's own column names (``__t<i>`` / ``__s<i>``), so Spark
+  evaluates exactly what was checked.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..errors import DeltaError
+from ..expr import to_sql
+from ..expr.sql import quote
+
+__all__ = ["source_key_values", "execute_merge", "MergeOutcome", "DuplicateMatchError"]
+
+
+class DuplicateMatchError(DeltaError):
+    """More than one source row matched one target row that a clause updates or deletes."""
+
+
+@dataclass
+class MergeOutcome:
+    touched: list[str]
+    adds: list
+    rows_written: int
+    per_action: dict  # clause index (-1 copy, -2 drop) -> (joined rows, distinct target rows)
+    scan_ms: int
+    rewrite_ms: int
+
+
+def _speller(plan):
+    """How the joined DataFrame names a bound column: ``__t<i>`` / ``__s<i>`` by top-level position."""
+    t_index = {f.name: i for i, f in enumerate(plan.target_schema.fields)}
+    s_index = {f.name: i for i, f in enumerate(plan.source_schema.fields)}
+
+    def spell(c) -> str:
+        head = f"__t{t_index[c.path[0]]}" if c.relation == plan.target_alias else f"__s{s_index[c.path[0]]}"
+        return ".".join([quote(head), *(quote(p) for p in c.path[1:])])
+
+    return spell
+
+
+def _renamed(df, prefix: str):
+    return df.toDF(*[f"{prefix}{i}" for i in range(len(df.columns))])
+
+
+def source_key_values(spark, source, plan, keys: list, max_values: int):
+    """``(materialised prefixed source, row count, [(values or None, min, max, has_null)] per key)``.
+
+    :param keys: ``(target column, source expression, op)`` of the ON condition's key equalities
+    """
+    from pyspark.sql import functions as F
+
+    src = _renamed(source, "__s").localCheckpoint(eager=True)
+    spell = _speller(plan)
+    aggs = [F.count(F.lit(1)).alias("n")]
+    for i, (_t, s, _op) in enumerate(keys):
+        e = F.expr(to_sql(s, spell))
+        aggs += [
+            F.min(e).alias(f"lo{i}"),
+            F.max(e).alias(f"hi{i}"),
+            F.approx_count_distinct(e).alias(f"nd{i}"),
+            F.max(e.isNull().cast("int")).alias(f"nl{i}"),
+        ]
+    row = src.agg(*aggs).collect()[0]
+    out = []
+    for i, (_t, s, _op) in enumerate(keys):
+        values = None
+        if row[f"nd{i}"] is not None and row[f"nd{i}"] <= max_values:
+            got = [r[0] for r in src.select(F.expr(to_sql(s, spell))).distinct().limit(max_values + 1).collect()]
+            values = got if len(got) <= max_values else None
+        out.append((values, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nl{i}"])))
+    return src, int(row["n"]), out
+
+
+def _case(branches: list[tuple[str, str]], otherwise: str) -> str:
+    if not branches:
+        return otherwise
+    return "CASE " + " ".join(f"WHEN {c} THEN {v}" for c, v in branches) + f" ELSE {otherwise} END"
+
+
+def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from ..writer import WriteSpec, resolve_target_file_size
+    from .scan import scan_files
+    from .write import conform_dataframe, write_data_files
+
+    started = time.monotonic()
+    spell = _speller(plan)
+    clauses = plan.clauses
+    codes = plan.codes()  # clause indices per kind
+    changing = [i for i, c in enumerate(clauses) if c.clause.action in ("update", "delete")]
+
+    def cond(i: int) -> str:
+        c = clauses[i].condition
+        return "true" if c is None else to_sql(c, spell)
+
+    target = scan_files(spark, snapshot, files=candidates, with_file_column=True).df
+    target = _renamed(target, "__t").withColumnRenamed(f"__t{len(plan.target_schema.fields)}", "__file")
+    target = target.withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
+    src = src.withColumn("__sp", F.lit(True))
+    on = F.expr(to_sql(plan.on, spell))
+    if plan.insert_only:
+        joined = src.join(target, on, "left_anti")
+        action = _case([(cond(i), str(i)) for i in codes["not_matched"]], "-2")
+        joined = joined.withColumn("__action", F.expr(action))
+    else:
+        how = "full_outer" if codes["not_matched"] else "right_outer"
+        joined = src.join(target, on, how)
+        matched = _case([(cond(i), str(i)) for i in codes["matched"]], "-1")
+        by_source = _case([(cond(i), str(i)) for i in codes["not_matched_by_source"]], "-1")
+        inserted = _case([(cond(i), str(i)) for i in codes["not_matched"]], "-2")
+        action = (
+            f"CASE WHEN __sp IS NOT NULL AND __tp IS NOT NULL THEN {matched} "
+            f"WHEN __tp IS NOT NULL THEN {by_source} ELSE {inserted} END"
+        )
+        joined = joined.withColumn("__action", F.expr(action))
+    joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        # per clause: joined rows, and the distinct target rows they concern (what row metrics count)
+        rows_of = F.lit(0) if plan.insert_only else F.countDistinct("__rid")
+        per_action = {
+            r["__action"]: (r["n"], r["rows"])
+            for r in joined.groupBy("__action").agg(F.count(F.lit(1)).alias("n"), rows_of.alias("rows")).collect()
+        }
+        changing_matched = [i for i in codes["matched"] if i in changing]
+        lone_delete = len(codes["matched"]) == 1 and clauses[codes["matched"][0]].clause.action == "delete"
+        lone_delete = lone_delete and clauses[codes["matched"][0]].condition is None
+        if changing_matched and not lone_delete and not plan.insert_only:
+            dup = (
+                joined.filter(F.col("__action").isin(changing_matched))
+                .groupBy("__rid")
+                .count()
+                .filter("count > 1")
+                .limit(1)
+                .collect()
+            )
+            if dup:
+                raise DuplicateMatchError(
+                    "Cannot perform MERGE: multiple source rows matched and attempted to modify the same target "
+                    "row of the table",
+                    "a target row that a WHEN MATCHED update or delete applies to matched more than one source "
+                    "row, so the result would depend on which one wins; nothing was written",
+                    "deduplicate the source on the merge keys first (for an upsert: dedupe_by=...), or tighten "
+                    "the ON condition so each target row matches at most one source row",
+                )
+        touched = []
+        if changing and not plan.insert_only:
+            touched = [
+                r["__file"]
+                for r in joined.filter(F.col("__action").isin(changing)).select("__file").distinct().collect()
+            ]
+        scan_ms = int((time.monotonic() - started) * 1000)
+        started = time.monotonic()
+        outputs = []
+        updates = [i for i in changing if clauses[i].clause.action == "update"]
+        inserts = [i for i in range(len(clauses)) if clauses[i].clause.action == "insert"]
+        if touched:
+            rows = joined.filter(F.col("__tp").isNotNull())
+            # one output row per target row: the clause that fires (the duplicate check allows one), else a copy
+            best = F.max("__action").over(Window.partitionBy("__rid"))
+            rows = rows.withColumn("__best", best).filter("__action = __best").drop("__best")
+            rows = rows.dropDuplicates(["__rid"])
+            keep = F.col("__action").isin(updates) | ((F.col("__action") == -1) & F.col("__file").isin(touched))
+            outputs.append(rows.filter(keep))
+        if inserts:
+            unmatched = F.col("__action").isin(inserts)  # a left anti join keeps source rows only
+            outputs.append(joined.filter(unmatched if plan.insert_only else F.col("__tp").isNull() & unmatched))
+        adds, written = [], 0
+        if outputs:
+            out = outputs[0]
+            for o in outputs[1:]:
+                out = out.unionByName(o)
+            cols = []
+            for j, f in enumerate(plan.target_schema.fields):
+                branches = [
+                    (f"__action = {i}", to_sql(clauses[i].values[f.name], spell))
+                    for i in [*updates, *inserts]
+                    if f.name in clauses[i].values
+                ]
+                otherwise = "NULL" if plan.insert_only else quote(f"__t{j}")  # an anti join has no target side
+                cols.append(F.expr(_case(branches, otherwise)).alias(f.name))
+            out = conform_dataframe(out.select(*cols), snapshot.schema.to_json())
+            md = snapshot.metadata
+            spec = WriteSpec(
+                table_uri=snapshot.table_root,
+                schema_json=snapshot.schema.to_json_string(),
+                partition_columns=tuple(md.partition_columns or ()),
+                configuration=dict(md.configuration or {}),
+                target_file_size=resolve_target_file_size(snapshot.properties, None),
+            )
+            result = write_data_files(out, spec)
+            adds, written = list(result.adds), result.num_output_rows
+        return MergeOutcome(touched, adds, written, per_action, scan_ms, int((time.monotonic() - started) * 1000))
+    finally:
+        joined.unpersist()
