@@ -31,6 +31,7 @@ from airflow_delta_provider.operators.delta import (
     DeltaCheckpointOperator,
     DeltaCreateTableOperator,
     DeltaDeleteOperator,
+    DeltaMergeOperator,
     DeltaUpdateOperator,
     DeltaWriteOperator,
     delta_asset,
@@ -77,6 +78,28 @@ with DAG(
         pq.write_table(table, path)
         return path
 
+    @task
+    def generate_changes(ds: str | None = None) -> str:
+        """Write the day's late corrections: hour 5 corrected twice (the later ``seq`` wins), a new hour 30."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        day = int(ds.replace("-", ""))
+        table = pa.table(
+            {
+                "id": pa.array([day * 100 + 5, day * 100 + 5, day * 100 + 30], pa.int64()),
+                "name": pa.array(["event-05-fixed", "event-05-fixed-again", "event-30"], pa.string()),
+                "amount": pa.array([7.0, 7.25, 45.0], pa.float64()),
+                "dt": pa.array([ds] * 3, pa.string()),
+                "seq": pa.array([1, 2, 1], pa.int64()),
+            }
+        )
+        folder = os.path.join(LANDING, "changes", f"dt={ds}")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, "changes.parquet")
+        pq.write_table(table, path)
+        return path
+
     create_table = DeltaCreateTableOperator(
         task_id="create_table",
         conn_id=CONN_ID,
@@ -115,7 +138,18 @@ with DAG(
         predicate="dt = '{{ ds }}' AND amount < 3",
     )
 
+    # upsert by key: matched rows updated, new ones inserted; duplicate keys resolved by the greatest seq
+    upsert_changes = DeltaMergeOperator(
+        task_id="upsert_changes",
+        conn_id=CONN_ID,
+        table_uri=TABLE_URI,
+        source="{{ ti.xcom_pull(task_ids='generate_changes') }}",
+        key_columns=["id"],
+        dedupe_by="seq",
+    )
+
     # a checkpoint only reads and writes the log: run it in the worker, without a Spark application
     checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table_uri=TABLE_URI, execution="local")
 
-    [generate_day(), create_table] >> append_day >> flag_large >> drop_small >> checkpoint
+    [generate_day(), create_table] >> append_day >> flag_large >> drop_small
+    [drop_small, generate_changes()] >> upsert_changes >> checkpoint

@@ -42,7 +42,14 @@ __all__ = [
 ]
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
-KINDS = ("str", "int", "bool", "list", "dict", "schema", "updates")
+KINDS = ("str", "int", "bool", "list", "dict", "schema", "updates", "clauses")
+
+#: MERGE clause dicts: ``when`` -> the ``then`` actions it allows (the builder's method names)
+MERGE_CLAUSES = {
+    "matched": ("update", "update_all", "delete"),
+    "not_matched": ("insert", "insert_all"),
+    "not_matched_by_source": ("update", "delete"),
+}
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,8 @@ class Arg:
     :param name: the parameter name (Python keyword, ``--spec-json`` key, operator attribute)
     :param kind: ``str``, ``int``, ``bool``, ``list`` (of strings; a comma-separated string is
         accepted), ``dict`` (strings to strings), ``schema`` (DDL text or schema JSON, dict accepted),
-        ``updates`` (``{column: expression}``; CLI ``--set col=EXPR``)
+        ``updates`` (``{column: expression}``; CLI ``--set col=EXPR``), ``clauses`` (MERGE's WHEN
+        clauses: a list of ``{"when", "then", "condition"?, "set"?, "values"?}`` dicts or its JSON)
     :param default: value when not given
     :param choices: allowed values (case-sensitive)
     :param templated: Airflow renders it (a template field of the operator)
@@ -160,9 +168,35 @@ def coerce(arg: Arg, value: Any) -> Any:
         return {str(k): str(v) for k, v in value.items()}
     if kind == "schema":
         return json.dumps(value) if isinstance(value, Mapping) else str(value)
+    if kind == "clauses":
+        return _clauses(arg, value)
     if arg.choices and str(value) not in arg.choices:
         raise ValueError(f"{arg.name} must be one of {', '.join(arg.choices)}, not {value!r}")
     return str(value)
+
+
+def _clauses(arg: Arg, value: Any) -> list[dict]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"{arg.name} is not valid JSON: {value[:200]!r}") from None
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{arg.name} must be a list of clause dicts, not {type(value).__name__}")
+    out = []
+    for i, c in enumerate(value):
+        if not isinstance(c, Mapping):
+            raise ValueError(f"{arg.name}[{i}] must be a dict such as {{'when': 'matched', 'then': 'update_all'}}")
+        unknown = set(c) - {"when", "then", "condition", "set", "values"}
+        when, then = c.get("when"), c.get("then")
+        if unknown or when not in MERGE_CLAUSES or then not in MERGE_CLAUSES[when]:
+            allowed = "; ".join(f"when={w!r}: then in {list(t)}" for w, t in MERGE_CLAUSES.items())
+            raise ValueError(f"{arg.name}[{i}] = {dict(c)!r} is not a clause ({allowed}; keys condition, set, values)")
+        needs = {"update": "set", "insert": "values"}.get(then)
+        if needs and not isinstance(c.get(needs), Mapping):
+            raise ValueError(f"{arg.name}[{i}]: then={then!r} needs {needs}={{column: expression}}")
+        out.append({k: (dict(v) if isinstance(v, Mapping) else v) for k, v in c.items()})
+    return out
 
 
 #: arguments holding a condition: None means every row, blank text is refused (engine.expr.check_text)
@@ -223,8 +257,8 @@ def _source_needs_format(p: Mapping) -> None:
 
 
 def _source_required(p: Mapping) -> None:
-    if not p.get("source") or not str(p.get("source")).strip():
-        raise ValueError("no source to write: pass source= (a file, folder or table URI)")
+    if (not p.get("source") or not str(p.get("source")).strip()) and not p.get("source_query"):
+        raise ValueError("no source: pass source= (a file, folder or table URI) and/or source_query= (Spark SQL)")
 
 
 def _write_mode(p: Mapping) -> None:
@@ -241,14 +275,28 @@ def _updates_given(p: Mapping) -> None:
         raise ValueError("updates= must name at least one column, e.g. {'status': \"'done'\"}")
 
 
+def _merge_how(p: Mapping) -> None:
+    if not p.get("predicate") and not p.get("key_columns"):
+        raise ValueError("give the merge condition (predicate=, with clauses=) or key_columns= for an upsert")
+    if p.get("key_columns") and (p.get("clauses") or p.get("predicate")):
+        raise ValueError("key_columns= is an upsert: it takes no predicate= or clauses=")
+    if p.get("predicate") and not p.get("clauses"):
+        raise ValueError(
+            "clauses= must name at least one WHEN clause, e.g. [{'when': 'matched', 'then': 'update_all'}]"
+        )
+    if p.get("dedupe_by") and not p.get("key_columns"):
+        raise ValueError("dedupe_by= applies to an upsert (key_columns=)")
+
+
 def _needs_source_spark(p: Mapping) -> bool:
-    return bool(p.get("source"))
+    return bool(p.get("source") or p.get("source_query"))
 
 
 SOURCE_ARGS = (
     Arg("source", help="source location: file, folder, or Delta table"),
     Arg("source_format", default="parquet", choices=SOURCE_FORMATS, help="|".join(SOURCE_FORMATS)),
     Arg("source_options", "dict", flag="--source-option", help="reader options KEY=VALUE (repeatable)"),
+    Arg("source_query", help="Spark SQL over the source (a temporary view named `source`), e.g. a filter or join"),
     Arg("target_file_size", "int", templated=False, help="bytes per data file"),
 )
 PREDICATE = Arg("predicate", help="Spark SQL condition, e.g. dt = '2026-01-01' AND id <= 4")
@@ -361,6 +409,33 @@ _OPERATIONS = (
         ),
         needs_spark=True,
         checks=(_updates_given,),
+    ),
+    Operation(
+        "merge",
+        "MERGE",
+        "merge (upsert) rows from a source: WHEN [NOT] MATCHED [BY SOURCE] clauses, or key columns",
+        "airflow_delta_provider_apps.runners:merge",
+        args=(
+            *SOURCE_ARGS,
+            Arg("predicate", help="the merge condition over target and source, e.g. target.id = source.id"),
+            Arg("clauses", "clauses", help='WHEN clauses as JSON: [{"when": "matched", "then": "update_all"}, ...]'),
+            Arg("key_columns", "list", help="upsert by these key columns (update all matched, insert all new)"),
+            Arg("dedupe_by", help="upsert: keep the source row with the greatest value of this column per key"),
+            Arg("source_alias", default="source", help="the source's alias in conditions"),
+            Arg("target_alias", default="target", help="the table's alias in conditions"),
+        ),
+        metrics=(
+            "numSourceRows",
+            "numTargetRowsInserted",
+            "numTargetRowsUpdated",
+            "numTargetRowsDeleted",
+            "numTargetRowsCopied",
+            "numTargetFilesAdded",
+            "numTargetFilesRemoved",
+            "executionTimeMs",
+        ),
+        needs_spark=True,
+        checks=(_source_required, _source_needs_format, _merge_how),
     ),
     Operation(
         "checkpoint",

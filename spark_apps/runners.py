@@ -115,6 +115,22 @@ def read_source(spark, params: dict):
         raise spark_error(e, f"Cannot read source '{source}' as {fmt}") from None
 
 
+def read_source_spec(spark, params: dict):
+    """The source of write / create-as-select / merge: ``source`` read as ``source_format``, then
+    ``source_query`` (Spark SQL) over it as the temporary view ``source``; a query alone reads what
+    it names itself (e.g. ``parquet.`/path```)."""
+    df = read_source(spark, params) if params.get("source") else None
+    query = params.get("source_query")
+    if not query:
+        return df
+    if df is not None:
+        df.createOrReplaceTempView("source")
+    try:
+        return spark.sql(query)
+    except Exception as e:
+        raise spark_error(e, "Cannot run source_query") from None
+
+
 # --------------------------------------------------------------------------------------------------
 # runners
 
@@ -149,7 +165,7 @@ def create_table(params: dict, spark=None) -> dict:
     from .engine import DeltaTable
 
     uri = params["table_uri"]
-    source_df = read_source(spark, params) if params.get("source") else None
+    source_df = read_source_spec(spark, params)
     t = DeltaTable.create(
         spark,
         uri,
@@ -170,7 +186,7 @@ def create_table(params: dict, spark=None) -> dict:
 def write(params: dict, spark=None) -> dict:
     uri = params["table_uri"]
     t = _table(spark, params)
-    df = read_source(spark, params)
+    df = read_source_spec(spark, params)
     if (params.get("mode") or "append") == "overwrite":
         r = t.overwrite(
             df,
@@ -193,6 +209,24 @@ def write(params: dict, spark=None) -> dict:
 
 def delete(params: dict, spark=None) -> dict:
     return _from_command(_table(spark, params).delete(params.get("predicate"), **_txn(params)), params["table_uri"])
+
+
+def merge(params: dict, spark=None) -> dict:
+    t = _table(spark, params)
+    df = read_source_spec(spark, params)
+    if params.get("key_columns"):
+        r = t.upsert(df, params["key_columns"], dedupe_by=params.get("dedupe_by"), **_txn(params))
+    else:
+        b = t.merge(
+            df,
+            params["predicate"],
+            source_alias=params.get("source_alias") or "source",
+            target_alias=params.get("target_alias") or "target",
+        )
+        for c in params.get("clauses") or []:
+            b = b.clause(**c)
+        r = b.execute(**_txn(params))
+    return _from_command(r, params["table_uri"])
 
 
 def update(params: dict, spark=None) -> dict:

@@ -354,6 +354,59 @@ class DeltaUpdateOperator(DeltaBaseOperator):
     operation = "update"
 
 
+class DeltaMergeOperator(DeltaBaseOperator):
+    """Merge rows from a source into the table (``MERGE INTO t USING source ON ... WHEN ...``), or upsert
+    them by key columns.
+
+    The source is a path read as ``source_format`` (parquet, csv, json, or a Delta table, optionally
+    at ``source_options={"versionAsOf": "3"}``), optionally shaped by ``source_query`` (Spark SQL over
+    the temporary view ``source``). Only the target files that can hold a matched row are read
+    (partition values and min/max stats, narrowed by the source's own key values), and only those
+    where a row changes are rewritten. A target row matched by several source rows that a clause
+    would change fails the task once, without retry, and writes nothing. The XCom carries Delta's
+    MERGE metrics (``numTargetRowsInserted``, ``numTargetRowsUpdated``, ``numTargetRowsDeleted``,
+    ``numTargetRowsCopied``, ``numTargetFilesRemoved``, ...).
+
+    :param table_uri: the table (templated).
+    :param source: the source's location (templated); ``source_format`` its format.
+    :param source_query: Spark SQL over ``source`` (templated), e.g. ``"SELECT * FROM source WHERE op != 'noop'"``.
+    :param predicate: the merge condition over ``target`` and ``source`` (templated), with ``clauses``:
+        a list of ``{"when": "matched" | "not_matched" | "not_matched_by_source", "then": "update" |
+        "update_all" | "delete" | "insert" | "insert_all", "condition": "...", "set": {...}, "values": {...}}``
+        in the order Delta evaluates them (only the last of a kind may omit its condition).
+    :param key_columns: instead of ``predicate``/``clauses``: upsert by these columns (update all matched,
+        insert all new); ``dedupe_by`` keeps the source row with the greatest value of that column per key,
+        otherwise duplicate keys fail the task.
+    :param source_alias: / ``target_alias``: the aliases used in conditions (``source`` / ``target``).
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+
+    Example::
+
+        upsert_day = DeltaMergeOperator(
+            task_id="upsert_day",
+            table_uri="/lake/silver/customers",
+            source="/lake/bronze/customers/dt={{ ds }}",
+            key_columns=["customer_id"],
+            dedupe_by="updated_at",
+            conn_id="spark_local",
+        )
+        apply_changes = DeltaMergeOperator(
+            task_id="apply_changes",
+            table_uri="/lake/silver/customers",
+            source="/lake/cdc/customers/dt={{ ds }}",
+            predicate="target.customer_id = source.customer_id",
+            clauses=[
+                {"when": "matched", "then": "delete", "condition": "source.op = 'D'"},
+                {"when": "matched", "then": "update_all"},
+                {"when": "not_matched", "then": "insert_all", "condition": "source.op != 'D'"},
+            ],
+            conn_id="spark_local",
+        )
+    """
+
+    operation = "merge"
+
+
 class DeltaCheckpointOperator(DeltaBaseOperator):
     """Write a checkpoint of the table's latest version (and optionally clean up expired log files).
 

@@ -29,6 +29,8 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
         "append_day": "success",
         "flag_large": "success",
         "drop_small": "success",
+        "generate_changes": "success",
+        "upsert_changes": "success",
         "checkpoint": "success",
     }
 
@@ -53,13 +55,19 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
     assert deleted["metrics"]["numDeletedRows"] == 2  # amounts 0.0 and 1.5
     assert deleted["metrics"]["numRemovedFiles"] == deleted["metrics"]["numAddedFiles"] == 1
     assert {"numCopiedRows", "scanTimeMs", "rewriteTimeMs", "executionTimeMs"} <= set(deleted["metrics"])
+    merged = tasks["upsert_changes"]["xcom"]
+    assert (merged["operation"], merged["version"]) == ("MERGE", 4)
+    m = merged["metrics"]
+    assert (m["numSourceRows"], m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (2, 1, 1)  # deduped
+    assert m["numTargetRowsCopied"] == ROWS_PER_DAY - 2 - 1 and m["numTargetFilesRemoved"] == 1
     checkpoint = tasks["checkpoint"]["xcom"]  # execution="local": in the worker, no spark-submit
-    assert checkpoint["version"] == 3 and checkpoint["metrics"]["numAddFiles"] == 1
+    assert checkpoint["version"] == 4 and checkpoint["metrics"]["numAddFiles"] >= 1
     assert "run_seconds" in checkpoint and "submit_seconds" not in checkpoint
-    assert all(t["xcom"]["submit_seconds"] > 0 for k, t in tasks.items() if k not in ("generate_day", "checkpoint"))
+    local = ("generate_day", "generate_changes", "checkpoint")
+    assert all(t["xcom"]["submit_seconds"] > 0 for k, t in tasks.items() if k not in local)
 
     log_dir = table / "_delta_log"
-    assert (log_dir / f"{3:020d}.checkpoint.parquet").exists()
+    assert (log_dir / f"{4:020d}.checkpoint.parquet").exists()
     assert (log_dir / "_last_checkpoint").exists()
 
     # the append emitted an Asset event for the table, carrying the new version
@@ -80,10 +88,19 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
     # an independent Delta implementation reads what we wrote
     deltalake = pytest.importorskip("deltalake")
     dt = deltalake.DeltaTable(str(table))
-    assert dt.version() == 3
+    assert dt.version() == 4
     assert dt.metadata().partition_columns == ["dt"]
     rows = dt.to_pyarrow_table().sort_by("id").to_pylist()
-    assert len(rows) == ROWS_PER_DAY - 2
+    assert len(rows) == ROWS_PER_DAY - 2 + 1
+    by_id = {r["id"]: r for r in rows}
+    assert by_id[20260102 * 100 + 5] == {
+        "id": 20260102 * 100 + 5,
+        "name": "event-05-fixed-again",
+        "amount": 7.25,
+        "dt": "2026-01-02",
+    }
+    assert by_id[20260102 * 100 + 30]["name"] == "event-30"
+    rows = [r for r in rows if r["id"] != 20260102 * 100 + 30]
     assert rows[0] == {"id": 20260102 * 100 + 2, "name": "event-02", "amount": 3.0, "dt": "2026-01-02"}
     assert rows[-1] == {"id": 20260102 * 100 + ROWS_PER_DAY - 1, "name": "EVENT-23", "amount": 34.5, "dt": "2026-01-02"}
     assert {r["dt"] for r in rows} == {"2026-01-02"}

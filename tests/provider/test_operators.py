@@ -52,6 +52,7 @@ def test_write_spec_and_template_fields():
         "source": "/in/{{ ds }}.csv",
         "source_format": "csv",
         "source_options": {"header": "True", "sep": ";"},
+        "source_query": None,
         "target_file_size": None,
         "replace_where": None,
         "partition_overwrite_mode": "static",

@@ -227,3 +227,59 @@ def test_bad_merges_are_clear_errors_before_anything_runs(spark, tmp_path, build
     with pytest.raises(InvalidArgumentError, match=match):
         build(t.merge(src, "target.id = source.id")).execute()
     assert t.version() == 0
+
+
+def test_cli_merge_with_clauses_and_a_source_query(spark, tmp_path, capsys):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider_apps import cli
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL)
+    t.append(spark.createDataFrame([(1, 1, 0), (2, 2, 0), (3, 3, 0)], DDL))
+    src = tmp_path / "changes.parquet"
+    ops = {"id": pa.array([1, 2, 4, 5], pa.int64()), "v": pa.array([10, 20, 40, 50], pa.int32())}
+    pq.write_table(pa.table({**ops, "p": pa.array([0] * 4, pa.int32()), "op": ["U", "D", "I", "noop"]}), src)
+    clauses = [
+        {"when": "matched", "then": "delete", "condition": "source.op = 'D'"},
+        {"when": "matched", "then": "update", "set": {"v": "source.v"}},
+        {"when": "not_matched", "then": "insert_all"},
+    ]
+    argv = ["merge", "--table-uri", root, "--source", str(src), "--predicate", "target.id = source.id"]
+    argv += ["--clauses", json.dumps(clauses), "--source-query", "SELECT * FROM source WHERE op != 'noop'"]
+    code = cli.main(argv, spark=spark)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0, out
+    res = json.loads(out[-1])
+    got = sorted((r["id"], r["v"]) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    assert got == [(1, 10), (3, 3), (4, 40)]
+    assert (res["operation"], res["version"]) == ("MERGE", 2)
+    m = res["metrics"]
+    assert (m["numSourceRows"], m["numTargetRowsUpdated"], m["numTargetRowsDeleted"], m["numTargetRowsInserted"]) == (
+        3,
+        1,
+        1,
+        1,
+    )
+
+
+def test_upsert_refuses_duplicate_keys_and_dedupe_by_keeps_the_latest(spark, tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL)
+    t.append(spark.createDataFrame([(1, 1, 0), (2, 2, 0)], DDL))
+    t = DeltaTable.for_path(spark, root)
+    src = spark.createDataFrame(
+        [(1, 10, 0, 1), (1, 11, 0, 2), (3, 30, 0, 1), (None, 5, 0, 1), (None, 6, 0, 2)],
+        "id BIGINT, v INT, p INT, seq INT",
+    )
+    with pytest.raises(InvalidArgumentError, match="duplicate keys"):
+        t.upsert(src, ["id"])
+    assert t.version() == 1
+    res = t.upsert(src, ["id"], dedupe_by="seq")
+    got = sorted((r["id"] is None, r["id"], r["v"]) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    # id 1 takes seq 2's value; NULL keys never match and are not deduplicated: both inserted
+    assert got == [(False, 1, 11), (False, 2, 2), (False, 3, 30), (True, None, 5), (True, None, 6)]
+    assert (res["numTargetRowsUpdated"], res["numTargetRowsInserted"]) == (1, 3)

@@ -98,6 +98,23 @@ class MergeBuilder:
     def when_not_matched_by_source_delete(self, predicate: str | None = None) -> MergeBuilder:
         return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "delete", predicate))
 
+    def clause(self, when: str, then: str, condition: str | None = None, set=None, values=None) -> MergeBuilder:
+        """A clause from its parts (``when`` matched / not_matched / not_matched_by_source, ``then`` the
+        action: update, update_all, delete, insert, insert_all): what the CLI and the operator pass."""
+        method = getattr(self, f"when_{when}_{then}", None)
+        if method is None:
+            raise InvalidArgumentError(
+                f"Unknown MERGE clause when={when!r} then={then!r}",
+                "matched: update, update_all, delete; not_matched: insert, insert_all; "
+                "not_matched_by_source: update, delete",
+                "use one of those pairs",
+            )
+        if then == "update":
+            return method(set or {}, condition)
+        if then == "insert":
+            return method(values or {}, condition)
+        return method(condition)
+
     def execute(self, *, app_id=None, app_version=None, user_metadata=None) -> dict:
         return merge(
             self._table.snapshot(),
@@ -268,6 +285,27 @@ def _complete_insert(values: dict, target) -> dict:
         else:
             out[f.name] = n.Literal(None, f.type)
     return out
+
+
+def upsert_condition(target, source_columns: list[str], key_columns: list[str]) -> str:
+    """The ON condition of an upsert by ``key_columns`` (``target.k = source.k AND ...``); every key must
+    be a column of both sides."""
+    from ..expr.sql import quote
+
+    if not key_columns:
+        raise InvalidArgumentError("An upsert needs key columns", "key_columns is empty", "pass e.g. ['id']")
+    missing_t = [k for k in key_columns if _by_name(target, k) is None]
+    low = {c.lower(): c for c in source_columns}
+    missing_s = [k for k in key_columns if k.lower() not in low]
+    if missing_t or missing_s:
+        raise InvalidArgumentError(
+            f"Upsert key column(s) {', '.join(missing_t + missing_s)} missing",
+            f"the table has {', '.join(target.names)}; the source has {', '.join(source_columns)}",
+            "name key columns that both the table and the source have",
+        )
+    return " AND ".join(
+        f"target.{quote(_by_name(target, k).name)} = source.{quote(low[k.lower()])}" for k in key_columns
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from ..errors import DeltaError
 from ..expr import to_sql
 from ..expr.sql import quote
 
-__all__ = ["source_key_values", "execute_merge", "MergeOutcome", "DuplicateMatchError"]
+__all__ = ["source_key_values", "execute_merge", "deduplicated", "MergeOutcome", "DuplicateMatchError"]
 
 
 class DuplicateMatchError(DeltaError):
@@ -36,6 +36,40 @@ class MergeOutcome:
     per_action: dict  # clause index (-1 copy, -2 drop) -> (joined rows, distinct target rows)
     scan_ms: int
     rewrite_ms: int
+
+
+def deduplicated(source, key_columns: list[str], dedupe_by: str | None):
+    """An upsert's source: with ``dedupe_by``, one row per key (the greatest ``dedupe_by``, NULLs last);
+    without, duplicate keys are an error (nothing is written). Rows with a NULL key never match, so
+    they are neither deduplicated nor counted as duplicates."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from ..errors import InvalidArgumentError
+
+    keys = [F.col(quote(k)) for k in key_columns]
+    null_key = F.lit(False)
+    for k in keys:
+        null_key = null_key | k.isNull()
+    if dedupe_by is not None:
+        if dedupe_by.lower() not in {c.lower() for c in source.columns}:
+            raise InvalidArgumentError(
+                f"dedupe_by column '{dedupe_by}' is not in the source",
+                f"the source has {', '.join(source.columns)}",
+                "name a source column (e.g. an update timestamp)",
+            )
+        order = Window.partitionBy(*keys).orderBy(F.col(quote(dedupe_by)).desc_nulls_last())
+        ranked = source.withColumn("__rank", F.when(null_key, F.lit(1)).otherwise(F.row_number().over(order)))
+        return ranked.filter("__rank = 1").drop("__rank")
+    dup = source.filter(~null_key).groupBy(*keys).count().filter("count > 1").limit(1).collect()
+    if dup:
+        shown = ", ".join(f"{k}={dup[0][i]!r}" for i, k in enumerate(key_columns))
+        raise InvalidArgumentError(
+            "The upsert source holds duplicate keys",
+            f"more than one source row has {shown}; which one should win is not defined",
+            "deduplicate the source first, or pass dedupe_by='<column>' to keep the row with its greatest value",
+        )
+    return source
 
 
 def _speller(plan):
