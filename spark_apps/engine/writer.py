@@ -76,6 +76,20 @@ class WriteSpec:
     row_constraint: Any = None
 
 
+def table_write_spec(snapshot, *, target_file_size: int | None = None, **overrides) -> WriteSpec:
+    """The WriteSpec of a snapshot's table: its root, schema, partition columns, properties and target
+    file size (``target_file_size``, else ``delta.targetFileSize``, else the default)."""
+    md = snapshot.metadata
+    return WriteSpec(
+        table_uri=snapshot.table_root,
+        schema_json=snapshot.schema.to_json_string(),
+        partition_columns=tuple(md.partition_columns or ()),
+        configuration=dict(md.configuration or {}),
+        target_file_size=resolve_target_file_size(snapshot.properties, target_file_size),
+        **overrides,
+    )
+
+
 def resolve_target_file_size(properties: Any, target_file_size: int | None) -> int:
     """Explicit value, else the table's ``delta.targetFileSize``, else 128 MiB.
 

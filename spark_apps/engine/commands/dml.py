@@ -172,17 +172,10 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
     """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`): in Spark tasks
     when ``spark`` is given, else in this process. Returns one FileOutcome per file."""
     from ..rewrite import RewriteSpec, rewrite_files
-    from ..writer import WriteSpec, resolve_target_file_size
+    from ..writer import table_write_spec
 
-    md = snapshot.metadata
     spec = RewriteSpec(
-        write=WriteSpec(
-            table_uri=snapshot.table_root,
-            schema_json=snapshot.schema.to_json_string(),
-            partition_columns=tuple(md.partition_columns or ()),
-            configuration=dict(md.configuration or {}),
-            target_file_size=resolve_target_file_size(snapshot.properties, None),
-        ),
+        write=table_write_spec(snapshot),
         predicate=predicate,
         updates=tuple(updates),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),

@@ -228,23 +228,15 @@ def append_arrow(
     or a snapshot, as for :func:`append`."""
     import pyarrow as pa
 
-    from ..writer import WriteSpec, write_batches
+    from ..writer import table_write_spec, write_batches
 
     table_root, snapshot, txn = _open_append(table, app_id, app_version, user_metadata)
-    partition_columns = list(snapshot.metadata.partition_columns or [])
     if txn.is_duplicate():
         return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, WriteMetrics())
     target = snapshot.schema.to_arrow_schema()
     batches = data.to_batches() if isinstance(data, pa.Table) else list(data)
     batches = [b.select(target.names).cast(target) for b in batches]
-    spec = WriteSpec(
-        table_uri=table_root,
-        schema_json=snapshot.schema.to_json_string(),
-        partition_columns=tuple(partition_columns),
-        configuration=dict(snapshot.metadata.configuration or {}),
-        target_file_size=resolve_target_file_size(snapshot.properties, target_file_size),
-    )
-    written = list(write_batches(spec, batches))
+    written = list(write_batches(table_write_spec(snapshot, target_file_size=target_file_size), batches))
     metrics = WriteMetrics(len(written), sum(w.num_rows for w in written), sum(w.add.size for w in written))
     commit = txn.commit([w.add for w in written], operation_metrics=metrics.to_operation_metrics())
     if commit.skipped:

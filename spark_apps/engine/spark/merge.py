@@ -128,7 +128,7 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..writer import WriteSpec, resolve_target_file_size
+    from ..writer import table_write_spec
     from .scan import scan_files
     from .write import conform_dataframe, write_data_files
 
@@ -228,15 +228,7 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
                 otherwise = "NULL" if plan.insert_only else quote(f"__t{j}")  # an anti join has no target side
                 cols.append(F.expr(_case(branches, otherwise)).alias(f.name))
             out = conform_dataframe(out.select(*cols), snapshot.schema.to_json())
-            md = snapshot.metadata
-            spec = WriteSpec(
-                table_uri=snapshot.table_root,
-                schema_json=snapshot.schema.to_json_string(),
-                partition_columns=tuple(md.partition_columns or ()),
-                configuration=dict(md.configuration or {}),
-                target_file_size=resolve_target_file_size(snapshot.properties, None),
-            )
-            result = write_data_files(out, spec)
+            result = write_data_files(out, table_write_spec(snapshot))
             adds, written = list(result.adds), result.num_output_rows
         return MergeOutcome(touched, adds, written, per_action, scan_ms, int((time.monotonic() - started) * 1000))
     finally:
