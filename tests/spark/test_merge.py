@@ -283,3 +283,28 @@ def test_upsert_refuses_duplicate_keys_and_dedupe_by_keeps_the_latest(spark, tmp
     # id 1 takes seq 2's value; NULL keys never match and are not deduplicated: both inserted
     assert got == [(False, 1, 11), (False, 2, 2), (False, 3, 30), (True, None, 5), (True, None, 6)]
     assert (res["numTargetRowsUpdated"], res["numTargetRowsInserted"]) == (1, 3)
+
+
+def test_concurrent_appends_conflict_only_inside_the_merged_key_range(spark, tmp_path):
+    from airflow_delta_provider_apps.engine.commands.merge import MergeClause, merge
+    from airflow_delta_provider_apps.engine.errors import CommitConflictError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL, partition_by=["p"])
+    t.append(spark.createDataFrame([(i, i, i % 2) for i in range(10)], DDL))
+    src = spark.createDataFrame([(3, 30, 1), (4, 40, 0)], DDL)
+    clauses = [MergeClause("matched", "update", None, None), MergeClause("not_matched", "insert", None, None)]
+
+    def run(stale):
+        return merge(stale, src, "target.id = source.id", clauses, spark=spark).to_dict()
+
+    stale = DeltaTable.for_path(spark, root).snapshot()
+    t.append(spark.createDataFrame([(500, 5, 0)], DDL))  # a key the source does not hold: no conflict
+    res = run(stale)
+    assert res["version"] == 3 and res["numTargetRowsUpdated"] == 2
+
+    stale = DeltaTable.for_path(spark, root).snapshot()
+    t.append(spark.createDataFrame([(4, 99, 0)], DDL))  # into the merged key range: a conflict
+    with pytest.raises(CommitConflictError):
+        run(stale)
+    assert DeltaTable.for_path(spark, root).version() == 4
