@@ -78,16 +78,17 @@ class WriteSpec:
 
 def table_write_spec(snapshot, *, target_file_size: int | None = None, **overrides) -> WriteSpec:
     """The WriteSpec of a snapshot's table: its root, schema, partition columns, properties and target
-    file size (``target_file_size``, else ``delta.targetFileSize``, else the default)."""
+    file size (``target_file_size``, else ``delta.targetFileSize``, else the default); ``overrides``
+    replace fields (e.g. an evolved ``schema_json``)."""
     md = snapshot.metadata
-    return WriteSpec(
-        table_uri=snapshot.table_root,
-        schema_json=snapshot.schema.to_json_string(),
-        partition_columns=tuple(md.partition_columns or ()),
-        configuration=dict(md.configuration or {}),
-        target_file_size=resolve_target_file_size(snapshot.properties, target_file_size),
-        **overrides,
-    )
+    fields = {
+        "table_uri": snapshot.table_root,
+        "schema_json": snapshot.schema.to_json_string(),
+        "partition_columns": tuple(md.partition_columns or ()),
+        "configuration": dict(md.configuration or {}),
+        "target_file_size": resolve_target_file_size(snapshot.properties, target_file_size),
+    }
+    return WriteSpec(**{**fields, **overrides})
 
 
 def resolve_target_file_size(properties: Any, target_file_size: int | None) -> int:

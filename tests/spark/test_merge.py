@@ -308,3 +308,24 @@ def test_concurrent_appends_conflict_only_inside_the_merged_key_range(spark, tmp
     with pytest.raises(CommitConflictError):
         run(stale)
     assert DeltaTable.for_path(spark, root).version() == 4
+
+
+def test_merge_schema_adds_the_source_columns_in_the_same_commit(spark, tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL)
+    t.append(spark.createDataFrame([(1, 1, 0), (2, 2, 0)], DDL))
+    t = DeltaTable.for_path(spark, root)
+    src = spark.createDataFrame([(2, 20, 0, "b"), (3, 30, 0, "c")], "id BIGINT, v INT, p INT, tag STRING")
+    with pytest.raises(DeltaError, match="unknown column .tag."):  # without merge_schema: no such column
+        t.merge(src, "target.id = source.id").when_matched_update({"tag": "source.tag"}).execute()
+    res = (
+        t.merge(src, "target.id = source.id", merge_schema=True)
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert res["version"] == 2
+    got = sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    assert got == [(1, 1, 0, None), (2, 20, 0, "b"), (3, 30, 0, "c")]
+    theirs = sorted(tuple(r.values()) for r in deltalake.DeltaTable(root).to_pyarrow_table().to_pylist())
+    assert theirs == got

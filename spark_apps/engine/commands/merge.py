@@ -223,8 +223,30 @@ def _by_name(schema, name: str):
     )
 
 
-def bind_plan(snapshot, source_schema, on: str, clauses: list[MergeClause], *, target_alias: str, source_alias: str):
-    """Bind every text of the merge to the schemas (step 1 of the module docstring)."""
+def evolved_schema(target, source_schema):
+    """``merge_schema=True``: the table's schema plus the source's columns it lacks (nullable, at the end),
+    which ``*_all`` clauses then fill; rows that no clause sets get NULL there. ``target`` itself when
+    the source brings nothing new."""
+    import dataclasses
+
+    from ..schema import StructType
+
+    new = [dataclasses.replace(f, nullable=True) for f in source_schema.fields if _by_name(target, f.name) is None]
+    return StructType(tuple(target.fields) + tuple(new)) if new else target
+
+
+def bind_plan(
+    snapshot,
+    source_schema,
+    on: str,
+    clauses: list[MergeClause],
+    *,
+    target_alias: str,
+    source_alias: str,
+    target_schema=None,
+):
+    """Bind every text of the merge to the schemas (step 1 of the module docstring); ``target_schema``:
+    the table's schema after this merge (evolved), default the snapshot's."""
     from ..expr.parse import bind_assignments_over, parse_over
     from ..expr.sql import quote as quote_name
 
@@ -237,7 +259,7 @@ def bind_plan(snapshot, source_schema, on: str, clauses: list[MergeClause], *, t
             "pass distinct source_alias= and target_alias=",
         )
     _check_clause_order(clauses)
-    target = snapshot.schema
+    target = target_schema if target_schema is not None else snapshot.schema
     both = {target_alias: target, source_alias: source_schema}
     only_source, only_target = {source_alias: source_schema}, {target_alias: target}
     bound_on = parse_over(on, both, condition=True, what="merge condition")
@@ -424,14 +446,17 @@ def merge(
             "MERGE needs Spark", "its source is a DataFrame", "use DeltaTable.for_path(spark, ...)"
         )
     features.check_write_supported(snapshot.protocol, snapshot.metadata)
-    if merge_schema:
-        raise InvalidArgumentError(
-            "merge_schema=True is not supported by MERGE yet",
-            "adding the source's new columns to the table during a merge is not implemented",
-            "add the columns first (an append or overwrite with merge_schema=True), then merge",
-        )
     source_schema = parse_schema(source.schema.jsonValue())
-    plan = bind_plan(snapshot, source_schema, on, list(clauses), target_alias=target_alias, source_alias=source_alias)
+    target_schema = evolved_schema(snapshot.schema, source_schema) if merge_schema else snapshot.schema
+    plan = bind_plan(
+        snapshot,
+        source_schema,
+        on,
+        list(clauses),
+        target_alias=target_alias,
+        source_alias=source_alias,
+        target_schema=target_schema,
+    )
     if snapshot.properties.append_only and not plan.insert_only:
         raise AppendOnlyViolationError(
             f"Cannot MERGE with update or delete clauses into table '{snapshot.table_root}'",
@@ -448,6 +473,10 @@ def merge(
     txn = OptimisticTransaction(
         storage, snapshot.table_root, snapshot, operation="MERGE", operation_parameters=params, **txn_options
     )
+    if target_schema is not snapshot.schema:  # the new columns land in the same commit
+        import dataclasses
+
+        txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=target_schema.to_json_string()))
     metrics = MergeMetrics()
     if txn.is_duplicate():
         return _result(snapshot, metrics, watch, skipped=True)

@@ -129,7 +129,7 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
     from pyspark.sql import functions as F
 
     from ..writer import table_write_spec
-    from .scan import scan_files
+    from .scan import FILE_COLUMN, scan_files
     from .write import conform_dataframe, write_data_files
 
     started = time.monotonic()
@@ -143,6 +143,13 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
         return "true" if c is None else to_sql(c, spell)
 
     target = scan_files(spark, snapshot, files=candidates, with_file_column=True).df
+    if len(plan.target_schema.fields) > len(snapshot.schema.fields):  # merge_schema: columns the files lack
+        from .write import spark_schema
+
+        added = spark_schema(plan.target_schema.to_json()).fields[len(snapshot.schema.fields) :]
+        data = [c for c in target.columns if c != FILE_COLUMN]
+        nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in added]
+        target = target.select(*data, *nulls, FILE_COLUMN)
     target = _renamed(target, "__t").withColumnRenamed(f"__t{len(plan.target_schema.fields)}", "__file")
     target = target.withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
     src = src.withColumn("__sp", F.lit(True))
@@ -227,8 +234,9 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
                 ]
                 otherwise = "NULL" if plan.insert_only else quote(f"__t{j}")  # an anti join has no target side
                 cols.append(F.expr(_case(branches, otherwise)).alias(f.name))
-            out = conform_dataframe(out.select(*cols), snapshot.schema.to_json())
-            result = write_data_files(out, table_write_spec(snapshot))
+            out = conform_dataframe(out.select(*cols), plan.target_schema.to_json())
+            spec = table_write_spec(snapshot, schema_json=plan.target_schema.to_json_string())
+            result = write_data_files(out, spec)
             adds, written = list(result.adds), result.num_output_rows
         return MergeOutcome(touched, adds, written, per_action, scan_ms, int((time.monotonic() - started) * 1000))
     finally:
