@@ -7,7 +7,7 @@ PYSPARK_VERSION := 4.3.0
 STAMP := $(VENV)/.installed
 INSTALL_LOG := install.log
 
-.PHONY: install lint format test test-unit test-spark test-airflow test-compat demo bench clean check-pyspark
+.PHONY: install lint format test test-unit test-spark test-differential test-airflow test-compat demo bench clean check-pyspark
 
 # The apache-spark provider pulls pyspark-client, which installs into the same pyspark/ folder as
 # pyspark and leaves a mixed install: remove both, then put the full pyspark back last.
@@ -48,6 +48,11 @@ test-unit: $(STAMP)
 
 test-spark: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/spark tests/interop
+
+# Thousands of generated predicates, values and UPDATE assignments against Spark SQL itself (minutes;
+# make test runs the short version). DIFFERENTIAL_EXAMPLES sets the number of examples (default 1000).
+test-differential: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m differential tests/spark/test_sql_differential.py
 
 test-airflow: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/airflow
