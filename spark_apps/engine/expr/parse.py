@@ -302,7 +302,34 @@ def _wider_number(a: DataType, b: DataType) -> DataType:
         scale = max(da.scale, db.scale)
         whole = max(da.precision - da.scale, db.precision - db.scale)
         return DecimalType(min(38, whole + scale), scale)
+    names = {a.name, b.name}
+    if "float" in names and names & {"integer", "long"}:  # ANSI: a float cannot hold every int or long
+        return n.DOUBLE
     return a if _rank(a) >= _rank(b) else b
+
+
+def _bounded(precision: int, scale: int) -> DecimalType:
+    """Spark's ``adjustPrecisionScale`` (precision loss allowed): beyond 38 digits the scale gives way,
+    down to 6, so that the integral digits fit."""
+    if precision <= 38:
+        return DecimalType(precision, scale)
+    whole = precision - scale
+    return DecimalType(38, max(38 - whole, min(scale, 6)))
+
+
+def decimal_result(op: str, a: DecimalType, b: DecimalType) -> DecimalType:
+    """The result type of ``a op b`` on decimals (Spark's DecimalPrecision)."""
+    p1, s1, p2, s2 = a.precision, a.scale, b.precision, b.scale
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        return _bounded(max(p1 - s1, p2 - s2) + scale + 1, scale)
+    if op == "*":
+        return _bounded(p1 + p2 + 1, s1 + s2)
+    if op == "/":
+        scale = max(6, s1 + p2 + 1)
+        return _bounded(p1 - s1 + s2 + scale, scale)
+    scale = max(s1, s2)  # %
+    return _bounded(min(p1 - s1, p2 - s2) + scale, scale)
 
 
 def _can_store(src: DataType, dst: DataType) -> bool:
@@ -817,27 +844,28 @@ class _Binder:
         if a.type.name == "void" or b.type.name == "void":
             other = b if a.type.name == "void" else a
             return n.Literal(None, other.type if other.type.name != "void" else n.INTEGER)
+        t = _wider_number(a.type, b.type)
+        if isinstance(t, DecimalType) and op != "div":
+            # each side keeps its own decimal type (an integral column as decimal(10,0) and the like, an
+            # integral literal with just its digits); the result type is Spark's DecimalPrecision rule
+            da, db = self._decimal_operand(a), self._decimal_operand(b)
+            return n.Arithmetic(op, self._to(a, da, op), self._to(b, db, op), decimal_result(op, da, db))
         if op == "/":
-            if isinstance(a.type, DecimalType) or isinstance(b.type, DecimalType):
-                if a.type.name not in n.FRACTIONAL and b.type.name not in n.FRACTIONAL:
-                    t = DecimalType(38, 6)  # Spark's result for decimal division, bounded
-                    return n.Arithmetic(op, self._to(a, t, op), self._to(b, t, op), t)
             return n.Arithmetic(op, self._to(a, n.DOUBLE, op), self._to(b, n.DOUBLE, op), n.DOUBLE)
         if op == "div":
             t = n.LONG
             if not (n.is_integral(a.type) and n.is_integral(b.type)):
                 raise _err(f"DIV needs integers in '{self.text}'", None, "use / for fractional division")
             return n.Arithmetic(op, self._to(a, t, op), self._to(b, t, op), t)
-        t = _wider_number(a.type, b.type)
-        if isinstance(t, DecimalType):
-            da, db = _as_decimal(a.type) if a.type.name not in n.FRACTIONAL else t, _as_decimal(b.type)
-            if op == "*":
-                scale = min(38, da.scale + db.scale)
-                t = DecimalType(min(38, da.precision + db.precision + 1), scale)
-            elif op in ("+", "-"):
-                scale = max(da.scale, db.scale)
-                t = DecimalType(min(38, max(da.precision - da.scale, db.precision - db.scale) + scale + 1), scale)
         return n.Arithmetic(op, self._to(a, t, op), self._to(b, t, op), t)
+
+    @staticmethod
+    def _decimal_operand(e: n.Expr) -> DecimalType:
+        if isinstance(e.type, DecimalType):
+            return e.type
+        if isinstance(e, n.Literal) and isinstance(e.value, int) and not isinstance(e.value, bool):
+            return DecimalType(max(1, len(str(abs(e.value)))), 0)  # Spark's DecimalType.fromLiteral
+        return _as_decimal(e.type)
 
     def _b_Add(self, node):
         return self._arith("+", node)
