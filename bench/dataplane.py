@@ -4,8 +4,11 @@
 One partitioned table (``dt``: 20 partitions; id, v, s, ts, n) of ``--rows`` rows (default 5M) is
 written three ways from the same rows: by our engine, by deltalake, and as plain parquet for Spark's
 own reader. Every case runs in ONE warm local[2] SparkSession, ``--reps`` times (median reported).
-DML cases run on a fresh copy of the table each time (the copy is not timed). After each DML the
-row counts of ours and deltalake are compared, so a fast wrong answer fails the run.
+Writes and DML run on a fresh copy of a table each time (the copy is not timed). The DML cases by a
+data predicate run both engines on copies of the SAME files (the deltalake-written table), ours
+through Spark and in process, the engines alternating within each repetition, and print where our
+time goes (open / plan / rewrite: read, evaluate, write / commit). After each DML the row counts of
+ours and deltalake are compared, so a fast wrong answer fails the run.
 
 Spark-native rows are what the same job costs on plain parquet without Delta (e.g. a delete of 1% is
 "read everything, filter, write everything"): the floor a Delta engine on Spark is compared with.
@@ -63,6 +66,59 @@ def _timed(fn, reps: int, setup=None) -> tuple[float, object]:
         out = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
+
+
+def _alternating(cases: dict, reps: int) -> tuple[dict, dict]:
+    """Median seconds per case, the cases alternating within each repetition (the first one moves
+    each time) so that all see the same background load; a case is ``(fn, setup)``, setup untimed."""
+    names = list(cases)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    outs: dict = {}
+    for i in range(reps):
+        for k in names[i % len(names) :] + names[: i % len(names)]:
+            fn, setup = cases[k]
+            setup()
+            t0 = time.perf_counter()
+            outs[k] = fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}, outs
+
+
+def _rs_dml(dt, command: str, args: tuple):
+    if command == "delete":
+        return dt.delete(args[0])
+    return dt.update(updates=args[0], predicate=args[1])
+
+
+def _dml_breakdown(spark, path: str, command: str, args: tuple, where: str) -> str:
+    """One more (untimed for the table) run of our DML on ``path``, split: opening the snapshot,
+    planning (parse, transaction, skipping), the rewrite (its wall time, and the work of the files
+    summed: parquet read, evaluate, parquet write with stats), the commit."""
+    from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine import rewrite as rw
+    from airflow_delta_provider_apps.engine.commands import dml
+
+    t0 = time.perf_counter()
+    snap = DeltaTable.for_path(spark, path).snapshot()
+    t1 = time.perf_counter()
+    with rw.record_outcomes() as got:
+        res = getattr(dml, command)(snap, *args, spark=spark)
+    t2 = time.perf_counter()
+    m = res.metrics
+    phase = m.scan_time_ms + m.rewrite_time_ms  # plan start .. outcomes applied
+    read, ev, write = (sum(getattr(o, k) for o in got) for k in ("read_ms", "eval_ms", "write_ms"))
+    cores = spark.sparkContext.defaultParallelism if spark is not None else (os.cpu_count() or 1)
+    ideal = (read + ev + write) / max(1, min(cores, len(got)))
+    one = sum(o.one_pass for o in got)
+    reads = sum(o.reads for o in got)
+    total = int((t2 - t0) * 1000)
+    return (
+        f"{where}: {total} ms = open {int((t1 - t0) * 1000)} + plan {max(0, phase - got.wall_ms)} + "
+        f"rewrite {got.wall_ms} + commit {max(0, m.execution_time_ms - phase)} (+ rest); rewrite work over "
+        f"{len(got)} files ({one} one pass, {reads} file reads), summed: read {read} / evaluate {ev} / "
+        f"write {write} ms, i.e. {ideal:.0f} ms on {min(cores, len(got))} cores; "
+        f"{'Spark job' if spark is not None else 'pool'} overhead ~{max(0, got.wall_ms - ideal):.0f} ms"
+    )
 
 
 def build(spark, rows: int) -> dict:
@@ -145,8 +201,8 @@ def run(rows: int, reps: int) -> list[dict]:
     row("filtered scan, one partition", o, None, n, f"{oc} rows")
 
     # ---- writes and DML on fresh copies
-    def fresh(kind):
-        dst = work / kind
+    def fresh(kind, name=None):
+        dst = work / (name or kind)
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(paths[kind], dst)
         return str(dst)
@@ -199,27 +255,60 @@ def run(rows: int, reps: int) -> list[dict]:
     row("delete one partition", o, r, n, f"{jobs} Spark jobs; {counts(ho, hr)} rows left")
     cases["partition_delete_jobs"] = jobs
 
-    o, res, ho = ours_case(lambda t: t.delete("v < 0.01"))
-    r, _, hr = rs_case(lambda d: d.delete("v < 0.01"))
-    n, _ = native_case(
+    # ---- DML by a data predicate: both engines on copies of the SAME files (deltalake's table), the
+    # engines alternating within each repetition; ours through Spark and in process
+    def dml_case(label, command, args, metric, verb, native_fn):
+        h_spark, h_local, h_rs = {}, {}, {}
+
+        def ours(session, holder):
+            return getattr(DeltaTable.for_path(session, holder["p"]), command)(*args)
+
+        times, outs = _alternating(
+            {
+                "spark": (lambda: ours(spark, h_spark), lambda: h_spark.update(p=fresh("rs", "ours_spark"))),
+                "local": (lambda: ours(None, h_local), lambda: h_local.update(p=fresh("rs", "ours_local"))),
+                "rs": (
+                    lambda: _rs_dml(deltalake.DeltaTable(h_rs["p"]), command, args),
+                    lambda: h_rs.update(p=fresh("rs")),
+                ),
+            },
+            reps,
+        )
+        n, _ = native_case(native_fn)
+        left = counts(h_spark, h_rs)
+        assert counts(h_local, h_rs) == left
+        r = times["rs"]
+        row(label, times["spark"], r, n, f"{outs['spark'][metric]} {verb}; {left} rows; same files")
+        row(f"{label}, in process", times["local"], r, None, f"{outs['local'][metric]} {verb}; same files")
+        for i, (where, session) in enumerate((("Spark local[2]", spark), ("in process", None))):
+            text = _dml_breakdown(session, fresh("rs", "breakdown"), command, args, where)
+            print(f"    {label}, {text}", flush=True)
+            results[i - 2]["breakdown"] = f"{label}, {text}"
+
+    dml_case(
+        "delete ~1% by a data predicate",
+        "delete",
+        ("v < 0.01",),
+        "numDeletedRows",
+        "deleted",
         lambda p: (
             spark.read.parquet(p).filter("NOT (v < 0.01)").write.mode("overwrite").partitionBy("dt").parquet(p + "_new")
-        )
+        ),
     )
-    row("delete ~1% by a data predicate", o, r, n, f"{res['numDeletedRows']} deleted; {counts(ho, hr)} left")
-
-    o, res, ho = ours_case(lambda t: t.update({"n": "n + 1"}, "v < 0.01"))
-    r, _, hr = rs_case(lambda d: d.update(updates={"n": "n + 1"}, predicate="v < 0.01"))
-    n, _ = native_case(
+    dml_case(
+        "update ~1%",
+        "update",
+        ({"n": "n + 1"}, "v < 0.01"),
+        "numUpdatedRows",
+        "updated",
         lambda p: (
             spark.read.parquet(p)
             .withColumn("n", F.when(F.col("v") < 0.01, F.col("n") + 1).otherwise(F.col("n")))
             .write.mode("overwrite")
             .partitionBy("dt")
             .parquet(p + "_new")
-        )
+        ),
     )
-    row("update ~1%", o, r, n, f"{res['numUpdatedRows']} updated; {counts(ho, hr)} rows")
 
     day_df = extra.filter("dt = DATE '2026-01-05'").cache()
     day_df.count()
@@ -265,6 +354,9 @@ def save(results: list[dict], rows: int, reps: int) -> None:
             f"| {r['case']} | {f(r['ours_s'])} | {f(r['deltalake_s'])} | {f(r['spark_native_s'])} | "
             f"{f(r['ours_vs_spark'], True)} | {f(r['ours_vs_deltalake'], True)} | {r['note']} |"
         )
+    notes = [f"- {r['breakdown']}" for r in results if r.get("breakdown")]
+    if notes:
+        lines += ["", "Where our DML time goes (one more run each, same files):", "", *notes]
     (RESULTS / "dataplane.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

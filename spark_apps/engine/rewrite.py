@@ -1,34 +1,67 @@
-"""Rewriting one data file for DELETE and UPDATE, in pure pyarrow (runs in a Spark task or in-process).
+"""Rewriting data files for DELETE and UPDATE, in pure pyarrow (in a Spark task or in this process).
 
-For each candidate file (one that partition pruning and data skipping could not rule out):
+A rewritten file keeps the rows DELETE keeps (those where the predicate is not TRUE:
+``NOT (p <=> TRUE)``, so rows where it is NULL stay), or every row with UPDATE's ``SET`` values
+taken where the predicate is TRUE (evaluated on those rows only, as Spark's ``CASE WHEN``; an
+updated partition column moves rows to their new partition), written through the core writer
+(:mod:`airflow_delta_provider_apps.engine.writer`).
 
-1. **Probe**: stream only the columns the predicate reads (column pruning in the parquet reader) and
-   count the rows where the predicate is TRUE. No match: the file is untouched, nothing is written,
-   and the rest of its columns are never read.
-2. **Rewrite** a touched file: stream all its columns once more and write, through the core writer
-   (:mod:`airflow_delta_provider_apps.engine.writer`), the rows DELETE keeps (those where the predicate is not TRUE:
-   ``NOT (p <=> TRUE)``, so rows where it is NULL stay) or every row with UPDATE's ``SET`` values
-   taken where the predicate is TRUE (an updated partition column moves rows to their new partition).
+Each candidate file (one that partition pruning and data skipping could not rule out) follows one
+of two plans, chosen per file on the driver from its min/max stats (:func:`likely_touched`):
 
-Counts come out of these two passes (rows in the file, rows matched, rows written), so a command
-never reads data a third time to compute its metrics. The outcome per file says what to remove (the
-file read) and what to add (the files written).
+* **One pass**, for a file the stats say is likely touched (the predicate's expected matches,
+  estimated from where its literals fall in each column's ``[min, max]``, are at least
+  :data:`LIKELY_MATCHES` rows; every file when there is no predicate): all columns are streamed
+  once; each batch's mask is computed and counted, and the kept or updated rows go to the writer.
+  Batches before the first match are held back (up to ``row_group_bytes``, the writer's own row
+  group buffer), so a file that turns out untouched usually writes nothing; past that the writer is
+  fed, and when nothing matched in the end the files written are deleted (storage ``delete``) and
+  the file is reported untouched.
+* **Probe, then rewrite**, for the others: stream only the predicate's columns (row groups whose
+  parquet statistics rule the predicate out are not read) and stop at the first batch with a
+  match. No match: the file is untouched, nothing is written, its other columns are never read. A
+  match: the file is rewritten as in one pass (its predicate columns are read a second time).
+
+An untouched file yields no written file and must not be removed. Counts come out of the passes
+themselves (rows in the file, rows matched, rows written), so a command never reads data again to
+compute its metrics. In this process the files are rewritten in parallel, by a pool of
+``os.cpu_count()`` threads (pyarrow releases the GIL in parquet reading, writing and compute); in
+Spark, tasks give the parallelism (:mod:`airflow_delta_provider_apps.engine.spark.rewrite`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .expr import nodes as n
 from .expr.nodes import Expr
-from .writer import WriteSpec, WrittenFile, write_batches
+from .writer import TableWriter, WriteSpec, WrittenFile
 
-__all__ = ["RewriteSpec", "FileOutcome", "rewrite_file", "rewrite_files"]
+__all__ = [
+    "RewriteSpec",
+    "FileOutcome",
+    "rewrite_file",
+    "rewrite_files",
+    "likely_touched",
+    "record_outcomes",
+    "RewriteRecord",
+    "LIKELY_MATCHES",
+]
+
+LIKELY_MATCHES = 3.0
+"""Expected matching rows (from a file's stats) from which it is rewritten in one pass: with rows
+matching independently, a file expected to hold 3 matches holds none with probability ~5%."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +81,15 @@ class RewriteSpec:
 
 @dataclass
 class FileOutcome:
-    """What happened to one candidate file."""
+    """What happened to one candidate file.
+
+    ``probe_ms`` is the time spent finding the matching rows (the probe pass, or the reading and
+    evaluating of a one pass), ``rewrite_ms`` the rest (writing, and the second read of a probed
+    file). ``read_ms`` / ``eval_ms`` / ``write_ms`` split the same time by kind of work (parquet
+    reading and conforming; predicate and ``SET`` evaluation and filtering; parquet writing with
+    stats, and deleting what a one pass wrote for nothing). ``reads`` is the passes over the file's
+    data (1 or 2), ``one_pass`` the plan taken, ``discarded`` the files a one pass wrote and deleted.
+    """
 
     path: str
     num_rows: int = 0
@@ -56,6 +97,12 @@ class FileOutcome:
     written: list[WrittenFile] = field(default_factory=list)
     probe_ms: int = 0
     rewrite_ms: int = 0
+    read_ms: int = 0
+    eval_ms: int = 0
+    write_ms: int = 0
+    reads: int = 0
+    one_pass: bool = False
+    discarded: int = 0
 
     @property
     def touched(self) -> bool:
@@ -64,6 +111,52 @@ class FileOutcome:
     @property
     def num_written_rows(self) -> int:
         return sum(w.num_rows for w in self.written)
+
+
+# ---------------------------------------------------------------------------------------------
+# observers (the bench reads the per-file breakdown of a command through this)
+
+
+class RewriteRecord(list):
+    """The outcomes of the rewrites run inside :func:`record_outcomes`, with ``runs`` (rewrite
+    calls) and ``wall_ms`` (their summed wall time, from the files listed to the outcomes back:
+    thread pool or Spark job included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.runs = 0
+        self.wall_ms = 0
+
+
+_observers: list[RewriteRecord] = []
+_observers_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def record_outcomes() -> Iterator[RewriteRecord]:
+    """Collect the outcomes of every rewrite run (in this process or in Spark tasks) while the
+    block is active (the bench reads a command's time split through this)."""
+    got = RewriteRecord()
+    with _observers_lock:
+        _observers.append(got)
+    try:
+        yield got
+    finally:
+        with _observers_lock:
+            _observers.remove(got)
+
+
+def notify(outcomes: list[FileOutcome], wall_ms: int = 0) -> None:
+    """Hand ``outcomes`` (and the wall time of the run) to the active :func:`record_outcomes` blocks."""
+    with _observers_lock:
+        for got in _observers:
+            got.extend(outcomes)
+            got.runs += 1
+            got.wall_ms += int(wall_ms)
+
+
+# ---------------------------------------------------------------------------------------------
+# one file
 
 
 class _Bound:
@@ -78,13 +171,227 @@ class _Bound:
         self.probe_columns = sorted({p[0] for p in self.predicate.columns()}) if self.predicate else []
 
 
-def _mask(bound: _Bound, batch: pa.RecordBatch) -> pa.Array:
+class _Clock:
+    """Nanoseconds spent reading, evaluating and writing one file."""
+
+    __slots__ = ("read", "eval", "write")
+
+    def __init__(self):
+        self.read = self.eval = self.write = 0
+
+
+def _ms(ns: int) -> int:
+    return int(ns // 1_000_000)
+
+
+def _timed_reads(batches, clock: _Clock) -> Iterator[pa.RecordBatch]:
+    """``batches``, the time spent producing each counted as reading; closes them when left early."""
+    it = iter(batches)
+    try:
+        while True:
+            started = time.perf_counter_ns()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            finally:
+                clock.read += time.perf_counter_ns() - started
+            yield batch
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+
+
+def _mask_count(bound: _Bound, batch: pa.RecordBatch) -> tuple[pa.Array | None, int]:
+    """(rows where the predicate is TRUE, how many); (None, rows) without a predicate."""
+    if bound.predicate is None:
+        return None, batch.num_rows
     from .expr import true_mask
 
-    if bound.predicate is None:
-        return pa.repeat(pa.scalar(True), batch.num_rows)
     mask = true_mask(bound.predicate, batch)
-    return mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks()
+    return mask, int(pc.sum(mask).as_py() or 0)
+
+
+def _apply(bound: _Bound, batch: pa.RecordBatch, mask: pa.Array | None, matched: int) -> pa.RecordBatch:
+    """What a batch with ``matched`` rows matching becomes: DELETE keeps the rows where the
+    predicate is not TRUE; UPDATE takes the ``SET`` values where it is. The ``SET`` expressions are
+    evaluated on the matching rows only, as Spark's ``CASE WHEN p THEN e ELSE col END`` does (so a
+    value they cannot handle in another row, e.g. a division by zero, is no error)."""
+    if not matched:
+        return batch
+    if not bound.updates:
+        if matched == batch.num_rows:
+            return batch.slice(0, 0)
+        return batch.filter(pc.invert(mask))
+    from .expr import evaluate
+
+    every = mask is None or matched == batch.num_rows
+    rows = batch if every else batch.filter(mask)
+    columns = []
+    for name in batch.schema.names:
+        col = batch.column(name)
+        expr = bound.updates.get(name)
+        if expr is not None:
+            new = evaluate(expr, rows)
+            new = new.combine_chunks() if isinstance(new, pa.ChunkedArray) else new
+            if isinstance(new, pa.Scalar):
+                new = pa.repeat(new, rows.num_rows) if new.is_valid else pa.nulls(rows.num_rows, col.type)
+            new = new.cast(col.type)
+            col = new if every else _scatter(col, mask, new)
+        columns.append(col)
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+def _scatter(col: pa.Array, mask: pa.Array, new: pa.Array) -> pa.Array:
+    """``col`` with its rows where ``mask`` is TRUE replaced, in order, by ``new`` (one value each)."""
+    try:
+        return pc.replace_with_mask(col, mask, new)
+    except pa.ArrowNotImplementedError:  # nested types: gather from the two arrays
+        n = len(col)
+        where = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+        index = np.arange(n, dtype=np.int64)
+        index[where] = n + np.arange(int(where.sum()), dtype=np.int64)
+        return pa.concat_arrays([col, new]).take(pa.array(index))
+
+
+def _has_deletion_vector(dv: Any) -> bool:
+    if isinstance(dv, str):
+        import json
+
+        dv = json.loads(dv)
+    if dv is None:
+        return False
+    if isinstance(dv, dict):
+        return dv.get("storageType") is not None or dv.get("storage_type") is not None
+    return True
+
+
+class _File:
+    """One candidate file: how to stream it, and what was found and written."""
+
+    def __init__(self, spec, storage, path, partition_values, deletion_vector, bound, task_id):
+        self.spec = spec
+        self.storage = storage
+        self.path = path
+        self.partition_values = dict(partition_values or {})
+        self.deletion_vector = deletion_vector
+        self.bound = bound
+        self.task_id = task_id
+        self.clock = _Clock()
+        self.out = FileOutcome(path)
+
+    def stream(self, columns, row_groups=None):
+        from .reader import iter_data_file_batches
+
+        started = time.perf_counter_ns()
+        try:
+            batches = iter_data_file_batches(
+                self.storage,
+                self.spec.write.table_uri,
+                self.path,
+                self.partition_values,
+                self.bound.schema,
+                list(self.spec.write.partition_columns),
+                columns,
+                self.deletion_vector,
+                column_mapping_mode=self.spec.column_mapping_mode,
+                row_groups=row_groups,
+            )
+        finally:  # opening the file and reading its footer
+            self.clock.read += time.perf_counter_ns() - started
+        return _timed_reads(batches, self.clock)
+
+    def probe(self) -> bool:
+        """Whether any row matches, reading the predicate's columns up to the first match; when
+        none does, ``num_rows`` is the file's live row count."""
+        from .expr.skipping import row_groups_may_match
+
+        bound, clock = self.bound, self.clock
+        skipped_rows = 0
+
+        def row_groups(metadata):
+            nonlocal skipped_rows
+            keep = row_groups_may_match(
+                metadata, bound.predicate, bound.schema, list(self.spec.write.partition_columns), self.partition_values
+            )
+            skipped_rows = sum(metadata.row_group(g).num_rows for g, k in enumerate(keep) if not k)
+            return keep
+
+        # with a deletion vector, a skipped group's live rows are not known from the footer
+        prune = None if _has_deletion_vector(self.deletion_vector) else row_groups
+        rows = 0
+        batches = self.stream(bound.probe_columns, prune)
+        try:
+            for batch in batches:
+                rows += batch.num_rows
+                if not batch.num_rows:
+                    continue
+                started = time.perf_counter_ns()
+                _, matched = _mask_count(bound, batch)
+                clock.eval += time.perf_counter_ns() - started
+                if matched:
+                    return True
+        finally:
+            batches.close()
+        self.out.num_rows = rows + skipped_rows
+        return False
+
+    def rewrite(self) -> None:
+        """Read every column once: count, and write the kept/updated rows (see the module docstring)."""
+        out, clock, bound = self.out, self.clock, self.bound
+        out.num_rows = out.num_matched = 0
+        budget = max(1, int(self.spec.write.row_group_bytes))
+        writer: TableWriter | None = None
+        written: list[WrittenFile] = []
+        held: list[pa.RecordBatch] = []
+        held_bytes = 0
+
+        def feed(batches) -> None:
+            nonlocal writer
+            started = time.perf_counter_ns()
+            if writer is None:
+                writer = TableWriter(self.spec.write, self.task_id)
+            for b in batches:
+                if b.num_rows:
+                    written.extend(writer.write(b))
+            clock.write += time.perf_counter_ns() - started
+
+        batches = self.stream(None)
+        try:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                started = time.perf_counter_ns()
+                mask, matched = _mask_count(bound, batch)
+                result = _apply(bound, batch, mask, matched)
+                clock.eval += time.perf_counter_ns() - started
+                out.num_rows += batch.num_rows
+                out.num_matched += matched
+                if writer is None and not out.num_matched:  # nothing matched yet: hold the rows back
+                    held.append(result)
+                    held_bytes += result.nbytes
+                    if held_bytes >= budget:  # too much to hold: write them (deleted if untouched)
+                        feed(held)
+                        held = []
+                    continue
+                feed([*held, result])
+                held = []
+            started = time.perf_counter_ns()
+            if writer is not None:
+                written.extend(writer.finish())
+            if not out.num_matched:  # untouched after all: take back what was written
+                _discard(self.storage, self.spec, [FileOutcome(self.path, written=written)])
+                out.discarded, written = len(written), []
+            clock.write += time.perf_counter_ns() - started
+        except BaseException:
+            _discard(self.storage, self.spec, [FileOutcome(self.path, written=written)])
+            raise
+        finally:
+            batches.close()
+        out.written = written
 
 
 def rewrite_file(
@@ -96,79 +403,348 @@ def rewrite_file(
     *,
     task_id: int = 0,
     bound: _Bound | None = None,
+    likely: bool = False,
 ) -> FileOutcome:
-    """Probe and, when touched, rewrite one file (see the module docstring)."""
-    from .expr import evaluate
-    from .reader import iter_data_file_batches
-
-    bound = bound or _Bound(spec)
-    root = spec.write.table_uri
-    parts = list(spec.write.partition_columns)
-    out = FileOutcome(path)
-
-    def stream(columns):
-        return iter_data_file_batches(
-            storage,
-            root,
-            path,
-            partition_values,
-            bound.schema,
-            parts,
-            columns,
-            deletion_vector,
-            column_mapping_mode=spec.column_mapping_mode,
-        )
-
-    started = time.monotonic()
-    for batch in stream(bound.probe_columns):
-        out.num_rows += batch.num_rows
-        if bound.predicate is not None and batch.num_rows:
-            out.num_matched += int(pc.sum(pc.cast(_mask(bound, batch), pa.int64())).as_py() or 0)
-    if bound.predicate is None:
-        out.num_matched = out.num_rows
-    out.probe_ms = int((time.monotonic() - started) * 1000)
-    if not out.touched:
-        return out
-
-    started = time.monotonic()
-
-    def rewritten() -> Iterator[pa.RecordBatch]:
-        for batch in stream(None):
-            if not batch.num_rows:
-                continue
-            mask = _mask(bound, batch)
-            if not bound.updates:  # DELETE: keep the rows where the predicate is not TRUE
-                kept = batch.filter(pc.invert(mask))
-                if kept.num_rows:
-                    yield kept
-                continue
-            columns = []
-            for name in batch.schema.names:
-                col = batch.column(name)
-                expr = bound.updates.get(name)
-                if expr is not None:
-                    new = evaluate(expr, batch)
-                    new = new.combine_chunks() if isinstance(new, pa.ChunkedArray) else new
-                    col = pc.if_else(mask, new.cast(col.type), col)
-                columns.append(col)
-            yield pa.RecordBatch.from_arrays(columns, schema=batch.schema)
-
-    out.written = list(write_batches(spec.write, rewritten(), task_id=task_id))
-    out.rewrite_ms = int((time.monotonic() - started) * 1000)
+    """Rewrite one file when a row matches (see the module docstring): in one pass when ``likely``
+    (or without a predicate), else probe first."""
+    f = _File(spec, storage, path, partition_values, deletion_vector, bound or _Bound(spec), task_id)
+    out, clock = f.out, f.clock
+    started = time.perf_counter_ns()
+    if likely or f.bound.predicate is None:
+        out.one_pass, out.reads = True, 1
+        f.rewrite()
+        found = clock.read + clock.eval
+    else:
+        out.reads = 1
+        touched = f.probe()
+        found = time.perf_counter_ns() - started
+        if touched:
+            out.reads = 2
+            f.rewrite()
+    total = time.perf_counter_ns() - started
+    out.probe_ms = _ms(found)
+    out.rewrite_ms = max(0, _ms(total) - out.probe_ms)
+    out.read_ms, out.eval_ms, out.write_ms = _ms(clock.read), _ms(clock.eval), _ms(clock.write)
     return out
 
 
-def rewrite_files(spec: RewriteSpec, files: pa.Table, *, task_id: int = 0) -> list[FileOutcome]:
-    """Rewrite each file of ``files`` (rows of ``snapshot.files``) in this process."""
+def rewrite_files(
+    spec: RewriteSpec,
+    files: pa.Table,
+    *,
+    task_id: int = 0,
+    max_workers: int | None = None,
+    one_pass: bool | None = None,
+) -> list[FileOutcome]:
+    """Rewrite each file of ``files`` (rows of ``snapshot.files``) in this process, in parallel
+    across files (``max_workers`` threads, default ``os.cpu_count()``); one outcome per file, in
+    the order of ``files``.
+
+    :param one_pass: the plan for every file (True: one pass, False: probe first); None chooses
+        per file from its stats (:func:`likely_touched`)
+    """
     from .storage import storage_for
 
+    if files.num_rows == 0:
+        return []
+    started = time.perf_counter_ns()
     storage = storage_for(spec.write.table_uri)
     bound = _Bound(spec)
+    if one_pass is None:
+        likely = likely_touched(files, bound.schema, list(spec.write.partition_columns), spec.predicate)
+    else:
+        likely = [bool(one_pass)] * files.num_rows
     has_dv = "deletion_vector" in files.column_names
-    outcomes = []
-    for row in files.select(["path", "partition_values"] + (["deletion_vector"] if has_dv else [])).to_pylist():
+    rows = files.select(["path", "partition_values"] + (["deletion_vector"] if has_dv else [])).to_pylist()
+
+    def one(i: int) -> FileOutcome:
+        row = rows[i]
         pv = dict(row["partition_values"] or [])
-        outcomes.append(
-            rewrite_file(spec, storage, row["path"], pv, row.get("deletion_vector"), task_id=task_id, bound=bound)
+        return rewrite_file(
+            spec,
+            storage,
+            row["path"],
+            pv,
+            row.get("deletion_vector"),
+            task_id=task_id,
+            bound=bound,
+            likely=likely[i],
         )
+
+    workers = max(1, min(len(rows), max_workers or os.cpu_count() or 1))
+    done: list[FileOutcome] = []
+    try:
+        if workers == 1:
+            for i in range(len(rows)):
+                done.append(one(i))
+            outcomes = done
+        else:
+            sizes = files.column("size").to_pylist() if "size" in files.column_names else [0] * len(rows)
+            order = sorted(range(len(rows)), key=lambda i: -(sizes[i] or 0))  # largest first: balanced
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-rewrite") as pool:
+                futures = {i: pool.submit(one, i) for i in order}
+                try:
+                    outcomes = [futures[i].result() for i in range(len(rows))]
+                except BaseException:
+                    for fut in futures.values():
+                        fut.cancel()
+                    pool.shutdown(wait=True)  # the running files finish (or fail) before the cleanup
+                    done = [
+                        f.result() for f in futures.values() if f.done() and not f.cancelled() and not f.exception()
+                    ]
+                    raise
+    except BaseException:
+        _discard(storage, spec, done)  # the command fails: what the other files wrote is never committed
+        raise
+    notify(outcomes, _ms(time.perf_counter_ns() - started))
     return outcomes
+
+
+def _discard(storage, spec: RewriteSpec, outcomes: list[FileOutcome]) -> None:
+    """Delete the files ``outcomes`` wrote (best effort: an undeleted one is an orphan VACUUM removes)."""
+    from .paths import data_file_uri
+
+    for o in outcomes:
+        for w in o.written:
+            try:
+                storage.delete(data_file_uri(spec.write.table_uri, w.add.path))
+            except Exception:  # cleanup after a failure must not hide that failure
+                pass
+
+
+# ---------------------------------------------------------------------------------------------
+# which files are likely touched (from their stats)
+
+
+def likely_touched(files: pa.Table, schema, partition_columns: list[str], predicate: Expr | None) -> list[bool]:
+    """One flag per file of ``files`` (rows of ``snapshot.files``): its stats say the predicate
+    likely matches at least one of its rows, so it is rewritten in one pass.
+
+    The share of a file's rows matching is estimated per file, assuming values spread evenly over
+    each column's ``[min, max]`` (``numRecords``, ``minValues``, ``maxValues``, ``nullCount``;
+    partition columns are constant per file): ``col < v`` covers ``(v - min) / (max - min)`` of the
+    range (counting values for integral types, dates and timestamps), ``col = v`` one value of it,
+    ``IN`` the sum of its values, ``IS NULL`` ``nullCount / numRecords``; AND multiplies (a
+    conjunct that cannot be estimated constrains nothing), OR and NOT combine as probabilities.
+    Strings only count where the bounds decide (outside ``[min, max]``, or ``min = max``). A file
+    is likely touched when share x ``numRecords`` >= :data:`LIKELY_MATCHES`. Anything unknown
+    (no stats, an expression not understood) is not likely: those files are probed, which is
+    always correct. Without a predicate every file is likely touched.
+    """
+    count = files.num_rows
+    if predicate is None:
+        return [True] * count
+    if count == 0:
+        return []
+    try:
+        est = _Estimate(files, schema, partition_columns, predicate)
+        share = est.share(predicate)
+        if share is None or est.records is None:
+            return [False] * count
+        expected = np.nan_to_num(share * est.records, nan=0.0)
+        return [bool(x) for x in expected >= LIKELY_MATCHES]
+    except Exception:  # only a hint: a failure to estimate means "probe first", always correct
+        return [False] * count
+
+
+_DISCRETE = (*n.INTEGRAL, "date", "timestamp", "timestamp_ntz", "boolean")
+_NUMERIC = (*_DISCRETE, *n.FRACTIONAL)
+
+
+def _is_number(t) -> bool:
+    return t.name in n.INTEGRAL or t.name in n.FRACTIONAL or isinstance(t, n.DecimalType)
+
+
+def _column(e: Expr) -> Expr:
+    """The column under numeric casts (``CAST(short_col AS INT)``, float to double, decimal to
+    decimal: they keep the order of values, so the column's bounds still apply), else ``e``."""
+    while (
+        isinstance(e, n.Cast)
+        and isinstance(e.child, (n.Column, n.Cast))
+        and _is_number(e.type)
+        and _is_number(e.child.type)
+    ):
+        e = e.child
+    return e
+
+
+def _numbers(arr: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """Bounds (or literals) as float64 on one scale per type (days, microseconds); NaN = unknown."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_date32(t):
+        arr = arr.cast(pa.int32())
+    elif pa.types.is_date64(t):
+        arr = pc.divide(arr.cast(pa.int64()), 86_400_000)
+    elif pa.types.is_timestamp(t):
+        arr = arr.cast(pa.timestamp("us", t.tz), safe=False).cast(pa.int64())
+    elif pa.types.is_boolean(t):
+        arr = arr.cast(pa.int8())
+    elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
+        return None
+    return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype="float64")
+
+
+class _Estimate:
+    """Per-file shares of matching rows (float arrays, NaN = unknown for that file)."""
+
+    def __init__(self, files, schema, partition_columns, predicate):
+        from .expr.skipping import partition_table, stats_table
+
+        self.n = files.num_rows
+        self.parts = {c.lower(): c for c in partition_columns}
+        data_columns = [
+            c
+            for c in predicate.walk()
+            if isinstance(c, n.Column) and not (len(c.path) == 1 and c.path[0].lower() in self.parts)
+        ]
+        self.stats = stats_table(files, data_columns)
+        self.ptable = partition_table(files, schema, partition_columns) if partition_columns else None
+        records = None
+        if self.stats is not None:
+            records = _numbers(self.stats.column("numRecords"))
+        self.records = records
+
+    # ---- bounds
+
+    def _leaf(self, top: str, path: tuple[str, ...]) -> pa.Array | None:
+        if self.stats is None or top not in self.stats.column_names:
+            return None
+        col = self.stats.column(top).combine_chunks()
+        for p in path:
+            if not pa.types.is_struct(col.type) or col.type.get_field_index(p) < 0:
+                return None
+            col = pc.struct_field(col, [col.type.get_field_index(p)])
+        return col
+
+    def bounds(self, c: n.Column) -> tuple[pa.Array | None, pa.Array | None]:
+        if len(c.path) == 1 and c.path[0].lower() in self.parts and self.ptable is not None:
+            v = self.ptable.column(self.ptable.column_names[list(self.parts).index(c.path[0].lower())])
+            v = v.combine_chunks()
+            return v, v
+        path = c.physical_path or c.path
+        return self._leaf("minValues", path), self._leaf("maxValues", path)
+
+    def non_null_share(self, c: n.Column) -> np.ndarray:
+        if len(c.path) == 1 and c.path[0].lower() in self.parts:
+            lo, _ = self.bounds(c)
+            return np.where(np.asarray(lo.is_valid().to_numpy(zero_copy_only=False)), 1.0, 0.0)
+        nulls = self._leaf("nullCount", c.physical_path or c.path)
+        if nulls is None or self.records is None:
+            return np.ones(self.n)
+        share = 1.0 - _numbers(nulls) / np.maximum(self.records, 1.0)
+        return np.nan_to_num(np.clip(share, 0.0, 1.0), nan=1.0)
+
+    # ---- shares
+
+    def share(self, e: Expr) -> np.ndarray | None:
+        if isinstance(e, n.And):
+            parts = [s for s in (self.share(i) for i in e.items) if s is not None]
+            if not parts:
+                return None
+            known = np.ones(self.n)
+            any_known = np.zeros(self.n, dtype=bool)
+            for s in parts:
+                known = known * np.where(np.isnan(s), 1.0, s)
+                any_known |= ~np.isnan(s)
+            return np.where(any_known, known, np.nan)
+        if isinstance(e, n.Or):
+            miss = np.ones(self.n)
+            for i in e.items:
+                s = self.share(i)
+                if s is None:
+                    return None
+                miss = miss * (1.0 - s)
+            return 1.0 - miss
+        if isinstance(e, n.Not):
+            s = self.share(e.child)
+            return None if s is None else 1.0 - s
+        if isinstance(e, n.Literal):
+            return np.full(self.n, 1.0 if e.value is True else 0.0)
+        if isinstance(e, n.IsNull) and isinstance(e.child, n.Column):
+            s = 1.0 - self.non_null_share(e.child)
+            return 1.0 - s if e.negated else s
+        if isinstance(e, n.In) and isinstance(_column(e.child), n.Column):
+            total = np.zeros(self.n)
+            for v in e.values:
+                if v.value is None:
+                    continue
+                s = self._compare(_column(e.child), "=", v)
+                if s is None:
+                    return None
+                total = total + s
+            s = np.minimum(total, 1.0)
+            return 1.0 - s if e.negated else s
+        if isinstance(e, n.Compare):
+            left, right = _column(e.left), _column(e.right)
+            if isinstance(left, n.Column) and isinstance(right, n.Literal):
+                return self._compare(left, e.op, right)
+            if isinstance(right, n.Column) and isinstance(left, n.Literal):
+                return self._compare(right, n.FLIPPED[e.op], left)
+        return None
+
+    def _compare(self, c: n.Column, op: str, lit: n.Literal) -> np.ndarray | None:
+        if lit.value is None:
+            return np.zeros(self.n) if op != "<=>" else None
+        if op == "!=":
+            eq = self._compare(c, "=", lit)
+            return None if eq is None else (1.0 - eq) * self.non_null_share(c)
+        if op not in ("=", "<=>", "<", "<=", ">", ">="):
+            return None
+        lo_arr, hi_arr = self.bounds(c)
+        if lo_arr is None or hi_arr is None:
+            return None
+        name = c.type.name
+        if name in _NUMERIC or isinstance(c.type, n.DecimalType):
+            try:
+                lo, hi = _numbers(lo_arr), _numbers(hi_arr)
+                if _is_number(c.type):  # (decimal bounds are float64: see stats_table)
+                    v = np.array([float(lit.value)])
+                else:  # dates and timestamps: on the bounds' scale
+                    v = _numbers(pa.array([lit.value], lo_arr.type))
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                return None
+            if lo is None or hi is None or v is None or np.isnan(v[0]):
+                return None
+            return self._range_share(lo, hi, float(v[0]), op, discrete=name in _DISCRETE) * self.non_null_share(c)
+        if name == "string" and isinstance(lit.value, str):
+            lo_s, hi_s = lo_arr.to_pylist(), hi_arr.to_pylist()
+            out = np.full(self.n, np.nan)
+            v = lit.value
+            for i, (a, b) in enumerate(zip(lo_s, hi_s)):
+                if a is None or b is None:
+                    continue
+                if op in ("=", "<=>"):
+                    if v < a or (v > b and len(b) < 32):  # a long max may be a truncated prefix
+                        out[i] = 0.0
+                    elif a == b == v:
+                        out[i] = 1.0
+            return out * self.non_null_share(c)
+        return None
+
+    @staticmethod
+    def _range_share(lo: np.ndarray, hi: np.ndarray, v: float, op: str, *, discrete: bool) -> np.ndarray:
+        """Share of ``[lo, hi]`` where ``x op v`` holds, values spread evenly (NaN where unknown)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if discrete:
+                width = hi - lo + 1.0
+                if op in ("=", "<=>"):
+                    inside = (v >= lo) & (v <= hi)
+                    return np.where(np.isnan(width), np.nan, np.where(inside, 1.0 / width, 0.0))
+                if op == "<":
+                    covered = v - lo
+                elif op == "<=":
+                    covered = v - lo + 1.0
+                elif op == ">":
+                    covered = hi - v
+                else:  # >=
+                    covered = hi - v + 1.0
+                return np.clip(covered / width, 0.0, 1.0)
+            width = hi - lo
+            if op in ("=", "<=>"):
+                return np.where(np.isnan(width), np.nan, np.where((lo == v) & (hi == v), 1.0, 0.0))
+            at_bound = {"<": v > lo, "<=": v >= lo, ">": v < hi, ">=": v <= hi}[op]  # when min = max
+            share = (v - lo) / width if op in ("<", "<=") else (hi - v) / width
+            share = np.where(width > 0, np.clip(share, 0.0, 1.0), np.where(at_bound, 1.0, 0.0))
+            return np.where(np.isnan(width), np.nan, share)

@@ -1,15 +1,19 @@
 """Run the per-file rewrite (:mod:`airflow_delta_provider_apps.engine.rewrite`) over candidate files in Spark tasks.
 
 The candidate files (after partition pruning and data skipping) become a small DataFrame, one row per
-file, dealt to tasks by size (as the scan does) and mapped with ``mapInArrow``: each task probes its
-files and rewrites the touched ones with pyarrow, writing new files itself. One Spark job, no
-shuffle of table data, nothing read twice but the touched files. Each task yields one small row per
-input file (the counts and the AddFile JSON of what it wrote), which the driver collects.
+file with its plan flag (``likely``: rewrite in one pass, else probe first; decided on the driver
+from the files' stats by :func:`~airflow_delta_provider_apps.engine.rewrite.likely_touched`), dealt to
+one task per core, each with about the same bytes (:func:`_listing_for_tasks`: the listing is a
+local relation Spark cuts into contiguous slices, so no range-partitioning job or shuffle runs
+before the ``mapInArrow`` job: ONE Spark job). Each task rewrites its files with pyarrow, writing
+new files itself, and yields one small row per input file (the counts, the AddFile JSON of what it
+wrote, its time split), which the driver collects.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pyarrow as pa
 
@@ -21,25 +25,29 @@ from .session import delta_error_from, guard_executor
 
 __all__ = ["rewrite_files"]
 
-OUTPUT_SCHEMA = "path string, num_rows long, num_matched long, written string, probe_ms long, rewrite_ms long"
+_COUNTS = ("num_rows", "num_matched", "probe_ms", "rewrite_ms", "read_ms", "eval_ms", "write_ms", "reads", "discarded")
 _ARROW_OUTPUT = pa.schema(
-    [
-        ("path", pa.string()),
-        ("num_rows", pa.int64()),
-        ("num_matched", pa.int64()),
-        ("written", pa.string()),
-        ("probe_ms", pa.int64()),
-        ("rewrite_ms", pa.int64()),
-    ]
+    [("path", pa.string()), ("written", pa.string()), ("one_pass", pa.bool_())] + [(c, pa.int64()) for c in _COUNTS]
 )
+OUTPUT_SCHEMA = "path string, written string, one_pass boolean, " + ", ".join(f"{c} long" for c in _COUNTS)
+_LIKELY = "likely"
 
 
 def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome]:
-    """Probe and rewrite ``files`` (rows of ``snapshot.files``) in Spark tasks; one outcome per file."""
+    """Rewrite the touched files of ``files`` (rows of ``snapshot.files``) in Spark tasks; one
+    outcome per file."""
+    from ..rewrite import likely_touched, notify
+    from ..schema import parse_schema
+
     if files.num_rows == 0:
         return []
-    n_tasks = min(files.num_rows, 2 * _default_parallelism(spark))
-    listing = _files_table(files, n_tasks)
+    started = time.perf_counter_ns()
+    n_tasks = min(files.num_rows, _slices(spark))
+    listing = _listing_for_tasks(files, n_tasks)
+    likely = likely_touched(
+        files, parse_schema(spec.write.schema_json), list(spec.write.partition_columns), spec.predicate
+    )
+    listing = listing.append_column(_LIKELY, pa.array(likely, pa.bool_()))
 
     def fn(batches, _spec=spec):
         from airflow_delta_provider_apps.engine.spark.rewrite import rewrite_task
@@ -47,7 +55,6 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
         return rewrite_task(_spec, batches)
 
     df = spark.createDataFrame(listing)
-    df = df.repartitionByRange(n_tasks, _TASK_COLUMN) if n_tasks > 1 else df.coalesce(1)
     try:
         rows = df.mapInArrow(fn, OUTPUT_SCHEMA).collect()
     except Exception as e:  # executor errors arrive wrapped in Spark exceptions
@@ -58,10 +65,55 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
     outcomes = []
     for r in rows:
         written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]
-        outcomes.append(
-            FileOutcome(r["path"], int(r["num_rows"]), int(r["num_matched"]), written, r["probe_ms"], r["rewrite_ms"])
-        )
+        o = FileOutcome(r["path"], written=written, one_pass=bool(r["one_pass"]))
+        for c in _COUNTS:
+            setattr(o, c, int(r[c] or 0))
+        outcomes.append(o)
+    notify(outcomes, (time.perf_counter_ns() - started) // 1_000_000)
     return outcomes
+
+
+def _slices(spark) -> int:
+    """How many partitions Spark gives a local relation (``spark.sql.leafNodeDefaultParallelism``,
+    else the default parallelism)."""
+    try:
+        value = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
+        if value:
+            return max(1, int(value))
+    except Exception:  # a session without conf access, or a value that is not a number
+        pass
+    return _default_parallelism(spark)
+
+
+def _listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
+    """The listing (:func:`~.scan._files_table`) with each file's task, rows ordered by task.
+
+    Spark runs a DataFrame made from a small local table (a local relation) in ``min(rows,
+    spark.sql.leafNodeDefaultParallelism or defaultParallelism)`` partitions (:func:`_slices`), each a contiguous slice of the rows (``i * n //
+    slices`` to ``(i + 1) * n // slices``, as ``sparkContext.parallelize`` cuts): no range
+    partitioning job, no shuffle. So the files are dealt to slices of exactly those lengths, largest
+    first to the slice with the fewest bytes so far, and ordered by slice: each task gets about the
+    same bytes. (Were Spark to cut differently, only this balance would suffer.)
+    """
+    import heapq
+
+    import numpy as np
+
+    n = files.num_rows
+    listing = _files_table(files, n_tasks)
+    sizes = listing.column("size").to_numpy()
+    bounds = [(i * n) // n_tasks for i in range(n_tasks + 1)]
+    room = [bounds[i + 1] - bounds[i] for i in range(n_tasks)]
+    heap = [(0, t) for t in range(n_tasks) if room[t] > 0]
+    tasks = np.empty(n, dtype="int32")
+    for i in np.argsort(-sizes, kind="stable"):
+        total, t = heapq.heappop(heap)
+        tasks[i] = t
+        room[t] -= 1
+        if room[t]:
+            heapq.heappush(heap, (total + int(sizes[i]), t))
+    listing = listing.set_column(listing.column_names.index(_TASK_COLUMN), _TASK_COLUMN, pa.array(tasks))
+    return listing.take(np.argsort(tasks, kind="stable"))
 
 
 def _task_id() -> int:
@@ -89,21 +141,13 @@ def rewrite_task(spec: RewriteSpec, batches):
             paths = batch.column("path").to_pylist()
             pvs = batch.column("partition_values").to_pylist()
             dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
-            for path, pv, dv in zip(paths, pvs, dvs):
-                o = rewrite_file(spec, storage, path, _as_dict(pv), dv, task_id=task, bound=bound)
-                written = json.dumps([[w.add.to_json(), w.num_rows] for w in o.written], separators=(",", ":"))
-                yield pa.RecordBatch.from_pylist(
-                    [
-                        {
-                            "path": o.path,
-                            "num_rows": o.num_rows,
-                            "num_matched": o.num_matched,
-                            "written": written,
-                            "probe_ms": o.probe_ms,
-                            "rewrite_ms": o.rewrite_ms,
-                        }
-                    ],
-                    schema=_ARROW_OUTPUT,
-                )
+            likely = batch.column(_LIKELY).to_pylist() if _LIKELY in names else [False] * len(paths)
+            for path, pv, dv, lk in zip(paths, pvs, dvs, likely):
+                o = rewrite_file(spec, storage, path, _as_dict(pv), dv, task_id=task, bound=bound, likely=bool(lk))
+                row = {c: getattr(o, c) for c in _COUNTS}
+                row["path"] = o.path
+                row["one_pass"] = o.one_pass
+                row["written"] = json.dumps([[w.add.to_json(), w.num_rows] for w in o.written], separators=(",", ":"))
+                yield pa.RecordBatch.from_pylist([row], schema=_ARROW_OUTPUT)
 
     return guard_executor(run())
