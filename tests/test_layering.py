@@ -148,10 +148,15 @@ def test_only_storage_knows_the_filesystem():
     ],
 )
 def test_a_planted_filesystem_use_is_found(monkeypatch, source):
+    _plant(monkeypatch, source)
+    assert any("spark_apps/engine/planted.py" in v for v in _filesystem_uses())
+
+
+def _plant(monkeypatch, source: str) -> None:
+    """A module ``engine/planted.py`` holding ``source``, seen by the rules (nothing is written)."""
     planted = REPO / "spark_apps" / "engine" / "planted.py"
     monkeypatch.setitem(MODULES, "airflow_delta_provider_apps.engine.planted", planted)
     monkeypatch.setattr(Path, "read_text", _reading(planted, source))
-    assert any("spark_apps/engine/planted.py" in v for v in _filesystem_uses())
 
 
 PATHS_MODULES = {"airflow_delta_provider_apps.engine.paths", STORAGE_MODULE}
@@ -215,9 +220,7 @@ def test_only_paths_joins_a_table_root_with_a_path():
     ],
 )
 def test_a_planted_root_join_is_found(monkeypatch, source):
-    planted = REPO / "spark_apps" / "engine" / "planted.py"
-    monkeypatch.setitem(MODULES, "airflow_delta_provider_apps.engine.planted", planted)
-    monkeypatch.setattr(Path, "read_text", _reading(planted, source))
+    _plant(monkeypatch, source)
     assert any("spark_apps/engine/planted.py" in v for v in _hand_joined_paths())
 
 
