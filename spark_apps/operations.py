@@ -286,6 +286,10 @@ def _merge_how(p: Mapping) -> None:
         )
     if p.get("dedupe_by") and not p.get("key_columns"):
         raise ValueError("dedupe_by= applies to an upsert (key_columns=)")
+    for when in MERGE_CLAUSES:  # Delta's rule, checked before any Spark application starts
+        of_kind = [c for c in p.get("clauses") or [] if c.get("when") == when]
+        if any(c.get("condition") is None for c in of_kind[:-1]):
+            raise ValueError(f"clauses=: only the last when={when!r} clause may omit its condition")
 
 
 def _needs_source_spark(p: Mapping) -> bool:

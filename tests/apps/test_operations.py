@@ -58,3 +58,25 @@ def test_registry_import_is_light():
 
     code = "import sys, airflow_delta_provider_apps.operations; assert 'pyspark' not in sys.modules and 'airflow_delta_provider_apps.engine' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_merge_clauses_are_checked_before_any_spark_application():
+    from airflow_delta_provider_apps import operations as ops
+
+    op = ops.get("merge")
+    base = {**op.defaults(), "table_uri": "/t", "source": "/s", "predicate": "target.id = source.id"}
+    good = [
+        {"when": "matched", "then": "delete", "condition": "source.op = 'D'"},
+        {"when": "matched", "then": "update_all"},
+    ]
+    assert len(ops.check_params(op, {**base, "clauses": good})["clauses"]) == 2
+    for clauses, match in (
+        ([{"when": "matched", "then": "delete"}, {"when": "matched", "then": "update_all"}], "only the last"),
+        ([{"when": "matched", "then": "insert_all"}], "is not a clause"),
+        ([{"when": "matched", "then": "update"}], "needs set="),
+        ("[not json", "not valid JSON"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ops.check_params(op, {**base, "clauses": clauses})
+    with pytest.raises(ValueError, match="upsert"):
+        ops.check_params(op, {**base, "key_columns": ["id"], "clauses": good})
