@@ -171,25 +171,35 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
         joined = joined.withColumn("__action", F.expr(action))
     joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        # per clause: joined rows, and the distinct target rows they concern (what row metrics count)
-        rows_of = F.lit(0) if plan.insert_only else F.countDistinct("__rid")
+        changing_matched = [i for i in codes["matched"] if i in changing]
+        lone_delete = len(codes["matched"]) == 1 and clauses[codes["matched"][0]].clause.action == "delete"
+        lone_delete = lone_delete and clauses[codes["matched"][0]].condition is None
+        # target rows that matched more than one source row (a shuffle of the matched pairs only, which
+        # are about as many as the source's rows): a changing clause on one is Delta's error; without
+        # any, every target row is in the join once and needs no deduplication below
+        multi: list = []
+        if codes["matched"] and not plan.insert_only:
+            matched_pairs = joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull())
+            multi = (
+                matched_pairs.groupBy("__rid")
+                .agg(
+                    F.count(F.lit(1)).alias("n"),
+                    F.sum(F.col("__action").isin(changing_matched).cast("int")).alias("ch"),
+                )
+                .filter("n > 1")
+                .select("ch")
+                .collect()
+            )
+        # per clause: joined rows, and the target rows they concern (what row metrics count; distinct only
+        # where a target row can appear more than once)
+        rows_of = F.countDistinct("__rid") if multi else F.count(F.lit(1))
+        rows_of = F.lit(0) if plan.insert_only else rows_of
         per_action = {
             r["__action"]: (r["n"], r["rows"])
             for r in joined.groupBy("__action").agg(F.count(F.lit(1)).alias("n"), rows_of.alias("rows")).collect()
         }
-        changing_matched = [i for i in codes["matched"] if i in changing]
-        lone_delete = len(codes["matched"]) == 1 and clauses[codes["matched"][0]].clause.action == "delete"
-        lone_delete = lone_delete and clauses[codes["matched"][0]].condition is None
         if changing_matched and not lone_delete and not plan.insert_only:
-            dup = (
-                joined.filter(F.col("__action").isin(changing_matched))
-                .groupBy("__rid")
-                .count()
-                .filter("count > 1")
-                .limit(1)
-                .collect()
-            )
-            if dup:
+            if any((r["ch"] or 0) > 1 for r in multi):
                 raise DuplicateMatchError(
                     "Cannot perform MERGE: multiple source rows matched and attempted to modify the same target "
                     "row of the table",
@@ -211,10 +221,10 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
         inserts = [i for i in range(len(clauses)) if clauses[i].clause.action == "insert"]
         if touched:
             rows = joined.filter(F.col("__tp").isNotNull())
-            # one output row per target row: the clause that fires (the duplicate check allows one), else a copy
-            best = F.max("__action").over(Window.partitionBy("__rid"))
-            rows = rows.withColumn("__best", best).filter("__action = __best").drop("__best")
-            rows = rows.dropDuplicates(["__rid"])
+            if multi:  # one output row per target row: the clause that fires (at most one), else a copy
+                best = F.max("__action").over(Window.partitionBy("__rid"))
+                rows = rows.withColumn("__best", best).filter("__action = __best").drop("__best")
+                rows = rows.dropDuplicates(["__rid"])
             keep = F.col("__action").isin(updates) | ((F.col("__action") == -1) & F.col("__file").isin(touched))
             outputs.append(rows.filter(keep))
         if inserts:
