@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import AppendOnlyViolationError, InvalidArgumentError, InvalidPredicateError
 from .result import CommandResult, MergeMetrics, Stopwatch
@@ -216,13 +217,6 @@ def _check_clause_order(clauses: list[MergeClause]) -> None:
                 )
 
 
-def _by_name(schema, name: str):
-    low = name.lower()
-    return next((f for f in schema.fields if f.name == name), None) or next(
-        (f for f in schema.fields if f.name.lower() == low), None
-    )
-
-
 def evolved_schema(target, source_schema):
     """``merge_schema=True``: the table's schema plus the source's columns it lacks (nullable, at the end),
     which ``*_all`` clauses then fill; rows that no clause sets get NULL there. ``target`` itself when
@@ -231,7 +225,7 @@ def evolved_schema(target, source_schema):
 
     from ..schema import StructType
 
-    new = [dataclasses.replace(f, nullable=True) for f in source_schema.fields if _by_name(target, f.name) is None]
+    new = [dataclasses.replace(f, nullable=True) for f in source_schema.fields if target.find(f.name) is None]
     return StructType(tuple(target.fields) + tuple(new)) if new else target
 
 
@@ -271,7 +265,7 @@ def bind_plan(
         if c.action in ("update", "insert"):
             texts = c.assignments
             if texts is None:  # *_all: by column name, from the source
-                missing = [f.name for f in target.fields if _by_name(source_schema, f.name) is None]
+                missing = [f.name for f in target.fields if source_schema.find(f.name) is None]
                 if missing and c.action == "update":
                     raise InvalidArgumentError(
                         f"WHEN MATCHED update_all: the source has no column {', '.join(missing)}",
@@ -279,9 +273,9 @@ def bind_plan(
                         "add the columns to the source, or list the assignments with when_matched_update",
                     )
                 texts = {
-                    f.name: f"{quote_name(source_alias)}.{quote_name(_by_name(source_schema, f.name).name)}"
+                    f.name: f"{quote_name(source_alias)}.{quote_name(source_schema.find(f.name).name)}"
                     for f in target.fields
-                    if _by_name(source_schema, f.name) is not None
+                    if source_schema.find(f.name) is not None
                 }
             values = bind_assignments_over(texts, target, scope, target_alias=target_alias) if texts else {}
             if c.action == "insert":
@@ -316,7 +310,7 @@ def upsert_condition(target, source_columns: list[str], key_columns: list[str]) 
 
     if not key_columns:
         raise InvalidArgumentError("An upsert needs key columns", "key_columns is empty", "pass e.g. ['id']")
-    missing_t = [k for k in key_columns if _by_name(target, k) is None]
+    missing_t = [k for k in key_columns if target.find(k) is None]
     low = {c.lower(): c for c in source_columns}
     missing_s = [k for k in key_columns if k.lower() not in low]
     if missing_t or missing_s:
@@ -325,9 +319,7 @@ def upsert_condition(target, source_columns: list[str], key_columns: list[str]) 
             f"the table has {', '.join(target.names)}; the source has {', '.join(source_columns)}",
             "name key columns that both the table and the source have",
         )
-    return " AND ".join(
-        f"target.{quote(_by_name(target, k).name)} = source.{quote(low[k.lower()])}" for k in key_columns
-    )
+    return " AND ".join(f"target.{quote(target.find(k).name)} = source.{quote(low[k.lower()])}" for k in key_columns)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -345,8 +337,8 @@ def _target_side(e, target_alias: str):
     return n.map_columns(e, lambda c: replace(c, relation=None))
 
 
-def key_equalities(plan: MergePlan) -> list[tuple[object, object]]:
-    """``(target column, source expression)`` of every ``target.k = <source-only expression>`` conjunct of ON."""
+def key_equalities(plan: MergePlan) -> list[tuple[object, object, str]]:
+    """``(target column, source expression, op)`` of every ``target.k = <source-only expression>`` conjunct of ON."""
     from ..expr import nodes as n
 
     out = []
@@ -500,9 +492,7 @@ def merge(
     metrics.scan_time_ms, metrics.rewrite_time_ms = outcome.scan_ms, outcome.rewrite_ms
     for name, value in plan.counts(outcome.per_action).items():
         setattr(metrics, name, value)
-    touched = candidates.filter(
-        pa.compute.is_in(candidates.column("path"), value_set=pa.array(outcome.touched, pa.string()))
-    )
+    touched = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(outcome.touched, pa.string())))
     removes = removes_for(touched)
     adds = list(outcome.adds)
     metrics.num_target_files_removed = len(removes)

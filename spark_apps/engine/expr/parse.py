@@ -242,7 +242,7 @@ def bind_assignments_over(
 def _assign(updates: Mapping[str, str], schema: StructType, parse) -> dict[str, n.Expr]:
     out: dict[str, n.Expr] = {}
     for raw_name, text in updates.items():
-        f = _find_top_level(schema, str(raw_name).strip().strip("`"))
+        f = schema.find(str(raw_name).strip().strip("`"))
         if f is None:
             raise _err(
                 f"Cannot update unknown column '{raw_name}'",
@@ -256,14 +256,6 @@ def _assign(updates: Mapping[str, str], schema: StructType, parse) -> dict[str, 
             raise _err(f"Cannot set NOT NULL column '{f.name}' to NULL", f"expression '{text}'", "set a value")
         out[f.name] = store_assign(value, f.type, f"column '{f.name}'")
     return out
-
-
-def _find_top_level(schema: StructType, name: str):
-    for f in schema.fields:
-        if f.name == name:
-            return f
-    low = name.lower()
-    return next((f for f in schema.fields if f.name.lower() == low), None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -573,7 +565,7 @@ class _Binder:
         if len(parts) > 1 and parts[0].lower() in by_alias:
             alias = by_alias[parts[0].lower()]
             return self._column_in(self.relations[alias], parts[1:], alias)
-        having = [a for a, s in self.relations.items() if _find_top_level(s, parts[0]) is not None]
+        having = [a for a, s in self.relations.items() if s.find(parts[0]) is not None]
         if len(having) > 1:
             raise _err(
                 f"Column '{'.'.join(parts)}' is ambiguous in '{self.text}'",

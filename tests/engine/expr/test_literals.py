@@ -131,19 +131,23 @@ def test_deep_nesting_works_through_every_consumer(levels):
     e = parse_predicate(_nested(levels), SCHEMA)
     rows = _rows()
     got = evaluate(e, rows).to_pylist()
-    # the same predicate evaluated by Python's own logic on each row
-    want = []
-    for i in rows.column("i").to_pylist():
+
+    def matches(i: int) -> bool:  # the same predicate evaluated by Python's own logic
         v = i == 0
         for k in range(levels):
             v = (i == k + 1 or v) if k % 2 else (i == k + 1 and v)
-        want.append(v)
-    assert got == want
+        return v
+
+    assert got == [matches(i) for i in rows.column("i").to_pylist()]
     assert repr(parse_predicate(to_sql(e), SCHEMA)) == repr(e)
     assert repr(pickle.loads(pickle.dumps(e))) == repr(e)  # what Spark tasks receive
-    from airflow_delta_provider_apps.engine.log.file_actions import empty_files
+    # the skipping rewrite walks it too: a file whose stats hold only a matching value is kept
+    from airflow_delta_provider_apps.engine.log.file_actions import FILE_SCHEMA
 
-    skip_files(empty_files(), SCHEMA, [], e)  # the skipping rewrite walks it too
+    hit = next(i for i in range(levels + 1) if matches(i))
+    stats = f'{{"numRecords": 1, "minValues": {{"i": {hit}}}, "maxValues": {{"i": {hit}}}, "nullCount": {{"i": 0}}}}'
+    one_file = pa.Table.from_pylist([{"path": "a.parquet", "size": 1, "stats": stats}], schema=FILE_SCHEMA)
+    assert skip_files(one_file, SCHEMA, [], e).files.num_rows == 1
 
 
 @pytest.mark.parametrize(
