@@ -328,3 +328,14 @@ def test_merge_schema_adds_the_source_columns_in_the_same_commit(spark, tmp_path
     assert got == [(1, 1, 0, None), (2, 20, 0, "b"), (3, 30, 0, "c")]
     theirs = sorted(tuple(r.values()) for r in deltalake.DeltaTable(root).to_pyarrow_table().to_pylist())
     assert theirs == got
+
+
+def test_a_target_row_matched_twice_without_a_matched_clause_is_copied_once(spark, tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL)
+    t.append(spark.createDataFrame([(2, 1, 0), (3, 1, 0)], DDL).coalesce(1))  # one file: it is touched
+    t = DeltaTable.for_path(spark, root)
+    src = spark.createDataFrame([(2, 5, 0), (2, 6, 0)], DDL)  # both match id 2; no clause changes it
+    t.merge(src, "target.id = source.id").when_not_matched_by_source_update({"v": "target.v * 2"}).execute()
+    got = sorted((r["id"], r["v"]) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    assert got == [(2, 1), (3, 2)]

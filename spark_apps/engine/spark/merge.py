@@ -178,7 +178,7 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
         # are about as many as the source's rows): a changing clause on one is Delta's error; without
         # any, every target row is in the join once and needs no deduplication below
         multi: list = []
-        if codes["matched"] and not plan.insert_only:
+        if not plan.insert_only:  # with or without matched clauses: a copied row must not be doubled
             matched_pairs = joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull())
             multi = (
                 matched_pairs.groupBy("__rid")
