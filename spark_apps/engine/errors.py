@@ -95,6 +95,10 @@ class AppendOnlyViolationError(DeltaError):
     """A commit would remove or change data of a table with ``delta.appendOnly=true``."""
 
 
+class DuplicateMatchError(DeltaError):
+    """MERGE: more than one source row matched one target row that a clause updates or deletes."""
+
+
 class InvalidCommitError(DeltaError):
     """A commit breaks a per-commit validity rule of the protocol; nothing was written."""
 

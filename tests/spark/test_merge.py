@@ -78,8 +78,34 @@ def clause_lists(draw):
     return out
 
 
-def _build(t, source, clauses):
-    b = t.merge(source, "target.id = source.id")
+# ON conditions: (text, Python reading over (target row, source row))
+ONS = [
+    ("target.id = source.id", lambda t, s: t["id"] is not None and t["id"] == s["id"]),
+    ("target.id <=> source.id", lambda t, s: t["id"] == s["id"]),
+    (
+        "target.id = source.id AND target.p = source.p",
+        lambda t, s: t["id"] is not None and (t["id"], t["p"]) == (s["id"], s["p"]),
+    ),
+    (
+        "target.id = source.id AND source.v >= target.p",
+        lambda t, s: t["id"] is not None and t["id"] == s["id"] and _gt(s["v"], t["p"] - 1) is True,
+    ),
+]
+
+
+@pytest.fixture(params=["by_file", "join"])
+def execution(request, monkeypatch):
+    """Both executions of MERGE: the source shipped to the file tasks, and Spark's join (forced by a
+    zero size limit for the shipped source)."""
+    if request.param == "join":
+        from airflow_delta_provider_apps.engine import merge_rewrite
+
+        monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    return request.param
+
+
+def _build(t, source, clauses, on=ONS[0][0]):
+    b = t.merge(source, on)
     for kind, (action, assignments, _fn), cond in clauses:
         b = _clause(b, kind, action, assignments, cond[0] if cond else None)
     return b
@@ -96,7 +122,7 @@ class Duplicate(Exception):
     pass
 
 
-def reference(target, source, clauses):
+def reference(target, source, clauses, on=ONS[0][1]):
     """Delta's MERGE semantics, row by row."""
 
     def first(kind, t, s):
@@ -109,7 +135,7 @@ def reference(target, source, clauses):
     matched_clauses = [c for c in clauses if c[0] == "matched"]
     lone_delete = len(matched_clauses) == 1 and matched_clauses[0][1][0] == "delete" and matched_clauses[0][2] is None
     for t in target:
-        ms = [s for s in source if t["id"] is not None and s["id"] == t["id"]]
+        ms = [s for s in source if on(t, s)]
         if ms:
             fired = [(first("matched", t, s), s) for s in ms]
             fired = [(a, s) for a, s in fired if a is not None]
@@ -131,7 +157,7 @@ def reference(target, source, clauses):
             changed["u"] += 1
             out.append(fn(t, s))
     for s in source:
-        if any(t["id"] is not None and t["id"] == s["id"] for t in target):
+        if any(on(t, s) for t in target):
             continue
         hit = first("not_matched", None, s)
         if hit is not None:
@@ -152,25 +178,27 @@ def _key(r):
     st.lists(row, max_size=6),
     clause_lists(),
     st.booleans(),
+    st.sampled_from(ONS),
 )
-def test_merge_equals_the_reference(spark, tmp_path_factory, target, source, clauses, partitioned):
+def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, source, clauses, partitioned, on):
     root = str(tmp_path_factory.mktemp("m") / "t")
     t = DeltaTable.create(spark, root, schema=DDL, partition_by=["p"] if partitioned else None)
     if target:
         t.append(spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in target], DDL))
     t = DeltaTable.for_path(spark, root)
     version = t.version()
+    before = _file_rows(t.snapshot())
     src = spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in source], DDL)
     try:
-        want, inserted, changed = reference(target, source, clauses)
+        want, inserted, changed = reference(target, source, clauses, on[1])
     except Duplicate:
         with pytest.raises(DeltaError, match="multiple source rows matched"):
-            _build(t, src, clauses).execute()
+            _build(t, src, clauses, on[0]).execute()
         assert DeltaTable.for_path(spark, root).version() == version
         return
-    res = _build(t, src, clauses).execute()
+    res = _build(t, src, clauses, on[0]).execute()
     got = [r.asDict() for r in DeltaTable.for_path(spark, root).to_df().collect()]
-    assert sorted(got, key=_key) == sorted(want, key=_key), (clauses, target, source)
+    assert sorted(got, key=_key) == sorted(want, key=_key), (clauses, target, source, on[0])
     theirs = deltalake.DeltaTable(root).to_pyarrow_table().to_pylist()
     assert sorted(theirs, key=_key) == sorted(want, key=_key)
     m = res["metrics"]
@@ -178,8 +206,19 @@ def test_merge_equals_the_reference(spark, tmp_path_factory, target, source, cla
     assert m["numTargetRowsInserted"] == inserted
     assert m["numTargetRowsUpdated"] == changed["u"] and m["numTargetRowsDeleted"] == changed["d"]
     assert m["numOutputRows"] == m["numTargetRowsCopied"] + m["numTargetRowsUpdated"] + inserted
-    removed_rows = m["numTargetRowsCopied"] + m["numTargetRowsUpdated"] + m["numTargetRowsDeleted"]
-    assert removed_rows <= len(target)
+    # the removed files held exactly the rows copied, updated and deleted (from the log's own stats)
+    after = _file_rows(DeltaTable.for_path(spark, root).snapshot())
+    removed = [p for p in before if p not in after]
+    assert m["numTargetFilesRemoved"] == len(removed)
+    assert sum(before[p] for p in removed) == m["numTargetRowsCopied"] + changed["u"] + changed["d"]
+
+
+def _file_rows(snapshot) -> dict:
+    """{path: numRecords} of the snapshot's live files."""
+    import json
+
+    files = snapshot.files.select(["path", "stats"]).to_pylist()
+    return {f["path"]: json.loads(f["stats"])["numRecords"] for f in files}
 
 
 def test_upsert_touches_only_the_file_holding_its_key(spark, tmp_path):

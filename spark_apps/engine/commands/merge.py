@@ -14,13 +14,18 @@
    MATCHED BY SOURCE clauses add the files their conditions may select (an unconditional one: all).
    The predicate and the candidates are registered on the transaction, so a concurrent append into
    the merged key range, or a concurrent delete of a candidate, conflicts as in Delta; others do not.
-3. **One join** (:mod:`..spark.merge`): the materialised source joined to the candidates' rows (file
-   path carried through) on the ON condition: insert-only merges use a left anti join against the
-   target's rows and remove no file; otherwise an outer join that preserves the sides whose clauses
-   need them. Each joined row gets the first clause that fires; a target row that more than one
-   source row would update or delete is Delta's duplicate-match error (nothing written). Touched files
-   are those where some row is updated or deleted: only they are removed and rewritten (their other
-   rows copied), next to the inserted rows.
+3. **File by file** when ON has key equalities and the source is small (at most
+   :data:`..merge_rewrite.MAX_SOURCE_BYTES`, estimated from its schema; read once into Arrow, which is
+   its materialisation): the source travels to the tasks and each candidate file is probed on its
+   key columns and rewritten only when a clause changes one of its rows (:mod:`..merge_rewrite`,
+   :func:`..spark.merge.execute_merge_by_file`): no join over the table, no shuffle. Otherwise
+   **one join** (:func:`..spark.merge.execute_merge`): the source materialised in Spark and joined
+   to the candidates' rows (file path carried through): insert-only merges use a left anti join
+   against the target's rows and remove no file; otherwise an outer join that preserves the sides
+   whose clauses need them. Either way each target row gets the first clause that fires; a target
+   row that more than one source row would update or delete is Delta's duplicate-match error
+   (nothing written); touched files are those where some row is updated or deleted: only they are
+   removed and rewritten (their other rows copied), next to the inserted rows.
 4. **Commit** ``remove`` (touched) + ``add`` (rewritten and inserted) in one transaction, operation
    ``MERGE`` with Delta's operationParameters and metrics (:class:`~.result.MergeMetrics`).
 """
@@ -425,11 +430,13 @@ def merge(
     from .. import features
     from ..expr import to_sql
     from ..expr.skipping import skip_files
+    from ..merge_rewrite import MergeFilesSpec, PreparedMerge, source_row_limit
     from ..schema import parse_schema
-    from ..spark.merge import execute_merge, source_key_values
+    from ..spark.merge import execute_merge, execute_merge_by_file, small_source, source_key_values
     from ..storage import storage_for
     from ..txn import OptimisticTransaction
     from ..txn.conflicts import ExpressionPredicate
+    from ..writer import table_write_spec
     from .dml import removes_for
 
     watch = Stopwatch()
@@ -474,7 +481,20 @@ def merge(
         return _result(snapshot, metrics, watch, skipped=True)
 
     keys = key_equalities(plan)
-    materialised, num_source_rows, key_values = source_key_values(spark, source, plan, keys, MAX_PRUNING_VALUES)
+    spec = MergeFilesSpec(
+        write=table_write_spec(snapshot, schema_json=plan.target_schema.to_json_string()),
+        plan=plan,
+        keys=tuple(keys),
+        column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
+    )
+    # a small source with keys to look up is read once into Arrow (that copy is its materialisation)
+    # and merged file by file; otherwise it is materialised in Spark and joined there
+    local = small_source(source, plan, source_row_limit(plan.source_schema)) if keys else None
+    prepared = PreparedMerge(spec, local) if local is not None else None
+    if prepared is not None:
+        num_source_rows, key_values = local.num_rows, prepared.key_values(MAX_PRUNING_VALUES)
+    else:
+        materialised, num_source_rows, key_values = source_key_values(spark, source, plan, keys, MAX_PRUNING_VALUES)
     metrics.num_source_rows = num_source_rows
     pred = candidate_predicate(plan, key_values)
     files = snapshot.files
@@ -488,7 +508,10 @@ def merge(
         candidates = skip_files(files, snapshot.schema, parts, pred).files
     txn.read_files(candidates)
     metrics.num_target_files_after_skipping = candidates.num_rows
-    outcome = execute_merge(spark, snapshot, plan, materialised, candidates)
+    if prepared is not None:
+        outcome = execute_merge_by_file(spark, prepared, candidates)
+    else:
+        outcome = execute_merge(spark, snapshot, plan, materialised, candidates)
     metrics.scan_time_ms, metrics.rewrite_time_ms = outcome.scan_ms, outcome.rewrite_ms
     for name, value in plan.counts(outcome.per_action).items():
         setattr(metrics, name, value)

@@ -4,7 +4,10 @@
   reads the same rows, as Delta's MergeIntoMaterializeSource guarantees) and one aggregation gives its
   row count and, per ``target.k = source expr`` key, min, max, NULLs and an estimate of distinct
   values; keys with few values get them exactly (a second, small job).
-* :func:`execute_merge`: the candidates' rows (their file path carried as ``__file``) joined with the
+* :func:`small_source` / :func:`execute_merge_by_file`: a small source read once into Arrow and
+  shipped to the tasks, which merge the candidate files one by one (:mod:`..merge_rewrite`); the
+  inserts are written on the driver.
+* :func:`execute_merge` (large sources, or no key equality to look up): the candidates' rows (their file path carried as ``__file``) joined with the
   source on the ON condition, each row tagged with the first clause that fires (``__action``: the
   clause's index, -1 copy, -2 drop), the duplicate-match check, the touched files, and the write of
   the rewritten and inserted rows through the core writer. Conditions and values are the bound
@@ -17,15 +20,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..errors import DeltaError
+from ..errors import DuplicateMatchError
 from ..expr import to_sql
 from ..expr.sql import quote
+from ..merge_rewrite import duplicate_match_error
 
-__all__ = ["source_key_values", "execute_merge", "deduplicated", "MergeOutcome", "DuplicateMatchError"]
-
-
-class DuplicateMatchError(DeltaError):
-    """More than one source row matched one target row that a clause updates or deletes."""
+__all__ = [
+    "source_key_values",
+    "execute_merge",
+    "execute_merge_by_file",
+    "small_source",
+    "deduplicated",
+    "MergeOutcome",
+    "DuplicateMatchError",
+]
 
 
 @dataclass
@@ -200,14 +208,7 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
         }
         if changing_matched and not lone_delete and not plan.insert_only:
             if any((r["ch"] or 0) > 1 for r in multi):
-                raise DuplicateMatchError(
-                    "Cannot perform MERGE: multiple source rows matched and attempted to modify the same target "
-                    "row of the table",
-                    "a target row that a WHEN MATCHED update or delete applies to matched more than one source "
-                    "row, so the result would depend on which one wins; nothing was written",
-                    "deduplicate the source on the merge keys first (for an upsert: dedupe_by=...), or tighten "
-                    "the ON condition so each target row matches at most one source row",
-                )
+                raise duplicate_match_error()
         touched = []
         if changing and not plan.insert_only:
             touched = [
@@ -251,3 +252,146 @@ def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
         return MergeOutcome(touched, adds, written, per_action, scan_ms, int((time.monotonic() - started) * 1000))
     finally:
         joined.unpersist()
+
+
+# --------------------------------------------------------------------------------------------------
+# file by file (a small source shipped to the tasks; see engine/merge_rewrite.py)
+
+_FILE_OUTPUT = "path string, written string, clause_rows string, matched binary, num_rows long, changed long, probe_ms long, rewrite_ms long"
+
+
+def small_source(source, plan, max_rows: int):
+    """The source as one Arrow table (columns ``__s<i>``, the source schema's Arrow types), read once
+    with at most ``max_rows + 1`` rows; None when it has more (then it is joined in Spark)."""
+    import pyarrow as pa
+
+    table = _renamed(source, "__s").limit(max_rows + 1).toArrow()
+    if table.num_rows > max_rows:
+        return None
+    schema = plan.source_schema.to_arrow_schema()
+    want = pa.schema([pa.field(f"__s{i}", f.type, f.nullable) for i, f in enumerate(schema)])
+    return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(want)], schema=want)
+
+
+def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
+    """MERGE with the (small) source in every task: each candidate file is probed and, when a clause
+    changes one of its rows, rewritten (:func:`..merge_rewrite.merge_file`): ONE Spark job over the
+    files, dealt to tasks by bytes as DELETE/UPDATE do; the inserts are written here."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+
+    from ..actions import AddFile
+    from ..merge_rewrite import inserted_rows, likely_touched
+    from ..writer import TableWriter, WrittenFile
+    from .rewrite import _listing_for_tasks, _slices
+    from .session import delta_error_from
+
+    started = time.monotonic()
+    spec, source = prepared.spec, prepared.source
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, source.schema) as w:
+        w.write_table(source)
+    payload = sink.getvalue().to_pybytes()
+    rows = []
+    if candidates.num_rows:
+        listing = _listing_for_tasks(candidates, min(candidates.num_rows, _slices(spark)))
+        # listing rows are in task order: the flags follow them by path
+        flags = dict(zip(candidates.column("path").to_pylist(), likely_touched(candidates, prepared)))
+        listing = listing.append_column("likely", pa.array([flags[p] for p in listing.column("path").to_pylist()]))
+
+        def fn(batches, _spec=spec, _payload=payload):
+            from airflow_delta_provider_apps.engine.spark.merge import merge_task
+
+            return merge_task(_spec, _payload, batches)
+
+        try:
+            rows = spark.createDataFrame(listing).mapInArrow(fn, _FILE_OUTPUT).collect()
+        except Exception as e:  # executor errors arrive wrapped in Spark exceptions
+            err = delta_error_from(e)
+            if err is not None:
+                raise err from None
+            raise
+    scan_ms = int((time.monotonic() - started) * 1000)
+    started = time.monotonic()
+    touched, adds, written_rows = [], [], 0
+    per_action: dict = {}
+    matched = [np.empty(0, np.int64)]
+    for r in rows:
+        matched.append(np.frombuffer(r["matched"], dtype=np.int64))
+        if not r["changed"]:
+            continue
+        touched.append(r["path"])
+        for add_json, k in json.loads(r["written"] or "[]"):
+            adds.append(AddFile.from_json(add_json))
+            written_rows += int(k)
+        for i, k in json.loads(r["clause_rows"]).items():
+            got = per_action.get(int(i), (0, 0))[1] + int(k)
+            per_action[int(i)] = (got, got)
+    table, inserted = inserted_rows(prepared, np.unique(np.concatenate(matched)))
+    for i, k in inserted.items():
+        per_action[i] = (k, 0)
+    if table is not None:
+        writer = TableWriter(spec.write, 0)
+        written: list[WrittenFile] = []
+        for batch in table.to_batches():
+            written.extend(writer.write(batch))
+        written.extend(writer.finish())
+        adds += [w.add for w in written]
+        written_rows += sum(w.num_rows for w in written)
+    return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, int((time.monotonic() - started) * 1000))
+
+
+def merge_task(spec, payload: bytes, batches):
+    """Executor side: merge every file named in ``batches``; one output row per file."""
+    import json
+
+    import pyarrow as pa
+
+    from .rewrite import _task_id
+    from .scan import _as_dict
+    from .session import guard_executor
+
+    schema = pa.schema(
+        [
+            ("path", pa.string()),
+            ("written", pa.string()),
+            ("clause_rows", pa.string()),
+            ("matched", pa.binary()),
+            ("num_rows", pa.int64()),
+            ("changed", pa.int64()),
+            ("probe_ms", pa.int64()),
+            ("rewrite_ms", pa.int64()),
+        ]
+    )
+
+    def run():
+        from ..merge_rewrite import PreparedMerge, merge_file
+        from ..storage import storage_for
+
+        source = pa.ipc.open_stream(payload).read_all()
+        prepared = PreparedMerge(spec, source)
+        storage = storage_for(spec.write.table_uri)
+        task = _task_id()
+        for batch in batches:
+            names = batch.schema.names
+            paths = batch.column("path").to_pylist()
+            pvs = batch.column("partition_values").to_pylist()
+            dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
+            likely = batch.column("likely").to_pylist()
+            for path, pv, dv, lk in zip(paths, pvs, dvs, likely):
+                o = merge_file(prepared, storage, path, _as_dict(pv), dv, task_id=task, likely=bool(lk))
+                row = {
+                    "path": o.path,
+                    "written": json.dumps([[w.add.to_json(), w.num_rows] for w in o.written], separators=(",", ":")),
+                    "clause_rows": json.dumps({str(k): int(v) for k, v in o.clause_rows.items()}),
+                    "matched": o.matched_source.astype("int64").tobytes(),
+                    "num_rows": o.num_rows,
+                    "changed": o.changed,
+                    "probe_ms": o.probe_ms,
+                    "rewrite_ms": o.rewrite_ms,
+                }
+                yield pa.RecordBatch.from_pylist([row], schema=schema)
+
+    return guard_executor(run())

@@ -1,0 +1,541 @@
+"""MERGE file by file, in pure pyarrow (in a Spark task or in this process), as DELETE and UPDATE rewrite.
+
+Used when the ON condition has key equalities (``target.k = <source expression>``) and the source
+is small enough to travel to every task as Arrow (:func:`source_fits`): no join of the whole
+target with the source, no shuffle. Each candidate target file is
+
+1. **probed** (unless NOT MATCHED BY SOURCE clauses must see every row): its key columns and the
+   columns of the rest of ON are read, hash-joined with the source's keys (Acero: NULL keys never
+   match; ``<=>`` keys carry a NULL flag so NULLs match each other), and the rest of ON evaluated on
+   the pairs. The pairs say which source rows the file matches (what inserts need). No pair: the
+   file is untouched and its other columns are never read.
+2. **rewritten** when a pair exists (or NOT MATCHED BY SOURCE clauses may apply): batch by batch,
+   each pair gets the first WHEN MATCHED clause that fires, each unpaired row the first WHEN NOT
+   MATCHED BY SOURCE clause; a target row that more than one source row would update or delete is
+   Delta's duplicate-match error; updated values are evaluated on their own rows only and scattered
+   in place, deleted rows dropped, other rows copied. When no row changed in the end, what was
+   written is deleted and the file stays (it is not removed from the table).
+
+Source rows that no target row matched are what WHEN NOT MATCHED clauses may insert
+(:func:`inserted_rows`, on the driver). Conditions and values are the trees bound on the driver,
+with columns renamed to the positions used here (``__t<i>`` target, ``__s<i>`` source), so both
+sides of a pair live in one batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import DuplicateMatchError
+from .expr import nodes as n
+from .rewrite import _scatter
+from .writer import TableWriter, WriteSpec, WrittenFile
+
+__all__ = [
+    "MergeFilesSpec",
+    "MergeFileOutcome",
+    "PreparedMerge",
+    "merge_file",
+    "inserted_rows",
+    "source_row_limit",
+    "likely_touched",
+    "duplicate_match_error",
+    "MAX_SOURCE_BYTES",
+]
+
+#: a source up to about this many Arrow bytes is shipped to every task; larger ones are joined by Spark
+MAX_SOURCE_BYTES = 256 << 20
+
+_MATCHED, _NOT_MATCHED, _BY_SOURCE = "matched", "not_matched", "not_matched_by_source"
+
+
+def duplicate_match_error() -> DuplicateMatchError:
+    return DuplicateMatchError(
+        "Cannot perform MERGE: multiple source rows matched and attempted to modify the same target row of the table",
+        "a target row that a WHEN MATCHED update or delete applies to matched more than one source row, so the "
+        "result would depend on which one wins; nothing was written",
+        "deduplicate the source on the merge keys first (for an upsert: dedupe_by=...), or tighten the ON "
+        "condition so each target row matches at most one source row",
+    )
+
+
+def _type_width(t) -> int:
+    from .schema import DecimalType
+
+    if isinstance(t, DecimalType):
+        return 16
+    return {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "date": 4, "float": 4}.get(getattr(t, "name", ""), 8)
+
+
+def source_row_limit(source_schema, max_bytes: int | None = None) -> int:
+    """How many rows of a source with this schema are small enough to send to every task (estimated
+    from the schema: fixed widths, 32 bytes per string or binary value, 64 per nested value)."""
+    width = 0
+    for f in source_schema.fields:
+        name = getattr(f.type, "name", "")
+        width += 32 if name in ("string", "binary") else _type_width(f.type) if name else 64
+    return (MAX_SOURCE_BYTES if max_bytes is None else max_bytes) // max(width, 1)
+
+
+@dataclass(frozen=True)
+class MergeFilesSpec:
+    """What a task needs (small and picklable; the source travels separately as Arrow).
+
+    :param write: the table's WriteSpec (with the evolved schema under ``merge_schema``)
+    :param plan: the bound :class:`~.commands.merge.MergePlan`
+    :param keys: its key equalities ``(target column, source expression, op)``
+        (:func:`~.commands.merge.key_equalities`)
+    """
+
+    write: WriteSpec
+    plan: Any
+    keys: tuple = ()
+    column_mapping_mode: str = "none"
+
+
+@dataclass
+class MergeFileOutcome:
+    """One candidate file: its live rows, the target rows each clause took (``clause_rows``), the
+    source rows it matched (positions in the source), what was written (empty: file untouched)."""
+
+    path: str
+    num_rows: int = 0
+    changed: int = 0
+    clause_rows: dict = field(default_factory=dict)
+    matched_source: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    written: list[WrittenFile] = field(default_factory=list)
+    probe_ms: int = 0
+    rewrite_ms: int = 0
+    reads: int = 0
+
+    @property
+    def touched(self) -> bool:
+        return self.changed > 0
+
+    @property
+    def num_written_rows(self) -> int:
+        return sum(w.num_rows for w in self.written)
+
+
+def _as_array(value, length: int, t: pa.DataType) -> pa.Array:
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks()
+    if isinstance(value, pa.Scalar):
+        value = pa.repeat(value, length) if value.is_valid else pa.nulls(length, t)
+    return value
+
+
+class PreparedMerge:
+    """The spec bound for execution (once per task): renamed trees, the source with its key columns."""
+
+    def __init__(self, spec: MergeFilesSpec, source: pa.Table):
+        plan = spec.plan
+        self.spec = spec
+        self.plan = plan
+        self.schema = plan.target_schema
+        self.names = [f.name for f in self.schema.fields]
+        t_index = {f.name: i for i, f in enumerate(plan.target_schema.fields)}
+        s_index = {f.name: i for i, f in enumerate(plan.source_schema.fields)}
+
+        def rename(e):
+            if e is None:
+                return None
+
+            def one(c: n.Column):
+                head = f"__t{t_index[c.path[0]]}" if c.relation == plan.target_alias else f"__s{s_index[c.path[0]]}"
+                return replace(c, path=(head, *c.path[1:]), relation=None, physical_path=None)
+
+            return n.map_columns(e, one)
+
+        self.arrow_types = {f.name: f.type for f in self.schema.to_arrow_schema()}
+        self.source = source.combine_chunks()
+        keys = spec.keys
+        key_conjuncts = set()
+        for c in n.conjuncts(plan.on):
+            for t, s, op in keys:
+                if isinstance(c, n.Compare) and c.op == op and {id(c.left), id(c.right)} == {id(t), id(s)}:
+                    key_conjuncts.add(id(c))
+        rest = [c for c in n.conjuncts(plan.on) if id(c) not in key_conjuncts]
+        self.residual = rename(n.and_all(rest)) if rest else None
+        self.key_targets = [t.path[0] for t, _s, _op in keys]
+        self.null_safe = [op == "<=>" for _t, _s, op in keys]
+        # the source's keys, coded once: per key, each value's position among the source's distinct
+        # values (a NULL one past them for '<=>'; for '=' a NULL never matches); the codes of all keys
+        # combine into one integer per row, and the rows are sorted by it for the lookups in pairs()
+        from .expr import evaluate
+
+        self.key_sets: list[pa.Array] = []
+        self.key_nulls: list[bool] = []
+        self.key_dense: list[pa.Array | None] = []  # combined codes re-numbered where they would overflow
+        combined, valid = np.zeros(source.num_rows, np.int64), np.ones(source.num_rows, bool)
+        for j, (_t, s, _op) in enumerate(keys):
+            want = self.arrow_types[_t.path[0]]
+            arr = _as_array(evaluate(rename(s), self.source), source.num_rows, want).cast(want)
+            values = pc.unique(arr.drop_null())
+            self.key_sets.append(values)
+            self.key_nulls.append(arr.null_count > 0)
+            code, ok, size = self._code(j, arr)
+            combined, valid, dense = self._combine(combined, valid, code, ok, size, None)
+            self.key_dense.append(dense)
+        rows = np.flatnonzero(valid)
+        order = np.argsort(combined[rows], kind="stable")
+        self.source_codes = combined[rows][order]
+        self.source_rows = rows[order]
+        self.clauses = [
+            (c.clause, rename(c.condition), {k: rename(v) for k, v in c.values.items()}) for c in plan.clauses
+        ]
+        self.changing = {i for i, (c, _, _) in enumerate(self.clauses) if c.action in ("update", "delete")}
+        self.codes = plan.codes()
+        matched = self.codes[_MATCHED]
+        only = matched[0] if len(matched) == 1 else None
+        # Delta lets several source rows match one target row when the only matched clause is an
+        # unconditional delete (every one of them deletes the same row)
+        self.lone_delete = (
+            only is not None and self.clauses[only][0].action == "delete" and self.clauses[only][1] is None
+        )
+        self.by_source = bool(self.codes[_BY_SOURCE])
+        self.rewrites = bool(self.changing)
+        residual_cols = self.residual.columns() if self.residual is not None else []
+        probe = {t for t in self.key_targets}
+        probe |= {self.names[int(p[0][3:])] for p in residual_cols if p[0].startswith("__t")}
+        self.probe_columns = sorted(probe)
+
+    def key_values(self, max_values: int) -> list[tuple[list | None, Any, Any, bool]]:
+        """Per key equality: (its distinct source values when at most ``max_values``, min, max, has
+        NULL), what the candidate-file predicate is made of."""
+        out = []
+        for values, has_null in zip(self.key_sets, self.key_nulls):
+            bounds = pc.min_max(values) if len(values) else None
+            lo = bounds["min"].as_py() if bounds is not None else None
+            hi = bounds["max"].as_py() if bounds is not None else None
+            out.append((values.to_pylist() if len(values) <= max_values else None, lo, hi, has_null))
+        return out
+
+    def _code(self, j: int, arr) -> tuple[np.ndarray, np.ndarray, int]:
+        """Key ``j``'s code per row of ``arr``, whether the row has one, and how many codes there are."""
+        values = self.key_sets[j]
+        idx = pc.index_in(arr, value_set=values)
+        if self.null_safe[j]:
+            idx = pc.if_else(pc.is_null(arr), pa.scalar(len(values), idx.type), idx)
+        ok = np.asarray(pc.is_valid(idx).to_numpy(zero_copy_only=False), dtype=bool)
+        code = np.asarray(pc.fill_null(idx, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        return code, ok, len(values) + (1 if self.null_safe[j] else 0)
+
+    _LIMIT = 1 << 62
+
+    def _combine(self, combined, valid, code, ok, size, dense):
+        """``combined * size + code``; where that could overflow, the combined codes are first renumbered
+        by the source's distinct combinations (``dense``: None when building them from the source)."""
+        valid = valid & ok
+        top = int(combined.max()) + 1 if len(combined) else 1
+        if top * max(size, 1) < self._LIMIT:
+            return combined * size + code, valid, None
+        if dense is None:  # building: the source's combinations so far become the new codes
+            dense = pa.array(np.unique(combined[valid]))
+        idx = pc.index_in(pa.array(combined), value_set=dense)
+        valid = valid & np.asarray(pc.is_valid(idx).to_numpy(zero_copy_only=False), dtype=bool)
+        renumbered = np.asarray(pc.fill_null(idx, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        return renumbered * size + code, valid, dense
+
+    # ---- the join
+
+    def pairs(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+        """(target row, source row) of every pair in ``batch`` (target columns by their names) that
+        satisfies ON, ordered by target row then source row: the batch's keys are coded against the
+        source's distinct values and looked up in the source's sorted codes (no hash table rebuilt
+        per batch, no join plan)."""
+        m = batch.num_rows
+        combined, valid = np.zeros(m, np.int64), np.ones(m, bool)
+        for j, name in enumerate(self.key_targets):
+            code, ok, size = self._code(j, batch.column(name))
+            dense = self.key_dense[j]
+            if dense is not None:
+                combined, valid = self._recombine(combined, valid, code, ok, size, dense)
+            else:
+                combined, valid = combined * size + code, valid & ok
+        rows = np.flatnonzero(valid)
+        keys = combined[rows]
+        lo = np.searchsorted(self.source_codes, keys, "left")
+        hi = np.searchsorted(self.source_codes, keys, "right")
+        counts = hi - lo
+        total = int(counts.sum())
+        trow = np.repeat(rows, counts)
+        if total:
+            starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+            srow = self.source_rows[starts + np.arange(total)]
+        else:
+            srow = np.empty(0, np.int64)
+        if self.residual is not None and len(trow):
+            from .expr import true_mask
+
+            ok = np.asarray(true_mask(self.residual, self.pair_batch(batch, trow, srow)).to_numpy(zero_copy_only=False))
+            trow, srow = trow[ok], srow[ok]
+        return trow, srow
+
+    @staticmethod
+    def _recombine(combined, valid, code, ok, size, dense):
+        idx = pc.index_in(pa.array(combined), value_set=dense)
+        valid = valid & ok & np.asarray(pc.is_valid(idx).to_numpy(zero_copy_only=False), dtype=bool)
+        renumbered = np.asarray(pc.fill_null(idx, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        return renumbered * size + code, valid
+
+    def renamed(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        names = batch.schema.names
+        arrays = [batch.column(i) for i in range(len(names))]
+        return pa.RecordBatch.from_arrays(arrays, names=[f"__t{self.names.index(c)}" for c in names])
+
+    def pair_batch(self, batch: pa.RecordBatch, trow: np.ndarray, srow: np.ndarray) -> pa.RecordBatch:
+        """One row per pair: the target row's columns (``__t<i>``) beside the source row's (``__s<i>``)."""
+        t = self.renamed(batch).take(pa.array(trow))
+        s = self.source.take(pa.array(srow))
+        return pa.RecordBatch.from_arrays(
+            [*t.columns, *(s.column(i).combine_chunks() for i in range(s.num_columns))],
+            names=[*t.schema.names, *s.column_names],
+        )
+
+    # ---- the clauses
+
+    def first_firing(self, codes: list[int], data: pa.RecordBatch) -> np.ndarray:
+        """Per row of ``data``: the first clause of ``codes`` whose condition is TRUE, else -1. Each
+        condition sees only the rows no earlier clause took (as Spark's CASE WHEN)."""
+        from .expr import true_mask
+
+        out = np.full(data.num_rows, -1, dtype=np.int64)
+        open_rows = np.arange(data.num_rows)
+        for i in codes:
+            if not len(open_rows):
+                break
+            cond = self.clauses[i][1]
+            if cond is None:
+                out[open_rows] = i
+                break
+            sub = data if len(open_rows) == data.num_rows else data.take(pa.array(open_rows))
+            hit = np.asarray(true_mask(cond, sub).to_numpy(zero_copy_only=False), dtype=bool)
+            out[open_rows[hit]] = i
+            open_rows = open_rows[~hit]
+        return out
+
+    def values(self, i: int, data: pa.RecordBatch | pa.Table, types: Mapping[str, pa.DataType]) -> dict:
+        """Clause ``i``'s assignments evaluated on ``data`` (one row per row it sets), in ``types``."""
+        from .expr import evaluate
+
+        out = {}
+        for name, expr in self.clauses[i][2].items():
+            t = types[name]
+            out[name] = _as_array(evaluate(expr, data), data.num_rows, t).cast(t)
+        return out
+
+    def apply(self, batch: pa.RecordBatch, trow: np.ndarray, srow: np.ndarray, out: MergeFileOutcome):
+        """``batch`` after the clauses (see the module docstring); counts into ``out``."""
+        m = batch.num_rows
+        action = np.full(m, -1, dtype=np.int64)
+        pairs_of = None
+        winner = np.empty(0, dtype=np.int64)
+        if len(trow):
+            pb = self.pair_batch(batch, trow, srow)
+            act = self.first_firing(self.codes[_MATCHED], pb)
+            changing = np.isin(act, list(self.changing)) if self.changing else np.zeros(len(act), bool)
+            if not self.lone_delete and changing.any():
+                per_row = np.bincount(trow[changing], minlength=m)
+                if (per_row > 1).any():
+                    raise duplicate_match_error()
+            # one pair per target row: the one a clause changes it by, else any (the row is copied)
+            order = np.lexsort((~changing, trow))
+            _, first = np.unique(trow[order], return_index=True)
+            winner = order[first]
+            action[trow[winner]] = act[winner]
+            pairs_of = pb
+        matched_rows = np.zeros(m, dtype=bool)
+        matched_rows[trow] = True
+        unmatched = np.flatnonzero(~matched_rows)
+        renamed = None
+        if self.by_source and len(unmatched):
+            renamed = self.renamed(batch)
+            sub = renamed.take(pa.array(unmatched))
+            action[unmatched] = self.first_firing(self.codes[_BY_SOURCE], sub)
+        columns = {name: batch.column(name) for name in batch.schema.names}
+        for i in sorted(set(np.unique(action).tolist()) - {-1}):
+            rows = np.flatnonzero(action == i)
+            out.clause_rows[i] = out.clause_rows.get(i, 0) + len(rows)
+            out.changed += len(rows)
+            if self.clauses[i][0].action != "update":
+                continue
+            if self.clauses[i][0].kind == _MATCHED:
+                pick = winner[action[trow[winner]] == i]  # pairs in target-row order
+                data = pairs_of.take(pa.array(pick))
+            else:
+                renamed = renamed if renamed is not None else self.renamed(batch)
+                data = renamed.take(pa.array(rows))
+            mask = np.zeros(m, dtype=bool)
+            mask[rows] = True
+            mask = pa.array(mask)
+            types = {name: col.type for name, col in columns.items()}
+            for name, new in self.values(i, data, types).items():
+                columns[name] = _scatter(columns[name], mask, new)
+        result = pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
+        deleted = [i for i in self.changing if self.clauses[i][0].action == "delete"]
+        if deleted:
+            keep = ~np.isin(action, deleted)
+            if not keep.all():
+                result = result.filter(pa.array(keep))
+        return result
+
+
+# --------------------------------------------------------------------------------------------------
+# one file
+
+
+def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, columns):
+    from .reader import iter_data_file_batches
+
+    return iter_data_file_batches(
+        storage,
+        prepared.spec.write.table_uri,
+        path,
+        partition_values,
+        prepared.schema,
+        list(prepared.spec.write.partition_columns),
+        columns,
+        dv,
+        column_mapping_mode=prepared.spec.column_mapping_mode,
+    )
+
+
+def merge_file(
+    prepared: PreparedMerge,
+    storage,
+    path: str,
+    partition_values: Mapping[str, str | None] | None,
+    deletion_vector: Any = None,
+    *,
+    task_id: int = 0,
+    likely: bool = False,
+) -> MergeFileOutcome:
+    """Probe one candidate file, and rewrite it when a clause changes one of its rows; a file
+    ``likely`` touched (:func:`likely_touched`) is read once, without the probe."""
+    from .rewrite import FileOutcome, _discard
+
+    out = MergeFileOutcome(path)
+    started = time.perf_counter_ns()
+    matched: list[np.ndarray] = []
+    pv = dict(partition_values or {})
+    probe = not prepared.by_source and not (likely and prepared.rewrites)
+    if probe:  # the key (and rest-of-ON) columns only
+        out.reads = 1
+        rows = 0
+        for batch in _stream(prepared, storage, path, pv, deletion_vector, prepared.probe_columns):
+            rows += batch.num_rows
+            if batch.num_rows:
+                _, srow = prepared.pairs(batch)
+                if len(srow):
+                    matched.append(srow)
+        out.num_rows = rows
+        out.matched_source = np.unique(np.concatenate(matched)) if matched else np.empty(0, np.int64)
+        if not len(out.matched_source) or not prepared.rewrites:
+            out.probe_ms = (time.perf_counter_ns() - started) // 1_000_000
+            return out
+    out.probe_ms = (time.perf_counter_ns() - started) // 1_000_000
+    out.reads += 1
+    writer = TableWriter(prepared.spec.write, task_id)
+    written: list[WrittenFile] = []
+    rows, found = 0, []
+    try:
+        for batch in _stream(prepared, storage, path, pv, deletion_vector, None):
+            if not batch.num_rows:
+                continue
+            rows += batch.num_rows
+            trow, srow = prepared.pairs(batch)
+            if len(srow):
+                found.append(srow)
+            result = prepared.apply(batch, trow, srow, out)
+            if result.num_rows:
+                written.extend(writer.write(result))
+        written.extend(writer.finish())
+        if not out.changed:  # no clause changed a row: the file stays as it is
+            _discard(storage, prepared.spec, [FileOutcome(path, written=written)])
+            written = []
+    except BaseException:
+        _discard(storage, prepared.spec, [FileOutcome(path, written=written)])
+        raise
+    out.num_rows = rows
+    if not probe:
+        out.matched_source = np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
+    out.written = written
+    out.rewrite_ms = (time.perf_counter_ns() - started) // 1_000_000 - out.probe_ms
+    return out
+
+
+def inserted_rows(prepared: PreparedMerge, matched: np.ndarray) -> tuple[pa.Table | None, dict]:
+    """The rows WHEN NOT MATCHED clauses insert for the source rows no target row matched (positions
+    not in ``matched``), in the target schema, sorted by partition; and ``{clause: rows}``."""
+    codes = prepared.codes[_NOT_MATCHED]
+    if not codes:
+        return None, {}
+    keep = np.ones(prepared.source.num_rows, dtype=bool)
+    keep[matched] = False
+    left = np.flatnonzero(keep)
+    if not len(left):
+        return None, {}
+    data = prepared.source.take(pa.array(left))
+    action = prepared.first_firing(codes, data)
+    arrow_schema = prepared.schema.to_arrow_schema()
+    parts, counts = [], {}
+    for i in codes:
+        rows = np.flatnonzero(action == i)
+        if not len(rows):
+            continue
+        counts[i] = len(rows)
+        values = prepared.values(i, data.take(pa.array(rows)), prepared.arrow_types)
+        parts.append(pa.table([values[f.name] for f in arrow_schema], schema=arrow_schema))
+    if not parts:
+        return None, counts
+    table = pa.concat_tables(parts)
+    partition_columns = list(prepared.spec.write.partition_columns)
+    if partition_columns:
+        table = table.sort_by([(c, "ascending") for c in partition_columns])
+    return table, counts
+
+
+def likely_touched(files: pa.Table, prepared: PreparedMerge) -> list[bool]:
+    """Per candidate file, whether its stats say source rows likely match some of its rows (then it
+    is read once, with no probe): for each key on a data column of a number or date type, the
+    source's distinct values inside the file's ``[min, max]`` times the file's density of values
+    there (``numRecords / (max - min + 1)``, at most 1) estimates its matches; at least
+    :data:`~.rewrite.LIKELY_MATCHES` on any key is likely. No stats, no estimate: probed (correct
+    either way; only the cost differs)."""
+    from .expr.skipping import stats_table
+    from .rewrite import LIKELY_MATCHES, _numbers
+
+    count = files.num_rows
+    expected = np.zeros(count)
+    parts = {c.lower() for c in prepared.spec.write.partition_columns}
+    try:
+        for j, name in enumerate(prepared.key_targets):
+            if name.lower() in parts:
+                continue
+            f = prepared.schema.find(name)
+            values = _numbers(prepared.key_sets[j])
+            if values is None or not len(values):
+                continue
+            stats = stats_table(files, [n.Column((f.name,), f.type)])
+            if stats is None or "minValues" not in stats.column_names:
+                continue
+            lo = _numbers(pc.struct_field(stats.column("minValues").combine_chunks(), [0]))
+            hi = _numbers(pc.struct_field(stats.column("maxValues").combine_chunks(), [0]))
+            records = _numbers(stats.column("numRecords"))
+            if lo is None or hi is None or records is None:
+                continue
+            values = np.sort(values)
+            inside = np.searchsorted(values, hi, "right") - np.searchsorted(values, lo, "left")
+            density = np.minimum(1.0, records / np.maximum(hi - lo + 1.0, 1.0))
+            expected = np.maximum(expected, np.nan_to_num(inside * density, nan=0.0))
+    except Exception:  # only a hint: probing is always correct
+        return [False] * count
+    return [bool(x) for x in expected >= LIKELY_MATCHES]
