@@ -46,12 +46,17 @@ __all__ = [
     "inserted_rows",
     "source_row_limit",
     "likely_touched",
+    "merge_files",
+    "IN_PROCESS_BYTES",
     "duplicate_match_error",
     "MAX_SOURCE_BYTES",
 ]
 
 #: a source up to about this many Arrow bytes is shipped to every task; larger ones are joined by Spark
 MAX_SOURCE_BYTES = 256 << 20
+#: candidate files up to this many bytes in all are merged by threads of the driver: a Spark job (and,
+#: in a fresh application, starting its Python workers) costs more than the work
+IN_PROCESS_BYTES = 64 << 20
 
 _MATCHED, _NOT_MATCHED, _BY_SOURCE = "matched", "not_matched", "not_matched_by_source"
 
@@ -470,6 +475,43 @@ def merge_file(
     out.written = written
     out.rewrite_ms = (time.perf_counter_ns() - started) // 1_000_000 - out.probe_ms
     return out
+
+
+def merge_files(
+    prepared: PreparedMerge, files: pa.Table, likely: list[bool], *, max_workers: int | None = None
+) -> list[MergeFileOutcome]:
+    """:func:`merge_file` over ``files`` (rows of ``snapshot.files``) in this process, in parallel
+    across files; when one fails, what the others wrote is deleted and the error raised."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .rewrite import FileOutcome, _discard
+    from .storage import storage_for
+
+    if files.num_rows == 0:
+        return []
+    storage = storage_for(prepared.spec.write.table_uri)
+    has_dv = "deletion_vector" in files.column_names
+    rows = files.select(["path", "partition_values"] + (["deletion_vector"] if has_dv else [])).to_pylist()
+
+    def one(i: int) -> MergeFileOutcome:
+        r = rows[i]
+        return merge_file(
+            prepared, storage, r["path"], dict(r["partition_values"] or []), r.get("deletion_vector"), likely=likely[i]
+        )
+
+    workers = max(1, min(len(rows), max_workers or os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-merge") as pool:
+        futures = [pool.submit(one, i) for i in range(len(rows))]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            pool.shutdown(wait=True)
+            done = [f.result() for f in futures if f.done() and not f.cancelled() and not f.exception()]
+            _discard(storage, prepared.spec, [FileOutcome(o.path, written=o.written) for o in done])
+            raise
 
 
 def inserted_rows(prepared: PreparedMerge, matched: np.ndarray) -> tuple[pa.Table | None, dict]:

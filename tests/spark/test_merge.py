@@ -93,13 +93,16 @@ ONS = [
 ]
 
 
-@pytest.fixture(params=["by_file", "join"])
+@pytest.fixture(params=["threads", "tasks", "join"])
 def execution(request, monkeypatch):
-    """Both executions of MERGE: the source shipped to the file tasks, and Spark's join (forced by a
-    zero size limit for the shipped source)."""
-    if request.param == "join":
-        from airflow_delta_provider_apps.engine import merge_rewrite
+    """Every execution of MERGE: file by file in the driver's threads (small candidates), file by file
+    in Spark tasks (forced by a zero in-process limit), and Spark's join (forced by a zero size
+    limit for the shipped source)."""
+    from airflow_delta_provider_apps.engine import merge_rewrite
 
+    if request.param == "tasks":
+        monkeypatch.setattr(merge_rewrite, "IN_PROCESS_BYTES", -1)
+    if request.param == "join":
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     return request.param
 
@@ -171,7 +174,7 @@ def _key(r):
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
 @given(
     st.lists(row, max_size=12),

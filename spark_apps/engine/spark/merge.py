@@ -274,61 +274,41 @@ def small_source(source, plan, max_rows: int):
 
 
 def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
-    """MERGE with the (small) source in every task: each candidate file is probed and, when a clause
-    changes one of its rows, rewritten (:func:`..merge_rewrite.merge_file`): ONE Spark job over the
-    files, dealt to tasks by bytes as DELETE/UPDATE do; the inserts are written here."""
-    import json
-
+    """MERGE with the (small) source beside every candidate file: each is probed and, when a clause
+    changes one of its rows, rewritten (:func:`..merge_rewrite.merge_file`), in the driver's threads
+    when the candidates are small (:data:`..merge_rewrite.IN_PROCESS_BYTES`), else in ONE Spark job
+    over the files, dealt to tasks by bytes as DELETE/UPDATE do; the inserts are written here."""
     import numpy as np
-    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    from ..actions import AddFile
-    from ..merge_rewrite import inserted_rows, likely_touched
+    from ..merge_rewrite import IN_PROCESS_BYTES, inserted_rows, likely_touched, merge_files
     from ..writer import TableWriter, WrittenFile
-    from .rewrite import _listing_for_tasks, _slices
-    from .session import delta_error_from
 
     started = time.monotonic()
-    spec, source = prepared.spec, prepared.source
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, source.schema) as w:
-        w.write_table(source)
-    payload = sink.getvalue().to_pybytes()
-    rows = []
+    spec = prepared.spec
+    outcomes: list = []
     if candidates.num_rows:
-        listing = _listing_for_tasks(candidates, min(candidates.num_rows, _slices(spark)))
-        # listing rows are in task order: the flags follow them by path
-        flags = dict(zip(candidates.column("path").to_pylist(), likely_touched(candidates, prepared)))
-        listing = listing.append_column("likely", pa.array([flags[p] for p in listing.column("path").to_pylist()]))
-
-        def fn(batches, _spec=spec, _payload=payload):
-            from airflow_delta_provider_apps.engine.spark.merge import merge_task
-
-            return merge_task(_spec, _payload, batches)
-
-        try:
-            rows = spark.createDataFrame(listing).mapInArrow(fn, _FILE_OUTPUT).collect()
-        except Exception as e:  # executor errors arrive wrapped in Spark exceptions
-            err = delta_error_from(e)
-            if err is not None:
-                raise err from None
-            raise
+        likely = likely_touched(candidates, prepared)
+        total = pc.sum(candidates.column("size")).as_py() if "size" in candidates.column_names else None
+        if (total or 0) <= IN_PROCESS_BYTES:
+            outcomes = merge_files(prepared, candidates, likely)
+        else:
+            outcomes = _merge_in_tasks(spark, prepared, candidates, likely)
     scan_ms = int((time.monotonic() - started) * 1000)
     started = time.monotonic()
     touched, adds, written_rows = [], [], 0
     per_action: dict = {}
     matched = [np.empty(0, np.int64)]
-    for r in rows:
-        matched.append(np.frombuffer(r["matched"], dtype=np.int64))
-        if not r["changed"]:
+    for o in outcomes:
+        matched.append(o.matched_source)
+        if not o.changed:
             continue
-        touched.append(r["path"])
-        for add_json, k in json.loads(r["written"] or "[]"):
-            adds.append(AddFile.from_json(add_json))
-            written_rows += int(k)
-        for i, k in json.loads(r["clause_rows"]).items():
-            got = per_action.get(int(i), (0, 0))[1] + int(k)
-            per_action[int(i)] = (got, got)
+        touched.append(o.path)
+        adds += [w.add for w in o.written]
+        written_rows += o.num_written_rows
+        for i, k in o.clause_rows.items():
+            got = per_action.get(i, (0, 0))[1] + int(k)
+            per_action[i] = (got, got)
     table, inserted = inserted_rows(prepared, np.unique(np.concatenate(matched)))
     for i, k in inserted.items():
         per_action[i] = (k, 0)
@@ -341,6 +321,51 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
         adds += [w.add for w in written]
         written_rows += sum(w.num_rows for w in written)
     return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, int((time.monotonic() - started) * 1000))
+
+
+def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
+    """:func:`..merge_rewrite.merge_file` over the candidates in Spark tasks (the source shipped as
+    Arrow IPC in the task closure, which PySpark broadcasts when large)."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+
+    from ..actions import AddFile
+    from ..merge_rewrite import MergeFileOutcome
+    from ..writer import WrittenFile
+    from .rewrite import _listing_for_tasks, _slices
+    from .session import delta_error_from
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, prepared.source.schema) as w:
+        w.write_table(prepared.source)
+    payload = sink.getvalue().to_pybytes()
+    listing = _listing_for_tasks(candidates, min(candidates.num_rows, _slices(spark)))
+    flags = dict(zip(candidates.column("path").to_pylist(), likely))  # listing rows are in task order
+    listing = listing.append_column("likely", pa.array([flags[p] for p in listing.column("path").to_pylist()]))
+
+    def fn(batches, _spec=prepared.spec, _payload=payload):
+        from airflow_delta_provider_apps.engine.spark.merge import merge_task
+
+        return merge_task(_spec, _payload, batches)
+
+    try:
+        rows = spark.createDataFrame(listing).mapInArrow(fn, _FILE_OUTPUT).collect()
+    except Exception as e:  # executor errors arrive wrapped in Spark exceptions
+        err = delta_error_from(e)
+        if err is not None:
+            raise err from None
+        raise
+    out = []
+    for r in rows:
+        o = MergeFileOutcome(r["path"], num_rows=r["num_rows"], changed=r["changed"])
+        o.clause_rows = {int(i): int(k) for i, k in json.loads(r["clause_rows"]).items()}
+        o.matched_source = np.frombuffer(r["matched"], dtype=np.int64)
+        o.written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]
+        o.probe_ms, o.rewrite_ms = r["probe_ms"], r["rewrite_ms"]
+        out.append(o)
+    return out
 
 
 def merge_task(spec, payload: bytes, batches):

@@ -1,0 +1,282 @@
+"""MERGE bench: our engine (Spark local[2]) beside deltalake on copies of the same deltalake-written files.
+
+``python -m bench.merge [--quick] [--reps N] [--only SUBSTR ...]`` (``make bench`` runs it after the
+data-plane bench). Cases (issue 15, item 8):
+
+* on the data-plane table (5M rows, 20 ``dt`` partitions, every file spanning the whole id range):
+  merge 50k rows (half updates, half inserts); an upsert into one partition; an insert-only merge;
+  a matched-only delete merge; NOT MATCHED BY SOURCE limited to one partition (sync one day);
+* on tables clustered by ``id`` (files of 250k consecutive ids, written by deltalake): an upsert of 1
+  row (must touch 1 file), and the same 50k-row merge (updates inside one file's id range, inserts
+  beyond the last id) at 1M / 5M / 20M target rows: its cost must follow the touched files, not the
+  table's size.
+
+Each repetition runs on a fresh copy (data files hard-linked: Delta never changes a data file in
+place; the log copied), the engines alternating; medians are reported with the files each engine
+read and rewrote, and both engines' row counts after the merge are checked equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from . import dataplane as dp
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data" / "merge"
+RESULTS = HERE / "results"
+FILE_ROWS = 250_000
+
+
+def fresh_copy(src: str, dst: Path) -> str:
+    """``src`` at ``dst``: data files hard-linked (never modified in place), ``_delta_log`` copied."""
+    shutil.rmtree(dst, ignore_errors=True)
+
+    def link(s, d):
+        if "_delta_log" in Path(s).parts:
+            return shutil.copy2(s, d)
+        os.link(s, d)
+        return d
+
+    shutil.copytree(src, dst, copy_function=link)
+    return str(dst)
+
+
+def clustered(rows: int) -> str:
+    """A deltalake-written table of ``rows`` rows, ids 0..rows-1 in files of FILE_ROWS consecutive ids."""
+    import deltalake
+    import numpy as np
+
+    path = DATA / f"clustered_{rows}"
+    if (path / "done").exists():
+        return str(path / "t")
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    for start in range(0, rows, FILE_ROWS):
+        ids = np.arange(start, min(rows, start + FILE_ROWS), dtype=np.int64)
+        deltalake.write_deltalake(str(path / "t"), _clustered_rows(ids), mode="append")
+    (path / "done").write_text("ok")
+    return str(path / "t")
+
+
+def _clustered_rows(ids):
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "v": pa.array((ids * 2654435761 % 1_000_000) / 1e6, pa.float64()),
+            "s": pa.array(np.char.add("s", (ids % 1000).astype(str)), pa.string()),
+            "n": pa.array(ids % 100, pa.int64()),
+        }
+    )
+
+
+def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[dict]:
+    import deltalake
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from airflow_delta_provider_apps.engine import DeltaTable
+
+    spark = dp._session()
+    work = DATA / "work"
+    results: list[dict] = []
+
+    def wanted(label: str) -> bool:
+        return not only or any(o in label for o in only)
+
+    def case(label, base, source_df, source_arrow, predicate, clauses):
+        """Time one merge for both engines (alternating, each on a fresh copy of ``base``)."""
+        if not wanted(label):
+            return
+        h = {}
+
+        def ours():
+            b = DeltaTable.for_path(spark, h["ours"]).merge(source_df, predicate)
+            for when, then, cond in clauses:
+                b = b.clause(when=when, then=then, condition=cond)
+            return b.execute()
+
+        def theirs():
+            b = deltalake.DeltaTable(h["rs"]).merge(
+                source=source_arrow, predicate=predicate, source_alias="source", target_alias="target"
+            )
+            for when, then, cond in clauses:
+                method = getattr(b, f"when_{when}_{then}")
+                b = method(predicate=cond) if cond else method()
+            return b.execute()
+
+        times, outs = dp._alternating(
+            {
+                "ours": (ours, lambda: h.update(ours=fresh_copy(base, work / "ours"))),
+                "rs": (theirs, lambda: h.update(rs=fresh_copy(base, work / "rs"))),
+            },
+            reps,
+        )
+        m, r = outs["ours"], outs["rs"]
+        n_ours = DeltaTable.for_path(spark, h["ours"]).to_df().count()
+        n_rs = deltalake.DeltaTable(h["rs"]).to_pyarrow_dataset().count_rows()
+        assert n_ours == n_rs, (label, n_ours, n_rs)
+        note = (
+            f"{m['numTargetRowsUpdated']} updated, {m['numTargetRowsDeleted']} deleted, "
+            f"{m['numTargetRowsInserted']} inserted; ours read {m['numTargetFilesAfterSkipping']}/"
+            f"{m['numTargetFilesBeforeSkipping']} files, rewrote {m['numTargetFilesRemoved']}; deltalake "
+            f"scanned {r.get('num_target_files_scanned')}, rewrote {r.get('num_target_files_removed')}; "
+            f"{n_ours} rows after"
+        )
+        print(f"{label}: ours {times['ours']:.2f} s, deltalake {times['rs']:.2f} s ({note})", flush=True)
+        results.append(
+            {
+                "case": label,
+                "ours_s": times["ours"],
+                "deltalake_s": times["rs"],
+                "ours_vs_deltalake": times["ours"] / times["rs"],
+                "files_read": m["numTargetFilesAfterSkipping"],
+                "files_total": m["numTargetFilesBeforeSkipping"],
+                "files_rewritten": m["numTargetFilesRemoved"],
+                "note": note,
+            }
+        )
+
+    def both(df):
+        df = df.cache()
+        df.count()
+        arrow = df.toArrow()
+        return df, arrow.cast(dp._rs_schema(arrow.schema))
+
+    upsert = [("matched", "update_all", None), ("not_matched", "insert_all", None)]
+    on_day = "target.id = source.id AND target.dt = source.dt"
+
+    # ---- the data-plane table: every file spans the whole id range
+    base = dp.build(spark, rows)["rs"]
+    half = max(1, rows // 200)
+    updates = dp._rows_df(spark, 0, rows).filter("id % 199 = 7").limit(half).withColumn("v", F.col("v") + 1)
+    inserts = dp._rows_df(spark, 2 * rows, half)
+    src, src_a = both(updates.unionByName(inserts))
+    case(f"merge {2 * half} rows (half updates, half inserts) into {rows}", base, src, src_a, on_day, upsert)
+    day = "DATE '2026-01-05'"
+    d_src, d_a = both(updates.unionByName(inserts).filter(f"dt = {day}"))
+    case("upsert into one partition of 20", base, d_src, d_a, on_day, upsert)
+    i_src, i_a = both(inserts)
+    case("insert-only merge", base, i_src, i_a, "target.id = source.id", [("not_matched", "insert_all", None)])
+    u_src, u_a = both(updates)
+    case(f"matched-only delete merge ({half} rows)", base, u_src, u_a, on_day, [("matched", "delete", None)])
+    # sync one day: its rows with 1% gone and 1% changed; rows of that day missing from the source go
+    day_rows = dp._rows_df(spark, 0, rows).filter(f"dt = {day}")
+    sync = day_rows.filter("id % 97 != 3").withColumn(
+        "v", F.when(F.col("id") % 89 == 5, F.col("v") + 1).otherwise(F.col("v"))
+    )
+    s_src, s_a = both(sync)
+    case(
+        "NOT MATCHED BY SOURCE limited to one partition (sync one day)",
+        base,
+        s_src,
+        s_a,
+        on_day,
+        [
+            ("matched", "update_all", "source.v != target.v"),
+            ("not_matched", "insert_all", None),
+            ("not_matched_by_source", "delete", f"target.dt = {day}"),
+        ],
+    )
+
+    # ---- clustered tables: cost follows the touched files
+    def clustered_source(total: int, n: int):
+        ids = np.concatenate([np.arange(0, FILE_ROWS, FILE_ROWS // n)[:n], np.arange(total, total + n)])
+        t = _clustered_rows(ids)
+        t = t.set_column(1, "v", pa.array(np.asarray(t.column("v")) + 1.0))
+        return spark.createDataFrame(t.to_pandas()).cache(), t
+
+    for total in scale:
+        base_c = clustered(total)
+        if total == rows:
+            one_df, one_a = clustered_source(total, 1)
+            one_df = one_df.limit(1).cache()
+            one_a = one_a.slice(0, 1)
+            one_df.count()
+            case(
+                f"upsert 1 row into {total} rows clustered by id",
+                base_c,
+                one_df,
+                one_a,
+                "target.id = source.id",
+                upsert,
+            )
+        c_df, c_a = clustered_source(total, half // 2)
+        c_df.count()
+        case(
+            f"merge {2 * (half // 2)} rows into {total} rows clustered by id",
+            base_c,
+            c_df,
+            c_a,
+            "target.id = source.id",
+            upsert,
+        )
+    spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def save(results: list[dict], rows: int, reps: int, out: Path) -> None:
+    import csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()
+    lines = [
+        "# MERGE bench (`python -m bench.merge`)",
+        "",
+        f"Ours: Spark local[2], warm session; deltalake {_rs_version()}; median of {reps}, engines alternating, "
+        f"each on a fresh copy of the same deltalake-written files. Load average at the end: {load[0]:.1f}.",
+        "",
+        "| case | ours | deltalake | ours / deltalake | files read (ours) | files rewritten (ours) | note |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['case']} | {r['ours_s']:.2f} s | {r['deltalake_s']:.2f} s | {r['ours_vs_deltalake']:.2f}x | "
+            f"{r['files_read']}/{r['files_total']} | {r['files_rewritten']} | {r['note']} |"
+        )
+    (out / "merge.md").write_text("\n".join(lines) + "\n")
+    with open(out / "merge.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(results[0]) if results else ["case"])
+        w.writeheader()
+        w.writerows(results)
+    print("\n".join(lines))
+
+
+def _rs_version() -> str:
+    import deltalake
+
+    return deltalake.__version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_ROWS", 5_000_000)))
+    p.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
+    p.add_argument("--quick", action="store_true", help="200k rows, one repetition")
+    p.add_argument("--only", nargs="*", default=None, help="cases whose title contains one of these")
+    a = p.parse_args(argv)
+    rows, reps = (200_000, 1) if a.quick else (a.rows, a.reps)
+    scale = [rows // 5, rows, rows * 4]
+    started = time.time()
+    results = run(rows, reps, a.only, scale)
+    out = RESULTS if not a.quick else DATA / "results-quick"
+    if results and not a.only:
+        save(results, rows, reps, out)
+    elif results:
+        save(results, rows, reps, DATA / "results-only")
+    print(f"({time.time() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
