@@ -8,7 +8,11 @@ knowable from the table's log and the local file system:
   ``if_not_exists``, does not;
 * the DDL parses and the partition columns are in it (``create-table`` with a schema);
 * predicates (``predicate``, ``replace_where``) and UPDATE's ``updates`` bind to the table schema;
-* a local source exists.
+* a local source exists;
+* MERGE: the ON condition, the clauses (order, conditions, assignments, casts, NOT NULL) or the
+  upsert's key columns bind exactly as the app binds them, against the table's schema and the
+  source's, when the source's schema is known here (a local Delta table, or local parquet files
+  without partition directories, and no ``source_query``); otherwise the app checks them.
 
 Remote tables and sources are checked by the app itself (reading them here would need their
 credentials on the Airflow worker). The Airflow operators call this through :mod:`airflow_delta_provider_apps.protocol`.
@@ -72,6 +76,9 @@ def preflight(operation: str, params: Mapping) -> None:
             "there is no _delta_log directory with a commit or checkpoint file",
             "check table_uri, or create the table first (DeltaCreateTableOperator)",
         )
+    if operation == "merge":
+        _check_merge(params, storage_for(table), table)
+        return
     conditions = {k: params.get(k) for k in ("predicate", "replace_where") if params.get(k) is not None}
     if not conditions and not params.get("updates"):
         return
@@ -89,3 +96,60 @@ def preflight(operation: str, params: Mapping) -> None:
             bind_assignments(dict(params["updates"]), schema)
         except InvalidArgumentError as e:
             raise type(e)(f"updates=: {e.problem}", e.cause, e.fix) from None
+
+
+def _source_schema(params: Mapping):
+    """The source's schema when knowable without Spark (see the module docstring), else None."""
+    from .engine.log.snapshot import load_snapshot
+    from .engine.schema import StructType
+    from .engine.storage import normalize_table_uri, storage_for, table_location
+
+    source, fmt = params.get("source"), str(params.get("source_format") or "").lower()
+    if not source or params.get("source_query") or not _local(str(source)):
+        return None
+    if fmt == "delta":
+        where = table_location(str(source))
+        version = (params.get("source_options") or {}).get("versionAsOf")
+        return load_snapshot(storage_for(where), where, version=int(version) if version is not None else None).schema
+    if fmt == "parquet":
+        import pyarrow.dataset as ds
+
+        path = normalize_table_uri(str(source))
+        dataset = ds.dataset(path, format="parquet")
+        if any("=" in os.path.relpath(f, path) for f in dataset.files):  # Spark types partition dirs itself
+            return None
+        return StructType.from_arrow(dataset.schema)
+    return None
+
+
+def _check_merge(params: Mapping, storage, table: str) -> None:
+    """Bind the merge as the app does (:func:`~.engine.commands.merge.bind_plan`) when the source's
+    schema is known here."""
+    from .engine.commands.merge import bind_plan, clauses_from_specs, evolved_schema, upsert_condition
+    from .engine.log.snapshot import load_snapshot
+
+    source_schema = _source_schema(params)
+    if source_schema is None:
+        return
+    snapshot = load_snapshot(storage, table)
+    target = snapshot.schema
+    keys = params.get("key_columns")
+    if keys:
+        on = upsert_condition(target, source_schema.names, list(keys))
+        specs = [{"when": "matched", "then": "update_all"}, {"when": "not_matched", "then": "insert_all"}]
+        dedupe_by = params.get("dedupe_by")
+        if dedupe_by is not None and source_schema.find(dedupe_by) is None:
+            raise InvalidArgumentError(
+                f"dedupe_by column '{dedupe_by}' is not in the source",
+                f"the source has {', '.join(source_schema.names)}",
+                "name a source column (e.g. an update timestamp)",
+            )
+        aliases = {"target_alias": "target", "source_alias": "source"}
+    else:
+        on, specs = params.get("predicate"), params.get("clauses")
+        aliases = {
+            "target_alias": params.get("target_alias") or "target",
+            "source_alias": params.get("source_alias") or "source",
+        }
+    evolved = evolved_schema(target, source_schema) if params.get("merge_schema") else target
+    bind_plan(snapshot, source_schema, str(on), clauses_from_specs(specs), target_schema=evolved, **aliases)

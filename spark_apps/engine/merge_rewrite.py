@@ -54,6 +54,8 @@ __all__ = [
 
 #: a source up to about this many Arrow bytes is shipped to every task; larger ones are joined by Spark
 MAX_SOURCE_BYTES = 256 << 20
+#: a key with many source values selects candidate files by at most this many value ranges
+MAX_KEY_RANGES = 16
 #: candidate files up to this many bytes in all are merged by threads of the driver: a Spark job (and,
 #: in a fresh application, starting its Python workers) costs more than the work
 IN_PROCESS_BYTES = 64 << 20
@@ -212,15 +214,29 @@ class PreparedMerge:
         probe |= {self.names[int(p[0][3:])] for p in residual_cols if p[0].startswith("__t")}
         self.probe_columns = sorted(probe)
 
-    def key_values(self, max_values: int) -> list[tuple[list | None, Any, Any, bool]]:
+    def key_values(self, max_values: int, max_ranges: int = MAX_KEY_RANGES) -> list[tuple]:
         """Per key equality: (its distinct source values when at most ``max_values``, min, max, has
-        NULL), what the candidate-file predicate is made of."""
+        NULL, ranges), what the candidate-file predicate is made of. ``ranges`` (numbers and dates
+        with more values than that): ``[(lo, hi), ...]``, at most ``max_ranges``, split at the widest
+        gaps between the sorted values, so that keys in a few clusters (updates of old rows, inserts
+        past the last key) select the files of those clusters, not everything in between."""
+        from .rewrite import _numbers
+
         out = []
         for values, has_null in zip(self.key_sets, self.key_nulls):
             bounds = pc.min_max(values) if len(values) else None
             lo = bounds["min"].as_py() if bounds is not None else None
             hi = bounds["max"].as_py() if bounds is not None else None
-            out.append((values.to_pylist() if len(values) <= max_values else None, lo, hi, has_null))
+            few = values.to_pylist() if len(values) <= max_values else None
+            ranges = None
+            if few is None and max_ranges > 1:
+                ordered = values.take(pc.sort_indices(values))
+                nums = _numbers(ordered)
+                if nums is not None and len(nums) > 1:
+                    cuts = np.sort(np.argsort(-np.diff(nums), kind="stable")[: max_ranges - 1])
+                    starts, ends = np.concatenate([[0], cuts + 1]), np.concatenate([cuts, [len(nums) - 1]])
+                    ranges = [(ordered[int(a)].as_py(), ordered[int(b)].as_py()) for a, b in zip(starts, ends)]
+            out.append((few, lo, hi, has_null, ranges))
         return out
 
     def _code(self, j: int, arr) -> tuple[np.ndarray, np.ndarray, int]:

@@ -73,3 +73,73 @@ def test_a_predicate_template_rendering_empty_fails_the_task_before_submitting(t
     with pytest.raises(DeltaPermanentError, match="predicate is empty"):
         op.execute({})
     assert "hook" not in op.__dict__
+
+
+def _parquet_source(tmp_path, table: dict) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "changes"
+    src.mkdir()
+    pq.write_table(pa.table(table), src / "part-0.parquet")
+    return str(src)
+
+
+def test_merge_binds_on_the_clauses_and_keys_before_submitting(tmp_path, table):
+    """A merge is bound as the app binds it, against the table's and the (local) source's schemas."""
+    src = _parquet_source(tmp_path, {"id": [1, 2], "value": ["x", "y"], "p": ["a", "b"], "ts": [3, 4]})
+    base = {"table_uri": table, "source": src, "source_format": "parquet"}
+    upsert_all = [{"when": "matched", "then": "update_all"}, {"when": "not_matched", "then": "insert_all"}]
+    preflight("merge", {**base, "predicate": "target.id = source.id", "clauses": upsert_all})  # fine
+    preflight("merge", {**base, "key_columns": ["id"], "dedupe_by": "ts"})  # fine
+    bad = [
+        ({"predicate": "target.idx = source.id", "clauses": upsert_all}, "Unknown column 'target.idx'.*'target' has"),
+        ({"predicate": "t.id = s.id", "clauses": upsert_all}, "Unknown column 't.id'"),
+        (
+            {
+                "predicate": "target.id = source.id",
+                "clauses": [{"when": "matched", "then": "update", "set": {"p": "source.q"}}],
+            },
+            "Unknown column 'source.q'.*'source' has columns id, value, p, ts",
+        ),
+        (
+            {"predicate": "target.id = source.id", "clauses": [{"when": "matched", "then": "delete"}, upsert_all[0]]},
+            "Only the last WHEN MATCHED clause may omit its condition",
+        ),
+        ({"key_columns": ["nope"]}, "missing: nope not in the table; nope not in the source"),
+        ({"key_columns": ["id"], "dedupe_by": "seq"}, "dedupe_by column 'seq' is not in the source"),
+    ]
+    for params, match in bad:
+        with pytest.raises(InvalidArgumentError, match=match):
+            preflight("merge", {**base, **params})
+    # what cannot be known here is left to the app: a query over the source, a csv source
+    preflight("merge", {**base, "source_query": "SELECT id AS k FROM source", "key_columns": ["k"]})
+    preflight("merge", {**base, "source_format": "csv", "key_columns": ["nope"]})
+
+
+def test_merge_operator_with_a_merge_condition_passes_preflight_and_a_bad_one_fails_before_submitting(tmp_path, table):
+    from airflow_delta_provider.exceptions import DeltaPermanentError
+    from airflow_delta_provider.operators.delta import DeltaMergeOperator
+
+    src = _parquet_source(tmp_path, {"id": [1], "value": ["x"], "p": ["a"]})
+    clauses = [{"when": "matched", "then": "update_all"}]
+    good = DeltaMergeOperator(
+        task_id="m",
+        table_uri=table,
+        source=src,
+        source_format="parquet",
+        predicate="target.id = source.id",
+        clauses=clauses,
+    )
+    good.preflight(good.operation_params({}))  # the merge condition names both relations: no error
+    bad = DeltaMergeOperator(
+        task_id="m",
+        table_uri=table,
+        source=src,
+        source_format="parquet",
+        predicate="target.id = source.idd",
+        clauses=clauses,
+    )
+    with pytest.raises(DeltaPermanentError, match="Unknown column 'source.idd'"):
+        bad.execute({})
+    assert "hook" not in bad.__dict__

@@ -238,6 +238,22 @@ def test_upsert_touches_only_the_file_holding_its_key(spark, tmp_path):
     assert len(rows) == 200 and rows[205] == 99
 
 
+def test_many_source_keys_in_two_clusters_read_only_the_files_of_those_clusters(spark, tmp_path):
+    """Over 1000 distinct keys become value ranges split at the widest gaps, not one min/max range:
+    updates inside the first file's ids and inserts past the last id read one file of four."""
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL)
+    for k in range(4):
+        t.append(spark.createDataFrame([(k * 10_000 + i, i, 0) for i in range(2_000)], DDL).coalesce(1))
+    rows = [(i, -1, 0) for i in range(1_500)] + [(100_000 + i, 7, 0) for i in range(1_500)]
+    src = spark.createDataFrame(rows, DDL)
+    m = DeltaTable.for_path(spark, root).upsert(src, ["id"])
+    assert m["numTargetFilesBeforeSkipping"] == 4 and m["numTargetFilesAfterSkipping"] == 1
+    assert m["numTargetRowsUpdated"] == 1_500 and m["numTargetRowsInserted"] == 1_500
+    got = {r["id"]: r["v"] for r in DeltaTable.for_path(spark, root).to_df().collect()}
+    assert len(got) == 8_000 + 1_500 and got[1_499] == -1 and got[1_500] == 1_500 and got[101_499] == 7
+
+
 def test_insert_only_merge_removes_no_file_and_null_keys_never_match(spark, tmp_path):
     root = str(tmp_path / "t")
     t = DeltaTable.create(spark, root, schema=DDL)

@@ -137,6 +137,15 @@ class MergeBuilder:
         ).to_dict()
 
 
+def clauses_from_specs(specs) -> list[MergeClause]:
+    """Clauses from their parts as the CLI and the operator pass them (``{"when", "then",
+    "condition", "set", "values"}`` each), through the builder's own rules."""
+    b = MergeBuilder(None, None, "", source_alias="source", target_alias="target", merge_schema=False)
+    for c in specs or []:
+        b.clause(**c)
+    return list(b._clauses)
+
+
 # --------------------------------------------------------------------------------------------------
 # binding
 
@@ -319,8 +328,9 @@ def upsert_condition(target, source_columns: list[str], key_columns: list[str]) 
     low = {c.lower(): c for c in source_columns}
     missing_s = [k for k in key_columns if k.lower() not in low]
     if missing_t or missing_s:
+        where = [f"{', '.join(m)} not in the {side}" for m, side in ((missing_t, "table"), (missing_s, "source")) if m]
         raise InvalidArgumentError(
-            f"Upsert key column(s) {', '.join(missing_t + missing_s)} missing",
+            f"Upsert key column(s) missing: {'; '.join(where)}",
             f"the table has {', '.join(target.names)}; the source has {', '.join(source_columns)}",
             "name key columns that both the table and the source have",
         )
@@ -376,7 +386,8 @@ def _prunable_type(t) -> bool:
 def candidate_predicate(plan: MergePlan, key_values: list) -> object | None:
     """The target-only predicate that selects every file a matched row can live in (None: all files).
 
-    :param key_values: per :func:`key_equalities` entry ``(distinct values or None, min, max, has_null)``
+    :param key_values: per :func:`key_equalities` entry ``(distinct values or None, min, max, has_null[,
+        ranges])``; ``ranges`` (or None) ``[(lo, hi), ...]`` covering every value, used instead of min/max
     """
     from dataclasses import replace
 
@@ -384,7 +395,17 @@ def candidate_predicate(plan: MergePlan, key_values: list) -> object | None:
     from ..expr.parse import cast_literal
 
     parts = [p for p in (_target_side(c, plan.target_alias) for c in n.conjuncts(plan.on)) if p is not None]
-    for (t, _s, op), (values, lo, hi, has_null) in zip(key_equalities(plan), key_values):
+
+    def between(col, t, lo, hi):
+        return n.And(
+            (
+                n.Compare(">=", col, cast_literal(n.Literal(lo, t.type), t.type)),
+                n.Compare("<=", col, cast_literal(n.Literal(hi, t.type), t.type)),
+            )
+        )
+
+    for (t, _s, op), (values, lo, hi, has_null, *more) in zip(key_equalities(plan), key_values):
+        ranges = more[0] if more else None
         col = replace(t, relation=None)
         null_ok = op == "<=>" and has_null
         if values is not None:
@@ -392,13 +413,10 @@ def candidate_predicate(plan: MergePlan, key_values: list) -> object | None:
             pred = n.In(col, lits) if lits else n.Literal(False, n.BOOLEAN)
         elif lo is None:
             pred = n.Literal(False, n.BOOLEAN)
+        elif ranges and len(ranges) > 1:
+            pred = n.Or(tuple(between(col, t, a, b) for a, b in ranges))
         else:
-            pred = n.And(
-                (
-                    n.Compare(">=", col, cast_literal(n.Literal(lo, t.type), t.type)),
-                    n.Compare("<=", col, cast_literal(n.Literal(hi, t.type), t.type)),
-                )
-            )
+            pred = between(col, t, lo, hi)
         parts.append(n.Or((pred, n.IsNull(col))) if null_ok else pred)
     matched = n.and_all(parts) if parts else None
     nmbs = plan.of(NOT_MATCHED_BY_SOURCE)

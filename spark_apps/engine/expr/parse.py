@@ -591,10 +591,12 @@ class _Binder:
             )
             if field is None:
                 if i == 0:
+                    whose = "the table" if relation is None else f"'{relation}'"
+                    shown = parts if relation is None else [relation, *parts]
                     raise _err(
-                        f"Unknown column '{'.'.join(parts)}' in '{self.text}'",
-                        f"the table has columns {', '.join(schema.names)}",
-                        "use one of the table's columns (quote names with special characters in `backticks`)",
+                        f"Unknown column '{'.'.join(shown)}' in '{self.text}'",
+                        f"{whose} has columns {', '.join(schema.names)}",
+                        f"use one of {whose}'s columns (quote names with special characters in `backticks`)",
                     )
                 raise _err(
                     f"Unknown field '{part}' in '{'.'.join(parts)}' of '{self.text}'",
