@@ -367,6 +367,48 @@ def test_concurrent_appends_conflict_only_inside_the_merged_key_range(spark, tmp
     assert DeltaTable.for_path(spark, root).version() == 4
 
 
+def test_concurrent_deletes_conflict_only_on_files_the_merge_read(spark, tmp_path):
+    """A DELETE that lands while a merge runs fails the merge (retryably) when it rewrote a file the
+    merge read (as in Delta, the check for files added in the read range comes first:
+    ConcurrentAppend; else ConcurrentDeleteRead), and does not when it removed a file the merge
+    pruned away; no row is lost or doubled either way."""
+    from airflow_delta_provider_apps.engine.commands.merge import MergeClause, merge
+    from airflow_delta_provider_apps.engine.errors import ConcurrentAppendError, ConcurrentDeleteReadError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL, partition_by=["p"])
+    for p in (0, 1):  # one file per partition
+        t.append(spark.createDataFrame([(i, i, p) for i in range(10) if i % 2 == p], DDL).coalesce(1))
+    clauses = [MergeClause("matched", "update", None, None), MergeClause("not_matched", "insert", None, None)]
+    src = spark.createDataFrame([(3, 30, 1), (11, 110, 1)], DDL)  # keys only in partition p=1
+
+    def run(stale):
+        return merge(stale, src, "target.id = source.id AND target.p = source.p", clauses, spark=spark).to_dict()
+
+    stale = DeltaTable.for_path(spark, root).snapshot()
+    DeltaTable.for_path(spark, root).delete("p = 0")  # a file the merge never reads: no conflict
+    res = run(stale)
+    assert res["numTargetFilesAfterSkipping"] == 1 and res["numTargetRowsUpdated"] == 1
+    rows = {r["id"]: r["v"] for r in DeltaTable.for_path(spark, root).to_df().collect()}
+    assert rows == {1: 1, 3: 30, 5: 5, 7: 7, 9: 9, 11: 110}
+
+    stale = DeltaTable.for_path(spark, root).snapshot()
+    version = stale.version
+    DeltaTable.for_path(spark, root).delete("id = 5")  # rewrites the p=1 file holding key 3, which the merge reads
+    with pytest.raises((ConcurrentAppendError, ConcurrentDeleteReadError)) as failed:
+        run(stale)
+    assert failed.value.retryable
+    assert DeltaTable.for_path(spark, root).version() == version + 1  # only the delete landed
+    rows = {r["id"]: r["v"] for r in DeltaTable.for_path(spark, root).to_df().collect()}
+    assert rows == {1: 1, 3: 30, 7: 7, 9: 9, 11: 110}
+
+    stale = DeltaTable.for_path(spark, root).snapshot()
+    DeltaTable.for_path(spark, root).delete("p = 1")  # removes the files the merge reads, adds none
+    with pytest.raises(ConcurrentDeleteReadError):
+        run(stale)
+    assert DeltaTable.for_path(spark, root).to_df().count() == 0
+
+
 def test_merge_schema_adds_the_source_columns_in_the_same_commit(spark, tmp_path):
     root = str(tmp_path / "t")
     t = DeltaTable.create(spark, root, schema=DDL)
