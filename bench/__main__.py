@@ -201,7 +201,9 @@ def parse_args(argv: list[str] | None):
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--out", default=None, help="output directory for latest.{md,csv,png}")
     ap.add_argument("--timeout", type=int, default=900, help="per worker process, seconds")
-    ap.add_argument("--no-dataplane", action="store_true", help="skip the data-plane cases (bench/dataplane.py)")
+    ap.add_argument(
+        "--no-dataplane", action="store_true", help="skip the data-plane cases (bench/dataplane.py, bench/merge.py)"
+    )
     ap.add_argument("--dataplane-only", action="store_true", help="run only the data-plane cases")
     for f in dataclasses.fields(C.Sizes):
         ap.add_argument(
@@ -217,15 +219,19 @@ def parse_args(argv: list[str] | None):
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     if a.dataplane_only:
-        from . import dataplane
-
-        return dataplane.main(["--quick"] if a.quick else [])
+        return _data_plane(a)
     code = _log_plane(a)
     if not a.no_dataplane and not a.list and code == 0:
-        from . import dataplane
-
-        code = dataplane.main(["--quick"] if a.quick else [])
+        code = _data_plane(a)
     return code
+
+
+def _data_plane(a) -> int:
+    """The data-plane bench (scans, appends, DELETE, UPDATE), then the MERGE bench on the same table."""
+    from . import dataplane, merge
+
+    args = ["--quick"] if a.quick else []
+    return dataplane.main(args) or merge.main(args)
 
 
 def _log_plane(a) -> int:

@@ -310,59 +310,7 @@ def run(rows: int, reps: int) -> list[dict]:
         ),
     )
 
-    # ---- MERGE: both engines on copies of the same (deltalake-written) files, alternating
-    def merge_case(label, source_df, predicate, clauses):
-        source_arrow = source_df.toArrow().select(COLUMNS)
-        source_arrow = source_arrow.cast(_rs_schema(source_arrow.schema))
-        h_ours, h_rs = {}, {}
-
-        def ours():
-            b = DeltaTable.for_path(spark, h_ours["p"]).merge(source_df, predicate)
-            for c in clauses:
-                b = b.clause(when=c[0], then=c[1])
-            return b.execute()
-
-        def theirs():
-            b = deltalake.DeltaTable(h_rs["p"]).merge(
-                source=source_arrow, predicate=predicate, source_alias="source", target_alias="target"
-            )
-            for when, then in clauses:
-                b = getattr(b, f"when_{when}_{then}")()
-            return b.execute()
-
-        times, outs = _alternating(
-            {
-                "ours": (ours, lambda: h_ours.update(p=fresh("rs", "ours_merge"))),
-                "rs": (theirs, lambda: h_rs.update(p=fresh("rs"))),
-            },
-            reps,
-        )
-        m = outs["ours"]
-        files = f"{m['numTargetFilesAfterSkipping']}/{m['numTargetFilesBeforeSkipping']} files read"
-        rs_files = outs["rs"].get("num_target_files_scanned", outs["rs"].get("num_target_files_removed"))
-        note = (
-            f"{m['numTargetRowsUpdated']} updated, {m['numTargetRowsInserted']} inserted; ours {files}, "
-            f"{m['numTargetFilesRemoved']} rewritten; deltalake rewrote {outs['rs'].get('num_target_files_removed')}"
-            f" (scanned {rs_files}); {counts(h_ours, h_rs)} rows after"
-        )
-        row(label, times["ours"], times["rs"], None, note)
-
-    half = max(1, rows // 200)
-    updates = _rows_df(spark, 0, rows).filter("id % 199 = 7").limit(half).withColumn("v", F.col("v") + 1)
-    inserts = _rows_df(spark, 2 * rows, half)
-    upsert_src = updates.unionByName(inserts).cache()
-    upsert_src.count()
-    both = [("matched", "update_all"), ("not_matched", "insert_all")]
-    merge_case(
-        f"merge {2 * half} rows (half updates, half inserts)",
-        upsert_src,
-        "target.id = source.id AND target.dt = source.dt",
-        both,
-    )
-    day_src = upsert_src.filter("dt = DATE '2026-01-05'").cache()
-    day_src.count()
-    merge_case("upsert into one partition of 20", day_src, "target.id = source.id AND target.dt = source.dt", both)
-    merge_case("insert-only merge", inserts.cache(), "target.id = source.id", [("not_matched", "insert_all")])
+    # MERGE has its own bench (bench/merge.py, on the same table)
 
     day_df = extra.filter("dt = DATE '2026-01-05'").cache()
     day_df.count()

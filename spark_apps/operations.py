@@ -427,6 +427,7 @@ _OPERATIONS = (
             Arg("dedupe_by", help="upsert: keep the source row with the greatest value of this column per key"),
             Arg("source_alias", default="source", help="the source's alias in conditions"),
             Arg("target_alias", default="target", help="the table's alias in conditions"),
+            Arg("merge_schema", "bool", default=False, templated=False, help="add the source's new columns"),
         ),
         metrics=(
             "numSourceRows",

@@ -214,14 +214,17 @@ def delete(params: dict, spark=None) -> dict:
 def merge(params: dict, spark=None) -> dict:
     t = _table(spark, params)
     df = read_source_spec(spark, params)
+    merge_schema = bool(params.get("merge_schema"))
     if params.get("key_columns"):
-        r = t.upsert(df, params["key_columns"], dedupe_by=params.get("dedupe_by"), **_txn(params))
+        keys = params["key_columns"]
+        r = t.upsert(df, keys, dedupe_by=params.get("dedupe_by"), merge_schema=merge_schema, **_txn(params))
     else:
         b = t.merge(
             df,
             params["predicate"],
             source_alias=params.get("source_alias") or "source",
             target_alias=params.get("target_alias") or "target",
+            merge_schema=merge_schema,
         )
         for c in params.get("clauses") or []:
             b = b.clause(**c)

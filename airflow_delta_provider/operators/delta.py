@@ -362,7 +362,8 @@ class DeltaMergeOperator(DeltaBaseOperator):
     at ``source_options={"versionAsOf": "3"}``), optionally shaped by ``source_query`` (Spark SQL over
     the temporary view ``source``). Only the target files that can hold a matched row are read
     (partition values and min/max stats, narrowed by the source's own key values), and only those
-    where a row changes are rewritten. A target row matched by several source rows that a clause
+    where a row changes are rewritten. ON, the clauses and the key columns are checked against the
+    table's (and a local source's) schema before anything is submitted. A target row matched by several source rows that a clause
     would change fails the task once, without retry, and writes nothing. The XCom carries Delta's
     MERGE metrics (``numTargetRowsInserted``, ``numTargetRowsUpdated``, ``numTargetRowsDeleted``,
     ``numTargetRowsCopied``, ``numTargetFilesRemoved``, ...).
@@ -378,6 +379,7 @@ class DeltaMergeOperator(DeltaBaseOperator):
         insert all new); ``dedupe_by`` keeps the source row with the greatest value of that column per key,
         otherwise duplicate keys fail the task.
     :param source_alias: / ``target_alias``: the aliases used in conditions (``source`` / ``target``).
+    :param merge_schema: add the source's columns the table lacks (nullable) in the same commit.
     :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
 
     Example::

@@ -369,12 +369,21 @@ class DeltaTable:
         )
 
     def upsert(
-        self, source, key_columns, *, dedupe_by: str | None = None, app_id=None, app_version=None, user_metadata=None
+        self,
+        source,
+        key_columns,
+        *,
+        dedupe_by: str | None = None,
+        merge_schema: bool = False,
+        app_id=None,
+        app_version=None,
+        user_metadata=None,
     ) -> dict:
         """Upsert ``source`` by ``key_columns``: update every column of matched rows, insert the rest.
 
         Duplicate keys in the source fail clearly (nothing written), unless ``dedupe_by`` names a
         column: then the row with its greatest value per key is kept. NULL keys never match.
+        ``merge_schema=True`` adds the source's new columns to the table in the same commit.
         """
         from .commands.merge import upsert_condition
         from .spark.merge import deduplicated
@@ -382,7 +391,7 @@ class DeltaTable:
         keys = list(key_columns or [])
         on = upsert_condition(self.snapshot().schema, source.schema.fieldNames(), keys)
         source = deduplicated(source, keys, dedupe_by)
-        b = self.merge(source, on).when_matched_update_all().when_not_matched_insert_all()
+        b = self.merge(source, on, merge_schema=merge_schema).when_matched_update_all().when_not_matched_insert_all()
         return b.execute(app_id=app_id, app_version=app_version, user_metadata=user_metadata)
 
 
