@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import DuplicateMatchError
+from .errors import DuplicateMatchError, InvalidArgumentError
 from .expr import nodes as n
 from .rewrite import _scatter
 from .writer import TableWriter, WriteSpec, WrittenFile
@@ -49,6 +49,8 @@ __all__ = [
     "merge_files",
     "IN_PROCESS_BYTES",
     "duplicate_match_error",
+    "duplicate_keys_error",
+    "first_duplicate_key",
     "MAX_SOURCE_BYTES",
 ]
 
@@ -71,6 +73,27 @@ def duplicate_match_error() -> DuplicateMatchError:
         "deduplicate the source on the merge keys first (for an upsert: dedupe_by=...), or tighten the ON "
         "condition so each target row matches at most one source row",
     )
+
+
+def duplicate_keys_error(names: list[str], values: list) -> InvalidArgumentError:
+    shown = ", ".join(f"{k}={v!r}" for k, v in zip(names, values))
+    return InvalidArgumentError(
+        "The upsert source holds duplicate keys",
+        f"more than one source row has {shown}; which one should win is not defined",
+        "deduplicate the source first, or pass dedupe_by='<column>' to keep the row with its greatest value",
+    )
+
+
+def first_duplicate_key(table: pa.Table, columns: list[str]) -> list | None:
+    """The values of a key (``columns`` of ``table``, none NULL) held by more than one row, or None."""
+    valid = None
+    for c in columns:
+        ok = pc.is_valid(table.column(c))
+        valid = ok if valid is None else pc.and_(valid, ok)
+    keys = table.select(columns).filter(valid) if valid is not None else table.select(columns)
+    counts = keys.group_by(columns).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
+    return [dup.column(c)[0].as_py() for c in columns] if dup.num_rows else None
 
 
 def _type_width(t) -> int:

@@ -390,8 +390,11 @@ class DeltaTable:
 
         keys = list(key_columns or [])
         on = upsert_condition(self.snapshot().schema, source.schema.fieldNames(), keys)
-        source = deduplicated(source, keys, dedupe_by)
+        if dedupe_by is not None:
+            source = deduplicated(source, keys, dedupe_by)
         b = self.merge(source, on, merge_schema=merge_schema).when_matched_update_all().when_not_matched_insert_all()
+        if dedupe_by is None:  # the merge refuses duplicate keys on the source it reads once
+            b.unique_keys(keys)
         return b.execute(app_id=app_id, app_version=app_version, user_metadata=user_metadata)
 
 

@@ -323,7 +323,7 @@ def test_cli_merge_with_clauses_and_a_source_query(spark, tmp_path, capsys):
     )
 
 
-def test_upsert_refuses_duplicate_keys_and_dedupe_by_keeps_the_latest(spark, tmp_path):
+def test_upsert_refuses_duplicate_keys_and_dedupe_by_keeps_the_latest(spark, tmp_path, execution):
     root = str(tmp_path / "t")
     t = DeltaTable.create(spark, root, schema=DDL)
     t.append(spark.createDataFrame([(1, 1, 0), (2, 2, 0)], DDL))

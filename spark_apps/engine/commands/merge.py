@@ -78,6 +78,13 @@ class MergeBuilder:
         self._target_alias = target_alias
         self._merge_schema = merge_schema
         self._clauses: list[MergeClause] = []
+        self._unique_keys: list[str] | None = None
+
+    def unique_keys(self, columns: list[str]) -> MergeBuilder:
+        """Refuse a source holding one of these source columns' (non-NULL) values twice (an upsert
+        without ``dedupe_by``), checked on the source the merge reads anyway."""
+        self._unique_keys = list(columns)
+        return self
 
     def _add(self, clause: MergeClause) -> MergeBuilder:
         self._clauses.append(clause)
@@ -131,6 +138,7 @@ class MergeBuilder:
             source_alias=self._source_alias,
             target_alias=self._target_alias,
             merge_schema=self._merge_schema,
+            unique_keys=self._unique_keys,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
@@ -442,15 +450,31 @@ def merge(
     source_alias: str = "source",
     target_alias: str = "target",
     merge_schema: bool = False,
+    unique_keys: list[str] | None = None,
     **txn_options,
 ) -> CommandResult:
-    """MERGE ``source`` (a DataFrame) INTO the snapshot's table ON ``on``; see the module docstring."""
+    """MERGE ``source`` (a DataFrame) INTO the snapshot's table ON ``on``; see the module docstring.
+
+    :param unique_keys: source columns whose (non-NULL) values must be unique (an upsert's keys)
+    """
     from .. import features
     from ..expr import to_sql
     from ..expr.skipping import skip_files
-    from ..merge_rewrite import MergeFilesSpec, PreparedMerge, source_row_limit
+    from ..merge_rewrite import (
+        MergeFilesSpec,
+        PreparedMerge,
+        duplicate_keys_error,
+        first_duplicate_key,
+        source_row_limit,
+    )
     from ..schema import parse_schema
-    from ..spark.merge import execute_merge, execute_merge_by_file, small_source, source_key_values
+    from ..spark.merge import (
+        check_unique_keys,
+        execute_merge,
+        execute_merge_by_file,
+        small_source,
+        source_key_values,
+    )
     from ..storage import storage_for
     from ..txn import OptimisticTransaction
     from ..txn.conflicts import ExpressionPredicate
@@ -513,6 +537,15 @@ def merge(
         num_source_rows, key_values = local.num_rows, prepared.key_values(MAX_PRUNING_VALUES)
     else:
         materialised, num_source_rows, key_values = source_key_values(spark, source, plan, keys, MAX_PRUNING_VALUES)
+    if unique_keys:
+        names = [source_schema.find(k).name for k in unique_keys]
+        columns = [f"__s{source_schema.names.index(k)}" for k in names]
+        if prepared is not None:
+            dup = first_duplicate_key(local, columns)
+            if dup is not None:
+                raise duplicate_keys_error(names, dup)
+        else:
+            check_unique_keys(materialised, columns, names)
     metrics.num_source_rows = num_source_rows
     pred = candidate_predicate(plan, key_values)
     files = snapshot.files

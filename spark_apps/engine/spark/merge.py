@@ -31,6 +31,7 @@ __all__ = [
     "execute_merge_by_file",
     "small_source",
     "deduplicated",
+    "check_unique_keys",
     "MergeOutcome",
     "DuplicateMatchError",
 ]
@@ -46,38 +47,43 @@ class MergeOutcome:
     rewrite_ms: int
 
 
-def deduplicated(source, key_columns: list[str], dedupe_by: str | None):
-    """An upsert's source: with ``dedupe_by``, one row per key (the greatest ``dedupe_by``, NULLs last);
-    without, duplicate keys are an error (nothing is written). Rows with a NULL key never match, so
-    they are neither deduplicated nor counted as duplicates."""
+def deduplicated(source, key_columns: list[str], dedupe_by: str):
+    """An upsert's source with one row per key: the greatest ``dedupe_by``, NULLs last. Rows with a
+    NULL key never match, so they are kept as they are. (Without ``dedupe_by`` the merge itself
+    refuses duplicate keys: :func:`check_unique_keys`.)"""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from ..errors import InvalidArgumentError
 
+    if dedupe_by.lower() not in {c.lower() for c in source.columns}:
+        raise InvalidArgumentError(
+            f"dedupe_by column '{dedupe_by}' is not in the source",
+            f"the source has {', '.join(source.columns)}",
+            "name a source column (e.g. an update timestamp)",
+        )
     keys = [F.col(quote(k)) for k in key_columns]
     null_key = F.lit(False)
     for k in keys:
         null_key = null_key | k.isNull()
-    if dedupe_by is not None:
-        if dedupe_by.lower() not in {c.lower() for c in source.columns}:
-            raise InvalidArgumentError(
-                f"dedupe_by column '{dedupe_by}' is not in the source",
-                f"the source has {', '.join(source.columns)}",
-                "name a source column (e.g. an update timestamp)",
-            )
-        order = Window.partitionBy(*keys).orderBy(F.col(quote(dedupe_by)).desc_nulls_last())
-        ranked = source.withColumn("__rank", F.when(null_key, F.lit(1)).otherwise(F.row_number().over(order)))
-        return ranked.filter("__rank = 1").drop("__rank")
-    dup = source.filter(~null_key).groupBy(*keys).count().filter("count > 1").limit(1).collect()
+    order = Window.partitionBy(*keys).orderBy(F.col(quote(dedupe_by)).desc_nulls_last())
+    ranked = source.withColumn("__rank", F.when(null_key, F.lit(1)).otherwise(F.row_number().over(order)))
+    return ranked.filter("__rank = 1").drop("__rank")
+
+
+def check_unique_keys(src, columns: list[str], names: list[str]) -> None:
+    """Refuse a materialised (prefixed) source holding a non-NULL key twice (one aggregation)."""
+    from pyspark.sql import functions as F
+
+    from ..merge_rewrite import duplicate_keys_error
+
+    cols = [F.col(c) for c in columns]
+    not_null = F.lit(True)
+    for c in cols:
+        not_null = not_null & c.isNotNull()
+    dup = src.filter(not_null).groupBy(*cols).count().filter("count > 1").limit(1).collect()
     if dup:
-        shown = ", ".join(f"{k}={dup[0][i]!r}" for i, k in enumerate(key_columns))
-        raise InvalidArgumentError(
-            "The upsert source holds duplicate keys",
-            f"more than one source row has {shown}; which one should win is not defined",
-            "deduplicate the source first, or pass dedupe_by='<column>' to keep the row with its greatest value",
-        )
-    return source
+        raise duplicate_keys_error(names, [dup[0][i] for i in range(len(columns))])
 
 
 def _speller(plan):
