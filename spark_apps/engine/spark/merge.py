@@ -271,12 +271,30 @@ def small_source(source, plan, max_rows: int):
     with at most ``max_rows + 1`` rows; None when it has more (then it is joined in Spark)."""
     import pyarrow as pa
 
-    table = _renamed(source, "__s").limit(max_rows + 1).toArrow()
-    if table.num_rows > max_rows:
-        return None
+    from ..merge_rewrite import MAX_SOURCE_BYTES
+
+    renamed = _renamed(source, "__s")
+    size = _plan_size(renamed)
+    if size is not None and size * 8 <= MAX_SOURCE_BYTES:  # clearly small: one job, no limit's passes
+        table = renamed.toArrow()
+    else:  # unknown or large: at most one row past the limit comes back
+        table = renamed.limit(max_rows + 1).toArrow()
+        if table.num_rows > max_rows:
+            return None
     schema = plan.source_schema.to_arrow_schema()
     want = pa.schema([pa.field(f"__s{i}", f.type, f.nullable) for i, f in enumerate(schema)])
     return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(want)], schema=want)
+
+
+def _plan_size(df) -> int | None:
+    """Spark's own estimate of ``df``'s size in bytes (file sizes, cached sizes), when it has one
+    (classic Spark; None on Spark Connect or when unknown). A ``limit`` collects partition by
+    partition in several jobs, so a source known to be small is collected without one."""
+    try:
+        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    except Exception:  # Spark Connect, or an internal API that moved
+        return None
+    return size if 0 <= size < (1 << 60) else None
 
 
 def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
