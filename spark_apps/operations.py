@@ -66,6 +66,8 @@ class Arg:
     :param templated: Airflow renders it (a template field of the operator)
     :param flag: CLI flag (default ``--`` + name with dashes)
     :param help: one line for ``--help`` and the docs
+    :param operator: an argument of the operators (False: the operator sets it itself, e.g. ``rerun``
+        from its ``on_rerun``)
     """
 
     name: str
@@ -75,6 +77,7 @@ class Arg:
     templated: bool = True
     flag: str | None = None
     help: str = ""
+    operator: bool = True
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -99,6 +102,11 @@ class Operation:
 
     def spark_needed(self, params: Mapping) -> bool:
         return self.needs_spark(params) if callable(self.needs_spark) else bool(self.needs_spark)
+
+    @property
+    def operator_args(self) -> tuple[Arg, ...]:
+        """The operation's own arguments that its operator takes."""
+        return tuple(a for a in self.args if a.operator)
 
     @property
     def all_args(self) -> tuple[Arg, ...]:
@@ -365,6 +373,14 @@ _OPERATIONS = (
             Arg("partition_overwrite_mode", default="static", choices=("static", "dynamic"), help="static | dynamic"),
             Arg("overwrite_schema", "bool", default=False, templated=False, help="replace the schema (overwrite)"),
             Arg("merge_schema", "bool", default=False, templated=False, help="add new columns, widen types"),
+            Arg(
+                "rerun",
+                default="apply",
+                choices=("apply", "replace"),
+                templated=False,
+                help="append with app_id: replace (remove the files this app_id's earlier commit appended) or apply",
+                operator=False,
+            ),
         ),
         metrics=("numFiles", "numOutputRows", "numOutputBytes", "numRemovedFiles", "numRemovedBytes"),
         needs_spark=True,

@@ -6,6 +6,8 @@ internals can move without touching the provider (``tests/test_layering.py`` enf
 
 * :func:`error_retryable`: whether an engine error class (by name) is worth a retry;
 * :func:`preflight`: the checks an operation can pass or fail without Spark, before it is submitted;
+* :func:`landed_result`: the result of a commit that already carries a task instance's identity
+  (a retry reports it instead of applying twice; a lost result is recovered from it);
 * :func:`run_in_process`: an operation that needs no Spark (create without data, checkpoint, log
   cleanup, describe, history) run in the worker itself (``execution="local"``);
 * the read-only log API the sensor and the hook use: :func:`latest_version`,
@@ -20,6 +22,7 @@ from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
 from .engine.storage import normalize_table_uri, storage_for, table_location
 from .failures import infrastructure_cause
+from .landed import landed_result
 from .preflight import preflight
 from .versions import install_problem
 
@@ -28,6 +31,7 @@ __all__ = [
     "error_retryable",
     "infrastructure_cause",
     "install_problem",
+    "landed_result",
     "latest_version",
     "normalize_table_uri",
     "preflight",

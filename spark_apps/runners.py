@@ -202,6 +202,7 @@ def write(params: dict, spark=None) -> dict:
             df,
             merge_schema=bool(params.get("merge_schema")),
             target_file_size=params.get("target_file_size"),
+            on_rerun=params.get("rerun") or "apply",
             **_txn(params),
         )
     return _from_command(r, uri)

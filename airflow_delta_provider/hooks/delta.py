@@ -656,10 +656,15 @@ class DeltaHook(BaseHook):
             conf.setdefault("spark.log.level", "WARN")
         return conf
 
-    def new_result_uri(self, settings: SubmitSettings) -> str:
+    def new_result_uri(self, settings: SubmitSettings, *, recoverable: bool = False) -> str:
+        """Where the app writes its result. In cluster deploy mode without a shared result location,
+        a run with a SetTransaction identity (``recoverable``) gets a driver-local path nobody reads:
+        its result is read back from its commit in the table's log."""
         name = f"delta-result-{uuid.uuid4().hex}.json"
         if settings.result_dir:
             return settings.result_dir.rstrip("/") + "/" + name
+        if settings.is_cluster_mode and recoverable:
+            return os.path.join(tempfile.gettempdir(), name)
         if settings.is_cluster_mode:
             raise DeltaConfigurationError(
                 "No result location for cluster deploy mode",
@@ -706,7 +711,8 @@ class DeltaHook(BaseHook):
         settings = self.submit_settings()
         self._settings = settings  # run() names the master from it, without reading the connection again
         bundle = build_app_bundle(self.bundle_dir)
-        result_uri = result_uri or self.new_result_uri(settings)
+        recoverable = bool((params or {}).get("app_id")) and (params or {}).get("app_version") is not None
+        result_uri = result_uri or self.new_result_uri(settings, recoverable=recoverable)
         spec = self.job_spec(table_uri, dict(params or {}))
         opts = self.submit_options
         py_files = ",".join([bundle.zip_path, *opts.extra_py_files])
@@ -782,16 +788,43 @@ class DeltaHook(BaseHook):
         if submit_error and not returncode:  # e.g. k8s driver exit code, lost standalone driver
             returncode = 1
         file_result = self.read_result(result_uri)
-        result = resolve_outcome(
-            returncode=returncode,
-            file_result=file_result,
-            output=sub.app_output,
-            submit_error=submit_error,
-            master=self._settings.master,
-        )
+        try:
+            result = resolve_outcome(
+                returncode=returncode,
+                file_result=file_result,
+                output=sub.app_output,
+                submit_error=submit_error,
+                master=self._settings.master,
+            )
+        except DeltaTaskError as e:
+            result = self.result_from_log(table_uri, params)
+            if result is None:
+                raise
+            self.log.warning(
+                "The Delta app's own result was lost (%s); its commit is in the table's log: version %s",
+                e,
+                result.get("version"),
+            )
         result = {**result, "submit_seconds": round(time.monotonic() - started, 3)}
         self._log_result(operation, table_uri, result)
         return result
+
+    def result_from_log(self, table_uri: str, params: dict) -> dict | None:
+        """The result of this run's commit, found in the table's log by its SetTransaction identity
+        (``app_id``, ``app_version``): what a run reports when its result file and stdout are lost
+        (cluster deploy mode, a client killed after the commit). None without an identity, or when
+        the commit is not there (the run did not commit)."""
+        app_id, app_version = params.get("app_id"), params.get("app_version")
+        if not app_id or app_version is None:
+            return None
+        from airflow_delta_provider_apps.protocol import landed_result
+
+        try:
+            landed = landed_result(table_uri, str(app_id), int(app_version))
+        except Exception as e:  # the log is not readable from here: nothing to recover
+            self.log.warning("Cannot read the table's log to recover the result: %s", e)
+            return None
+        return None if landed is None else {**landed, "skipped": False}
 
     def read_result(self, result_uri: str) -> dict | None:
         """Read and delete the ``--result-uri`` file; ``None`` when the app did not write it."""

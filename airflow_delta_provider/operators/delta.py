@@ -36,6 +36,7 @@ from airflow_delta_provider_apps import operations as ops
 
 SOURCE_FORMATS = ops.SOURCE_FORMATS
 EXECUTIONS = ("spark-submit", "local")
+RERUNS = ("replace", "apply", "skip")
 _BASE_TEMPLATE_FIELDS = ("table_uri", "spark_conf", "submit_options", "app_id", "app_version", "user_metadata")
 
 
@@ -71,6 +72,28 @@ def _coerce_version(value: Any, name: str) -> int | None:
         ) from None
 
 
+def task_instance_identity(context, retries: int | None) -> tuple[str, int] | None:
+    """``(app_id, app_version)`` of the running task instance: the application is the task instance
+    (``airflow:<dag>/<task>[<map index>]@<logical date or run id>``, so backfills of different dates
+    never shadow each other), its version the first try number of the task instance's current run
+    (``max_tries - retries + 1``, as Airflow computes it): retries share it, each clear (or
+    reprocessing backfill) raises it. None outside a task instance."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    if ti is None:
+        return None
+    logical = context.get("logical_date")
+    key = logical.isoformat() if logical is not None else context.get("run_id") or getattr(ti, "run_id", None)
+    if key is None:
+        return None
+    map_index = getattr(ti, "map_index", -1)
+    mapped = f"[{map_index}]" if map_index is not None and map_index >= 0 else ""
+    app_id = f"airflow:{ti.dag_id}/{ti.task_id}{mapped}@{key}"
+    max_tries = getattr(ti, "max_tries", None)
+    if not isinstance(max_tries, int):
+        return app_id, 1
+    return app_id, max(1, max_tries - int(retries or 0) + 1)
+
+
 def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
     """A relative table location is refused (it would resolve differently on each worker)."""
     from airflow_delta_provider_apps.protocol import DeltaError, table_location
@@ -91,9 +114,18 @@ class DeltaBaseOperator(BaseOperator):
         (:class:`~airflow_delta_provider.hooks.delta.SparkSubmitOptions` or a dict of its fields).
     :param result_dir: where the app writes its result file (needed for cluster deploy mode; default:
         the connection extra ``delta_result_dir``).
-    :param app_id: application id of the commit's SetTransaction, for idempotent retries (templated).
+    :param app_id: application id of the commit's SetTransaction (templated). Without it, every
+        writing operator derives one from the task instance (DAG, task, map index, logical date or run
+        id) and its version from the task instance's clears (Airflow's first try number of the current
+        run of the task): a retry after a commit that landed reports that commit (``skipped``) without
+        submitting anything; a re-run after a clear or a reprocessing backfill applies ``on_rerun``.
     :param app_version: that application's version for this commit (templated); a commit whose
         (app_id, app_version) the table already has is skipped.
+    :param on_rerun: what a re-run of a task instance that committed before does (derived identity):
+        ``"replace"`` (default): an append removes the files its earlier commit appended, in the same
+        commit (one copy of the latest load); other operations apply again (DELETE, MERGE, overwrite
+        are idempotent in data; UPDATE applies its expressions again). ``"apply"``: apply again, an
+        append included. ``"skip"``: keep the earlier commit and report it.
     :param user_metadata: free text stored as ``commitInfo.userMetadata`` (templated).
     :param execution: ``"spark-submit"`` (default): run the bundled app on the connection's Spark;
         ``"local"``: run it in the worker process, for operations that only touch the table's log
@@ -117,9 +149,13 @@ class DeltaBaseOperator(BaseOperator):
         app_version: int | str | None = None,
         user_metadata: str | None = None,
         execution: str = "spark-submit",
+        on_rerun: str = "replace",
         **kwargs: Any,
     ) -> None:
         op = ops.get(self.operation)
+        if on_rerun not in RERUNS:
+            raise ValueError(f"{type(self).__name__}: on_rerun={on_rerun!r}: use one of {', '.join(RERUNS)}")
+        self.on_rerun = on_rerun
         if execution not in EXECUTIONS:
             raise ValueError(f"{type(self).__name__}: execution={execution!r}: use one of {', '.join(EXECUTIONS)}")
         if execution == "local" and op.needs_spark is True:
@@ -128,7 +164,7 @@ class DeltaBaseOperator(BaseOperator):
                 "data, which needs Spark; use execution='spark-submit' (the default)"
             )
         self.execution = execution
-        values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.args}
+        values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.operator_args}
         super().__init__(**kwargs)
         for name, value in values.items():
             setattr(self, name, value)
@@ -160,12 +196,9 @@ class DeltaBaseOperator(BaseOperator):
         )
 
     def transaction_identity(self, context) -> dict[str, Any]:
-        """The commit's SetTransaction identity and user metadata, as spec keys.
-
-        Today: the explicit ``app_id``/``app_version``/``user_metadata`` arguments. This is the single
-        extension point for deriving an identity from ``context`` (dag id, task id, logical date) so
-        retries and backfill re-runs commit exactly once.
-        """
+        """The commit's SetTransaction identity and user metadata, as spec keys: the explicit
+        ``app_id``/``app_version``, else one derived from the task instance (see ``app_id`` in the
+        class docstring; :func:`task_instance_identity`)."""
         app_version = _coerce_version(self.app_version, "app_version")
         if (self.app_id is None) != (app_version is None):
             raise DeltaConfigurationError(
@@ -173,18 +206,39 @@ class DeltaBaseOperator(BaseOperator):
                 f"got app_id={self.app_id!r}, app_version={self.app_version!r}",
                 "pass both (an application id and this run's version number) or neither",
             )
+        if self.app_id is None and ops.get(self.operation).commits:
+            derived = task_instance_identity(context, self.retries)
+            if derived is not None:
+                app_id, app_version = derived
+                if self.on_rerun == "skip":
+                    app_version = 1  # every run of this task instance is the first: any commit of it counts
+                return {"app_id": app_id, "app_version": app_version, "user_metadata": self.user_metadata}
         return {"app_id": self.app_id, "app_version": app_version, "user_metadata": self.user_metadata}
+
+    def landed(self, identity: dict[str, Any]) -> dict | None:
+        """The earlier commit of this identity already in the table's log (read here, no Spark), as a
+        result; None when there is none or the log cannot be read from this worker (then the app
+        checks the same before it writes)."""
+        if identity.get("app_id") is None or identity.get("app_version") is None:
+            return None
+        from airflow_delta_provider_apps.protocol import landed_result
+
+        try:
+            return landed_result(self.table_uri, identity["app_id"], identity["app_version"])
+        except Exception as e:  # e.g. a store this worker has no credentials for
+            self.log.warning("Cannot read the table's log to find an earlier commit of this task (%s)", e)
+            return None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.operation and "template_fields" not in cls.__dict__:
-            own = ops.get(cls.operation).args
+            own = ops.get(cls.operation).operator_args
             cls.template_fields = (*_BASE_TEMPLATE_FIELDS, *(a.name for a in own if a.templated))
 
     def operation_params(self, context) -> dict[str, Any]:
         """The operation's own parameters, rendered, coerced and checked (registry)."""
         op = ops.get(self.operation)
-        values = {arg.name: getattr(self, arg.name) for arg in op.args}
+        values = {arg.name: getattr(self, arg.name) for arg in op.operator_args}
         try:
             checked = ops.check_params(op, values)
         except ValueError as e:
@@ -196,9 +250,24 @@ class DeltaBaseOperator(BaseOperator):
     def execute(self, context) -> dict:
         _check_table_uri(self.table_uri, DeltaConfigurationError)
         params = self.operation_params(context)
+        identity = self.transaction_identity(context)
+        landed = self.landed(identity)
+        if landed is not None:  # a retry (or on_rerun="skip") after the commit landed: report it
+            self.log.info(
+                "Delta %s on %s: already committed by an earlier try of this task instance (version %s, "
+                "app_id %s); reporting that commit, nothing submitted",
+                self.operation,
+                self.table_uri,
+                landed.get("version"),
+                identity["app_id"],
+            )
+            self._annotate_asset_events(context, landed)
+            return landed
         self.preflight(params)
+        if self.operation == "write" and params.get("mode") == "append" and self.app_id is None:
+            params["rerun"] = "replace" if self.on_rerun == "replace" else "apply"  # the derived identity
         run = self.hook.run_in_process if self.execution == "local" else self.hook.run
-        result = run(self.operation, self.table_uri, **params, **self.transaction_identity(context))
+        result = run(self.operation, self.table_uri, **params, **identity)
         self._annotate_asset_events(context, result)
         return result
 

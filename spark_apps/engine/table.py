@@ -252,12 +252,16 @@ class DeltaTable:
         user_metadata: str | None = None,
         target_file_size: int | None = None,
         merge_schema: bool = False,
+        on_rerun: str = "apply",
     ) -> dict:
         """Append of ``df`` with schema enforcement (see :mod:`airflow_delta_provider_apps.engine.commands.write`).
 
         :param merge_schema: add the data's new columns (nullable) to the table schema
         :param app_id: idempotent-write application id (with ``app_version``): an already committed
             version is skipped (``skipped: true``, nothing written)
+        :param on_rerun: ``"replace"``: a newer ``app_version`` of the same ``app_id`` removes, in the
+            same commit, the files its earlier commit appended (a re-run holds one copy of its rows);
+            ``"apply"`` (default) appends next to them
         :param target_file_size: roll data files at about this many bytes (default: the table's
             ``delta.targetFileSize`` or 128 MiB)
         """
@@ -272,6 +276,7 @@ class DeltaTable:
             user_metadata=user_metadata,
             target_file_size=target_file_size,
             merge_schema=merge_schema,
+            on_rerun=on_rerun,
         ).to_dict()
 
     def overwrite(

@@ -241,3 +241,33 @@ def test_a_pandas_made_parquet_appends_into_a_timestamp_column(spark, tmp_path):
     deltalake = pytest.importorskip("deltalake")
     theirs = deltalake.DeltaTable(root).to_pyarrow_table().column("ts")[0].as_py()
     assert theirs == dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def test_rerun_replace_takes_the_place_of_the_earlier_output(spark, tmp_path):
+    """A re-run (newer app_version of the same app_id) with on_rerun="replace" removes the files the
+    earlier commit appended, in the same commit: one copy of the latest load; refused, before
+    anything is written, once later DML rewrote those files; "apply" appends again."""
+    from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT, v STRING")
+    other = t.append(spark.createDataFrame([(100, "other")], "id long, v string"), app_id="b", app_version=1)
+    first = t.append(spark.createDataFrame([(1, "a"), (2, "a")], "id long, v string"), app_id="a", app_version=1)
+    load = spark.createDataFrame([(1, "b"), (2, "b"), (3, "b")], "id long, v string")
+    second = t.append(load, app_id="a", app_version=2, on_rerun="replace")
+    assert (other["version"], first["version"], second["version"]) == (1, 2, 3)
+    assert second["replaced_version"] == 2 and second["metrics"]["numRemovedFiles"] >= 1
+    rows = sorted((r["id"], r["v"]) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    assert rows == [(1, "b"), (2, "b"), (3, "b"), (100, "other")]  # other apps' rows stay
+    removed = {a["remove"]["path"] for a in log_actions(root, 3) if "remove" in a}
+    added_first = {a["add"]["path"] for a in log_actions(root, 2) if "add" in a}
+    assert removed == added_first
+    assert t.append(load, app_id="a", app_version=2, on_rerun="replace")["skipped"]  # a retry: skipped
+
+    DeltaTable.for_path(spark, root).delete("id = 2")  # later DML rewrites the re-run's file
+    version = DeltaTable.for_path(spark, root).version()
+    with pytest.raises(InvalidArgumentError, match="version 3 appended .* no longer live.*version 4 removed"):
+        t.append(load, app_id="a", app_version=3, on_rerun="replace")
+    assert DeltaTable.for_path(spark, root).version() == version  # nothing written
+    applied = t.append(load, app_id="a", app_version=3, on_rerun="apply")
+    assert applied["skipped"] is False and DeltaTable.for_path(spark, root).to_df().count() == 3 + 3

@@ -31,7 +31,7 @@ import json
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..storage import normalize_table_uri, storage_for
 from ..writer import resolve_target_file_size
-from .result import CommandResult, WriteMetrics
+from .result import CommandResult, OverwriteMetrics, WriteMetrics
 
 OPERATION_WRITE = "WRITE"
 KNOWN_MODES = ("append", "overwrite")
@@ -175,6 +175,59 @@ def _open_append(table, app_id, app_version, user_metadata):
     return table_root, snapshot, txn
 
 
+RERUN_MODES = ("apply", "replace")
+
+
+def replaced_output(txn, snapshot, app_id: str) -> tuple[list, int | None]:
+    """``on_rerun="replace"``: the removes of what ``app_id``'s earlier commit appended (its newest
+    txn version below ours), so that a re-run's append takes the place of the earlier one in the same
+    commit; ``([], None)`` when the application never committed. Those files are registered as read:
+    a concurrent commit removing one of them fails this one. Refused, before anything is written,
+    when the earlier commit is no longer in the log or its files are no longer live as written."""
+    import pyarrow.compute as pc
+
+    from ..log.app_commits import find_app_commit, first_removal
+    from .dml import removes_for
+
+    prior = txn.txn_version(app_id)
+    if prior is None:
+        return [], None
+    storage = snapshot.storage
+    earlier = find_app_commit(
+        storage,
+        snapshot.table_root,
+        app_id,
+        newest_version=snapshot.version,
+        app_version=prior,
+        partition_keys=list(snapshot.metadata.partition_columns or []),
+    )
+    ways_out = (
+        "pass on_rerun='apply' to append again next to it, or on_rerun='skip' to keep it; or restore the "
+        "table to the version before it and run again"
+    )
+    if earlier is None:
+        raise InvalidArgumentError(
+            f"Cannot replace the earlier output of '{app_id}'",
+            f"its commit (txn version {prior}) is no longer in the log (log cleanup), so its files are not known",
+            ways_out,
+        )
+    paths = earlier.adds.column("path")
+    live = snapshot.files.filter(pc.is_in(snapshot.files.column("path"), value_set=paths))
+    if live.num_rows != earlier.adds.num_rows:
+        later = first_removal(
+            storage, snapshot.table_root, paths, after=earlier.version, newest_version=snapshot.version
+        )
+        by = f"version {later} removed or rewrote some of them" if later is not None else "some are gone"
+        raise InvalidArgumentError(
+            f"Cannot replace the earlier output of '{app_id}': version {earlier.version} appended "
+            f"{earlier.adds.num_rows} file(s) that are no longer live as written",
+            f"{by} (later DML or OPTIMIZE changed that data), so removing them would lose or keep the wrong rows",
+            ways_out,
+        )
+    txn.read_files(live)
+    return removes_for(live), earlier.version
+
+
 def append(
     table,
     df,
@@ -184,6 +237,7 @@ def append(
     user_metadata: str | None = None,
     target_file_size: int | None = None,
     merge_schema: bool = False,
+    on_rerun: str = "apply",
 ) -> CommandResult:
     """Append of ``df`` (see module docstring). Returns the commit's result and metrics.
 
@@ -192,11 +246,23 @@ def append(
 
     :param merge_schema: add the data's new columns to the table schema (as nullable columns, also
         inside structs) in the same commit
+    :param on_rerun: with ``app_id``, when the application committed an older version before:
+        ``"apply"`` appends next to that output, ``"replace"`` removes the files that commit appended
+        in the same commit (:func:`replaced_output`): a re-run of a task holds one copy of its rows
     """
     table_root, snapshot, txn = _open_append(table, app_id, app_version, user_metadata)
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if txn.is_duplicate():
         return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, WriteMetrics())
+    removes, replaced = [], None
+    if on_rerun not in RERUN_MODES:
+        raise InvalidArgumentError(
+            f"Unknown on_rerun '{on_rerun}'", f"known: {', '.join(RERUN_MODES)}", "use 'apply' or 'replace'"
+        )
+    if on_rerun == "replace" and app_id is not None:
+        removes, replaced = replaced_output(txn, snapshot, app_id)
+        if replaced is not None:
+            txn.operation_parameters = {**txn.operation_parameters, "replacesVersion": replaced}
     table_schema = _evolve(txn, snapshot, dataframe_schema(df), merge_schema)
     prepared = prepare_dataframe(df, table_schema, merge_schema=merge_schema)
     result = write_files(
@@ -208,10 +274,19 @@ def append(
         target_file_size=target_file_size,
     )
     metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)
-    commit = txn.commit(result.adds, operation_metrics=metrics.to_operation_metrics())
+    if removes:
+        metrics = OverwriteMetrics(
+            result.num_files,
+            result.num_output_rows,
+            result.num_output_bytes,
+            num_removed_files=len(removes),
+            num_removed_bytes=sum(r.size or 0 for r in removes),
+        )
+    commit = txn.commit([*removes, *result.adds], operation_metrics=metrics.to_operation_metrics())
     if commit.skipped:  # a concurrent retry of the same (app_id, app_version) landed first
         return CommandResult(OPERATION_WRITE, table_root, commit.version, True, WriteMetrics())
-    return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
+    fields = {"replaced_version": replaced} if replaced is not None else {}
+    return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info, fields)
 
 
 def append_arrow(

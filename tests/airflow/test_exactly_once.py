@@ -1,0 +1,35 @@
+"""A write whose task fails after its commit landed and is retried by Airflow applies once, and its
+XCom holds the earlier commit's metrics (real spark-submit for the first try, none for the retry)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import HERE
+
+pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]
+
+
+def test_a_retry_after_a_landed_commit_applies_once(airflow_home, tmp_path):
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot, read_commit_infos
+    from airflow_delta_provider_apps.engine.storage import storage_for
+
+    table = str(tmp_path / "table")
+    create_table(table, schema="id BIGINT, name STRING")
+    pq.write_table(pa.table({"id": list(range(10)), "name": [f"n{i}" for i in range(10)]}), tmp_path / "day.parquet")
+
+    airflow_home.add_dag(HERE / "dags" / "delta_test_exactly_once.py")
+    summary = airflow_home.run("delta_test_exactly_once", env={"DELTA_TEST_ROOT": str(tmp_path)})
+    ti = summary["tasks"]["append_day"]
+    assert summary["state"] == "success" and ti["try_number"] == 2  # the first try failed after its commit
+    snap = load_snapshot(storage_for(table), table)
+    assert snap.version == 1  # one WRITE commit, not two
+    rows = pa.concat_tables([pq.read_table(f"{table}/{p}") for p in snap.files.column("path").to_pylist()])
+    assert sorted(rows.column("id").to_pylist()) == list(range(10))  # one copy of the day's rows
+    infos = read_commit_infos(storage_for(table), table, range(snap.version + 1))
+    assert [infos[v].operation for v in sorted(infos)] == ["CREATE TABLE", "WRITE"]
+    xcom = ti["xcom"]
+    assert xcom["skipped"] is True and xcom["version"] == 1 and xcom["metrics"]["numOutputRows"] == 10
+    assert xcom["app_id"].startswith("airflow:delta_test_exactly_once/append_day@")
