@@ -179,7 +179,7 @@ def run_in_process(operation: str, table_uri: str, params: dict) -> dict:
         full = ops.check_params(op, {**op.defaults(), **given, "operation": op.name, "table_uri": table_uri})
     except ValueError as e:
         raise InvalidArgumentError(f"Bad parameters for {op.name}", str(e), "fix the argument") from None
-    if op.spark_needed(full):
+    if not op.runs_in_process(full):
         raise InvalidArgumentError(
             f"'{op.name}' cannot run in the worker process with these arguments",
             "it reads or writes data, which needs Spark",

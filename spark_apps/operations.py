@@ -99,9 +99,16 @@ class Operation:
     needs_spark: bool | Callable[[Mapping], bool] = False
     commits: bool = True  # takes the idempotent-write identity (app_id, app_version, user_metadata)
     checks: tuple[Callable[[Mapping], None], ...] = ()
+    #: it can also run without Spark, in one process (``execution="local"``), even where the app uses
+    #: Spark when it has it (DELETE and UPDATE rewrite files with a thread pool instead of Spark tasks)
+    in_process: bool = False
 
     def spark_needed(self, params: Mapping) -> bool:
         return self.needs_spark(params) if callable(self.needs_spark) else bool(self.needs_spark)
+
+    def runs_in_process(self, params: Mapping) -> bool:
+        """Whether these parameters can run without Spark (``execution="local"``)."""
+        return self.in_process or not self.spark_needed(params)
 
     @property
     def operator_args(self) -> tuple[Arg, ...]:
@@ -405,6 +412,7 @@ _OPERATIONS = (
             "rewriteTimeMs",
         ),
         needs_spark=lambda p: p.get("predicate") is not None,
+        in_process=True,
     ),
     Operation(
         "update",
@@ -429,6 +437,7 @@ _OPERATIONS = (
         ),
         needs_spark=True,
         checks=(_updates_given,),
+        in_process=True,
     ),
     Operation(
         "merge",

@@ -824,7 +824,7 @@ class DeltaHook(BaseHook):
         except Exception as e:  # the log is not readable from here: nothing to recover
             self.log.warning("Cannot read the table's log to recover the result: %s", e)
             return None
-        return None if landed is None else {**landed, "skipped": False}
+        return None if landed is None else {**landed, "skipped": False, "committed": True}
 
     def read_result(self, result_uri: str) -> dict | None:
         """Read and delete the ``--result-uri`` file; ``None`` when the app did not write it."""

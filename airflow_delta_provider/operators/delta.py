@@ -128,8 +128,10 @@ class DeltaBaseOperator(BaseOperator):
         append included. ``"skip"``: keep the earlier commit and report it.
     :param user_metadata: free text stored as ``commitInfo.userMetadata`` (templated).
     :param execution: ``"spark-submit"`` (default): run the bundled app on the connection's Spark;
-        ``"local"``: run it in the worker process, for operations that only touch the table's log
-        (create without data, checkpoint, log cleanup): no Spark application, no cluster wait.
+        ``"local"``: run it in the worker process, no Spark application, no cluster wait: for
+        operations that only touch the table's log (create without data, checkpoint, log cleanup, a
+        DELETE by partition), and for DELETE and UPDATE on tables the worker can rewrite itself (files
+        rewritten by a thread pool, no Spark).
     """
 
     operation: ClassVar[str] = ""
@@ -158,7 +160,7 @@ class DeltaBaseOperator(BaseOperator):
         self.on_rerun = on_rerun
         if execution not in EXECUTIONS:
             raise ValueError(f"{type(self).__name__}: execution={execution!r}: use one of {', '.join(EXECUTIONS)}")
-        if execution == "local" and op.needs_spark is True:
+        if execution == "local" and op.needs_spark is True and not op.in_process:
             raise ValueError(
                 f"{type(self).__name__}: execution='local' is not available: '{op.name}' reads or writes "
                 "data, which needs Spark; use execution='spark-submit' (the default)"

@@ -155,7 +155,7 @@ def test_relative_table_locations_are_refused_everywhere(tmp_path):
 def test_log_only_operations_run_in_the_worker_process_with_execution_local(tmp_path, monkeypatch):
     from airflow_delta_provider.exceptions import DeltaPermanentError
     from airflow_delta_provider.hooks.delta import DeltaHook
-    from airflow_delta_provider.operators.delta import DeltaDeleteOperator
+    from airflow_delta_provider.operators.delta import DeltaDeleteOperator, DeltaUpdateOperator
     from airflow_delta_provider_apps.engine.log.listing import latest_version
     from airflow_delta_provider_apps.engine.storage import storage_for
 
@@ -184,7 +184,18 @@ def test_log_only_operations_run_in_the_worker_process_with_execution_local(tmp_
         DeltaWriteOperator(task_id="w", table_uri=root, source="/s", execution="local")
     with pytest.raises(ValueError, match="execution="):
         DeltaCheckpointOperator(task_id="k", table_uri=root, execution="yarn")
-    delete = DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id = 1", execution="local")
-    with pytest.raises(DeltaPermanentError, match="needs Spark"):
-        delete.execute({})
-    assert latest_version(storage_for(root), root) == 0
+    # DELETE and UPDATE run in the worker too: log only by partition, else files rewritten by threads
+    import pyarrow as pa
+
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    append_arrow(root, pa.table({"id": [1, 2, 3], "dt": ["a", "a", "b"]}))
+    nothing = DeltaDeleteOperator(task_id="d", table_uri=root, predicate="dt = 'z'", execution="local").execute({})
+    assert (nothing["committed"], nothing["skipped"], nothing["version"]) == (False, False, 1)  # nothing to do
+    by_day = DeltaDeleteOperator(task_id="d", table_uri=root, predicate="dt = 'b'", execution="local").execute({})
+    assert by_day["committed"] and by_day["metrics"]["numRemovedFiles"] == 1 and by_day["version"] == 2
+    upd = DeltaUpdateOperator(
+        task_id="u", table_uri=root, updates={"id": "id * 10"}, predicate="id = 2", execution="local"
+    ).execute({})
+    assert upd["committed"] and upd["metrics"]["numUpdatedRows"] == 1
+    assert latest_version(storage_for(root), root) == 3

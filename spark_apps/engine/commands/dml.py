@@ -162,6 +162,7 @@ class _Plan:
         )
 
     def commit(self, removes: list, adds: list, metrics) -> CommandResult:
+        metrics.execution_time_ms = self.watch.elapsed_ms()  # what commitInfo records, too
         commit = self.txn.commit([*removes, *adds], operation_metrics=metrics.to_operation_metrics())
         if commit.skipped:
             return self.result(type(metrics)(), version=commit.version, skipped=True)

@@ -171,6 +171,8 @@ class CommandResult:
             out.setdefault(key, value)
         for key, value in self.fields.items():
             out.setdefault(key, value)
+        # the one field that says whether this run changed the table (False: nothing to do, or skipped)
+        out["committed"] = bool(self.fields.get("committed", self.commit_info is not None and not self.skipped))
         return out
 
 
