@@ -246,7 +246,7 @@ def _conditions_not_blank(p: Mapping) -> None:
             try:
                 check_text(p[name], "predicate")
             except InvalidArgumentError as e:
-                raise ValueError(f"{name}=: {e.one_line()}") from None
+                raise ValueError(f"{name}: {e.one_line()}") from None
 
 
 def _holds_template(value: Any) -> bool:
@@ -304,7 +304,7 @@ def _merge_how(p: Mapping) -> None:
     for when in MERGE_CLAUSES:  # Delta's rule, checked before any Spark application starts
         of_kind = [c for c in p.get("clauses") or [] if c.get("when") == when]
         if any(c.get("condition") is None for c in of_kind[:-1]):
-            raise ValueError(f"clauses=: only the last when={when!r} clause may omit its condition")
+            raise ValueError(f"clauses: only the last when={when!r} clause may omit its condition")
 
 
 def _needs_source_spark(p: Mapping) -> bool:

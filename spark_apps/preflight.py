@@ -90,12 +90,12 @@ def preflight(operation: str, params: Mapping) -> None:
         try:
             parse_predicate(str(text), schema)
         except InvalidArgumentError as e:
-            raise type(e)(f"{name}=: {e.problem}", e.cause, e.fix) from None
+            raise type(e)(f"{name}: {e.problem}", e.cause, e.fix) from None
     if params.get("updates"):
         try:
             bind_assignments(dict(params["updates"]), schema)
         except InvalidArgumentError as e:
-            raise type(e)(f"updates=: {e.problem}", e.cause, e.fix) from None
+            raise type(e)(f"updates: {e.problem}", e.cause, e.fix) from None
 
 
 def _source_schema(params: Mapping):

@@ -490,6 +490,16 @@ _TRACE_LINE = re.compile(
 )
 
 
+# a Spark log line ("yy/MM/dd HH:mm:ss LEVEL ...") or one of the app's own lines: a hidden trace ends
+_LOG_LINE = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} |^DELTA_ERROR |^\{")
+# where an exception's text starts: a trace follows until the next log line
+_EXCEPTION_START = re.compile(
+    r"^[\w.$]+(Exception|Error)\b.*:|Traceback \(most recent call last\)|<<DELTA_EXECUTOR_ERROR>>"
+)
+# an exception embedded in a log line ("Lost task ...: org.apache...PythonException: ...")
+_EMBEDDED_EXCEPTION = re.compile(r":\s+(org\.apache\.spark\.api\.python\.PythonException|[\w.$]+Exception):")
+
+
 class _CapturingSparkSubmitHook(SparkSubmitHook):
     """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`.
 
@@ -506,11 +516,25 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
 
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         def tap():
+            in_trace = False  # inside an exception's text (Python traceback, Java frames, the app's marker)
             for raw in itr:
                 self.app_output.feed(raw)
+                if self.show_traces:
+                    yield raw
+                    continue
                 line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-                if not self.show_traces and _TRACE_LINE.search(line):
+                if _LOG_LINE.search(line):
+                    in_trace = False
+                elif in_trace or _TRACE_LINE.search(line) or _EXCEPTION_START.search(line):
+                    in_trace = True
                     self.hidden_trace_lines += 1
+                    continue
+                m = _EMBEDDED_EXCEPTION.search(line)
+                if m:  # keep the log line's own words, hide the exception text it carries
+                    in_trace = True
+                    self.hidden_trace_lines += 1
+                    short = line[: m.start()] + ": (exception hidden)\n"
+                    yield short.encode() if isinstance(raw, bytes) else short
                     continue
                 yield raw
 

@@ -557,3 +557,17 @@ def test_the_one_schema_walker():
     assert [p for p, _ in st.leaf_fields()] == [("a",), ("s", "b"), ("s", "m")]
     with pytest.raises(InvalidSchemaError, match="Duplicate column name 's.b.element.C'"):
         parse_ddl("s STRUCT<b: ARRAY<STRUCT<c: STRING, C: INT>>>")
+
+
+def test_the_merge_schema_hint_appears_only_for_extra_columns():
+    from airflow_delta_provider_apps.engine.errors import SchemaMismatchError
+    from airflow_delta_provider_apps.engine.schema import parse_schema
+    from airflow_delta_provider_apps.engine.schema.compat import check_write_compatible
+
+    table = parse_schema("id BIGINT, name STRING")
+    with pytest.raises(SchemaMismatchError) as type_only:
+        check_write_compatible(table, parse_schema("id STRING, name STRING"))
+    assert "merge_schema" not in type_only.value.fix  # it would not help: it adds columns, not types
+    with pytest.raises(SchemaMismatchError) as extra:
+        check_write_compatible(table, parse_schema("id BIGINT, name STRING, email STRING"))
+    assert "merge_schema=True" in extra.value.fix

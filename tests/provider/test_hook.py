@@ -557,7 +557,7 @@ def test_stack_traces_stay_out_of_the_task_log_unless_verbose(monkeypatch):
     logged: list = []
     # the parent's log processing (Airflow's SparkSubmitHook) is the external boundary: record what reaches it
     monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: logged.extend(itr))
-    for verbose, shown in ((False, 3), (True, 7)):
+    for verbose, shown in ((False, 2), (True, 7)):
         logged.clear()
         hook = _CapturingSparkSubmitHook(conn_id="spark_default", show_traces=verbose)
         hook._process_spark_submit_log(iter(lines))
@@ -646,3 +646,26 @@ def test_an_unreachable_standalone_master_fails_in_seconds_before_spark_submit()
         check_master_reachable(f"spark://127.0.0.1:1,127.0.0.1:{s.getsockname()[1]}")
     for master in ("local[2]", "yarn", "k8s://https://api:6443", None):
         check_master_reachable(master)  # not probed
+
+
+def test_an_executor_error_reaches_the_task_log_as_the_apps_one_line(monkeypatch):
+    """Real output of a runtime failure in a Spark task: the log keeps Spark's own log lines and the
+    app's one-line error; the marked payload, Python traceback and Java frames stay out unless verbose."""
+    import airflow.providers.apache.spark.hooks.spark_submit as ss
+
+    from airflow_delta_provider.hooks.delta import _CapturingSparkSubmitHook
+
+    lines = _captured("spark_submit_executor_error.log")
+    logged: list = []
+    monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: logged.extend(itr))
+    hook = _CapturingSparkSubmitHook(conn_id="spark_default")
+    hook._process_spark_submit_log(iter(lines))
+    text = "".join(logged)
+    for noise in ("<<DELTA_EXECUTOR_ERROR>>", "\tat org.", "SQLSTATE", "raise RuntimeError", "Traceback"):
+        assert noise not in text, noise
+    assert "ERROR Executor: Exception in task 0.0" in text and "Lost task 0.0 in stage 0.0" in text
+    assert "DELTA_ERROR InvalidPredicateError: Cannot evaluate the expression" in text
+    assert hook.app_output.error_class == "InvalidPredicateError" and hook.hidden_trace_lines > 50
+    logged.clear()
+    _CapturingSparkSubmitHook(conn_id="spark_default", show_traces=True)._process_spark_submit_log(iter(lines))
+    assert len(logged) == len(lines)

@@ -108,6 +108,33 @@ def _too_deep(text: str, what: str) -> InvalidPredicateError:
     )
 
 
+_EXPRESSION_FIX = "write a Spark SQL expression over the table's columns, e.g. v * 2, upper(name) or 'done'"
+
+
+def _fix_for(what: str) -> str:
+    """The fix line for a text that is a condition (a boolean) or a value expression."""
+    return _EXPRESSION_FIX if what == "expression" else _FIX
+
+
+def _syntax_cause(e, lexed) -> str:
+    """A parser error in the user's terms: what is wrong and the text up to where it was found (no
+    parser class names)."""
+    info = (getattr(e, "errors", None) or [{}])[0]
+    desc = str(info.get("description") or str(e).splitlines()[0])
+    if desc.startswith("Required keyword"):
+        what = "an operand is missing"
+    elif desc.startswith("Expecting )"):
+        what = "a closing parenthesis is missing"
+    elif "Unexpected token" in desc or "Invalid expression" in desc:
+        what = "unexpected text"
+    else:
+        import re
+
+        what = re.sub(r"\s*for <class '[^']*'>", "", desc).strip() or "it is not Spark SQL"
+    near = lexed.restore(f"{info.get('start_context') or ''}{info.get('highlight') or ''}").strip()
+    return f"{what} at '{near}'" if near else what
+
+
 def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
@@ -143,8 +170,7 @@ def _parse_sql(text: str, what: str):
         with _recursion_room():
             tree = parse_one(lexed.text, read="spark")
     except errors as e:
-        cause = lexed.restore(str(e).splitlines()[0])
-        raise _err(f"Cannot parse the {what} '{_clip(text)}'", f"sqlglot: {cause}") from None
+        raise _err(f"Cannot parse the {what} '{_clip(text)}'", _syntax_cause(e, lexed), _fix_for(what)) from None
     except RecursionError:
         raise _too_deep(text, what) from None
     if tree is None:

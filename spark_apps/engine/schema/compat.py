@@ -128,7 +128,12 @@ def check_write_compatible(
             "The data does not match the table schema",
             "; ".join(problems),
             "select/cast the data to the table's columns and types"
-            + ("" if merge_schema else ", or write with merge_schema=True to add the new columns"),
+            # merge_schema adds columns; it does not change types, so only extra columns get the hint
+            + (
+                ""
+                if merge_schema or not any("extra column" in p for p in problems)
+                else ", or write with merge_schema=True to add the new columns"
+            ),
         )
     out = StructType(tuple(merged))
     return table_schema if out == table_schema else out.validate()

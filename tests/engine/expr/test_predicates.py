@@ -289,3 +289,28 @@ def test_row_groups_ruled_out_by_parquet_statistics_are_not_read(tmp_path):
     got = [r["id"] for b in batches for r in b.filter(true_mask(pred, b)).to_pylist()]
     assert got == list(range(250, 420)) and seen == [3]
     assert row_groups_may_match(md, parse_predicate("s = 'v1'", schema), schema, [], {}) == [True] * 10
+
+
+@pytest.mark.parametrize(
+    "text, cause",
+    [
+        ("i = = 1", "an operand is missing at 'i = ='"),
+        ("(i = 1 AND s = 'a''b'", "a closing parenthesis is missing"),
+        ("i = 1)", "unexpected text at 'i = 1)'"),
+        ("i = 1 AND", "an operand is missing"),
+    ],
+)
+def test_syntax_errors_speak_spark_sql_not_the_parser(text, cause):
+    with pytest.raises(InvalidPredicateError) as err:
+        parse_predicate(text, SCHEMA)
+    message = err.value.one_line()
+    assert cause in message and "sqlglot" not in message and "<class" not in message
+    assert "boolean expression" in message  # a condition's fix; an UPDATE value gets an expression's
+
+
+def test_update_values_get_an_expression_fix_not_a_predicate_one():
+    from airflow_delta_provider_apps.engine.expr import bind_assignments
+
+    with pytest.raises(InvalidPredicateError) as err:
+        bind_assignments({"i": "i +* 1"}, SCHEMA)
+    assert "Cannot parse the expression" in err.value.problem and "boolean" not in err.value.fix
