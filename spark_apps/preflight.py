@@ -8,7 +8,7 @@ knowable from the table's log and the local file system:
   ``if_not_exists``, does not;
 * the DDL parses and the partition columns are in it (``create-table`` with a schema);
 * predicates (``predicate``, ``replace_where``) and UPDATE's ``updates`` bind to the table schema;
-* a local source exists;
+* a local source exists, and a write's source (local parquet or Delta) matches the table schema;
 * MERGE: the ON condition, the clauses (order, conditions, assignments, casts, NOT NULL) or the
   upsert's key columns bind exactly as the app binds them, against the table's schema and the
   source's, when the source's schema is known here (a local Delta table, or local parquet files
@@ -79,6 +79,8 @@ def preflight(operation: str, params: Mapping) -> None:
     if operation == "merge":
         _check_merge(params, storage_for(table), table)
         return
+    if operation == "write" and not params.get("overwrite_schema"):
+        _check_source_schema(params, storage_for(table), table)
     conditions = {k: params.get(k) for k in ("predicate", "replace_where") if params.get(k) is not None}
     if not conditions and not params.get("updates"):
         return
@@ -120,6 +122,27 @@ def _source_schema(params: Mapping):
             return None
         return StructType.from_arrow(dataset.schema)
     return None
+
+
+def _check_source_schema(params: Mapping, storage, table: str) -> None:
+    """A write's source against the table's schema (Delta's schema enforcement, as the app applies
+    it) when the source's schema is known here. Timestamp columns are left to the app: how Spark
+    reads a parquet timestamp (zone, precision) is not known from the file alone."""
+    from .engine.log.snapshot import load_snapshot
+    from .engine.schema import StructType
+    from .engine.schema.compat import check_write_compatible
+
+    source_schema = _source_schema(params)
+    if source_schema is None:
+        return
+    timestamps = {f.name.lower() for f in source_schema.fields if "timestamp" in getattr(f.type, "name", "")}
+    target = load_snapshot(storage, table).schema
+    keep = lambda fields: tuple(f for f in fields if f.name.lower() not in timestamps)  # noqa: E731
+    check_write_compatible(
+        StructType(keep(target.fields)) if timestamps else target,
+        StructType(keep(source_schema.fields)),
+        merge_schema=bool(params.get("merge_schema")),
+    )
 
 
 def _check_merge(params: Mapping, storage, table: str) -> None:

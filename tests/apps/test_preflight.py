@@ -143,3 +143,27 @@ def test_merge_operator_with_a_merge_condition_passes_preflight_and_a_bad_one_fa
     with pytest.raises(DeltaPermanentError, match="Unknown column 'source.idd'"):
         bad.execute({})
     assert "hook" not in bad.__dict__
+
+
+def test_a_local_sources_schema_is_checked_before_submitting(tmp_path, table):
+    """Delta's schema enforcement on a local parquet source, before any spark-submit (a mismatch
+    cost 15-19 s before): extra columns name merge_schema, wrong types do not."""
+    from airflow_delta_provider_apps.engine.errors import SchemaMismatchError
+
+    good = _parquet_source(tmp_path, {"id": [1], "value": ["x"], "p": ["a"]})
+    preflight("write", {"table_uri": table, "source": good, "source_format": "parquet", "mode": "append"})
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": [1], "value": ["x"], "email": ["e"]}), extra / "part-0.parquet")
+    with pytest.raises(SchemaMismatchError, match="extra column 'email'.*merge_schema=True"):
+        preflight("write", {"table_uri": table, "source": str(extra), "source_format": "parquet"})
+    preflight("write", {"table_uri": table, "source": str(extra), "source_format": "parquet", "merge_schema": True})
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    pq.write_table(pa.table({"id": ["not a number"], "value": ["x"]}), wrong / "part-0.parquet")
+    with pytest.raises(SchemaMismatchError) as err:
+        preflight("write", {"table_uri": table, "source": str(wrong), "source_format": "parquet"})
+    assert "'id'" in err.value.cause and "merge_schema" not in err.value.fix
