@@ -243,6 +243,10 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     result_uri = _peek_result_uri(argv)
     given_spark = spark
+    from airflow_delta_provider_apps.engine import progress
+
+    # phases as DELTA_PROGRESS lines: the provider's hook shows them in the task log
+    progress.set_sink(lambda event: print("DELTA_PROGRESS " + json.dumps(event, separators=(",", ":")), flush=True))
     try:
         params = parse_args(argv)
         result_uri = params.get("result_uri") or result_uri

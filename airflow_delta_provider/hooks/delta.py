@@ -500,6 +500,38 @@ _EXCEPTION_START = re.compile(
 _EMBEDDED_EXCEPTION = re.compile(r":\s+(org\.apache\.spark\.api\.python\.PythonException|[\w.$]+Exception):")
 
 
+# Spark's start-up chatter and WARN lines: out of the task log unless verbose
+_SPARK_NOISE = re.compile(
+    r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} WARN |^Using Spark's default log4j profile|"
+    r"^Setting default log level|^To adjust logging level|^WARNING: Using incubator modules"
+)
+
+
+def metrics_summary(operation: str, metrics: dict) -> str:
+    """``"; numOutputRows=10, numFiles=1, ..."``: the operation's main metrics (the registry's list)."""
+    try:
+        names = OPERATIONS[operation].metrics
+    except (KeyError, NameError):
+        names = ()
+    shown = [f"{k}={metrics[k]}" for k in names if k in metrics]
+    return "; " + ", ".join(shown) if shown else ""
+
+
+def progress_text(event: dict) -> str:
+    """A ``DELTA_PROGRESS`` event of the app as a line a person reads."""
+    op, phase = str(event.get("operation", "")), event.get("phase")
+    if phase == "files":
+        extra = f" ({event['source_rows']} source rows)" if "source_rows" in event else ""
+        return f"{op}: {event.get('candidates')} of {event.get('table')} files to read after skipping{extra}"
+    if phase == "rewritten":
+        rows = ", ".join(f"{v} rows {k}" for k, v in event.items() if k in ("matched", "written"))
+        return f"{op}: {event.get('files')} files rewritten" + (f", {rows}" if rows else "")
+    if phase == "written":
+        return f"{op}: {event.get('files')} files written, {event.get('rows')} rows"
+    counts = ", ".join(f"{k} {v}" for k, v in event.items() if k not in ("operation", "phase"))
+    return f"{op}: {phase} {counts}".rstrip()
+
+
 class _CapturingSparkSubmitHook(SparkSubmitHook):
     """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`.
 
@@ -513,6 +545,7 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
         self.app_output = AppOutput()
         self.show_traces = show_traces
         self.hidden_trace_lines = 0
+        self.hidden_noise_lines = 0
 
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         def tap():
@@ -523,6 +556,17 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
                     yield raw
                     continue
                 line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                if line.startswith("DELTA_PROGRESS "):
+                    try:
+                        text = progress_text(json.loads(line[len("DELTA_PROGRESS ") :])) + "\n"
+                    except ValueError:
+                        text = line
+                    yield text.encode() if isinstance(raw, bytes) else text
+                    continue
+                if _SPARK_NOISE.search(line):
+                    self.hidden_noise_lines += 1
+                    in_trace = False
+                    continue
                 if _LOG_LINE.search(line):
                     in_trace = False
                 elif in_trace or _TRACE_LINE.search(line) or _EXCEPTION_START.search(line):
@@ -539,10 +583,12 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
                 yield raw
 
         super()._process_spark_submit_log(tap())
-        if self.hidden_trace_lines:
+        hidden = self.hidden_trace_lines + self.hidden_noise_lines
+        if hidden:
             self.log.info(
-                "%d lines of Spark stack traces not shown (submit_options={'verbose': True} shows them)",
-                self.hidden_trace_lines,
+                "%d lines of Spark stack traces and WARN messages not shown (submit_options={'verbose': True} "
+                "shows them)",
+                hidden,
             )
 
 
@@ -780,8 +826,21 @@ class DeltaHook(BaseHook):
         return result
 
     def _log_result(self, operation: str, table_uri: str, result: dict, how: str = "") -> None:
-        skipped = " (skipped)" if result.get("skipped") else ""
-        self.log.info("Delta %s on %s%s: version %s%s", operation, table_uri, how, result.get("version"), skipped)
+        skipped = " (skipped: an earlier commit of this identity)" if result.get("skipped") else ""
+        commits = operation in OPERATIONS and OPERATIONS[operation].commits
+        unchanged = (
+            " (nothing to change)" if commits and result.get("committed") is False and not result.get("skipped") else ""
+        )
+        self.log.info(
+            "Delta %s on %s%s: version %s%s%s%s",
+            operation,
+            table_uri,
+            how,
+            result.get("version"),
+            skipped,
+            unchanged,
+            metrics_summary(operation, result.get("metrics") or {}),
+        )
 
     def run(self, operation: str, table_uri: str, **params: Any) -> dict:
         """Run one Delta app operation and return its result dict.

@@ -663,9 +663,37 @@ def test_an_executor_error_reaches_the_task_log_as_the_apps_one_line(monkeypatch
     text = "".join(logged)
     for noise in ("<<DELTA_EXECUTOR_ERROR>>", "\tat org.", "SQLSTATE", "raise RuntimeError", "Traceback"):
         assert noise not in text, noise
-    assert "ERROR Executor: Exception in task 0.0" in text and "Lost task 0.0 in stage 0.0" in text
+    assert "ERROR Executor: Exception in task 0.0" in text and "Lost task" not in text  # a WARN: hidden
     assert "DELTA_ERROR InvalidPredicateError: Cannot evaluate the expression" in text
     assert hook.app_output.error_class == "InvalidPredicateError" and hook.hidden_trace_lines > 50
     logged.clear()
     _CapturingSparkSubmitHook(conn_id="spark_default", show_traces=True)._process_spark_submit_log(iter(lines))
     assert len(logged) == len(lines)
+
+
+def test_the_task_log_shows_the_apps_phases_and_a_metrics_summary_not_sparks_chatter(monkeypatch):
+    import airflow.providers.apache.spark.hooks.spark_submit as ss
+
+    from airflow_delta_provider.hooks.delta import DeltaHook, _CapturingSparkSubmitHook, metrics_summary
+
+    lines = [
+        "WARNING: Using incubator modules: jdk.incubator.vector\n",
+        "Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties\n",
+        "26/11/24 00:10:57 WARN NativeCodeLoader: Unable to load native-hadoop library\n",
+        'DELTA_PROGRESS {"operation":"DELETE","phase":"files","table":20,"candidates":3,"bytes":100}\n',
+        'DELTA_PROGRESS {"operation":"DELETE","phase":"rewritten","files":1,"matched":12}\n',
+        '{"status":"ok","operation":"DELETE","version":4,"metrics":{"numDeletedRows":12}}\n',
+    ]
+    logged: list = []
+    monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: logged.extend(itr))
+    hook = _CapturingSparkSubmitHook(conn_id="spark_default")
+    hook._process_spark_submit_log(iter(lines))
+    assert logged == [
+        "DELETE: 3 of 20 files to read after skipping\n",
+        "DELETE: 1 files rewritten, 12 rows matched\n",
+        lines[-1],
+    ]
+    assert hook.app_output.result["version"] == 4 and hook.hidden_noise_lines == 3
+    summary = metrics_summary("delete", {"numRemovedFiles": 1, "numDeletedRows": 12, "other": 5})
+    assert summary == "; numRemovedFiles=1, numDeletedRows=12"
+    assert DeltaHook  # the hook logs this summary with each result (_log_result)

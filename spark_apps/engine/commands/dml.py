@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from ..actions import RemoveFile
 from ..errors import AppendOnlyViolationError
+from ..progress import report
 from .result import CommandResult, DeleteMetrics, Stopwatch, UpdateMetrics
 
 __all__ = ["delete", "update", "removes_for", "rewrite_candidates", "apply_outcomes"]
@@ -144,6 +145,7 @@ class _Plan:
         metrics.num_bytes_before_skipping = before_bytes
         metrics.num_bytes_after_skipping = after_bytes
         self.txn.read_files(kept)
+        report(self.operation, "files", table=files.num_rows, candidates=kept.num_rows, bytes=after_bytes)
         return kept
 
     def rewrite(self, files: pa.Table, updates: tuple = ()) -> list:
@@ -235,6 +237,7 @@ def delete(snapshot, predicate: str | None = None, *, spark=None, **txn_options)
         return plan.commit(removes_for(candidates), [], metrics)
     outcomes = plan.rewrite(candidates)
     removes, adds, matched, written = apply_outcomes(plan.watch, candidates, outcomes, metrics)
+    report("DELETE", "rewritten", files=len(removes), matched=matched)
     metrics.num_deleted_rows = matched
     metrics.num_copied_rows = written
     if not removes:
@@ -262,6 +265,7 @@ def update(
         return plan.result(metrics)
     outcomes = plan.rewrite(candidates, tuple(bound.items()))
     removes, adds, matched, written = apply_outcomes(plan.watch, candidates, outcomes, metrics)
+    report("UPDATE", "rewritten", files=len(removes), matched=matched)
     metrics.num_updated_rows = matched
     metrics.num_copied_rows = written - matched
     if not removes:

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import AppendOnlyViolationError, InvalidArgumentError, InvalidPredicateError
+from ..progress import report
 from .result import CommandResult, MergeMetrics, Stopwatch
 
 __all__ = ["MergeBuilder", "MergeClause", "merge"]
@@ -559,6 +560,7 @@ def merge(
         candidates = skip_files(files, snapshot.schema, parts, pred).files
     txn.read_files(candidates)
     metrics.num_target_files_after_skipping = candidates.num_rows
+    report("MERGE", "files", table=files.num_rows, candidates=candidates.num_rows, source_rows=num_source_rows)
     if prepared is not None:
         outcome = execute_merge_by_file(spark, prepared, candidates)
     else:
@@ -566,6 +568,7 @@ def merge(
     metrics.scan_time_ms, metrics.rewrite_time_ms = outcome.scan_ms, outcome.rewrite_ms
     for name, value in plan.counts(outcome.per_action).items():
         setattr(metrics, name, value)
+    report("MERGE", "rewritten", files=len(outcome.touched), written=outcome.rows_written)
     touched = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(outcome.touched, pa.string())))
     removes = removes_for(touched)
     adds = list(outcome.adds)

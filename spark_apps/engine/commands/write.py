@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
+from ..progress import report
 from ..storage import normalize_table_uri, storage_for
 from ..writer import resolve_target_file_size
 from .result import CommandResult, OverwriteMetrics, WriteMetrics
@@ -274,6 +275,7 @@ def append(
         target_file_size=target_file_size,
     )
     metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)
+    report("WRITE", "written", files=result.num_files, rows=result.num_output_rows)
     if removes:
         metrics = OverwriteMetrics(
             result.num_files,
