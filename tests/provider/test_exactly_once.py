@@ -1,7 +1,7 @@
 """Exactly once across retries and clears, without Spark: the identity a task instance commits
 with, the earlier commit found in the log before anything is submitted, and a lost result recovered
 from the log. (The Spark side of a re-run's replace is in tests/spark/test_append.py; a real retry
-of a real DAG in tests/airflow/test_exactly_once.py.)"""
+of a real DAG in tests/airflow/test_retry_after_commit.py.)"""
 
 from __future__ import annotations
 
