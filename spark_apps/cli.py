@@ -77,8 +77,10 @@ def _add(p: argparse.ArgumentParser, arg: ops.Arg) -> None:
     kw: dict = {"dest": arg.name, "help": arg.help or None}
     if arg.kind == "int":
         kw["type"] = int
-    elif arg.kind == "bool":
-        kw["action"] = "store_true"
+    elif arg.kind == "float":
+        kw["type"] = float
+    elif arg.kind == "bool":  # --flag / --no-flag when it defaults to true
+        kw["action"] = argparse.BooleanOptionalAction if arg.default else "store_true"
     elif arg.kind == "list":
         kw.update(nargs="+", action="extend")
     elif arg.kind in ("dict", "updates"):

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
-KINDS = ("str", "int", "bool", "list", "dict", "schema", "updates", "clauses")
+KINDS = ("str", "int", "float", "bool", "list", "dict", "schema", "updates", "clauses")
 
 #: MERGE clause dicts: ``when`` -> the ``then`` actions it allows (the builder's method names)
 MERGE_CLAUSES = {
@@ -162,6 +162,13 @@ def coerce(arg: Arg, value: Any) -> Any:
             return int(str(value).strip()) if not isinstance(value, int) else value
         except ValueError:
             raise ValueError(f"{arg.name}={value!r} is not an integer") from None
+    if kind == "float":
+        if isinstance(value, bool):
+            raise ValueError(f"{arg.name}={value!r} is not a number")
+        try:
+            return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+        except ValueError:
+            raise ValueError(f"{arg.name}={value!r} is not a number") from None
     if kind == "bool":
         if isinstance(value, str):
             return value.strip().lower() in ("1", "true", "yes", "y")
@@ -305,6 +312,11 @@ def _merge_how(p: Mapping) -> None:
         of_kind = [c for c in p.get("clauses") or [] if c.get("when") == when]
         if any(c.get("condition") is None for c in of_kind[:-1]):
             raise ValueError(f"clauses: only the last when={when!r} clause may omit its condition")
+
+
+def _version_or_timestamp(p: Mapping) -> None:
+    if (p.get("version") is None) == (p.get("timestamp") is None):
+        raise ValueError("pass exactly one of version and timestamp")
 
 
 def _needs_source_spark(p: Mapping) -> bool:
@@ -466,6 +478,56 @@ _OPERATIONS = (
         ),
         needs_spark=True,
         checks=(_source_required, _source_needs_format, _merge_how),
+    ),
+    Operation(
+        "vacuum",
+        "VACUUM",
+        "delete the files no version inside the retention needs (no Spark)",
+        "airflow_delta_provider_apps.runners:vacuum",
+        args=(
+            Arg("retention_hours", "float", help="keep what versions of the last N hours need (default: the table's)"),
+            Arg("dry_run", "bool", default=False, templated=False, help="list what would be deleted, delete nothing"),
+            Arg(
+                "enforce_retention_duration",
+                "bool",
+                default=True,
+                templated=False,
+                help="refuse a retention shorter than delta.deletedFileRetentionDuration",
+            ),
+            Arg(
+                "mode",
+                default="full",
+                choices=("full", "lite"),
+                help="full (list the table) | lite (the log's removes)",
+            ),
+        ),
+        metrics=(
+            "numFilesToDelete",
+            "sizeOfDataToDelete",
+            "numDeletedFiles",
+            "numVacuumedDirectories",
+            "executionTimeMs",
+        ),
+        commits=False,
+    ),
+    Operation(
+        "restore",
+        "RESTORE",
+        "make the table's live files those of an older version (no Spark)",
+        "airflow_delta_provider_apps.runners:restore",
+        args=(
+            Arg("version", "int", help="the version to restore"),
+            Arg("timestamp", help="or the version as of this timestamp"),
+        ),
+        metrics=(
+            "numRestoredFiles",
+            "numRemovedFiles",
+            "numOfFilesAfterRestore",
+            "tableSizeAfterRestore",
+            "restoredFilesSize",
+            "removedFilesSize",
+        ),
+        checks=(_version_or_timestamp,),
     ),
     Operation(
         "checkpoint",

@@ -157,6 +157,21 @@ def checkpoint(params: dict, spark=None) -> dict:
     return _from_command(res, params["table_uri"], **extra)
 
 
+def vacuum(params: dict, spark=None) -> dict:
+    r = _table(None, params).vacuum(
+        params.get("retention_hours"),
+        dry_run=bool(params.get("dry_run")),
+        enforce_retention_duration=params.get("enforce_retention_duration") is not False,
+        mode=params.get("mode") or "full",
+    )
+    return _from_command(r, params["table_uri"])
+
+
+def restore(params: dict, spark=None) -> dict:
+    r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"))
+    return _from_command(r, params["table_uri"])
+
+
 def cleanup_metadata(params: dict, spark=None) -> dict:
     return _from_command(_table(None, params).cleanup_metadata(), params["table_uri"])
 

@@ -135,6 +135,8 @@ class DeltaBaseOperator(BaseOperator):
     """
 
     operation: ClassVar[str] = ""
+    #: where it runs unless ``execution=`` says otherwise
+    default_execution: ClassVar[str] = "spark-submit"
     template_fields: Sequence[str] = _BASE_TEMPLATE_FIELDS
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#00add4"
@@ -150,7 +152,7 @@ class DeltaBaseOperator(BaseOperator):
         app_id: str | None = None,
         app_version: int | str | None = None,
         user_metadata: str | None = None,
-        execution: str = "spark-submit",
+        execution: str | None = None,
         on_rerun: str = "replace",
         **kwargs: Any,
     ) -> None:
@@ -158,6 +160,7 @@ class DeltaBaseOperator(BaseOperator):
         if on_rerun not in RERUNS:
             raise ValueError(f"{type(self).__name__}: on_rerun={on_rerun!r}: use one of {', '.join(RERUNS)}")
         self.on_rerun = on_rerun
+        execution = execution or self.default_execution
         if execution not in EXECUTIONS:
             raise ValueError(f"{type(self).__name__}: execution={execution!r}: use one of {', '.join(EXECUTIONS)}")
         if execution == "local" and op.needs_spark is True and not op.in_process:
@@ -478,6 +481,54 @@ class DeltaMergeOperator(DeltaBaseOperator):
     """
 
     operation = "merge"
+
+
+class DeltaVacuumOperator(DeltaBaseOperator):
+    """Delete the files that no version of the table inside the retention needs (``VACUUM``).
+
+    Never deletes a live file, a file an unexpired tombstone names (every version inside the
+    retention stays readable), a deletion vector of either, anything younger than the retention (a
+    concurrent writer's uncommitted files), anything hidden (``_delta_log``, ``_``/``.`` names) or
+    outside the table. Runs in the worker by default (``execution="local"``: listing, planning and
+    deleting need no Spark); the XCom holds ``numFilesToDelete``, ``sizeOfDataToDelete``,
+    ``numDeletedFiles``, ``numVacuumedDirectories``.
+
+    :param table_uri: the table (templated).
+    :param retention_hours: keep what the versions of the last N hours need (templated; default the
+        table's ``delta.deletedFileRetentionDuration``, 7 days); shorter than that is refused unless
+        ``enforce_retention_duration=False``.
+    :param dry_run: report the files (``files``) and their size, delete nothing.
+    :param mode: ``"full"`` (list the table's files; also finds files no commit named) or ``"lite"``
+        (the removes of the log: cheaper on huge tables; refused when log cleanup took commits it needs).
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+
+    Example::
+
+        vacuum = DeltaVacuumOperator(task_id="vacuum", table_uri="/lake/silver/customers", retention_hours=168)
+    """
+
+    operation = "vacuum"
+    default_execution = "local"
+
+
+class DeltaRestoreOperator(DeltaBaseOperator):
+    """Make the table's live files those of an older version (``RESTORE``), in one commit.
+
+    Refuses before committing when VACUUM deleted a file that version needs. Runs in the worker by
+    default (``execution="local"``: the log only, no data is read). The XCom holds
+    ``numRestoredFiles``, ``numRemovedFiles``, ``numOfFilesAfterRestore``, ``tableSizeAfterRestore``, ...
+
+    :param table_uri: the table (templated).
+    :param version: the version to restore (templated), or ``timestamp``: the version as of then.
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+
+    Example::
+
+        undo = DeltaRestoreOperator(task_id="undo_bad_day", table_uri="/lake/silver/customers", version=41)
+    """
+
+    operation = "restore"
+    default_execution = "local"
 
 
 class DeltaCheckpointOperator(DeltaBaseOperator):

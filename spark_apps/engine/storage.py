@@ -262,6 +262,11 @@ class Storage:
         """Delete one file; a missing one is fine unless ``missing_ok=False`` (``FileNotFoundError``)."""
         raise NotImplementedError
 
+    def remove_empty_dir(self, dir_path: str) -> bool:
+        """Remove the directory ``dir_path`` if it exists and is empty (object stores have no
+        directories: nothing to do there); whether it was removed."""
+        return False
+
     def exists(self, path: str) -> bool:
         raise NotImplementedError
 
@@ -358,6 +363,13 @@ class LocalStorage(Storage):
         except FileNotFoundError:
             if not missing_ok:
                 raise _file_not_found(path) from None
+
+    def remove_empty_dir(self, dir_path: str) -> bool:
+        try:
+            os.rmdir(self._fs_path(dir_path))
+            return True
+        except OSError:  # not empty, missing, or not a directory
+            return False
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)

@@ -221,6 +221,34 @@ class DeltaTable:
         return cleanup_metadata(self.snapshot()).to_dict()
 
     # ------------------------------------------------------------------ Spark
+    def vacuum(
+        self,
+        retention_hours: float | None = None,
+        *,
+        dry_run: bool = False,
+        enforce_retention_duration: bool = True,
+        mode: str = "full",
+    ) -> dict:
+        """Delete files no version inside the retention needs (see
+        :mod:`airflow_delta_provider_apps.engine.commands.vacuum`); no Spark needed."""
+        from .commands.vacuum import vacuum
+
+        return vacuum(
+            self.snapshot(),
+            retention_hours,
+            dry_run=dry_run,
+            enforce_retention_duration=enforce_retention_duration,
+            mode=mode,
+        ).to_dict()
+
+    def restore(self, version: int | None = None, timestamp=None) -> dict:
+        """Make the table's live files those of an older version (see
+        :mod:`airflow_delta_provider_apps.engine.commands.restore`); no Spark needed."""
+        from .commands.restore import restore
+
+        ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
+        return restore(self.snapshot(), version=version, timestamp_ms=ts, timestamp=timestamp).to_dict()
+
     def _need_spark(self, what: str):
         if self.spark is None:
             raise InvalidArgumentError(

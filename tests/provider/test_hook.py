@@ -213,8 +213,8 @@ def test_missing_connection_is_a_clear_error(monkeypatch, bundle_dir):
 
 def test_unknown_operation_and_options(monkeypatch, bundle_dir):
     cid = _conn(monkeypatch, "spark_local_ops", "local[1]")
-    with pytest.raises(DeltaConfigurationError, match="Unknown Delta operation 'vacuum'"):
-        _command(DeltaHook(cid, bundle_dir=bundle_dir), "vacuum")
+    with pytest.raises(DeltaConfigurationError, match="Unknown Delta operation 'defragment'"):
+        _command(DeltaHook(cid, bundle_dir=bundle_dir), "defragment")
     with pytest.raises(DeltaConfigurationError, match="executor_mem"):
         SparkSubmitOptions.coerce({"executor_mem": "1g"})
 

@@ -199,3 +199,27 @@ def test_log_only_operations_run_in_the_worker_process_with_execution_local(tmp_
     ).execute({})
     assert upd["committed"] and upd["metrics"]["numUpdatedRows"] == 1
     assert latest_version(storage_for(root), root) == 3
+
+
+def test_vacuum_and_restore_operators_run_in_the_worker_by_default(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaRestoreOperator, DeltaVacuumOperator
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1]}))
+    append_arrow(root, pa.table({"id": [2]}))
+    vac = DeltaVacuumOperator(task_id="v", table_uri=root, retention_hours="0", enforce_retention_duration=False)
+    assert vac.execution == "local" and "retention_hours" in vac.template_fields
+    dry = DeltaVacuumOperator(task_id="v", table_uri=root, dry_run=True).execute({})
+    assert (dry["operation"], dry["committed"], dry["files"]) == ("VACUUM", False, [])
+    assert vac.execute({})["metrics"]["numDeletedFiles"] == 0  # every file is young
+    with pytest.raises(ValueError, match="pass exactly one of version and timestamp"):
+        DeltaRestoreOperator(task_id="r", table_uri=root, version=1, timestamp="2026-01-01")
+    undo = DeltaRestoreOperator(task_id="r", table_uri=root, version="1").execute({})
+    assert undo["operation"] == "RESTORE" and undo["metrics"]["numRemovedFiles"] == 1 and undo["committed"]

@@ -50,6 +50,7 @@ def test_create_from_ddl_writes_protocol_metadata_commitinfo(tmp_path):
         "skipped": False,
         "metrics": {},
         "created": True,
+        "committed": True,
     }
     actions = log_actions(root, 0)
     kinds = [next(iter(a)) for a in actions]

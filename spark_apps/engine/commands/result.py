@@ -26,6 +26,8 @@ __all__ = [
     "WriteMetrics",
     "DeleteMetrics",
     "UpdateMetrics",
+    "VacuumMetrics",
+    "RestoreMetrics",
     "CheckpointMetrics",
     "MergeMetrics",
     "CleanupMetrics",
@@ -120,6 +122,29 @@ class DeleteMetrics(_RewriteMetrics):
 @dataclass
 class UpdateMetrics(_RewriteMetrics):
     num_updated_rows: int = 0
+
+
+@dataclass
+class VacuumMetrics(OperationMetrics):
+    """VACUUM (delta-spark's names; START carries the first two, END the next two)."""
+
+    num_files_to_delete: int = 0
+    size_of_data_to_delete: int = 0
+    num_deleted_files: int = 0
+    num_vacuumed_directories: int = 0
+    execution_time_ms: int = 0
+
+
+@dataclass
+class RestoreMetrics(OperationMetrics):
+    """RESTORE (delta-spark's names)."""
+
+    table_size_after_restore: int = 0
+    num_of_files_after_restore: int = 0
+    num_removed_files: int = 0
+    num_restored_files: int = 0
+    removed_files_size: int = 0
+    restored_files_size: int = 0
 
 
 @dataclass

@@ -1,0 +1,106 @@
+"""RESTORE: make the table's live files those of an older version, in one commit.
+
+Files live now but not then are removed, files live then but not now are added again (with their
+stats, partition values and deletion vectors as the old version had them), both with
+``dataChange=true``; the metadata goes back to the old version's and the protocol is the higher of
+the two (a table never downgrades). Before anything is committed, every file to be added again is
+checked to still exist: when VACUUM deleted one, RESTORE refuses, naming the version and the file.
+A file is the same file when its path and its deletion vector are the same.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidArgumentError
+from .result import CommandResult, RestoreMetrics
+
+__all__ = ["restore"]
+
+
+def _keys(files: pa.Table) -> pa.Array:
+    """One key per file: its path and its deletion vector's identity."""
+    dv = files.column("deletion_vector") if "deletion_vector" in files.column_names else None
+    if dv is None or dv.null_count == files.num_rows:
+        return files.column("path").combine_chunks()
+    dv = dv.combine_chunks()
+    ident = pc.binary_join_element_wise(
+        pc.fill_null(pc.struct_field(dv, "storageType"), ""),
+        pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), ""),
+        pc.fill_null(pc.cast(pc.struct_field(dv, "offset"), pa.string()), ""),
+        "|",
+    )
+    return pc.binary_join_element_wise(files.column("path").combine_chunks(), pc.fill_null(ident, ""), "#")
+
+
+def _sum(files: pa.Table) -> int:
+    return int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
+
+
+def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = None, timestamp=None) -> CommandResult:
+    """RESTORE the snapshot's table to ``version`` or to the version as of ``timestamp_ms`` (see the
+    module docstring); ``timestamp``: how the user wrote it (for the commit's parameters)."""
+    from .. import features
+    from ..actions import Protocol
+    from ..log.snapshot import _add_from_row, load_snapshot
+    from ..paths import file_locations
+    from ..txn import OptimisticTransaction
+    from .dml import removes_for
+
+    if (version is None) == (timestamp_ms is None):
+        raise InvalidArgumentError(
+            "RESTORE needs exactly one of version and timestamp",
+            f"got version={version!r}, timestamp={timestamp!r}",
+            "pass version=N or timestamp='2026-01-01T00:00:00Z'",
+        )
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    storage, root = snapshot.storage, snapshot.table_root
+    target = load_snapshot(storage, root, version=None if version is None else int(version), timestamp_ms=timestamp_ms)
+    if target.version > snapshot.version:
+        raise InvalidArgumentError(
+            f"Cannot RESTORE to version {target.version}", f"the table's latest version is {snapshot.version}", None
+        )
+    now_keys, then_keys = _keys(snapshot.files), _keys(target.files)
+    to_remove = snapshot.files.filter(pc.invert(pc.is_in(now_keys, value_set=then_keys)))
+    to_add = target.files.filter(pc.invert(pc.is_in(then_keys, value_set=now_keys)))
+    metrics = RestoreMetrics(
+        table_size_after_restore=_sum(target.files),
+        num_of_files_after_restore=target.files.num_rows,
+        num_removed_files=to_remove.num_rows,
+        num_restored_files=to_add.num_rows,
+        removed_files_size=_sum(to_remove),
+        restored_files_size=_sum(to_add),
+    )
+    params = {"version": target.version} if version is not None else {"timestamp": str(timestamp or timestamp_ms)}
+    fields = {"restored_version": target.version}
+    if to_add.num_rows:  # every file to bring back must still exist (VACUUM may have deleted it)
+        locations = file_locations(root, to_add.column("path"))
+        with ThreadPoolExecutor(max_workers=16, thread_name_prefix="delta-restore") as pool:
+            exists = list(pool.map(storage.exists, locations))
+        missing = [loc for loc, ok in zip(locations, exists) if not ok]
+        if missing:
+            raise InvalidArgumentError(
+                f"Cannot RESTORE to version {target.version}: {len(missing)} of its files no longer exist",
+                f"e.g. {missing[0]}; VACUUM deleted files that only versions older than its retention needed",
+                "restore a newer version (one inside the retention), or recover the files from a backup",
+            )
+    if not to_add.num_rows and not to_remove.num_rows and target.metadata == snapshot.metadata:
+        return CommandResult("RESTORE", root, snapshot.version, False, metrics, None, {**fields, "committed": False})
+    txn = OptimisticTransaction(storage, root, snapshot, operation="RESTORE", operation_parameters=params)
+    txn.read_whole_table()
+    if target.metadata != snapshot.metadata:
+        txn.update_metadata(target.metadata)
+    new, old = snapshot.protocol, target.protocol
+    if (old.min_reader_version, old.min_writer_version) > (new.min_reader_version, new.min_writer_version):
+        txn.update_protocol(
+            Protocol(
+                max(old.min_reader_version, new.min_reader_version), max(old.min_writer_version, new.min_writer_version)
+            )
+        )
+    adds = [_add_from_row(r) for r in to_add.to_pylist()]
+    adds = [a.__class__(**{**a.__dict__, "data_change": True}) for a in adds]
+    commit = txn.commit([*removes_for(to_remove), *adds], operation_metrics=metrics.to_operation_metrics())
+    return CommandResult("RESTORE", root, commit.version, False, metrics, commit.commit_info, fields)

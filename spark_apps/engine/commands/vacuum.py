@@ -1,0 +1,240 @@
+"""VACUUM: delete the files under the table root that no version inside the retention needs.
+
+A file is deleted only when all of these hold:
+
+1. it is not needed: no live file of the snapshot, no tombstone not yet expired (removed less than
+   the retention ago: every version inside the retention still reads it) and no deletion vector of
+   either names it;
+2. it is older than the retention by modification time: a concurrent writer's not yet committed
+   file, and every file a commit newer than this snapshot added, is young, so it is never deleted;
+3. it is under the table root and not hidden as delta-spark defines it (``_delta_log``, names
+   starting with ``_`` or ``.``, except partition directories ``col=v``, ``_change_data`` and
+   ``_delta_index``; see :func:`..storage.hidden_mask`).
+
+``mode="full"`` lists the root (the storage's recursive listing, one Arrow table) and so also finds
+files no commit ever named (failed writes). ``mode="lite"`` (Delta 3.3's VACUUM LITE) takes its
+candidates from the removes of the log's JSON commits instead, which needs every commit since the
+last VACUUM (or since version 0): when log cleanup took some, it refuses, naming the versions.
+
+The retention defaults to ``delta.deletedFileRetentionDuration`` (7 days); a shorter one is refused
+unless ``enforce_retention_duration=False``. A run commits ``VACUUM START`` and ``VACUUM END``
+(commitInfo only, Delta's operationParameters and metrics) around the deletes, which run in
+parallel; empty directories left behind are removed. ``dry_run=True`` only reports.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidArgumentError
+from .result import CommandResult, Stopwatch, VacuumMetrics
+
+__all__ = ["vacuum", "MODES"]
+
+MODES = ("full", "lite")
+#: directories VACUUM cleans although their names start with "_" (delta-spark's rule)
+NOT_HIDDEN = ("_change_data", "_delta_index")
+_DELETE_THREADS = 16
+
+
+def _retention_ms(snapshot, retention_hours, enforce: bool) -> int:
+    default = snapshot.properties.deleted_file_retention_ms
+    if retention_hours is None:
+        return default
+    try:
+        ms = int(float(retention_hours) * 3_600_000)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(
+            f"retention_hours={retention_hours!r} is not a number", None, "pass hours, e.g. 168"
+        ) from None
+    if ms < 0:
+        raise InvalidArgumentError(f"retention_hours={retention_hours} is negative", None, "pass 0 or more hours")
+    if enforce and ms < default:
+        raise InvalidArgumentError(
+            f"VACUUM with a retention of {retention_hours} hours is refused: the table's "
+            f"delta.deletedFileRetentionDuration is {default / 3_600_000:g} hours",
+            "a shorter retention can delete files that a running reader, a time travel or a concurrent "
+            "writer's snapshot still needs",
+            "keep the default, or pass enforce_retention_duration=False if no reader or writer can be "
+            "working on an older version",
+        )
+    return ms
+
+
+def _needed(snapshot, cutoff_ms: int) -> set[str]:
+    """Full locations of every file a version inside the retention reads: live files, unexpired
+    tombstones, and the deletion vectors of both."""
+    from ..dv import dv_file_path
+    from ..paths import file_locations
+
+    files, tomb = snapshot.files, snapshot.tombstones
+    if tomb.num_rows:
+        ts = pc.fill_null(tomb.column("deletion_timestamp"), 0)
+        tomb = tomb.filter(pc.greater(ts, cutoff_ms))
+    needed = set(file_locations(snapshot.table_root, files.column("path")))
+    needed.update(file_locations(snapshot.table_root, tomb.column("path")))
+    for t in (files, tomb):
+        if "deletion_vector" in t.column_names and t.column("deletion_vector").null_count < t.num_rows:
+            for dv in t.column("deletion_vector").to_pylist():
+                if dv and dv.get("storageType") in ("u", "p"):
+                    needed.add(dv_file_path(snapshot.table_root, dv))
+    return needed
+
+
+def _listed(storage, root: str) -> pa.Table:
+    """``path`` (full location), ``size``, ``mtime_ms`` of every file VACUUM may judge (full mode)."""
+    t = storage.list_files(root, skip_hidden=True, not_hidden=NOT_HIDDEN)
+    if not t.num_rows:
+        return t
+    prefix = root.rstrip("/") + "/"
+    return t.set_column(0, "path", pc.binary_join_element_wise(prefix, t.column("path"), ""))
+
+
+def _lite_candidates(snapshot, cutoff_ms: int) -> pa.Table:
+    """Full mode's listing for lite mode: the files the log's JSON commits removed (and their DVs),
+    which still exist. Refused when the log no longer holds every commit since the last VACUUM."""
+    from ..dv import dv_file_path
+    from ..log.commit_read import read_commit
+    from ..log.listing import commit_file_name, list_log, log_dir_of
+    from ..paths import file_locations
+
+    storage, root = snapshot.storage, snapshot.table_root
+    log_dir = log_dir_of(storage, root)
+    versions = sorted(c.version for c in list_log(storage, root).commits if c.version <= snapshot.version)
+    last_vacuum = None
+    removed: list[str] = []
+    for v in versions:
+        data = storage.read_bytes(storage.join(log_dir, commit_file_name(v)))
+        c = read_commit(v, data)
+        info = next((a for a in c.actions if type(a).__name__ == "CommitInfo"), None)
+        if info is not None and info.operation == "VACUUM END":
+            last_vacuum = v
+        if c.removes.num_rows:
+            removed.extend(file_locations(root, c.removes.column("path")))
+            for dv in c.removes.column("deletion_vector").to_pylist():
+                if dv and dv.get("storageType") in ("u", "p"):
+                    removed.append(dv_file_path(root, dv))
+    needed_from = (last_vacuum + 1) if last_vacuum is not None else 0
+    earliest = versions[0] if versions else None
+    if earliest is None or (earliest > needed_from and (last_vacuum is None or last_vacuum < earliest)):
+        since = "the table's first commit" if last_vacuum is None else f"the last VACUUM (version {last_vacuum})"
+        raise InvalidArgumentError(
+            "VACUUM LITE cannot find every removed file in the log",
+            f"it needs the commits since {since}, version {needed_from}, but the oldest commit left is "
+            f"version {earliest} (log cleanup removed the others)",
+            "run VACUUM with mode='full' once (it lists the table's files instead); later lite runs work again",
+        )
+    paths, sizes, mtimes = [], [], []
+    for p in sorted(set(removed)):
+        try:
+            info = storage.file_info(p)
+        except FileNotFoundError:
+            continue
+        paths.append(p)
+        sizes.append(info.size)
+        mtimes.append(info.mtime_ms)
+    return pa.table(
+        {
+            "path": pa.array(paths, pa.string()),
+            "size": pa.array(sizes, pa.int64()),
+            "mtime_ms": pa.array(mtimes, pa.int64()),
+        }
+    )
+
+
+def _empty_dirs(storage, root: str, deleted: list[str]) -> int:
+    """Remove the directories (under the root, never the root or ``_delta_log``) that the deletes
+    left empty, deepest first; how many were removed."""
+    root = root.rstrip("/")
+    dirs = set()
+    for p in deleted:
+        d = p.rsplit("/", 1)[0]
+        while d.startswith(root + "/") and d != root:
+            dirs.add(d)
+            d = d.rsplit("/", 1)[0]
+    removed = 0
+    for d in sorted(dirs, key=lambda x: -x.count("/")):
+        if "/_delta_log" in d[len(root) :]:
+            continue
+        if storage.remove_empty_dir(d):
+            removed += 1
+    return removed
+
+
+def vacuum(
+    snapshot,
+    retention_hours=None,
+    *,
+    dry_run: bool = False,
+    enforce_retention_duration: bool = True,
+    mode: str = "full",
+    now_ms: int | None = None,
+) -> CommandResult:
+    """VACUUM the snapshot's table (see the module docstring)."""
+    from .. import features
+    from ..txn import OptimisticTransaction
+
+    watch = Stopwatch()
+    if mode not in MODES:
+        raise InvalidArgumentError(
+            f"Unknown VACUUM mode '{mode}'", f"known: {', '.join(MODES)}", "use 'full' or 'lite'"
+        )
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    if "vacuumProtocolCheck" in (snapshot.protocol.writer_features or ()):
+        features.check_read_supported(snapshot.protocol, snapshot.metadata)
+    retention = _retention_ms(snapshot, retention_hours, enforce_retention_duration)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    cutoff = now_ms - retention
+    storage, root = snapshot.storage, snapshot.table_root
+    candidates = _listed(storage, root) if mode == "full" else _lite_candidates(snapshot, cutoff)
+    needed = pa.array(sorted(_needed(snapshot, cutoff)), pa.string())
+    if candidates.num_rows:
+        unneeded = pc.invert(pc.is_in(candidates.column("path"), value_set=needed))
+        old = pc.less(candidates.column("mtime_ms"), cutoff)
+        candidates = candidates.filter(pc.and_(unneeded, old))
+    paths = candidates.column("path").to_pylist()
+    size = int(pc.sum(candidates.column("size")).as_py() or 0) if candidates.num_rows else 0
+    metrics = VacuumMetrics(num_files_to_delete=len(paths), size_of_data_to_delete=size)
+    fields = {
+        "mode": mode,
+        "dry_run": dry_run,
+        "retention_hours": retention / 3_600_000,
+        "cutoff_ms": cutoff,
+    }
+    if dry_run:
+        metrics.execution_time_ms = watch.elapsed_ms()
+        return CommandResult("VACUUM", root, snapshot.version, False, metrics, None, {**fields, "files": paths})
+    params = {
+        "retentionCheckEnabled": enforce_retention_duration,
+        "defaultRetentionMillis": snapshot.properties.deleted_file_retention_ms,
+        "specifiedRetentionMillis": retention,
+        "vacuumType": mode.upper(),
+    }
+    start = OptimisticTransaction(storage, root, snapshot, operation="VACUUM START", operation_parameters=params)
+    start.commit([], operation_metrics={"numFilesToDelete": len(paths), "sizeOfDataToDelete": size})
+
+    def delete(p: str) -> bool:
+        try:
+            storage.delete(p, missing_ok=True)
+            return True
+        except Exception:  # a file that cannot be deleted now is tried again by the next VACUUM
+            return False
+
+    with ThreadPoolExecutor(max_workers=_DELETE_THREADS, thread_name_prefix="delta-vacuum") as pool:
+        done = [p for p, ok in zip(paths, pool.map(delete, paths)) if ok]
+    metrics.num_deleted_files = len(done)
+    metrics.num_vacuumed_directories = _empty_dirs(storage, root, done)
+    from ..log.snapshot import load_snapshot
+
+    latest = load_snapshot(storage, root)
+    status = "COMPLETED" if len(done) == len(paths) else "FAILED"
+    end = OptimisticTransaction(storage, root, latest, operation="VACUUM END", operation_parameters={"status": status})
+    commit = end.commit(
+        [], operation_metrics={"numDeletedFiles": len(done), "numVacuumedDirectories": metrics.num_vacuumed_directories}
+    )
+    metrics.execution_time_ms = watch.elapsed_ms()
+    return CommandResult("VACUUM", root, commit.version, False, metrics, commit.commit_info, fields)
