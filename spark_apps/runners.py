@@ -167,6 +167,16 @@ def vacuum(params: dict, spark=None) -> dict:
     return _from_command(r, params["table_uri"])
 
 
+def optimize(params: dict, spark=None) -> dict:
+    r = _table(spark, params).optimize(
+        partition_filter=params.get("partition_filter"),
+        target_size=params.get("target_size"),
+        min_file_size=params.get("min_file_size"),
+        z_order_by=params.get("z_order_by"),
+    )
+    return _from_command(r, params["table_uri"])
+
+
 def restore(params: dict, spark=None) -> dict:
     r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"))
     return _from_command(r, params["table_uri"])

@@ -511,6 +511,37 @@ class DeltaVacuumOperator(DeltaBaseOperator):
     default_execution = "local"
 
 
+class DeltaOptimizeOperator(DeltaBaseOperator):
+    """Compact the table's small files into files of about the target size, or Z-order them
+    (``OPTIMIZE``); no row changes (``dataChange=false``), so streaming readers skip the commit.
+
+    A concurrent append is unaffected; a concurrent DELETE/UPDATE/MERGE of a file it rewrote fails it
+    retryably (deleted rows never come back). The XCom holds ``numAddedFiles``, ``numRemovedFiles``,
+    bytes, file-size percentiles, ``numBatches``, ``partitionsOptimized``.
+
+    :param table_uri: the table (templated).
+    :param partition_filter: only the partitions matching this condition on partition columns
+        (templated), e.g. ``"dt = '{{ ds }}'"``.
+    :param target_size: bytes per file written (default ``delta.targetFileSize`` or 128 MiB).
+    :param min_file_size: files smaller than this are compacted (default: the target size).
+    :param z_order_by: data columns to cluster the rows by (min/max skipping then works on each).
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments (``execution="local"``
+        compacts in the worker's threads).
+
+    Example::
+
+        compact = DeltaOptimizeOperator(
+            task_id="compact_day",
+            table_uri="/lake/silver/events",
+            partition_filter="dt = '{{ ds }}'",
+            z_order_by=["customer_id"],
+            conn_id="spark_local",
+        )
+    """
+
+    operation = "optimize"
+
+
 class DeltaRestoreOperator(DeltaBaseOperator):
     """Make the table's live files those of an older version (``RESTORE``), in one commit.
 

@@ -241,6 +241,28 @@ class DeltaTable:
             mode=mode,
         ).to_dict()
 
+    def optimize(
+        self,
+        *,
+        partition_filter: str | None = None,
+        target_size: int | None = None,
+        min_file_size: int | None = None,
+        z_order_by=None,
+    ) -> dict:
+        """Compact small files, or Z-order them (see
+        :mod:`airflow_delta_provider_apps.engine.commands.optimize`); in Spark tasks when this table
+        has a SparkSession, else in this process."""
+        from .commands.optimize import optimize
+
+        return optimize(
+            self.snapshot(),
+            spark=self.spark,
+            partition_filter=partition_filter,
+            target_size=target_size,
+            min_file_size=min_file_size,
+            z_order_by=z_order_by,
+        ).to_dict()
+
     def restore(self, version: int | None = None, timestamp=None) -> dict:
         """Make the table's live files those of an older version (see
         :mod:`airflow_delta_provider_apps.engine.commands.restore`); no Spark needed."""

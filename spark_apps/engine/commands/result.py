@@ -27,6 +27,7 @@ __all__ = [
     "DeleteMetrics",
     "UpdateMetrics",
     "VacuumMetrics",
+    "OptimizeMetrics",
     "RestoreMetrics",
     "CheckpointMetrics",
     "MergeMetrics",
@@ -145,6 +146,26 @@ class RestoreMetrics(OperationMetrics):
     num_restored_files: int = 0
     removed_files_size: int = 0
     restored_files_size: int = 0
+
+
+@dataclass
+class OptimizeMetrics(OperationMetrics):
+    """OPTIMIZE (delta-spark's commitInfo names; file-size percentiles of the files added)."""
+
+    num_added_files: int = 0
+    num_removed_files: int = 0
+    num_added_bytes: int = 0
+    num_removed_bytes: int = 0
+    min_file_size: int | None = None
+    p25_file_size: int | None = None
+    p50_file_size: int | None = None
+    p75_file_size: int | None = None
+    max_file_size: int | None = None
+    num_batches: int = 0
+    total_considered_files: int = 0
+    total_files_skipped: int = 0
+    partitions_optimized: int = 0
+    execution_time_ms: int = 0
 
 
 @dataclass

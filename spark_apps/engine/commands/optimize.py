@@ -1,0 +1,221 @@
+"""OPTIMIZE: compact small files (bin-packing) or cluster them (Z-order), without changing any row.
+
+Planning (on the driver, from the log only):
+
+* the files considered are those of the partitions ``partition_filter`` selects (a predicate over
+  partition columns only; a data column is refused: OPTIMIZE rewrites whole files);
+* bin-packing: per partition, the files smaller than ``min_file_size`` (default: the target size,
+  ``target_size`` or ``delta.targetFileSize``) are packed, smallest first, into bins of about the
+  target size; a bin of one file is dropped (nothing to compact), so a partition with a single small
+  file is not rewritten, and files already big enough stay;
+* Z-order (``z_order_by``): every file of each partition forms one bin, whose rows are sorted by the
+  interleaved-bits key of the columns' range ids (:mod:`..zorder`) before they are written again.
+
+Each bin is read (deletion vectors applied: deleted rows stay deleted) and written through the core
+writer with ``dataChange=false``, by a thread pool or in Spark tasks, one bin per task. One commit
+removes the bins' files and adds the new ones (both ``dataChange=false``), operation ``OPTIMIZE``
+with Delta's parameters and metrics. The files it rewrote are registered as read and nothing else:
+a concurrent append lands and OPTIMIZE still commits; a concurrent DELETE, UPDATE or MERGE that
+removed a file OPTIMIZE rewrote fails it (retryable), so deleted rows never come back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidArgumentError
+from .result import CommandResult, OptimizeMetrics, Stopwatch
+
+__all__ = ["optimize", "plan_bins", "compact_bin"]
+
+
+def _partition_keys(files: pa.Table, partition_columns: list[str]) -> list[tuple]:
+    if not partition_columns:
+        return [()] * files.num_rows
+    pv = files.column("partition_values").to_pylist()
+    return [tuple(dict(p or {}).get(c) for c in partition_columns) for p in pv]
+
+
+def plan_bins(
+    files: pa.Table, partition_columns: list[str], target: int, min_file_size: int, zorder: bool
+) -> list[list[int]]:
+    """Row indices of ``files`` per bin (see the module docstring)."""
+    sizes = np.asarray(files.column("size").to_numpy(zero_copy_only=False), dtype=np.int64) if files.num_rows else []
+    groups: dict[tuple, list[int]] = {}
+    for i, key in enumerate(_partition_keys(files, partition_columns)):
+        groups.setdefault(key, []).append(i)
+    bins: list[list[int]] = []
+    for _key, rows in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if zorder:  # z-order rewrites every file of the partition, in one bin
+            bins.append(rows)
+            continue
+        small = sorted((i for i in rows if sizes[i] < min_file_size), key=lambda i: sizes[i])
+        current, total = [], 0
+        for i in small:
+            if current and total + sizes[i] > target:
+                bins.append(current)
+                current, total = [], 0
+            current.append(i)
+            total += int(sizes[i])
+        if current:
+            bins.append(current)
+    return [b for b in bins if len(b) > 1 or (zorder and b)]
+
+
+def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], task_id: int = 0) -> list:
+    """Read the files of one bin (deletion vectors applied) and write their rows again (sorted by the
+    z-order key when asked); the WrittenFiles. Pure pyarrow (a thread or a Spark task)."""
+    from ..reader import read_data_file
+    from ..schema import parse_schema
+    from ..storage import storage_for
+    from ..writer import TableWriter
+    from ..zorder import zorder_indices
+
+    spec = snapshot_info["write"]
+    schema = parse_schema(spec.schema_json)
+    storage = storage_for(spec.table_uri)
+    parts = list(spec.partition_columns)
+    tables = [
+        read_data_file(
+            storage,
+            spec.table_uri,
+            r["path"],
+            dict(r["partition_values"] or {}),
+            schema,
+            parts,
+            None,
+            r.get("deletion_vector"),
+            column_mapping_mode=snapshot_info["column_mapping_mode"],
+        )
+        for r in rows
+    ]
+    data = pa.concat_tables(tables, promote_options="permissive") if tables else None
+    if data is None or data.num_rows == 0:
+        return []
+    data = data.cast(schema.to_arrow_schema()) if data.schema != schema.to_arrow_schema() else data
+    if zorder_by:
+        data = data.take(pa.array(zorder_indices(data, zorder_by)))
+    writer = TableWriter(spec, task_id)
+    written = []
+    for batch in data.to_batches(max_chunksize=1 << 16):
+        written.extend(writer.write(batch))
+    written.extend(writer.finish())
+    return written
+
+
+def _check_columns(snapshot, z_order_by) -> list[str]:
+    if not z_order_by:
+        return []
+    cols = [z_order_by] if isinstance(z_order_by, str) else list(z_order_by)
+    parts = {c.lower() for c in snapshot.metadata.partition_columns or []}
+    out = []
+    for c in cols:
+        f = snapshot.schema.find(c)
+        if f is None:
+            raise InvalidArgumentError(
+                f"Cannot Z-order by '{c}'",
+                f"the table has columns {', '.join(snapshot.schema.names)}",
+                "name data columns",
+            )
+        if f.name.lower() in parts:
+            raise InvalidArgumentError(
+                f"Cannot Z-order by partition column '{f.name}'",
+                "a partition column is constant within each file already",
+                "Z-order by data columns; partition_filter selects partitions",
+            )
+        out.append(f.name)
+    return out
+
+
+def _percentiles(sizes: list[int]) -> dict:
+    if not sizes:
+        return {}
+    a = np.asarray(sizes)
+    return {
+        "min": int(a.min()),
+        "p25": int(np.percentile(a, 25)),
+        "p50": int(np.percentile(a, 50)),
+        "p75": int(np.percentile(a, 75)),
+        "max": int(a.max()),
+    }
+
+
+def optimize(
+    snapshot,
+    *,
+    spark=None,
+    partition_filter: str | None = None,
+    target_size: int | None = None,
+    min_file_size: int | None = None,
+    z_order_by=None,
+) -> CommandResult:
+    """OPTIMIZE the snapshot's table (see the module docstring)."""
+    from .. import features
+    from ..expr import parse_predicate
+    from ..expr.skipping import is_partition_only, skip_files
+    from ..txn import OptimisticTransaction
+    from ..writer import resolve_target_file_size, table_write_spec
+    from .dml import removes_for
+
+    watch = Stopwatch()
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    parts = list(snapshot.metadata.partition_columns or [])
+    zorder = _check_columns(snapshot, z_order_by)
+    target = resolve_target_file_size(snapshot.properties, target_size)
+    min_size = int(min_file_size) if min_file_size is not None else target
+    files = snapshot.files
+    predicates = []
+    if partition_filter is not None:
+        pred = parse_predicate(str(partition_filter), snapshot.schema)
+        if not is_partition_only(pred, parts):
+            raise InvalidArgumentError(
+                f"OPTIMIZE's partition_filter '{partition_filter}' reads data columns",
+                f"OPTIMIZE rewrites whole files, so it selects partitions only; the partition columns are {', '.join(parts) or 'none'}",
+                "filter on partition columns only",
+            )
+        files = skip_files(files, snapshot.schema, parts, pred).files
+        predicates = [str(partition_filter)]
+    bins = plan_bins(files, parts, target, min_size, bool(zorder))
+    metrics = OptimizeMetrics(total_considered_files=files.num_rows, num_batches=len(bins))
+    chosen_rows = sorted(i for b in bins for i in b)
+    metrics.total_files_skipped = files.num_rows - len(chosen_rows)
+    params = {"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder)}
+    fields = {"bins": len(bins)}
+    if not bins:
+        metrics.execution_time_ms = watch.elapsed_ms()
+        return CommandResult("OPTIMIZE", snapshot.table_root, snapshot.version, False, metrics, None, fields)
+    spec = table_write_spec(snapshot, target_file_size=target, data_change=False)
+    info = {"write": spec, "column_mapping_mode": snapshot.properties.column_mapping_mode_for(snapshot.schema)}
+    wanted = [c for c in ("path", "partition_values", "deletion_vector", "size") if c in files.column_names]
+    bin_rows = [files.take(pa.array(b, pa.int64())).select(wanted).to_pylist() for b in bins]
+    if spark is not None:
+        from ..spark.optimize import compact_bins
+
+        written = compact_bins(spark, info, bin_rows, zorder)
+    else:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
+            written = [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder), bin_rows) for w in ws]
+    removed = files.take(pa.array(chosen_rows, pa.int64()))
+    removes = removes_for(removed, data_change=False)
+    adds = [w.add for w in written]
+    metrics.num_removed_files = len(removes)
+    metrics.num_added_files = len(adds)
+    metrics.num_removed_bytes = int(pc.sum(removed.column("size")).as_py() or 0)
+    metrics.num_added_bytes = sum(a.size for a in adds)
+    metrics.partitions_optimized = len({k for k in _partition_keys(removed, parts)})
+    sizes = _percentiles([a.size for a in adds])
+    for k, v in sizes.items():
+        setattr(metrics, f"{k}_file_size", v)
+    txn = OptimisticTransaction(
+        snapshot.storage, snapshot.table_root, snapshot, operation="OPTIMIZE", operation_parameters=params
+    )
+    txn.read_files(removed)
+    metrics.execution_time_ms = watch.elapsed_ms()
+    commit = txn.commit([*removes, *adds], operation_metrics=metrics.to_operation_metrics())
+    return CommandResult("OPTIMIZE", snapshot.table_root, commit.version, False, metrics, commit.commit_info, fields)
