@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from ..errors import InvalidArgumentError
 from .result import CommandResult, OptimizeMetrics, Stopwatch
 
-__all__ = ["optimize", "plan_bins", "compact_bin"]
+__all__ = ["optimize", "plan_bins"]
 
 
 def _partition_keys(files: pa.Table, partition_columns: list[str]) -> list[tuple]:
@@ -66,47 +66,6 @@ def plan_bins(
         if current:
             bins.append(current)
     return [b for b in bins if len(b) > 1 or (zorder and b)]
-
-
-def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], task_id: int = 0) -> list:
-    """Read the files of one bin (deletion vectors applied) and write their rows again (sorted by the
-    z-order key when asked); the WrittenFiles. Pure pyarrow (a thread or a Spark task)."""
-    from ..reader import read_data_file
-    from ..schema import parse_schema
-    from ..storage import storage_for
-    from ..writer import TableWriter
-    from ..zorder import zorder_indices
-
-    spec = snapshot_info["write"]
-    schema = parse_schema(spec.schema_json)
-    storage = storage_for(spec.table_uri)
-    parts = list(spec.partition_columns)
-    tables = [
-        read_data_file(
-            storage,
-            spec.table_uri,
-            r["path"],
-            dict(r["partition_values"] or {}),
-            schema,
-            parts,
-            None,
-            r.get("deletion_vector"),
-            column_mapping_mode=snapshot_info["column_mapping_mode"],
-        )
-        for r in rows
-    ]
-    data = pa.concat_tables(tables, promote_options="permissive") if tables else None
-    if data is None or data.num_rows == 0:
-        return []
-    data = data.cast(schema.to_arrow_schema()) if data.schema != schema.to_arrow_schema() else data
-    if zorder_by:
-        data = data.take(pa.array(zorder_indices(data, zorder_by)))
-    writer = TableWriter(spec, task_id)
-    written = []
-    for batch in data.to_batches(max_chunksize=1 << 16):
-        written.extend(writer.write(batch))
-    written.extend(writer.finish())
-    return written
 
 
 def _check_columns(snapshot, z_order_by) -> list[str]:
@@ -157,6 +116,7 @@ def optimize(
 ) -> CommandResult:
     """OPTIMIZE the snapshot's table (see the module docstring)."""
     from .. import features
+    from ..compact import compact_bin
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
     from ..txn import OptimisticTransaction

@@ -1,5 +1,5 @@
 """OPTIMIZE's bins in Spark tasks: one bin per task (its files read and written again by
-:func:`..commands.optimize.compact_bin` in the task), ONE job, no shuffle; the tasks return the
+:func:`..compact.compact_bin` in the task), ONE job, no shuffle; the tasks return the
 AddFile JSON of what they wrote."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def compact_task(info: dict, bins: list[list[dict]], zorder_by: list[str], batch
     """Executor side: compact the bins named in ``batches``; one output row per bin."""
 
     def run():
-        from ..commands.optimize import compact_bin
+        from ..compact import compact_bin
         from .rewrite import _task_id
 
         schema = pa.schema([("written", pa.string())])

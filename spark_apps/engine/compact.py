@@ -1,0 +1,49 @@
+"""Rewriting a group of files as new files with the same rows (OPTIMIZE's bins), in pure pyarrow: in
+a thread or in a Spark task."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+__all__ = ["compact_bin"]
+
+
+def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], task_id: int = 0) -> list:
+    """Read the files of one bin (deletion vectors applied) and write their rows again (sorted by the
+    z-order key when asked); the WrittenFiles. Pure pyarrow (a thread or a Spark task)."""
+    from .reader import read_data_file
+    from .schema import parse_schema
+    from .storage import storage_for
+    from .writer import TableWriter
+    from .zorder import zorder_indices
+
+    spec = snapshot_info["write"]
+    schema = parse_schema(spec.schema_json)
+    storage = storage_for(spec.table_uri)
+    parts = list(spec.partition_columns)
+    tables = [
+        read_data_file(
+            storage,
+            spec.table_uri,
+            r["path"],
+            dict(r["partition_values"] or {}),
+            schema,
+            parts,
+            None,
+            r.get("deletion_vector"),
+            column_mapping_mode=snapshot_info["column_mapping_mode"],
+        )
+        for r in rows
+    ]
+    data = pa.concat_tables(tables, promote_options="permissive") if tables else None
+    if data is None or data.num_rows == 0:
+        return []
+    data = data.cast(schema.to_arrow_schema()) if data.schema != schema.to_arrow_schema() else data
+    if zorder_by:
+        data = data.take(pa.array(zorder_indices(data, zorder_by)))
+    writer = TableWriter(spec, task_id)
+    written = []
+    for batch in data.to_batches(max_chunksize=1 << 16):
+        written.extend(writer.write(batch))
+    written.extend(writer.finish())
+    return written
