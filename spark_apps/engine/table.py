@@ -291,6 +291,10 @@ class DeltaTable:
 
         spark = self._need_spark("Reading the table")
         snap = self.snapshot(version=version, timestamp=timestamp)
+        if version is not None or timestamp is not None:
+            from .commands.vacuum import check_time_travel
+
+            check_time_travel(snap)
         return to_dataframe(spark, snap, predicate=predicate, columns=list(columns) if columns else None)
 
     def append(

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from ..errors import InvalidArgumentError
 from .result import CommandResult, Stopwatch, VacuumMetrics
 
-__all__ = ["vacuum", "MODES"]
+__all__ = ["vacuum", "check_time_travel", "MODES"]
 
 MODES = ("full", "lite")
 #: directories VACUUM cleans although their names start with "_" (delta-spark's rule)
@@ -238,3 +238,50 @@ def vacuum(
     )
     metrics.execution_time_ms = watch.elapsed_ms()
     return CommandResult("VACUUM", root, commit.version, False, metrics, commit.commit_info, fields)
+
+
+def check_time_travel(old) -> None:
+    """Before reading an older version: the files it needs that the latest version no longer has
+    (the only ones VACUUM may have deleted) must exist; otherwise a clear error naming the version
+    and the VACUUM that deleted them, instead of a missing-file failure in a Spark task."""
+    from ..errors import DataFileMissingError
+    from ..log.listing import latest_version
+    from ..log.snapshot import load_snapshot
+    from ..paths import file_locations
+
+    storage, root = old.storage, old.table_root
+    newest = latest_version(storage, root)
+    if newest is None or newest == old.version:
+        return
+    latest = load_snapshot(storage, root, version=newest)
+    gone = old.files.filter(pc.invert(pc.is_in(old.files.column("path"), value_set=latest.files.column("path"))))
+    if not gone.num_rows:
+        return
+    locations = file_locations(root, gone.column("path"))
+    with ThreadPoolExecutor(max_workers=_DELETE_THREADS, thread_name_prefix="delta-timetravel") as pool:
+        missing = [loc for loc, ok in zip(locations, pool.map(storage.exists, locations)) if not ok]
+    if not missing:
+        return
+    vacuums = [h for h in _history(latest) if h.get("operation") == "VACUUM START"]
+    by = ""
+    if vacuums:
+        v = vacuums[0]
+        hours = int((v.get("operationParameters") or {}).get("specifiedRetentionMillis", 0) or 0) / 3_600_000
+        by = f"; VACUUM at version {v['version']} (retention {hours:g} hours) deleted them"
+    raise DataFileMissingError(
+        f"Cannot read version {old.version}: {len(missing)} of its data files no longer exist",
+        f"e.g. {missing[0]}{by}",
+        "read a version inside the retention (a newer one), or restore the files from a backup",
+    )
+
+
+def _history(snapshot) -> list[dict]:
+    from ..log.snapshot import read_commit_infos
+
+    infos = read_commit_infos(snapshot.storage, snapshot.table_root, range(snapshot.version, -1, -1))
+    out = []
+    for v in sorted(infos, reverse=True):
+        d = dict(infos[v].to_json())
+        d["version"] = v
+        out.append(d)
+    return out

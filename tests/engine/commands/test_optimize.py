@@ -2,7 +2,7 @@
 single-file partitions stay; partition_filter limits it; adds and removes carry dataChange=false;
 Z-order makes point predicates on each z-order column read fewer files; as a rearrangement it lets a
 concurrent append land and fails, retryably, when a concurrent DELETE removed a file it rewrote. In
-process (the Spark execution is in tests/spark/test_optimize_spark.py)."""
+process (the Spark execution is in tests/spark/test_maintenance_spark.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,53 @@
+"""Maintenance through Spark: OPTIMIZE in Spark tasks (one bin per task) on a table deltalake wrote (the
+same rows in both engines after compaction and after Z-order, fewer files); time travel after a VACUUM
+fails clearly, naming the version and the VACUUM, while newer versions read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from airflow_delta_provider_apps.engine import DeltaTable
+
+deltalake = pytest.importorskip("deltalake")
+pytestmark = pytest.mark.spark
+
+
+def test_optimize_in_spark_on_a_deltalake_table(spark, tmp_path):
+    root = str(tmp_path / "t")
+    rng = np.random.default_rng(3)
+    for _ in range(6):
+        data = pa.table({"x": rng.integers(0, 100, 200), "d": pa.array(["a", "b"] * 100)})
+        deltalake.write_deltalake(root, data, mode="append", partition_by=["d"])
+    before = sorted(tuple(r.values()) for r in deltalake.DeltaTable(root).to_pyarrow_table().to_pylist())
+    t = DeltaTable.for_path(spark, root)
+    res = t.optimize()
+    assert res["numRemovedFiles"] == 12 and res["numAddedFiles"] == 2 and res["numBatches"] == 2
+    z = DeltaTable.for_path(spark, root).optimize(z_order_by=["x"])
+    assert z["numAddedFiles"] == 2
+    ours = sorted((r["x"], r["d"]) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    theirs = sorted(tuple(r.values()) for r in deltalake.DeltaTable(root).to_pyarrow_table().to_pylist())
+    assert ours == [(x, d) for x, d in before] and theirs == before
+
+
+def test_time_travel_to_a_vacuumed_version_is_a_clear_error(spark, tmp_path):
+    import os
+    import time
+
+    from airflow_delta_provider_apps.engine.commands.vacuum import vacuum
+    from airflow_delta_provider_apps.engine.errors import DataFileMissingError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT")
+    t.append(spark.createDataFrame([(1,), (2,)], "id long"))
+    t.delete("id = 1")  # version 2 rewrites version 1's file
+    for d, _, names in os.walk(root):
+        for n in names:
+            os.utime(os.path.join(d, n), (time.time() - 30 * 86400,) * 2)
+    vacuum(t.snapshot(), now_ms=int(time.time() * 1000) + 8 * 86400 * 1000)
+    with pytest.raises(
+        DataFileMissingError, match="Cannot read version 1.*VACUUM at version 3 \\(retention 168 hours\\)"
+    ):
+        t.to_df(version=1)
+    assert [r["id"] for r in t.to_df(version=2).collect()] == [2] and t.to_df().count() == 1
