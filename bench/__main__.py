@@ -227,11 +227,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _data_plane(a) -> int:
-    """The data-plane bench (scans, appends, DELETE, UPDATE), then the MERGE bench on the same table."""
-    from . import dataplane, merge
+    """The data-plane bench (scans, appends, DELETE, UPDATE), the MERGE bench on the same table, then
+    the maintenance bench (OPTIMIZE, Z-order, VACUUM, RESTORE)."""
+    from . import dataplane, maintenance, merge
 
     args = ["--quick"] if a.quick else []
-    return dataplane.main(args) or merge.main(args)
+    return dataplane.main(args) or merge.main(args) or maintenance.main(args)
 
 
 def _log_plane(a) -> int:
