@@ -181,13 +181,81 @@ def demo() -> int:
         return 1
     _print_summary(summary, table_uri)
     print(f"\nAirflow and Spark output of the run: {log_path}")
-    if summary["state"] != "success":
+    if summary["state"] == "success":
+        return _pipeline(env, demo_dir, log_path)
         failed = [t for t, v in summary["tasks"].items() if v["state"] != "success"]
         errors = [line for line in lines if "Delta" in line and ("Error:" in line or "DELTA_ERROR" in line)]
         print(f"Failed tasks: {', '.join(failed)}")
         for line in errors[-3:]:
             print(f"  {line[:400]}")
         return 1
+    return 0
+
+
+PIPELINE_FILE = os.path.join(REPO, "example_dags", "delta_lakehouse_pipeline.py")
+PIPELINE_ID = "delta_lakehouse_pipeline"
+PIPELINE_DATES = ("2026-01-03", "2026-01-04", "2026-01-05")  # a Saturday, a Sunday (vacuum), a Monday
+
+
+def _pipeline(env: dict, demo_dir: str, log_path: str) -> int:
+    """The lakehouse pipeline for a few days after the quickstart; then silver's history."""
+    root = os.path.join(demo_dir, "lakehouse")
+    shutil.rmtree(root, ignore_errors=True)
+    env = {**env, "DELTA_PIPELINE_ROOT": root}
+    shutil.copy(PIPELINE_FILE, env["AIRFLOW__CORE__DAGS_FOLDER"])
+    for date in PIPELINE_DATES:
+        print(f"\nRunning {PIPELINE_ID} for {date} ...", flush=True)
+        with open(log_path, "a") as log:
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "run",
+                    "--home",
+                    env["AIRFLOW_HOME"],
+                    "--dag-id",
+                    PIPELINE_ID,
+                    "--date",
+                    date,
+                ],
+                env={**os.environ, **env},
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        summary = json.loads(lines[-1]) if lines else {"state": f"did not finish (exit {proc.returncode})", "tasks": {}}
+        print(f"  {summary['state']} in {summary.get('seconds')} s")
+        for task_id, t in summary["tasks"].items():
+            x = t["xcom"] if isinstance(t["xcom"], dict) else {}
+            metrics = x.get("metrics") or {}
+            shown = ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:4])
+            what = f"{x.get('operation')} v{x.get('version')}" if "version" in x else t["state"]
+            print(f"    {task_id:<16} {what:<22} {shown}")
+        if summary["state"] != "success":
+            print(f"Full output: {log_path}")
+            return 1
+    silver = os.path.join(root, "tables", "silver_customers")
+    from airflow_delta_provider_apps.engine import DeltaTable
+
+    print(f"\nSilver's history ({silver}):")
+    print(f"  {'version':>7}  {'operation':<14} metrics")
+    for h in reversed(DeltaTable(None, silver).history()):
+        m = h.get("operationMetrics") or {}
+        keys = [
+            k
+            for k in (
+                "numOutputRows",
+                "numTargetRowsInserted",
+                "numTargetRowsUpdated",
+                "numDeletedRows",
+                "numRemovedFiles",
+                "numAddedFiles",
+                "numDeletedFiles",
+            )
+            if k in m
+        ]
+        print(f"  {h['version']:>7}  {h['operation']:<14} {', '.join(f'{k}={m[k]}' for k in keys)}")
     return 0
 
 
