@@ -3,6 +3,8 @@ a thread or in a Spark task."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pyarrow as pa
 
 __all__ = ["compact_bin"]
@@ -21,8 +23,9 @@ def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], tas
     schema = parse_schema(spec.schema_json)
     storage = storage_for(spec.table_uri)
     parts = list(spec.partition_columns)
-    tables = [
-        read_data_file(
+
+    def read(r):
+        return read_data_file(
             storage,
             spec.table_uri,
             r["path"],
@@ -33,8 +36,10 @@ def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], tas
             r.get("deletion_vector"),
             column_mapping_mode=snapshot_info["column_mapping_mode"],
         )
-        for r in rows
-    ]
+
+    # small files: reading them one after the other would leave the cores idle (pyarrow releases the GIL)
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(rows)))) as pool:
+        tables = list(pool.map(read, rows))
     data = pa.concat_tables(tables, promote_options="permissive") if tables else None
     if data is None or data.num_rows == 0:
         return []

@@ -217,15 +217,21 @@ def vacuum(
     start = OptimisticTransaction(storage, root, snapshot, operation="VACUUM START", operation_parameters=params)
     start.commit([], operation_metrics={"numFilesToDelete": len(paths), "sizeOfDataToDelete": size})
 
-    def delete(p: str) -> bool:
-        try:
-            storage.delete(p, missing_ok=True)
-            return True
-        except Exception:  # a file that cannot be deleted now is tried again by the next VACUUM
-            return False
+    def delete(chunk: list[str]) -> list[str]:
+        done = []
+        for p in chunk:
+            try:
+                storage.delete(p, missing_ok=True)
+                done.append(p)
+            except Exception:  # a file that cannot be deleted now is tried again by the next VACUUM
+                pass
+        return done
 
+    # in chunks: one task per few hundred files, not one per file
+    step = max(1, min(1000, -(-len(paths) // (_DELETE_THREADS * 4))))
+    chunks = [paths[i : i + step] for i in range(0, len(paths), step)]
     with ThreadPoolExecutor(max_workers=_DELETE_THREADS, thread_name_prefix="delta-vacuum") as pool:
-        done = [p for p, ok in zip(paths, pool.map(delete, paths)) if ok]
+        done = [p for part in pool.map(delete, chunks) for p in part]
     metrics.num_deleted_files = len(done)
     metrics.num_vacuumed_directories = _empty_dirs(storage, root, done)
     from ..log.snapshot import load_snapshot
