@@ -68,12 +68,16 @@ def _timed(fn, reps: int, setup=None) -> tuple[float, object]:
     return statistics.median(times), out
 
 
-def _alternating(cases: dict, reps: int) -> tuple[dict, dict]:
+def _alternating(cases: dict, reps: int, *, warm: bool = False) -> tuple[dict, dict]:
     """Median seconds per case, the cases alternating within each repetition (the first one moves
-    each time) so that all see the same background load; a case is ``(fn, setup)``, setup untimed."""
+    each time) so that all see the same background load; a case is ``(fn, setup)``, setup untimed;
+    ``warm``: one untimed run of each first."""
     names = list(cases)
     times: dict[str, list[float]] = {k: [] for k in names}
     outs: dict = {}
+    for k in names if warm else ():
+        cases[k][1]()
+        cases[k][0]()
     for i in range(reps):
         for k in names[i % len(names) :] + names[: i % len(names)]:
             fn, setup = cases[k]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -94,21 +93,11 @@ def _removed_files_table(n_files: int) -> str:
 
 
 def _timed(cases: dict, reps: int) -> tuple[dict, dict]:
-    names = list(cases)
-    times: dict = {k: [] for k in names}
-    outs: dict = {}
-    for k in names:  # warm: imports and first allocations are not what a maintenance run costs
-        fn, setup = cases[k]
-        setup()
-        fn()
-    for i in range(reps):
-        for k in names[i % len(names) :] + names[: i % len(names)]:
-            fn, setup = cases[k]
-            setup()
-            t0 = time.perf_counter()
-            outs[k] = fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}, outs
+    """The data-plane bench's alternation, after one untimed run of each case (imports and first
+    allocations are not what a maintenance run costs)."""
+    from .dataplane import _alternating
+
+    return _alternating(cases, reps, warm=True)
 
 
 def run(quick: bool, reps: int) -> list[dict]:

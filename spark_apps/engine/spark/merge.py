@@ -359,7 +359,7 @@ def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
     from ..merge_rewrite import MergeFileOutcome
     from ..writer import WrittenFile
     from .rewrite import _listing_for_tasks, _slices
-    from .session import delta_error_from
+    from .session import collect_tasks
 
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, prepared.source.schema) as w:
@@ -374,13 +374,7 @@ def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
 
         return merge_task(_spec, _payload, batches)
 
-    try:
-        rows = spark.createDataFrame(listing).mapInArrow(fn, _FILE_OUTPUT).collect()
-    except Exception as e:  # executor errors arrive wrapped in Spark exceptions
-        err = delta_error_from(e)
-        if err is not None:
-            raise err from None
-        raise
+    rows = collect_tasks(spark.createDataFrame(listing), fn, _FILE_OUTPUT)
     out = []
     for r in rows:
         o = MergeFileOutcome(r["path"], num_rows=r["num_rows"], changed=r["changed"])

@@ -8,7 +8,7 @@ import json
 
 import pyarrow as pa
 
-from .session import delta_error_from, guard_executor
+from .session import collect_tasks, guard_executor
 
 __all__ = ["compact_bins"]
 
@@ -26,14 +26,7 @@ def compact_bins(spark, info: dict, bins: list[list[dict]], zorder_by: list[str]
 
         return compact_task(_info, _bins, _z, batches)
 
-    df = spark.createDataFrame(listing).repartition(len(bins))
-    try:
-        rows = df.mapInArrow(fn, _OUTPUT).collect()
-    except Exception as e:  # executor errors arrive wrapped in Spark exceptions
-        err = delta_error_from(e)
-        if err is not None:
-            raise err from None
-        raise
+    rows = collect_tasks(spark.createDataFrame(listing).repartition(len(bins)), fn, _OUTPUT)
     out = []
     for r in rows:
         out += [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"])]

@@ -21,7 +21,7 @@ from ..actions import AddFile
 from ..rewrite import FileOutcome, RewriteSpec
 from ..writer import WrittenFile
 from .scan import _TASK_COLUMN, _as_dict, _default_parallelism, _files_table
-from .session import delta_error_from, guard_executor
+from .session import collect_tasks, guard_executor
 
 __all__ = ["rewrite_files"]
 
@@ -54,14 +54,7 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
 
         return rewrite_task(_spec, batches)
 
-    df = spark.createDataFrame(listing)
-    try:
-        rows = df.mapInArrow(fn, OUTPUT_SCHEMA).collect()
-    except Exception as e:  # executor errors arrive wrapped in Spark exceptions
-        err = delta_error_from(e)
-        if err is not None:
-            raise err from None
-        raise
+    rows = collect_tasks(spark.createDataFrame(listing), fn, OUTPUT_SCHEMA)
     outcomes = []
     for r in rows:
         written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]

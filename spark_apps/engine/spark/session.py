@@ -76,3 +76,15 @@ def delta_error_from(exc: BaseException):
     if not (isinstance(cls, type) and issubclass(cls, errors.DeltaError)):
         cls = errors.DeltaError
     return cls(d.get("problem") or "An executor failed", d.get("cause"), d.get("fix"))
+
+
+def collect_tasks(df, fn, schema: str) -> list:
+    """``df.mapInArrow(fn, schema).collect()``, with a DeltaError an executor raised re-raised as
+    itself (not wrapped in Spark's exceptions): how every per-file job of the engine runs."""
+    try:
+        return df.mapInArrow(fn, schema).collect()
+    except Exception as e:  # executor errors arrive wrapped in Spark exceptions
+        err = delta_error_from(e)
+        if err is not None:
+            raise err from None
+        raise
