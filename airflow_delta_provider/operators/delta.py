@@ -43,8 +43,10 @@ _BASE_TEMPLATE_FIELDS = ("table_uri", "spark_conf", "submit_options", "app_id", 
 def delta_asset(table_uri: str, **kwargs: Any) -> Asset:
     """The Airflow Asset of a Delta table (local paths become ``file://`` URIs).
 
-    Use it in ``outlets=[delta_asset(uri)]``: the writing operator then attaches the new table version
-    to the asset event, and asset-scheduled DAGs run on each commit made through Airflow.
+    Every writing operator with a literal ``table_uri`` declares ``delta_asset(table_uri)`` as its
+    outlet by default (pass ``outlets=`` to choose others; a templated ``table_uri`` is only known when
+    the task runs, so name its asset yourself). The operator attaches the commit's version, operation
+    and main metrics to the asset event, and asset-scheduled DAGs run on each commit made through Airflow.
     """
     uri = str(table_uri).rstrip("/")
     if "://" not in uri:
@@ -179,6 +181,9 @@ class DeltaBaseOperator(BaseOperator):
             raise ValueError(f"{type(self).__name__}: {e}") from None
         if not ops._is_template(table_uri):
             _check_table_uri(table_uri, ValueError)
+            # a writing operator's table is its outlet by default: asset-scheduled DAGs run on its commits
+            if op.commits and not kwargs.get("outlets") and not self.outlets:
+                self.outlets = [delta_asset(table_uri)]
         self.table_uri = table_uri
         self.conn_id = conn_id
         self.spark_conf = spark_conf
@@ -295,10 +300,14 @@ class DeltaBaseOperator(BaseOperator):
             return
         for outlet in self.outlets:
             if isinstance(outlet, Asset) and _same_table(outlet.uri, self.table_uri):
+                metrics = result.get("metrics") or {}
+                main = {k: metrics[k] for k in ops.get(self.operation).metrics if k in metrics}
                 events[outlet].extra = {
                     "version": result.get("version"),
                     "operation": result.get("operation"),
                     "skipped": bool(result.get("skipped")),
+                    "committed": bool(result.get("committed", not result.get("skipped"))),
+                    "metrics": main,
                 }
 
     def on_kill(self) -> None:

@@ -77,13 +77,29 @@ def test_quickstart_creates_appends_and_checkpoints(airflow_home, tmp_path):
     con = sqlite3.connect(f"file:{airflow_home.db}?mode=ro", uri=True)
     try:
         events = con.execute(
-            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
-            "WHERE a.uri = ? AND e.source_task_id = 'append_day' AND e.source_run_id = ?",
+            "SELECT e.source_task_id, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.uri = ? AND e.source_run_id = ?",
             (f"file://{table}", summary["run_id"]),
         ).fetchall()
     finally:
         con.close()
-    assert [json.loads(e[0]) for e in events] == [{"version": 1, "operation": "WRITE", "skipped": False}]
+    extras = {task: json.loads(extra) for task, extra in events}
+    appended = extras["append_day"]
+    assert (appended["version"], appended["operation"], appended["skipped"], appended["committed"]) == (
+        1,
+        "WRITE",
+        False,
+        True,
+    )
+    assert appended["metrics"]["numOutputRows"] == ROWS_PER_DAY
+    # every writing task declares the table as its outlet by default, each event carrying its commit
+    assert {t: e["version"] for t, e in extras.items()} == {
+        "create_table": 0,
+        "append_day": 1,
+        "flag_large": 2,
+        "drop_small": 3,
+        "upsert_changes": 4,
+    }
 
     # an independent Delta implementation reads what we wrote
     deltalake = pytest.importorskip("deltalake")
