@@ -39,6 +39,7 @@ __all__ = [
     "run_in_process",
     "storage_for",
     "table_location",
+    "table_schema",
 ]
 
 
@@ -58,3 +59,16 @@ def run_in_process(operation: str, table_uri: str, params: dict) -> dict:
     from .cli import run_in_process as run
 
     return run(operation, table_uri, params)
+
+
+def table_schema(table_uri: str) -> list[tuple[str, str]] | None:
+    """``[(column, Spark type)]`` of the table's latest schema (its log only), or None without a table."""
+    from .engine.log.snapshot import load_table_metadata
+    from .engine.schema import parse_schema
+
+    root = table_location(table_uri)
+    storage = storage_for(root)
+    if latest_version(storage, root) is None:
+        return None
+    schema = parse_schema(load_table_metadata(storage, root).metadata.schema_string)
+    return [(f.name, f.type.simple_string()) for f in schema.fields]

@@ -272,6 +272,7 @@ class DeltaBaseOperator(BaseOperator):
                 identity["app_id"],
             )
             self._annotate_asset_events(context, landed)
+            self._last_result = landed
             return landed
         self.preflight(params)
         if self.operation == "write" and params.get("mode") == "append" and self.app_id is None:
@@ -279,7 +280,22 @@ class DeltaBaseOperator(BaseOperator):
         run = self.hook.run_in_process if self.execution == "local" else self.hook.run
         result = run(self.operation, self.table_uri, **params, **identity)
         self._annotate_asset_events(context, result)
+        self._last_result = result
         return result
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """OpenLineage (with the openlineage provider installed): the source read, the table written,
+        its schema, the committed version and the run's row and byte counts
+        (:mod:`airflow_delta_provider.lineage`)."""
+        from airflow_delta_provider.lineage import operator_lineage
+
+        source = getattr(self, "source", None)
+        inputs = [str(source)] if source else []
+        if self.operation in ("delete", "update", "optimize", "restore") or (
+            self.operation == "merge"
+        ):  # the table is read too
+            inputs.append(str(self.table_uri))
+        return operator_lineage(str(self.table_uri), getattr(self, "_last_result", None), inputs)
 
     def preflight(self, params: dict) -> None:
         """Fail now, without a spark-submit, on what the table's log and local paths already tell
