@@ -250,7 +250,7 @@ def check_time_travel(old) -> None:
     """Before reading an older version: the files it needs that the latest version no longer has
     (the only ones VACUUM may have deleted) must exist; otherwise a clear error naming the version
     and the VACUUM that deleted them, instead of a missing-file failure in a Spark task."""
-    from ..errors import DataFileMissingError
+    from ..errors import DataFileMissingError, DeltaError
     from ..log.listing import latest_version
     from ..log.snapshot import load_snapshot
     from ..paths import file_locations
@@ -259,7 +259,10 @@ def check_time_travel(old) -> None:
     newest = latest_version(storage, root)
     if newest is None or newest == old.version:
         return
-    latest = load_snapshot(storage, root, version=newest)
+    try:
+        latest = load_snapshot(storage, root, version=newest)
+    except DeltaError:  # a later version that cannot be read (e.g. refused paths) must not block this one
+        return
     gone = old.files.filter(pc.invert(pc.is_in(old.files.column("path"), value_set=latest.files.column("path"))))
     if not gone.num_rows:
         return
