@@ -44,6 +44,10 @@ class Deployment:
             "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            # Five processes share one SQLite file: wait for its lock instead of failing after
+            # sqlite3's default 5 s (a CLI command racing the scheduler failed in CI).
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "sqlite_busy.CONNECT_ARGS",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(home), os.environ.get("PYTHONPATH")])),
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "2",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
@@ -73,7 +77,14 @@ class Deployment:
         (self.home / "dags" / "delta_test_backfill.py").write_text(
             (HERE / "dags" / "delta_test_backfill.py").read_text()
         )
+        (self.home / "sqlite_busy.py").write_text("CONNECT_ARGS = {'timeout': 120}\n")
         self.airflow("db", "migrate")
+        # Write-ahead logging: the test's readers (and Airflow's) never block a writer's commit.
+        con = sqlite3.connect(self.home / "airflow.db")
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+        finally:
+            con.close()
         for name, args in (
             ("api-server", ["api-server", "--port", str(self.port)]),
             ("scheduler", ["scheduler"]),
@@ -97,7 +108,7 @@ class Deployment:
     def query(self, sql: str, *args):
         for _ in range(50):
             try:
-                con = sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=5)
+                con = sqlite3.connect(self.home / "airflow.db", timeout=30)
                 try:
                     return con.execute(sql, args).fetchall()
                 finally:
