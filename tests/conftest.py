@@ -51,3 +51,48 @@ def spark():
     session.stop()
     # py4j logs "Closing down clientserver connection" from __del__ after pytest closed its streams
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server on loopback for the whole run (started on first use, ~1 s)."""
+    pytest.importorskip("moto", reason="moto's S3 server is part of the test extra")
+    from object_store_servers import S3Server
+
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+class S3Env:
+    """One fresh bucket on the loopback S3 server, with the standard AWS variables set for this test."""
+
+    def __init__(self, server, bucket: str):
+        self.server, self.bucket = server, bucket
+        self.env = server.env()
+
+    def uri(self, name: str = "t") -> str:
+        return f"s3://{self.bucket}/{name}"
+
+    def keys(self, prefix: str = "") -> list[str]:
+        return self.server.keys(self.bucket, prefix)
+
+    @property
+    def deltalake_options(self) -> dict[str, str]:
+        """What deltalake (delta-rs) needs for this server; it commits with S3's conditional put."""
+        return {
+            "AWS_ENDPOINT_URL": self.server.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "conditional_put": "etag",
+        }
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    env = S3Env(s3_server, s3_server.new_bucket())
+    for k, v in env.env.items():
+        monkeypatch.setenv(k, v)
+    return env

@@ -115,6 +115,8 @@ def test_provider_imports_no_pyspark_and_only_the_app_protocol():
 
 
 STORAGE_MODULE = "airflow_delta_provider_apps.engine.storage"
+# storage's helper for object stores (their filesystems and the conditional create), used only by it.
+OBJECT_STORES_MODULE = "airflow_delta_provider_apps.engine.object_stores"
 FILESYSTEM_ATTRIBUTES = {"filesystem", "fs_path", "_fs", "_fs_path"}
 
 
@@ -123,9 +125,12 @@ def _filesystem_uses() -> list[str]:
     files.update({f"bench.{p.stem}": p for p in sorted((REPO / "bench").rglob("*.py"))})
     found = []
     for name, path in files.items():
-        if name == STORAGE_MODULE:
+        if name in (STORAGE_MODULE, OBJECT_STORES_MODULE):
             continue
         where = path.relative_to(REPO)
+        for imported, line in _imports(name, path):
+            if imported == OBJECT_STORES_MODULE or imported.startswith(OBJECT_STORES_MODULE + "."):
+                found.append(f"{where}:{line}: imports {imported} (only {STORAGE_MODULE} uses it)")
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Attribute) and node.attr in FILESYSTEM_ATTRIBUTES:
                 found.append(f"{where}:{node.lineno}: uses .{node.attr} (only {STORAGE_MODULE} knows the filesystem)")
@@ -204,6 +209,31 @@ def _hand_joined_paths() -> list[str]:
         where = path.relative_to(REPO)
         found += [f"{where}:{line}: joins a table root by hand (use engine.paths)" for line in _root_joins(tree)]
     return sorted(set(found))
+
+
+SESSION_MODULE = "airflow_delta_provider_apps.engine.spark.session"
+
+
+def _executor_entry_points() -> list[str]:
+    """Calls of ``mapInArrow`` outside the session module, whose ``map_in_arrow`` hands executors the
+    object-store settings: a job started elsewhere would run without them."""
+    found = []
+    for name, path in MODULES.items():
+        if name == SESSION_MODULE or not _within(name, "airflow_delta_provider_apps"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in ("mapInArrow", "mapInPandas"):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: calls .{node.attr} (use session.map_in_arrow)")
+    return found
+
+
+def test_executor_code_starts_only_through_map_in_arrow():
+    assert _executor_entry_points() == []
+
+
+def test_a_planted_map_in_arrow_is_found(monkeypatch):
+    _plant(monkeypatch, "def f(df, fn):\n    return df.mapInArrow(fn, 'x long')\n")
+    assert any("spark_apps/engine/planted.py" in v for v in _executor_entry_points())
 
 
 def test_only_paths_joins_a_table_root_with_a_path():

@@ -20,9 +20,10 @@ Contract (what commits rely on, after Delta Kernel's LogStore):
 The storage layer decides nothing about the protocol.
 
 Implementations: :class:`LocalStorage` (POSIX: write to a temporary sibling, then ``link()`` it
-into place, which fails atomically if the target exists) and :class:`PyArrowStorage` for other
-``pyarrow.fs`` schemes (HDFS, S3, GCS), whose put-if-absent is *not* atomic on object stores:
-it refuses to commit unless the caller opts in (see README, limits).
+into place, which fails atomically if the target exists), :class:`ObjectStoreStorage` for S3, GCS
+and Azure (the store's own conditional create, see :mod:`.object_stores`) and :class:`PyArrowStorage`
+for other ``pyarrow.fs`` schemes (HDFS, ...), whose put-if-absent is an exists check and then a
+write: it refuses to commit unless the caller opts in for a single writer.
 """
 
 from __future__ import annotations
@@ -476,7 +477,8 @@ class PyArrowStorage(Storage):
                     f"Cannot commit to '{path}' safely",
                     f"the '{self._scheme}' filesystem offers no atomic put-if-absent, so two writers could "
                     "overwrite each other's commit",
-                    "commit from a single writer and set allow_unsafe_put_if_absent, or use a local/HDFS path",
+                    f"use a local path or an object store (s3://, gs://, abfss://), or commit from a single writer "
+                    f"and set {UNSAFE_PUT_ENV}=true",
                 )
             if self.exists(path):
                 raise FileExistsError(path)
@@ -498,6 +500,37 @@ class PyArrowStorage(Storage):
     def mkdirs(self, dir_path: str) -> None:
         with normalized_io_errors(dir_path):
             self._fs.create_dir(self._fs_path(dir_path), recursive=True)
+
+
+class ObjectStoreStorage(PyArrowStorage):
+    """S3 (and S3-compatible servers), GCS and Azure: the data plane through ``pyarrow.fs``, commits
+    through the store's own conditional create (:mod:`.object_stores`), so two writers of one log
+    version are mutually exclusive as on a local disk. A store that ignores conditional writes is
+    detected before the first commit and refused; ``allow_unsafe_put_if_absent=True`` keeps the
+    old exists-then-write for a single writer."""
+
+    def __init__(self, uri: str, *, allow_unsafe_put_if_absent: bool = False) -> None:
+        from . import object_stores
+
+        self._fs = object_stores.pyarrow_filesystem(uri)
+        self._scheme = urlparse(uri).scheme
+        self.allow_unsafe_put_if_absent = allow_unsafe_put_if_absent
+
+    def _fs_path(self, path: str) -> str:
+        from . import object_stores
+
+        return object_stores.fs_path(path) if "://" in path else path
+
+    def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+        if overwrite or self.allow_unsafe_put_if_absent:
+            super().write_bytes(path, data, overwrite=overwrite)
+            return
+        from . import object_stores
+
+        object_stores.create_object(path, data)
+
+    def mkdirs(self, dir_path: str) -> None:
+        """Nothing to do: object stores have no directories (pyarrow would write an empty marker object)."""
 
 
 def normalize_table_uri(table_uri: str) -> str:
@@ -541,8 +574,31 @@ def storage_for(table_uri: str, **options) -> Storage:
     uri = normalize_table_uri(table_uri)
     if "://" not in uri:
         return _LOCAL
+    from .object_stores import store_kind
+
+    # The single-writer opt-in, read here so that every entry point (Python, CLI, apps) honours it.
+    options.setdefault("allow_unsafe_put_if_absent", _env_flag(UNSAFE_PUT_ENV))
+    if store_kind(uri) is not None:
+        return ObjectStoreStorage(uri, **options)
     return PyArrowStorage(uri, **options)
+
+
+# Set to "true" to commit with an exists check and a plain write where the store has no conditional
+# create: safe only when a single writer ever commits to the table.
+UNSAFE_PUT_ENV = "DELTA_ALLOW_UNSAFE_PUT_IF_ABSENT"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
 
 
 def is_local(table_uri: str) -> bool:
     return "://" not in normalize_table_uri(table_uri)
+
+
+def executor_env() -> dict[str, str]:
+    """This process's object-store settings (credentials, endpoints) as environment variables, for
+    executors that must reach the same stores (see ``engine.spark.session.map_in_arrow``)."""
+    from .object_stores import credential_env
+
+    return credential_env()

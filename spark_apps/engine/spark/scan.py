@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..paths import file_locations
+from .session import map_in_arrow
 
 FILE_COLUMN = "_file"
 MAX_BATCH_ROWS = 65536  # rows per Arrow batch handed back to Spark
@@ -196,7 +197,7 @@ def scan_files(
         files_df = files_df.repartitionByRange(n_tasks, _TASK_COLUMN)
     else:
         files_df = files_df.coalesce(1)
-    return ScanResult(files_df.mapInArrow(fn, out_schema), files)
+    return ScanResult(map_in_arrow(files_df, fn, out_schema), files)
 
 
 NATIVE_SCAN_CONF = "spark.airflowDelta.nativeScan"

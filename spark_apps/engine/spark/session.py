@@ -78,11 +78,35 @@ def delta_error_from(exc: BaseException):
     return cls(d.get("problem") or "An executor failed", d.get("cause"), d.get("fix"))
 
 
+def map_in_arrow(df, fn, schema):
+    """``df.mapInArrow(fn, schema)``, the one way the engine runs its code in executors.
+
+    ``fn`` runs with the driver's object-store settings (credentials, endpoint; see
+    :func:`..storage.executor_env`) set in the executor's environment, so executors that do
+    not share the driver's environment (a cluster, or a session started before they were set) reach
+    the same store as the same principal. They travel inside the task's serialized function, as
+    Hadoop's credentials travel in its configuration: not on a command line, not in a log.
+    """
+    from ..storage import executor_env
+
+    env = executor_env()
+    if env:
+        inner = fn
+
+        def fn(batches, _env=env, _inner=inner):
+            import os
+
+            os.environ.update(_env)
+            return _inner(batches)
+
+    return df.mapInArrow(fn, schema)
+
+
 def collect_tasks(df, fn, schema: str) -> list:
-    """``df.mapInArrow(fn, schema).collect()``, with a DeltaError an executor raised re-raised as
+    """``map_in_arrow(df, fn, schema).collect()``, with a DeltaError an executor raised re-raised as
     itself (not wrapped in Spark's exceptions): how every per-file job of the engine runs."""
     try:
-        return df.mapInArrow(fn, schema).collect()
+        return map_in_arrow(df, fn, schema).collect()
     except Exception as e:  # executor errors arrive wrapped in Spark exceptions
         err = delta_error_from(e)
         if err is not None:

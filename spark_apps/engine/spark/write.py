@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from ..actions import AddFile
 from ..writer import DEFAULT_ROW_GROUP_BYTES, DEFAULT_TARGET_FILE_SIZE, WriteSpec, write_batches
-from .session import delta_error_from, guard_executor
+from .session import collect_tasks, guard_executor
 
 __all__ = [
     "DEFAULT_ROW_GROUP_BYTES",
@@ -171,13 +171,7 @@ def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False) -> Wr
         renamed = (pa.RecordBatch.from_arrays(b.columns, names=_names) for b in batches)
         return write_partition_batches(_spec, renamed)
 
-    try:
-        rows = df.mapInArrow(fn, OUTPUT_SCHEMA).collect()
-    except Exception as e:  # executor errors arrive wrapped in Spark exceptions
-        err = delta_error_from(e)
-        if err is not None:
-            raise err from None
-        raise
+    rows = collect_tasks(df, fn, OUTPUT_SCHEMA)
     adds = [AddFile.from_json(json.loads(r[0])) for r in rows]
     return WriteResult(
         adds=adds,

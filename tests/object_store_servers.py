@@ -1,0 +1,154 @@
+"""Real object-store servers on loopback for the tests, started and stopped by them.
+
+* :class:`S3Server`: moto's standalone S3 server (it honours conditional writes: a create-only PUT of
+  an existing key gets 412), one bucket per test.
+* :class:`NoConditionalWritesProxy`: a reverse proxy in front of it that drops the precondition
+  headers, i.e. an S3-compatible endpoint that ignores conditional writes, as older servers do.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout} s")
+
+
+class S3Server:
+    """``python -m moto.server`` on a free loopback port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, "moto's S3 server")
+
+    def env(self, endpoint: str | None = None) -> dict[str, str]:
+        """The standard variables a client of this server needs (the default chain reads them)."""
+        return {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint or self.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }
+
+    def new_bucket(self) -> str:
+        name = f"lake-{uuid.uuid4().hex[:12]}"
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("PUT", f"/{name}")
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200, f"creating bucket {name}: HTTP {r.status}"
+        finally:
+            conn.close()
+        return name
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
+        out = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            out += [o["Key"] for o in page.get("Contents", [])]
+        return sorted(out)
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+
+
+_DROPPED = {"if-none-match", "if-match"}
+_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
+
+
+class NoConditionalWritesProxy:
+    """Forwards every request to ``upstream_port`` without its precondition headers."""
+
+    def __init__(self, upstream_port: int) -> None:
+        upstream = upstream_port
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _body(self) -> bytes | None:
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    chunks = []
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return b"".join(chunks)
+                        chunks.append(self.rfile.read(size))
+                        self.rfile.readline()
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else None
+
+            def _forward(self) -> None:
+                body = self._body()
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _DROPPED | _HOP}
+                conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=60)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    r = conn.getresponse()
+                    data = r.read()
+                    self.send_response(r.status)
+                    for k, v in r.getheaders():
+                        if k.lower() not in _HOP and (k.lower() != "content-length" or self.command == "HEAD"):
+                            self.send_header(k, v)
+                    if self.command != "HEAD":
+                        self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                finally:
+                    conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def environ_with(env: dict[str, str]) -> dict[str, str]:
+    return {**os.environ, **env}

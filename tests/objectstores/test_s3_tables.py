@@ -1,0 +1,220 @@
+"""Tables on a real S3 server (moto, on loopback): every operation that needs no Spark, commits made
+with S3's conditional create, deltalake reading what we wrote and us reading what it wrote, racing
+writers in separate processes, and a server that ignores conditional writes refused before anything
+is written. Spark's side (scan, append, overwrite, DML in tasks) is in tests/spark/test_s3_spark.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pyarrow as pa
+import pytest
+
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.commands.create_table import create_table
+from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.errors import StorageError
+from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
+from airflow_delta_provider_apps.engine.storage import ObjectStoreStorage, storage_for
+
+deltalake = pytest.importorskip("deltalake")
+
+DAY_MS = 86_400_000
+
+
+def _rows(root: str, version: int | None = None) -> list[tuple]:
+    snap = load_snapshot(storage_for(root), root, version)
+    t = read_snapshot_table(snap)
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "p"))))
+
+
+def _theirs(s3, root: str, version: int | None = None) -> list[tuple]:
+    dt = deltalake.DeltaTable(root, storage_options=s3.deltalake_options, version=version)
+    t = dt.to_pyarrow_table()
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "p"))))
+
+
+def test_a_table_lives_on_s3_through_every_log_and_dml_operation(s3):
+    root = s3.uri("events")
+    assert isinstance(storage_for(root), ObjectStoreStorage)
+    create_table(root, schema="id BIGINT, p STRING", partition_by=["p"])
+    append_arrow(root, pa.table({"id": list(range(10)), "p": ["a", "b"] * 5}))
+    append_arrow(root, pa.table({"id": list(range(10, 16)), "p": ["a", "c"] * 3}))
+    t = DeltaTable(None, root)
+    assert t.delete("id < 3")["numDeletedRows"] == 3
+    assert t.update({"id": "id + 100"}, "p = 'c'")["numUpdatedRows"] == 3
+    expected = sorted(
+        [(i, "ab"[i % 2]) for i in range(3, 10)]
+        + [(i, "a") for i in range(10, 16, 2)]
+        + [(i + 100, "c") for i in range(11, 16, 2)]
+    )
+    assert _rows(root) == expected == _theirs(s3, root)
+
+    # Time travel: every version reads the same in both engines.
+    for v in range(5):
+        assert _rows(root, v) == _theirs(s3, root, v)
+    assert len(_rows(root, 1)) == 10
+
+    # Checkpoint, then log cleanup (its retention passed by the clock we hand it): the table still reads.
+    t.checkpoint()
+    assert "events/_delta_log/00000000000000000004.checkpoint.parquet" in s3.keys("events/_delta_log/")
+    from airflow_delta_provider_apps.engine.log.cleanup import cleanup_expired_logs
+
+    snap = load_snapshot(storage_for(root), root)
+    report = cleanup_expired_logs(snap.storage, root, snap, now_ms=int(time.time() * 1000) + 40 * DAY_MS)
+    assert report["num_deleted_commits"] == 4
+    assert not any(k.endswith("00000000000000000000.json") for k in s3.keys("events/_delta_log/"))
+    assert _rows(root) == expected == _theirs(s3, root)
+    assert [h["operation"] for h in t.history()] == ["UPDATE"]  # the expired commits are gone
+
+
+def test_we_read_what_deltalake_wrote_on_s3_and_it_reads_our_appends(s3):
+    root = s3.uri("theirs")
+    deltalake.write_deltalake(
+        root,
+        pa.table({"id": [1, 2, 3], "p": ["x", "y", "x"]}),
+        partition_by=["p"],
+        storage_options=s3.deltalake_options,
+    )
+    deltalake.write_deltalake(
+        root, pa.table({"id": [4], "p": ["y"]}), mode="append", storage_options=s3.deltalake_options
+    )
+    assert _rows(root) == [(1, "x"), (2, "y"), (3, "x"), (4, "y")]
+    append_arrow(root, pa.table({"id": [5], "p": ["z"]}))
+    assert _theirs(s3, root) == [(1, "x"), (2, "y"), (3, "x"), (4, "y"), (5, "z")]
+    # And deltalake commits after us, to the version after ours.
+    deltalake.write_deltalake(
+        root, pa.table({"id": [6], "p": ["z"]}), mode="append", storage_options=s3.deltalake_options
+    )
+    assert load_snapshot(storage_for(root), root).version == 3 and len(_rows(root)) == 6
+
+
+RACER = textwrap.dedent(
+    """
+    import sys, time, pyarrow as pa
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+    root, writer, commits, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    time.sleep(max(0.0, start - time.time()))
+    versions = []
+    for i in range(commits):
+        r = append_arrow(root, pa.table({"id": [writer * 1000 + i], "p": [f"w{writer}"]}))
+        versions.append(r.version)
+    print(" ".join(map(str, versions)))
+    """
+)
+
+
+def test_eight_processes_racing_commits_lose_and_double_nothing(s3):
+    """Each append reads the latest version and commits the next one with a create-only PUT; losers of
+    a race retry on the next version. Every commit lands exactly once, at a version of its own."""
+    root = s3.uri("race")
+    create_table(root, schema="id BIGINT, p STRING")
+    writers, commits = 8, 4
+    start = time.time() + 3  # all start together, after their imports
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, root, str(w), str(commits), str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(writers)
+    ]
+    versions = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+        versions += [int(v) for v in out.split()]
+    assert sorted(versions) == list(range(1, writers * commits + 1))  # no version twice, none lost
+    expected = sorted((w * 1000 + i, f"w{w}") for w in range(writers) for i in range(commits))
+    assert _rows(root) == expected == _theirs(s3, root)
+    # The log holds exactly one commit per version, each adding one file.
+    snap = load_snapshot(storage_for(root), root)
+    assert snap.version == writers * commits and snap.num_files == writers * commits
+    # No probe object, temp file or directory marker is left in the log (checkpoints every 10 versions).
+    log = s3.keys("race/_delta_log/")
+    assert [k for k in log if not k.endswith((".checkpoint.parquet", "_last_checkpoint"))] == [
+        f"race/_delta_log/{v:020d}.json" for v in range(writers * commits + 1)
+    ]
+
+
+def test_a_server_that_ignores_conditional_writes_is_refused_before_anything_is_written(s3_server, monkeypatch):
+    from object_store_servers import NoConditionalWritesProxy
+
+    proxy = NoConditionalWritesProxy(s3_server.port)
+    try:
+        bucket = s3_server.new_bucket()
+        for k, v in s3_server.env(proxy.endpoint).items():
+            monkeypatch.setenv(k, v)
+        root = f"s3://{bucket}/t"
+        with pytest.raises(StorageError) as e:
+            create_table(root, schema="id BIGINT")
+        msg = str(e.value)
+        assert "ignores conditional writes" in msg and "DELTA_ALLOW_UNSAFE_PUT_IF_ABSENT" in msg
+        assert s3_server.keys(bucket) == []  # nothing written, the probe removed
+
+        # A single writer may still opt in, knowingly.
+        monkeypatch.setenv("DELTA_ALLOW_UNSAFE_PUT_IF_ABSENT", "true")
+        create_table(root, schema="id BIGINT")
+        append_arrow(root, pa.table({"id": [1, 2]}))
+        assert load_snapshot(storage_for(root), root).version == 1
+    finally:
+        proxy.stop()
+
+
+def test_the_commit_request_is_a_create_only_put(s3, monkeypatch):
+    """What travels to S3 for a commit: a PUT with ``If-None-Match: *``, seen by a recording proxy."""
+    import http.client
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[tuple[str, str, str | None]] = []
+    upstream = s3.server.port
+
+    class Recorder(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _forward(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.command, self.path, self.headers.get("If-None-Match")))
+            conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=30)
+            conn.request(self.command, self.path, body=body or None, headers=dict(self.headers))
+            r = conn.getresponse()
+            data = r.read()
+            self.send_response(r.status)
+            for k, v in r.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection") and (
+                    k.lower() != "content-length" or self.command == "HEAD"
+                ):
+                    self.send_header(k, v)
+            if self.command != "HEAD":
+                self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            conn.close()
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        root = s3.uri("recorded")
+        create_table(root, schema="id BIGINT")
+    finally:
+        server.shutdown()
+        server.server_close()
+    commit = [s for s in seen if s[0] == "PUT" and s[1].endswith("/_delta_log/00000000000000000000.json")]
+    assert commit and all(h == "*" for _, _, h in commit), seen
+    # The first commit of a process to a bucket checks that the store honours the precondition.
+    probes = [s for s in seen if "conditional-create-probe" in s[1]]
+    assert [(m, h) for m, _, h in probes] == [("PUT", "*"), ("PUT", "*")], seen
+    assert any(m == "POST" and p.endswith("?delete") for m, p, _ in seen), "the probe is deleted afterwards"
