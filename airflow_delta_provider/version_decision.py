@@ -80,8 +80,24 @@ def decide(
     *,
     wait_for_table: bool = False,
     max_operations: int = 100,
+    storage_conn_id: str | None = None,
 ) -> Decision:
-    """Check once whether ``table_uri`` has a version newer than ``baseline`` (see module rules)."""
+    """Check once whether ``table_uri`` has a version newer than ``baseline`` (see module rules),
+    reading the log with ``storage_conn_id``'s credentials when given."""
+    from airflow_delta_provider_apps.protocol import storage_settings
+
+    env = {}
+    if storage_conn_id:
+        from airflow.sdk import BaseHook
+
+        from airflow_delta_provider.storage_connections import storage_env
+
+        env = storage_env(BaseHook, storage_conn_id)
+    with storage_settings(env):
+        return _decide(table_uri, baseline, wait_for_table=wait_for_table, max_operations=max_operations)
+
+
+def _decide(table_uri: str, baseline: int | None, *, wait_for_table: bool, max_operations: int) -> Decision:
     from airflow_delta_provider_apps.protocol import DeltaError, latest_version, storage_for, table_location
 
     try:

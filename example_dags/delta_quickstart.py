@@ -11,7 +11,11 @@ Runs as is on one machine (``make demo`` runs it in a throw-away Airflow home). 
   point it at ``yarn``, ``spark://host:7077`` or ``k8s://...`` to run on a cluster).
 * ``DELTA_QUICKSTART_ROOT`` - local folder for the landing files and the table
   (default: ``<tmp>/delta_quickstart``).
-* ``DELTA_QUICKSTART_TABLE`` - the table's URI (default: ``<root>/tables/events``).
+* ``DELTA_QUICKSTART_TABLE`` - the table's URI (default: ``<root>/tables/events``); an object store
+  works too (``s3://bucket/events``, ``gs://...``, ``abfss://...``).
+* ``DELTA_QUICKSTART_STORAGE_CONN`` - the Airflow connection holding the object store's credentials
+  (``storage_conn_id`` of every Delta task; type ``aws``, ``google_cloud_platform``, ``wasb``);
+  default: none, the environment's default credentials.
 
 The append is idempotent per day: it commits with ``app_id="delta_quickstart.events"`` and
 ``app_version=<YYYYMMDD>``, so re-running a date reports ``skipped`` instead of appending twice.
@@ -44,6 +48,7 @@ ROOT = os.environ.get("DELTA_QUICKSTART_ROOT", os.path.join(tempfile.gettempdir(
 TABLE_URI = os.environ.get("DELTA_QUICKSTART_TABLE", os.path.join(ROOT, "tables", "events"))
 LANDING = os.path.join(ROOT, "landing")
 CONN_ID = "spark_local"
+STORAGE_CONN_ID = os.environ.get("DELTA_QUICKSTART_STORAGE_CONN") or None
 SCHEMA = "id BIGINT, name STRING, amount DOUBLE, dt STRING"
 ROWS_PER_DAY = 24
 
@@ -53,6 +58,8 @@ with DAG(
     schedule="@daily",
     start_date=datetime(2026, 1, 1),
     catchup=False,
+    # Every Delta task reads the store's credentials from this connection (None: the environment's).
+    default_args={"storage_conn_id": STORAGE_CONN_ID},
     tags=["delta", "example"],
     doc_md=__doc__,
 ):

@@ -255,6 +255,7 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
         needs_spark = ops.get(params["operation"]).spark_needed(params)
         if spark is None and (needs_spark or under_spark_submit()):
             spark = _session(params)
+        _load_storage_env(params.pop("storage_env_file", None))
         result = run(params, spark)
     except Exception as e:
         err = _as_delta_error(e)
@@ -278,6 +279,39 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
     _stop(spark, given_spark)
     print(json.dumps(result, default=str, separators=(",", ":")), flush=True)
     return 0
+
+
+def _load_storage_env(name: str | None) -> None:
+    """Object-store settings the hook shipped as a file (cluster deploy mode: the driver does not run
+    where the task does): into this driver's environment (executors get them from the engine), then
+    the local copy is deleted. spark-submit puts --files in the driver's working directory (YARN) or
+    SparkFiles' folder (Kubernetes)."""
+    if not name:
+        return
+    candidates = [os.path.join(os.getcwd(), os.path.basename(name))]
+    try:
+        from pyspark import SparkFiles
+
+        candidates.append(SparkFiles.get(os.path.basename(name)))
+    except Exception:  # no SparkContext: only the working directory
+        pass
+    for path in candidates:
+        try:
+            with open(path) as f:
+                env = json.load(f)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return
+    raise StorageError(
+        f"The object-store settings file '{name}' is not here",
+        "spark-submit should have shipped it with --files to the driver's working directory",
+        "check that the cluster manager localizes --files (on Kubernetes: spark.kubernetes.file.upload.path)",
+    )
 
 
 def _stop(spark, given=None) -> None:

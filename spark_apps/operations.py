@@ -134,6 +134,12 @@ COMMON_ARGS = (
     Arg("table_uri", help="the Delta table's location (absolute path or URI)"),
     Arg("result_uri", templated=False, help="also write the result JSON to this location"),
     Arg("master", templated=False, help="Spark master outside spark-submit (default local[*])"),
+    Arg(
+        "storage_env_file",
+        templated=False,
+        help="name of a JSON file of object-store settings (environment variables) shipped with --files "
+        "in cluster deploy mode: loaded into the driver's environment, then deleted",
+    ),
 )
 COMMIT_ARGS = (
     Arg("app_id", help="idempotent-write application id (with app_version)"),

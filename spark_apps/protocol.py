@@ -11,7 +11,9 @@ internals can move without touching the provider (``tests/test_layering.py`` enf
 * :func:`run_in_process`: an operation that needs no Spark (create without data, checkpoint, log
   cleanup, describe, history) run in the worker itself (``execution="local"``);
 * the read-only log API the sensor and the hook use: :func:`latest_version`,
-  :func:`read_commit_infos`, :func:`storage_for`, :func:`normalize_table_uri`, :class:`DeltaError`.
+  :func:`read_commit_infos`, :func:`storage_for`, :func:`normalize_table_uri`, :class:`DeltaError`;
+* :func:`storage_settings`: object-store credentials for a block of work in the worker or the
+  triggerer (from an Airflow connection), without touching the process environment.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .engine import errors as _errors
 from .engine.errors import DeltaError
 from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
-from .engine.storage import normalize_table_uri, storage_for, table_location
+from .engine.storage import normalize_table_uri, storage_for, storage_settings, table_location
 from .failures import infrastructure_cause
 from .landed import landed_result
 from .preflight import preflight
@@ -38,6 +40,7 @@ __all__ = [
     "read_commit_infos",
     "run_in_process",
     "storage_for",
+    "storage_settings",
     "table_location",
     "table_schema",
 ]

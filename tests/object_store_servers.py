@@ -74,7 +74,13 @@ class S3Server:
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         import boto3
 
-        s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         out = []
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             out += [o["Key"] for o in page.get("Contents", [])]

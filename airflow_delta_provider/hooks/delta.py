@@ -72,6 +72,8 @@ from airflow_delta_provider.exceptions import (
 from airflow_delta_provider_apps.operations import OPERATIONS  # the registry: the one list of operations
 
 RESULT_DIR_EXTRA = "delta_result_dir"
+# The spec key naming the object-store settings file shipped with --files in cluster deploy mode.
+STORAGE_ENV_FILE_KEY = "storage_env_file"
 APP_PACKAGE = "airflow_delta_provider_apps"
 LAUNCHER_NAME = "delta_spark_app.py"
 LAUNCHER_SOURCE = (
@@ -540,12 +542,21 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
     what a person needs; the count of hidden lines is logged instead.
     """
 
-    def __init__(self, *args, show_traces: bool = False, **kwargs):
+    def __init__(self, *args, show_traces: bool = False, secret_env: dict[str, str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.secret_env = dict(secret_env or {})
         self.app_output = AppOutput()
         self.show_traces = show_traces
         self.hidden_trace_lines = 0
         self.hidden_noise_lines = 0
+
+    def _build_spark_submit_command(self, application: str) -> list[str]:
+        cmd = super()._build_spark_submit_command(application)
+        if self.secret_env:
+            # The spark-submit process's environment (the driver's, in client mode), never a --conf:
+            # SparkSubmitHook turns its env_vars into --conf arguments on YARN and Kubernetes.
+            self._env = {**(self._env or {}), **self.secret_env}
+        return cmd
 
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         def tap():
@@ -659,9 +670,12 @@ class DeltaHook(BaseHook):
         result_dir: str | None = None,
         submit_options: SparkSubmitOptions | dict | None = None,
         bundle_dir: str | None = None,
+        storage_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
+        self.storage_conn_id = storage_conn_id
+        self._storage_env: dict[str, str] | None = None
         self.spark_conf = dict(spark_conf or {})
         self.spark_binary = spark_binary
         self.result_dir = result_dir
@@ -709,6 +723,22 @@ class DeltaHook(BaseHook):
                 result_dir=self.result_dir or extra.get(RESULT_DIR_EXTRA) or None,
             )
         return self._settings
+
+    def storage_env(self) -> dict[str, str]:
+        """The object store's credentials from ``storage_conn_id`` as the standard variables (``{}``
+        without one: the environment's default chain applies); resolved once per hook."""
+        if self._storage_env is None:
+            from airflow_delta_provider.storage_connections import storage_env
+
+            self._storage_env = storage_env(self, self.storage_conn_id)
+        return self._storage_env
+
+    def storage_context(self):
+        """A context manager in which this worker reaches the object store with ``storage_conn_id``'s
+        credentials (log reads, in-process runs), leaving the process environment as it is."""
+        from airflow_delta_provider_apps.protocol import storage_settings
+
+        return storage_settings(self.storage_env())
 
     # -- building ---------------------------------------------------------------------------
 
@@ -787,6 +817,14 @@ class DeltaHook(BaseHook):
         opts = self.submit_options
         py_files = ",".join([bundle.zip_path, *opts.extra_py_files])
         kwargs = opts.hook_kwargs()  # deploy_mode only when set here; else the connection extra applies
+        secret_env = self.storage_env()
+        if secret_env and settings.is_cluster_mode:
+            # The driver runs elsewhere: the credentials travel as a file only this user can read,
+            # shipped by spark-submit like the apps' zip, and loaded (then deleted) by the app.
+            self._secret_file = self._write_secret_file(secret_env)
+            kwargs["files"] = ",".join(filter(None, [kwargs.get("files"), self._secret_file]))
+            spec[STORAGE_ENV_FILE_KEY] = os.path.basename(self._secret_file)
+            secret_env = {}
         try:
             sub = _CapturingSparkSubmitHook(
                 conf=self.effective_conf(settings),
@@ -796,6 +834,7 @@ class DeltaHook(BaseHook):
                 application_args=self.application_args(operation, table_uri, spec, result_uri),
                 spark_binary=settings.spark_binary,
                 show_traces=bool(opts.verbose),
+                secret_env=secret_env,
                 **kwargs,
             )
         except (NameError, RuntimeError) as e:
@@ -808,6 +847,23 @@ class DeltaHook(BaseHook):
             raise
         return sub, bundle.launcher_path, result_uri
 
+    _secret_file: str | None = None
+
+    @staticmethod
+    def _write_secret_file(env: dict[str, str]) -> str:
+        fd, path = tempfile.mkstemp(prefix="delta-storage-", suffix=".json")  # mode 0600
+        with os.fdopen(fd, "w") as f:
+            json.dump(env, f)
+        return path
+
+    def _discard_secret_file(self) -> None:
+        if self._secret_file:
+            try:
+                os.unlink(self._secret_file)
+            except FileNotFoundError:
+                pass
+            self._secret_file = None
+
     # -- running ----------------------------------------------------------------------------
 
     def run_in_process(self, operation: str, table_uri: str, **params: Any) -> dict:
@@ -818,7 +874,8 @@ class DeltaHook(BaseHook):
 
         started = time.monotonic()
         try:
-            result = run_in_process(operation, table_uri, params)
+            with self.storage_context():
+                result = run_in_process(operation, table_uri, params)
         except DeltaError as e:
             raise app_error(type(e).__name__, e.one_line(), retryable=e.retryable) from None
         result = {**result, "run_seconds": round(time.monotonic() - started, 3)}
@@ -854,6 +911,13 @@ class DeltaHook(BaseHook):
         :raises DeltaRetryableError: a retry may help (conflict, I/O, Spark failure).
         :raises DeltaPermanentError: a retry cannot help (bad input, missing table, ...).
         """
+        with self.storage_context():
+            try:
+                return self._run(operation, table_uri, params)
+            finally:
+                self._discard_secret_file()
+
+    def _run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         sub, application, result_uri = self.build_submit_hook(operation, table_uri, params)
         self._submit_hook = sub
         check_master_reachable(self._settings.master)

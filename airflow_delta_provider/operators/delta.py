@@ -129,6 +129,11 @@ class DeltaBaseOperator(BaseOperator):
         are idempotent in data; UPDATE applies its expressions again). ``"apply"``: apply again, an
         append included. ``"skip"``: keep the earlier commit and report it.
     :param user_metadata: free text stored as ``commitInfo.userMetadata`` (templated).
+    :param storage_conn_id: an Airflow connection (type ``aws``, ``google_cloud_platform``, ``wasb``
+        or ``adls``) with the object store's credentials; without it the environment's default chain
+        applies (see :mod:`airflow_delta_provider.storage_connections`). They reach the app through
+        the spark-submit process's environment (client mode) or a file only this user can read
+        (cluster mode), never the command line, the task log or XCom.
     :param execution: ``"spark-submit"`` (default): run the bundled app on the connection's Spark;
         ``"local"``: run it in the worker process, no Spark application, no cluster wait: for
         operations that only touch the table's log (create without data, checkpoint, log cleanup, a
@@ -156,6 +161,7 @@ class DeltaBaseOperator(BaseOperator):
         user_metadata: str | None = None,
         execution: str | None = None,
         on_rerun: str = "replace",
+        storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         op = ops.get(self.operation)
@@ -194,6 +200,7 @@ class DeltaBaseOperator(BaseOperator):
         self.app_id = app_id
         self.app_version = app_version
         self.user_metadata = user_metadata
+        self.storage_conn_id = storage_conn_id
 
     @cached_property
     def hook(self) -> DeltaHook:
@@ -203,6 +210,7 @@ class DeltaBaseOperator(BaseOperator):
             spark_conf=self.spark_conf,
             result_dir=self.result_dir,
             submit_options=SparkSubmitOptions.coerce(self.submit_options),
+            storage_conn_id=self.storage_conn_id,
         )
 
     def transaction_identity(self, context) -> dict[str, Any]:
@@ -259,6 +267,12 @@ class DeltaBaseOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         _check_table_uri(self.table_uri, DeltaConfigurationError)
+        if not self.storage_conn_id:
+            return self._execute(context)
+        with self.hook.storage_context():  # the worker's own log reads use storage_conn_id too
+            return self._execute(context)
+
+    def _execute(self, context) -> dict:
         params = self.operation_params(context)
         identity = self.transaction_identity(context)
         landed = self.landed(identity)

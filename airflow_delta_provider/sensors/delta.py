@@ -67,6 +67,9 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         instead of failing.
     :param deferrable: wait on the triggerer (:class:`DeltaTableVersionTrigger`) instead of a worker.
     :param max_operations: at most this many new operations are listed in the XCom.
+    :param storage_conn_id: the object store's credentials (an ``aws``, ``google_cloud_platform``,
+        ``wasb`` or ``adls`` connection), used by the worker and the triggerer alike; default: the
+        environment's chain.
     :param kwargs: BaseSensorOperator arguments: ``poke_interval``, ``timeout``, ``mode``
         (``poke``/``reschedule``), ``soft_fail``, ...
 
@@ -93,9 +96,11 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         wait_for_table: bool = False,
         deferrable: bool = False,
         max_operations: int = 100,
+        storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.storage_conn_id = storage_conn_id
         self.table_uri = table_uri
         self.baseline_version = baseline_version
         self.wait_for_table = wait_for_table
@@ -147,7 +152,13 @@ class DeltaTableVersionSensor(BaseSensorOperator):
 
     def _check(self, context) -> Decision:
         baseline = self._load_baseline(context)
-        d = decide(self.table_uri, baseline, wait_for_table=self.wait_for_table, max_operations=self.max_operations)
+        d = decide(
+            self.table_uri,
+            baseline,
+            wait_for_table=self.wait_for_table,
+            max_operations=self.max_operations,
+            storage_conn_id=self.storage_conn_id,
+        )
         if d.error:
             message = f"{d.error_class}: {d.error}" if d.error_class else d.error
             raise (AirflowException if d.retryable else AirflowFailException)(message)
@@ -188,6 +199,7 @@ class DeltaTableVersionSensor(BaseSensorOperator):
                 poll_interval=self.poke_interval,
                 end_time=time.time() + self.timeout,
                 max_operations=self.max_operations,
+                storage_conn_id=self.storage_conn_id,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

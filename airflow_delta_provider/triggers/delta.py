@@ -52,8 +52,10 @@ class DeltaTableVersionTrigger(BaseTrigger):
         poll_interval: float = 60.0,
         end_time: float | None = None,
         max_operations: int = 100,
+        storage_conn_id: str | None = None,
     ) -> None:
         super().__init__()
+        self.storage_conn_id = storage_conn_id
         self.table_uri = table_uri
         self.baseline = baseline
         self.wait_for_table = wait_for_table
@@ -71,6 +73,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "end_time": self.end_time,
                 "max_operations": self.max_operations,
+                "storage_conn_id": self.storage_conn_id,
             },
         )
 
@@ -83,6 +86,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
                 baseline,
                 wait_for_table=self.wait_for_table,
                 max_operations=self.max_operations,
+                storage_conn_id=self.storage_conn_id,
             )
             if d.error:
                 yield TriggerEvent(

@@ -26,6 +26,9 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from urllib.parse import urlparse
 
 from .errors import InvalidArgumentError, StorageError
@@ -69,9 +72,36 @@ _ENV = {
 }
 
 
+# Settings given for one block of work (an Airflow connection's credentials in a worker or the
+# triggerer, where many tasks share one process): they take precedence over the process environment
+# and never leak into it. A ContextVar, so concurrent tasks and threads each see their own.
+_OVERRIDE: ContextVar[Mapping[str, str] | None] = ContextVar("delta_storage_settings", default=None)
+
+
+@contextmanager
+def storage_settings(env: Mapping[str, str] | None) -> Iterator[None]:
+    """Inside the block, object stores use ``env`` (the standard variables, e.g. ``AWS_ACCESS_KEY_ID``)
+    over the process environment. ``None`` or empty: no change."""
+    if not env:
+        yield
+        return
+    token = _OVERRIDE.set({**(_OVERRIDE.get() or {}), **env})
+    try:
+        yield
+    finally:
+        _OVERRIDE.reset(token)
+
+
+def _get(name: str) -> str | None:
+    override = _OVERRIDE.get()
+    if override and override.get(name):
+        return override[name]
+    return os.environ.get(name)
+
+
 def credential_env() -> dict[str, str]:
-    """The object-store variables set in this process (every kind's), to hand to executors."""
-    return {name: os.environ[name] for names in _ENV.values() for name in names if os.environ.get(name)}
+    """The object-store variables in effect (every kind's), to hand to executors."""
+    return {name: value for names in _ENV.values() for name in names if (value := _get(name))}
 
 
 def store_kind(uri: str) -> str | None:
@@ -80,14 +110,14 @@ def store_kind(uri: str) -> str | None:
 
 
 def _env_key(kind: str) -> tuple:
-    return tuple(os.environ.get(name) for name in _ENV[kind])
+    return tuple(_get(name) for name in _ENV[kind])
 
 
 def _endpoint(kind: str) -> str | None:
     if kind == "s3":
-        return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        return _get("AWS_ENDPOINT_URL_S3") or _get("AWS_ENDPOINT_URL")
     if kind == "gcs":
-        return os.environ.get("STORAGE_EMULATOR_HOST")
+        return _get("STORAGE_EMULATOR_HOST")
     return None
 
 
@@ -147,8 +177,7 @@ def _new_filesystem(kind: str, uri: str):
     p = urlparse(uri)
     try:
         if kind == "s3":
-            # pyarrow reads AWS_ENDPOINT_URL (and the rest of the chain) itself.
-            return pafs.FileSystem.from_uri(f"s3://{p.netloc}")[0]
+            return _s3_filesystem(p.netloc)
         if kind == "gcs":
             return pafs.FileSystem.from_uri(f"gs://{p.netloc}")[0]
         return _azure_filesystem(uri)
@@ -160,21 +189,42 @@ def _new_filesystem(kind: str, uri: str):
         ) from None
 
 
+def _s3_filesystem(bucket: str):
+    """Explicit settings when any are given (an override or the standard variables), else pyarrow's
+    own default chain (profile, instance role, web identity)."""
+    import pyarrow.fs as pafs
+
+    key_id, endpoint = _get("AWS_ACCESS_KEY_ID"), _endpoint("s3")
+    if not (key_id or endpoint):
+        return pafs.FileSystem.from_uri(f"s3://{bucket}")[0]
+    kwargs: dict = {}
+    if key_id:
+        kwargs.update(
+            access_key=key_id, secret_key=_get("AWS_SECRET_ACCESS_KEY"), session_token=_get("AWS_SESSION_TOKEN")
+        )
+    region = _get("AWS_REGION") or _get("AWS_DEFAULT_REGION")
+    if region:
+        kwargs["region"] = region
+    if endpoint:
+        e = urlparse(endpoint if "://" in endpoint else "https://" + endpoint)
+        kwargs.update(endpoint_override=e.netloc + e.path.rstrip("/"), scheme=e.scheme)
+    return pafs.S3FileSystem(**kwargs)
+
+
 def _azure_filesystem(uri: str):
     import pyarrow.fs as pafs
 
-    env = os.environ
-    conn = _parse_connection_string(env.get("AZURE_STORAGE_CONNECTION_STRING", ""))
+    conn = _parse_connection_string(_get("AZURE_STORAGE_CONNECTION_STRING") or "")
     p = urlparse(uri)
-    account = env.get("AZURE_STORAGE_ACCOUNT_NAME") or conn.get("AccountName")
+    account = _get("AZURE_STORAGE_ACCOUNT_NAME") or conn.get("AccountName")
     if p.scheme.lower() in ("abfs", "abfss") and "@" in p.netloc:
         account = p.netloc.partition("@")[2].split(".", 1)[0] or account
     kwargs: dict = {"account_name": account}
-    key = env.get("AZURE_STORAGE_ACCOUNT_KEY") or conn.get("AccountKey")
+    key = _get("AZURE_STORAGE_ACCOUNT_KEY") or conn.get("AccountKey")
     if key:
         kwargs["account_key"] = key
     endpoint = conn.get("BlobEndpoint")
-    if env.get("AZURE_STORAGE_USE_EMULATOR", "").lower() in ("1", "true") and not endpoint:
+    if (_get("AZURE_STORAGE_USE_EMULATOR") or "").lower() in ("1", "true") and not endpoint:
         endpoint = f"http://127.0.0.1:10000/{account}"
     if endpoint:
         e = urlparse(endpoint)
@@ -217,20 +267,7 @@ def _store(kind: str, bucket_url: str):
             "the obstore package, which makes the store's conditional create, is not installed",
             "pip install airflow-delta-provider (it depends on obstore)",
         ) from None
-    client_options = {}
-    endpoint = _endpoint(kind)
-    emulator = kind == "azure" and os.environ.get("AZURE_STORAGE_USE_EMULATOR", "").lower() in ("1", "true")
-    if (endpoint and endpoint.startswith("http://")) or emulator:
-        client_options["allow_http"] = True
-    config = {}
-    if kind == "gcs" and endpoint:
-        config["base_url"] = endpoint.rstrip("/")
-    conn = _parse_connection_string(os.environ.get("AZURE_STORAGE_CONNECTION_STRING", ""))
-    if kind == "azure" and conn.get("AccountName") and conn.get("AccountKey") and not emulator:
-        config.update(account_name=conn["AccountName"], account_key=conn["AccountKey"])
-        if conn.get("BlobEndpoint"):
-            config["endpoint"] = conn["BlobEndpoint"]
-            client_options["allow_http"] = conn["BlobEndpoint"].startswith("http://")
+    client_options, config = _obstore_config(kind)
     try:
         store = from_url(bucket_url, config=config or None, client_options=client_options or None)
     except Exception as e:
@@ -240,6 +277,52 @@ def _store(kind: str, bucket_url: str):
     with _STORE_LOCK:
         _STORES[key] = store
     return store, key
+
+
+def _obstore_config(kind: str) -> tuple[dict, dict]:
+    """obstore's client options and store config from the settings in effect (explicit, so that an
+    override applies; obstore would read only the process environment)."""
+    client_options: dict = {}
+    config: dict = {}
+    endpoint = _endpoint(kind)
+    if kind == "s3":
+        for name, key in (
+            ("AWS_ACCESS_KEY_ID", "access_key_id"),
+            ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
+            ("AWS_SESSION_TOKEN", "session_token"),
+        ):
+            if _get(name):
+                config[key] = _get(name)
+        region = _get("AWS_REGION") or _get("AWS_DEFAULT_REGION")
+        if region:
+            config["region"] = region
+        if endpoint:
+            config["endpoint"] = endpoint
+    elif kind == "gcs":
+        path = _get("GOOGLE_APPLICATION_CREDENTIALS") or _get("GOOGLE_SERVICE_ACCOUNT")
+        if path:
+            config["service_account_path"] = path
+        if endpoint:
+            config["base_url"] = endpoint.rstrip("/")
+    else:
+        conn = _parse_connection_string(_get("AZURE_STORAGE_CONNECTION_STRING") or "")
+        account = _get("AZURE_STORAGE_ACCOUNT_NAME") or conn.get("AccountName")
+        key = _get("AZURE_STORAGE_ACCOUNT_KEY") or conn.get("AccountKey")
+        if (_get("AZURE_STORAGE_USE_EMULATOR") or "").lower() in ("1", "true"):
+            config["use_emulator"] = True
+            client_options["allow_http"] = True
+        if account:
+            config["account_name"] = account
+        if key:
+            config["account_key"] = key
+        if _get("AZURE_STORAGE_SAS_TOKEN"):
+            config["sas_key"] = _get("AZURE_STORAGE_SAS_TOKEN")
+        if conn.get("BlobEndpoint"):
+            endpoint = conn["BlobEndpoint"]
+            config["endpoint"] = endpoint
+    if endpoint and endpoint.startswith("http://"):
+        client_options["allow_http"] = True
+    return client_options, config
 
 
 def create_object(uri: str, data: bytes) -> None:

@@ -596,6 +596,15 @@ def is_local(table_uri: str) -> bool:
     return "://" not in normalize_table_uri(table_uri)
 
 
+def storage_settings(env: dict[str, str] | None):
+    """A context manager: inside it, object stores use ``env`` (the standard variables, such as
+    ``AWS_ACCESS_KEY_ID`` or ``AZURE_STORAGE_CONNECTION_STRING``) over the process environment,
+    without changing it (see :func:`.object_stores.storage_settings`)."""
+    from .object_stores import storage_settings as settings
+
+    return settings(env)
+
+
 def executor_env() -> dict[str, str]:
     """This process's object-store settings (credentials, endpoints) as environment variables, for
     executors that must reach the same stores (see ``engine.spark.session.map_in_arrow``)."""

@@ -218,3 +218,21 @@ def test_the_commit_request_is_a_create_only_put(s3, monkeypatch):
     probes = [s for s in seen if "conditional-create-probe" in s[1]]
     assert [(m, h) for m, _, h in probes] == [("PUT", "*"), ("PUT", "*")], seen
     assert any(m == "POST" and p.endswith("?delete") for m, p, _ in seen), "the probe is deleted afterwards"
+
+
+def test_credentials_for_one_block_of_work_reach_the_store_without_the_process_environment(s3, monkeypatch):
+    """What the worker and the triggerer do with a storage connection: the settings apply inside the
+    block only (another thread or task with other credentials is not affected)."""
+    from airflow_delta_provider_apps.protocol import latest_version, storage_settings
+
+    env = dict(s3.env)
+    for name in env:
+        monkeypatch.delenv(name)
+    root = s3.uri("scoped")
+    with storage_settings(env):
+        create_table(root, schema="id BIGINT, p STRING")
+        append_arrow(root, pa.table({"id": [1], "p": ["a"]}))
+        assert latest_version(storage_for(root), root) == 1
+    from airflow_delta_provider_apps.engine.storage import executor_env
+
+    assert not any(name in __import__("os").environ for name in env) and executor_env() == {}
