@@ -7,7 +7,7 @@ PYSPARK_VERSION := 4.3.0
 STAMP := $(VENV)/.installed
 INSTALL_LOG := install.log
 
-.PHONY: install lint format test test-unit test-spark test-differential test-airflow test-compat demo bench clean check-pyspark
+.PHONY: azurite install lint format test test-unit test-spark test-differential test-airflow test-compat demo bench clean check-pyspark
 
 # The apache-spark provider pulls pyspark-client, which installs into the same pyspark/ folder as
 # pyspark and leaves a mixed install: remove both, then put the full pyspark back last.
@@ -21,7 +21,19 @@ $(STAMP): pyproject.toml constraints.txt
 	  $(PIP) install -q --no-deps --force-reinstall "pyspark==$(PYSPARK_VERSION)"; \
 	) > $(INSTALL_LOG) 2>&1 || { tail -30 $(INSTALL_LOG); echo "install failed: see $(INSTALL_LOG)"; exit 1; }
 	@$(PY) -m airflow_delta_provider_apps.versions
+	@$(MAKE) --no-print-directory azurite
 	@touch $(STAMP)
+
+# Azurite, Azure's storage emulator (npm), for the Azure tests; they skip, saying so, without npm.
+AZURITE_VERSION := 3.35.0
+AZURITE := .tools/azurite/node_modules/.bin/azurite-blob
+azurite:
+	@if [ -x $(AZURITE) ]; then :; \
+	elif command -v npm >/dev/null 2>&1; then \
+	  echo "Installing Azurite $(AZURITE_VERSION) into .tools/azurite (npm) ..."; \
+	  npm install -s --no-audit --no-fund --prefix .tools/azurite azurite@$(AZURITE_VERSION) >> $(INSTALL_LOG) 2>&1 \
+	    || echo "Azurite did not install (see $(INSTALL_LOG)): the Azure tests will skip"; \
+	else echo "npm not found: the Azure tests will skip (Azurite comes from npm)"; fi
 
 install: $(STAMP)
 
@@ -83,4 +95,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) .venv-airflow-3.1 demo bench/data .pytest_cache $(INSTALL_LOG) compat-install.log
+	rm -rf $(VENV) $(COMPAT_VENV) .tools .venv-airflow-3.1 demo bench/data .pytest_cache $(INSTALL_LOG) compat-install.log

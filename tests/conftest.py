@@ -96,3 +96,49 @@ def s3(s3_server, monkeypatch):
     for k, v in env.env.items():
         monkeypatch.setenv(k, v)
     return env
+
+
+@pytest.fixture(scope="session")
+def azurite_server():
+    """Azurite (Azure's Blob emulator, from npm) on loopback for the whole run."""
+    from object_store_servers import AzuriteServer, azurite_binary
+
+    binary = azurite_binary()
+    if binary is None:
+        pytest.skip("Azurite is not installed (make install puts it in .tools/azurite when npm is present)")
+    server = AzuriteServer(binary)
+    yield server
+    server.stop()
+
+
+class AzureEnv:
+    """One fresh container on Azurite, with AZURE_STORAGE_CONNECTION_STRING set for this test."""
+
+    def __init__(self, server, container: str):
+        self.server, self.container = server, container
+        self.env = server.env()
+
+    def uri(self, name: str = "t") -> str:
+        return f"az://{self.container}/{name}"
+
+    def keys(self, prefix: str = "") -> list[str]:
+        return self.server.keys(self.container, prefix)
+
+    @property
+    def deltalake_options(self) -> dict[str, str]:
+        from object_store_servers import AZURITE_ACCOUNT, AZURITE_KEY
+
+        return {
+            "account_name": AZURITE_ACCOUNT,
+            "account_key": AZURITE_KEY,
+            "endpoint": self.server.endpoint,
+            "allow_http": "true",
+        }
+
+
+@pytest.fixture
+def azure(azurite_server, monkeypatch):
+    env = AzureEnv(azurite_server, azurite_server.new_container())
+    for k, v in env.env.items():
+        monkeypatch.setenv(k, v)
+    return env

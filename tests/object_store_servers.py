@@ -2,6 +2,8 @@
 
 * :class:`S3Server`: moto's standalone S3 server (it honours conditional writes: a create-only PUT of
   an existing key gets 412), one bucket per test.
+* :class:`AzuriteServer`: Azure's own emulator (Blob API), from npm (``make install`` puts it in
+  ``.tools/azurite``), with its well-known development account; one container per test.
 * :class:`NoConditionalWritesProxy`: a reverse proxy in front of it that drops the precondition
   headers, i.e. an S3-compatible endpoint that ignores conditional writes, as older servers do.
 """
@@ -10,9 +12,11 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -92,6 +96,84 @@ class S3Server:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Azurite's documented development account (public: the emulator accepts only it).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def azurite_binary() -> str | None:
+    local = os.path.join(REPO, ".tools", "azurite", "node_modules", ".bin", "azurite-blob")
+    return local if os.access(local, os.X_OK) else shutil.which("azurite-blob")
+
+
+class AzuriteServer:
+    """``azurite-blob`` on a free loopback port, its data in a temporary folder."""
+
+    def __init__(self, binary: str) -> None:
+        self.port = free_port()
+        self._dir = tempfile.mkdtemp(prefix="azurite-")
+        self._proc = subprocess.Popen(
+            [
+                binary,
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(self.port),
+                "--location",
+                self._dir,
+                "--skipApiVersionCheck",
+                "--loose",
+                "--silent",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, "Azurite")
+        self.endpoint = f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AZURE_STORAGE_CONNECTION_STRING": (
+                f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+                f"BlobEndpoint={self.endpoint};"
+            )
+        }
+
+    def filesystem(self):
+        import pyarrow.fs as pafs
+
+        return pafs.AzureFileSystem(
+            account_name=AZURITE_ACCOUNT,
+            account_key=AZURITE_KEY,
+            blob_storage_authority=f"127.0.0.1:{self.port}",
+            blob_storage_scheme="http",
+            dfs_storage_authority=f"127.0.0.1:{self.port}",
+            dfs_storage_scheme="http",
+        )
+
+    def new_container(self) -> str:
+        name = f"lake{uuid.uuid4().hex[:12]}"
+        self.filesystem().create_dir(name)
+        return name
+
+    def keys(self, container: str, prefix: str = "") -> list[str]:
+        import pyarrow.fs as pafs
+
+        infos = self.filesystem().get_file_info(
+            pafs.FileSelector(f"{container}/{prefix}".rstrip("/"), recursive=True, allow_not_found=True)
+        )
+        return sorted(i.path.split("/", 1)[1] for i in infos if i.type == pafs.FileType.File)
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 _DROPPED = {"if-none-match", "if-match"}

@@ -299,9 +299,10 @@ def _obstore_config(kind: str) -> tuple[dict, dict]:
         if endpoint:
             config["endpoint"] = endpoint
     elif kind == "gcs":
-        path = _get("GOOGLE_APPLICATION_CREDENTIALS") or _get("GOOGLE_SERVICE_ACCOUNT")
-        if path:
-            config["service_account_path"] = path
+        if _get("GOOGLE_SERVICE_ACCOUNT"):
+            config["service_account"] = _get("GOOGLE_SERVICE_ACCOUNT")
+        if _get("GOOGLE_APPLICATION_CREDENTIALS"):
+            config["application_credentials"] = _get("GOOGLE_APPLICATION_CREDENTIALS")
         if endpoint:
             config["base_url"] = endpoint.rstrip("/")
     else:

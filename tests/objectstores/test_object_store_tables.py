@@ -1,7 +1,8 @@
-"""Tables on a real S3 server (moto, on loopback): every operation that needs no Spark, commits made
-with S3's conditional create, deltalake reading what we wrote and us reading what it wrote, racing
-writers in separate processes, and a server that ignores conditional writes refused before anything
-is written. Spark's side (scan, append, overwrite, DML in tasks) is in tests/spark/test_s3_spark.py."""
+"""Tables on real object-store servers on loopback, S3 (moto) and Azure Blob (Azurite): every
+operation that needs no Spark, commits made with the store's conditional create, deltalake reading
+what we wrote and us reading what it wrote, racing writers in separate processes; on S3 also a
+server that ignores conditional writes (refused before anything is written) and the request on the
+wire. Spark's side (scan, append, overwrite, DML in tasks) is in tests/spark/test_s3_spark.py."""
 
 from __future__ import annotations
 
@@ -26,20 +27,26 @@ deltalake = pytest.importorskip("deltalake")
 DAY_MS = 86_400_000
 
 
+@pytest.fixture(params=["s3", "azure"])
+def store(request):
+    """A fresh bucket (S3) or container (Azure) with the store's standard variables set."""
+    return request.getfixturevalue(request.param)
+
+
 def _rows(root: str, version: int | None = None) -> list[tuple]:
     snap = load_snapshot(storage_for(root), root, version)
     t = read_snapshot_table(snap)
     return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "p"))))
 
 
-def _theirs(s3, root: str, version: int | None = None) -> list[tuple]:
-    dt = deltalake.DeltaTable(root, storage_options=s3.deltalake_options, version=version)
+def _theirs(store, root: str, version: int | None = None) -> list[tuple]:
+    dt = deltalake.DeltaTable(root, storage_options=store.deltalake_options, version=version)
     t = dt.to_pyarrow_table()
     return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "p"))))
 
 
-def test_a_table_lives_on_s3_through_every_log_and_dml_operation(s3):
-    root = s3.uri("events")
+def test_a_table_lives_on_the_store_through_every_log_and_dml_operation(store):
+    root = store.uri("events")
     assert isinstance(storage_for(root), ObjectStoreStorage)
     create_table(root, schema="id BIGINT, p STRING", partition_by=["p"])
     append_arrow(root, pa.table({"id": list(range(10)), "p": ["a", "b"] * 5}))
@@ -52,43 +59,45 @@ def test_a_table_lives_on_s3_through_every_log_and_dml_operation(s3):
         + [(i, "a") for i in range(10, 16, 2)]
         + [(i + 100, "c") for i in range(11, 16, 2)]
     )
-    assert _rows(root) == expected == _theirs(s3, root)
+    assert _rows(root) == expected == _theirs(store, root)
 
     # Time travel: every version reads the same in both engines.
     for v in range(5):
-        assert _rows(root, v) == _theirs(s3, root, v)
+        assert _rows(root, v) == _theirs(store, root, v)
     assert len(_rows(root, 1)) == 10
 
     # Checkpoint, then log cleanup (its retention passed by the clock we hand it): the table still reads.
     t.checkpoint()
-    assert "events/_delta_log/00000000000000000004.checkpoint.parquet" in s3.keys("events/_delta_log/")
+    assert "events/_delta_log/00000000000000000004.checkpoint.parquet" in store.keys("events/_delta_log/")
     from airflow_delta_provider_apps.engine.log.cleanup import cleanup_expired_logs
 
     snap = load_snapshot(storage_for(root), root)
     report = cleanup_expired_logs(snap.storage, root, snap, now_ms=int(time.time() * 1000) + 40 * DAY_MS)
     assert report["num_deleted_commits"] == 4
-    assert not any(k.endswith("00000000000000000000.json") for k in s3.keys("events/_delta_log/"))
-    assert _rows(root) == expected == _theirs(s3, root)
+    assert not any(k.endswith("00000000000000000000.json") for k in store.keys("events/_delta_log/"))
+    assert _rows(root) == expected == _theirs(store, root)
     assert [h["operation"] for h in t.history()] == ["UPDATE"]  # the expired commits are gone
 
 
-def test_we_read_what_deltalake_wrote_on_s3_and_it_reads_our_appends(s3):
-    root = s3.uri("theirs")
+def test_we_read_what_deltalake_wrote_and_it_reads_our_appends(store):
+    root = store.uri("theirs")
     deltalake.write_deltalake(
         root,
         pa.table({"id": [1, 2, 3], "p": ["x", "y", "x"]}),
         partition_by=["p"],
-        storage_options=s3.deltalake_options,
+        storage_options=store.deltalake_options,
     )
     deltalake.write_deltalake(
-        root, pa.table({"id": [4], "p": ["y"]}), mode="append", storage_options=s3.deltalake_options
+        root, pa.table({"id": [4], "p": ["y"]}), mode="append", storage_options=store.deltalake_options
     )
     assert _rows(root) == [(1, "x"), (2, "y"), (3, "x"), (4, "y")]
     append_arrow(root, pa.table({"id": [5], "p": ["z"]}))
-    assert _theirs(s3, root) == [(1, "x"), (2, "y"), (3, "x"), (4, "y"), (5, "z")]
+    assert _theirs(store, root) == [(1, "x"), (2, "y"), (3, "x"), (4, "y"), (5, "z")]
+    if not store.uri().startswith("s3://"):
+        return  # deltalake 1.6 cannot commit a third version to Azurite even after its own commits
     # And deltalake commits after us, to the version after ours.
     deltalake.write_deltalake(
-        root, pa.table({"id": [6], "p": ["z"]}), mode="append", storage_options=s3.deltalake_options
+        root, pa.table({"id": [6], "p": ["z"]}), mode="append", storage_options=store.deltalake_options
     )
     assert load_snapshot(storage_for(root), root).version == 3 and len(_rows(root)) == 6
 
@@ -108,10 +117,10 @@ RACER = textwrap.dedent(
 )
 
 
-def test_eight_processes_racing_commits_lose_and_double_nothing(s3):
+def test_eight_processes_racing_commits_lose_and_double_nothing(store):
     """Each append reads the latest version and commits the next one with a create-only PUT; losers of
     a race retry on the next version. Every commit lands exactly once, at a version of its own."""
-    root = s3.uri("race")
+    root = store.uri("race")
     create_table(root, schema="id BIGINT, p STRING")
     writers, commits = 8, 4
     start = time.time() + 3  # all start together, after their imports
@@ -131,12 +140,12 @@ def test_eight_processes_racing_commits_lose_and_double_nothing(s3):
         versions += [int(v) for v in out.split()]
     assert sorted(versions) == list(range(1, writers * commits + 1))  # no version twice, none lost
     expected = sorted((w * 1000 + i, f"w{w}") for w in range(writers) for i in range(commits))
-    assert _rows(root) == expected == _theirs(s3, root)
+    assert _rows(root) == expected == _theirs(store, root)
     # The log holds exactly one commit per version, each adding one file.
     snap = load_snapshot(storage_for(root), root)
     assert snap.version == writers * commits and snap.num_files == writers * commits
     # No probe object, temp file or directory marker is left in the log (checkpoints every 10 versions).
-    log = s3.keys("race/_delta_log/")
+    log = store.keys("race/_delta_log/")
     assert [k for k in log if not k.endswith((".checkpoint.parquet", "_last_checkpoint"))] == [
         f"race/_delta_log/{v:020d}.json" for v in range(writers * commits + 1)
     ]
@@ -220,15 +229,15 @@ def test_the_commit_request_is_a_create_only_put(s3, monkeypatch):
     assert any(m == "POST" and p.endswith("?delete") for m, p, _ in seen), "the probe is deleted afterwards"
 
 
-def test_credentials_for_one_block_of_work_reach_the_store_without_the_process_environment(s3, monkeypatch):
+def test_credentials_for_one_block_of_work_reach_the_store_without_the_process_environment(store, monkeypatch):
     """What the worker and the triggerer do with a storage connection: the settings apply inside the
     block only (another thread or task with other credentials is not affected)."""
     from airflow_delta_provider_apps.protocol import latest_version, storage_settings
 
-    env = dict(s3.env)
+    env = dict(store.env)
     for name in env:
         monkeypatch.delenv(name)
-    root = s3.uri("scoped")
+    root = store.uri("scoped")
     with storage_settings(env):
         create_table(root, schema="id BIGINT, p STRING")
         append_arrow(root, pa.table({"id": [1], "p": ["a"]}))
