@@ -245,3 +245,27 @@ def test_credentials_for_one_block_of_work_reach_the_store_without_the_process_e
     from airflow_delta_provider_apps.engine.storage import executor_env
 
     assert not any(name in __import__("os").environ for name in env) and executor_env() == {}
+
+
+def test_the_version_sensor_polls_the_store_with_its_connection(s3, monkeypatch):
+    """The sensor's check (worker and triggerer alike) reads the log with ``storage_conn_id``'s
+    credentials; the process environment holds none."""
+    import json as _json
+
+    from airflow_delta_provider.version_decision import decide
+
+    root = s3.uri("sensed")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1]}))
+    conn = {
+        "conn_type": "aws",
+        "login": s3.env["AWS_ACCESS_KEY_ID"],
+        "password": s3.env["AWS_SECRET_ACCESS_KEY"],
+        "extra": {"region_name": "us-east-1", "endpoint_url": s3.server.endpoint},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3_T", _json.dumps(conn))
+    for name in s3.env:
+        monkeypatch.delenv(name)
+    d = decide(root, 0, storage_conn_id="lake_s3_t")
+    assert (d.fired, d.version, d.error) == (True, 1, None)
+    assert [op["operation"] for op in d.operations] == ["WRITE"]

@@ -58,3 +58,16 @@ def test_spark_writes_reads_and_rewrites_a_table_on_the_store(spark, store):
     assert [h["operation"] for h in t.history()] == ["WRITE", "MERGE", "DELETE", "WRITE", "CREATE TABLE"]
     # Nothing was written outside the table's folder, and no directory marker inside it.
     assert all(k.startswith("spark/") and not k.endswith("/") for k in store.keys())
+
+
+def test_an_s3a_table_reads_through_pyarrow_when_spark_has_no_hadoop_aws(spark, s3):
+    """``s3a://`` is the same S3 object: with a stock pyspark (no S3A filesystem) the engine's Arrow
+    path reads and writes it; Spark's own scan would be used only if Hadoop had the filesystem."""
+    from airflow_delta_provider_apps.engine.spark.scan import _hadoop_reads
+
+    assert _hadoop_reads(spark, "s3a") is False
+    root = s3.uri("viaS3a").replace("s3://", "s3a://")
+    t = DeltaTable.create(spark, root, schema="id BIGINT, v STRING, p INT")
+    t.append(spark.createDataFrame([(1, "a", 0), (2, "b", 1)], "id long, v string, p int"))
+    assert sorted(r.id for r in t.to_df().collect()) == [1, 2]
+    assert _theirs(s3, root.replace("s3a://", "s3://")) == [(1, "a"), (2, "b")]

@@ -221,7 +221,7 @@ def _native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
     except Exception:  # a session without conf access: keep the Arrow path
         return None
     scheme = snapshot.table_root.split("://", 1)[0] if "://" in snapshot.table_root else ""
-    if scheme.lower() not in _NATIVE_SCHEMES:
+    if scheme.lower() not in _NATIVE_SCHEMES and not _hadoop_reads(spark, scheme):
         return None
     if snapshot.properties.column_mapping_mode_for(snapshot.schema) != "none":
         return None
@@ -243,6 +243,23 @@ def _native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
     from ..partitions import partition_keys
 
     return "literal" if len(pc.unique(partition_keys(files, partition_columns))) == 1 else None
+
+
+def _hadoop_reads(spark, scheme: str) -> bool:
+    """Whether this Spark has a Hadoop filesystem for ``scheme`` (``s3a`` with hadoop-aws, ``gs``
+    with the GCS connector, ``abfss`` with hadoop-azure): then its own scan reads object-store tables
+    too. A stock pyspark has none, and the Arrow path (pyarrow.fs in the tasks) reads them."""
+    if scheme.lower() not in _HADOOP_OBJECT_SCHEMES:
+        return False
+    try:
+        jvm = spark.sparkContext._jvm
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark.sparkContext._jsc.hadoopConfiguration())
+        return True
+    except Exception:  # no such filesystem class, or no JVM access (Spark Connect)
+        return False
+
+
+_HADOOP_OBJECT_SCHEMES = ("s3a", "gs", "abfs", "abfss", "wasb", "wasbs")
 
 
 def _hive_folders(files: pa.Table, partition_columns: list[str]) -> pa.Array | None:
