@@ -228,11 +228,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _data_plane(a) -> int:
     """The data-plane bench (scans, appends, DELETE, UPDATE), the MERGE bench on the same table, then
-    the maintenance bench (OPTIMIZE, Z-order, VACUUM, RESTORE)."""
-    from . import dataplane, maintenance, merge
+    the maintenance bench (OPTIMIZE, Z-order, VACUUM, RESTORE), then the object-store bench (S3 server)."""
+    from . import dataplane, maintenance, merge, object_store
 
     args = ["--quick"] if a.quick else []
-    return dataplane.main(args) or merge.main(args) or maintenance.main(args)
+    return dataplane.main(args) or merge.main(args) or maintenance.main(args) or object_store.main(args)
 
 
 def _log_plane(a) -> int:

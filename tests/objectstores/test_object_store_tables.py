@@ -78,6 +78,14 @@ def test_a_table_lives_on_the_store_through_every_log_and_dml_operation(store):
     assert _rows(root) == expected == _theirs(store, root)
     assert [h["operation"] for h in t.history()] == ["UPDATE"]  # the expired commits are gone
 
+    # VACUUM lists the store (paginated LIST) and deletes exactly the removed files.
+    live = {f["path"] for f in load_snapshot(storage_for(root), root).files.to_pylist()}
+    before = [k for k in store.keys("events/") if k.endswith(".parquet") and "_delta_log" not in k]
+    m = t.vacuum(0, enforce_retention_duration=False)
+    after = [k for k in store.keys("events/") if k.endswith(".parquet") and "_delta_log" not in k]
+    assert {k.removeprefix("events/") for k in after} == live and len(before) - len(after) == m["numDeletedFiles"] > 0
+    assert _rows(root) == expected == _theirs(store, root)
+
 
 def test_we_read_what_deltalake_wrote_and_it_reads_our_appends(store):
     root = store.uri("theirs")
