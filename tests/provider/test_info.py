@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,8 @@ def test_providers_manager_sees_the_provider():
     assert pm.providers["airflow-delta-provider"].version == get_provider_info()["versions"][0]
     ours = [t for t in pm.trigger if t.package_name == "airflow-delta-provider"]
     assert [t.trigger_class_name for t in ours] == ["airflow_delta_provider.triggers.delta"]
+    # the Providers page links the documentation named in the package metadata
+    import tomllib
+
+    urls = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["urls"]
+    assert pm.providers["airflow-delta-provider"].data["documentation-url"] == urls["Documentation"]
