@@ -4,11 +4,10 @@ Rules:
 
 * This module imports nothing from Airflow or from the engine: Airflow calls it while it is still
   configuring itself, so it must be cheap and side-effect free.
-* ``connection-types`` is deliberately empty: :class:`~airflow_delta_provider.hooks.delta.DeltaHook`
-  uses the ``spark`` connection type that the apache-spark provider already registers (with its
-  SparkSubmitHook). Registering a second hook for the same type would make the two providers fight
-  over it (Airflow warns and keeps one); our extra connection key (``delta_result_dir``) is simply
-  read from that connection's extras.
+* ``connection-types`` registers only the provider's own type, ``delta_spark`` ("Delta Lake
+  (Spark)"): a ``spark`` connection whose form also shows the result folder. The ``spark`` type stays
+  the apache-spark provider's (registering a second hook for it would make the two providers fight
+  over it); Delta operators take either, and read ``delta_result_dir`` from either's extras.
 """
 
 from __future__ import annotations
@@ -46,5 +45,38 @@ def get_provider_info() -> dict:
         "operators": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.operators.delta"]}],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.sensors.delta"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.triggers.delta"]}],
-        "connection-types": [],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_delta_provider.hooks.delta.DeltaSparkHook",
+                "hook-name": "Delta Lake (Spark)",
+                "connection-type": "delta_spark",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "login", "password", "extra"],
+                    "relabeling": {"host": "Master"},
+                    "placeholders": {"host": "local[*], yarn, spark://host:7077 or k8s://https://host:443"},
+                },
+                "conn-fields": {
+                    "deploy-mode": {
+                        "label": "Deploy mode",
+                        "description": "client or cluster (cluster mode needs the result folder)",
+                        "schema": {"type": ["string", "null"], "default": "client"},
+                    },
+                    "delta_result_dir": {
+                        "label": "Result folder",
+                        "description": (
+                            "A folder both Airflow and the Spark driver reach (hdfs://, s3://, a shared "
+                            "mount) where the app writes its result; needed in cluster deploy mode"
+                        ),
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "spark-binary": {
+                        "label": "Spark binary",
+                        "description": "spark-submit, spark2-submit or spark3-submit (default: the installed pyspark's)",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "queue": {"label": "YARN queue", "schema": {"type": ["string", "null"]}},
+                    "namespace": {"label": "Kubernetes namespace", "schema": {"type": ["string", "null"]}},
+                },
+            }
+        ],
     }

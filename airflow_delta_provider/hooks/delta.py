@@ -550,6 +550,10 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
         self.hidden_trace_lines = 0
         self.hidden_noise_lines = 0
 
+    @classmethod
+    def get_connection(cls, conn_id: str):
+        return as_spark_connection(super().get_connection(conn_id))
+
     def _build_spark_submit_command(self, application: str) -> list[str]:
         cmd = super()._build_spark_submit_command(application)
         if self.secret_env:
@@ -626,8 +630,30 @@ class SubmitSettings:
         return self.deploy_mode == "cluster"
 
 
+# The provider's own connection type: a ``spark`` connection whose form also has the Delta fields
+# (the result folder). Both types work everywhere; SparkSubmitHook sees it as ``spark``.
+DELTA_SPARK_CONN_TYPE = "delta_spark"
+
+
+def as_spark_connection(conn):
+    """``conn`` as SparkSubmitHook expects it: a ``delta_spark`` connection is read as ``spark``."""
+    if getattr(conn, "conn_type", None) != DELTA_SPARK_CONN_TYPE:
+        return conn
+    import copy
+
+    spark = copy.copy(conn)
+    spark.conn_type = "spark"
+    return spark
+
+
+def connection_extra(extra: dict, name: str):
+    """An extra field's value, stored by name or with the UI form's ``extra__<type>__`` prefix."""
+    return extra.get(name) or extra.get(f"extra__{DELTA_SPARK_CONN_TYPE}__{name}")
+
+
 def master_from_connection(conn) -> str:
     """The Spark master URL, exactly as SparkSubmitHook derives it from a connection."""
+    conn = as_spark_connection(conn)
     if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
         master = conn.host
     else:
@@ -720,7 +746,7 @@ class DeltaHook(BaseHook):
                 master=master_from_connection(conn),
                 deploy_mode=deploy_mode,
                 spark_binary=binary,
-                result_dir=self.result_dir or extra.get(RESULT_DIR_EXTRA) or None,
+                result_dir=self.result_dir or connection_extra(extra, RESULT_DIR_EXTRA) or None,
             )
         return self._settings
 
@@ -1015,3 +1041,14 @@ __all__ = [
     "find_spark_submit",
     "resolve_outcome",
 ]
+
+
+class DeltaSparkHook(DeltaHook):
+    """:class:`DeltaHook` registered for the provider's ``delta_spark`` connection type, whose form in
+    Airflow's UI holds the Spark fields (master, deploy mode, spark binary, YARN queue, Kubernetes
+    namespace) and the Delta ones (the result folder cluster mode needs). Any Delta operator takes
+    such a connection as ``conn_id``, as it takes a plain ``spark`` one."""
+
+    default_conn_name = "delta_spark_default"
+    conn_type = DELTA_SPARK_CONN_TYPE
+    hook_name = "Delta Lake (Spark)"

@@ -697,3 +697,28 @@ def test_the_task_log_shows_the_apps_phases_and_a_metrics_summary_not_sparks_cha
     summary = metrics_summary("delete", {"numRemovedFiles": 1, "numDeletedRows": 12, "other": 5})
     assert summary == "; numRemovedFiles=1, numDeletedRows=12"
     assert DeltaHook  # the hook logs this summary with each result (_log_result)
+
+
+def test_a_delta_spark_connection_works_like_a_spark_one(monkeypatch, bundle_dir):
+    """The provider's connection type (its UI form has the result folder): the master and extras are
+    read as from a ``spark`` connection, by us and by SparkSubmitHook; the form's prefixed extra too."""
+    for conn_id, extra in (
+        ("delta_yarn", {"deploy-mode": "cluster", "delta_result_dir": "hdfs://nn/tmp/r"}),
+        (
+            "delta_yarn_form",
+            {
+                "extra__delta_spark__deploy-mode": "x",
+                "deploy-mode": "cluster",
+                "extra__delta_spark__delta_result_dir": "hdfs://nn/tmp/r",
+            },
+        ),
+    ):
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "delta_spark", "host": "yarn", "extra": extra})
+        )
+        cmd, _, result_uri = _command(DeltaHook(conn_id, bundle_dir=bundle_dir), "checkpoint", "hdfs://nn/lake/t")
+        assert _flag(cmd, "--master") == ["yarn"] and _flag(cmd, "--deploy-mode") == ["cluster"]
+        assert result_uri.startswith("hdfs://nn/tmp/r/delta-result-")
+    monkeypatch.setenv("AIRFLOW_CONN_DELTA_LOCAL", json.dumps({"conn_type": "delta_spark", "host": "local[2]"}))
+    cmd, _, _ = _command(DeltaHook("delta_local", bundle_dir=bundle_dir), "checkpoint", "/lake/t")
+    assert _flag(cmd, "--master") == ["local[2]"]

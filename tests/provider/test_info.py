@@ -26,8 +26,8 @@ def test_provider_info_validates_against_airflow_schema():
     jsonschema.validate(info, schema)
     assert info["package-name"] == "airflow-delta-provider"
     assert info["versions"] and info["name"] == "Delta Lake"
-    # no connection type of our own: the hook reuses the apache-spark provider's "spark" type
-    assert info["connection-types"] == []
+    # one connection type of our own; "spark" stays the apache-spark provider's
+    assert [c["connection-type"] for c in info["connection-types"]] == ["delta_spark"]
 
 
 def test_entry_point_is_installed():
@@ -64,6 +64,10 @@ def test_providers_manager_sees_the_provider():
     assert pm.providers["airflow-delta-provider"].version == get_provider_info()["versions"][0]
     ours = [t for t in pm.trigger if t.package_name == "airflow-delta-provider"]
     assert [t.trigger_class_name for t in ours] == ["airflow_delta_provider.triggers.delta"]
+    # Airflow's connection form for "delta_spark" shows the result folder; the "spark" hook is untouched
+    assert "extra__delta_spark__delta_result_dir" in pm.connection_form_widgets
+    assert pm.hooks["delta_spark"].hook_class_name == "airflow_delta_provider.hooks.delta.DeltaSparkHook"
+    assert pm.hooks["spark"].package_name == "apache-airflow-providers-apache-spark"
     # the Providers page links the documentation named in the package metadata
     import tomllib
 

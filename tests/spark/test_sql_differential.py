@@ -321,6 +321,10 @@ def known_gap(c: Case) -> str | None:
         value = decimal.Decimal(m.group(1) or m.group(2))
         if value.adjusted() + 1 + int(m.group(4)) > 28:
             return "decimal literal beyond 28 digits"
+    # a literal that no row of the column can hold (12345678901.5 into decimal(10,2)): we refuse it while
+    # binding, Spark (ANSI) when it stores the first row; they differ only when no row is updated
+    if m and c.kind == "update" and s.ok and not s.values:
+        return "decimal literal overflowing the column, refused before any row"
     # store assignment: Spark stores any atomic value into a STRING column and a timestamp into a
     # DATE one, and refuses a string (literal) into a number / date / boolean column
     if c.kind == "update" and (
