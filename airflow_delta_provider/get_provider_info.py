@@ -45,6 +45,7 @@ def get_provider_info() -> dict:
         "operators": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.operators.delta"]}],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.sensors.delta"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.triggers.delta"]}],
+        "extra-links": ["airflow_delta_provider.operators.delta.SparkApplicationLink"],
         "connection-types": [
             {
                 "hook-class-name": "airflow_delta_provider.hooks.delta.DeltaSparkHook",

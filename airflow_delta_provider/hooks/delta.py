@@ -534,6 +534,11 @@ def progress_text(event: dict) -> str:
     return f"{op}: {phase} {counts}".rstrip()
 
 
+# YARN's "tracking URL: http://rm:8088/proxy/application_..." and the driver's "SparkUI ... started at
+# http://host:4040" (client mode; local masters run without a UI).
+_APPLICATION_URL = re.compile(r"(?:tracking URL:|SparkUI\b.*\bstarted at)\s*(https?://\S+)")
+
+
 class _CapturingSparkSubmitHook(SparkSubmitHook):
     """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`.
 
@@ -546,6 +551,9 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
         super().__init__(*args, **kwargs)
         self.secret_env = dict(secret_env or {})
         self.app_output = AppOutput()
+        #: the Spark application's web page, when spark-submit prints one (YARN's tracking URL, the
+        #: driver's Spark UI in client mode): the operators' "Spark application" link
+        self.application_url: str | None = None
         self.show_traces = show_traces
         self.hidden_trace_lines = 0
         self.hidden_noise_lines = 0
@@ -567,6 +575,10 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
             in_trace = False  # inside an exception's text (Python traceback, Java frames, the app's marker)
             for raw in itr:
                 self.app_output.feed(raw)
+                if self.application_url is None:
+                    m = _APPLICATION_URL.search(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
+                    if m:
+                        self.application_url = m.group(1)
                 if self.show_traces:
                     yield raw
                     continue
@@ -1023,6 +1035,11 @@ class DeltaHook(BaseHook):
             self.log.warning("The result file %s is not JSON; using stdout instead", result_uri)
             return None
         return obj if isinstance(obj, dict) else None
+
+    @property
+    def application_url(self) -> str | None:
+        """The last submitted Spark application's web page, when spark-submit printed one."""
+        return self._submit_hook.application_url if self._submit_hook is not None else None
 
     def on_kill(self) -> None:
         """Kill the running submission (delegated to SparkSubmitHook: local process, YARN app, k8s pod)."""

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any, ClassVar
 
-from airflow.sdk import Asset, BaseOperator
+from airflow.sdk import Asset, BaseOperator, BaseOperatorLink
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
@@ -106,6 +106,18 @@ def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
         raise error(f"table_uri={table_uri!r}: {e.one_line()}") from None
 
 
+class SparkApplicationLink(BaseOperatorLink):
+    """The task's "Spark application" button: the application's web page when spark-submit printed one
+    (YARN's tracking URL, the driver's Spark UI in client mode); empty (no button) otherwise, e.g. for
+    local masters, which run without a UI, and for ``execution="local"``."""
+
+    name = "Spark application"
+
+    def get_link(self, operator, *, ti_key) -> str:
+        hook = operator.__dict__.get("hook")  # the hook of this run, if it was built
+        return (getattr(hook, "application_url", None) if hook is not None else None) or ""
+
+
 class DeltaBaseOperator(BaseOperator):
     """Common arguments of every Delta operator.
 
@@ -147,6 +159,7 @@ class DeltaBaseOperator(BaseOperator):
     template_fields: Sequence[str] = _BASE_TEMPLATE_FIELDS
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#00add4"
+    operator_extra_links = (SparkApplicationLink(),)
 
     def __init__(
         self,

@@ -722,3 +722,30 @@ def test_a_delta_spark_connection_works_like_a_spark_one(monkeypatch, bundle_dir
     monkeypatch.setenv("AIRFLOW_CONN_DELTA_LOCAL", json.dumps({"conn_type": "delta_spark", "host": "local[2]"}))
     cmd, _, _ = _command(DeltaHook("delta_local", bundle_dir=bundle_dir), "checkpoint", "/lake/t")
     assert _flag(cmd, "--master") == ["local[2]"]
+
+
+def test_the_spark_application_link_comes_from_spark_submits_output(monkeypatch):
+    """YARN's tracking URL (or the driver's Spark UI in client mode) becomes the operator's
+    "Spark application" link; without one (local masters run without a UI) there is no link."""
+    import airflow.providers.apache.spark.hooks.spark_submit as ss
+
+    from airflow_delta_provider.hooks.delta import _CapturingSparkSubmitHook
+    from airflow_delta_provider.operators.delta import DeltaCheckpointOperator, SparkApplicationLink
+
+    monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: list(itr))
+    cases = [
+        (["INFO Client: Submitting application application_1_0002 to ResourceManager",
+          "\t tracking URL: http://rm:8088/proxy/application_1_0002/"], "http://rm:8088/proxy/application_1_0002/"),
+        (["INFO SparkUI: Bound SparkUI to 0.0.0.0, and started at http://driver:4040"], "http://driver:4040"),
+        (["WARN NativeCodeLoader: Unable to load native-hadoop library"], None),
+    ]  # fmt: skip
+    op = DeltaCheckpointOperator(task_id="cp", table_uri="/lake/t")
+    assert SparkApplicationLink().get_link(op, ti_key=None) == ""  # no run yet: no link
+    for lines, url in cases:
+        sub = _CapturingSparkSubmitHook(conn_id="spark_default")
+        sub._process_spark_submit_log(iter(lines))
+        assert sub.application_url == url
+        hook = DeltaHook("spark_default")
+        hook._submit_hook = sub
+        op.__dict__["hook"] = hook
+        assert SparkApplicationLink().get_link(op, ti_key=None) == (url or "")

@@ -73,3 +73,19 @@ def test_providers_manager_sees_the_provider():
 
     urls = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["urls"]
     assert pm.providers["airflow-delta-provider"].data["documentation-url"] == urls["Documentation"]
+
+
+def test_the_spark_application_link_survives_dag_serialization():
+    """The link Airflow's UI shows is the one serialized with the DAG (its URL is read from XCom)."""
+    from airflow.sdk import DAG
+
+    from airflow_delta_provider.operators.delta import DeltaWriteOperator
+
+    try:
+        from airflow.serialization.serialized_objects import DagSerialization as Serializer
+    except ImportError:  # Airflow 3.1
+        from airflow.serialization.serialized_objects import SerializedDAG as Serializer
+    with DAG("links") as dag:
+        DeltaWriteOperator(task_id="w", table_uri="/lake/t", source="/in/x.parquet")
+    task = Serializer.from_dict(Serializer.to_dict(dag)).get_task("w")
+    assert [link.name for link in task.operator_extra_links] == ["Spark application"]
