@@ -4,8 +4,9 @@
   an existing key gets 412), one bucket per test.
 * :class:`AzuriteServer`: Azure's own emulator (Blob API), from npm (``make install`` puts it in
   ``.tools/azurite``), with its well-known development account; one container per test.
-* :class:`NoConditionalWritesProxy`: a reverse proxy in front of it that drops the precondition
-  headers, i.e. an S3-compatible endpoint that ignores conditional writes, as older servers do.
+* :class:`LoopbackProxy`: a reverse proxy in front of it that records the requests and may drop
+  headers; :func:`no_conditional_writes_proxy` drops the preconditions, i.e. an S3-compatible
+  endpoint that ignores conditional writes, as older servers do.
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ def wait_for_port(port: int, what: str, timeout: float = 30) -> None:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout} s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 class S3Server:
@@ -91,11 +100,7 @@ class S3Server:
         return sorted(out)
 
     def stop(self) -> None:
-        self._proc.terminate()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
+        _stop(self._proc)
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -168,23 +173,22 @@ class AzuriteServer:
         return sorted(i.path.split("/", 1)[1] for i in infos if i.type == pafs.FileType.File)
 
     def stop(self) -> None:
-        self._proc.terminate()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
+        _stop(self._proc)
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-_DROPPED = {"if-none-match", "if-match"}
+_PRECONDITIONS = frozenset({"if-none-match", "if-match"})
 _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
 
 
-class NoConditionalWritesProxy:
-    """Forwards every request to ``upstream_port`` without its precondition headers."""
+class LoopbackProxy:
+    """Forwards every request to ``upstream_port``, without the headers named in ``drop``; each
+    request's ``(method, path, If-None-Match)`` is appended to ``self.requests``."""
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, *, drop: frozenset[str] = frozenset()) -> None:
         upstream = upstream_port
+        requests: list[tuple[str, str, str | None]] = []
+        self.requests = requests
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -205,7 +209,8 @@ class NoConditionalWritesProxy:
 
             def _forward(self) -> None:
                 body = self._body()
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in _DROPPED | _HOP}
+                requests.append((self.command, self.path, self.headers.get("If-None-Match")))
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in drop | _HOP}
                 conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=60)
                 try:
                     conn.request(self.command, self.path, body=body, headers=headers)
@@ -238,5 +243,6 @@ class NoConditionalWritesProxy:
         self._server.server_close()
 
 
-def environ_with(env: dict[str, str]) -> dict[str, str]:
-    return {**os.environ, **env}
+def no_conditional_writes_proxy(upstream_port: int) -> LoopbackProxy:
+    """An S3-compatible endpoint that ignores conditional writes, as older servers do."""
+    return LoopbackProxy(upstream_port, drop=_PRECONDITIONS)

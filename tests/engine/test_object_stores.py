@@ -93,24 +93,18 @@ class _FakeGcs:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def point_at_me(self, tmp_path, monkeypatch) -> None:
+        """object_store's documented way to send GCS requests to a local server without OAuth."""
+        account = tmp_path / "sa.json"
+        keys = {"gcs_base_url": self.url, "disable_oauth": True, "client_email": "", "private_key": ""}
+        account.write_text(json.dumps({**keys, "private_key_id": ""}))
+        monkeypatch.setenv("GOOGLE_SERVICE_ACCOUNT", str(account))
+
 
 def test_gcs_commit_is_a_put_with_if_generation_match_zero(tmp_path, monkeypatch):
     fake = _FakeGcs()
     try:
-        # object_store's documented way to point GCS at a local server without OAuth
-        account = tmp_path / "sa.json"
-        account.write_text(
-            json.dumps(
-                {
-                    "gcs_base_url": fake.url,
-                    "disable_oauth": True,
-                    "client_email": "",
-                    "private_key": "",
-                    "private_key_id": "",
-                }
-            )
-        )
-        monkeypatch.setenv("GOOGLE_SERVICE_ACCOUNT", str(account))
+        fake.point_at_me(tmp_path, monkeypatch)
         uri = "gs://bkt/t/_delta_log/00000000000000000000.json"
         object_stores.create_object(uri, b'{"commitInfo":{}}\n')
         with pytest.raises(FileExistsError):
@@ -137,19 +131,7 @@ def test_a_gcs_endpoint_that_ignores_the_precondition_is_refused(tmp_path, monke
 
     handler.do_PUT = ignore_precondition
     try:
-        account = tmp_path / "sa.json"
-        account.write_text(
-            json.dumps(
-                {
-                    "gcs_base_url": fake.url,
-                    "disable_oauth": True,
-                    "client_email": "",
-                    "private_key": "",
-                    "private_key_id": "",
-                }
-            )
-        )
-        monkeypatch.setenv("GOOGLE_SERVICE_ACCOUNT", str(account))
+        fake.point_at_me(tmp_path, monkeypatch)
         with pytest.raises(StorageError, match="ignores conditional writes"):
             object_stores.create_object("gs://bkt/t/_delta_log/00000000000000000000.json", b"x")
     finally:

@@ -160,9 +160,9 @@ def test_eight_processes_racing_commits_lose_and_double_nothing(store):
 
 
 def test_a_server_that_ignores_conditional_writes_is_refused_before_anything_is_written(s3_server, monkeypatch):
-    from object_store_servers import NoConditionalWritesProxy
+    from object_store_servers import no_conditional_writes_proxy
 
-    proxy = NoConditionalWritesProxy(s3_server.port)
+    proxy = no_conditional_writes_proxy(s3_server.port)
     try:
         bucket = s3_server.new_bucket()
         for k, v in s3_server.env(proxy.endpoint).items():
@@ -185,50 +185,16 @@ def test_a_server_that_ignores_conditional_writes_is_refused_before_anything_is_
 
 def test_the_commit_request_is_a_create_only_put(s3, monkeypatch):
     """What travels to S3 for a commit: a PUT with ``If-None-Match: *``, seen by a recording proxy."""
-    import http.client
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from object_store_servers import LoopbackProxy
 
-    seen: list[tuple[str, str, str | None]] = []
-    upstream = s3.server.port
-
-    class Recorder(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _forward(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            seen.append((self.command, self.path, self.headers.get("If-None-Match")))
-            conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=30)
-            conn.request(self.command, self.path, body=body or None, headers=dict(self.headers))
-            r = conn.getresponse()
-            data = r.read()
-            self.send_response(r.status)
-            for k, v in r.getheaders():
-                if k.lower() not in ("transfer-encoding", "connection") and (
-                    k.lower() != "content-length" or self.command == "HEAD"
-                ):
-                    self.send_header(k, v)
-            if self.command != "HEAD":
-                self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-            conn.close()
-
-        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    proxy = LoopbackProxy(s3.server.port)
     try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         root = s3.uri("recorded")
         create_table(root, schema="id BIGINT")
     finally:
-        server.shutdown()
-        server.server_close()
+        proxy.stop()
+    seen = proxy.requests
     commit = [s for s in seen if s[0] == "PUT" and s[1].endswith("/_delta_log/00000000000000000000.json")]
     assert commit and all(h == "*" for _, _, h in commit), seen
     # The first commit of a process to a bucket checks that the store honours the precondition.
