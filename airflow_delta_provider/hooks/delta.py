@@ -1069,3 +1069,35 @@ class DeltaSparkHook(DeltaHook):
     default_conn_name = "delta_spark_default"
     conn_type = DELTA_SPARK_CONN_TYPE
     hook_name = "Delta Lake (Spark)"
+
+    # Airflow 3.2+ builds the connection form from the provider info ("conn-fields" and
+    # "ui-field-behaviour") without importing this class; Airflow 3.1 asks the hook, so the two methods
+    # below build the same form from that one declaration (with Flask AppBuilder, as the UI has it).
+    @classmethod
+    def _connection_type_info(cls) -> dict[str, Any]:
+        from airflow_delta_provider.get_provider_info import get_provider_info
+
+        types = get_provider_info()["connection-types"]
+        return next(t for t in types if t["connection-type"] == cls.conn_type)
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        behaviour = cls._connection_type_info()["ui-field-behaviour"]
+        return {key.replace("-", "_"): value for key, value in behaviour.items()}
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        from wtforms import StringField
+        from wtforms.validators import Optional
+
+        return {
+            name: StringField(
+                field["label"],
+                widget=BS3TextFieldWidget(),
+                description=field.get("description", ""),
+                validators=[Optional()],
+                default=field["schema"].get("default"),
+            )
+            for name, field in cls._connection_type_info()["conn-fields"].items()
+        }

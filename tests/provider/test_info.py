@@ -4,9 +4,10 @@ point, every declared module importable with the classes it should hold, and ope
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import json
 import os
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -64,8 +65,15 @@ def test_providers_manager_sees_the_provider():
     assert pm.providers["airflow-delta-provider"].version == get_provider_info()["versions"][0]
     ours = [t for t in pm.trigger if t.package_name == "airflow-delta-provider"]
     assert [t.trigger_class_name for t in ours] == ["airflow_delta_provider.triggers.delta"]
-    # Airflow's connection form for "delta_spark" shows the result folder; the "spark" hook is untouched
-    assert "extra__delta_spark__delta_result_dir" in pm.connection_form_widgets
+    # Airflow's connection form for "delta_spark" shows the result folder; the "spark" hook is untouched.
+    # Airflow 3.2+ reads the form from the provider info; 3.1 asks the hook, which needs Flask AppBuilder
+    # (the UI's; not installed in the test virtualenvs of 3.1)
+    declared = get_provider_info()["connection-types"][0]["conn-fields"]
+    if hasattr(pm, "_add_widgets") or importlib.util.find_spec("flask_appbuilder"):
+        assert {f"extra__delta_spark__{name}" for name in declared} <= set(pm.connection_form_widgets)
+    from airflow_delta_provider.hooks.delta import DeltaSparkHook
+
+    assert DeltaSparkHook.get_ui_field_behaviour()["relabeling"] == {"host": "Master"}
     assert pm.hooks["delta_spark"].hook_class_name == "airflow_delta_provider.hooks.delta.DeltaSparkHook"
     assert pm.hooks["spark"].package_name == "apache-airflow-providers-apache-spark"
     # the Providers page links the documentation named in the package metadata
@@ -89,3 +97,29 @@ def test_the_spark_application_link_survives_dag_serialization():
         DeltaWriteOperator(task_id="w", table_uri="/lake/t", source="/in/x.parquet")
     task = Serializer.from_dict(Serializer.to_dict(dag)).get_task("w")
     assert [link.name for link in task.operator_extra_links] == ["Spark application"]
+
+
+def test_airflow_3_1_builds_the_same_connection_form_from_the_hook(monkeypatch):
+    """Airflow 3.1 asks the hook for its form fields (wtforms and Flask AppBuilder, the UI's libraries,
+    stand-ins here: neither is a dependency); they are the ones the provider info declares for 3.2+."""
+    import types
+
+    from airflow_delta_provider.hooks.delta import DeltaSparkHook
+
+    class StringField:
+        def __init__(self, label, **kwargs):
+            self.label, self.kwargs = label, kwargs
+
+    fake = {
+        "wtforms": types.SimpleNamespace(StringField=StringField),
+        "wtforms.validators": types.SimpleNamespace(Optional=lambda: "optional"),
+        "flask_appbuilder": types.SimpleNamespace(),
+        "flask_appbuilder.fieldwidgets": types.SimpleNamespace(BS3TextFieldWidget=lambda: "text"),
+    }
+    for name, module in fake.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    widgets = DeltaSparkHook.get_connection_form_widgets()
+    declared = get_provider_info()["connection-types"][0]["conn-fields"]
+    assert {name: w.label for name, w in widgets.items()} == {name: f["label"] for name, f in declared.items()}
+    assert widgets["deploy-mode"].kwargs["default"] == "client"
+    assert "cluster deploy mode" in widgets["delta_result_dir"].kwargs["description"]

@@ -681,9 +681,19 @@ class _Binder:
         return n.Literal(bytes.fromhex(node.this), n.BINARY)
 
     def _b_Neg(self, node) -> n.Expr:
+        # Spark's grammar reads a minus sign before a number (or a typed one such as 128Y) as part of
+        # the literal: -2147483648 is an int and -128Y a tinyint; -(2147483648) stays a bigint negated
+        inner = node.this
+        number = inner.this if isinstance(inner, self.exp.TryCast) and not inner.args.get("safe") else inner
+        if isinstance(number, self.exp.Literal) and not number.is_string and not number.this.startswith("-"):
+            signed = inner.copy()
+            (signed if number is inner else signed.this).set("this", "-" + number.this)
+            return self.bind(signed)
         child = self.bind(node.this)
         if isinstance(child, n.Literal) and n.is_numeric(child.type) and child.value is not None:
-            return n.Literal(-child.value, child.type)
+            bits = {"byte": 8, "short": 16, "integer": 32, "long": 64}.get(child.type.name)
+            if bits is None or -child.value < 2 ** (bits - 1):  # -(-2147483648) overflows: left to run time
+                return n.Literal(-child.value, child.type)
         self._need_number(child, "-")
         return n.Negate(child, child.type)
 

@@ -101,6 +101,32 @@ def _rows(n=5):
     return pa.table({"i": list(range(n)), "s": [f"v{k}" for k in range(n)], "d": pa.array([None] * n, pa.date32())})
 
 
+# a minus sign before a number is part of the literal in Spark's grammar (typeof read off Spark 4.3)
+SIGNED_NUMBERS = [
+    ("-2147483648", -(2**31), "integer"),
+    ("- 2147483648", -(2**31), "integer"),
+    ("-2147483649", -(2**31) - 1, "long"),
+    ("-(2147483648)", -(2**31), "long"),  # a bigint literal negated
+    ("-9223372036854775808", -(2**63), "long"),
+    ("-9223372036854775808L", -(2**63), "long"),
+    ("-128Y", -128, "byte"),
+    ("-32768S", -32768, "short"),
+]
+
+
+@pytest.mark.parametrize("text, value, type_name", SIGNED_NUMBERS)
+def test_a_minus_sign_belongs_to_the_number_literal(text, value, type_name):
+    e = parse_expression(text, SCHEMA)
+    assert (e.value, e.type.name) == (value, type_name)
+    assert parse_expression(to_sql(e), SCHEMA) == e
+
+
+def test_negating_the_smallest_int_overflows_when_evaluated():
+    e = parse_expression("-(-2147483648)", SCHEMA)  # Spark: ARITHMETIC_OVERFLOW
+    with pytest.raises(Exception, match="(?i)overflow"):
+        evaluate(e, pa.table({"i": pa.array([1], pa.int64())}))
+
+
 @pytest.mark.parametrize("terms", [50, 300, 5000])
 def test_long_or_chains_bind_flat_and_evaluate(terms):
     text = " OR ".join(f"i = {k}" for k in range(1, terms + 1))
