@@ -1,12 +1,16 @@
 """Maintenance through Spark: OPTIMIZE in Spark tasks (one bin per task) on a table deltalake wrote (the
 same rows in both engines after compaction and after Z-order, fewer files); time travel after a VACUUM
-fails clearly, naming the version and the VACUUM, while newer versions read."""
+fails clearly, naming the version and the VACUUM, while newer versions read; VACUUM's property test
+over histories with MERGE."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from vacuum_histories import OPS, SPARK_OPS, check_vacuum, run_history
 
 from airflow_delta_provider_apps.engine import DeltaTable
 
@@ -51,3 +55,17 @@ def test_time_travel_to_a_vacuumed_version_is_a_clear_error(spark, tmp_path):
     ):
         t.to_df(version=1)
     assert [r["id"] for r in t.to_df(version=2).collect()] == [2] and t.to_df().count() == 1
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    st.lists(st.tuples(st.sampled_from(OPS + SPARK_OPS * 4), st.integers(0, 30)), min_size=3, max_size=8),
+    st.integers(0, 3),
+    st.integers(0, 4),
+    st.sampled_from(["full", "lite"]),
+)
+def test_vacuum_after_histories_with_merges(spark, tmp_path_factory, history, retention_h, ahead_h, mode):
+    """The VACUUM property of tests/engine/commands/test_vacuum.py over histories that include MERGE
+    (upserts through Spark): versions inside the retention read the same rows in deltalake."""
+    root, t, outside, hidden = run_history(tmp_path_factory.mktemp("vm"), history, spark=spark)
+    check_vacuum(root, t, outside, hidden, retention_h, ahead_h, mode)

@@ -1,6 +1,7 @@
-"""VACUUM can never lose data: over random histories (appends, deletes, updates, restores, checkpoints,
-log cleanup, earlier vacuums, old and young files planted outside the log, hidden files, a file outside
-the table), after every vacuum the latest version and every version inside the retention read the same
+"""VACUUM can never lose data: over random histories (appends, deletes, updates, optimizes, Z-orders,
+restores, checkpoints, log cleanup, earlier vacuums, old and young files planted outside the log, hidden
+files, a file outside the table, a hand-written commit pointing outside it; see tests/vacuum_histories.py),
+after every vacuum the latest version and every version inside the retention read the same
 rows as before (read by deltalake, an independent reader), and nothing hidden, under ``_delta_log`` or
 outside the table was touched. Plus the rules one by one: retention enforcement, dry runs, lite mode
 and its refusal, the VACUUM START/END commits, time travel and RESTORE after a vacuum. No Spark: the
@@ -11,118 +12,37 @@ from __future__ import annotations
 import os
 import time
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta_provider_apps.engine import DeltaTable
-from airflow_delta_provider_apps.engine.commands.create_table import create_table
 from airflow_delta_provider_apps.engine.commands.vacuum import vacuum
-from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
 
 deltalake = pytest.importorskip("deltalake")
 
-HOUR_MS = 3_600_000
-
-
-def _rows(root: str, version: int | None = None) -> list:
-    t = deltalake.DeltaTable(root, version=version) if version is not None else deltalake.DeltaTable(root)
-    return sorted(tuple(r.values()) for r in t.to_pyarrow_table(columns=["id", "v", "p"]).to_pylist())
-
-
-def _files(top: str) -> dict:
-    """{path: (size, mtime_ns)} of every file under ``top``."""
-    out = {}
-    for d, _, names in os.walk(top):
-        for n in names:
-            st_ = os.stat(os.path.join(d, n))
-            out[os.path.join(d, n)] = (st_.st_size, st_.st_mtime_ns)
-    return out
-
-
-def _age(root: str, seconds: float) -> None:
-    """Make every file under ``root`` ``seconds`` older (the clock of the history, without sleeping)."""
-    for path, (_, mtime_ns) in _files(root).items():
-        t = mtime_ns / 1e9 - seconds
-        os.utime(path, (t, t))
-
-
-def _new_table(tmp_path) -> str:
-    root = str(tmp_path / "t")
-    create_table(root, schema="id BIGINT, v BIGINT, p STRING", partition_by=["p"])
-    return root
-
-
-def _append(root: str, ids, p: str = "a") -> None:
-    append_arrow(root, pa.table({"id": list(ids), "v": [i * 10 for i in ids], "p": [p] * len(ids)}))
-
-
-ops = st.sampled_from(
-    ["append", "append_b", "delete", "update", "restore", "checkpoint", "cleanup", "vacuum", "orphan"]
-)
+from vacuum_histories import HOUR_MS, OPS, check_vacuum, run_history  # noqa: E402
+from vacuum_histories import age as _age  # noqa: E402
+from vacuum_histories import append as _append  # noqa: E402
+from vacuum_histories import new_table as _new_table  # noqa: E402
+from vacuum_histories import rows as _rows  # noqa: E402
 
 
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
-@given(st.lists(st.tuples(ops, st.integers(0, 30)), min_size=2, max_size=9), st.integers(0, 3), st.integers(0, 4))
+@given(
+    st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 30)), min_size=2, max_size=9),
+    st.integers(0, 3),
+    st.integers(0, 4),
+    st.sampled_from(["full", "lite"]),
+)
 def test_vacuum_never_changes_what_a_version_inside_the_retention_reads(
-    tmp_path_factory, history, retention_h, ahead_h
+    tmp_path_factory, history, retention_h, ahead_h, mode
 ):
-    tmp_path = tmp_path_factory.mktemp("v")
-    root = _new_table(tmp_path)
-    outside = tmp_path / "outside.parquet"
-    outside.write_bytes(b"not the table's")
-    hidden = os.path.join(root, "_staging", "part-x.parquet")
-    os.makedirs(os.path.dirname(hidden))
-    with open(hidden, "wb") as f:
-        f.write(b"hidden")
-    t = DeltaTable(None, root)
-    next_id = 0
-    for op, n in history:
-        if op.startswith("append"):
-            _append(root, range(next_id, next_id + 3), "b" if op == "append_b" else "a")
-            next_id += 3
-        elif op == "delete":
-            t.delete(f"id % 5 = {n % 5}")
-        elif op == "update":
-            t.update({"v": "v + 1"}, f"id < {n}")
-        elif op == "restore" and t.version() > 1:
-            t.restore(version=max(0, t.version() - 1 - n % 2))
-        elif op == "checkpoint":
-            t.checkpoint()
-        elif op == "cleanup":
-            t.cleanup_metadata()
-        elif op == "vacuum":
-            vacuum(t.snapshot(), 0, enforce_retention_duration=False, now_ms=int(time.time() * 1000) - HOUR_MS)
-        elif op == "orphan":  # a failed writer's file: old, or young (maybe still being committed)
-            path = os.path.join(root, "p=a", f"orphan-{n}.parquet")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(b"orphan")
-            if n % 2:
-                os.utime(path, (time.time() - 3 * 86400,) * 2)
-        _age(root, 600)  # ten minutes pass between operations (the log's own timestamps stay real)
-    now_ms = int(time.time() * 1000) + ahead_h * HOUR_MS
-    cutoff = now_ms - retention_h * HOUR_MS
-    latest = t.version()
-    # the versions inside the retention: those that were still the latest at the cutoff or later
-    times = {h["version"]: h["timestamp"] for h in t.history()}
-    inside = [v for v in range(latest + 1) if v == latest or times.get(v + 1, 0) > cutoff]
-    inside = [v for v in inside if v in times]  # versions whose commit log cleanup kept
-    before = {v: _rows(root, v) for v in inside}
-    log_before = _files(os.path.join(root, "_delta_log"))
-    res = vacuum(t.snapshot(), retention_h, enforce_retention_duration=False, now_ms=now_ms)
-    assert res.metrics.num_deleted_files == res.metrics.num_files_to_delete
-    for v in inside:
-        assert _rows(root, v) == before[v], f"version {v} (latest {latest}) changed"
-    after_log = _files(os.path.join(root, "_delta_log"))
-    # nothing in the log deleted or changed (a checkpoint after VACUUM's own commits may update the hint)
-    log_before = {p: s for p, s in log_before.items() if not p.endswith("_last_checkpoint")}
-    assert {p: s for p, s in after_log.items() if p in log_before} == log_before
-    assert outside.read_bytes() == b"not the table's" and os.path.exists(hidden)
+    root, t, outside, hidden = run_history(tmp_path_factory.mktemp("v"), history)
+    check_vacuum(root, t, outside, hidden, retention_h, ahead_h, mode)
 
 
 def test_retention_is_enforced_and_dry_run_deletes_nothing(tmp_path):
