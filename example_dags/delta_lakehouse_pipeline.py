@@ -53,7 +53,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["delta", "example"],
-):
+) as dag:
 
     @task
     def land_files(ds=None) -> dict:
