@@ -13,6 +13,7 @@ Rules (PROTOCOL.md):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import uuid
 from collections.abc import Iterable
@@ -22,8 +23,10 @@ from typing import Any, ClassVar
 from .errors import LogCorruptedError
 
 
+@functools.lru_cache(maxsize=1024)
 def camel_case(name: str) -> str:
-    """``data_change`` -> ``dataChange``: the one snake_case -> wire-name converter."""
+    """``data_change`` -> ``dataChange``: the one snake_case -> wire-name converter (cached: a commit of
+    thousands of actions converts the same few names for each)."""
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
@@ -46,15 +49,25 @@ class _Action:
     def _key(cls, f: str) -> str:
         return cls._RENAMED.get(f, camel_case(f))
 
+    @classmethod
+    def _wire_names(cls) -> tuple[tuple[str, str], ...]:
+        """(field, JSON key) of every field, computed once per class."""
+        names = cls.__dict__.get("_wire_names_cache")
+        if names is None:
+            names = tuple((f.name, cls._key(f.name)) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+            cls._wire_names_cache = names
+        return names
+
     def to_json(self) -> dict:
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
+        nested = self._NESTED
+        for name, key in self._wire_names():
+            v = getattr(self, name)
             if v is None:
                 continue
-            if f.name in self._NESTED:
+            if name in nested:
                 v = v.to_json()
-            out[self._key(f.name)] = v
+            out[key] = v
         return out
 
     @classmethod
