@@ -461,18 +461,68 @@ class _Stats:
         return pc.fill_null(pc.equal(st.column("tightBounds").combine_chunks(), False), False)
 
 
-def _literal_for(c: n.Column, lit: n.Literal):
-    if isinstance(c.type, n.DecimalType):
+def _literal_for(target, lit: n.Literal):
+    """The literal as a scalar of the type the column's bounds are compared in."""
+    if isinstance(target, n.DecimalType) or target.name in n.FRACTIONAL:
         return pa.scalar(float(lit.value), pa.float64())
-    return pa.scalar(lit.value, c.type.to_arrow())
+    return pa.scalar(lit.value, target.to_arrow())
 
 
-def _column_literal(e: n.Compare) -> tuple[n.Column, str, n.Literal] | None:
-    if isinstance(e.left, n.Column) and isinstance(e.right, n.Literal):
-        return e.left, e.op, e.right
-    if isinstance(e.right, n.Column) and isinstance(e.left, n.Literal):
-        return e.right, n.FLIPPED[e.op], e.left
+def _widening(source, target) -> bool:
+    """Whether a cast from ``source`` to ``target`` keeps order (never decreasing) and cannot fail:
+    the casts the binder puts on a column to compare it with a wider literal (smallint with an int,
+    int with a bigint or a decimal, float with a double, decimal(10,2) with decimal(12,2)). The
+    bounds of the column's stats then bound the cast values too."""
+    if not (n.is_numeric(source) and n.is_numeric(target)):
+        return False
+    if n.is_integral(source):
+        if n.is_integral(target):
+            return n.INTEGRAL.index(target.name) >= n.INTEGRAL.index(source.name)
+        if isinstance(target, n.DecimalType):  # exact when the integer digits fit
+            digits = {"byte": 3, "short": 5, "integer": 10, "long": 19}[source.name]
+            return target.precision - target.scale >= digits
+        return True  # to float / double: rounding is monotonic
+    if isinstance(source, n.DecimalType):
+        if isinstance(target, n.DecimalType):
+            return target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale
+        return target.name == "double"
+    return source.name == "float" and target.name == "double"
+
+
+def _stats_column(e: n.Expr) -> n.Column | None:
+    """The column whose stats bound ``e``: a column, or a widening cast of one."""
+    if isinstance(e, n.Column):
+        return e
+    if isinstance(e, n.Cast) and isinstance(e.child, n.Column) and _widening(e.child.type, e.type):
+        return e.child
     return None
+
+
+def _column_literal(e: n.Compare) -> tuple[n.Column, n.DataType, str, n.Literal] | None:
+    """(column, the type compared in, op, literal) for ``column op literal`` in either order."""
+    for side, other, op in ((e.left, e.right, e.op), (e.right, e.left, n.FLIPPED[e.op])):
+        c = _stats_column(side)
+        if c is not None and isinstance(other, n.Literal):
+            return c, side.type, op, other
+    return None
+
+
+def _bounds_as(lo, hi, c: n.Column, target) -> tuple:
+    """The column's (min, max) arrays in the type its values are compared in (``target``, from a
+    widening cast): decimals as float64 (as for decimal columns, loosened by a rounding error)."""
+    if target == c.type:
+        return lo, hi
+    if isinstance(target, n.DecimalType) or target.name in n.FRACTIONAL:
+        # safe=False: a long beyond 2**53 rounds to the nearest double, as Spark's cast of each value does
+        lo = pc.cast(lo, pa.float64(), safe=False) if lo is not None else None
+        hi = pc.cast(hi, pa.float64(), safe=False) if hi is not None else None
+        if isinstance(target, n.DecimalType) and not isinstance(c.type, n.DecimalType):
+            eps = 1e-9
+            lo = pc.subtract(lo, pc.multiply(pc.add(pc.abs(lo), 1.0), eps)) if lo is not None else None
+            hi = pc.add(hi, pc.multiply(pc.add(pc.abs(hi), 1.0), eps)) if hi is not None else None
+        return lo, hi
+    arrow = target.to_arrow()
+    return (pc.cast(lo, arrow) if lo is not None else None), (pc.cast(hi, arrow) if hi is not None else None)
 
 
 def _all(value: bool, count: int) -> pa.Array:
@@ -529,7 +579,7 @@ def _rewrite(e: n.Expr, s: _Stats) -> pa.Array | None:
         return _all(e.value is True, s.n)
     if isinstance(e, n.Compare):
         return _compare(e, s)
-    if isinstance(e, n.In) and isinstance(e.child, n.Column) and not e.negated:
+    if isinstance(e, n.In) and _stats_column(e.child) is not None and not e.negated:
         items = [n.Compare("=", e.child, v) for v in e.values if v.value is not None]
         if not items:
             return _all(False, s.n)
@@ -553,14 +603,14 @@ def _compare(e: n.Compare, s: _Stats) -> pa.Array | None:
     cl = _column_literal(e)
     if cl is None:
         return None
-    c, op, lit = cl
+    c, target, op, lit = cl
     if lit.value is None:
         return None if op == "<=>" else _all(False, s.n)
     if isinstance(lit.value, float) and lit.value != lit.value:
         return None  # NaN literals: leave to the data
-    lo, hi = s.bounds(c)
-    v = _literal_for(c, lit)
-    floating = c.type.name in n.FRACTIONAL
+    lo, hi = _bounds_as(*s.bounds(c), c, target)
+    v = _literal_for(target, lit)
+    floating = isinstance(target, n.PrimitiveType) and target.name in n.FRACTIONAL
 
     def cmp(op2, a):
         return None if a is None else compare(op2, a, v, floating)
