@@ -431,9 +431,7 @@ class _Stats:
             elif c.type.name in n.FRACTIONAL:
                 hi = None
         if isinstance(c.type, n.DecimalType):  # float64 bounds of decimals: loosen by a rounding error
-            eps = 1e-9
-            lo = pc.subtract(lo, pc.multiply(pc.add(pc.abs(lo), 1.0), eps)) if lo is not None else None
-            hi = pc.add(hi, pc.multiply(pc.add(pc.abs(hi), 1.0), eps)) if hi is not None else None
+            lo, hi = _loosened(lo, hi)
         return lo, hi
 
     def null_count(self, c: n.Column) -> pa.Array | None:
@@ -489,6 +487,13 @@ def _widening(source, target) -> bool:
     return source.name == "float" and target.name == "double"
 
 
+def _loosened(lo, hi, eps: float = 1e-9) -> tuple:
+    """float64 bounds widened by a relative rounding error (decimals compared as doubles)."""
+    lo = pc.subtract(lo, pc.multiply(pc.add(pc.abs(lo), 1.0), eps)) if lo is not None else None
+    hi = pc.add(hi, pc.multiply(pc.add(pc.abs(hi), 1.0), eps)) if hi is not None else None
+    return lo, hi
+
+
 def _stats_column(e: n.Expr) -> n.Column | None:
     """The column whose stats bound ``e``: a column, or a widening cast of one."""
     if isinstance(e, n.Column):
@@ -517,9 +522,7 @@ def _bounds_as(lo, hi, c: n.Column, target) -> tuple:
         lo = pc.cast(lo, pa.float64(), safe=False) if lo is not None else None
         hi = pc.cast(hi, pa.float64(), safe=False) if hi is not None else None
         if isinstance(target, n.DecimalType) and not isinstance(c.type, n.DecimalType):
-            eps = 1e-9
-            lo = pc.subtract(lo, pc.multiply(pc.add(pc.abs(lo), 1.0), eps)) if lo is not None else None
-            hi = pc.add(hi, pc.multiply(pc.add(pc.abs(hi), 1.0), eps)) if hi is not None else None
+            lo, hi = _loosened(lo, hi)
         return lo, hi
     arrow = target.to_arrow()
     return (pc.cast(lo, arrow) if lo is not None else None), (pc.cast(hi, arrow) if hi is not None else None)
