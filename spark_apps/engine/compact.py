@@ -64,7 +64,14 @@ def _read_plain(storage, spec, schema, parts, rows, read) -> pa.Table:
     bin's partition values (one partition per bin) taken from the first file read the usual way."""
     from .paths import file_locations
 
-    raw = storage.read_parquet_files(file_locations(spec.table_uri, pa.array([r["path"] for r in rows], pa.string())))
+    try:
+        raw = storage.read_parquet_files(
+            file_locations(spec.table_uri, pa.array([r["path"] for r in rows], pa.string()))
+        )
+    except FileNotFoundError:  # name the file as every reader does (DataFileMissingError)
+        for r in rows:
+            read(r)
+        raise
     first = read(rows[0]).slice(0, 1)
     columns = []
     for f in schema.to_arrow_schema():

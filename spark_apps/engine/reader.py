@@ -38,6 +38,7 @@ plus one batch, whatever the file size (files are written up to 128 MiB compress
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -274,6 +275,16 @@ def missing_data_file(path_in_log: str, location: str) -> DataFileMissingError:
         "version?) still references it",
         "read a newer version of the table, or restore the file from a backup",
     )
+
+
+_MISSING = re.compile(r"^Data file '(.+)' referenced by the table's log is missing \(looked at '")
+
+
+def missing_file_path(error: DataFileMissingError) -> str | None:
+    """The log path of the file a :func:`missing_data_file` error names (also after the error crossed
+    from an executor, which carries its text only)."""
+    m = _MISSING.match(error.problem)
+    return m.group(1) if m else None
 
 
 def _dv_descriptor(dv: Any):

@@ -58,7 +58,8 @@ def test_vacuum_beside_writers_loses_nothing(tmp_path):
     create_table(root, schema="id BIGINT")
     # Delta's contract: the retention outlasts the longest transaction. A Spark merge on two busy cores
     # takes a few seconds (with a 2-second retention one read a file a concurrent OPTIMIZE had removed
-    # and VACUUM had deleted since: DataFileMissingError), so 8 s here, over a 16-second race.
+    # and VACUUM had deleted since; that is now a retryable ConcurrentDeleteReadError, see
+    # test_vacuum.py), so 8 s here, over a 16-second race, for merges to land.
     seconds, retention_s, start = 16, 8, tmp_path / "start"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     writers = [

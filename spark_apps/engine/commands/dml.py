@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from ..actions import RemoveFile
 from ..errors import AppendOnlyViolationError
 from ..progress import report
+from .reads import reads_snapshot_files
 from .result import CommandResult, DeleteMetrics, Stopwatch, UpdateMetrics
 
 __all__ = ["delete", "update", "removes_for", "rewrite_candidates", "apply_outcomes"]
@@ -212,6 +213,7 @@ def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metri
     return removes_for(removed), adds, matched, written
 
 
+@reads_snapshot_files("DELETE")
 def delete(snapshot, predicate: str | None = None, *, spark=None, **txn_options) -> CommandResult:
     """DELETE FROM the table WHERE ``predicate`` (all rows when None); see the module docstring.
 
@@ -245,6 +247,7 @@ def delete(snapshot, predicate: str | None = None, *, spark=None, **txn_options)
     return plan.commit(removes, adds, metrics)
 
 
+@reads_snapshot_files("UPDATE")
 def update(
     snapshot, updates: Mapping[str, str], predicate: str | None = None, *, spark=None, **txn_options
 ) -> CommandResult:

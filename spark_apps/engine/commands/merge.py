@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 
 from ..errors import AppendOnlyViolationError, InvalidArgumentError, InvalidPredicateError
 from ..progress import report
+from .reads import reads_snapshot_files
 from .result import CommandResult, MergeMetrics, Stopwatch
 
 __all__ = ["MergeBuilder", "MergeClause", "merge"]
@@ -441,6 +442,7 @@ def candidate_predicate(plan: MergePlan, key_values: list) -> object | None:
 # the command
 
 
+@reads_snapshot_files("MERGE")
 def merge(
     snapshot,
     source,

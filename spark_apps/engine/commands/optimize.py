@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
+from .reads import reads_snapshot_files
 from .result import CommandResult, OptimizeMetrics, Stopwatch
 
 __all__ = ["optimize", "plan_bins"]
@@ -105,6 +106,7 @@ def _percentiles(sizes: list[int]) -> dict:
     }
 
 
+@reads_snapshot_files("OPTIMIZE")
 def optimize(
     snapshot,
     *,

@@ -60,6 +60,11 @@ def commit_file_name(version: int) -> str:
     return f"{version:020d}.json"
 
 
+def commit_path(storage: Storage, table_root: str, version: int) -> str:
+    """The location of commit ``version`` of the table at ``table_root``."""
+    return storage.join(log_dir_of(storage, table_root), commit_file_name(version))
+
+
 def classic_checkpoint_name(version: int) -> str:
     return f"{version:020d}.checkpoint.parquet"
 

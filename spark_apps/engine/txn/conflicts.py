@@ -603,3 +603,38 @@ def _is_downgrade(old: Protocol, new: Protocol) -> bool:
 def check_winning_commit(current: CurrentTransaction, winner: WinningCommit) -> None:
     """Run every check of :class:`ConflictChecker`; raises the first conflict found."""
     ConflictChecker(current, winner).check()
+
+
+def vanished_file_conflict(snapshot, error, operation: str) -> ConcurrentDeleteReadError | None:
+    """A data file ``operation`` read from ``snapshot`` is gone (``error``, a DataFileMissingError).
+    When a later commit removed it (and VACUUM then deleted it: its retention was shorter than this
+    operation took), that is a concurrent change: a retryable ConcurrentDeleteReadError naming the
+    commit, as the commit's own conflict check would have said. ``None`` when no later commit removed
+    it (a file deleted outside Delta stays a DataFileMissingError)."""
+    from ..log.file_actions import partition_keys_of
+    from ..log.listing import commit_path, latest_version
+    from ..reader import missing_file_path
+
+    path = missing_file_path(error)
+    storage, root = snapshot.storage, snapshot.table_root
+    latest = latest_version(storage, root) if path is not None else None
+    if latest is None or latest <= snapshot.version:
+        return None
+    keys = partition_keys_of(snapshot.metadata)
+    for version in range(snapshot.version + 1, latest + 1):
+        try:
+            raw = storage.read_bytes(commit_path(storage, root, version))
+        except FileNotFoundError:  # cleaned up behind a checkpoint: it cannot say
+            continue
+        winner = WinningCommit.from_bytes(version, raw, partition_keys=keys, table_root=root)
+        if _first_in(winner.removes.column("path"), pa.array([path], pa.string())) is not None:
+            return ConcurrentDeleteReadError(
+                f"{operation} lost a file it read to a concurrent commit",
+                f"it read version {snapshot.version}; commit {version} ({winner.operation}) removed '{path}' "
+                "and VACUUM has since deleted it (VACUUM's retention was shorter than this operation took)",
+                "retry the operation (it re-reads the table at its latest version); keep VACUUM's retention "
+                "longer than the longest operation on the table",
+                winning_version=version,
+                winning_operation=winner.operation,
+            )
+    return None

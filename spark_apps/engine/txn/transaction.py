@@ -69,7 +69,7 @@ from ..errors import (
     LogCorruptedError,
 )
 from ..log.file_actions import partition_keys_of
-from ..log.listing import commit_file_name, latest_version, log_dir_of
+from ..log.listing import commit_path, latest_version, log_dir_of
 from .conflicts import (
     CurrentTransaction,
     ReadPredicate,
@@ -98,10 +98,6 @@ def _engine_info() -> str:
             return f"{ENGINE_INFO}/{version('airflow-delta-provider')}"
         except Exception:
             return ENGINE_INFO
-
-
-def commit_path(storage, table_root: str, version: int) -> str:
-    return storage.join(log_dir_of(storage, table_root), commit_file_name(version))
 
 
 @dataclass

@@ -132,3 +132,37 @@ def test_time_travel_and_restore_after_a_vacuum(tmp_path):
     restored = t.restore(version=1)
     assert restored["numRemovedFiles"] == 0 and restored["numOfFilesAfterRestore"] == 1
     assert _rows(root) == [(1, 10, "a"), (2, 20, "a")]
+
+
+def test_a_file_read_then_removed_and_vacuumed_is_a_retryable_conflict(tmp_path):
+    """An operation that outlives VACUUM's retention: a file of the version it read was removed by a
+    later commit and deleted by VACUUM meanwhile. It fails with Delta's retryable conflict for a
+    concurrent removal (naming the commit), not with a permanent "file missing"; a retry succeeds. A file
+    deleted outside Delta (no commit removed it) stays a DataFileMissingError."""
+    from airflow_delta_provider_apps.engine.commands import dml
+    from airflow_delta_provider_apps.engine.commands.optimize import optimize
+    from airflow_delta_provider_apps.engine.errors import ConcurrentDeleteReadError, DataFileMissingError
+
+    root = _new_table(tmp_path)
+    _append(root, [1, 2])
+    _append(root, [3, 4])
+    t = DeltaTable(None, root)
+    stale = t.snapshot()
+    compacted = t.optimize()["version"]  # removes both files (OPTIMIZE)
+    future = int(time.time() * 1000) + HOUR_MS
+    assert vacuum(t.snapshot(), 0, enforce_retention_duration=False, now_ms=future).metrics.num_deleted_files == 2
+    for name, run in (
+        ("DELETE", lambda: dml.delete(stale, "id = 1")),
+        ("UPDATE", lambda: dml.update(stale, {"v": "v + 1"}, "id = 1")),
+        ("OPTIMIZE", lambda: optimize(stale)),
+    ):
+        with pytest.raises(
+            ConcurrentDeleteReadError, match=rf"{name} lost a file.*commit {compacted} \(OPTIMIZE\)"
+        ) as e:
+            run()
+        assert e.value.retryable and e.value.winning_version == compacted
+    assert t.delete("id = 1")["numDeletedRows"] == 1  # the retry reads the new version
+    live = os.path.join(root, t.snapshot().files.column("path")[0].as_py())
+    os.remove(live)
+    with pytest.raises(DataFileMissingError):
+        t.update({"v": "v + 1"}, "id = 3")

@@ -1,0 +1,33 @@
+"""Commands that read a snapshot's data files (DELETE, UPDATE, MERGE, OPTIMIZE): when one of those
+files is gone because a later commit removed it and VACUUM deleted it meanwhile, the command fails with
+the retryable conflict Delta reports for a concurrent removal of a file it read, not with a permanent
+"file missing" error (a retry reads the new version and succeeds)."""
+
+from __future__ import annotations
+
+import functools
+
+from ..errors import DataFileMissingError
+
+__all__ = ["reads_snapshot_files"]
+
+
+def reads_snapshot_files(operation: str):
+    """Decorate a command whose first argument is the snapshot it reads."""
+
+    def decorate(command):
+        @functools.wraps(command)
+        def run(snapshot, *args, **kwargs):
+            try:
+                return command(snapshot, *args, **kwargs)
+            except DataFileMissingError as e:
+                from ..txn.conflicts import vanished_file_conflict
+
+                conflict = vanished_file_conflict(snapshot, e, operation)
+                if conflict is None:
+                    raise
+                raise conflict from e
+
+        return run
+
+    return decorate
