@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
-KINDS = ("str", "int", "float", "bool", "list", "dict", "schema", "updates", "clauses")
+KINDS = ("str", "int", "version", "float", "bool", "list", "dict", "schema", "updates", "clauses")
 
 #: MERGE clause dicts: ``when`` -> the ``then`` actions it allows (the builder's method names)
 MERGE_CLAUSES = {
@@ -57,7 +57,8 @@ class Arg:
     """One argument of an operation.
 
     :param name: the parameter name (Python keyword, ``--spec-json`` key, operator attribute)
-    :param kind: ``str``, ``int``, ``bool``, ``list`` (of strings; a comma-separated string is
+    :param kind: ``str``, ``int``, ``version`` (a table version: the engine's ``parse_version``),
+        ``float``, ``bool``, ``list`` (of strings; a comma-separated string is
         accepted), ``dict`` (strings to strings), ``schema`` (DDL text or schema JSON, dict accepted),
         ``updates`` (``{column: expression}``; CLI ``--set col=EXPR``), ``clauses`` (MERGE's WHEN
         clauses: a list of ``{"when", "then", "condition"?, "set"?, "values"?}`` dicts or its JSON)
@@ -161,6 +162,14 @@ def coerce(arg: Arg, value: Any) -> Any:
     if value is None:
         return None
     kind = arg.kind
+    if kind == "version":  # the engine's one rule (2.7, True, -1 refused); imported only when used
+        from .engine.errors import InvalidArgumentError
+        from .engine.values import parse_version
+
+        try:
+            return parse_version(value, arg.name)
+        except InvalidArgumentError as e:  # the caller adds its own "Fix:"
+            raise ValueError(f"{e.problem}: {e.cause}; {e.fix}") from None
     if kind == "int":
         if isinstance(value, bool):
             raise ValueError(f"{arg.name}={value!r} is not an integer")
@@ -361,7 +370,7 @@ _OPERATIONS = (
         "airflow_delta_provider_apps.runners:read",
         args=(
             Arg("output", help="PATH.parquet to write"),
-            Arg("version", "int", help="time travel to this version"),
+            Arg("version", "version", help="time travel to this version"),
             Arg("timestamp", help="time travel to this timestamp"),
         ),
         metrics=("numOutputRows", "numFiles"),
@@ -546,7 +555,7 @@ _OPERATIONS = (
         "make the table's live files those of an older version (no Spark)",
         "airflow_delta_provider_apps.runners:restore",
         args=(
-            Arg("version", "int", help="the version to restore"),
+            Arg("version", "version", help="the version to restore"),
             Arg("timestamp", help="or the version as of this timestamp"),
         ),
         metrics=(

@@ -110,9 +110,12 @@ def _source_schema(params: Mapping):
     if not source or params.get("source_query") or not _local(str(source)):
         return None
     if fmt == "delta":
+        from .engine.values import parse_version
+
         where = table_location(str(source))
         version = (params.get("source_options") or {}).get("versionAsOf")
-        return load_snapshot(storage_for(where), where, version=int(version) if version is not None else None).schema
+        version = parse_version(version, "versionAsOf") if version is not None else None
+        return load_snapshot(storage_for(where), where, version=version).schema
     if fmt == "parquet":
         import pyarrow.dataset as ds
 

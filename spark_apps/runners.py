@@ -101,12 +101,12 @@ def read_source(spark, params: dict):
         )
     if fmt == "delta":
         from .engine import DeltaTable
+        from .engine.values import parse_version
 
         version = options.pop("versionAsOf", None)
         ts = options.pop("timestampAsOf", None)
-        return DeltaTable.for_path(spark, source).to_df(
-            version=int(version) if version is not None else None, timestamp=ts
-        )
+        version = parse_version(version, "versionAsOf") if version is not None else None
+        return DeltaTable.for_path(spark, source).to_df(version=version, timestamp=ts)
     if fmt == "csv":
         options = {"header": "true", "inferSchema": "true", **options}
     try:

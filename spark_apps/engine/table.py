@@ -33,6 +33,7 @@ import json
 
 from .errors import InvalidArgumentError, TableNotFoundError
 from .storage import storage_for, table_location
+from .values import parse_version
 
 
 def parse_timestamp_ms(value) -> int:
@@ -168,12 +169,7 @@ class DeltaTable:
                 "Both a version and a timestamp were given for time travel", None, "pass only one of them"
             )
         if version is not None:
-            try:
-                version = int(version)
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    f"Version {version!r} is not an integer", None, "pass a table version number"
-                ) from None
+            version = parse_version(version)
         ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
         return load_snapshot(self.storage, self.table_uri, version=version, timestamp_ms=ts)
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
+from ..values import parse_version
 from .result import CommandResult, RestoreMetrics
 
 __all__ = ["restore"]
@@ -56,9 +57,11 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
             f"got version={version!r}, timestamp={timestamp!r}",
             "pass version=N or timestamp='2026-01-01T00:00:00Z'",
         )
+    if version is not None:  # before anything is read or written: 2.7 must never restore version 2
+        version = parse_version(version)
     features.check_write_supported(snapshot.protocol, snapshot.metadata)
     storage, root = snapshot.storage, snapshot.table_root
-    target = load_snapshot(storage, root, version=None if version is None else int(version), timestamp_ms=timestamp_ms)
+    target = load_snapshot(storage, root, version=version, timestamp_ms=timestamp_ms)
     if target.version > snapshot.version:
         raise InvalidArgumentError(
             f"Cannot RESTORE to version {target.version}", f"the table's latest version is {snapshot.version}", None

@@ -1,0 +1,113 @@
+"""Input values of issue #24, each parsed at one place (``engine/values.py`` and friends) and refused the
+same way through the engine API, the CLI (exit 1, ``DELTA_ERROR <Class>: ...``) and the Airflow
+operators (in process, no Spark)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from airflow_delta_provider_apps import cli
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.commands.create_table import create_table
+from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+from airflow_delta_provider_apps.engine.log.listing import latest_version
+from airflow_delta_provider_apps.engine.storage import storage_for
+
+
+def _table(tmp_path, commits: int = 3) -> str:
+    """A table at version ``commits``: version 0 empty, then one row per append."""
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    for i in range(commits):
+        append_arrow(root, pa.table({"id": [i]}))
+    return root
+
+
+def _version(root: str) -> int:
+    return latest_version(storage_for(root), root)
+
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    """Exit code and last stdout line of the app's command line."""
+    code = cli.main(list(argv))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    return code, lines[-1]
+
+
+@pytest.fixture
+def no_spark_submit(monkeypatch):
+    from airflow_delta_provider.hooks.delta import DeltaHook
+
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+
+
+# ------------------------------------------------------------------ 1. table versions
+
+
+@pytest.mark.parametrize("bad", [2.7, 2.0, True, False, -1, "-1", "abc", "2.7", "", 2**63])
+def test_a_version_that_is_not_a_whole_number_from_0_is_refused_before_anything_is_written(tmp_path, bad):
+    root = _table(tmp_path)
+    t = DeltaTable(None, root)
+    with pytest.raises(InvalidArgumentError, match="is not a table version"):
+        t.restore(version=bad)
+    with pytest.raises(InvalidArgumentError, match="is not a table version"):
+        t.snapshot(version=bad)
+    assert _version(root) == 3  # no RESTORE committed
+
+
+def test_whole_number_versions_are_taken_as_ints_or_digits(tmp_path):
+    import numpy as np
+
+    from airflow_delta_provider_apps.engine.values import parse_version
+
+    assert [parse_version(v) for v in (3, "3", " 3 ", np.int64(3), 0)] == [3, 3, 3, 3, 0]
+    root = _table(tmp_path)
+    t = DeltaTable(None, root)
+    assert t.snapshot(version="1").version == 1
+    assert t.restore(version="2")["restored_version"] == 2 and _version(root) == 4
+
+
+def test_a_float_version_fails_the_cli_with_exit_1(tmp_path, capsys):
+    root = _table(tmp_path)
+    for argv in (
+        ["restore", "--table-uri", root, "--version", "2.7"],
+        ["restore", "--table-uri", root, "--spec-json", '{"version": 2.7}'],
+        ["restore", "--table-uri", root, "--spec-json", '{"version": true}'],
+        ["read", "--table-uri", root, "--output", str(tmp_path / "o.parquet"), "--version", "-1"],
+    ):
+        code, last = _cli(capsys, *argv)
+        assert code == 1 and last.startswith("DELTA_ERROR InvalidArgumentError: ") and "not a table version" in last
+        assert "Fix: " in last
+    assert _version(root) == 3
+    code, last = _cli(capsys, "restore", "--table-uri", root, "--version", "1")
+    assert code == 0 and '"restored_version":1' in last
+
+
+def test_a_float_version_is_refused_by_the_restore_operator(tmp_path, no_spark_submit):
+    from airflow_delta_provider.exceptions import DeltaConfigurationError
+    from airflow_delta_provider.operators.delta import DeltaRestoreOperator
+
+    root = _table(tmp_path)
+    with pytest.raises(ValueError, match="version=2.7 is not a table version"):  # at DAG parse time
+        DeltaRestoreOperator(task_id="r", table_uri=root, version=2.7)
+    op = DeltaRestoreOperator(task_id="r", table_uri=root, version="{{ params.v }}")
+    op.version = "2.7"  # as rendered
+    with pytest.raises(DeltaConfigurationError, match="is not a table version"):
+        op.execute({})
+    assert _version(root) == 3
+    op.version = "1"
+    assert op.execute({})["restored_version"] == 1
+
+
+def test_a_delta_source_version_is_parsed_by_the_same_rule(tmp_path):
+    from airflow_delta_provider_apps.preflight import preflight
+
+    source = _table(tmp_path)
+    target = str(tmp_path / "target")
+    create_table(target, schema="id BIGINT")
+    base = {"table_uri": target, "source": source, "source_format": "delta", "mode": "append"}
+    preflight("write", {**base, "source_options": {"versionAsOf": "1"}})
+    with pytest.raises(InvalidArgumentError, match="versionAsOf='1.5' is not a table version"):
+        preflight("write", {**base, "source_options": {"versionAsOf": "1.5"}})
