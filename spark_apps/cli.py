@@ -171,26 +171,35 @@ def run(params: dict, spark=None) -> dict:
     return ops.load_runner(op)(params, spark)
 
 
-def run_in_process(operation: str, table_uri: str, params: dict) -> dict:
-    """Run an operation that needs no Spark in THIS process: the same runner spark-submit would run,
-    with the same parameter checks. Returns the result dict; raises :class:`DeltaError` (an
-    :class:`InvalidArgumentError` when these parameters need Spark)."""
+def run_checked(operation: str, table_uri: str, params: dict, *, spark_factory=None) -> dict:
+    """Run one operation in THIS process with the same parameter checks as the command line: without
+    Spark (``spark_factory`` None: operations that need none), or with the session ``spark_factory()``
+    returns, created only when these parameters need Spark (a Spark Connect session: the task is
+    the client). Returns the result dict; raises :class:`DeltaError` (an
+    :class:`InvalidArgumentError` when these parameters need Spark and there is none)."""
     op = ops.get(operation)
     given = {k: v for k, v in (params or {}).items() if v is not None}
     try:
         full = ops.check_params(op, {**op.defaults(), **given, "operation": op.name, "table_uri": table_uri})
     except ValueError as e:
         raise InvalidArgumentError(f"Bad parameters for {op.name}", str(e), "fix the argument") from None
-    if not op.runs_in_process(full):
+    needs_spark = op.spark_needed(full)
+    if needs_spark and spark_factory is None and not op.runs_in_process(full):
         raise InvalidArgumentError(
             f"'{op.name}' cannot run in the worker process with these arguments",
             "it reads or writes data, which needs Spark",
             "use execution='spark-submit' (the default)",
         )
+    spark = spark_factory() if needs_spark and spark_factory is not None else None
     try:
-        return run(full, None)
+        return run(full, spark)
     except Exception as e:  # the same classification the app applies under spark-submit
-        raise _as_delta_error(e) from e
+        raise as_delta_error(e) from e
+
+
+def run_in_process(operation: str, table_uri: str, params: dict) -> dict:
+    """Run an operation that needs no Spark in THIS process (:func:`run_checked` without a session)."""
+    return run_checked(operation, table_uri, params)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -201,7 +210,9 @@ def _error_result(err: DeltaError) -> dict:
     return {"status": "error", **err.to_dict()}
 
 
-def _as_delta_error(e: BaseException) -> DeltaError:
+def as_delta_error(e: BaseException) -> DeltaError:
+    """``e`` as the DeltaError the app reports: itself, an executor's DeltaError, a Spark analysis
+    error as bad input, an I/O error, a Spark or Spark Connect infrastructure failure (retryable)."""
     if isinstance(e, DeltaError):
         return e
     if "DELTA_EXECUTOR_ERROR" in str(e):
@@ -258,7 +269,7 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
         _load_storage_env(params.pop("storage_env_file", None))
         result = run(params, spark)
     except Exception as e:
-        err = _as_delta_error(e)
+        err = as_delta_error(e)
         if not isinstance(e, DeltaError):
             traceback.print_exc(file=sys.stderr)
         try:

@@ -22,6 +22,15 @@ class SparkInfrastructureError(DeltaError):
 
 
 _PATTERNS = [
+    # Spark Connect (gRPC): the server is gone, or came back without this run's session
+    (
+        re.compile(r"(INVALID_HANDLE\.SESSION_|SESSION_CHANGED|INVALID_HANDLE\.OPERATION_ABANDONED)"),
+        "the Spark Connect server restarted or lost this task's session",
+    ),
+    (
+        re.compile(r"(StatusCode\.UNAVAILABLE|failed to connect to all addresses|RETRIES_EXCEEDED)"),
+        "cannot reach the Spark Connect server{master}",
+    ),
     (
         re.compile(
             r"(All masters are unresponsive|Failed to connect to master|Could not connect to|"

@@ -10,6 +10,8 @@ internals can move without touching the provider (``tests/test_layering.py`` enf
   (a retry reports it instead of applying twice; a lost result is recovered from it);
 * :func:`run_in_process`: an operation that needs no Spark (create without data, checkpoint, log
   cleanup, describe, history) run in the worker itself (``execution="local"``);
+* :class:`ConnectRun`: an operation run in the worker as a Spark Connect client, its Spark work on
+  the server (a ``spark_connect`` connection);
 * the read-only log API the sensor and the hook use: :func:`latest_version`,
   :func:`read_commit_infos`, :func:`storage_for`, :func:`normalize_table_uri`, :class:`DeltaError`;
 * :func:`storage_settings`: object-store credentials for a block of work in the worker or the
@@ -18,10 +20,12 @@ internals can move without touching the provider (``tests/test_layering.py`` enf
 
 from __future__ import annotations
 
+from .connect import ConnectRun
 from .engine import errors as _errors
 from .engine.errors import DeltaError
 from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
+from .engine.progress import reporting_to as progress_to
 from .engine.storage import normalize_table_uri, storage_for, storage_settings, table_location
 from .failures import infrastructure_cause
 from .landed import landed_result
@@ -29,6 +33,7 @@ from .preflight import preflight
 from .versions import install_problem
 
 __all__ = [
+    "ConnectRun",
     "DeltaError",
     "error_retryable",
     "infrastructure_cause",
@@ -37,6 +42,7 @@ __all__ = [
     "latest_version",
     "normalize_table_uri",
     "preflight",
+    "progress_to",
     "read_commit_infos",
     "run_in_process",
     "storage_for",

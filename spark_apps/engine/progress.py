@@ -9,8 +9,9 @@ line. Best effort by design: in cluster deploy mode the driver's stdout does not
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 
-__all__ = ["report", "set_sink"]
+__all__ = ["report", "reporting_to", "set_sink"]
 
 _sink: Callable[[dict], None] | None = None
 
@@ -29,3 +30,15 @@ def report(operation: str, phase: str, **counts) -> None:
         _sink({"operation": operation, "phase": phase, **counts})
     except Exception:  # progress must never fail a command
         pass
+
+
+@contextmanager
+def reporting_to(sink: Callable[[dict], None]):
+    """Events of the commands run inside the block go to ``sink`` (a run in this process: the
+    provider logs them), then to where they went before."""
+    global _sink
+    previous, _sink = _sink, sink
+    try:
+        yield
+    finally:
+        _sink = previous

@@ -49,7 +49,7 @@ def _conn(monkeypatch, conn_id: str, host: str, **extra) -> str:
 
 
 def _command(hook: DeltaHook, operation="write", table_uri="/data/t", **params):
-    sub, application, result_uri = hook.build_submit_hook(operation, table_uri, params)
+    sub, application, result_uri = hook.submitter.build_submit_hook(operation, table_uri, params)
     return sub._build_spark_submit_command(application), application, result_uri
 
 
@@ -487,12 +487,14 @@ def test_on_kill_is_delegated_to_the_submission(tmp_path, monkeypatch):
     worker = threading.Thread(target=run)
     started = time.monotonic()
     worker.start()
-    while (hook._submit_hook is None or hook._submit_hook._submit_sp is None) and time.monotonic() - started < 30:
+    while (
+        hook.submitter._submit_hook is None or hook.submitter._submit_hook._submit_sp is None
+    ) and time.monotonic() - started < 30:
         time.sleep(0.05)
     hook.on_kill()
     worker.join(timeout=60)
     assert not worker.is_alive()
-    assert hook._submit_hook._submit_sp.returncode != 0
+    assert hook.submitter._submit_hook._submit_sp.returncode != 0
     assert isinstance(outcome["error"], DeltaRetryableError)  # killed before reporting: retry may help
 
 
@@ -536,7 +538,7 @@ def test_bad_input_stays_permanent():
 def test_app_side_spark_failures_become_retryable_errors():
     from airflow_delta_provider_apps import cli
 
-    err = cli._as_delta_error(RuntimeError("java.io.IOException: Failed to connect to master localhost:1"))
+    err = cli.as_delta_error(RuntimeError("java.io.IOException: Failed to connect to master localhost:1"))
     assert err.retryable and "cannot reach the Spark master" in err.problem
 
 
@@ -567,7 +569,7 @@ def test_stack_traces_stay_out_of_the_task_log_unless_verbose(monkeypatch):
 
 def test_a_mixed_pyspark_install_fails_at_the_first_task_with_the_fix(monkeypatch):
     import airflow_delta_provider_apps.versions as versions
-    from airflow_delta_provider.hooks import delta as hook_mod
+    from airflow_delta_provider.hooks import submit as hook_mod
 
     monkeypatch.delenv("SPARK_HOME", raising=False)
     monkeypatch.setattr(hook_mod, "_PYSPARK_CHECKED", {})
@@ -609,7 +611,7 @@ def test_an_unreachable_master_in_real_spark_submit_output_is_retryable_and_name
         "An error occurred while calling None.org.apache.spark.sql.classic.SparkSession.\n"
         ": java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext."
     )
-    err = cli._as_delta_error(app_seen)
+    err = cli.as_delta_error(app_seen)
     assert err.retryable
     file_result = {"status": "error", **err.to_dict()}
     with pytest.raises(DeltaRetryableError) as e:
@@ -746,6 +748,7 @@ def test_the_spark_application_link_comes_from_spark_submits_output(monkeypatch)
         sub._process_spark_submit_log(iter(lines))
         assert sub.application_url == url
         hook = DeltaHook("spark_default")
-        hook._submit_hook = sub
+        hook.submitter._submit_hook = sub
+        hook.transport = hook.submitter
         op.__dict__["hook"] = hook
         assert SparkApplicationLink().get_link(op, ti_key=None) == (url or "")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
+
 DEFAULT_CONF = {
     # Arrow batches flow through mapInArrow for reading and writing data files.
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -32,6 +35,86 @@ def build_session(app_name: str = "delta-engine", master: str | None = None, con
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+#: a Connect client's retries of a failed RPC: 6 tries over ~6 s (pyspark's DefaultPolicy arguments;
+#: its defaults wait ~10 minutes for a server that is gone)
+CONNECT_RETRY = {
+    "max_retries": 5,
+    "initial_backoff": 200,
+    "backoff_multiplier": 2.0,
+    "max_backoff": 3000,
+    "jitter": 100,
+}
+
+#: what a Connect session does not take from :data:`DEFAULT_CONF`: static properties, the server's own
+_SERVER_OWNED = ("spark.ui.enabled", "spark.ui.showConsoleProgress")
+
+
+def connect_session(url: str, *, conf: dict | None = None, pyfiles=(), app_name: str = "delta-engine"):
+    """A new Spark Connect session on ``url`` (``sc://...``) for one run: the client's retries bounded
+    by :data:`CONNECT_RETRY` before its first call, :data:`DEFAULT_CONF`'s
+    runtime properties and ``conf`` set on the session, and ``pyfiles`` (the apps' zip) added to the
+    server's Python path for this session's UDFs. Works with ``pyspark-client`` alone (no JVM here)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession
+
+    session = SparkSession.builder.remote(url).create()  # no RPC yet: the retry policy comes first
+    try:
+        session.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRY)])
+        settings = {k: v for k, v in DEFAULT_CONF.items() if k not in _SERVER_OWNED}
+        settings.update({str(k): str(v) for k, v in (conf or {}).items()})
+        for key, value in settings.items():
+            _set_conf(session, key, value)
+        if pyfiles:
+            session.addArtifacts(*pyfiles, pyfile=True)
+    except BaseException as e:
+        # a server that cannot be reached has no session to release: do not wait on retries for it
+        session.release_session_on_close = "UNAVAILABLE" not in str(e)
+        session.stop()
+        raise
+    return session
+
+
+def _set_conf(session, key: str, value: str) -> None:
+    """One session property; a static one (the server's, fixed at its start) is refused clearly."""
+    try:
+        session.conf.set(key, value)
+    except Exception as e:
+        if "CANNOT_MODIFY" not in str(e) and "static" not in str(e).lower():
+            raise
+        from ..errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"Spark property '{key}' cannot be set on a Spark Connect session",
+            "it is a static property of the Spark Connect server, fixed when the server started",
+            f"set it where the server starts (--conf {key}=...), or drop it from spark_conf",
+        ) from None
+
+
+@contextmanager
+def connect_mode():
+    """pyspark's functions (``F.col``, ``Window``, ...) build Connect or classic columns by a process-wide
+    switch, the ``SPARK_CONNECT_MODE_ENABLED`` variable (always on with ``pyspark-client`` alone):
+    on inside the block, as it was after. One task runs per worker process; a process that also
+    holds a classic session (the tests) runs its Connect work inside this block only."""
+    before = os.environ.get(_CONNECT_MODE)
+    os.environ[_CONNECT_MODE] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_CONNECT_MODE, None)
+        else:
+            os.environ[_CONNECT_MODE] = before
+
+
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""The apps as shipped to Spark: a zip of the installed ``airflow_delta_provider_apps`` package.
+
+Built once per package version and content hash into a cache folder (deterministic bytes, written
+atomically), with a two-line launcher next to it that runs ``python -m airflow_delta_provider_apps``
+from that zip (``runpy``). spark-submit ships both (``--py-files`` and the application file); a Spark
+Connect session adds the zip as an artifact to its server's Python path. Driver, executors and
+Connect's Python workers therefore run exactly the zipped code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+import uuid
+import zipfile
+from dataclasses import dataclass
+
+from airflow_delta_provider.exceptions import DeltaConfigurationError
+
+__all__ = ["APP_PACKAGE", "AppBundle", "build_app_bundle", "clear_bundle_cache", "default_bundle_dir"]
+
+APP_PACKAGE = "airflow_delta_provider_apps"
+LAUNCHER_NAME = "delta_spark_app.py"
+LAUNCHER_SOURCE = (
+    '"""spark-submit entry of airflow-delta-provider: runs `python -m airflow_delta_provider_apps` from the --py-files zip."""\n'
+    "import runpy\n"
+    'runpy.run_module("airflow_delta_provider_apps", run_name="__main__", alter_sys=True)\n'
+)
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class AppBundle:
+    """The shipped apps: ``zip_path`` for ``--py-files``, ``launcher_path`` as the application file."""
+
+    zip_path: str
+    launcher_path: str
+    version: str
+    digest: str
+
+
+def _package_dir(package: str = APP_PACKAGE) -> str:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise DeltaConfigurationError(
+            f"The '{package}' package is not installed",
+            "the Delta apps ship from the installed airflow-delta-provider distribution",
+            "pip install airflow-delta-provider into the Airflow environment",
+        )
+    return list(spec.submodule_search_locations)[0]
+
+
+def _package_files(pkg_dir: str, package: str = APP_PACKAGE) -> list[tuple[str, str]]:
+    """(archive name, absolute path) of every .py file of the package, sorted. Archive names start
+    with the import name (the source folder may be named otherwise, as in a source checkout)."""
+    out = []
+    for root, dirs, files in os.walk(pkg_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                out.append((f"{package}/" + os.path.relpath(path, pkg_dir).replace(os.sep, "/"), path))
+    out.sort()
+    return out
+
+
+def _dist_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("airflow-delta-provider")
+    except Exception:
+        return "0+unknown"
+
+
+def default_bundle_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), "airflow-delta-provider", "bundles")
+
+
+def build_app_bundle(cache_dir: str | None = None) -> AppBundle:
+    """Zip the installed ``airflow_delta_provider_apps`` package once per (version, content hash); return the paths.
+
+    The zip's bytes depend only on the files' names and contents (sorted, fixed timestamps), so
+    two workers build identical files; each write goes to a temporary name and is renamed into place.
+    """
+    pkg_dir = _package_dir()
+    files = _package_files(pkg_dir)
+    h = hashlib.sha256()
+    contents = []
+    for arcname, path in files:
+        with open(path, "rb") as f:
+            data = f.read()
+        contents.append((arcname, data))
+        h.update(arcname.encode() + b"\0" + hashlib.sha256(data).digest())
+    h.update(LAUNCHER_SOURCE.encode())
+    digest = h.hexdigest()[:16]
+    version = _dist_version()
+    target = os.path.join(cache_dir or default_bundle_dir(), f"{version}-{digest}")
+    zip_path = os.path.join(target, f"{APP_PACKAGE}.zip")
+    launcher_path = os.path.join(target, LAUNCHER_NAME)
+    if not (os.path.isfile(zip_path) and os.path.isfile(launcher_path)):
+        os.makedirs(target, exist_ok=True)
+        tmp_zip = f"{zip_path}.{uuid.uuid4().hex}.tmp"
+        with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for arcname, data in contents:
+                info = zipfile.ZipInfo(arcname, date_time=_ZIP_EPOCH)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                zf.writestr(info, data)
+        os.replace(tmp_zip, zip_path)
+        tmp_launcher = f"{launcher_path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp_launcher, "w") as f:
+            f.write(LAUNCHER_SOURCE)
+        os.replace(tmp_launcher, launcher_path)
+    return AppBundle(zip_path=zip_path, launcher_path=launcher_path, version=version, digest=digest)
+
+
+def clear_bundle_cache(cache_dir: str | None = None) -> None:
+    """Delete every cached apps bundle (rebuilt on the next run)."""
+    shutil.rmtree(cache_dir or default_bundle_dir(), ignore_errors=True)

@@ -1,0 +1,80 @@
+"""The Spark Connect transport: the task is a Spark Connect client, its Spark work runs on the server.
+
+Data flow (one :meth:`ConnectTransport.run`)::
+
+    connection (``spark_connect``: host, port, token, user id, use_ssl; or a master ``sc://...``)
+      -> the sc:// URL (the apache-spark provider's rules)                  connections.connect_url()
+      -> a TCP probe of host:port: an unreachable server fails the task in seconds (retryable)
+      -> the apps' zip (the same one spark-submit ships)                     build_app_bundle()
+      -> one session: the run's Spark conf, the zip as an artifact           apps: ConnectRun
+      -> the operation's runner in this process, Spark jobs on the server, the commit from here
+      -> the result dict, the session released (also on failure and on_kill)
+
+No spark-submit, no JVM and no Spark distribution on the worker: ``pyspark-client`` is enough. The
+server's Python workers need pyarrow (as executors do under spark-submit). Object-store credentials
+of ``storage_conn_id`` stay in this process for the log and the commit, and reach the server's
+Python workers inside the tasks' serialized functions (as under spark-submit), never in a Spark
+property, a plan string or a log line.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+from urllib.parse import urlparse
+
+from airflow_delta_provider.exceptions import DeltaRetryableError
+from airflow_delta_provider.hooks.bundle import build_app_bundle
+from airflow_delta_provider.hooks.connections import connect_url, redacted_url
+from airflow_delta_provider.hooks.transport import Transport, app_run
+
+__all__ = ["ConnectTransport", "check_server_reachable"]
+
+DEFAULT_PORT = 15002  # Spark Connect's
+
+
+def check_server_reachable(url: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, retryable, when nothing accepts a TCP connection at the URL's host and port
+    (the gRPC client would otherwise back off through its retries first)."""
+    parsed = urlparse(url)
+    host, port = parsed.hostname, parsed.port or DEFAULT_PORT
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return
+    except OSError as e:
+        raise DeltaRetryableError(
+            "SparkInfrastructureError",
+            f"Spark failed: cannot reach the Spark Connect server '{redacted_url(url)}'. Cause: {e.strerror or e}. "
+            "Fix: check that the server is running and the connection's host and port; the task is retried.",
+            retryable=True,
+        ) from None
+
+
+class ConnectTransport(Transport):
+    """How a task reaches Spark over Spark Connect (see the module docstring)."""
+
+    name = "connect"
+
+    def __init__(self, hook) -> None:
+        super().__init__(hook)
+        self._run = None
+
+    def run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
+        from airflow_delta_provider_apps.protocol import ConnectRun
+
+        url = connect_url(self.hook.get_conn())
+        check_server_reachable(url)
+        bundle = build_app_bundle(self.hook.bundle_dir)
+        self._run = ConnectRun(
+            url,
+            conf={str(k): str(v) for k, v in self.hook.spark_conf.items()},
+            pyfiles=(bundle.zip_path,),
+            app_name=f"delta-{operation}",
+        )
+        self.log.info("Delta %s over Spark Connect at %s", operation, redacted_url(url))
+        return app_run(lambda: self._run.run(operation, table_uri, params), self.log)
+
+    def on_kill(self) -> None:
+        """Interrupt the session's running operations and release it."""
+        if self._run is not None:
+            self._run.interrupt()

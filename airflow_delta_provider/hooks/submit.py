@@ -1,0 +1,582 @@
+"""The spark-submit transport: one Delta app run as one Spark application.
+
+Data flow (one :meth:`SubmitTransport.run`)::
+
+    connection (type "spark"/"delta_spark": local[*], yarn, spark://, k8s://) + hook config
+      -> spark-submit settings (master, deploy mode, binary, conf)          submit_settings()
+      -> the bundled apps: airflow_delta_provider_apps.zip (--py-files) + launcher   build_app_bundle()
+      -> application args: <operation> --table-uri U --result-uri R --spec-json J
+      -> SparkSubmitHook.submit()  (its own Popen, log streaming, on_kill, yarn/k8s/standalone handling)
+      -> result: the --result-uri file first, else the last result line captured from stdout
+      -> dict, or DeltaRetryableError (AirflowException) / DeltaPermanentError (AirflowFailException)
+
+Rules:
+
+* The pyspark-bundled ``bin/spark-submit`` is found with ``importlib.util.find_spec`` (no import).
+  Order: the hook's ``spark_binary`` argument, the connection's ``spark-binary`` extra (looked up on
+  PATH, as the apache-spark provider does), ``$SPARK_HOME/bin/spark-submit``, the installed
+  pyspark's ``bin/spark-submit``, ``spark-submit``.
+* The job spec always travels as ONE ``--spec-json`` argument (keys are the CLI's argparse ``dest``
+  names, ``None`` values dropped): no quoting issues on any cluster manager.
+* Result channel: ``--result-uri``. Client deploy mode: a local temporary file (the driver runs in
+  the spark-submit process on this machine), unless a result folder is configured. Cluster deploy
+  mode: a file under ``result_dir`` (hook argument or connection extra ``delta_result_dir``) on storage
+  both sides reach (hdfs://, s3://, a shared mount); without one, cluster mode is refused unless the
+  run has a SetTransaction identity (its result is then read back from the log). Fallback: the last
+  ``{"status": ...}`` JSON line (or the last ``DELTA_ERROR`` line) captured from spark-submit's output.
+* Cluster deploy mode ships the zip and the launcher as local files: YARN uploads them to its
+  staging dir; on Kubernetes set ``spark.kubernetes.file.upload.path`` in ``spark_conf`` (or the
+  image must already contain the package). Standalone clusters do not run Python apps in cluster mode.
+* Local masters get ``spark.pyspark.python``/``spark.pyspark.driver.python`` = this interpreter (unless
+  set in ``spark_conf`` or the environment), so the app runs with the engine's dependencies.
+* SparkSubmitHook's public surface (``submit``, ``on_kill``, ``_build_spark_submit_command`` as its
+  subclasses override it) is used where it has one; the private members this module still reads
+  (``_submit_sp``, ``_should_track_driver_status``, ``_start_driver_status_tracking``, ``_driver_status``,
+  ``_driver_id``, ``_env``, ``_process_spark_submit_log``) are those of the provider versions
+  pyproject.toml admits, and ``tests/provider/test_hook.py`` runs them against a real spark-submit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import ALLOWED_SPARK_BINARIES, SparkSubmitHook
+
+from airflow_delta_provider.exceptions import (
+    AirflowException,
+    DeltaConfigurationError,
+    DeltaRetryableError,
+)
+from airflow_delta_provider.hooks.bundle import build_app_bundle
+from airflow_delta_provider.hooks.connections import (
+    RESULT_DIR_EXTRA,
+    as_spark_connection,
+    connection_extra,
+    master_from_connection,
+)
+from airflow_delta_provider.hooks.outcome import AppOutput, progress_text, resolve_outcome
+from airflow_delta_provider_apps.operations import OPERATIONS
+
+__all__ = [
+    "SparkSubmitOptions",
+    "SubmitSettings",
+    "SubmitTransport",
+    "check_master_reachable",
+    "find_spark_submit",
+]
+
+# The spec key naming the object-store settings file shipped with --files in cluster deploy mode.
+STORAGE_ENV_FILE_KEY = "storage_env_file"
+
+
+@dataclass(frozen=True)
+class SparkSubmitOptions:
+    """spark-submit settings passed through to :class:`SparkSubmitHook` (all optional).
+
+    One small object instead of thirty operator parameters; operators take it as ``submit_options``
+    (a dict with the same keys works too). Connection extras (``deploy-mode``, ``queue``, ``namespace``,
+    ``principal``, ``keytab``) still apply; a value set here wins, as in SparkSubmitHook.
+
+    :param deploy_mode: ``client`` or ``cluster``.
+    :param driver_memory: e.g. ``"2g"``.
+    :param executor_memory: e.g. ``"4g"``.
+    :param executor_cores: cores per executor.
+    :param num_executors: number of executors (YARN, Kubernetes).
+    :param total_executor_cores: total cores (standalone).
+    :param yarn_queue: YARN queue.
+    :param proxy_user: user to impersonate.
+    :param principal: Kerberos principal.
+    :param keytab: Kerberos keytab path.
+    :param properties_file: spark-defaults style properties file.
+    :param jars: comma-separated jars.
+    :param packages: comma-separated Maven coordinates.
+    :param files: comma-separated files for the executors' working directory.
+    :param archives: comma-separated archives.
+    :param extra_py_files: more ``--py-files`` after the bundled apps zip.
+    :param env_vars: environment variables for the driver (client mode: the spark-submit process).
+    :param name: Spark application name (default ``delta-<operation>``).
+    :param verbose: pass ``--verbose`` to spark-submit.
+    :param status_poll_interval: seconds between driver status polls (standalone cluster mode).
+    """
+
+    deploy_mode: str | None = None
+    driver_memory: str | None = None
+    executor_memory: str | None = None
+    executor_cores: int | None = None
+    num_executors: int | None = None
+    total_executor_cores: int | None = None
+    yarn_queue: str | None = None
+    proxy_user: str | None = None
+    principal: str | None = None
+    keytab: str | None = None
+    properties_file: str | None = None
+    jars: str | None = None
+    packages: str | None = None
+    files: str | None = None
+    archives: str | None = None
+    extra_py_files: tuple[str, ...] = ()
+    env_vars: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+    verbose: bool = False
+    status_poll_interval: int = 1
+
+    @classmethod
+    def coerce(cls, value: SparkSubmitOptions | dict | None) -> SparkSubmitOptions:
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            unknown = set(value) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise DeltaConfigurationError(
+                    f"Unknown spark-submit option(s) {sorted(unknown)}",
+                    f"SparkSubmitOptions knows {sorted(cls.__dataclass_fields__)}",
+                    "fix the key, or pass Spark properties through spark_conf",
+                )
+            value = dict(value)
+            if "extra_py_files" in value and isinstance(value["extra_py_files"], str):
+                value["extra_py_files"] = tuple(p for p in value["extra_py_files"].split(",") if p)
+            return cls(**value)
+        raise TypeError(f"submit_options must be SparkSubmitOptions or dict, not {type(value).__name__}")
+
+    def hook_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for SparkSubmitHook (everything but what DeltaHook sets itself)."""
+        d = asdict(self)
+        for own in ("extra_py_files", "name", "env_vars"):
+            d.pop(own)
+        d["env_vars"] = dict(self.env_vars) or None
+        return {k: v for k, v in d.items() if v is not None}
+
+
+_PYSPARK_CHECKED: dict[str, str | None] = {}
+
+
+def _check_pyspark_install(binary: str) -> None:
+    """When spark-submit comes from the installed pyspark, its Python code and jars must agree: a
+    mixed pyspark / pyspark-client install fails here, at the first task, with the one-line fix,
+    not deep in a Java trace at spark-submit time. Checked once per process."""
+    if os.environ.get("SPARK_HOME") or binary == "spark-submit":
+        return
+    if binary not in _PYSPARK_CHECKED:
+        try:
+            from airflow_delta_provider_apps.protocol import install_problem
+
+            _PYSPARK_CHECKED[binary] = install_problem()
+        except Exception:  # pyspark not importable here: spark-submit reports it
+            _PYSPARK_CHECKED[binary] = None
+    problem = _PYSPARK_CHECKED[binary]
+    if problem:
+        problem_text, _, fix = problem.partition(" Fix: ")
+        raise DeltaConfigurationError(problem_text, None, fix or None)
+
+
+def find_spark_submit() -> str:
+    """``$SPARK_HOME/bin/spark-submit``, else the installed pyspark's, else ``spark-submit`` (PATH)."""
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home:
+        cand = os.path.join(spark_home, "bin", "spark-submit")
+        if os.access(cand, os.X_OK):
+            return cand
+    spec = importlib.util.find_spec("pyspark")
+    if spec is not None and spec.submodule_search_locations:
+        cand = os.path.join(list(spec.submodule_search_locations)[0], "bin", "spark-submit")
+        if os.access(cand, os.X_OK):
+            return cand
+    return "spark-submit"
+
+
+def check_master_reachable(master: str | None, timeout: float = 5.0) -> None:
+    """For a standalone master (``spark://h1:7077[,h2:7077]``), fail in seconds when none of its
+    addresses accepts a TCP connection: spark-submit would retry for over a minute before it gives up.
+    Retryable (the master may be restarting). Other masters (local, yarn, k8s) are not probed."""
+    if not master or not master.startswith("spark://"):
+        return
+    import socket
+
+    addresses = [a.strip() for a in master[len("spark://") :].split(",") if a.strip()]
+    problems = []
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            return  # let spark-submit judge a master URL it may understand better
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except OSError as e:
+            problems.append(f"{address}: {e.strerror or e}")
+    raise DeltaRetryableError(
+        "SparkInfrastructureError",
+        f"Spark failed: cannot reach the Spark master '{master}'. Cause: {'; '.join(problems)}. "
+        "Fix: check that the master is running and the connection's host and port; the task is retried.",
+        retryable=True,
+    )
+
+
+_TRACE_LINE = re.compile(
+    r"^\s+at [\w$.<>]+\(|^\s*\.\.\. \d+ (more|common frames omitted)|^Caused by: |"
+    r"^\s+File \".*\", line \d+|^Traceback \(most recent call last\)"
+)
+
+
+# a Spark log line ("yy/MM/dd HH:mm:ss LEVEL ...") or one of the app's own lines: a hidden trace ends
+_LOG_LINE = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} |^DELTA_ERROR |^\{")
+# where an exception's text starts: a trace follows until the next log line
+_EXCEPTION_START = re.compile(
+    r"^[\w.$]+(Exception|Error)\b.*:|Traceback \(most recent call last\)|<<DELTA_EXECUTOR_ERROR>>"
+)
+# an exception embedded in a log line ("Lost task ...: org.apache...PythonException: ...")
+_EMBEDDED_EXCEPTION = re.compile(r":\s+(org\.apache\.spark\.api\.python\.PythonException|[\w.$]+Exception):")
+
+
+# Spark's start-up chatter and WARN lines: out of the task log unless verbose
+_SPARK_NOISE = re.compile(
+    r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} WARN |^Using Spark's default log4j profile|"
+    r"^Setting default log level|^To adjust logging level|^WARNING: Using incubator modules"
+)
+
+
+# YARN's "tracking URL: http://rm:8088/proxy/application_..." and the driver's "SparkUI ... started at
+# http://host:4040" (client mode; local masters run without a UI).
+_APPLICATION_URL = re.compile(r"(?:tracking URL:|SparkUI\b.*\bstarted at)\s*(https?://\S+)")
+
+
+class _CapturingSparkSubmitHook(SparkSubmitHook):
+    """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`.
+
+    Stack-trace lines (Java frames, ``Caused by``, Python tracebacks of executors) are kept out of
+    the task log unless ``show_traces`` (the ``verbose`` submit option): the app's one-line error is
+    what a person needs; the count of hidden lines is logged instead.
+    """
+
+    def __init__(self, *args, show_traces: bool = False, secret_env: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.secret_env = dict(secret_env or {})
+        self.app_output = AppOutput()
+        #: the Spark application's web page, when spark-submit prints one (YARN's tracking URL, the
+        #: driver's Spark UI in client mode): the operators' "Spark application" link
+        self.application_url: str | None = None
+        self.show_traces = show_traces
+        self.hidden_trace_lines = 0
+        self.hidden_noise_lines = 0
+
+    @classmethod
+    def get_connection(cls, conn_id: str):
+        return as_spark_connection(super().get_connection(conn_id))
+
+    def _build_spark_submit_command(self, application: str) -> list[str]:
+        cmd = super()._build_spark_submit_command(application)
+        if self.secret_env:
+            # The spark-submit process's environment (the driver's, in client mode), never a --conf:
+            # SparkSubmitHook turns its env_vars into --conf arguments on YARN and Kubernetes.
+            self._env = {**(self._env or {}), **self.secret_env}
+        return cmd
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        def tap():
+            in_trace = False  # inside an exception's text (Python traceback, Java frames, the app's marker)
+            for raw in itr:
+                self.app_output.feed(raw)
+                if self.application_url is None:
+                    m = _APPLICATION_URL.search(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
+                    if m:
+                        self.application_url = m.group(1)
+                if self.show_traces:
+                    yield raw
+                    continue
+                line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                if line.startswith("DELTA_PROGRESS "):
+                    try:
+                        text = progress_text(json.loads(line[len("DELTA_PROGRESS ") :])) + "\n"
+                    except ValueError:
+                        text = line
+                    yield text.encode() if isinstance(raw, bytes) else text
+                    continue
+                if _SPARK_NOISE.search(line):
+                    self.hidden_noise_lines += 1
+                    in_trace = False
+                    continue
+                if _LOG_LINE.search(line):
+                    in_trace = False
+                elif in_trace or _TRACE_LINE.search(line) or _EXCEPTION_START.search(line):
+                    in_trace = True
+                    self.hidden_trace_lines += 1
+                    continue
+                m = _EMBEDDED_EXCEPTION.search(line)
+                if m:  # keep the log line's own words, hide the exception text it carries
+                    in_trace = True
+                    self.hidden_trace_lines += 1
+                    short = line[: m.start()] + ": (exception hidden)\n"
+                    yield short.encode() if isinstance(raw, bytes) else short
+                    continue
+                yield raw
+
+        super()._process_spark_submit_log(tap())
+        hidden = self.hidden_trace_lines + self.hidden_noise_lines
+        if hidden:
+            self.log.info(
+                "%d lines of Spark stack traces and WARN messages not shown (submit_options={'verbose': True} "
+                "shows them)",
+                hidden,
+            )
+
+
+@dataclass(frozen=True)
+class SubmitSettings:
+    """Resolved per-connection settings (what the connection + hook arguments mean)."""
+
+    master: str
+    deploy_mode: str
+    spark_binary: str
+    result_dir: str | None
+
+    @property
+    def is_local(self) -> bool:
+        return self.master.startswith("local")
+
+    @property
+    def is_cluster_mode(self) -> bool:
+        return self.deploy_mode == "cluster"
+
+
+class SubmitTransport:
+    """How a task reaches Spark with spark-submit (see the module docstring): one application per
+    :meth:`run`, its result read back from the result file or its output."""
+
+    name = "spark-submit"
+
+    def __init__(self, hook) -> None:  # the DeltaHook whose connection and settings it uses
+        self.hook = hook
+        self.log = hook.log
+        self._submit_hook: _CapturingSparkSubmitHook | None = None
+        self._settings: SubmitSettings | None = None
+
+    def submit_settings(self) -> SubmitSettings:
+        if self._settings is None:
+            conn = self.hook.get_conn()
+            extra = conn.extra_dejson
+            deploy_mode = self.hook.submit_options.deploy_mode or extra.get("deploy-mode") or "client"
+            if deploy_mode not in ("client", "cluster"):
+                raise DeltaConfigurationError(f"Unknown deploy mode '{deploy_mode}'", None, "use 'client' or 'cluster'")
+            binary = self.hook.spark_binary
+            if not binary:
+                conn_binary = extra.get("spark-binary")
+                if conn_binary and conn_binary not in ALLOWED_SPARK_BINARIES:
+                    raise DeltaConfigurationError(
+                        f"The connection's spark-binary extra '{conn_binary}' is not allowed",
+                        f"the apache-spark provider accepts only {ALLOWED_SPARK_BINARIES}",
+                        "fix the extra, or pass spark_binary= to the hook/operator",
+                    )
+                binary = conn_binary or find_spark_submit()
+                if not conn_binary:
+                    _check_pyspark_install(binary)
+            self._settings = SubmitSettings(
+                master=master_from_connection(conn),
+                deploy_mode=deploy_mode,
+                spark_binary=binary,
+                result_dir=self.hook.result_dir or connection_extra(extra, RESULT_DIR_EXTRA) or None,
+            )
+        return self._settings
+
+    def effective_conf(self, settings: SubmitSettings) -> dict[str, str]:
+        conf = {str(k): str(v) for k, v in self.hook.spark_conf.items()}
+        if settings.is_local:
+            if not (conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
+                conf["spark.pyspark.python"] = sys.executable
+            if not (
+                conf.get("spark.pyspark.driver.python")
+                or os.environ.get("PYSPARK_DRIVER_PYTHON")
+                or os.environ.get("PYSPARK_PYTHON")
+            ):
+                conf["spark.pyspark.driver.python"] = conf.get("spark.pyspark.python", sys.executable)
+            conf.setdefault("spark.log.level", "WARN")
+        return conf
+
+    def new_result_uri(self, settings: SubmitSettings, *, recoverable: bool = False) -> str:
+        """Where the app writes its result. In cluster deploy mode without a shared result location,
+        a run with a SetTransaction identity (``recoverable``) gets a driver-local path nobody reads:
+        its result is read back from its commit in the table's log."""
+        name = f"delta-result-{uuid.uuid4().hex}.json"
+        if settings.result_dir:
+            return settings.result_dir.rstrip("/") + "/" + name
+        if settings.is_cluster_mode and recoverable:
+            return os.path.join(tempfile.gettempdir(), name)
+        if settings.is_cluster_mode:
+            raise DeltaConfigurationError(
+                "No result location for cluster deploy mode",
+                "the driver runs on the cluster, so its stdout does not come back to Airflow",
+                f"set the connection extra '{RESULT_DIR_EXTRA}' (or result_dir=) to a folder both "
+                "Airflow and the cluster reach, e.g. hdfs:///tmp/delta-results or s3://bucket/results",
+            )
+        folder = os.path.join(tempfile.gettempdir(), "airflow-delta-provider", "results")
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, name)
+
+    @staticmethod
+    def application_args(operation: str, table_uri: str, spec: dict, result_uri: str) -> list[str]:
+        return [
+            operation,
+            "--table-uri",
+            table_uri,
+            "--result-uri",
+            result_uri,
+            "--spec-json",
+            json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str),
+        ]
+
+    @staticmethod
+    def job_spec(table_uri: str, params: dict[str, Any]) -> dict[str, Any]:
+        spec = {k: v for k, v in params.items() if v is not None}
+        spec["table_uri"] = table_uri
+        return spec
+
+    def build_submit_hook(
+        self, operation: str, table_uri: str, params: dict[str, Any] | None = None, *, result_uri: str | None = None
+    ) -> tuple[_CapturingSparkSubmitHook, str, str]:
+        """Build the SparkSubmitHook for one app run.
+
+        :return: (submit hook, application file, result URI); the command is
+            ``hook._build_spark_submit_command(application)``.
+        """
+        if operation not in OPERATIONS:
+            raise DeltaConfigurationError(
+                f"Unknown Delta operation '{operation}'", None, f"use one of {sorted(OPERATIONS)}"
+            )
+        if not table_uri or not str(table_uri).strip():
+            raise DeltaConfigurationError("No table_uri given", None, "pass the table's path or URI")
+        settings = self.submit_settings()
+        self._settings = settings  # run() names the master from it, without reading the connection again
+        bundle = build_app_bundle(self.hook.bundle_dir)
+        recoverable = bool((params or {}).get("app_id")) and (params or {}).get("app_version") is not None
+        result_uri = result_uri or self.new_result_uri(settings, recoverable=recoverable)
+        spec = self.job_spec(table_uri, dict(params or {}))
+        opts = self.hook.submit_options
+        py_files = ",".join([bundle.zip_path, *opts.extra_py_files])
+        kwargs = opts.hook_kwargs()  # deploy_mode only when set here; else the connection extra applies
+        secret_env = self.hook.storage_env()
+        if secret_env and settings.is_cluster_mode:
+            # The driver runs elsewhere: the credentials travel as a file only this user can read,
+            # shipped by spark-submit like the apps' zip, and loaded (then deleted) by the app.
+            self._secret_file = self._write_secret_file(secret_env)
+            kwargs["files"] = ",".join(filter(None, [kwargs.get("files"), self._secret_file]))
+            spec[STORAGE_ENV_FILE_KEY] = os.path.basename(self._secret_file)
+            secret_env = {}
+        try:
+            sub = _CapturingSparkSubmitHook(
+                conf=self.effective_conf(settings),
+                conn_id=self.hook.conn_id,
+                py_files=py_files,
+                name=opts.name or f"delta-{operation}",
+                application_args=self.application_args(operation, table_uri, spec, result_uri),
+                spark_binary=settings.spark_binary,
+                show_traces=bool(opts.verbose),
+                secret_env=secret_env,
+                **kwargs,
+            )
+        except (NameError, RuntimeError) as e:
+            if settings.master.startswith("k8s"):
+                raise DeltaConfigurationError(
+                    f"Cannot submit to Kubernetes master '{settings.master}'",
+                    f"the apache-spark provider needs the cncf-kubernetes provider for k8s:// ({e})",
+                    "pip install apache-airflow-providers-cncf-kubernetes",
+                ) from None
+            raise
+        return sub, bundle.launcher_path, result_uri
+
+    _secret_file: str | None = None
+
+    @staticmethod
+    def _write_secret_file(env: dict[str, str]) -> str:
+        fd, path = tempfile.mkstemp(prefix="delta-storage-", suffix=".json")  # mode 0600
+        with os.fdopen(fd, "w") as f:
+            json.dump(env, f)
+        return path
+
+    def _discard_secret_file(self) -> None:
+        if self._secret_file:
+            try:
+                os.unlink(self._secret_file)
+            except FileNotFoundError:
+                pass
+            self._secret_file = None
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
+        """Submit the app, wait for it, and return its result (``submit_seconds`` added)."""
+        try:
+            return self._run(operation, table_uri, params)
+        finally:
+            self._discard_secret_file()
+
+    def _run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
+        sub, application, result_uri = self.build_submit_hook(operation, table_uri, params)
+        self._submit_hook = sub
+        check_master_reachable(self._settings.master)
+        submit_error = None
+        started = time.monotonic()
+        try:
+            sub.submit(application)
+            if sub._should_track_driver_status:  # standalone cluster mode: submit returns early
+                sub._start_driver_status_tracking()
+                if sub._driver_status != "FINISHED":
+                    submit_error = f"Spark driver {sub._driver_id} ended in state {sub._driver_status}"
+        except AirflowException as e:
+            submit_error = str(e)
+        returncode = sub._submit_sp.returncode if sub._submit_sp is not None else None
+        if submit_error and not returncode:  # e.g. k8s driver exit code, lost standalone driver
+            returncode = 1
+        file_result = self.read_result(result_uri)
+        result = resolve_outcome(
+            returncode=returncode,
+            file_result=file_result,
+            output=sub.app_output,
+            submit_error=submit_error,
+            master=self._settings.master,
+        )
+        return {**result, "submit_seconds": round(time.monotonic() - started, 3)}
+
+    def read_result(self, result_uri: str) -> dict | None:
+        """Read and delete the ``--result-uri`` file; ``None`` when the app did not write it."""
+        try:
+            if "://" in result_uri:
+                from airflow_delta_provider_apps.protocol import storage_for
+
+                storage = storage_for(result_uri)
+                data = storage.read_bytes(result_uri)
+                storage.delete(result_uri)
+            else:
+                with open(result_uri, "rb") as f:
+                    data = f.read()
+                os.unlink(result_uri)
+        except FileNotFoundError:
+            return None
+        except Exception as e:  # unreadable result storage: fall back to stdout
+            self.log.warning("Cannot read the result file %s: %s", result_uri, e)
+            return None
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            self.log.warning("The result file %s is not JSON; using stdout instead", result_uri)
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    @property
+    def application_url(self) -> str | None:
+        """The last submitted Spark application's web page, when spark-submit printed one."""
+        return self._submit_hook.application_url if self._submit_hook is not None else None
+
+    def on_kill(self) -> None:
+        """Kill the running submission (delegated to SparkSubmitHook: local process, YARN app, k8s pod)."""
+        if self._submit_hook is not None:
+            self._submit_hook.on_kill()
