@@ -5,6 +5,8 @@
   used in place (never copied into the repo).
 * ``spark``: ONE session-scoped local[2] SparkSession for every test that asks for it (start-up costs
   ~7-10 s here); tests that do not ask for it never start a JVM.
+* ``connect_server``: ONE Spark Connect server (local[2], loopback) for every test that asks for it,
+  started from the installed pyspark on first use (~15 s).
 """
 
 from __future__ import annotations
@@ -51,6 +53,15 @@ def spark():
     session.stop()
     # py4j logs "Closing down clientserver connection" from __del__ after pytest closed its streams
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def connect_server():
+    from connect_server import ConnectServer
+
+    server = ConnectServer()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")
