@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
-KINDS = ("str", "int", "version", "float", "bool", "list", "dict", "schema", "updates", "clauses")
+KINDS = ("str", "int", "version", "float", "hours", "bool", "list", "dict", "schema", "updates", "clauses")
 
 #: MERGE clause dicts: ``when`` -> the ``then`` actions it allows (the builder's method names)
 MERGE_CLAUSES = {
@@ -58,8 +58,9 @@ class Arg:
 
     :param name: the parameter name (Python keyword, ``--spec-json`` key, operator attribute)
     :param kind: ``str``, ``int``, ``version`` (a table version: the engine's ``parse_version``),
-        ``float``, ``bool``, ``list`` (of strings; a comma-separated string is
-        accepted), ``dict`` (strings to strings), ``schema`` (DDL text or schema JSON, dict accepted),
+        ``float``, ``hours`` (a retention: the engine's ``parse_retention_hours``), ``bool``, ``list``
+        (of strings; a comma-separated string is accepted), ``dict`` (strings to strings), ``schema``
+        (DDL text or schema JSON, dict accepted),
         ``updates`` (``{column: expression}``; CLI ``--set col=EXPR``), ``clauses`` (MERGE's WHEN
         clauses: a list of ``{"when", "then", "condition"?, "set"?, "values"?}`` dicts or its JSON)
     :param default: value when not given
@@ -162,12 +163,12 @@ def coerce(arg: Arg, value: Any) -> Any:
     if value is None:
         return None
     kind = arg.kind
-    if kind == "version":  # the engine's one rule (2.7, True, -1 refused); imported only when used
+    if kind in ("version", "hours"):  # the engine's one rule for each; imported only when used
         from .engine.errors import InvalidArgumentError
-        from .engine.values import parse_version
+        from .engine.values import parse_retention_hours, parse_version
 
         try:
-            return parse_version(value, arg.name)
+            return (parse_version if kind == "version" else parse_retention_hours)(value, arg.name)
         except InvalidArgumentError as e:  # the caller adds its own "Fix:"
             raise ValueError(f"{e.problem}: {e.cause}; {e.fix}") from None
     if kind == "int":
@@ -500,7 +501,7 @@ _OPERATIONS = (
         "delete the files no version inside the retention needs (no Spark)",
         "airflow_delta_provider_apps.runners:vacuum",
         args=(
-            Arg("retention_hours", "float", help="keep what versions of the last N hours need (default: the table's)"),
+            Arg("retention_hours", "hours", help="keep what versions of the last N hours need (default: the table's)"),
             Arg("dry_run", "bool", default=False, templated=False, help="list what would be deleted, delete nothing"),
             Arg(
                 "enforce_retention_duration",

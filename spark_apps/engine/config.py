@@ -13,7 +13,8 @@ Rules:
 * Property keys are matched case-insensitively and boolean values too (``"TRUE"``), as delta-spark does.
 * Durations are Spark ``CalendarInterval`` strings: ``"interval 7 days"``, ``"30 days"``,
   ``"interval 1 week 2 hours"``. Months and years are refused (their length in ms is not fixed,
-  Delta refuses them too). :func:`parse_interval_ms` returns milliseconds.
+  Delta refuses them too), and so are negative durations (as Delta does) and ones longer than 100
+  years (they overflowed the time arithmetic). :func:`parse_interval_ms` returns milliseconds.
 
 Fields (property, default): ``checkpoint_interval`` (``delta.checkpointInterval``, 10),
 ``log_retention_ms`` (``delta.logRetentionDuration``, 30 days), ``enable_expired_log_cleanup``
@@ -38,6 +39,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidArgumentError, InvalidSchemaError
+from .values import MAX_DURATION_MS
 
 if TYPE_CHECKING:
     from .txn.isolation import IsolationLevel
@@ -170,7 +172,9 @@ def parse_interval_ms(text: str, *, name: str = "interval") -> int:
 
     :param text: the interval string
     :param name: the property name, for the error message
-    :raises InvalidArgumentError: empty, unknown unit, months/years, or trailing garbage
+    :raises InvalidArgumentError: empty, unknown unit, months/years, trailing garbage, or a total
+        that is negative or longer than 100 years (:data:`values.MAX_DURATION_MS`: a longer one
+        overflowed the time arithmetic of the retentions)
     """
     s = str(text).strip().lower()
     if s.startswith("interval"):
@@ -197,6 +201,15 @@ def parse_interval_ms(text: str, *, name: str = "interval") -> int:
             "minutes, seconds, milliseconds)",
         )
     total = sum(float(m.group(1)) * _UNITS_MS[m.group(2)] for m in pairs)
+    if not 0 <= total <= MAX_DURATION_MS:  # also inf: a number of 309+ digits
+        raise InvalidArgumentError(
+            f"Cannot use {name} value '{text}'",
+            "a duration cannot be negative"
+            if total < 0
+            else "it is longer than 100 years, the longest duration the engine accepts (a longer one "
+            "overflows the time arithmetic of the retentions)",
+            "write a duration from 0 up to 100 years, e.g. 'interval 30 days' or 'interval 3650 days'",
+        )
     return int(total)
 
 

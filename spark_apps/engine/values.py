@@ -1,24 +1,31 @@
-"""The one parser of each scalar value a caller hands the engine (table versions).
+"""The one parser of each scalar value a caller hands the engine: table versions and retentions.
 
 The engine API, the CLI, the Airflow hook and the operators (through
 :func:`airflow_delta_provider_apps.operations.coerce`) all parse these values here, so ``2.7``,
-``True`` or ``-1`` get the same refusal wherever they enter. Nothing is rounded or truncated: a value
-that is not exactly what the parameter means is refused with an :class:`InvalidArgumentError`.
+``True``, ``-1`` or ``inf`` get the same refusal wherever they enter. Nothing is rounded or
+truncated: a value that is not exactly what the parameter means is refused with an
+:class:`InvalidArgumentError`.
 
 Standard library only: the operations registry calls it when it coerces an operator's arguments.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 
 from .errors import InvalidArgumentError
 
-__all__ = ["parse_version", "MAX_VERSION"]
+__all__ = ["parse_version", "parse_retention_hours", "MAX_VERSION", "MAX_RETENTION_HOURS", "MAX_DURATION_MS"]
 
 #: Delta versions are Java longs
 MAX_VERSION = 2**63 - 1
+#: The longest retention (VACUUM's ``retention_hours``, the ``delta.*Duration`` table properties): 100
+#: years. ``now - retention`` then stays a representable time in every unit the engine and its
+#: libraries use (int64 milliseconds, microseconds and nanoseconds, ``datetime``/``timedelta``).
+MAX_RETENTION_HOURS = 100 * 365.25 * 24
+MAX_DURATION_MS = int(MAX_RETENTION_HOURS * 3_600_000)
 
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -59,3 +66,32 @@ def _bounded(number: int, value, name: str, fix: str) -> int:
             f"{name}={value!r} is not a table version", "a Delta version is at most 2^63-1 (a Java long)", fix
         )
     return number
+
+
+def parse_retention_hours(value, name: str = "retention_hours") -> float:
+    """A retention in hours: a finite number from 0 up to :data:`MAX_RETENTION_HOURS` (100 years).
+
+    ints, floats and their text (``168``, ``"0.5"``) are taken; ``True``, ``nan``, ``inf``, negative
+    numbers and anything longer than 100 years are refused (longer ones overflowed the time arithmetic).
+
+    :param name: the parameter's name, for the message
+    :raises InvalidArgumentError: anything else
+    """
+    fix = f"pass {name} as a number of hours from 0 to {MAX_RETENTION_HOURS:.0f} (100 years), e.g. 168"
+    if isinstance(value, bool):
+        cause = "a boolean is not a number of hours"
+    else:
+        try:
+            hours = float(value.strip() if isinstance(value, str) else value)
+        except (TypeError, ValueError, OverflowError):
+            cause = "it is not a number"
+        else:
+            if math.isnan(hours):
+                cause = "it is not a number (NaN)"
+            elif hours < 0:
+                cause = "a retention cannot be negative"
+            elif hours > MAX_RETENTION_HOURS:
+                cause = "a retention longer than 100 years is refused (it overflows the engine's time arithmetic)"
+            else:
+                return hours
+    raise InvalidArgumentError(f"{name}={value!r} is not a retention", cause, fix)

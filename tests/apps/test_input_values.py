@@ -111,3 +111,75 @@ def test_a_delta_source_version_is_parsed_by_the_same_rule(tmp_path):
     preflight("write", {**base, "source_options": {"versionAsOf": "1"}})
     with pytest.raises(InvalidArgumentError, match="versionAsOf='1.5' is not a table version"):
         preflight("write", {**base, "source_options": {"versionAsOf": "1.5"}})
+
+
+# ------------------------------------------------------------------ 2. retentions
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1, "-0.5", True, "abc", 2.6e9, 876_601])
+def test_a_retention_that_is_not_finite_non_negative_and_at_most_100_years_is_refused(tmp_path, bad):
+    root = _table(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="is not a retention"):
+        DeltaTable(None, root).vacuum(bad, enforce_retention_duration=False)
+    assert _version(root) == 3  # no VACUUM START committed
+
+
+def test_retentions_up_to_100_years_are_taken(tmp_path):
+    from airflow_delta_provider_apps.engine.values import MAX_RETENTION_HOURS, parse_retention_hours
+
+    assert [parse_retention_hours(v) for v in (0, "0.5", " 168 ", MAX_RETENTION_HOURS)] == [
+        0.0,
+        0.5,
+        168.0,
+        876_600.0,
+    ]
+    t = DeltaTable(None, _table(tmp_path))
+    assert t.vacuum(MAX_RETENTION_HOURS, dry_run=True)["retention_hours"] == MAX_RETENTION_HOURS
+
+
+def test_an_infinite_retention_fails_the_cli_with_exit_1(tmp_path, capsys):
+    root = _table(tmp_path)
+    for argv in (
+        ["vacuum", "--table-uri", root, "--retention-hours", "inf", "--no-enforce-retention-duration"],
+        ["vacuum", "--table-uri", root, "--spec-json", '{"retention_hours": 1e12}'],
+    ):
+        code, last = _cli(capsys, *argv)
+        assert code == 1 and last.startswith("DELTA_ERROR InvalidArgumentError: ") and "is not a retention" in last
+        assert "Unexpected" not in last
+    assert _version(root) == 3
+
+
+def test_an_infinite_retention_is_refused_by_the_vacuum_operator(tmp_path, no_spark_submit):
+    from airflow_delta_provider.exceptions import DeltaConfigurationError
+    from airflow_delta_provider.operators.delta import DeltaVacuumOperator
+
+    root = _table(tmp_path)
+    with pytest.raises(ValueError, match="retention_hours=inf is not a retention"):
+        DeltaVacuumOperator(task_id="v", table_uri=root, retention_hours=float("inf"))
+    op = DeltaVacuumOperator(task_id="v", table_uri=root, retention_hours="{{ params.h }}")
+    op.retention_hours = "nan"  # as rendered
+    with pytest.raises(DeltaConfigurationError, match="is not a retention"):
+        op.execute({})
+    assert _version(root) == 3
+
+
+ABSURD = "interval " + "9" * 400 + " days"  # float('9' * 400) is inf
+
+
+@pytest.mark.parametrize("interval", [ABSURD, "interval 36526 days", "interval -1 days"])
+def test_an_absurd_retention_property_is_a_clear_error(tmp_path, capsys, interval):
+    from txn_helpers import create_table as create_unchecked
+
+    prop = "delta.deletedFileRetentionDuration"
+    with pytest.raises(InvalidArgumentError, match=f"Cannot use {prop} value"):
+        create_table(str(tmp_path / "checked"), schema="id BIGINT", properties={prop: interval})
+    # a table whose log already holds such a value (another writer): the operations that read it say so
+    root = str(tmp_path / "t")
+    create_unchecked(root, configuration={prop: interval, "delta.logRetentionDuration": interval})
+    t = DeltaTable(None, root)
+    with pytest.raises(InvalidArgumentError, match=f"Cannot use {prop} value"):
+        t.vacuum()
+    with pytest.raises(InvalidArgumentError, match="Cannot use delta.logRetentionDuration value"):
+        t.cleanup_metadata()
+    code, last = _cli(capsys, "vacuum", "--table-uri", root)
+    assert code == 1 and last.startswith("DELTA_ERROR InvalidArgumentError: Cannot use") and prop in last

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
+from ..values import parse_retention_hours
 from .result import CommandResult, Stopwatch, VacuumMetrics
 
 __all__ = ["vacuum", "check_time_travel", "MODES"]
@@ -45,14 +46,7 @@ def _retention_ms(snapshot, retention_hours, enforce: bool) -> int:
     default = snapshot.properties.deleted_file_retention_ms
     if retention_hours is None:
         return default
-    try:
-        ms = int(float(retention_hours) * 3_600_000)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(
-            f"retention_hours={retention_hours!r} is not a number", None, "pass hours, e.g. 168"
-        ) from None
-    if ms < 0:
-        raise InvalidArgumentError(f"retention_hours={retention_hours} is negative", None, "pass 0 or more hours")
+    ms = int(parse_retention_hours(retention_hours) * 3_600_000)  # finite, 0 to 100 years
     if enforce and ms < default:
         raise InvalidArgumentError(
             f"VACUUM with a retention of {retention_hours} hours is refused: the table's "
