@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 
 from .errors import InvalidArgumentError, TableNotFoundError
 from .storage import storage_for, table_location
@@ -48,6 +49,10 @@ def parse_timestamp_ms(value) -> int:
     if isinstance(value, bool):
         raise InvalidArgumentError(f"Cannot use {value!r} as a timestamp", None, "pass epoch ms or an ISO timestamp")
     if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):  # int() of nan/inf raised a bare error
+            raise InvalidArgumentError(
+                f"Cannot use {value!r} as a timestamp", "it is not a finite number", "pass epoch ms or an ISO timestamp"
+            )
         return int(value)
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:

@@ -183,3 +183,37 @@ def test_an_absurd_retention_property_is_a_clear_error(tmp_path, capsys, interva
         t.cleanup_metadata()
     code, last = _cli(capsys, "vacuum", "--table-uri", root)
     assert code == 1 and last.startswith("DELTA_ERROR InvalidArgumentError: Cannot use") and prop in last
+
+
+# ------------------------------------------------------------------ 3. a timestamp after the latest commit
+
+
+def test_a_timestamp_after_the_latest_commit_is_refused_not_read_as_the_latest_version(tmp_path, capsys):
+    from airflow_delta_provider_apps.engine.errors import VersionNotFoundError
+
+    root = _table(tmp_path)
+    t = DeltaTable(None, root)
+    latest_ms = t.history(limit=1)[0]["timestamp"]
+    assert t.snapshot(timestamp=latest_ms).version == 3  # at the latest commit's time: that commit
+    later = latest_ms + 1
+    for call in (lambda: t.snapshot(timestamp=later), lambda: t.restore(timestamp=later)):
+        with pytest.raises(VersionNotFoundError, match="is after the latest version available") as e:
+            call()
+        assert f"({later})" in e.value.problem and "version 3, committed at" in e.value.problem
+    with pytest.raises(VersionNotFoundError, match="is after the latest version"):
+        t.restore(timestamp="2999-01-01T00:00:00Z")
+    assert _version(root) == 3
+    code, last = _cli(capsys, "restore", "--table-uri", root, "--timestamp", str(later))
+    assert code == 1 and last.startswith("DELTA_ERROR VersionNotFoundError: The provided timestamp")
+    with pytest.raises(InvalidArgumentError, match="not a finite number"):
+        t.snapshot(timestamp=float("inf"))
+
+
+def test_a_timestamp_after_the_latest_commit_fails_the_restore_operator(tmp_path, no_spark_submit):
+    from airflow_delta_provider.exceptions import DeltaPermanentError
+    from airflow_delta_provider.operators.delta import DeltaRestoreOperator
+
+    root = _table(tmp_path)
+    with pytest.raises(DeltaPermanentError, match="VersionNotFoundError"):
+        DeltaRestoreOperator(task_id="r", table_uri=root, timestamp="2999-01-01").execute({})
+    assert _version(root) == 3

@@ -15,8 +15,10 @@ in-commit timestamps are enabled for that version (``delta.enableInCommitTimesta
 latest metadata, from ``delta.inCommitTimestampEnablementVersion`` on), otherwise the commit file's
 modification time, made strictly increasing like Delta's ``DeltaHistoryManager`` does (a commit
 whose mtime is not after its predecessor's gets predecessor + 1 ms). A timestamp before the first
-reconstructable commit raises :class:`VersionNotFoundError`; one after the last commit gives the
-latest version.
+reconstructable commit raises :class:`VersionNotFoundError`, and so does one after the latest
+commit's timestamp (delta-spark's rule: the version "as of" a time that has not been committed yet
+would change when the next commit lands; its ``canReturnLastCommit`` mode, used by streaming, is not
+offered here).
 
 Errors: :class:`TableNotFoundError` (no ``_delta_log`` / no commits), :class:`VersionNotFoundError`
 (version or timestamp cannot be reconstructed), :class:`LogCorruptedError` (gap in versions,
@@ -25,6 +27,7 @@ missing protocol/metaData, unreadable files).
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -229,7 +232,8 @@ def load_snapshot(
     """Load the snapshot of the table at ``table_root``.
 
     :param version: time travel to this version (default: latest).
-    :param timestamp_ms: time travel to the latest commit at or before this time (ms since epoch).
+    :param timestamp_ms: time travel to the latest commit at or before this time (ms since epoch);
+        a time after the latest commit's is refused.
     :raises TableNotFoundError: no Delta table there.
     :raises VersionNotFoundError: the version/timestamp cannot be reconstructed.
     :raises LogCorruptedError: the log breaks the protocol.
@@ -347,10 +351,30 @@ def commit_timestamps(
     return out
 
 
+def _when(ms: int) -> str:
+    """``2026-01-01 12:00:00.000 UTC (1767268800000)``: a time in messages, readable and exact."""
+    try:
+        text = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    except (OverflowError, ValueError, OSError):  # beyond datetime's years: the number alone
+        return f"{ms} ms since the epoch"
+    return f"{text} UTC ({ms})"
+
+
 def version_at_timestamp(storage: Storage, listing: LogListing, timestamp_ms: int) -> int:
-    """The latest reconstructable version whose commit timestamp is ``<= timestamp_ms``."""
+    """The latest reconstructable version whose commit timestamp is ``<= timestamp_ms``; a time after
+    the latest commit's timestamp raises :class:`VersionNotFoundError` (see the module docstring)."""
     earliest = listing.earliest_reconstructable_version
     stamps = [(v, ts) for v, ts in commit_timestamps(storage, listing) if earliest is None or v >= earliest]
+    if stamps and timestamp_ms > stamps[-1][1]:
+        latest_version, latest_ts = stamps[-1]
+        raise VersionNotFoundError(
+            f"The provided timestamp ({_when(timestamp_ms)}) is after the latest version available to "
+            f"table '{listing.table_root}' (version {latest_version}, committed at {_when(latest_ts)})",
+            "time travel by timestamp reads the commit at or before that time, and a time later than the "
+            "latest commit's has no version yet: the answer would change when the next commit lands "
+            "(Delta refuses it too)",
+            f"use a timestamp at or before {_when(latest_ts)}, or read the latest version without a timestamp",
+        )
     best = None
     for v, ts in stamps:
         if ts <= timestamp_ms:

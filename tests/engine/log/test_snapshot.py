@@ -140,7 +140,11 @@ def test_time_travel_by_timestamp_uses_file_mtime(tmp_path):
     assert load_snapshot(ST, str(tmp_path), timestamp_ms=T0).version == 0
     assert load_snapshot(ST, str(tmp_path), timestamp_ms=T0 + 59_999).version == 0
     assert load_snapshot(ST, str(tmp_path), timestamp_ms=T0 + 60_000).version == 1
-    assert load_snapshot(ST, str(tmp_path), timestamp_ms=T0 + 10**9).version == 2  # after the last: latest
+    last = load_snapshot(ST, str(tmp_path)).commit_timestamps()[-1][1]
+    assert load_snapshot(ST, str(tmp_path), timestamp_ms=last).version == 2
+    # after the latest commit: refused, as delta-spark does (it used to give the latest version)
+    with pytest.raises(VersionNotFoundError, match=r"is after the latest version available .*version 2"):
+        load_snapshot(ST, str(tmp_path), timestamp_ms=last + 1)
     with pytest.raises(VersionNotFoundError, match="No version .* at timestamp"):
         load_snapshot(ST, str(tmp_path), timestamp_ms=T0 - 1)
 
