@@ -4,6 +4,8 @@ operators (in process, no Spark)."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -217,3 +219,53 @@ def test_a_timestamp_after_the_latest_commit_fails_the_restore_operator(tmp_path
     with pytest.raises(DeltaPermanentError, match="VersionNotFoundError"):
         DeltaRestoreOperator(task_id="r", table_uri=root, timestamp="2999-01-01").execute({})
     assert _version(root) == 3
+
+
+# ------------------------------------------------------------------ 4. a killed commit's temp file
+
+
+def _leftover(root: str, version: int, age_days: float) -> str:
+    """The temp file LocalStorage's put-if-absent writes before it links ``<version>.json``, as a writer
+    killed between the two leaves it (content: the commit it was writing)."""
+    import time
+    import uuid
+
+    log = os.path.join(root, "_delta_log")
+    path = os.path.join(log, f".{version:020d}.json.{uuid.uuid4().hex}.tmp")
+    with open(os.path.join(log, f"{version - 1:020d}.json"), "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data)
+    t = time.time() - age_days * 86_400
+    os.utime(path, (t, t))
+    return path
+
+
+def test_log_cleanup_deletes_a_killed_commits_old_temp_file_but_never_a_young_one(tmp_path, capsys):
+    root = _table(tmp_path)  # 4 young commits, no checkpoint: no log file is old enough to go
+    old, young = _leftover(root, 4, age_days=31), _leftover(root, 4, age_days=0)
+    r = DeltaTable(None, root).cleanup_metadata()
+    assert not os.path.exists(old) and os.path.exists(young)
+    assert r["metrics"]["numDeletedFiles"] == 1 and r["metrics"]["numDeletedCommits"] == 0
+    assert r["protected_checkpoint_version"] is None
+    assert _version(root) == 3 and DeltaTable(None, root).snapshot().num_files == 3
+    # a checkpoint with cleanup does the same, through the CLI and the operator
+    old = _leftover(root, 4, age_days=31)
+    code, _ = _cli(capsys, "checkpoint", "--table-uri", root, "--cleanup")
+    assert code == 0 and not os.path.exists(old) and os.path.exists(young)
+
+
+def test_the_checkpoint_operator_with_cleanup_deletes_old_temp_files(tmp_path, no_spark_submit):
+    from airflow_delta_provider.operators.delta import DeltaCheckpointOperator
+
+    root = _table(tmp_path)
+    old, young = _leftover(root, 4, age_days=31), _leftover(root, 4, age_days=0)
+    DeltaCheckpointOperator(task_id="k", table_uri=root, cleanup=True, execution="local").execute({})
+    assert not os.path.exists(old) and os.path.exists(young)
+
+
+def test_a_temp_file_younger_than_the_log_retention_stays(tmp_path):
+    root = _table(tmp_path)
+    kept = _leftover(root, 4, age_days=20)  # older than an hour, younger than 30 days
+    DeltaTable(None, root).cleanup_metadata()
+    assert os.path.exists(kept)

@@ -11,8 +11,12 @@ Algorithm (:func:`cleanup_expired_logs`):
    nothing is deleted (the table must stay reconstructable).
 4. Delete, oldest first: commits, ``.crc`` files and checkpoint files (any kind, incomplete
    multi-part sets included) with version ``<`` the protected checkpoint; compactions
-   ``<x>.<y>.compacted.json`` with ``y <=`` it; orphan temp files (``.*.tmp`` left by a crashed
-   writer) older than the threshold. The protected checkpoint, its commit and everything newer stay.
+   ``<x>.<y>.compacted.json`` with ``y <=`` it. The protected checkpoint, its commit and everything
+   newer stay.
+5. Orphan temp files (``.<name>.<uuid>.tmp``: the put-if-absent temp file of a commit or checkpoint
+   whose writer was killed) older than the threshold are deleted whether or not step 3 found a
+   checkpoint: nothing reads them, and a young table never has an old checkpoint. A young one is
+   never deleted (see :data:`TEMP_FILE_MIN_AGE_MS`): its writer may be publishing it right now.
 
 Deleting oldest first keeps the table readable at every step: a crash midway leaves a checkpoint
 plus every later commit. Time travel to versions before the protected checkpoint is no longer
@@ -95,17 +99,22 @@ def cleanup_expired_logs(
         else:
             break
     metrics["cutoff_version"] = cutoff_version
-    if cutoff_version is None:
-        return metrics
-    protected = listing.checkpoint_at_or_before(cutoff_version)
-    if protected is None:
-        return metrics
-    keep_from = protected.version
+    protected = listing.checkpoint_at_or_before(cutoff_version) if cutoff_version is not None else None
+    # without a protected checkpoint no log file may go (the table must stay reconstructable), but
+    # orphan temp files still do (step 5)
+    keep_from = protected.version if protected is not None else None
     metrics["checkpoint_version"] = keep_from
+    temp_cutoff = min(threshold, now_ms - TEMP_FILE_MIN_AGE_MS)
 
     doomed: list[tuple[int, int, str, str]] = []  # (version, kind order, path, metric)
     for f in storage.list_dir(log_dir_of(storage, table_root)):
         name = f.name
+        if _TEMP_RE.match(name):
+            if f.mtime_ms <= temp_cutoff:
+                doomed.append((-1, 4, f.path, "num_deleted_temp_files"))
+            continue
+        if keep_from is None:
+            continue
         m = COMMIT_RE.match(name)
         if m:
             v = int(m.group(1))
@@ -129,9 +138,6 @@ def cleanup_expired_logs(
             end = int(m.group(2))
             if end <= keep_from:
                 doomed.append((end, 3, f.path, "num_deleted_compactions"))
-            continue
-        if _TEMP_RE.match(name) and f.mtime_ms <= min(threshold, now_ms - TEMP_FILE_MIN_AGE_MS):
-            doomed.append((-1, 4, f.path, "num_deleted_temp_files"))
     doomed.sort()
     for _, _, path, key in doomed:
         if not dry_run:
