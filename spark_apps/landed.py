@@ -44,8 +44,19 @@ def landed_result(table_uri: str, app_id: str, app_version: int, *, any_version:
     commit = find_app_commit(
         storage, root, app_id, newest_version=newest, app_version=txn.version, last_updated=txn.last_updated
     )
+    # committed=False: this run wrote nothing (an earlier one did); the hook's read-back of its own
+    # lost result sets it True
     if commit is None:  # the txn is in a checkpoint, its commit cleaned up: the version is not known
-        return ok("UNKNOWN", table_uri, None, skipped=True, app_id=app_id, app_version=txn.version, from_log=True)
+        return ok(
+            "UNKNOWN",
+            table_uri,
+            None,
+            skipped=True,
+            app_id=app_id,
+            app_version=txn.version,
+            from_log=True,
+            committed=False,
+        )
     return ok(
         commit.operation or "UNKNOWN",
         table_uri,
@@ -55,4 +66,5 @@ def landed_result(table_uri: str, app_id: str, app_version: int, *, any_version:
         app_id=app_id,
         app_version=txn.version,
         from_log=True,
+        committed=False,
     )

@@ -204,8 +204,8 @@ def create_table(params: dict, spark=None) -> dict:
         target_file_size=params.get("target_file_size"),
         **_txn(params),
     )
-    r = t.last_result
-    return ok(r["operation"], uri, r["version"], skipped=r["skipped"], metrics=r["metrics"], created=not r["skipped"])
+    # the command's own fields: created, and committed (False when IF NOT EXISTS kept the table)
+    return _from_command(t.last_result, uri)
 
 
 def write(params: dict, spark=None) -> dict:

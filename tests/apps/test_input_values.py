@@ -269,3 +269,53 @@ def test_a_temp_file_younger_than_the_log_retention_stays(tmp_path):
     kept = _leftover(root, 4, age_days=20)  # older than an hour, younger than 30 days
     DeltaTable(None, root).cleanup_metadata()
     assert os.path.exists(kept)
+
+
+# ------------------------------------------------------------------ 7. `committed` on every result
+
+
+def test_create_table_results_say_whether_they_committed(tmp_path, capsys, no_spark_submit):
+    import json
+
+    from airflow_delta_provider.operators.delta import DeltaCreateTableOperator
+
+    root = str(tmp_path / "t")
+    code, last = _cli(capsys, "create-table", "--table-uri", root, "--schema", "id BIGINT")
+    created = json.loads(last)
+    assert code == 0 and (created["committed"], created["created"], created["skipped"]) == (True, True, False)
+    code, last = _cli(capsys, "create-table", "--table-uri", root, "--schema", "id BIGINT", "--if-not-exists")
+    kept = json.loads(last)
+    assert code == 0 and (kept["committed"], kept["created"], kept["skipped"]) == (False, False, True)
+    engine = create_table(root, schema="id BIGINT", if_not_exists=True).to_dict()
+    assert engine["committed"] is False
+    other = str(tmp_path / "o")
+    op = DeltaCreateTableOperator(
+        task_id="c", table_uri=other, schema="id BIGINT", if_not_exists=True, execution="local"
+    )
+    assert op.execute({})["committed"] is True and op.execute({})["committed"] is False
+
+
+def test_every_committing_operation_that_runs_in_process_reports_committed(tmp_path):
+    from airflow_delta_provider_apps.landed import landed_result
+
+    root = _table(tmp_path)
+    calls = [
+        ("create-table", {"schema": "id BIGINT", "if_not_exists": True}),
+        ("delete", {"predicate": "id = 0"}),
+        ("delete", {"predicate": "id = 99"}),  # nothing matches: no commit
+        ("update", {"updates": {"id": "id + 10"}, "predicate": "id = 1"}),
+        ("optimize", {}),
+        ("restore", {"version": 1}),
+        ("vacuum", {"dry_run": True}),
+        ("vacuum", {}),
+        ("delete", {"app_id": "a", "app_version": 1}),
+        ("delete", {"app_id": "a", "app_version": 1}),  # already committed: skipped
+    ]
+    seen = []
+    for name, params in calls:
+        r = cli.run_in_process(name, root, params)
+        assert isinstance(r.get("committed"), bool), (name, r)
+        seen.append(r["committed"])
+    assert seen == [False, True, False, True, True, True, False, True, True, False]
+    landed = landed_result(root, "a", 1)
+    assert (landed["skipped"], landed["committed"]) == (True, False)
