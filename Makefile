@@ -21,10 +21,11 @@ $(STAMP): pyproject.toml constraints.txt
 	  $(PIP) install -q --no-deps --force-reinstall "pyspark==$(PYSPARK_VERSION)"; \
 	) > $(INSTALL_LOG) 2>&1 || { tail -30 $(INSTALL_LOG); echo "install failed: see $(INSTALL_LOG)"; exit 1; }
 	@$(PY) -m airflow_delta_provider_apps.versions
-	@$(MAKE) --no-print-directory azurite
 	@touch $(STAMP)
 
-# Azurite, Azure's storage emulator (npm), for the Azure tests; they skip, saying so, without npm.
+# Azurite, Azure's storage emulator (npm, ~190 MB), for the Azure tests only (tests/objectstores,
+# tests/spark/test_object_store_spark.py): installed by the targets that run them (test, test-spark),
+# never by install or demo. Without npm those tests skip, saying so.
 AZURITE_VERSION := 3.35.0
 AZURITE := .tools/azurite/node_modules/.bin/azurite-blob
 azurite:
@@ -49,7 +50,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: lint
+test: lint azurite
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 # Seconds, no JVM: the pure core, the apps' CLI, the provider and the layering rules.
@@ -58,7 +59,7 @@ UNIT_TESTS := tests/test_layering.py tests/engine tests/apps tests/provider
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider $(UNIT_TESTS)
 
-test-spark: $(STAMP)
+test-spark: $(STAMP) azurite
 	$(PY) -m pytest -q -p no:cacheprovider tests/spark tests/interop
 
 # Thousands of generated predicates, values and UPDATE assignments against Spark SQL itself (minutes;

@@ -116,7 +116,9 @@ def azurite_server():
 
     binary = azurite_binary()
     if binary is None:
-        pytest.skip("Azurite is not installed (make install puts it in .tools/azurite when npm is present)")
+        pytest.skip(
+            "Azurite is not installed (make azurite, run by make test, puts it in .tools/azurite when npm is present)"
+        )
     server = AzuriteServer(binary)
     yield server
     server.stop()

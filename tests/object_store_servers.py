@@ -2,8 +2,8 @@
 
 * :class:`S3Server`: moto's standalone S3 server (it honours conditional writes: a create-only PUT of
   an existing key gets 412), one bucket per test.
-* :class:`AzuriteServer`: Azure's own emulator (Blob API), from npm (``make install`` puts it in
-  ``.tools/azurite``), with its well-known development account; one container per test.
+* :class:`AzuriteServer`: Azure's own emulator (Blob API), from npm (``make test`` / ``make test-spark`` put it
+  in ``.tools/azurite``), with its well-known development account; one container per test.
 * :class:`LoopbackProxy`: a reverse proxy in front of it that records the requests and may drop
   headers; :func:`no_conditional_writes_proxy` drops the preconditions, i.e. an S3-compatible
   endpoint that ignores conditional writes, as older servers do.
