@@ -36,10 +36,13 @@ import argparse
 import json
 import os
 import sys
+import threading
+import time
 import traceback
 
 from airflow_delta_provider_apps import operations as ops
 from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError, StorageError
+from airflow_delta_provider_apps.failures import SparkInfrastructureError
 
 OPERATIONS = tuple(ops.OPERATIONS)
 
@@ -188,7 +191,7 @@ def run_checked(operation: str, table_uri: str, params: dict, *, spark_factory=N
         raise InvalidArgumentError(
             f"'{op.name}' cannot run in the worker process with these arguments",
             "it reads or writes data, which needs Spark",
-            "use execution='spark-submit' (the default)",
+            "use execution='spark' (the default: the connection's Spark)",
         )
     spark = spark_factory() if needs_spark and spark_factory is not None else None
     try:
@@ -228,7 +231,7 @@ def as_delta_error(e: BaseException) -> DeltaError:
     if isinstance(e, OSError):
         return StorageError("An I/O operation failed", f"{type(e).__name__}: {e}", "check the storage and retry")
     msg = str(e).strip().splitlines()[0][:500] if str(e).strip() else ""
-    from airflow_delta_provider_apps.failures import SparkInfrastructureError, infrastructure_cause
+    from airflow_delta_provider_apps.failures import infrastructure_cause
 
     cause = infrastructure_cause(str(e))
     if cause:
@@ -258,6 +261,8 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
     given_spark = spark
     from airflow_delta_provider_apps.engine import progress
 
+    if under_spark_submit() and spark is None:
+        watch_driver_jvm()
     # phases as DELTA_PROGRESS lines: the provider's hook shows them in the task log
     progress.set_sink(lambda event: print("DELTA_PROGRESS " + json.dumps(event, separators=(",", ":")), flush=True))
     try:
@@ -290,6 +295,30 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
     _stop(spark, given_spark)
     print(json.dumps(result, default=str, separators=(",", ":")), flush=True)
     return 0
+
+
+def watch_driver_jvm(interval: float = 0.5, parent: int | None = None) -> threading.Thread:
+    """The app's watchdog under spark-submit: this Python process is the child of the driver's JVM;
+    when that JVM dies (killed, or out of memory: spark-submit runs it with ExitOnOutOfMemoryError),
+    a Python call into it can wait on its socket for ever, and no Python timer can end that wait. A
+    daemon thread sees the parent process change and ends this process at once: the error line
+    first, exit code 2 (retryable), so the task fails in bounded time."""
+    parent = os.getppid() if parent is None else parent
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(interval)
+        err = SparkInfrastructureError(
+            "Spark failed: the Spark driver JVM died while the Delta app ran",
+            "this app's parent process (the driver JVM) exited, e.g. killed or out of memory",
+            "see the Spark output above; raise spark.driver.memory if it ran out of memory; the task is retried",
+        )
+        print(f"DELTA_ERROR {type(err).__name__}: {err.one_line()}", flush=True)
+        os._exit(2)
+
+    thread = threading.Thread(target=watch, name="delta-driver-watchdog", daemon=True)
+    thread.start()
+    return thread
 
 
 def _load_storage_env(name: str | None) -> None:

@@ -192,6 +192,10 @@ def progress_text(event: dict) -> str:
     if phase == "rewritten":
         rows = ", ".join(f"{v} rows {k}" for k, v in event.items() if k in ("matched", "written"))
         return f"{op}: {event.get('files')} files rewritten" + (f", {rows}" if rows else "")
+    if phase == "file_by_file":
+        return f"{op}: the source is read once and merged file by file"
+    if phase == "join":
+        return f"{op}: the source is joined with the candidate files in Spark"
     if phase == "written":
         return f"{op}: {event.get('files')} files written, {event.get('rows')} rows"
     counts = ", ".join(f"{k} {v}" for k, v in event.items() if k not in ("operation", "phase"))

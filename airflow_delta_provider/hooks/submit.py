@@ -251,6 +251,17 @@ _SPARK_NOISE = re.compile(
 _APPLICATION_URL = re.compile(r"(?:tracking URL:|SparkUI\b.*\bstarted at)\s*(https?://\S+)")
 
 
+def driver_jvm_env() -> dict[str, str]:
+    """``SPARK_SUBMIT_OPTS`` with ``-XX:+ExitOnOutOfMemoryError`` (unless it already says what to do on
+    an OutOfMemoryError): in client mode the driver JVM is spark-submit's, and a JVM that ran out of
+    memory in one thread lives on while the app's Python waits on it for ever; exiting lets the
+    app's watchdog fail the task at once. The user's ``spark.driver.extraJavaOptions`` is left as is."""
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if "OutOfMemoryError" in opts:
+        return {}
+    return {"SPARK_SUBMIT_OPTS": f"{opts} -XX:+ExitOnOutOfMemoryError".strip()}
+
+
 class _CapturingSparkSubmitHook(SparkSubmitHook):
     """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`.
 
@@ -276,10 +287,9 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
 
     def _build_spark_submit_command(self, application: str) -> list[str]:
         cmd = super()._build_spark_submit_command(application)
-        if self.secret_env:
-            # The spark-submit process's environment (the driver's, in client mode), never a --conf:
-            # SparkSubmitHook turns its env_vars into --conf arguments on YARN and Kubernetes.
-            self._env = {**(self._env or {}), **self.secret_env}
+        # The spark-submit process's environment (the driver's, in client mode), never a --conf:
+        # SparkSubmitHook turns its env_vars into --conf arguments on YARN and Kubernetes.
+        self._env = {**(self._env or {}), **self.secret_env, **driver_jvm_env()}
         return cmd
 
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:

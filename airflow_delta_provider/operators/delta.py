@@ -35,7 +35,9 @@ from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
 from airflow_delta_provider_apps import operations as ops
 
 SOURCE_FORMATS = ops.SOURCE_FORMATS
-EXECUTIONS = ("spark-submit", "local")
+#: "spark": on the connection's Spark (spark-submit, or Spark Connect for a spark_connect connection or
+#: an sc:// master); "spark-submit" is its earlier name; "local": in the worker's process, no Spark
+EXECUTIONS = ("spark", "spark-submit", "local")
 RERUNS = ("replace", "apply", "skip")
 _BASE_TEMPLATE_FIELDS = ("table_uri", "spark_conf", "submit_options", "app_id", "app_version", "user_metadata")
 
@@ -122,7 +124,8 @@ class DeltaBaseOperator(BaseOperator):
     """Common arguments of every Delta operator.
 
     :param table_uri: the table's path or URI (templated).
-    :param conn_id: Airflow connection of type ``spark`` (master, deploy mode, ...).
+    :param conn_id: Airflow connection of type ``spark`` or ``delta_spark`` (master, deploy mode, ...: a
+        spark-submit per task), or ``spark_connect`` (host, port, token: the task is a Spark Connect client).
     :param spark_conf: Spark properties for this run (templated).
     :param submit_options: other spark-submit settings
         (:class:`~airflow_delta_provider.hooks.delta.SparkSubmitOptions` or a dict of its fields).
@@ -146,7 +149,10 @@ class DeltaBaseOperator(BaseOperator):
         applies (see :mod:`airflow_delta_provider.storage_connections`). They reach the app through
         the spark-submit process's environment (client mode) or a file only this user can read
         (cluster mode), never the command line, the task log or XCom.
-    :param execution: ``"spark-submit"`` (default): run the bundled app on the connection's Spark;
+    :param execution: ``"spark"`` (default; ``"spark-submit"`` is its earlier name): run the bundled app
+        on the connection's Spark: a Spark application by spark-submit on a ``spark``/``delta_spark``
+        connection, or over Spark Connect (this task is the client, the work runs on the server) on a
+        ``spark_connect`` connection or a ``delta_spark`` master ``sc://host:port``;
         ``"local"``: run it in the worker process, no Spark application, no cluster wait: for
         operations that only touch the table's log (create without data, checkpoint, log cleanup, a
         DELETE by partition), and for DELETE and UPDATE on tables the worker can rewrite itself (files
@@ -155,7 +161,7 @@ class DeltaBaseOperator(BaseOperator):
 
     operation: ClassVar[str] = ""
     #: where it runs unless ``execution=`` says otherwise
-    default_execution: ClassVar[str] = "spark-submit"
+    default_execution: ClassVar[str] = "spark"
     template_fields: Sequence[str] = _BASE_TEMPLATE_FIELDS
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#00add4"
@@ -187,7 +193,7 @@ class DeltaBaseOperator(BaseOperator):
         if execution == "local" and op.needs_spark is True and not op.in_process:
             raise ValueError(
                 f"{type(self).__name__}: execution='local' is not available: '{op.name}' reads or writes "
-                "data, which needs Spark; use execution='spark-submit' (the default)"
+                "data, which needs Spark; use execution='spark' (the default)"
             )
         self.execution = execution
         values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.operator_args}

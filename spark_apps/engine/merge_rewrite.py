@@ -96,7 +96,8 @@ def first_duplicate_key(table: pa.Table, columns: list[str]) -> list | None:
     return [dup.column(c)[0].as_py() for c in columns] if dup.num_rows else None
 
 
-def _type_width(t) -> int:
+def fixed_width(t) -> int:
+    """Bytes per value of a fixed-width type in Arrow (8 for others: a conservative guess)."""
     from .schema import DecimalType
 
     if isinstance(t, DecimalType):
@@ -110,7 +111,7 @@ def source_row_limit(source_schema, max_bytes: int | None = None) -> int:
     width = 0
     for f in source_schema.fields:
         name = getattr(f.type, "name", "")
-        width += 32 if name in ("string", "binary") else _type_width(f.type) if name else 64
+        width += 32 if name in ("string", "binary") else fixed_width(f.type) if name else 64
     return (MAX_SOURCE_BYTES if max_bytes is None else max_bytes) // max(width, 1)
 
 

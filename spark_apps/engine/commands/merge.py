@@ -562,7 +562,9 @@ def merge(
         candidates = skip_files(files, snapshot.schema, parts, pred).files
     txn.read_files(candidates)
     metrics.num_target_files_after_skipping = candidates.num_rows
+    strategy = "file_by_file" if prepared is not None else "join"
     report("MERGE", "files", table=files.num_rows, candidates=candidates.num_rows, source_rows=num_source_rows)
+    report("MERGE", strategy)
     if prepared is not None:
         outcome = execute_merge_by_file(spark, prepared, candidates)
     else:
@@ -583,11 +585,11 @@ def merge(
     )
     metrics.num_output_rows = outcome.rows_written
     if not removes and not adds:
-        return _result(snapshot, metrics, watch)
+        return _result(snapshot, metrics, watch, strategy=strategy)
     commit = txn.commit([*removes, *adds], operation_metrics=_final(metrics, watch).to_operation_metrics())
     if commit.skipped:
         return _result(snapshot, MergeMetrics(), watch, version=commit.version, skipped=True)
-    return _result(snapshot, metrics, watch, version=commit.version, commit=commit)
+    return _result(snapshot, metrics, watch, version=commit.version, commit=commit, strategy=strategy)
 
 
 def _final(metrics: MergeMetrics, watch: Stopwatch) -> MergeMetrics:
@@ -595,7 +597,7 @@ def _final(metrics: MergeMetrics, watch: Stopwatch) -> MergeMetrics:
     return metrics
 
 
-def _result(snapshot, metrics, watch, *, version=None, commit=None, skipped=False) -> CommandResult:
+def _result(snapshot, metrics, watch, *, version=None, commit=None, skipped=False, strategy=None) -> CommandResult:
     _final(metrics, watch)
     return CommandResult(
         "MERGE",
@@ -604,5 +606,5 @@ def _result(snapshot, metrics, watch, *, version=None, commit=None, skipped=Fals
         skipped,
         metrics,
         commit.commit_info if commit is not None else None,
-        {"committed": commit is not None},
+        {"committed": commit is not None, **({"strategy": strategy} if strategy else {})},
     )

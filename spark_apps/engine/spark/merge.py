@@ -267,32 +267,83 @@ _FILE_OUTPUT = "path string, written string, clause_rows string, matched binary,
 
 
 def small_source(source, plan, max_rows: int):
-    """The source as one Arrow table (columns ``__s<i>``, the source schema's Arrow types), read once
-    with at most ``max_rows + 1`` rows; None when it has more (then it is joined in Spark)."""
+    """The source as one Arrow table (columns ``__s<i>``, the source schema's Arrow types), read once,
+    when it holds at most ``max_rows`` rows and fits :func:`collect_cap`; None otherwise (then it
+    is joined in Spark). Its size is known before anything is collected: Spark's own estimate when
+    that is far below the cap, else one aggregation measures its rows and their Arrow bytes (string
+    lengths summed), so a source too big for the driver (or a Connect client) is never collected."""
     import pyarrow as pa
 
-    from ..merge_rewrite import MAX_SOURCE_BYTES
-
     renamed = _renamed(source, "__s")
+    cap = collect_cap(source.sparkSession)
     size = _plan_size(renamed)
-    if size is not None and size * 8 <= MAX_SOURCE_BYTES:  # clearly small: one job, no limit's passes
-        table = renamed.toArrow()
-    else:  # unknown or large: at most one row past the limit comes back
-        table = renamed.limit(max_rows + 1).toArrow()
-        if table.num_rows > max_rows:
+    if size is None or size * 32 > cap:  # not clearly small (compressed files may grow 10x as Arrow)
+        rows, nbytes = _measured(renamed, plan.source_schema)
+        if rows > max_rows or nbytes > cap:
             return None
+    table = renamed.toArrow()
     schema = plan.source_schema.to_arrow_schema()
     want = pa.schema([pa.field(f"__s{i}", f.type, f.nullable) for i, f in enumerate(schema)])
     return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(want)], schema=want)
 
 
+#: a Spark property that lowers the cap (bytes, or a size such as ``64m``): a driver shared with others
+MAX_SOURCE_CONF = "spark.airflowDelta.merge.maxSourceBytes"
+
+#: over Spark Connect the source travels to the server's tasks inside a plan message (gRPC's limit
+#: is 128 MiB by default on both sides): a source shipped that way stays well under it
+CONNECT_SOURCE_BYTES = 64 << 20
+
+
+def collect_cap(spark) -> int:
+    """The most bytes of Arrow a MERGE collects from its source: :data:`..merge_rewrite.MAX_SOURCE_BYTES`,
+    at most an eighth of the driver's memory (``spark.driver.memory``, Spark's default 1g: the JVM
+    holds the collected batches while Python reads them), and over Spark Connect at most
+    :data:`CONNECT_SOURCE_BYTES`, and at most :data:`MAX_SOURCE_CONF` when set. A hard cap: above it
+    the source is joined in Spark instead."""
+    from ..merge_rewrite import MAX_SOURCE_BYTES
+    from .session import conf_value, is_connect, memory_bytes
+
+    cap = min(MAX_SOURCE_BYTES, memory_bytes(conf_value(spark, "spark.driver.memory", "1g")) // 8)
+    limit = conf_value(spark, MAX_SOURCE_CONF, "")
+    if limit:
+        cap = min(cap, memory_bytes(limit, plain=""))
+    return min(cap, CONNECT_SOURCE_BYTES) if is_connect(spark) else cap
+
+
+def _measured(df, schema) -> tuple[int, int]:
+    """``(rows, Arrow bytes)`` of ``df`` in one aggregation: fixed widths from the schema, string and
+    binary values by their summed lengths (plus offsets), nested values by their JSON text's."""
+    from pyspark.sql import functions as F
+
+    from ..merge_rewrite import fixed_width
+
+    aggs, fixed = [F.count(F.lit(1)).alias("n")], 0
+    for i, f in enumerate(schema.fields):
+        col, name = F.col(f"__s{i}"), getattr(f.type, "name", "")
+        if name in ("string", "binary"):
+            aggs.append(F.sum(F.octet_length(col)).alias(f"b{i}"))
+            fixed += 4
+        elif not name:  # struct, array, map
+            aggs.append(F.sum(F.octet_length(F.to_json(col))).alias(f"b{i}"))
+            fixed += 8
+        else:
+            fixed += fixed_width(f.type)
+    row = df.agg(*aggs).collect()[0]
+    rows = int(row["n"])
+    return rows, rows * fixed + sum(int(row[a] or 0) for a in row.asDict() if a != "n")
+
+
 def _plan_size(df) -> int | None:
     """Spark's own estimate of ``df``'s size in bytes (file sizes, cached sizes), when it has one
-    (classic Spark; None on Spark Connect or when unknown). A ``limit`` collects partition by
-    partition in several jobs, so a source known to be small is collected without one."""
+    (classic Spark; None over Spark Connect, which has no JVM here, or when unknown)."""
+    from .session import is_connect
+
+    if is_connect(df.sparkSession):
+        return None
     try:
         size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-    except Exception:  # Spark Connect, or an internal API that moved
+    except Exception:  # an internal API that moved
         return None
     return size if 0 <= size < (1 << 60) else None
 

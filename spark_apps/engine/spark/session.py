@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 
 DEFAULT_CONF = {
@@ -110,6 +111,29 @@ def connect_mode():
 
 
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+def conf_value(spark, key: str, default: str) -> str:
+    """A Spark property as the session sees it (over Connect: the server's), ``default`` when unset."""
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:  # a property the session refuses to show
+        value = None
+    return default if value in (None, "") else str(value)
+
+
+_MEMORY = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(i?b)?")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def memory_bytes(text: str, *, plain: str = "m") -> int:
+    """A Spark memory size (``"1g"``, ``"512m"``, ``"64mb"``, ``"1024b"``) in bytes; a bare number is in
+    ``plain`` units (MiB, as for driver memory); Spark's default driver memory (1 GiB) when unreadable."""
+    m = _MEMORY.fullmatch(str(text).strip().lower())
+    if m is None:
+        return 1 << 30
+    number, unit, suffix = m.groups()
+    return int(float(number) * _UNITS[unit if unit or suffix else plain])
 
 
 def is_connect(spark) -> bool:

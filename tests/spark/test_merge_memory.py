@@ -1,0 +1,68 @@
+"""MERGE's memory bound: the source is collected to the driver only when its measured Arrow size is
+under a hard cap derived from the driver's memory (and a Spark property that lowers it); above it
+the source is joined in Spark, with the same rows as a file-by-file merge of the same input."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.spark.merge import MAX_SOURCE_CONF, _measured, _renamed, collect_cap
+from airflow_delta_provider_apps.engine.spark.session import memory_bytes
+
+deltalake = pytest.importorskip("deltalake")
+pytestmark = pytest.mark.spark
+
+
+def test_the_measured_size_is_the_arrow_size(spark):
+    from airflow_delta_provider_apps.engine.schema import parse_schema
+
+    ddl = "id BIGINT, name STRING, score DOUBLE, tags ARRAY<STRING>, flag BOOLEAN"
+    rows = [(i, "x" * (i % 97), i / 3, ["a" * (i % 5)] * (i % 3), i % 2 == 0) for i in range(5000)]
+    df = _renamed(spark.createDataFrame(rows, ddl), "__s")
+    n, nbytes = _measured(df, parse_schema(ddl))
+    actual = df.toArrow().nbytes
+    assert n == 5000
+    assert 0.9 * actual <= nbytes <= 1.5 * actual, (nbytes, actual)  # an estimate, never far below
+
+
+def test_the_cap_follows_the_driver_memory_and_the_property(spark):
+    driver = memory_bytes(spark.conf.get("spark.driver.memory", "1g"))
+    assert collect_cap(spark) == min(256 << 20, driver // 8)
+    spark.conf.set(MAX_SOURCE_CONF, "64k")
+    try:
+        assert collect_cap(spark) == 64 << 10
+    finally:
+        spark.conf.unset(MAX_SOURCE_CONF)
+
+
+def test_a_source_over_the_cap_is_joined_with_the_same_rows(spark, tmp_path):
+    target = [(i, f"t{i}", float(i)) for i in range(0, 3000, 2)]
+    source = [(i, "s" * 50 + str(i), -float(i)) for i in range(1000, 4000)]  # ~200 kB as Arrow
+    ddl = "id BIGINT, name STRING, score DOUBLE"
+    results = {}
+    for name, cap in (("by_file", None), ("join", "16k")):
+        root = str(tmp_path / name)
+        t = DeltaTable.create(spark, root, schema=ddl)
+        t.append(spark.createDataFrame(target, ddl).repartition(4))
+        if cap:
+            spark.conf.set(MAX_SOURCE_CONF, cap)
+        try:
+            results[name] = t.upsert(spark.createDataFrame(source, ddl), ["id"])
+        finally:
+            spark.conf.unset(MAX_SOURCE_CONF)
+        got = deltalake.DeltaTable(root).to_pyarrow_table().sort_by("id")
+        results[name + "_rows"] = got
+    assert results["by_file"]["strategy"] == "file_by_file" and results["join"]["strategy"] == "join"
+    expected = {i: (n, s) for i, n, s in target} | {i: (n, s) for i, n, s in source}
+    want = pa.table(
+        {
+            "id": pa.array(sorted(expected), pa.int64()),
+            "name": [expected[i][0] for i in sorted(expected)],
+            "score": [expected[i][1] for i in sorted(expected)],
+        }
+    )
+    assert results["by_file_rows"].equals(want) and results["join_rows"].equals(want)
+    for key in ("numTargetRowsInserted", "numTargetRowsUpdated", "numSourceRows"):
+        assert results["by_file"]["metrics"][key] == results["join"]["metrics"][key]
