@@ -4,6 +4,8 @@ Steps: a fresh ``AIRFLOW_HOME`` with SQLite (``demo/airflow_home``, examples off
 the DAG copied into that home's dags folder, one DAG run with ``dag.test()`` (real spark-submit of the
 bundled apps against ``local[2]``), then the results are read back FROM THE AIRFLOW DB (task states and
 XCom ``return_value`` rows), and the table's version is read from its ``_delta_log`` without Spark.
+A successful run goes on to the lakehouse pipeline; a failed one prints the failed tasks and the last
+error lines and exits with 1 (so does ``make demo``).
 
 Also a small runner used by tests/airflow (one DAG run per process, so each run gets a clean Airflow
 configuration)::
@@ -106,17 +108,29 @@ def _parse_date(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
+def _commits(x: dict) -> str:
+    """A version sensor's XCom (``{"version", "baseline", "operations"}``: no operation of its own), in
+    words: the version it saw and the commits since its baseline."""
+    seen = f"saw version {x.get('version')}"
+    if x.get("baseline") is not None:
+        seen += f" (after {x['baseline']})"
+    ops = [f"{o.get('operation')} v{o.get('version')}" for o in x.get("operations") or [] if isinstance(o, dict)]
+    return seen + (f": {', '.join(ops)}" if ops else "")
+
+
 def _print_summary(summary: dict, table_uri: str) -> None:
     print()
     print(f"DAG run {summary['run_id']}: {summary['state']} in {summary['seconds']} s")
     for task_id, t in summary["tasks"].items():  # in the order they ran
         x = t["xcom"]
-        if isinstance(x, dict) and "version" in x:
+        if isinstance(x, dict) and "operation" in x:
             detail = f"{x.get('operation')} -> version {x.get('version')}{' (skipped)' if x.get('skipped') else ''}"
             detail += f"\n      metrics: {json.dumps(x.get('metrics'), sort_keys=True)}"
+        elif isinstance(x, dict) and "version" in x:
+            detail = _commits(x)
         else:
-            detail = repr(x)
-        print(f"  {task_id:<14} {t['state']:<8} {detail}")
+            detail = "" if x is None else repr(x)  # a task that failed or did not run has no XCom
+        print(f"  {task_id:<14} {t['state']:<8} {detail}".rstrip())
     try:
         from airflow_delta_provider_apps.engine.log.listing import latest_version
         from airflow_delta_provider_apps.engine.storage import storage_for
@@ -124,6 +138,9 @@ def _print_summary(summary: dict, table_uri: str) -> None:
         version = latest_version(storage_for(table_uri), table_uri)
     except Exception as e:  # the summary above still stands
         version = f"unknown ({e})"
+    if version is None:  # the run failed before the table was created: nothing to cross-check
+        print(f"\nTable: {table_uri}: not created")
+        return
     print(f"\nTable: {table_uri}\nVersion in its _delta_log (read without Spark): {version}")
     try:
         import deltalake
@@ -183,18 +200,36 @@ def demo() -> int:
     print(f"\nAirflow and Spark output of the run: {log_path}")
     if summary["state"] == "success":
         return _pipeline(env, demo_dir, log_path)
-        failed = [t for t, v in summary["tasks"].items() if v["state"] != "success"]
-        errors = [line for line in lines if "Delta" in line and ("Error:" in line or "DELTA_ERROR" in line)]
-        print(f"Failed tasks: {', '.join(failed)}")
-        for line in errors[-3:]:
-            print(f"  {line[:400]}")
-        return 1
-    return 0
+    # a failed run: name the failed tasks and show the last error lines, and fail make demo
+    failed = [t for t, v in summary["tasks"].items() if v["state"] == "failed"]
+    not_run = [t for t, v in summary["tasks"].items() if v["state"] not in ("success", "failed")]
+    print(f"\nThe DAG run {summary['state']}. Failed tasks: {', '.join(failed) or 'none'}")
+    if not_run:
+        print(f"Not run: {', '.join(not_run)}")
+    errors = [line for line in lines if "Delta" in line and ("Error:" in line or "DELTA_ERROR" in line)]
+    errors = errors or [line for line in lines if "Error:" in line or "Exception:" in line]
+    for line in errors[-3:]:
+        print(f"  {line.strip()[:400]}")
+    return 1
 
 
 PIPELINE_FILE = os.path.join(REPO, "example_dags", "delta_lakehouse_pipeline.py")
 PIPELINE_ID = "delta_lakehouse_pipeline"
 PIPELINE_DATES = ("2026-01-03", "2026-01-04", "2026-01-05")  # a Saturday, a Sunday (vacuum), a Monday
+
+
+def _pipeline_line(task_id: str, t: dict) -> str:
+    """One task of a pipeline run: its operation and version and first metrics; for the version
+    sensor, the version it saw and the commits since its baseline; else the task's state."""
+    x = t["xcom"] if isinstance(t["xcom"], dict) else {}
+    shown = ", ".join(f"{k}={v}" for k, v in list((x.get("metrics") or {}).items())[:4])
+    if "operation" in x:
+        what = f"{x['operation']} v{x.get('version')}"
+    elif "version" in x:  # the version sensor: no operation of its own
+        what, shown = f"saw v{x['version']}", _commits(x).partition(": ")[2]
+    else:
+        what = t["state"]
+    return f"    {task_id:<16} {what:<22} {shown}".rstrip()
 
 
 def _pipeline(env: dict, demo_dir: str, log_path: str) -> int:
@@ -227,11 +262,7 @@ def _pipeline(env: dict, demo_dir: str, log_path: str) -> int:
         summary = json.loads(lines[-1]) if lines else {"state": f"did not finish (exit {proc.returncode})", "tasks": {}}
         print(f"  {summary['state']} in {summary.get('seconds')} s")
         for task_id, t in summary["tasks"].items():
-            x = t["xcom"] if isinstance(t["xcom"], dict) else {}
-            metrics = x.get("metrics") or {}
-            shown = ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:4])
-            what = f"{x.get('operation')} v{x.get('version')}" if "version" in x else t["state"]
-            print(f"    {task_id:<16} {what:<22} {shown}")
+            print(_pipeline_line(task_id, t))
         if summary["state"] != "success":
             print(f"Full output: {log_path}")
             return 1
