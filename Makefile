@@ -7,7 +7,7 @@ PYSPARK_VERSION := 4.3.0
 STAMP := $(VENV)/.installed
 INSTALL_LOG := install.log
 
-.PHONY: azurite install lint format test test-unit test-spark test-differential test-airflow test-compat demo bench clean check-pyspark
+.PHONY: azurite client-venv install lint format test test-unit test-spark test-differential test-airflow test-compat demo bench clean check-pyspark
 
 # The apache-spark provider pulls pyspark-client, which installs into the same pyspark/ folder as
 # pyspark and leaves a mixed install: remove both, then put the full pyspark back last.
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@( set -e; \
 	  test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	  $(PIP) install -q --upgrade "pip>=25"; \
-	  $(PIP) install -q -c constraints.txt -e '.[test,bench]'; \
+	  $(PIP) install -q -c constraints.txt -e '.[test,bench,pyspark]'; \
 	  $(PIP) uninstall -q -y pyspark-client pyspark; \
 	  $(PIP) install -q --no-deps --force-reinstall "pyspark==$(PYSPARK_VERSION)"; \
 	) > $(INSTALL_LOG) 2>&1 || { tail -30 $(INSTALL_LOG); echo "install failed: see $(INSTALL_LOG)"; exit 1; }
@@ -50,8 +50,24 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: lint azurite
+test: lint azurite client-venv
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# An Airflow worker that reaches Spark only over Spark Connect, as a user installs it: the provider
+# with pyspark-client alone (the apache-spark provider's dependency), no pyspark, no Java.
+# tests/connect/test_client_only.py runs the operators in it against the tests' Connect server.
+CLIENT_VENV := .venv-client
+CLIENT_STAMP := $(CLIENT_VENV)/.installed
+$(CLIENT_STAMP): pyproject.toml constraints.txt
+	@echo "Installing the Connect-only worker into $(CLIENT_VENV) (pip output in client-install.log) ..."
+	@( set -e; \
+	  test -x $(CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CLIENT_VENV); \
+	  $(CLIENT_VENV)/bin/pip install -q --upgrade "pip>=25"; \
+	  $(CLIENT_VENV)/bin/pip install -q -c constraints.txt -e .; \
+	) > client-install.log 2>&1 || { tail -30 client-install.log; echo "install failed: see client-install.log"; exit 1; }
+	@touch $(CLIENT_STAMP)
+
+client-venv: $(CLIENT_STAMP)
 
 # Seconds, no JVM: the pure core, the apps' CLI, the provider and the layering rules.
 UNIT_TESTS := tests/test_layering.py tests/engine tests/apps tests/provider
@@ -96,4 +112,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) .tools .venv-airflow-3.1 demo bench/data .pytest_cache $(INSTALL_LOG) compat-install.log
+	rm -rf $(VENV) $(COMPAT_VENV) $(CLIENT_VENV) client-install.log .tools .venv-airflow-3.1 demo bench/data .pytest_cache $(INSTALL_LOG) compat-install.log

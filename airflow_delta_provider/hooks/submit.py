@@ -42,6 +42,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -390,6 +391,13 @@ class SubmitTransport:
                 binary = conn_binary or find_spark_submit()
                 if not conn_binary:
                     _check_pyspark_install(binary)
+                if not conn_binary and binary == "spark-submit" and shutil.which(binary) is None:
+                    raise DeltaConfigurationError(
+                        f"No spark-submit on this worker for connection '{self.hook.conn_id}'",
+                        f"'{binary}' is not on PATH, SPARK_HOME is not set and pyspark is not installed here",
+                        "install the provider with its pyspark extra (pip install 'airflow-delta-provider[pyspark]'), "
+                        "set SPARK_HOME, or reach Spark over Spark Connect (a spark_connect connection)",
+                    )
             self._settings = SubmitSettings(
                 master=master_from_connection(conn),
                 deploy_mode=deploy_mode,
