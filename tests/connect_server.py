@@ -32,6 +32,8 @@ class ConnectServer:
         self.port = port or free_port()
         self.url = f"sc://127.0.0.1:{self.port}"
         self.log_dir = tempfile.mkdtemp(prefix="spark-connect-")
+        self.event_dir = os.path.join(self.log_dir, "events")  # what the server's UI shows, as files
+        os.makedirs(self.event_dir)
         home = pyspark_home()
         settings = {
             "spark.connect.grpc.binding.address": "127.0.0.1",
@@ -39,6 +41,9 @@ class ConnectServer:
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "8",
             "spark.driver.extraJavaOptions": "-XX:+ExitOnOutOfMemoryError",
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": f"file://{self.event_dir}",
+            "spark.eventLog.compress": "false",
             **(conf or {}),
         }
         args = [os.path.join(home, "sbin", "start-connect-server.sh"), "--wait", "--master", "local[2]"]
@@ -66,6 +71,10 @@ class ConnectServer:
 
     def output(self) -> str:
         return Path(self.log_path).read_text(errors="replace")
+
+    def event_log(self) -> str:
+        """The server's event log so far: plans, properties and job descriptions, all its UI shows."""
+        return "".join(p.read_text(errors="replace") for p in sorted(Path(self.event_dir).rglob("*")) if p.is_file())
 
     def kill(self) -> None:
         """kill -9 of the whole server (the JVM and its Python workers): a crash, not a shutdown."""

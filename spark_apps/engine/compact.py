@@ -3,9 +3,9 @@ a thread or in a Spark task."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pyarrow as pa
+
+from .threads import ThreadPool
 
 __all__ = ["compact_bin"]
 
@@ -42,7 +42,7 @@ def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], tas
         data = _read_plain(storage, spec, schema, parts, rows, read)
     else:
         # reading the files one after the other would leave the cores idle (pyarrow releases the GIL)
-        with ThreadPoolExecutor(max_workers=min(8, max(1, len(rows)))) as pool:
+        with ThreadPool(max_workers=min(8, max(1, len(rows)))) as pool:
             tables = list(pool.map(read, rows))
         data = pa.concat_tables(tables, promote_options="permissive") if tables else None
     if data is None or data.num_rows == 0:

@@ -523,10 +523,10 @@ def merge_files(
     """:func:`merge_file` over ``files`` (rows of ``snapshot.files``) in this process, in parallel
     across files; when one fails, what the others wrote is deleted and the error raised."""
     import os
-    from concurrent.futures import ThreadPoolExecutor
 
     from .rewrite import FileOutcome, _discard
     from .storage import storage_for
+    from .threads import ThreadPool
 
     if files.num_rows == 0:
         return []
@@ -541,7 +541,7 @@ def merge_files(
         )
 
     workers = max(1, min(len(rows), max_workers or os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-merge") as pool:
+    with ThreadPool(max_workers=workers, thread_name_prefix="delta-merge") as pool:
         futures = [pool.submit(one, i) for i in range(len(rows))]
         try:
             return [f.result() for f in futures]

@@ -36,7 +36,6 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +45,7 @@ import pyarrow.compute as pc
 
 from .expr import nodes as n
 from .expr.nodes import Expr
+from .threads import ThreadPool
 from .writer import TableWriter, WriteSpec, WrittenFile
 
 __all__ = [
@@ -481,7 +481,7 @@ def rewrite_files(
         else:
             sizes = files.column("size").to_pylist() if "size" in files.column_names else [0] * len(rows)
             order = sorted(range(len(rows)), key=lambda i: -(sizes[i] or 0))  # largest first: balanced
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-rewrite") as pool:
+            with ThreadPool(max_workers=workers, thread_name_prefix="delta-rewrite") as pool:
                 futures = {i: pool.submit(one, i) for i in order}
                 try:
                     outcomes = [futures[i].result() for i in range(len(rows))]

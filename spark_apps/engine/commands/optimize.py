@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
+from ..threads import ThreadPool
 from .reads import reads_snapshot_files
 from .result import CommandResult, OptimizeMetrics, Stopwatch
 
@@ -161,7 +161,7 @@ def optimize(
 
         written = compact_bins(spark, info, bin_rows, zorder)
     else:
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
+        with ThreadPool(max_workers=os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
             written = [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder), bin_rows) for w in ws]
     removed = files.take(pa.array(chosen_rows, pa.int64()))
     removes = removes_for(removed, data_change=False)

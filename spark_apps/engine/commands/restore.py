@@ -10,12 +10,11 @@ A file is the same file when its path and its deletion vector are the same.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
+from ..threads import ThreadPool
 from ..values import parse_version
 from .result import CommandResult, RestoreMetrics
 
@@ -81,7 +80,7 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
     fields = {"restored_version": target.version}
     if to_add.num_rows:  # every file to bring back must still exist (VACUUM may have deleted it)
         locations = file_locations(root, to_add.column("path"))
-        with ThreadPoolExecutor(max_workers=16, thread_name_prefix="delta-restore") as pool:
+        with ThreadPool(max_workers=16, thread_name_prefix="delta-restore") as pool:
             exists = list(pool.map(storage.exists, locations))
         missing = [loc for loc, ok in zip(locations, exists) if not ok]
         if missing:

@@ -25,12 +25,12 @@ parallel; empty directories left behind are removed. ``dry_run=True`` only repor
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
+from ..threads import ThreadPool
 from ..values import parse_retention_hours
 from .result import CommandResult, Stopwatch, VacuumMetrics
 
@@ -224,7 +224,7 @@ def vacuum(
     # in chunks: one task per few hundred files, not one per file
     step = max(1, min(1000, -(-len(paths) // (_DELETE_THREADS * 4))))
     chunks = [paths[i : i + step] for i in range(0, len(paths), step)]
-    with ThreadPoolExecutor(max_workers=_DELETE_THREADS, thread_name_prefix="delta-vacuum") as pool:
+    with ThreadPool(max_workers=_DELETE_THREADS, thread_name_prefix="delta-vacuum") as pool:
         done = [p for part in pool.map(delete, chunks) for p in part]
     metrics.num_deleted_files = len(done)
     metrics.num_vacuumed_directories = _empty_dirs(storage, root, done)
@@ -261,7 +261,7 @@ def check_time_travel(old) -> None:
     if not gone.num_rows:
         return
     locations = file_locations(root, gone.column("path"))
-    with ThreadPoolExecutor(max_workers=_DELETE_THREADS, thread_name_prefix="delta-timetravel") as pool:
+    with ThreadPool(max_workers=_DELETE_THREADS, thread_name_prefix="delta-timetravel") as pool:
         missing = [loc for loc, ok in zip(locations, pool.map(storage.exists, locations)) if not ok]
     if not missing:
         return

@@ -14,7 +14,6 @@ non-file actions as objects (the conflict checker's view of a winning commit).
 """
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +29,7 @@ from ..actions import (
 )
 from ..errors import LogCorruptedError
 from ..storage import LocalStorage, Storage
+from ..threads import ThreadPool
 from .collect import _add_struct_rows, _Collected
 from .file_actions import (
     _MAP_FIELDS,
@@ -86,7 +86,7 @@ def _read_all(storage: Storage, commits: list[LogFile]) -> list[bytes]:
     """Read the commit files; in parallel threads for remote storage (latency-bound)."""
     if len(commits) <= 8 or isinstance(storage, LocalStorage):
         return [storage.read_bytes(c.path) for c in commits]
-    with ThreadPoolExecutor(max_workers=16) as ex:
+    with ThreadPool(max_workers=16) as ex:
         return list(ex.map(lambda c: storage.read_bytes(c.path), commits))
 
 
