@@ -66,13 +66,13 @@ def _same_table(asset_uri: str, table_uri: str) -> bool:
 def _coerce_version(value: Any, name: str) -> int | None:
     if value is None or value == "":
         return None
-    if isinstance(value, bool):
-        raise DeltaConfigurationError(f"{name} must be an integer, not {value!r}")
-    try:
-        return int(str(value).strip()) if not isinstance(value, int) else value
+    try:  # the engine's one rule for versions (operations.coerce -> engine.values.parse_version)
+        return ops.coerce(ops.Arg(name, "version"), value)
     except ValueError:
         raise DeltaConfigurationError(
-            f"{name} {value!r} is not an integer", None, f"pass an int (or a template rendering to one) as {name}"
+            f"{name} {value!r} is not a whole number from 0 up",
+            None,
+            f"pass an int (or a template rendering to one) as {name}",
         ) from None
 
 

@@ -73,7 +73,10 @@ def test_identity_needs_both_parts():
     with pytest.raises(DeltaConfigurationError, match="app_id and app_version must be given together"):
         op.transaction_identity({})
     op = DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", app_id="a", app_version="v2")
-    with pytest.raises(DeltaConfigurationError, match="not an integer"):
+    with pytest.raises(DeltaConfigurationError, match="not a whole number from 0 up"):
+        op.transaction_identity({})
+    op = DeltaWriteOperator(task_id="w", table_uri="/t", source="/s", app_id="a", app_version=-1)
+    with pytest.raises(DeltaConfigurationError, match="not a whole number from 0 up"):  # Delta: txn versions >= 0
         op.transaction_identity({})
 
 
