@@ -57,9 +57,9 @@ def spark():
 
 @pytest.fixture(scope="session")
 def connect_server():
-    from connect_server import ConnectServer
+    from airflow_delta_provider_apps.connect_server import ConnectServer
 
-    server = ConnectServer()
+    server = ConnectServer(event_log=True)
     yield server
     server.stop()
 

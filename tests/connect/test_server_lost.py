@@ -20,7 +20,7 @@ SLOW = "SELECT s.* FROM source s WHERE (SELECT max(id) FROM range(0, 40000000000
 
 
 def test_a_server_killed_mid_merge_fails_the_task_and_the_retry_applies_once(monkeypatch, tmp_path):
-    from connect_server import ConnectServer
+    from airflow_delta_provider_apps.connect_server import ConnectServer
 
     server = ConnectServer()
     try:
