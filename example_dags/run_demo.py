@@ -65,7 +65,8 @@ def migrate(home: str) -> dict[str, str]:
 
 def run_dag(dag_id: str, logical_date: datetime) -> dict:
     """Run one DAG run with ``dag.test()`` in THIS process (environment already set) and summarise it
-    from the Airflow DB: run state, and per task its state, try number and XCom ``return_value``."""
+    from the Airflow DB: run state, and per task its state, try number, wall time (``seconds``) and XCom
+    ``return_value``."""
     from airflow import settings
 
     try:
@@ -98,7 +99,12 @@ def run_dag(dag_id: str, logical_date: datetime) -> dict:
             "state": str(run.state),
             "seconds": round(elapsed, 1),
             "tasks": {
-                ti.task_id: {"state": str(ti.state), "try_number": ti.try_number, "xcom": values.get(ti.task_id)}
+                ti.task_id: {
+                    "state": str(ti.state),
+                    "try_number": ti.try_number,
+                    "seconds": round(ti.duration, 2) if ti.duration is not None else None,  # the task's wall time
+                    "xcom": values.get(ti.task_id),
+                }
                 for ti in sorted(tis, key=lambda t: (t.start_date is None, t.start_date or 0, t.task_id))
             },
         }
