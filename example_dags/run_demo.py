@@ -169,44 +169,30 @@ def _print_summary(summary: dict, table_uri: str) -> None:
         print(f"deltalake could not read the table: {e}")
 
 
-def demo() -> int:
-    """``make demo``: a quiet run. Airflow's and Spark's output go to ``demo/demo.log``; the terminal
-    shows the steps, the summary read back from the Airflow DB, and where the log is."""
-    demo_dir = os.path.abspath(os.environ.get("DELTA_DEMO_DIR", os.path.join(REPO, "demo")))
-    home = os.path.join(demo_dir, "airflow_home")
-    root = os.path.join(demo_dir, "quickstart")
-    log_path = os.path.join(demo_dir, "demo.log")
-    for d in (home, root):
-        shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(demo_dir, exist_ok=True)
-    print(f"Airflow home: {home} (SQLite); migrating the DB ...", flush=True)
-    env = migrate(home)
-    env["DELTA_QUICKSTART_ROOT"] = root
-    table_uri = os.path.join(root, "tables", "events")
-    env["DELTA_QUICKSTART_TABLE"] = table_uri
-    shutil.copy(DAG_FILE, env["AIRFLOW__CORE__DAGS_FOLDER"])
-    date = os.environ.get("DELTA_DEMO_DATE", "2026-01-01")
-    print(f"Running {DAG_ID} for {date} with dag.test() (Airflow and Spark output: {log_path}) ...", flush=True)
-    with open(log_path, "w") as log:
+def _run_logged(env: dict, dag_id: str, date: str, log_path: str) -> tuple[dict | None, list[str], int]:
+    """One DAG run in a child process (``run``), its output appended to ``log_path``: (the summary,
+    or None when the run did not finish; the output lines; the exit code)."""
+    with open(log_path, "a") as log:
         proc = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "run", "--home", home, "--dag-id", DAG_ID, "--date", date],
+            [sys.executable, os.path.abspath(__file__), "run", "--home", env["AIRFLOW_HOME"], "--dag-id", dag_id]
+            + ["--date", date],
             env={**os.environ, **env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
         )
+        log.write(proc.stdout)
     with open(log_path) as f:
         lines = [line for line in f.read().splitlines() if line.strip()]
+    summaries = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     try:
-        summary = json.loads(lines[-1])
+        return json.loads(summaries[-1]), lines, proc.returncode
     except (IndexError, ValueError):
-        print("\n".join(lines[-30:]))
-        print(f"\nThe DAG run did not finish (exit code {proc.returncode}). Full output: {log_path}")
-        return 1
-    _print_summary(summary, table_uri)
-    print(f"\nAirflow and Spark output of the run: {log_path}")
-    if summary["state"] == "success":
-        return _pipeline(env, demo_dir, log_path)
-    # a failed run: name the failed tasks and show the last error lines, and fail make demo
+        return None, lines, proc.returncode
+
+
+def _report_failure(summary: dict, lines: list[str]) -> int:
+    """A failed run: name the failed tasks and show the last error lines; make demo fails."""
     failed = [t for t, v in summary["tasks"].items() if v["state"] == "failed"]
     not_run = [t for t, v in summary["tasks"].items() if v["state"] not in ("success", "failed")]
     print(f"\nThe DAG run {summary['state']}. Failed tasks: {', '.join(failed) or 'none'}")
@@ -217,6 +203,78 @@ def demo() -> int:
     for line in errors[-3:]:
         print(f"  {line.strip()[:400]}")
     return 1
+
+
+def demo() -> int:
+    """``make demo``: a quiet run. Airflow's and Spark's output go to ``demo/demo.log``; the terminal
+    shows the steps, the summaries read back from the Airflow DB, and where the log is.
+
+    1. The quickstart DAG over spark-submit (a ``spark`` connection, ``local[2]``).
+    2. A local Spark Connect server started from the installed pyspark; the same DAG over it (the
+       ``spark_local`` connection now of type ``spark_connect``), each task's time beside (1).
+    3. The lakehouse pipeline for three days over that server, which is then stopped.
+    """
+    demo_dir = os.path.abspath(os.environ.get("DELTA_DEMO_DIR", os.path.join(REPO, "demo")))
+    home = os.path.join(demo_dir, "airflow_home")
+    root = os.path.join(demo_dir, "quickstart")
+    log_path = os.path.join(demo_dir, "demo.log")
+    for d in (home, root):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(demo_dir, exist_ok=True)
+    open(log_path, "w").close()
+    print(f"Airflow home: {home} (SQLite); migrating the DB ...", flush=True)
+    env = migrate(home)
+    env["DELTA_QUICKSTART_ROOT"] = root
+    table_uri = os.path.join(root, "tables", "events")
+    env["DELTA_QUICKSTART_TABLE"] = table_uri
+    shutil.copy(DAG_FILE, env["AIRFLOW__CORE__DAGS_FOLDER"])
+    date = os.environ.get("DELTA_DEMO_DATE", "2026-01-01")
+    print(f"Running {DAG_ID} for {date} over spark-submit (Airflow and Spark output: {log_path}) ...", flush=True)
+    summary, lines, code = _run_logged(env, DAG_ID, date, log_path)
+    if summary is None:
+        print("\n".join(lines[-30:]))
+        print(f"\nThe DAG run did not finish (exit code {code}). Full output: {log_path}")
+        return 1
+    _print_summary(summary, table_uri)
+    print(f"\nAirflow and Spark output of the run: {log_path}")
+    if summary["state"] != "success":
+        return _report_failure(summary, lines)
+    return _over_connect(env, demo_dir, log_path, date, summary)
+
+
+def _over_connect(env: dict, demo_dir: str, log_path: str, date: str, submitted: dict) -> int:
+    """Steps 2 and 3 of :func:`demo`, on a Spark Connect server started (and stopped) here."""
+    from airflow_delta_provider_apps.connect_server import ConnectServer
+
+    print("\nStarting a local Spark Connect server (the installed pyspark's sbin/start-connect-server.sh) ...")
+    try:
+        server = ConnectServer()
+    except RuntimeError as e:
+        print(f"The Spark Connect server did not start: {e}")
+        return 1
+    try:
+        conn = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": server.port}
+        env = {**env, "AIRFLOW_CONN_SPARK_LOCAL": json.dumps(conn)}
+        root = os.path.join(demo_dir, "quickstart_connect")
+        shutil.rmtree(root, ignore_errors=True)
+        env.update(DELTA_QUICKSTART_ROOT=root, DELTA_QUICKSTART_TABLE=os.path.join(root, "tables", "events"))
+        print(f"Running {DAG_ID} for {date} over Spark Connect at {server.url} ...", flush=True)
+        summary, lines, code = _run_logged(env, DAG_ID, date, log_path)
+        if summary is None or summary["state"] != "success":
+            return _report_failure(summary, lines) if summary else 1
+        print(f"\n  {'task':<16} {'spark-submit':>12} {'Spark Connect':>14}   (seconds per task)")
+        for task_id, t in summary["tasks"].items():
+            before = submitted["tasks"].get(task_id, {}).get("seconds")
+            print(f"  {task_id:<16} {_secs(before):>12} {_secs(t.get('seconds')):>14}")
+        print(f"  {'DAG run':<16} {_secs(submitted['seconds']):>12} {_secs(summary['seconds']):>14}")
+        return _pipeline(env, demo_dir, log_path)
+    finally:
+        server.stop()
+        print(f"\nThe Spark Connect server is stopped (its output: {server.log_path}).")
+
+
+def _secs(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 PIPELINE_FILE = os.path.join(REPO, "example_dags", "delta_lakehouse_pipeline.py")
@@ -235,7 +293,7 @@ def _pipeline_line(task_id: str, t: dict) -> str:
         what, shown = f"saw v{x['version']}", _commits(x).partition(": ")[2]
     else:
         what = t["state"]
-    return f"    {task_id:<16} {what:<22} {shown}".rstrip()
+    return f"    {task_id:<16} {_secs(t.get('seconds')):>5} s  {what:<22} {shown}".rstrip()
 
 
 def _pipeline(env: dict, demo_dir: str, log_path: str) -> int:
@@ -245,27 +303,9 @@ def _pipeline(env: dict, demo_dir: str, log_path: str) -> int:
     env = {**env, "DELTA_PIPELINE_ROOT": root}
     shutil.copy(PIPELINE_FILE, env["AIRFLOW__CORE__DAGS_FOLDER"])
     for date in PIPELINE_DATES:
-        print(f"\nRunning {PIPELINE_ID} for {date} ...", flush=True)
-        with open(log_path, "a") as log:
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    os.path.abspath(__file__),
-                    "run",
-                    "--home",
-                    env["AIRFLOW_HOME"],
-                    "--dag-id",
-                    PIPELINE_ID,
-                    "--date",
-                    date,
-                ],
-                env={**os.environ, **env},
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-            )
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-        summary = json.loads(lines[-1]) if lines else {"state": f"did not finish (exit {proc.returncode})", "tasks": {}}
+        print(f"\nRunning {PIPELINE_ID} for {date} over Spark Connect ...", flush=True)
+        summary, _lines, code = _run_logged(env, PIPELINE_ID, date, log_path)
+        summary = summary or {"state": f"did not finish (exit {code})", "tasks": {}}
         print(f"  {summary['state']} in {summary.get('seconds')} s")
         for task_id, t in summary["tasks"].items():
             print(_pipeline_line(task_id, t))
