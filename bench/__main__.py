@@ -15,6 +15,10 @@ Algorithm:
    generator wrote; a disagreement is flagged in the row (``[!...]``), not hidden.
 4. Print the table; write ``latest.md``, ``latest.csv`` and ``latest.png`` to the output dir
    (``bench/results`` for a full run; ``bench/data/results-quick`` for ``--quick``).
+5. Then the data-plane benches (bench/dataplane.py, merge.py, maintenance.py, object_store.py;
+   ``--no-dataplane`` skips them) and the transport bench (bench/transports.py: spark-submit vs
+   Spark Connect per DAG task and per MERGE, large sources with peak memory; ``--no-transports``
+   skips it, ``--transports-only`` runs it alone).
 
 Usage: ``python -m bench [--quick] [--only SUBSTR ...] [--reps N] [--files N] [--out DIR]``.
 """
@@ -205,6 +209,14 @@ def parse_args(argv: list[str] | None):
         "--no-dataplane", action="store_true", help="skip the data-plane cases (bench/dataplane.py, bench/merge.py)"
     )
     ap.add_argument("--dataplane-only", action="store_true", help="run only the data-plane cases")
+    ap.add_argument(
+        "--no-transports", action="store_true", help="skip the transport bench (bench/transports.py: DAGs, MERGE)"
+    )
+    ap.add_argument(
+        "--transports-only",
+        action="store_true",
+        help="run only the transport bench (spark-submit vs Spark Connect: DAG tasks, MERGE, large sources)",
+    )
     for f in dataclasses.fields(C.Sizes):
         ap.add_argument(
             f"--{f.name.replace('_', '-')}",
@@ -218,12 +230,24 @@ def parse_args(argv: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if a.transports_only:
+        return _transports(a)
     if a.dataplane_only:
         return _data_plane(a)
     code = _log_plane(a)
     if not a.no_dataplane and not a.list and code == 0:
         code = _data_plane(a)
+    if not a.no_transports and not a.list and code == 0:
+        code = _transports(a)
     return code
+
+
+def _transports(a) -> int:
+    """spark-submit vs Spark Connect: per-task wall time of the example DAGs, the 50k-row MERGE as a
+    task over each transport, MERGE with 2M / 10M-row sources (time, strategy, peak memory)."""
+    from . import transports
+
+    return transports.main(["--quick"] if a.quick else [])
 
 
 def _data_plane(a) -> int:
