@@ -26,7 +26,8 @@ Three parts, results in ``bench/results/transports.md`` and one CSV per part
 3. **big**: MERGE with large sources (2M and 10M rows; id, dt, v, a 64-character string s, n; read
    from Parquet; half of them update existing rows, half are new) into the same 5M-row table,
    default memory everywhere (``spark.driver.memory`` unset = 1g, the server's too): over
-   spark-submit, over Spark Connect (a fresh server per run, so its peak is this merge's) and
+   spark-submit, over Spark Connect (a fresh server per run, warmed by one 1000-row merge:
+   its peak covers its start, that merge and this one) and
    deltalake (source streamed from the Parquet file), each in a fresh child process
    (bench/transport_worker.py) whose whole process tree, and the server's, is sampled for peak
    memory (bench/procmem.py); every run has a timeout (its process group is killed on expiry and
@@ -98,6 +99,26 @@ def _start_server():
     t0 = time.monotonic()
     server = ConnectServer()
     return server, time.monotonic() - t0
+
+
+def _server_pythons(server) -> tuple[int, int]:
+    """(number, summed PSS bytes) of the Python processes under the Connect server (its workers):
+    PSS (proportional set size) counts the pages a forked worker shares with its daemon once."""
+    import psutil
+
+    try:
+        kids = psutil.Process(server._proc.pid).children(recursive=True)
+    except psutil.Error:
+        return 0, 0
+    n = pss = 0
+    for k in kids:
+        try:
+            if "python" in k.name():
+                info = k.memory_full_info()
+                n, pss = n + 1, pss + getattr(info, "pss", info.rss)
+        except psutil.Error:
+            pass
+    return n, pss
 
 
 def _fmt(x, nd: int = 2) -> str:
@@ -202,6 +223,15 @@ def dags(quick: bool, timeout: float) -> dict:
                 if date != days[-1]:
                     runs[f"{PIPELINE} setup"] = runs[PIPELINE]
             out["runs"][transport] = runs
+            if server is not None:
+                spark_tasks = sum(
+                    1
+                    for r in runs.values()
+                    for t in r.get("tasks", {}).values()
+                    if isinstance(t.get("xcom"), dict) and t["xcom"].get("transport") == "connect"
+                )
+                n, rss = _server_pythons(server)
+                out["server_pythons"] = {"processes": n, "rss": rss, "runs": len(runs) + 1, "tasks": spark_tasks}
         finally:
             if server is not None:
                 server.stop()
@@ -213,6 +243,12 @@ def _median(xs):
     return statistics.median(xs) if xs else None
 
 
+def _transport_of(t: dict | None) -> str:
+    """How a task ran: its result's ``transport`` (a Delta task), else ``python`` (a plain task)."""
+    x = (t or {}).get("xcom")
+    return str(x.get("transport") or "python") if isinstance(x, dict) and "transport" in x else "python"
+
+
 def dag_rows(res: dict) -> tuple[list[dict], list[str]]:
     """The per-task rows (csv) and the markdown lines of part 1."""
     sub, con = res["runs"].get("spark-submit", {}), res["runs"].get("connect", {})
@@ -220,8 +256,8 @@ def dag_rows(res: dict) -> tuple[list[dict], list[str]]:
     md = [
         "## 1. Per-task wall time: spark-submit vs Spark Connect (example DAGs, `dag.test()`)",
         "",
-        "| DAG | task | spark-submit (s) | Connect (s) | Connect / spark-submit | issue's target (over Connect) |",
-        "|---|---|---:|---:|---:|---|",
+        "| DAG | task | ran as | spark-submit (s) | Connect (s) | Connect / spark-submit | issue's target (over Connect) |",
+        "|---|---|---|---:|---:|---:|---|",
     ]
     for dag_id in (QUICKSTART, PIPELINE):
         a, b = sub.get(dag_id, {}), con.get(dag_id, {})
@@ -248,7 +284,8 @@ def dag_rows(res: dict) -> tuple[list[dict], list[str]]:
                     else "**missed**"
                 )
                 target = f"{what}: <= {SMALL_TARGET_S:g} s (aim {SMALL_AIM_S:g} s): {verdict}"
-            md.append(f"| {label} | {task}{note} | {_fmt(sa)} | {_fmt(sb)} | {_ratio(sb, sa)} | {target} |")
+            how = " / ".join(_transport_of(t.get(task)) for t in (ta, tb))
+            md.append(f"| {label} | {task}{note} | {how} | {_fmt(sa)} | {_fmt(sb)} | {_ratio(sb, sa)} | {target} |")
             rows.append(
                 {
                     "dag": label,
@@ -256,6 +293,7 @@ def dag_rows(res: dict) -> tuple[list[dict], list[str]]:
                     "spark_submit_s": sa,
                     "connect_s": sb,
                     "ratio_connect_over_submit": None if not (sa and sb is not None) else round(sb / sa, 3),
+                    "ran_as": how,
                     "state_submit": (ta.get(task) or {}).get("state"),
                     "state_connect": (tb.get(task) or {}).get("state"),
                     "target": target,
@@ -263,14 +301,14 @@ def dag_rows(res: dict) -> tuple[list[dict], list[str]]:
             )
         ma = _median([t.get("seconds") for t in ta.values()])
         mb = _median([t.get("seconds") for t in tb.values()])
-        md.append(f"| {label} | *median task* | {_fmt(ma)} | {_fmt(mb)} | {_ratio(mb, ma)} | |")
+        md.append(f"| {label} | *median task* | | {_fmt(ma)} | {_fmt(mb)} | {_ratio(mb, ma)} | |")
         tot_a, tot_b = a.get("seconds"), b.get("seconds")
         target = ""
         if dag_id == PIPELINE:
             verdict = "-" if tot_b is None else "met" if tot_b <= DAY_TARGET_S else "**missed**"
             target = f"a pipeline day <= {DAY_TARGET_S:g} s: {verdict}"
         md.append(
-            f"| {label} | **DAG run total** ({a.get('state')} / {b.get('state')}) | {_fmt(tot_a)} | {_fmt(tot_b)} | "
+            f"| {label} | **DAG run total** ({a.get('state')} / {b.get('state')}) | | {_fmt(tot_a)} | {_fmt(tot_b)} | "
             f"{_ratio(tot_b, tot_a)} | {target} |"
         )
         for name, t_a, t_b in (("median task", ma, mb), ("DAG run total", tot_a, tot_b)):
@@ -281,6 +319,7 @@ def dag_rows(res: dict) -> tuple[list[dict], list[str]]:
                     "spark_submit_s": t_a,
                     "connect_s": t_b,
                     "ratio_connect_over_submit": None if not (t_a and t_b is not None) else round(t_b / t_a, 3),
+                    "ran_as": "",
                     "state_submit": a.get("state"),
                     "state_connect": b.get("state"),
                     "target": target if name == "DAG run total" else "",
@@ -299,6 +338,14 @@ def dag_rows(res: dict) -> tuple[list[dict], list[str]]:
     jvm = [r.get("peak_jvm") for r in con.values() if isinstance(r, dict)]
     if any(jvm):
         md.append(f"The Connect server's JVM peaked at {_mib(max(x for x in jvm if x))} MiB resident over these runs.")
+    sp = res.get("server_pythons")
+    if sp:
+        md.append(
+            f"After {sp['runs']} DAG runs on it ({sp['tasks']} tasks with `transport: connect` besides those of "
+            f"the warm-up run), the server held {sp['processes']} Python processes ({_mib(sp['rss'])} MiB, summed PSS): each "
+            "Connect session (one per task) starts its own Python daemon and worker on the server (the "
+            "session's artifacts make its Python environment its own), and they stay after the session ends."
+        )
     md.append(
         "[1] The first task of a `dag.test()` run also waits for Airflow's in-process execution API to "
         "start (~4-6 s between 'running task' and 'Task started' in its log): Airflow's cost in this "
@@ -424,6 +471,7 @@ def merge50k(rows: int, reps: int) -> dict:
             warm=True,
         )
         checks.update({k: _rows_after(h[k]) for k in ("submit", "connect", "rs2")})
+        server_pythons = _server_pythons(server)
     finally:
         server.stop()
         os.environ.pop("AIRFLOW_CONN_BENCH_SUBMIT", None)
@@ -438,6 +486,7 @@ def merge50k(rows: int, reps: int) -> dict:
         "tasks": t_times,
         "results": t_outs,
         "server_start_s": start_s,
+        "server_pythons": server_pythons,
         "check": "" if not bad else f"row counts after the merge differ from {want}: {bad}",
     }
 
@@ -511,6 +560,12 @@ def merge_rows(res: dict) -> tuple[list[dict], list[str]]:
         f"the Connect task `run_seconds` {_fmt(con.get('run_seconds'))} s (last timed run). The Connect "
         f"server took {res['server_start_s']:.1f} s to start (not counted).",
     ]
+    n, rss = res.get("server_pythons") or (0, 0)
+    if n:
+        md.append(
+            f"After {res['reps'] + 1} Connect merges (one session each) the server held {n} Python processes "
+            f"({_mib(rss)} MiB, summed PSS)."
+        )
     if res["check"]:
         md.append(f"\n**Check failed**: {res['check']}")
     return rows, md
@@ -683,8 +738,8 @@ def big_md(rows: int, res: list[dict], timeout: float) -> list[str]:
         "",
         "Source: id, dt, v, s (64 characters), n from one Parquet file; half the rows update existing rows "
         "(SET v, s, n), half are inserted. `spark.driver.memory` unset (1g) for the spark-submit driver and "
-        "the Connect server (a fresh server per run, warmed by one 1000-row merge first, so its peak is "
-        f"this merge's); every run in a fresh child process, timeout {timeout:.0f} s. "
+        "the Connect server (a fresh server per run, warmed by one 1000-row merge first: its peak covers "
+        f"its start, that small merge and this one); every run in a fresh child process, timeout {timeout:.0f} s. "
         "Peak resident memory (VmHWM, MiB) sampled every 0.2 s over the child's process tree and the "
         "server's: *JVM* = the spark-submit driver JVM or the Connect server's JVM; *engine Python* = where "
         "our engine plans and commits (the spark-submit app's Python driver; the Connect client, i.e. the "
@@ -774,28 +829,49 @@ def main(argv: list[str] | None = None) -> int:
         "Ratios above 1: the first named is slower. Nothing asserts a time.",
         "",
     ]
-    if "dags" in parts:
+    failed = 0
+
+    def part(name: str, title: str, run) -> None:
+        """One part; a part that raises is reported in the md (its error line) and the others still run."""
+        nonlocal md, failed
+        try:
+            lines = run()
+        except Exception as e:
+            import traceback
+
+            traceback.print_exc()
+            failed += 1
+            lines = [f"## {title}", "", f"**Not measured**: {type(e).__name__}: {' '.join(str(e).split())[:600]}"]
+        md += lines + [""]
+        print("\n".join(lines), flush=True)
+
+    def run_dags() -> list[str]:
         _log("[dags] the example DAGs over spark-submit and over Spark Connect ...")
         res = dags(a.quick, timeout)
         (DATA / "dags.json").write_text(json.dumps(res, indent=1, default=str))
         r, lines = dag_rows(res)
         _write_csv(out / "transport_tasks.csv", r)
-        md += lines + [""]
-        print("\n".join(lines), flush=True)
-    if "merge" in parts:
+        return lines
+
+    def run_merge() -> list[str]:
         res = merge50k(rows, reps)
         (DATA / "merge.json").write_text(json.dumps(res, indent=1, default=str))
         r, lines = merge_rows(res)
         _write_csv(out / "transport_merge.csv", r)
-        md += lines + [""]
-        print("\n".join(lines), flush=True)
-    if "big" in parts:
+        return lines
+
+    def run_big() -> list[str]:
         res = big(rows, sizes, timeout)
         (DATA / "big.json").write_text(json.dumps(res, indent=1, default=str))
         _write_csv(out / "transport_big_merge.csv", [{k: v for k, v in x.items() if k != "log"} for x in res])
-        lines = big_md(rows, res, timeout)
-        md += lines + [""]
-        print("\n".join(lines), flush=True)
+        return big_md(rows, res, timeout)
+
+    if "dags" in parts:
+        part("dags", "1. Per-task wall time: spark-submit vs Spark Connect", run_dags)
+    if "merge" in parts:
+        part("merge", "2. The 50k-row MERGE", run_merge)
+    if "big" in parts:
+        part("big", "3. MERGE with large sources", run_big)
     from .report import machine_info
 
     info = machine_info()
@@ -806,7 +882,7 @@ def main(argv: list[str] | None = None) -> int:
     name = "transports.md" if parts == ["dags", "merge", "big"] else f"transports-{'-'.join(parts)}.md"
     (out / name).write_text("\n".join(md))
     _log(f"wrote {out / name} ({time.time() - started:.0f} s)")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
