@@ -105,14 +105,19 @@ def fixed_width(t) -> int:
     return {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "date": 4, "float": 4}.get(getattr(t, "name", ""), 8)
 
 
-def source_row_limit(source_schema, max_bytes: int | None = None) -> int:
-    """How many rows of a source with this schema are small enough to send to every task (estimated
-    from the schema: fixed widths, 32 bytes per string or binary value, 64 per nested value)."""
+def row_width(schema) -> int:
+    """Estimated bytes per row of ``schema`` (fixed widths, 32 per string or binary value, 64 per
+    nested value): a guess from the schema alone, where no data has been read."""
     width = 0
-    for f in source_schema.fields:
+    for f in schema.fields:
         name = getattr(f.type, "name", "")
         width += 32 if name in ("string", "binary") else fixed_width(f.type) if name else 64
-    return (MAX_SOURCE_BYTES if max_bytes is None else max_bytes) // max(width, 1)
+    return max(width, 1)
+
+
+def source_row_limit(source_schema, max_bytes: int | None = None) -> int:
+    """How many rows of a source with this schema are small enough to send to every task."""
+    return (MAX_SOURCE_BYTES if max_bytes is None else max_bytes) // row_width(source_schema)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ the source is joined in Spark, with the same rows as a file-by-file merge of the
 
 from __future__ import annotations
 
+import shutil
+
 import pyarrow as pa
 import pytest
 
@@ -66,3 +68,36 @@ def test_a_source_over_the_cap_is_joined_with_the_same_rows(spark, tmp_path):
     assert results["by_file_rows"].equals(want) and results["join_rows"].equals(want)
     for key in ("numTargetRowsInserted", "numTargetRowsUpdated", "numSourceRows"):
         assert results["by_file"]["metrics"][key] == results["join"]["metrics"][key]
+
+
+def test_a_matched_only_merge_by_join_rewrites_only_the_touched_files(spark, tmp_path):
+    """The inner join first: the pairs find the one touched file; its other rows are copied."""
+    ddl = "id BIGINT, name STRING, score DOUBLE"
+    target = spark.range(4000).selectExpr("id", "concat('t', id) AS name", "CAST(id AS DOUBLE) AS score")
+    # 4 files of about 1,000 consecutive ids each
+    source = [(i, "changed", -1.0) for i in range(1000, 1010)] + [(99_999, "nowhere", 0.0)]
+    base = str(tmp_path / "base")
+    DeltaTable.create(spark, base, schema=ddl).append(target.repartitionByRange(4, "id"))
+    results = {}
+    for name, cap in (("by_file", None), ("join", "1b")):  # the same files for both
+        root = str(tmp_path / name)
+        shutil.copytree(base, root)
+        t = DeltaTable.for_path(spark, root)
+        if cap:
+            spark.conf.set(MAX_SOURCE_CONF, cap)
+        try:
+            builder = t.merge(spark.createDataFrame(source, ddl), "target.id = source.id")
+            results[name] = builder.when_matched_update({"name": "source.name"}, "source.id % 2 = 0").execute()
+        finally:
+            spark.conf.unset(MAX_SOURCE_CONF)
+        results[name + "_rows"] = deltalake.DeltaTable(root).to_pyarrow_table().sort_by("id")
+    m = results["join"]["metrics"]
+    assert results["join"]["strategy"] == "join"
+    assert (m["numTargetFilesRemoved"], m["numTargetRowsUpdated"]) == (1, 5)
+    assert 900 < m["numTargetRowsCopied"] < 1100  # the touched file's other rows, not the table's
+    same = ("numTargetFilesRemoved", "numTargetFilesAdded", "numTargetRowsUpdated", "numTargetRowsCopied")
+    assert {k: m[k] for k in same} == {k: results["by_file"]["metrics"][k] for k in same}
+    assert results["join_rows"].equals(results["by_file_rows"])
+    names = dict(zip(results["join_rows"]["id"].to_pylist(), results["join_rows"]["name"].to_pylist()))
+    assert [names[i] for i in range(1000, 1004)] == ["changed", "t1001", "changed", "t1003"]
+    assert len(names) == 4000

@@ -21,8 +21,9 @@
    :func:`..spark.merge.execute_merge_by_file`): no join over the table, no shuffle. Otherwise
    **one join** (:func:`..spark.merge.execute_merge`): the source materialised in Spark and joined
    to the candidates' rows (file path carried through): insert-only merges use a left anti join
-   against the target's rows and remove no file; otherwise an outer join that preserves the sides
-   whose clauses need them. Either way each target row gets the first clause that fires; a target
+   against the target's rows and remove no file; matched-only merges an inner join first (the
+   touched files found from the matched pairs, only those read again); otherwise an outer join
+   that preserves the sides whose clauses need them. Either way each target row gets the first clause that fires; a target
    row that more than one source row would update or delete is Delta's duplicate-match error
    (nothing written); touched files are those where some row is updated or deleted: only they are
    removed and rewritten (their other rows copied), next to the inserted rows.
@@ -568,7 +569,7 @@ def merge(
     if prepared is not None:
         outcome = execute_merge_by_file(spark, prepared, candidates)
     else:
-        outcome = execute_merge(spark, snapshot, plan, materialised, candidates)
+        outcome = execute_merge(spark, snapshot, plan, materialised, candidates, num_source_rows)
     metrics.scan_time_ms, metrics.rewrite_time_ms = outcome.scan_ms, outcome.rewrite_ms
     for name, value in plan.counts(outcome.per_action).items():
         setattr(metrics, name, value)

@@ -7,12 +7,16 @@
 * :func:`small_source` / :func:`execute_merge_by_file`: a small source read once into Arrow and
   shipped to the tasks, which merge the candidate files one by one (:mod:`..merge_rewrite`); the
   inserts are written on the driver.
-* :func:`execute_merge` (large sources, or no key equality to look up): the candidates' rows (their file path carried as ``__file``) joined with the
-  source on the ON condition, each row tagged with the first clause that fires (``__action``: the
-  clause's index, -1 copy, -2 drop), the duplicate-match check, the touched files, and the write of
-  the rewritten and inserted rows through the core writer. Conditions and values are the bound
-  trees rendered for the joined DataFrame's own column names (``__t<i>`` / ``__s<i>``), so Spark
-  evaluates exactly what was checked.
+* :func:`execute_merge` (large sources, or no key equality to look up): joins in Spark, with the
+  candidates' rows carrying their file path (``__file``): a matched-only merge takes the INNER join's
+  matched pairs first (duplicate check, clause tallies and touched files over the pairs alone, then
+  only the touched files read again); otherwise one outer join; each row tagged with the first clause
+  that fires (``__action``: the clause's index, -1 copy, -2 drop), the duplicate-match check, the
+  touched files, and the write of the rewritten and inserted rows through the core writer. The source
+  is broadcast when its estimated size fits Spark's threshold, else both sides are shuffled (Spark
+  sizes the scanned table by its file list and would broadcast it). Conditions and values are the
+  bound trees rendered for the joined DataFrame's own column names (``__t<i>`` / ``__s<i>``), so
+  Spark evaluates exactly what was checked.
 """
 
 from __future__ import annotations
@@ -137,125 +141,227 @@ def _case(branches: list[tuple[str, str]], otherwise: str) -> str:
     return "CASE " + " ".join(f"WHEN {c} THEN {v}" for c, v in branches) + f" ELSE {otherwise} END"
 
 
-def execute_merge(spark, snapshot, plan, src, candidates) -> MergeOutcome:
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
+def execute_merge(spark, snapshot, plan, src, candidates, source_rows: int | None = None) -> MergeOutcome:
+    """MERGE by joins in Spark (see the module docstring). A matched-only merge (WHEN MATCHED clauses
+    alone) takes the matched pairs first, from an INNER join of the source with the candidates'
+    rows: they are at most as many as the source's rows, so the duplicate check, the clause tallies
+    and the touched files cost a pass over them, not over the table, and only the touched files
+    are read again (:func:`_merge_matched_first`). With NOT MATCHED [BY SOURCE] clauses the source
+    rows or the target rows that match nothing need their clause too: one outer join, persisted
+    (:func:`_merge_outer`). Insert-only merges are one left anti join."""
     from pyspark.sql import functions as F
 
-    from ..writer import table_write_spec
-    from .scan import FILE_COLUMN, scan_files
-    from .write import conform_dataframe, write_data_files
-
     started = time.monotonic()
-    spell = _speller(plan)
-    clauses = plan.clauses
-    codes = plan.codes()  # clause indices per kind
-    changing = [i for i, c in enumerate(clauses) if c.clause.action in ("update", "delete")]
-
-    def cond(i: int) -> str:
-        c = clauses[i].condition
-        return "true" if c is None else to_sql(c, spell)
-
-    target = scan_files(spark, snapshot, files=candidates, with_file_column=True).df
-    if len(plan.target_schema.fields) > len(snapshot.schema.fields):  # merge_schema: columns the files lack
-        from .write import spark_schema
-
-        added = spark_schema(plan.target_schema.to_json()).fields[len(snapshot.schema.fields) :]
-        data = [c for c in target.columns if c != FILE_COLUMN]
-        nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in added]
-        target = target.select(*data, *nulls, FILE_COLUMN)
-    target = _renamed(target, "__t").withColumnRenamed(f"__t{len(plan.target_schema.fields)}", "__file")
-    target = target.withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
-    src = src.withColumn("__sp", F.lit(True))
-    on = F.expr(to_sql(plan.on, spell))
+    job = _JoinMerge(spark, snapshot, plan).with_source(src, source_rows)
+    codes = job.codes
     if plan.insert_only:
-        joined = src.join(target, on, "left_anti")
-        action = _case([(cond(i), str(i)) for i in codes["not_matched"]], "-2")
-        joined = joined.withColumn("__action", F.expr(action))
-    else:
-        how = "full_outer" if codes["not_matched"] else "right_outer"
-        joined = src.join(target, on, how)
-        matched = _case([(cond(i), str(i)) for i in codes["matched"]], "-1")
-        by_source = _case([(cond(i), str(i)) for i in codes["not_matched_by_source"]], "-1")
-        inserted = _case([(cond(i), str(i)) for i in codes["not_matched"]], "-2")
-        action = (
-            f"CASE WHEN __sp IS NOT NULL AND __tp IS NOT NULL THEN {matched} "
-            f"WHEN __tp IS NOT NULL THEN {by_source} ELSE {inserted} END"
-        )
-        joined = joined.withColumn("__action", F.expr(action))
-    joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        changing_matched = [i for i in codes["matched"] if i in changing]
-        lone_delete = len(codes["matched"]) == 1 and clauses[codes["matched"][0]].clause.action == "delete"
-        lone_delete = lone_delete and clauses[codes["matched"][0]].condition is None
-        # target rows that matched more than one source row (a shuffle of the matched pairs only, which
-        # are about as many as the source's rows): a changing clause on one is Delta's error; without
-        # any, every target row is in the join once and needs no deduplication below
-        multi: list = []
-        if not plan.insert_only:  # with or without matched clauses: a copied row must not be doubled
-            matched_pairs = joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull())
-            multi = (
-                matched_pairs.groupBy("__rid")
-                .agg(
-                    F.count(F.lit(1)).alias("n"),
-                    F.sum(F.col("__action").isin(changing_matched).cast("int")).alias("ch"),
-                )
-                .filter("n > 1")
-                .select("ch")
-                .collect()
-            )
-        # per clause: joined rows, and the target rows they concern (what row metrics count; distinct only
-        # where a target row can appear more than once)
-        rows_of = F.countDistinct("__rid") if multi else F.count(F.lit(1))
-        rows_of = F.lit(0) if plan.insert_only else rows_of
-        per_action = {
-            r["__action"]: (r["n"], r["rows"])
-            for r in joined.groupBy("__action").agg(F.count(F.lit(1)).alias("n"), rows_of.alias("rows")).collect()
-        }
-        if changing_matched and not lone_delete and not plan.insert_only:
-            if any((r["ch"] or 0) > 1 for r in multi):
-                raise duplicate_match_error()
-        touched = []
-        if changing and not plan.insert_only:
-            touched = [
-                r["__file"]
-                for r in joined.filter(F.col("__action").isin(changing)).select("__file").distinct().collect()
-            ]
+        joined = job.rows.join(job.target_rows(candidates, against_broadcast=False), job.on(), "left_anti")
+        joined = joined.withColumn("__action", F.expr(job.case("not_matched", "-2")))
+        per_action = job.tally(joined, multi=False)
         scan_ms = int((time.monotonic() - started) * 1000)
+        return job.write([(joined.filter(F.col("__action").isin(job.inserts)), job.inserts)], [], per_action, scan_ms)
+    if codes["not_matched_by_source"] or codes["not_matched"]:
+        return _merge_outer(job, candidates, started)
+    return _merge_matched_first(job, candidates, started)
+
+
+class _JoinMerge:
+    """What the join strategies share: the prepared source and target rows, the clause expressions
+    (bound trees rendered for the joined DataFrame's own column names), the checks and the write."""
+
+    def __init__(self, spark, snapshot, plan):
+        from pyspark.sql import functions as F
+
+        self.spark, self.snapshot, self.plan = spark, snapshot, plan
+        self.spell = _speller(plan)
+        self.clauses = plan.clauses
+        self.codes = plan.codes()  # clause indices per kind
+        self.changing = [i for i, c in enumerate(self.clauses) if c.clause.action in ("update", "delete")]
+        self.updates = [i for i in self.changing if self.clauses[i].clause.action == "update"]
+        self.inserts = [i for i in range(len(self.clauses)) if self.clauses[i].clause.action == "insert"]
+        self.src = None
+        self._F = F
+
+    def with_source(self, src, rows: int | None):
+        """The materialised source; broadcast to the joins when ``rows`` of it (estimated from the
+        schema) fit Spark's broadcast threshold, else the joins shuffle both sides (Spark sizes the
+        target's rows by the file list they are read from, a few rows, and would broadcast the whole
+        table: its own choice is not safe here)."""
+        from ..merge_rewrite import row_width
+        from .session import conf_value, memory_bytes
+
+        F = self._F
+        src = src.withColumn("__sp", F.lit(True))
+        threshold = memory_bytes(conf_value(self.spark, "spark.sql.autoBroadcastJoinThreshold", "10m"), plain="")
+        self.broadcast = rows is not None and rows * row_width(self.plan.source_schema) <= threshold
+        self.rows = src  # for an anti join, which never builds its left side
+        self.src = src.hint("broadcast") if self.broadcast else src
+        return self
+
+    def cond(self, i: int) -> str:
+        c = self.clauses[i].condition
+        return "true" if c is None else to_sql(c, self.spell)
+
+    def case(self, kind: str, otherwise: str) -> str:
+        """The first clause of ``kind`` whose condition holds, as its index; else ``otherwise``."""
+        return _case([(self.cond(i), str(i)) for i in self.codes[kind]], otherwise)
+
+    def on(self):
+        return self._F.expr(to_sql(self.plan.on, self.spell))
+
+    def target_rows(self, files, *, against_broadcast: bool = True):
+        """The rows of ``files`` as ``__t<i>`` columns, their file ``__file``, ``__tp`` and a row id
+        ``__rid``; hinted to a shuffle join unless joined to the broadcast source (see with_source)."""
+        from .scan import FILE_COLUMN, scan_files
+
+        F, plan, snapshot = self._F, self.plan, self.snapshot
+        target = scan_files(self.spark, snapshot, files=files, with_file_column=True).df
+        if len(plan.target_schema.fields) > len(snapshot.schema.fields):  # merge_schema: columns the files lack
+            from .write import spark_schema
+
+            added = spark_schema(plan.target_schema.to_json()).fields[len(snapshot.schema.fields) :]
+            data = [c for c in target.columns if c != FILE_COLUMN]
+            nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in added]
+            target = target.select(*data, *nulls, FILE_COLUMN)
+        target = _renamed(target, "__t").withColumnRenamed(f"__t{len(plan.target_schema.fields)}", "__file")
+        target = target.withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
+        return target if self.broadcast and against_broadcast else target.hint("merge")
+
+    def multi_matches(self, pairs) -> list:
+        """Target rows that matched more than one source row, each with how many changing clauses
+        fired on it (a shuffle of the matched pairs only); Delta's error when one would change twice."""
+        F = self._F
+        changing_matched = [i for i in self.codes["matched"] if i in self.changing]
+        multi = (
+            pairs.groupBy("__rid")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("__action").isin(changing_matched).cast("int")).alias("ch"))
+            .filter("n > 1")
+            .select("ch")
+            .collect()
+        )
+        first = self.clauses[self.codes["matched"][0]] if len(self.codes["matched"]) == 1 else None
+        lone_delete = first is not None and first.clause.action == "delete" and first.condition is None
+        if changing_matched and not lone_delete and any((r["ch"] or 0) > 1 for r in multi):
+            raise duplicate_match_error()
+        return multi
+
+    def tally(self, rows, *, multi: bool) -> dict:
+        """Per clause: joined rows, and the target rows they concern (distinct only where a target
+        row can appear more than once)."""
+        F = self._F
+        rows_of = F.lit(0) if self.plan.insert_only else F.countDistinct("__rid") if multi else F.count(F.lit(1))
+        agg = rows.groupBy("__action").agg(F.count(F.lit(1)).alias("n"), rows_of.alias("rows")).collect()
+        return {r["__action"]: (r["n"], r["rows"]) for r in agg}
+
+    def touched_files(self, rows) -> list[str]:
+        F = self._F
+        return [
+            r["__file"]
+            for r in rows.filter(F.col("__action").isin(self.changing)).select("__file").distinct().collect()
+        ]
+
+    def rewritten(self, rows, multi: list, touched: list[str]):
+        """The rows written back for the touched files: updated rows and copies (one per target row)."""
+        from pyspark.sql import Window
+
+        F = self._F
+        if multi:  # one output row per target row: the clause that fires (at most one), else a copy
+            best = F.max("__action").over(Window.partitionBy("__rid"))
+            rows = rows.withColumn("__best", best).filter("__action = __best").drop("__best")
+            rows = rows.dropDuplicates(["__rid"])
+        keep = F.col("__action").isin(self.updates) | ((F.col("__action") == -1) & F.col("__file").isin(touched))
+        return rows.filter(keep)
+
+    def write(self, outputs: list, touched: list[str], per_action: dict, scan_ms: int) -> MergeOutcome:
+        """The output rows in the table's columns, written through the core writer. ``outputs``:
+        ``(rows, clauses)`` pairs: each row takes the values of the clause (of ``clauses``) that fired
+        on it, else the target row's own (NULL for source rows alone)."""
+        from ..writer import table_write_spec
+        from .write import conform_dataframe, write_data_files
+
         started = time.monotonic()
-        outputs = []
-        updates = [i for i in changing if clauses[i].clause.action == "update"]
-        inserts = [i for i in range(len(clauses)) if clauses[i].clause.action == "insert"]
-        if touched:
-            rows = joined.filter(F.col("__tp").isNotNull())
-            if multi:  # one output row per target row: the clause that fires (at most one), else a copy
-                best = F.max("__action").over(Window.partitionBy("__rid"))
-                rows = rows.withColumn("__best", best).filter("__action = __best").drop("__best")
-                rows = rows.dropDuplicates(["__rid"])
-            keep = F.col("__action").isin(updates) | ((F.col("__action") == -1) & F.col("__file").isin(touched))
-            outputs.append(rows.filter(keep))
-        if inserts:
-            unmatched = F.col("__action").isin(inserts)  # a left anti join keeps source rows only
-            outputs.append(joined.filter(unmatched if plan.insert_only else F.col("__tp").isNull() & unmatched))
+        F, plan, clauses = self._F, self.plan, self.clauses
         adds, written = [], 0
         if outputs:
-            out = outputs[0]
-            for o in outputs[1:]:
+            projected = []
+            for o, fired in outputs:
+                has_target = "__tp" in o.columns
+                cols = []
+                for j, f in enumerate(plan.target_schema.fields):
+                    branches = [
+                        (f"__action = {i}", to_sql(clauses[i].values[f.name], self.spell))
+                        for i in fired
+                        if f.name in clauses[i].values
+                    ]
+                    otherwise = quote(f"__t{j}") if has_target else "NULL"
+                    cols.append(F.expr(_case(branches, otherwise)).alias(f.name))
+                projected.append(o.select(*cols))
+            out = projected[0]
+            for o in projected[1:]:
                 out = out.unionByName(o)
-            cols = []
-            for j, f in enumerate(plan.target_schema.fields):
-                branches = [
-                    (f"__action = {i}", to_sql(clauses[i].values[f.name], spell))
-                    for i in [*updates, *inserts]
-                    if f.name in clauses[i].values
-                ]
-                otherwise = "NULL" if plan.insert_only else quote(f"__t{j}")  # an anti join has no target side
-                cols.append(F.expr(_case(branches, otherwise)).alias(f.name))
-            out = conform_dataframe(out.select(*cols), plan.target_schema.to_json())
-            spec = table_write_spec(snapshot, schema_json=plan.target_schema.to_json_string())
+            out = conform_dataframe(out, plan.target_schema.to_json())
+            spec = table_write_spec(self.snapshot, schema_json=plan.target_schema.to_json_string())
             result = write_data_files(out, spec)
             adds, written = list(result.adds), result.num_output_rows
         return MergeOutcome(touched, adds, written, per_action, scan_ms, int((time.monotonic() - started) * 1000))
+
+
+def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
+    """WHEN MATCHED clauses only: the inner join's pairs first (see :func:`execute_merge`).
+    A touched file's rows are its pairs (updated rows, matched copies) and its rows that matched no
+    source row: those are found against the touched files' matched source rows only (no row of a
+    file matches a source row outside them), so the source is not joined to the table twice."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark import StorageLevel
+
+    F = job._F
+    pairs = job.src.join(job.target_rows(candidates), job.on(), "inner")
+    pairs = pairs.withColumn("__action", F.expr(job.case("matched", "-1"))).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        multi = job.multi_matches(pairs)
+        per_action = job.tally(pairs, multi=bool(multi))
+        touched = job.touched_files(pairs) if job.changing else []
+        outputs = []
+        if touched:
+            in_touched = pairs.filter(F.col("__file").isin(touched))
+            outputs.append((job.rewritten(in_touched, multi, touched), job.updates))
+            files = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(touched, pa.string())))
+            their_sources = in_touched.select(*[c for c in job.rows.columns if c.startswith("__s")])
+            unmatched = job.target_rows(files, against_broadcast=False).join(their_sources, job.on(), "left_anti")
+            outputs.append((unmatched, []))  # copies
+        scan_ms = int((time.monotonic() - started) * 1000)
+        return job.write(outputs, touched, per_action, scan_ms)
+    finally:
+        pairs.unpersist()
+
+
+def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
+    """With NOT MATCHED BY SOURCE clauses: every candidate row needs its clause, so one outer join of
+    the source with all of them, persisted, tagged with the first clause that fires."""
+    from pyspark import StorageLevel
+
+    F, codes = job._F, job.codes
+    how = "full_outer" if codes["not_matched"] else "right_outer"
+    joined = job.src.join(job.target_rows(candidates), job.on(), how)
+    action = (
+        f"CASE WHEN __sp IS NOT NULL AND __tp IS NOT NULL THEN {job.case('matched', '-1')} "
+        f"WHEN __tp IS NOT NULL THEN {job.case('not_matched_by_source', '-1')} "
+        f"ELSE {job.case('not_matched', '-2')} END"
+    )
+    joined = joined.withColumn("__action", F.expr(action)).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        # with or without matched clauses: a copied row must not be doubled
+        multi = job.multi_matches(joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull()))
+        per_action = job.tally(joined, multi=bool(multi))
+        touched = job.touched_files(joined) if job.changing else []
+        scan_ms = int((time.monotonic() - started) * 1000)
+        outputs = []
+        if touched:
+            outputs.append((job.rewritten(joined.filter(F.col("__tp").isNotNull()), multi, touched), job.updates))
+        if job.inserts:
+            outputs.append((joined.filter(F.col("__tp").isNull() & F.col("__action").isin(job.inserts)), job.inserts))
+        return job.write(outputs, touched, per_action, scan_ms)
     finally:
         joined.unpersist()
 
