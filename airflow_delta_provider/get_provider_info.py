@@ -54,7 +54,9 @@ def get_provider_info() -> dict:
                 "ui-field-behaviour": {
                     "hidden-fields": ["schema", "login", "password", "extra"],
                     "relabeling": {"host": "Master"},
-                    "placeholders": {"host": "local[*], yarn, spark://host:7077 or k8s://https://host:443"},
+                    "placeholders": {
+                        "host": "local[*], yarn, spark://host:7077, k8s://https://host:443 or sc://host:15002 (Spark Connect)"
+                    },
                 },
                 "conn-fields": {
                     "deploy-mode": {

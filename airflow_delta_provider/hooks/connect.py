@@ -26,7 +26,9 @@ from urllib.parse import urlparse
 from airflow_delta_provider.exceptions import DeltaRetryableError
 from airflow_delta_provider.hooks.bundle import build_app_bundle
 from airflow_delta_provider.hooks.connections import connect_url, redacted_url
+from airflow_delta_provider.hooks.submit import SparkSubmitOptions
 from airflow_delta_provider.hooks.transport import Transport, app_run
+from airflow_delta_provider_apps.operations import OPERATIONS
 
 __all__ = ["ConnectTransport", "check_server_reachable"]
 
@@ -63,6 +65,13 @@ class ConnectTransport(Transport):
         from airflow_delta_provider_apps.protocol import ConnectRun
 
         url = connect_url(self.hook.get_conn())
+        if not OPERATIONS[operation].spark_needed(params):  # log only: no session, no server needed
+            return app_run(lambda: ConnectRun(url).run(operation, table_uri, params), self.log)
+        if self.hook.submit_options != SparkSubmitOptions() or self.hook.result_dir:
+            self.log.warning(
+                "submit_options and result_dir are spark-submit settings: over Spark Connect they do not apply "
+                "(the server's resources are its own; spark_conf sets the session's runtime properties)"
+            )
         check_server_reachable(url)
         bundle = build_app_bundle(self.hook.bundle_dir)
         self._run = ConnectRun(

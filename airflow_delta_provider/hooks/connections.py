@@ -68,12 +68,14 @@ def connect_url(conn) -> str:
     the password, ``use_ssl`` extra); a ``delta_spark``/``spark`` master ``sc://...`` is used as given.
     It may hold a token: log :func:`redacted_url` instead."""
     if getattr(conn, "conn_type", None) != CONNECT_CONN_TYPE:
-        return master_from_connection(conn)
+        # the master as given; a separate port goes into the address, before a ";token=..." part
+        parsed = urlparse(conn.host or "")
+        if conn.port and parsed.port is None and parsed.netloc:
+            return parsed._replace(netloc=f"{parsed.netloc}:{conn.port}").geturl()
+        return conn.host if parsed.port is not None else master_from_connection(conn)
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-    hook = SparkConnectHook(conn.conn_id)
-    hook.get_connection = lambda _conn_id: conn  # the connection already read: no second lookup
-    return hook.get_connection_url()
+    return SparkConnectHook(conn.conn_id).get_connection_url()
 
 
 def redacted_url(url: str) -> str:

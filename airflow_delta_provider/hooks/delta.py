@@ -100,7 +100,7 @@ class DeltaHook(BaseHook):
         except AirflowNotFoundException:
             raise DeltaConfigurationError(
                 f"Spark connection '{self.conn_id}' does not exist",
-                "DeltaHook needs a connection of type 'spark' to know the master",
+                "DeltaHook needs a connection (type 'spark', 'delta_spark' or 'spark_connect') to know how to reach Spark",
                 f'define it, e.g. AIRFLOW_CONN_{self.conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[*]"}}\'',
             ) from None
 

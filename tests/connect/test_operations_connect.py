@@ -167,3 +167,6 @@ def test_an_unreachable_server_fails_in_seconds_and_is_retryable(monkeypatch, tm
     with pytest.raises(DeltaRetryableError, match="cannot reach the Spark Connect server"):
         hook.run("update", uri, updates={"id": "id + 1"}, predicate="id = 1")
     assert time.monotonic() - started < 10
+    # log-only work opens no session: it needs no server
+    result = hook.run("checkpoint", uri)
+    assert result["transport"] == "connect" and result["version"] == 0

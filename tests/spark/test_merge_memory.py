@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
 from airflow_delta_provider_apps.engine.spark.merge import MAX_SOURCE_CONF, _measured, _renamed, collect_cap
 from airflow_delta_provider_apps.engine.spark.session import memory_bytes
 
@@ -35,6 +36,9 @@ def test_the_cap_follows_the_driver_memory_and_the_property(spark):
     spark.conf.set(MAX_SOURCE_CONF, "64k")
     try:
         assert collect_cap(spark) == 64 << 10
+        spark.conf.set(MAX_SOURCE_CONF, "64 megs")  # a typo is refused, not read as "no limit"
+        with pytest.raises(InvalidArgumentError, match="maxSourceBytes is not a size"):
+            collect_cap(spark)
     finally:
         spark.conf.unset(MAX_SOURCE_CONF)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..errors import DuplicateMatchError
+from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr import to_sql
 from ..expr.sql import quote
 from ..merge_rewrite import duplicate_match_error
@@ -413,7 +413,12 @@ def collect_cap(spark) -> int:
     cap = min(MAX_SOURCE_BYTES, memory_bytes(conf_value(spark, "spark.driver.memory", "1g")) // 8)
     limit = conf_value(spark, MAX_SOURCE_CONF, "")
     if limit:
-        cap = min(cap, memory_bytes(limit, plain=""))
+        try:
+            cap = min(cap, memory_bytes(limit, plain="", strict=True))
+        except ValueError as e:
+            raise InvalidArgumentError(
+                f"Spark property {MAX_SOURCE_CONF} is not a size", str(e), "set it to bytes or a size such as 64m"
+            ) from None
     return min(cap, CONNECT_SOURCE_BYTES) if is_connect(spark) else cap
 
 

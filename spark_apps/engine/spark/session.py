@@ -126,11 +126,14 @@ _MEMORY = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(i?b)?")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
-def memory_bytes(text: str, *, plain: str = "m") -> int:
+def memory_bytes(text: str, *, plain: str = "m", strict: bool = False) -> int:
     """A Spark memory size (``"1g"``, ``"512m"``, ``"64mb"``, ``"1024b"``) in bytes; a bare number is in
-    ``plain`` units (MiB, as for driver memory); Spark's default driver memory (1 GiB) when unreadable."""
+    ``plain`` units (MiB, as for driver memory). Unreadable: Spark's default driver memory (1 GiB),
+    or with ``strict`` a ValueError."""
     m = _MEMORY.fullmatch(str(text).strip().lower())
     if m is None:
+        if strict:
+            raise ValueError(f"{text!r} is not a size such as 64m, 1g or 1048576")
         return 1 << 30
     number, unit, suffix = m.groups()
     return int(float(number) * _UNITS[unit if unit or suffix else plain])

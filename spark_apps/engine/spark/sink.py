@@ -41,14 +41,24 @@ def upsert_batches(table_uri: str, key_columns, *, dedupe_by: str | None = None,
         from ..table import DeltaTable
 
         spark = batch_df.sparkSession
-        query_id = app_id or spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        query_id = app_id or _query_id(spark)
         if not query_id:
             raise InvalidArgumentError(
                 "Cannot tell which streaming query this batch belongs to",
-                f"the Spark local property {QUERY_ID_PROPERTY} is not set and no app_id was given",
+                f"the Spark local property {QUERY_ID_PROPERTY} is not set (or, over Spark Connect, not visible) "
+                "and no app_id was given",
                 "pass app_id='<a name unique to this stream>' to upsert_batches",
             )
         table = DeltaTable.for_path(spark, table_uri)
         return table.upsert(batch_df, keys, dedupe_by=dedupe_by, app_id=str(query_id), app_version=int(batch_id))
 
     return upsert_batch
+
+
+def _query_id(spark) -> str | None:
+    """The running streaming query's id from Spark's local property; None where there is no
+    SparkContext to ask (Spark Connect: pass ``app_id``)."""
+    try:
+        return spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    except Exception:  # Spark Connect sessions have no SparkContext
+        return None
