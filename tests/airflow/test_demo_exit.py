@@ -51,13 +51,20 @@ def test_the_pipeline_lines_show_what_the_version_sensor_saw_not_none():
     finally:
         sys.path.pop(0)
     sensor = {"version": 1, "baseline": 0, "operations": [{"version": 1, "operation": "WRITE", "timestamp": 1}]}
-    line = run_demo._pipeline_line("wait_for_bronze", {"state": "success", "xcom": sensor})
-    assert "None" not in line and line.split() == ["wait_for_bronze", "saw", "v1", "WRITE", "v1"]
+    line = run_demo._pipeline_line("wait_for_bronze", {"state": "success", "seconds": 0.12, "xcom": sensor})
+    assert "None" not in line and line.split() == ["wait_for_bronze", "0.1", "s", "saw", "v1", "WRITE", "v1"]
     merge = {"operation": "MERGE", "version": 2, "metrics": {"numSourceRows": 3}}
-    assert run_demo._pipeline_line("upsert_silver", {"state": "success", "xcom": merge}).split() == [
+    assert run_demo._pipeline_line("upsert_silver", {"state": "success", "seconds": 2.0, "xcom": merge}).split() == [
         "upsert_silver",
+        "2.0",
+        "s",
         "MERGE",
         "v2",
         "numSourceRows=3",
     ]
-    assert run_demo._pipeline_line("vacuum", {"state": "skipped", "xcom": None}).split() == ["vacuum", "skipped"]
+    assert run_demo._pipeline_line("vacuum", {"state": "skipped", "xcom": None}).split() == [
+        "vacuum",
+        "-",
+        "s",
+        "skipped",
+    ]
