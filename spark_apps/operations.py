@@ -104,6 +104,9 @@ class Operation:
     #: it can also run without Spark, in one process (``execution="local"``), even where the app uses
     #: Spark when it has it (DELETE and UPDATE rewrite files with a thread pool instead of Spark tasks)
     in_process: bool = False
+    #: a check of the table's log (I/O, unlike ``checks``) that settles these parameters without Spark:
+    #: then the operator runs the operation in the worker and the CLI starts no session
+    settled_by_log: Callable[[Mapping], bool] | None = None
 
     def spark_needed(self, params: Mapping) -> bool:
         return self.needs_spark(params) if callable(self.needs_spark) else bool(self.needs_spark)
@@ -111,6 +114,16 @@ class Operation:
     def runs_in_process(self, params: Mapping) -> bool:
         """Whether these parameters can run without Spark (``execution="local"``)."""
         return self.in_process or not self.spark_needed(params)
+
+    def settled(self, params: Mapping) -> bool:
+        """Whether the table's log settles these parameters without Spark (``settled_by_log``); False
+        when it cannot be read from here (the app then decides)."""
+        if self.settled_by_log is None:
+            return False
+        try:
+            return bool(self.settled_by_log(params))
+        except Exception:  # e.g. a store this process has no credentials for
+            return False
 
     @property
     def operator_args(self) -> tuple[Arg, ...]:
@@ -339,6 +352,15 @@ def _needs_source_spark(p: Mapping) -> bool:
     return bool(p.get("source") or p.get("source_query"))
 
 
+def _kept_table(p: Mapping) -> bool:
+    """CREATE TABLE IF NOT EXISTS where a table is: kept, its source never read."""
+    if not p.get("if_not_exists") or not p.get("table_uri"):
+        return False
+    from .engine import DeltaTable  # the engine's log listing (imported only when asked)
+
+    return DeltaTable(None, str(p["table_uri"])).exists()
+
+
 SOURCE_ARGS = (
     Arg("source", help="source location: file, folder, or Delta table"),
     Arg("source_format", default="parquet", choices=SOURCE_FORMATS, help="|".join(SOURCE_FORMATS)),
@@ -395,6 +417,7 @@ _OPERATIONS = (
         metrics=("numFiles", "numOutputRows", "numOutputBytes"),
         needs_spark=_needs_source_spark,
         checks=(_schema_or_source, _source_needs_format),
+        settled_by_log=_kept_table,
     ),
     Operation(
         "write",

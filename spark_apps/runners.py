@@ -190,7 +190,8 @@ def create_table(params: dict, spark=None) -> dict:
     from .engine import DeltaTable
 
     uri = params["table_uri"]
-    source_df = read_source_spec(spark, params)
+    kept = spark is None and params.get("if_not_exists")  # settled by the log: a kept table's source is not read
+    source_df = None if kept else read_source_spec(spark, params)
     t = DeltaTable.create(
         spark,
         uri,

@@ -310,7 +310,9 @@ class DeltaBaseOperator(BaseOperator):
         self.preflight(params)
         if self.operation == "write" and params.get("mode") == "append" and self.app_id is None:
             params["rerun"] = "replace" if self.on_rerun == "replace" else "apply"  # the derived identity
-        run = self.hook.run_in_process if self.execution == "local" else self.hook.run
+        # the table's log settles it (e.g. CREATE TABLE IF NOT EXISTS where a table is): no Spark
+        settled = ops.get(self.operation).settled({**params, "table_uri": self.table_uri})
+        run = self.hook.run_in_process if self.execution == "local" or settled else self.hook.run
         result = run(self.operation, self.table_uri, **params, **identity)
         self._annotate_asset_events(context, result)
         self._last_result = result

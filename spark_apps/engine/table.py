@@ -178,6 +178,12 @@ class DeltaTable:
         ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
         return load_snapshot(self.storage, self.table_uri, version=version, timestamp_ms=ts)
 
+    def exists(self) -> bool:
+        """Whether a Delta table is at this location (one listing of ``_delta_log``, no file read)."""
+        from .log.listing import latest_version
+
+        return latest_version(self.storage, self.table_uri) is not None
+
     def version(self) -> int:
         """The latest version (one listing of ``_delta_log``, no file read)."""
         from .log.listing import latest_version

@@ -209,11 +209,14 @@ def create_table(
     storage = storage_for(table_root)
     operation = OPERATION_CTAS if source_df is not None else OPERATION_CREATE
 
+    existing = _existing_version(storage, table_root) if if_not_exists else None
+    if existing is not None and schema is None:  # kept, and no schema of ours to check: nothing to read
+        return _already_exists(table_root, existing, if_not_exists, operation)
     delta_schema = to_delta_schema(schema)
     partition_columns = validate_partition_columns(delta_schema, partition_by)
     configuration = validate_properties(properties)
 
-    existing = _existing_version(storage, table_root)
+    existing = existing if if_not_exists else _existing_version(storage, table_root)
     if existing is not None:
         return _already_exists(table_root, existing, if_not_exists, operation)
 
