@@ -73,6 +73,7 @@ __all__ = [
     "SubmitSettings",
     "SubmitTransport",
     "check_master_reachable",
+    "check_master_usable",
     "find_spark_submit",
 ]
 
@@ -195,6 +196,31 @@ def find_spark_submit() -> str:
         if os.access(cand, os.X_OK):
             return cand
     return "spark-submit"
+
+
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[.+\]|yarn|spark://.+|k8s://.+)$")
+
+
+def check_master_usable(master: str | None, environ=None) -> None:
+    """What spark-submit would refuse about the master only after a JVM start, and then as a command
+    line and Java frames marked retryable, refused here in one line, permanent: an unknown master
+    URL, and YARN without ``HADOOP_CONF_DIR`` or ``YARN_CONF_DIR`` in the worker's environment."""
+    environ = os.environ if environ is None else environ
+    if not master:
+        return
+    if not _MASTER.match(master.strip()):
+        raise DeltaConfigurationError(
+            f"Unknown Spark master '{master}'",
+            "spark-submit takes local[N], yarn, spark://host:port or k8s://https://host:port "
+            "(sc://host:port is Spark Connect)",
+            "fix the connection's host (the master URL)",
+        )
+    if master.strip() == "yarn" and not (environ.get("HADOOP_CONF_DIR") or environ.get("YARN_CONF_DIR")):
+        raise DeltaConfigurationError(
+            "A yarn master needs the cluster's Hadoop configuration on this worker",
+            "neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set in the worker's environment",
+            "set HADOOP_CONF_DIR (the folder holding core-site.xml and yarn-site.xml) for the Airflow worker",
+        )
 
 
 def check_master_reachable(master: str | None, timeout: float = 5.0) -> None:
@@ -540,6 +566,7 @@ class SubmitTransport:
     def _run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         sub, application, result_uri = self.build_submit_hook(operation, table_uri, params)
         self._submit_hook = sub
+        check_master_usable(self._settings.master)
         check_master_reachable(self._settings.master)
         submit_error = None
         started = time.monotonic()

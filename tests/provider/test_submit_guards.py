@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from airflow_delta_provider.exceptions import DeltaConfigurationError
 from airflow_delta_provider.hooks.delta import DeltaHook
+from airflow_delta_provider.hooks.submit import check_master_usable
 
 
 def _built(monkeypatch, **env):
@@ -27,3 +31,27 @@ def test_the_driver_jvm_exits_on_out_of_memory(monkeypatch):
 def test_a_users_own_out_of_memory_policy_is_left_alone(monkeypatch):
     env = _built(monkeypatch, SPARK_SUBMIT_OPTS="-XX:OnOutOfMemoryError='kill -9 %p'")
     assert "SPARK_SUBMIT_OPTS" not in env
+
+
+@pytest.mark.parametrize(
+    "master", ["local", "local[*]", "local[2]", "local[2, 3]", "spark://h:7077", "k8s://https://h:443"]
+)
+def test_masters_spark_submit_takes_pass(master):
+    check_master_usable(master, environ={})
+
+
+@pytest.mark.parametrize("master", ["locl[2]", "yarn-cluster", "mesos://h:5050", "http://h"])
+def test_an_unknown_master_fails_in_one_line_without_retry(master):
+    with pytest.raises(DeltaConfigurationError, match="Unknown Spark master"):
+        check_master_usable(master, environ={})
+
+
+def test_yarn_without_its_configuration_fails_before_spark_submit(monkeypatch, tmp_path):
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    hook = DeltaHook("spark_yarn")
+    with pytest.raises(DeltaConfigurationError, match="HADOOP_CONF_DIR"):
+        hook.run("update", str(tmp_path / "t"), updates={"v": "1"})
+    assert hook.submitter._submit_hook is not None and hook.submitter._submit_hook._submit_sp is None  # never started
+    check_master_usable("yarn", environ={"HADOOP_CONF_DIR": "/etc/hadoop/conf"})
