@@ -8,11 +8,13 @@ knowable from the table's log and the local file system:
   ``if_not_exists``, does not;
 * the DDL parses and the partition columns are in it (``create-table`` with a schema);
 * predicates (``predicate``, ``replace_where``) and UPDATE's ``updates`` bind to the table schema;
-* a local source exists, and a write's source (local parquet or Delta) matches the table schema;
+* a local source exists, and a write's source (local parquet, csv, json or Delta) matches the table
+  schema (csv and json: their column names, e.g. a headerless csv read with ``header`` true);
 * MERGE: the ON condition, the clauses (order, conditions, assignments, casts, NOT NULL) or the
   upsert's key columns bind exactly as the app binds them, against the table's schema and the
-  source's, when the source's schema is known here (a local Delta table, or local parquet files
-  without partition directories, and no ``source_query``); otherwise the app checks them.
+  source's, when the source's schema is known here (a local Delta table, or local parquet, csv or json
+  files without partition directories, and no ``source_query``; csv and json by their column names);
+  otherwise the app checks them.
 
 Remote tables and sources are checked by the app itself (reading them here would need their
 credentials on the Airflow worker). The Airflow operators call this through :mod:`airflow_delta_provider_apps.protocol`.
@@ -100,8 +102,65 @@ def preflight(operation: str, params: Mapping) -> None:
             raise type(e)(f"updates: {e.problem}", e.cause, e.fix) from None
 
 
-def _source_schema(params: Mapping):
-    """The source's schema when knowable without Spark (see the module docstring), else None."""
+#: csv and json sources larger than this are not read here (the app checks them)
+_TEXT_SOURCE_BYTES = 64 << 20
+
+
+def _text_source_names(path: str, fmt: str, options: Mapping) -> list[str] | None:
+    """The column names Spark will read from a local csv or json source (a file, or a folder of them
+    without partition directories), from the files themselves: csv's header line (``header`` is
+    true unless the options say otherwise; else ``_c0``, ``_c1``, ...), json's keys (JSON Lines
+    unless ``multiLine``; sorted, as Spark's inference orders them). None when not knowable here."""
+    import csv
+
+    if os.path.isfile(path):
+        files = [path]
+    else:
+        files = sorted(
+            os.path.join(root, f) for root, dirs, names in os.walk(path) for f in names if not f.startswith((".", "_"))
+        )
+    if not files or any("=" in os.path.relpath(f, path) for f in files if f != path):
+        return None
+    if sum(os.path.getsize(f) for f in files) > _TEXT_SOURCE_BYTES:
+        return None
+    opts = {str(k).lower(): str(v) for k, v in (options or {}).items()}
+    try:
+        return _read_text_names(files, fmt, opts)
+    except (OSError, ValueError, csv.Error):  # not text this reader understands: the app reads it
+        return None
+
+
+def _read_text_names(files: list[str], fmt: str, opts: Mapping) -> list[str] | None:
+    import csv
+    import json
+
+    if fmt == "csv":
+        sep = opts.get("sep") or opts.get("delimiter") or ","
+        with open(files[0], newline="", encoding=opts.get("encoding") or "utf-8") as f:
+            first = next(csv.reader(f, delimiter=sep), None)
+        if first is None:
+            return None
+        header = opts.get("header", "true").lower() == "true"
+        return [c.strip() for c in first] if header else [f"_c{i}" for i in range(len(first))]
+    keys: set[str] = set()
+    for name in files:
+        with open(name, encoding=opts.get("encoding") or "utf-8") as f:
+            if opts.get("multiline", "false").lower() == "true":
+                doc = json.load(f)
+                records = doc if isinstance(doc, list) else [doc]
+            else:
+                records = (json.loads(line) for line in f if line.strip())
+            for r in records:
+                if isinstance(r, dict):
+                    keys.update(r)
+    return sorted(keys) or None
+
+
+def _source_schema(params: Mapping, target=None):
+    """The source's schema when knowable without Spark (see the module docstring), else None. A csv
+    or json source's types are inferred by Spark only when it reads it: here its columns take the
+    ``target`` table's type of the same name (string for others), enough to check names (ON, key
+    columns, clauses, extra columns) without guessing types."""
     from .engine.log.snapshot import load_snapshot
     from .engine.schema import StructType
     from .engine.storage import normalize_table_uri, storage_for, table_location
@@ -124,6 +183,14 @@ def _source_schema(params: Mapping):
         if any("=" in os.path.relpath(f, path) for f in dataset.files):  # Spark types partition dirs itself
             return None
         return StructType.from_arrow(dataset.schema)
+    if fmt in ("csv", "json") and target is not None:
+        from .engine.schema import STRING, StructField
+
+        names = _text_source_names(normalize_table_uri(str(source)), fmt, params.get("source_options") or {})
+        if names is None:
+            return None
+        typed = {f.name.lower(): f.type for f in target.fields}
+        return StructType([StructField(n, typed.get(n.lower(), STRING), True) for n in names])
     return None
 
 
@@ -135,11 +202,11 @@ def _check_source_schema(params: Mapping, storage, table: str) -> None:
     from .engine.schema import StructType
     from .engine.schema.compat import check_write_compatible
 
-    source_schema = _source_schema(params)
+    target = load_snapshot(storage, table).schema
+    source_schema = _source_schema(params, target)
     if source_schema is None:
         return
     timestamps = {f.name.lower() for f in source_schema.fields if "timestamp" in getattr(f.type, "name", "")}
-    target = load_snapshot(storage, table).schema
     keep = lambda fields: tuple(f for f in fields if f.name.lower() not in timestamps)  # noqa: E731
     check_write_compatible(
         StructType(keep(target.fields)) if timestamps else target,
@@ -154,11 +221,11 @@ def _check_merge(params: Mapping, storage, table: str) -> None:
     from .engine.commands.merge import bind_plan, clauses_from_specs, evolved_schema, upsert_condition
     from .engine.log.snapshot import load_snapshot
 
-    source_schema = _source_schema(params)
-    if source_schema is None:
-        return
     snapshot = load_snapshot(storage, table)
     target = snapshot.schema
+    source_schema = _source_schema(params, target)
+    if source_schema is None:
+        return
     keys = params.get("key_columns")
     if keys:
         on = upsert_condition(target, source_schema.names, list(keys))

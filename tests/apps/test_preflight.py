@@ -112,7 +112,7 @@ def test_merge_binds_on_the_clauses_and_keys_before_submitting(tmp_path, table):
     for params, match in bad:
         with pytest.raises(InvalidArgumentError, match=match):
             preflight("merge", {**base, **params})
-    # what cannot be known here is left to the app: a query over the source, a csv source
+    # what cannot be known here is left to the app: a query over the source, a file not readable as csv
     preflight("merge", {**base, "source_query": "SELECT id AS k FROM source", "key_columns": ["k"]})
     preflight("merge", {**base, "source_format": "csv", "key_columns": ["nope"]})
 
