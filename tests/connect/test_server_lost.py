@@ -78,3 +78,35 @@ def _no_connect_mode_left(monkeypatch):
     import os
 
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ  # a failed run leaves classic sessions working
+
+
+def test_on_kill_interrupts_the_session_and_the_task_ends(connect_server, monkeypatch, tmp_path):
+    """The task's on_kill (Airflow's SIGTERM handler) interrupts the session's running operation: the
+    run ends at once, nothing is committed, and the server serves the next task."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SC_KILL",
+        json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": connect_server.port}),
+    )
+    hook = DeltaHook("sc_kill")
+    uri = str(tmp_path / "t")
+    pq.write_table(pa.table({"id": pa.array(range(10), pa.int64()), "v": [0] * 10}), tmp_path / "day.parquet")
+    hook.run("create-table", uri, schema="id BIGINT, v BIGINT")
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = hook.run("write", uri, source=str(tmp_path / "day.parquet"), source_query=SLOW)
+        except Exception as e:
+            outcome["error"] = e
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(5)
+    assert worker.is_alive(), outcome
+    killed = time.monotonic()
+    hook.on_kill()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and time.monotonic() - killed < 30
+    assert "error" in outcome, outcome
+    assert deltalake.DeltaTable(uri).version() == 0
+    assert DeltaHook("sc_kill").run("write", uri, source=str(tmp_path / "day.parquet"))["version"] == 1
