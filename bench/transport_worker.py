@@ -5,7 +5,7 @@ process's tree from outside (bench/procmem.py).
 ``connect`` or ``deltalake``), ``table`` (the target's path), ``source`` (a Parquet file or
 folder), ``predicate``, ``clauses`` (the provider's clause dicts: ``when``, ``then``, ``set``,
 ``values``, ``condition``), ``conn_id`` (the Airflow connection of the two Spark transports, from
-an ``AIRFLOW_CONN_*`` variable the parent sets).
+an ``AIRFLOW_CONN_*`` variable the parent sets), ``spark_conf`` (the hook's, e.g. ``spark.driver.memory``).
 
 * ``spark-submit`` / ``connect``: ``DeltaHook(conn_id).run("merge", table, source=..., source_format="parquet",
   predicate=..., clauses=...)``, exactly what a DeltaMergeOperator task does (a spark-submit
@@ -49,7 +49,7 @@ def _deltalake(job: dict) -> dict:
 def _hook(job: dict) -> dict:
     from airflow_delta_provider.hooks.delta import DeltaHook
 
-    return DeltaHook(job["conn_id"]).run(
+    return DeltaHook(job["conn_id"], spark_conf=job.get("spark_conf") or None).run(
         "merge",
         job["table"],
         source=job["source"],

@@ -93,11 +93,40 @@ def _child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _start_server():
+def _stop_server(server, keep: Path | None = None) -> str:
+    """Stop ``server``; its output kept at ``keep`` (when given), its temporary folder removed; returns
+    the output's OutOfMemoryError / Terminating line, if any."""
+    server.stop()
+    try:
+        text = server.output()
+    except OSError:
+        text = ""
+    if keep is not None:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        keep.write_text(text)
+    shutil.rmtree(server.log_dir, ignore_errors=True)
+    hits = [ln.strip() for ln in text.splitlines() if "OutOfMemoryError" in ln or "Terminating due to" in ln]
+    return hits[-1][:300] if hits else ""
+
+
+def _short_error(e: str) -> str:
+    """The error's class and its most telling part (an OutOfMemoryError line when there is one)."""
+    if not e:
+        return ""
+    head = ": ".join(e.split(": ")[:2])
+    for mark in ("Terminating due to java.lang.OutOfMemoryError", "java.lang.OutOfMemoryError", "OutOfMemoryError"):
+        i = e.find(mark)
+        if i >= 0:
+            tail = e[i:].split(" | ")[0].split(". Fix")[0]
+            return f"{head}: ... {tail}"[:400]
+    return e[:400]
+
+
+def _start_server(conf: dict | None = None):
     from airflow_delta_provider_apps.connect_server import ConnectServer
 
     t0 = time.monotonic()
-    server = ConnectServer()
+    server = ConnectServer(conf=conf)
     return server, time.monotonic() - t0
 
 
@@ -234,7 +263,7 @@ def dags(quick: bool, timeout: float) -> dict:
                 out["server_pythons"] = {"processes": n, "rss": rss, "runs": len(runs) + 1, "tasks": spark_tasks}
         finally:
             if server is not None:
-                server.stop()
+                _stop_server(server, work / "connect-server.out")
     return out
 
 
@@ -473,7 +502,7 @@ def merge50k(rows: int, reps: int) -> dict:
         checks.update({k: _rows_after(h[k]) for k in ("submit", "connect", "rs2")})
         server_pythons = _server_pythons(server)
     finally:
-        server.stop()
+        _stop_server(server, DATA / "logs" / "merge-connect-server.out")
         os.environ.pop("AIRFLOW_CONN_BENCH_SUBMIT", None)
         os.environ.pop("AIRFLOW_CONN_BENCH_CONNECT", None)
     shutil.rmtree(work, ignore_errors=True)
@@ -630,7 +659,29 @@ def _ensure_base(rows: int) -> str:
     return str(base / "deltalake")
 
 
-def big(rows: int, sizes: list[int], timeout: float) -> list[dict]:
+#: what the hook's task log says when a MERGE starts each strategy (a failed run has no result)
+STRATEGY_LINES = {
+    "merged file by file": "file_by_file",
+    "joined with the candidate files in Spark": "join",
+    '"phase":"join"': "join",
+    '"phase":"file_by_file"': "file_by_file",
+}
+
+
+def _strategy_from_log(*paths: str) -> str:
+    text = ""
+    for p in paths:
+        try:
+            text += Path(p).read_text(errors="replace")
+        except OSError:
+            pass
+    found = [(text.rfind(k), v) for k, v in STRATEGY_LINES.items() if k in text]
+    return max(found)[1] if found else ""
+
+
+def big(rows: int, sizes: list[int], timeout: float, memories: tuple[str, ...] = ("default",)) -> list[dict]:
+    """Part 3; ``memories``: ``spark.driver.memory`` of the Spark runs (``default``: unset, 1g); deltalake
+    runs only with ``default`` in them."""
     base = _ensure_base(rows)
     work = DATA / "big_work"
     out = []
@@ -638,11 +689,18 @@ def big(rows: int, sizes: list[int], timeout: float) -> list[dict]:
         _log(f"[big] writing the {n:,}-row source ...")
         src = big_source(rows, n)
         engines = ["deltalake", "spark-submit", "connect"]
-        for engine in engines if i % 2 == 0 else engines[::-1]:
+        runs = [
+            (e, mem)
+            for e in (engines if i % 2 == 0 else engines[::-1])
+            for mem in memories
+            if e != "deltalake" or mem == "default"
+        ]
+        for engine, mem in runs:
             table = fresh_copy(base, work / engine)
+            conf = {} if mem == "default" else {"spark.driver.memory": mem}
             server, watch, env = None, (), _child_env(AIRFLOW_CONN_BENCH_SUBMIT=SUBMIT_CONN)
             if engine == "connect":
-                server, _ = _start_server()
+                server, _ = _start_server(conf)
                 watch = (server._proc.pid,)
                 env["AIRFLOW_CONN_BENCH_CONNECT"] = _connect_conn(server)
                 _warm_up(server, base, rows, env, timeout)
@@ -653,25 +711,30 @@ def big(rows: int, sizes: list[int], timeout: float) -> list[dict]:
                 "predicate": ON_DAY,
                 "clauses": BIG_CLAUSES,
                 "conn_id": "bench_connect" if engine == "connect" else "bench_submit",
+                "spark_conf": conf if engine == "spark-submit" else {},
             }
-            _log(f"[big] {n:,} rows, {engine} (timeout {timeout:.0f} s) ...")
+            tag = "" if mem == "default" else f"-{mem}"
+            _log(f"[big] {n:,} rows, {engine}{tag} (timeout {timeout:.0f} s) ...")
+            server_line = ""
             try:
                 m = run_measured(
                     [sys.executable, "-m", "bench.transport_worker", json.dumps(job)],
                     env=env,
                     cwd=str(REPO),
                     timeout=timeout,
-                    log_path=DATA / "logs" / f"big-{n}-{engine}.log",
+                    log_path=DATA / "logs" / f"big-{n}-{engine}{tag}.log",
                     watch_pids=watch,
                 )
                 server_alive = server is None or server._proc.poll() is None
             finally:
                 if server is not None:
-                    server.stop()
+                    server_line = _stop_server(server, DATA / "logs" / f"big-{n}-{engine}{tag}-server.out")
             res = (m.result or {}).get("result") or {}
             error = m.error
             if server is not None and not server_alive:
                 error = (error + "; " if error else "") + "the Connect server died during the run"
+                if server_line:
+                    error += f" (its output: {server_line})"
             rows_after = None
             if m.status == "ok":
                 try:
@@ -682,10 +745,13 @@ def big(rows: int, sizes: list[int], timeout: float) -> list[dict]:
             row = {
                 "source_rows": n,
                 "engine": engine,
+                "driver_memory": "" if engine == "deltalake" else "1g (default)" if mem == "default" else mem,
                 "status": m.status if not (m.status == "ok" and rows_after != want) else "wrong rows",
                 "seconds": (m.result or {}).get("seconds") if m.status == "ok" else None,
                 "process_wall_s": round(m.wall_s, 2),
-                "strategy": res.get("strategy", "") if engine != "deltalake" else "",
+                "strategy": ""
+                if engine == "deltalake"
+                else res.get("strategy") or _strategy_from_log(m.log, m.log.replace(".log", ".stdout")),
                 "peak_jvm_mib": _round_mib(m.peak.get("jvm")),
                 "peak_task_python_mib": _round_mib(m.peak.get("task")),
                 "peak_app_python_mib": _round_mib(m.peak.get("app")),
@@ -734,11 +800,12 @@ def _round_mib(v) -> float | None:
 
 def big_md(rows: int, res: list[dict], timeout: float) -> list[str]:
     md = [
-        f"## 3. MERGE with large sources into {rows:,} rows, default memory",
+        f"## 3. MERGE with large sources into {rows:,} rows"
+        + (", default memory" if all(r["driver_memory"] in ("", "1g (default)") for r in res) else ""),
         "",
         "Source: id, dt, v, s (64 characters), n from one Parquet file; half the rows update existing rows "
         "(SET v, s, n), half are inserted. `spark.driver.memory` unset (1g) for the spark-submit driver and "
-        "the Connect server (a fresh server per run, warmed by one 1000-row merge first: its peak covers "
+        "the Connect server unless the engine column names another (then set to it for both) (a fresh server per run, warmed by one 1000-row merge first: its peak covers "
         f"its start, that small merge and this one); every run in a fresh child process, timeout {timeout:.0f} s. "
         "Peak resident memory (VmHWM, MiB) sampled every 0.2 s over the child's process tree and the "
         "server's: *JVM* = the spark-submit driver JVM or the Connect server's JVM; *engine Python* = where "
@@ -759,11 +826,17 @@ def big_md(rows: int, res: list[dict], timeout: float) -> list[str]:
             if not r["peak_worker_python_mib"]
             else f"{r['peak_worker_python_mib']:,.0f} / {r['peak_workers_sum_mib'] or 0:,.0f}"
         )
-        note = r["error"] or ""
+        note = _short_error(r["error"] or "")
+        if "the Connect server died" in (r["error"] or ""):
+            note += "; the Connect server died" + (
+                " (its JVM: OutOfMemoryError)" if "OutOfMemoryError" in r["error"].split("server died")[-1] else ""
+            )
+        strategy = r["strategy"] if r["status"] == "ok" or not r["strategy"] else f"{r['strategy']} (started)"
+        engine = r["engine"] + (f" ({r['driver_memory']})" if r["driver_memory"] not in ("", "1g (default)") else "")
         if r["status"] == "wrong rows":
             note = f"{r['rows_after']} rows after, expected {r['rows_expected']}"
         md.append(
-            f"| {r['source_rows']:,} | {r['engine']} | {r['status']} | {_fmt(r['seconds'], 1)} | {r['strategy']} | "
+            f"| {r['source_rows']:,} | {engine} | {r['status']} | {_fmt(r['seconds'], 1)} | {strategy} | "
             f"{_fmt(r['peak_jvm_mib'], 0)} | {_fmt(engine_py, 0)} | {_fmt(hook, 0)} | {workers} | "
             f"{_fmt(r['peak_total_mib'], 0)} | {note} |"
         )
@@ -772,7 +845,8 @@ def big_md(rows: int, res: list[dict], timeout: float) -> list[str]:
         "Seconds: the merge call in the child (`DeltaHook.run`: spark-submit's whole application, or the "
         "Connect client's run; deltalake's `merge().execute()` with the source streamed from the file), "
         "not the interpreter's start. deltalake's peak is also its process's `ru_maxrss` "
-        "(in transport_big_merge.csv).",
+        "(in transport_big_merge.csv, with each failed run's whole error line). *(started)*: the strategy "
+        "the MERGE had started when the run failed (from the task log).",
     ]
     return md
 
@@ -809,6 +883,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=None, help="repetitions of the 50k merge (default 3; quick 1)")
     p.add_argument("--big", type=int, nargs="*", default=None, help="large source sizes (default 2M 10M)")
     p.add_argument("--timeout", type=float, default=None, help="per run, seconds (default 900; quick 300)")
+    p.add_argument(
+        "--memory",
+        nargs="*",
+        default=["default"],
+        help="part 3: spark.driver.memory of the Spark runs, e.g. default 4g (default: unset, 1g); "
+        "deltalake runs only with 'default'",
+    )
     p.add_argument("--out", default=None, help="output folder")
     a = p.parse_args(argv)
     rows = a.rows or (200_000 if a.quick else 5_000_000)
@@ -816,6 +897,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = a.big or ([rows * 2 // 5, rows * 2] if a.quick else [2_000_000, 10_000_000])
     timeout = a.timeout or (300 if a.quick else 900)
     parts = a.only or ["dags", "merge", "big"]
+    suffix = "" if a.memory == ["default"] else "-" + "-".join(a.memory)
     out = Path(a.out) if a.out else (HERE / "data" / "results-quick" if a.quick else RESULTS)
     out.mkdir(parents=True, exist_ok=True)
     DATA.mkdir(parents=True, exist_ok=True)
@@ -861,9 +943,9 @@ def main(argv: list[str] | None = None) -> int:
         return lines
 
     def run_big() -> list[str]:
-        res = big(rows, sizes, timeout)
-        (DATA / "big.json").write_text(json.dumps(res, indent=1, default=str))
-        _write_csv(out / "transport_big_merge.csv", [{k: v for k, v in x.items() if k != "log"} for x in res])
+        res = big(rows, sizes, timeout, tuple(a.memory))
+        (DATA / f"big{suffix}.json").write_text(json.dumps(res, indent=1, default=str))
+        _write_csv(out / f"transport_big_merge{suffix}.csv", [{k: v for k, v in x.items() if k != "log"} for x in res])
         return big_md(rows, res, timeout)
 
     if "dags" in parts:
@@ -879,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
     info["product files changed since that commit (working tree, measured as is)"] = _dirty() or "none"
     md += ["## Machine", "", "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in info.items()]
     md += ["", f"Parts run: {', '.join(parts)}; wall time {time.time() - started:.0f} s.", ""]
-    name = "transports.md" if parts == ["dags", "merge", "big"] else f"transports-{'-'.join(parts)}.md"
+    name = "transports.md" if parts == ["dags", "merge", "big"] else f"transports-{'-'.join(parts)}{suffix}.md"
     (out / name).write_text("\n".join(md))
     _log(f"wrote {out / name} ({time.time() - started:.0f} s)")
     return 1 if failed else 0
