@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from .engine.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
 
@@ -115,10 +116,10 @@ def _text_source_names(path: str, fmt: str, options: Mapping) -> list[str] | Non
 
     if os.path.isfile(path):
         files = [path]
-    else:
-        files = sorted(
-            os.path.join(root, f) for root, dirs, names in os.walk(path) for f in names if not f.startswith((".", "_"))
-        )
+    else:  # Spark skips files and folders named _* or .*
+        base = Path(path)
+        found = (p for p in base.rglob("*") if p.is_file())
+        files = sorted(str(p) for p in found if not any(q.startswith((".", "_")) for q in p.relative_to(base).parts))
     if not files or any("=" in os.path.relpath(f, path) for f in files if f != path):
         return None
     if sum(os.path.getsize(f) for f in files) > _TEXT_SOURCE_BYTES:

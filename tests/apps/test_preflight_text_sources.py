@@ -69,3 +69,16 @@ def test_the_operator_fails_a_wrong_key_without_spark(table, tmp_path, monkeypat
     with pytest.raises(DeltaPermanentError, match="uid"):
         op.execute({})
     assert "hook" not in op.__dict__  # no hook was built: nothing was submitted
+
+
+def test_a_folder_of_json_files_is_read_as_spark_reads_it(table, tmp_path):
+    folder = tmp_path / "landing"
+    (folder / "_temporary").mkdir(parents=True)
+    (folder / "a.json").write_text(json.dumps({"id": 1}))
+    (folder / "b.json").write_text(json.dumps({"id": 2, "amount": 1.0}))
+    (folder / "_SUCCESS").write_text("")
+    (folder / "_temporary" / "c.json").write_text("not json")  # skipped, as Spark skips it
+    base = {"table_uri": table, "source": str(folder), "source_format": "json", "predicate": "target.id = source.id"}
+    preflight("merge", {**base, "clauses": [{"when": "matched", "then": "update", "set": {"amount": "source.amount"}}]})
+    with pytest.raises(DeltaError, match="note"):
+        preflight("merge", {**base, "clauses": [{"when": "matched", "then": "update", "set": {"note": "source.note"}}]})
