@@ -12,6 +12,7 @@ import os
 import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
+from conftest import S3Env
 
 from airflow_delta_provider.hooks.delta import DeltaHook
 
@@ -47,13 +48,7 @@ def test_credentials_reach_the_server_but_no_plan_log_or_result(
         hook.run("delete", uri, predicate="id >= 30"),
     ]
     assert [r["version"] for r in results] == [0, 1, 2, 3, 4]
-    options = {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x",
-    }
+    options = S3Env(s3_server, uri.split("/")[2]).deltalake_options  # what deltalake needs for this server
     rows = deltalake.DeltaTable(uri, storage_options=options).to_pyarrow_table()
     assert rows.num_rows == 30  # 20, plus 15..34 upserted, minus 30..34 deleted
 
