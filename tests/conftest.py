@@ -75,34 +75,10 @@ def s3_server():
     server.stop()
 
 
-class S3Env:
-    """One fresh bucket on the loopback S3 server, with the standard AWS variables set for this test."""
-
-    def __init__(self, server, bucket: str):
-        self.server, self.bucket = server, bucket
-        self.env = server.env()
-
-    def uri(self, name: str = "t") -> str:
-        return f"s3://{self.bucket}/{name}"
-
-    def keys(self, prefix: str = "") -> list[str]:
-        return self.server.keys(self.bucket, prefix)
-
-    @property
-    def deltalake_options(self) -> dict[str, str]:
-        """What deltalake (delta-rs) needs for this server; it commits with S3's conditional put."""
-        return {
-            "AWS_ENDPOINT_URL": self.server.endpoint,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "conditional_put": "etag",
-        }
-
-
 @pytest.fixture
 def s3(s3_server, monkeypatch):
+    from object_store_servers import S3Env
+
     env = S3Env(s3_server, s3_server.new_bucket())
     for k, v in env.env.items():
         monkeypatch.setenv(k, v)
@@ -124,33 +100,10 @@ def azurite_server():
     server.stop()
 
 
-class AzureEnv:
-    """One fresh container on Azurite, with AZURE_STORAGE_CONNECTION_STRING set for this test."""
-
-    def __init__(self, server, container: str):
-        self.server, self.container = server, container
-        self.env = server.env()
-
-    def uri(self, name: str = "t") -> str:
-        return f"az://{self.container}/{name}"
-
-    def keys(self, prefix: str = "") -> list[str]:
-        return self.server.keys(self.container, prefix)
-
-    @property
-    def deltalake_options(self) -> dict[str, str]:
-        from object_store_servers import AZURITE_ACCOUNT, AZURITE_KEY
-
-        return {
-            "account_name": AZURITE_ACCOUNT,
-            "account_key": AZURITE_KEY,
-            "endpoint": self.server.endpoint,
-            "allow_http": "true",
-        }
-
-
 @pytest.fixture
 def azure(azurite_server, monkeypatch):
+    from object_store_servers import AzureEnv
+
     env = AzureEnv(azurite_server, azurite_server.new_container())
     for k, v in env.env.items():
         monkeypatch.setenv(k, v)

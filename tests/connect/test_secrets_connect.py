@@ -12,7 +12,7 @@ import os
 import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
-from conftest import S3Env
+from object_store_servers import S3Env
 
 from airflow_delta_provider.hooks.delta import DeltaHook
 
