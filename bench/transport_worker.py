@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     try:
         result = _deltalake(job) if job["engine"] == "deltalake" else _hook(job)
     except BaseException as e:
-        msg = " ".join(str(e).split())[:600] or type(e).__name__
+        msg = " ".join(str(e).split())[:3000] or type(e).__name__
         print(
             json.dumps({"status": "error", "error": f"{type(e).__name__}: {msg}", "seconds": time.perf_counter() - t0})
         )

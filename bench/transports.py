@@ -679,6 +679,19 @@ def _strategy_from_log(*paths: str) -> str:
     return max(found)[1] if found else ""
 
 
+def _strategy_log_line(log: str, mark: str) -> str:
+    """The last line of the run's logs holding ``mark``, from the mark on."""
+    for p in (log.replace(".log", ".stdout"), log):
+        try:
+            text = Path(p).read_text(errors="replace")
+        except OSError:
+            continue
+        hits = [ln[ln.find(mark) :].split(" [")[0] for ln in text.splitlines() if mark in ln]
+        if hits:
+            return hits[-1][:200]
+    return ""
+
+
 def big(rows: int, sizes: list[int], timeout: float, memories: tuple[str, ...] = ("default",)) -> list[dict]:
     """Part 3; ``memories``: ``spark.driver.memory`` of the Spark runs (``default``: unset, 1g); deltalake
     runs only with ``default`` in them."""
@@ -798,9 +811,9 @@ def _round_mib(v) -> float | None:
     return None if not v else round(v / MiB, 1)
 
 
-def big_md(rows: int, res: list[dict], timeout: float) -> list[str]:
+def big_md(rows: int, res: list[dict], timeout: float, number: str = "3") -> list[str]:
     md = [
-        f"## 3. MERGE with large sources into {rows:,} rows"
+        f"## {number}. MERGE with large sources into {rows:,} rows"
         + (", default memory" if all(r.get("driver_memory", "") in ("", "1g (default)") for r in res) else ""),
         "",
         "Source: id, dt, v, s (64 characters), n from one Parquet file; half the rows update existing rows "
@@ -829,10 +842,14 @@ def big_md(rows: int, res: list[dict], timeout: float) -> list[str]:
         r = {"driver_memory": "" if r["engine"] == "deltalake" else "1g (default)", **r}
         if not r["strategy"] and r["engine"] != "deltalake" and r.get("log"):  # a record without it
             r["strategy"] = _strategy_from_log(r["log"], r["log"].replace(".log", ".stdout"))
-        note = _short_error(r["error"] or "")
-        if "the Connect server died" in (r["error"] or ""):
+        err, _, server = (r["error"] or "").partition("; the Connect server died")
+        if err and "OutOfMemoryError" not in err and r.get("log"):  # the error line was cut before it
+            oom = _strategy_log_line(r["log"], "Terminating due to java.lang.OutOfMemoryError")
+            err = f"{err.split(' Cause:')[0]} ... {oom}" if oom else err
+        note = _short_error(err)
+        if server:
             note += "; the Connect server died" + (
-                " (its JVM: OutOfMemoryError)" if "OutOfMemoryError" in r["error"].split("server died")[-1] else ""
+                " (its JVM: OutOfMemoryError)" if "OutOfMemoryError" in server else ""
             )
         strategy = r["strategy"] if r["status"] == "ok" or not r["strategy"] else f"{r['strategy']} (started)"
         engine = r["engine"] + (f" ({r['driver_memory']})" if r["driver_memory"] not in ("", "1g (default)") else "")
@@ -921,7 +938,7 @@ def main(argv: list[str] | None = None) -> int:
         "big": lambda: big(rows, sizes, timeout, tuple(a.memory)),
     }
     for name in [] if a.report else parts:
-        load0, t0 = os.getloadavg()[0], time.time()
+        load0, t0, commit0 = os.getloadavg()[0], time.time(), _commit()
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         try:
             res = runners[name]()
@@ -937,13 +954,19 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": None,
             "rows": rows,
             "timeout": timeout,
-            "commit": _commit(),
+            "commit": commit0 if _commit() == commit0 else f"{commit0} -> {_commit()} (commits landed during the part)",
             "dirty": _dirty(),
             "result": res,
         }
         record["seconds"] = round(time.time() - t0)
         (DATA / saved[name]).write_text(json.dumps(record, indent=1, default=str))
-    shown = [n for n in ("dags", "merge", "big") if (DATA / saved[n]).exists()] if a.report else parts
+    shown = [(n, saved[n], suffix) for n in ("dags", "merge", "big") if not a.report or (DATA / saved[n]).exists()]
+    shown = [x for x in shown if a.report or x[0] in parts]
+    if a.report:  # part 3 measured again with other driver memories (--memory): after the default one
+        for path in sorted(DATA.glob(f"big{mode}-*.json")):
+            extra = path.stem[len(f"big{mode}") :]
+            if not extra.startswith("-quick"):  # a full report leaves the quick runs out
+                shown.append(("big", path.name, extra))
     md = [
         "# Transports: spark-submit vs Spark Connect (`python -m bench.transports`)",
         "",
@@ -952,11 +975,11 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     titles = {"dags": "1. Per-task wall time", "merge": "2. The 50k-row MERGE", "big": "3. MERGE with large sources"}
-    for name in shown:
+    for name, file, sfx in shown:
         if name in failed:
             md += [f"## {titles[name]}", "", f"**Not measured**: {failed[name]}", ""]
             continue
-        rec = _load(DATA / saved[name])
+        rec = _load(DATA / file)
         res = rec["result"]
         if name == "dags":
             r, lines = dag_rows(res)
@@ -965,10 +988,8 @@ def main(argv: list[str] | None = None) -> int:
             r, lines = merge_rows(res)
             _write_csv(out / "transport_merge.csv", r)
         else:
-            _write_csv(
-                out / f"transport_big_merge{suffix}.csv", [{k: v for k, v in x.items() if k != "log"} for x in res]
-            )
-            lines = big_md(rec.get("rows") or rows, res, rec.get("timeout") or timeout)
+            _write_csv(out / f"transport_big_merge{sfx}.csv", [{k: v for k, v in x.items() if k != "log"} for x in res])
+            lines = big_md(rec.get("rows") or rows, res, rec.get("timeout") or timeout, "3" if not sfx else "3b")
         load = rec.get("load") or [None, None]
         stamp = f"*Measured {rec.get('measured_at')}"
         if load[0] is not None and load[1] is not None:
