@@ -75,7 +75,17 @@ def connect_url(conn) -> str:
         return conn.host if parsed.port is not None else master_from_connection(conn)
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-    return SparkConnectHook(conn.conn_id).get_connection_url()
+    class _Given(SparkConnectHook):
+        """The provider's URL rules applied to ``conn`` as given (no second lookup), its host
+        written ``sc://host``: apache-spark provider 5.0 drops a bare host when a port is set."""
+
+        def get_connection(self, conn_id):
+            return given
+
+    given = copy.copy(conn)
+    if given.host and "://" not in given.host:
+        given.host = f"sc://{given.host}"
+    return _Given(conn.conn_id).get_connection_url()
 
 
 def redacted_url(url: str) -> str:

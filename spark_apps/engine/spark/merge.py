@@ -1,7 +1,8 @@
 """MERGE's data plane in Spark (the plan and the commit are :mod:`..commands.merge`).
 
 * :func:`source_key_values`: the source is materialised once (``localCheckpoint``: every later use
-  reads the same rows, as Delta's MergeIntoMaterializeSource guarantees) and one aggregation gives its
+  reads the same rows, as Delta's MergeIntoMaterializeSource guarantees; on local disk, see
+  :func:`_spill_level`) and one aggregation gives its
   row count and, per ``target.k = source expr`` key, min, max, NULLs and an estimate of distinct
   values; keys with few values get them exactly (a second, small job).
 * :func:`small_source` / :func:`execute_merge_by_file`: a small source read once into Arrow and
@@ -102,6 +103,17 @@ def _speller(plan):
     return spell
 
 
+def _spill_level():
+    """Where MERGE keeps what it reads more than once (the materialised source, the joined rows):
+    on local disk only, as Delta's MERGE does. A serialized block kept in memory (or read back from
+    disk into memory) is one heap buffer per partition, and a large partition's overran a 1g driver
+    (OutOfMemoryError in BlockManager); a disk-only block is streamed, whatever its size, and the
+    page cache keeps it fast."""
+    from pyspark import StorageLevel
+
+    return StorageLevel.DISK_ONLY
+
+
 def _renamed(df, prefix: str):
     return df.toDF(*[f"{prefix}{i}" for i in range(len(df.columns))])
 
@@ -113,7 +125,7 @@ def source_key_values(spark, source, plan, keys: list, max_values: int):
     """
     from pyspark.sql import functions as F
 
-    src = _renamed(source, "__s").localCheckpoint(eager=True)
+    src = _renamed(source, "__s").localCheckpoint(eager=True, storageLevel=_spill_level())
     spell = _speller(plan)
     aggs = [F.count(F.lit(1)).alias("n")]
     for i, (_t, s, _op) in enumerate(keys):
@@ -313,11 +325,10 @@ def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOu
     file matches a source row outside them), so the source is not joined to the table twice."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    from pyspark import StorageLevel
 
     F = job._F
     pairs = job.src.join(job.target_rows(candidates), job.on(), "inner")
-    pairs = pairs.withColumn("__action", F.expr(job.case("matched", "-1"))).persist(StorageLevel.MEMORY_AND_DISK)
+    pairs = pairs.withColumn("__action", F.expr(job.case("matched", "-1"))).persist(_spill_level())
     try:
         multi = job.multi_matches(pairs)
         per_action = job.tally(pairs, multi=bool(multi))
@@ -339,8 +350,6 @@ def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOu
 def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
     """With NOT MATCHED BY SOURCE clauses: every candidate row needs its clause, so one outer join of
     the source with all of them, persisted, tagged with the first clause that fires."""
-    from pyspark import StorageLevel
-
     F, codes = job._F, job.codes
     how = "full_outer" if codes["not_matched"] else "right_outer"
     joined = job.src.join(job.target_rows(candidates), job.on(), how)
@@ -349,7 +358,7 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
         f"WHEN __tp IS NOT NULL THEN {job.case('not_matched_by_source', '-1')} "
         f"ELSE {job.case('not_matched', '-2')} END"
     )
-    joined = joined.withColumn("__action", F.expr(action)).persist(StorageLevel.MEMORY_AND_DISK)
+    joined = joined.withColumn("__action", F.expr(action)).persist(_spill_level())
     try:
         # with or without matched clauses: a copied row must not be doubled
         multi = job.multi_matches(joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull()))
