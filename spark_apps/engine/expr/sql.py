@@ -13,35 +13,42 @@ import decimal
 
 from . import nodes as n
 
-__all__ = ["to_sql", "quote"]
+__all__ = ["to_sql", "quote", "type_sql", "temporal_text", "column_sql"]
 
 
 def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _type_sql(t) -> str:
+def type_sql(t) -> str:
+    """Spark SQL's name of a Delta type (``INT``, ``DECIMAL(10,2)``, ...)."""
     return {"integer": "INT", "byte": "TINYINT", "short": "SMALLINT", "long": "BIGINT"}.get(t.name, t.name.upper())
+
+
+def temporal_text(v, t) -> str:
+    """The text of a date or timestamp literal: ISO, a ``timestamp`` in UTC with its ``+00:00``."""
+    if t.name == "date":
+        return v.isoformat()
+    text = v.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ") if v.tzinfo else v.isoformat(sep=" ")
+    return text + ("+00:00" if t.name == "timestamp" else "")
 
 
 def _literal(e: n.Literal) -> str:
     v, t = e.value, e.type
     if v is None:
-        return "NULL" if t.name == "void" else f"CAST(NULL AS {_type_sql(t)})"
+        return "NULL" if t.name == "void" else f"CAST(NULL AS {type_sql(t)})"
     if isinstance(v, bool):
         return "true" if v else "false"
     if t.name == "string":
         return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if t.name == "date":
-        return f"DATE '{v.isoformat()}'"
+        return f"DATE '{temporal_text(v, t)}'"
     if t.name in ("timestamp", "timestamp_ntz"):
-        text = v.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ") if v.tzinfo else v.isoformat(sep=" ")
-        kw = "TIMESTAMP" if t.name == "timestamp" else "TIMESTAMP_NTZ"
-        return f"{kw} '{text}{'+00:00' if t.name == 'timestamp' else ''}'"
+        return f"{'TIMESTAMP' if t.name == 'timestamp' else 'TIMESTAMP_NTZ'} '{temporal_text(v, t)}'"
     if t.name == "binary":
         return f"X'{v.hex().upper()}'"
     if isinstance(v, decimal.Decimal):
-        return f"CAST('{v}' AS {_type_sql(t).upper()})"
+        return f"CAST('{v}' AS {type_sql(t).upper()})"
     if t.name == "long":
         return f"{v}L"
     if t.name == "short":
@@ -50,8 +57,8 @@ def _literal(e: n.Literal) -> str:
         return f"{v}Y"
     if t.name in ("float", "double"):
         if v != v or v in (float("inf"), float("-inf")):
-            return f"CAST('{'NaN' if v != v else ('Infinity' if v > 0 else '-Infinity')}' AS {_type_sql(t)})"
-        return f"CAST({v!r} AS {_type_sql(t)})" if t.name == "float" else f"{v!r}D"
+            return f"CAST('{'NaN' if v != v else ('Infinity' if v > 0 else '-Infinity')}' AS {type_sql(t)})"
+        return f"CAST({v!r} AS {type_sql(t)})" if t.name == "float" else f"{v!r}D"
     return str(v)
 
 
@@ -61,7 +68,7 @@ def to_sql(e: n.Expr, column=None) -> str:
     :param column: how to spell a column (default: its quoted path, qualified by its relation's alias
         when it has one); MERGE passes its own to name the joined DataFrame's columns
     """
-    spell = column or _column_sql
+    spell = column or column_sql
 
     def render(node: n.Expr) -> str:
         return _render(node, render, spell)
@@ -69,7 +76,8 @@ def to_sql(e: n.Expr, column=None) -> str:
     return render(e)
 
 
-def _column_sql(c: n.Column) -> str:
+def column_sql(c: n.Column) -> str:
+    """A column's default spelling: its quoted path, qualified by its relation's alias if any."""
     name = ".".join(quote(p) for p in c.path)
     return f"{quote(c.relation)}.{name}" if c.relation else name
 
@@ -80,7 +88,7 @@ def _render(e: n.Expr, to_sql, spell) -> str:
     if isinstance(e, n.Literal):
         return _literal(e)
     if isinstance(e, n.Cast):
-        return f"CAST({to_sql(e.child)} AS {_type_sql(e.type)})"
+        return f"CAST({to_sql(e.child)} AS {type_sql(e.type)})"
     if isinstance(e, n.Compare):
         return f"({to_sql(e.left)} {e.op} {to_sql(e.right)})"
     if isinstance(e, n.And):

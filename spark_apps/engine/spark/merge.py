@@ -16,8 +16,8 @@
   touched files, and the write of the rewritten and inserted rows through the core writer. The source
   is broadcast when its estimated size fits Spark's threshold, else both sides are shuffled (Spark
   sizes the scanned table by its file list and would broadcast it). Conditions and values are the
-  bound trees rendered for the joined DataFrame's own column names (``__t<i>`` / ``__s<i>``), so
-  Spark evaluates exactly what was checked.
+  bound trees as Columns (:mod:`.columns`) over the joined DataFrame's own column names (``__t<i>`` /
+  ``__s<i>``), so Spark evaluates exactly what was checked, with no SQL text parsed again.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass
 
 from ..errors import DuplicateMatchError, InvalidArgumentError
-from ..expr import to_sql
 from ..expr.sql import quote
 from ..merge_rewrite import duplicate_match_error
+from .columns import to_column
 
 __all__ = [
     "source_key_values",
@@ -129,7 +129,7 @@ def source_key_values(spark, source, plan, keys: list, max_values: int):
     spell = _speller(plan)
     aggs = [F.count(F.lit(1)).alias("n")]
     for i, (_t, s, _op) in enumerate(keys):
-        e = F.expr(to_sql(s, spell))
+        e = to_column(s, spell)
         aggs += [
             F.min(e).alias(f"lo{i}"),
             F.max(e).alias(f"hi{i}"),
@@ -141,16 +141,20 @@ def source_key_values(spark, source, plan, keys: list, max_values: int):
     for i, (_t, s, _op) in enumerate(keys):
         values = None
         if row[f"nd{i}"] is not None and row[f"nd{i}"] <= max_values:
-            got = [r[0] for r in src.select(F.expr(to_sql(s, spell))).distinct().limit(max_values + 1).collect()]
+            got = [r[0] for r in src.select(to_column(s, spell)).distinct().limit(max_values + 1).collect()]
             values = got if len(got) <= max_values else None
         out.append((values, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nl{i}"])))
     return src, int(row["n"]), out
 
 
-def _case(branches: list[tuple[str, str]], otherwise: str) -> str:
-    if not branches:
-        return otherwise
-    return "CASE " + " ".join(f"WHEN {c} THEN {v}" for c, v in branches) + f" ELSE {otherwise} END"
+def _first(branches: list, otherwise):
+    """The value of the first branch whose condition holds, else ``otherwise`` (Columns)."""
+    from pyspark.sql import functions as F
+
+    out = None
+    for cond, value in branches:
+        out = (F if out is None else out).when(cond, value)
+    return otherwise if out is None else out.otherwise(otherwise)
 
 
 def execute_merge(spark, snapshot, plan, src, candidates, source_rows: int | None = None) -> MergeOutcome:
@@ -168,7 +172,7 @@ def execute_merge(spark, snapshot, plan, src, candidates, source_rows: int | Non
     codes = job.codes
     if plan.insert_only:
         joined = job.rows.join(job.target_rows(candidates, against_broadcast=False), job.on(), "left_anti")
-        joined = joined.withColumn("__action", F.expr(job.case("not_matched", "-2")))
+        joined = joined.withColumn("__action", job.case("not_matched", -2))
         per_action = job.tally(joined, multi=False)
         scan_ms = int((time.monotonic() - started) * 1000)
         return job.write([(joined.filter(F.col("__action").isin(job.inserts)), job.inserts)], [], per_action, scan_ms)
@@ -210,16 +214,17 @@ class _JoinMerge:
         self.src = src.hint("broadcast") if self.broadcast else src
         return self
 
-    def cond(self, i: int) -> str:
+    def cond(self, i: int):
         c = self.clauses[i].condition
-        return "true" if c is None else to_sql(c, self.spell)
+        return self._F.lit(True) if c is None else to_column(c, self.spell)
 
-    def case(self, kind: str, otherwise: str) -> str:
+    def case(self, kind: str, otherwise: int):
         """The first clause of ``kind`` whose condition holds, as its index; else ``otherwise``."""
-        return _case([(self.cond(i), str(i)) for i in self.codes[kind]], otherwise)
+        F = self._F
+        return _first([(self.cond(i), F.lit(i)) for i in self.codes[kind]], F.lit(otherwise))
 
     def on(self):
-        return self._F.expr(to_sql(self.plan.on, self.spell))
+        return to_column(self.plan.on, self.spell)
 
     def target_rows(self, files, *, against_broadcast: bool = True):
         """The rows of ``files`` as ``__t<i>`` columns, their file ``__file``, ``__tp`` and a row id
@@ -301,12 +306,12 @@ class _JoinMerge:
                 cols = []
                 for j, f in enumerate(plan.target_schema.fields):
                     branches = [
-                        (f"__action = {i}", to_sql(clauses[i].values[f.name], self.spell))
+                        (F.col("__action") == i, to_column(clauses[i].values[f.name], self.spell))
                         for i in fired
                         if f.name in clauses[i].values
                     ]
-                    otherwise = quote(f"__t{j}") if has_target else "NULL"
-                    cols.append(F.expr(_case(branches, otherwise)).alias(f.name))
+                    otherwise = F.col(quote(f"__t{j}")) if has_target else F.lit(None)
+                    cols.append(_first(branches, otherwise).alias(f.name))
                 projected.append(o.select(*cols))
             out = projected[0]
             for o in projected[1:]:
@@ -328,7 +333,7 @@ def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOu
 
     F = job._F
     pairs = job.src.join(job.target_rows(candidates), job.on(), "inner")
-    pairs = pairs.withColumn("__action", F.expr(job.case("matched", "-1"))).persist(_spill_level())
+    pairs = pairs.withColumn("__action", job.case("matched", -1)).persist(_spill_level())
     try:
         multi = job.multi_matches(pairs)
         per_action = job.tally(pairs, multi=bool(multi))
@@ -353,12 +358,14 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
     F, codes = job._F, job.codes
     how = "full_outer" if codes["not_matched"] else "right_outer"
     joined = job.src.join(job.target_rows(candidates), job.on(), how)
-    action = (
-        f"CASE WHEN __sp IS NOT NULL AND __tp IS NOT NULL THEN {job.case('matched', '-1')} "
-        f"WHEN __tp IS NOT NULL THEN {job.case('not_matched_by_source', '-1')} "
-        f"ELSE {job.case('not_matched', '-2')} END"
+    action = _first(
+        [
+            (F.col("__sp").isNotNull() & F.col("__tp").isNotNull(), job.case("matched", -1)),
+            (F.col("__tp").isNotNull(), job.case("not_matched_by_source", -1)),
+        ],
+        job.case("not_matched", -2),
     )
-    joined = joined.withColumn("__action", F.expr(action)).persist(_spill_level())
+    joined = joined.withColumn("__action", action).persist(_spill_level())
     try:
         # with or without matched clauses: a copied row must not be doubled
         multi = job.multi_matches(joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull()))

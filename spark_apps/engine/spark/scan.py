@@ -286,9 +286,9 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from ..expr import to_sql
     from ..expr.skipping import partition_table
     from ..storage import normalize_table_uri
+    from .columns import to_column
 
     partition_columns = list(snapshot.metadata.partition_columns)
     root = normalize_table_uri(snapshot.table_root).rstrip("/")
@@ -330,7 +330,7 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
         for name in partition_columns:
             df = df.withColumn(name, F.lit(values[name]).cast(full_schema[name].dataType))
     if expr is not None:
-        df = df.filter(to_sql(expr))
+        df = df.filter(to_column(expr))
     return df.select(*[F.col(f"`{f.name}`") for f in out_schema.fields])
 
 

@@ -1,0 +1,110 @@
+"""Bound expression trees (:mod:`..expr.nodes`) as pyspark Columns, for classic and Connect sessions.
+
+The Spark data plane evaluates the same tree the engine bound and checked, node for node: no SQL
+text is rendered and parsed again by Spark (that round trip is :mod:`..expr.sql`'s, kept for
+``commitInfo`` and error messages). Each node becomes the Catalyst expression its SQL text would:
+comparisons, ``<=>`` (``eqNullSafe``), AND/OR/NOT, ``IS [NOT] NULL``, ``IN``, ``[I]LIKE``, arithmetic
+(``div`` and the functions by name through ``call_function``), ``CAST`` and ``CASE``. Literals are typed
+exactly as :func:`..expr.sql.to_sql` writes them (dates, timestamps and decimals cast from their
+text, so no Python-side time zone or float rounding enters).
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from functools import reduce
+
+from ..expr import nodes as n
+from ..expr.sql import column_sql, temporal_text, type_sql
+
+__all__ = ["to_column"]
+
+_COMPARE = {
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<=>": lambda a, b: a.eqNullSafe(b),
+}
+_ARITHMETIC = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+    "%": lambda a, b: a % b,
+}
+
+
+def to_column(e: n.Expr, column=None):
+    """The pyspark Column of a bound tree.
+
+    :param column: how to name a column node (default: its quoted path, qualified by its relation's
+        alias when it has one), as for :func:`..expr.sql.to_sql`; MERGE passes its joined frame's names
+    """
+    from pyspark.sql import functions as F
+
+    spell = column or column_sql
+
+    def render(node: n.Expr):
+        if isinstance(node, n.Column):
+            return F.col(spell(node))
+        if isinstance(node, n.Literal):
+            return literal(node)
+        if isinstance(node, n.Cast):
+            return render(node.child).cast(type_sql(node.type))
+        if isinstance(node, n.Compare):
+            return _COMPARE[node.op](render(node.left), render(node.right))
+        if isinstance(node, n.And):
+            return reduce(lambda a, b: a & b, [render(i) for i in node.items])
+        if isinstance(node, n.Or):
+            return reduce(lambda a, b: a | b, [render(i) for i in node.items])
+        if isinstance(node, n.Not):
+            return ~render(node.child)
+        if isinstance(node, n.IsNull):
+            c = render(node.child)
+            return c.isNotNull() if node.negated else c.isNull()
+        if isinstance(node, n.In):
+            c = render(node.child).isin(*[literal(v) for v in node.values])
+            return ~c if node.negated else c
+        if isinstance(node, n.Like):
+            c = render(node.child)
+            c = c.ilike(node.pattern) if node.case_insensitive else c.like(node.pattern)
+            return ~c if node.negated else c
+        if isinstance(node, n.Arithmetic):
+            a, b = render(node.left), render(node.right)
+            return F.call_function("div", a, b) if node.op == "div" else _ARITHMETIC[node.op](a, b)
+        if isinstance(node, n.Negate):
+            return -render(node.child)
+        if isinstance(node, n.Function):
+            return F.call_function(node.name, *[render(a) for a in node.args])
+        if isinstance(node, n.Case):
+            out = None
+            for cond, value in node.branches:
+                out = (F if out is None else out).when(render(cond), render(value))
+            return out.otherwise(render(node.otherwise)) if out is not None else render(node.otherwise)
+        raise TypeError(f"cannot render {type(node).__name__} as a Column")
+
+    return render(e)
+
+
+def literal(e: n.Literal):
+    """A typed literal Column, the value :func:`..expr.sql.to_sql` spells."""
+    from pyspark.sql import functions as F
+
+    v, t = e.value, e.type
+    if v is None:
+        return F.lit(None) if t.name == "void" else F.lit(None).cast(type_sql(t))
+    if isinstance(v, bool) or t.name == "string":
+        return F.lit(v)
+    if t.name in ("date", "timestamp", "timestamp_ntz"):
+        return F.lit(temporal_text(v, t)).cast(type_sql(t))
+    if t.name == "binary":
+        return F.unhex(F.lit(bytes(v).hex()))
+    if isinstance(v, decimal.Decimal):
+        return F.lit(str(v)).cast(type_sql(t))
+    if t.name in ("float", "double") and not math.isfinite(v):
+        return F.lit("NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")).cast(type_sql(t))
+    return F.lit(v).cast(type_sql(t))
