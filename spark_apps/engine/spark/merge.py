@@ -270,6 +270,21 @@ class _JoinMerge:
         agg = rows.groupBy("__action").agg(F.count(F.lit(1)).alias("n"), rows_of.alias("rows")).collect()
         return {r["__action"]: (r["n"], r["rows"]) for r in agg}
 
+    def tally_and_touched(self, rows, *, multi: bool) -> tuple[dict, list[str]]:
+        """:meth:`tally` and the files a changing clause fired in. Without multiple matches both come
+        from one aggregation by clause and file (a pass over the joined rows, not two)."""
+        F = self._F
+        if multi or not self.changing:
+            return self.tally(rows, multi=multi), self.touched_files(rows) if self.changing else []
+        per_action: dict = {}
+        touched = set()
+        for r in rows.groupBy("__action", "__file").agg(F.count(F.lit(1)).alias("n")).collect():
+            n = per_action.get(r["__action"], (0, 0))[0] + r["n"]
+            per_action[r["__action"]] = (n, n)
+            if r["__action"] in self.changing and r["__file"] is not None:
+                touched.add(r["__file"])
+        return per_action, sorted(touched)
+
     def touched_files(self, rows) -> list[str]:
         F = self._F
         return [
@@ -336,8 +351,7 @@ def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOu
     pairs = pairs.withColumn("__action", job.case("matched", -1)).persist(_spill_level())
     try:
         multi = job.multi_matches(pairs)
-        per_action = job.tally(pairs, multi=bool(multi))
-        touched = job.touched_files(pairs) if job.changing else []
+        per_action, touched = job.tally_and_touched(pairs, multi=bool(multi))
         outputs = []
         if touched:
             in_touched = pairs.filter(F.col("__file").isin(touched))
@@ -369,8 +383,7 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
     try:
         # with or without matched clauses: a copied row must not be doubled
         multi = job.multi_matches(joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull()))
-        per_action = job.tally(joined, multi=bool(multi))
-        touched = job.touched_files(joined) if job.changing else []
+        per_action, touched = job.tally_and_touched(joined, multi=bool(multi))
         scan_ms = int((time.monotonic() - started) * 1000)
         outputs = []
         if touched:
