@@ -68,3 +68,32 @@ def landed_result(table_uri: str, app_id: str, app_version: int, *, any_version:
         from_log=True,
         committed=False,
     )
+
+
+#: a commit that changed more partitions than this gets one Asset event without a partition key
+MAX_PARTITION_KEYS = 100
+
+#: how a NULL partition value is named in a partition key (the folder name Delta and Hive give it)
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def commit_partition_keys(table_uri: str, version: int) -> list[str] | None:
+    """Airflow partition keys of the partitions commit ``version`` changed data in: the value itself
+    for a table partitioned by one column (``2026-01-02``), ``col=value`` joined by ``/`` for several
+    (``dt=2026-01-02/region=eu``). None when the table is not partitioned, the commit changed more than
+    :data:`MAX_PARTITION_KEYS` partitions or changed none (e.g. OPTIMIZE), or its file is gone."""
+    from .engine.log.commit_read import commit_partitions
+    from .engine.storage import storage_for, table_location
+
+    root = table_location(table_uri)
+    found = commit_partitions(storage_for(root), root, version)
+    if not found or not found[1] or len(found[1]) > MAX_PARTITION_KEYS:
+        return None
+    columns, partitions = found
+
+    def text(v):
+        return NULL_PARTITION if v is None or v == "" else v
+
+    if len(columns) == 1:
+        return [text(p[columns[0]]) for p in partitions]
+    return ["/".join(f"{c}={text(p[c])}" for c in columns) for p in partitions]

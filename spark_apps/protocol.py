@@ -28,12 +28,13 @@ from .engine.log.snapshot import read_commit_infos
 from .engine.progress import reporting_to as progress_to
 from .engine.storage import normalize_table_uri, storage_for, storage_settings, table_location
 from .failures import infrastructure_cause
-from .landed import landed_result
+from .landed import commit_partition_keys, landed_result
 from .preflight import preflight
 from .versions import install_problem
 
 __all__ = [
     "ConnectRun",
+    "commit_partition_keys",
     "DeltaError",
     "error_retryable",
     "infrastructure_cause",

@@ -349,6 +349,7 @@ class DeltaBaseOperator(BaseOperator):
             events = context["outlet_events"]
         except (KeyError, TypeError):
             return
+        keys = None
         for outlet in self.outlets:
             if isinstance(outlet, Asset) and _same_table(outlet.uri, self.table_uri):
                 metrics = result.get("metrics") or {}
@@ -360,6 +361,24 @@ class DeltaBaseOperator(BaseOperator):
                     "committed": bool(result.get("committed", not result.get("skipped"))),
                     "metrics": main,
                 }
+                if hasattr(events[outlet], "add_partitions"):  # Airflow 3.2+: asset partitions
+                    keys = self._partition_keys(result) if keys is None else keys
+                    if keys:
+                        events[outlet].add_partitions(keys)
+
+    def _partition_keys(self, result: dict) -> list[str]:
+        """The partitions this task's commit changed, as Airflow partition keys (one Asset event
+        each); none for a result that is not this task's commit or a table read that fails."""
+        from airflow_delta_provider_apps.protocol import commit_partition_keys
+
+        ours = result.get("committed") or result.get("from_log")
+        if not ours or not isinstance(result.get("version"), int):
+            return []
+        try:
+            return commit_partition_keys(self.table_uri, result["version"]) or []
+        except Exception as e:  # the event goes out without partition keys
+            self.log.warning("Cannot read the partitions of commit %s: %s", result["version"], e)
+            return []
 
     def on_kill(self) -> None:
         if "hook" in self.__dict__:  # only when execute() built it

@@ -226,3 +226,61 @@ def test_vacuum_and_restore_operators_run_in_the_worker_by_default(tmp_path, mon
         DeltaRestoreOperator(task_id="r", table_uri=root, version=1, timestamp="2026-01-01")
     undo = DeltaRestoreOperator(task_id="r", table_uri=root, version="1").execute({})
     assert undo["operation"] == "RESTORE" and undo["metrics"]["numRemovedFiles"] == 1 and undo["committed"]
+
+
+def test_asset_events_carry_the_partitions_the_commit_changed(tmp_path):
+    """Airflow 3.2+ asset partitions: one event per partition the commit changed data in (the value
+    itself for one partition column), none for a commit that changed no data (OPTIMIZE), a table
+    without partitions, or a result that is not this task's commit."""
+    import deltalake
+    import pyarrow as pa
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_delta_provider.operators.delta import DeltaDeleteOperator, DeltaOptimizeOperator
+
+    if not hasattr(OutletEventAccessors()[Asset("file:///x")], "add_partitions"):
+        pytest.skip("asset partitions need Airflow 3.2")
+    root = str(tmp_path / "t")
+    rows = pa.table({"id": list(range(6)), "dt": ["2026-01-01", "2026-01-02", "2026-01-03"] * 2})
+    deltalake.write_deltalake(root, rows, partition_by=["dt"])
+
+    def run(op):
+        events = OutletEventAccessors()
+        result = op.execute({"outlet_events": events})
+        event = events[op.outlets[0]]
+        return result, event.extra, event.partition_keys
+
+    result, extra, keys = run(DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id = 1", execution="local"))
+    assert (extra["version"], extra["committed"], keys) == (1, True, {"2026-01-02"})
+    # a data predicate that hits two partitions: two keys
+    _, _, keys = run(DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id IN (0, 5)", execution="local"))
+    assert keys == {"2026-01-01", "2026-01-03"}
+    # nothing deleted: nothing committed, no partition
+    result, extra, keys = run(DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id = 1", execution="local"))
+    assert (extra["committed"], keys) == (False, set())
+    # compaction changes no data (dataChange false): the event names no partition
+    deltalake.write_deltalake(root, rows, mode="append", partition_by=["dt"])
+    result, extra, keys = run(DeltaOptimizeOperator(task_id="o", table_uri=root, execution="local"))
+    assert result["metrics"]["numRemovedFiles"] > 0 and extra["committed"] and keys == set()
+
+    flat = str(tmp_path / "flat")
+    deltalake.write_deltalake(flat, rows)
+    _, extra, keys = run(DeltaDeleteOperator(task_id="d", table_uri=flat, predicate="id = 1", execution="local"))
+    assert extra["committed"] and keys == set()
+
+
+def test_partition_keys_of_a_table_partitioned_by_two_columns(tmp_path):
+    import deltalake
+    import pyarrow as pa
+
+    from airflow_delta_provider_apps.protocol import commit_partition_keys
+
+    root = str(tmp_path / "t")
+    rows = pa.table({"id": [1, 2, 3], "dt": ["2026-01-01", "2026-01-01", "2026-01-02"], "region": ["eu", None, "us"]})
+    deltalake.write_deltalake(root, rows, partition_by=["dt", "region"])
+    assert sorted(commit_partition_keys(root, 0)) == [
+        "dt=2026-01-01/region=__HIVE_DEFAULT_PARTITION__",
+        "dt=2026-01-01/region=eu",
+        "dt=2026-01-02/region=us",
+    ]
+    assert commit_partition_keys(root, 7) is None  # no such commit
