@@ -85,7 +85,20 @@ class ConnectRun:
         session, self._session = self._session, None
         if session is None:
             return
+        _wait_for_releases(session)
         try:
             session.stop()
         except Exception:  # a lost server: the channel is closed either way
             pass
+
+
+def _wait_for_releases(session, timeout: float = 10.0) -> None:
+    """Wait for the client's pending ReleaseExecute calls (sent in the background after each
+    operation) before the session is released: a session released with an execution still held
+    makes the server log that execution whole at INFO, its plan included, and a plan holds the task
+    closures with the storage credentials."""
+    import concurrent.futures
+
+    futures = list(getattr(getattr(session, "client", None), "_release_futures", None) or ())
+    if futures:
+        concurrent.futures.wait(futures, timeout=timeout)

@@ -73,6 +73,9 @@ def landed_result(table_uri: str, app_id: str, app_version: int, *, any_version:
 #: a commit that changed more partitions than this gets one Asset event without a partition key
 MAX_PARTITION_KEYS = 100
 
+#: the longest partition key Airflow stores
+MAX_PARTITION_KEY_LENGTH = 250
+
 #: how a NULL partition value is named in a partition key (the folder name Delta and Hive give it)
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -81,8 +84,9 @@ def commit_partition_keys(table_uri: str, version: int) -> list[str] | None:
     """Airflow partition keys of the partitions commit ``version`` changed data in: the value itself
     for a table partitioned by one column (``2026-01-02``), ``col=value`` joined by ``/`` for several
     (``dt=2026-01-02/region=eu``). None when the table is not partitioned, the commit changed more than
-    :data:`MAX_PARTITION_KEYS` partitions or changed none (e.g. OPTIMIZE), or its file is gone."""
-    from .engine.log.commit_read import commit_partitions
+    :data:`MAX_PARTITION_KEYS` partitions or none (e.g. OPTIMIZE), a key Airflow cannot store (blank,
+    over 250 characters) or when they are not known (see :func:`.engine.log.commit_partitions.commit_partitions`)."""
+    from .engine.log.commit_partitions import commit_partitions
     from .engine.storage import storage_for, table_location
 
     root = table_location(table_uri)
@@ -92,8 +96,11 @@ def commit_partition_keys(table_uri: str, version: int) -> list[str] | None:
     columns, partitions = found
 
     def text(v):
-        return NULL_PARTITION if v is None or v == "" else v
+        return NULL_PARTITION if v is None else v
 
     if len(columns) == 1:
-        return [text(p[columns[0]]) for p in partitions]
-    return ["/".join(f"{c}={text(p[c])}" for c in columns) for p in partitions]
+        keys = [text(p[columns[0]]) for p in partitions]
+    else:
+        keys = ["/".join(f"{c}={text(p[c])}" for c in columns) for p in partitions]
+    # Airflow takes a key of 1 to 250 characters, not blank: a commit with another gets no keys
+    return keys if all(k.strip() and len(k) <= MAX_PARTITION_KEY_LENGTH for k in keys) else None

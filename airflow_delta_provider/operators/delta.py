@@ -364,7 +364,10 @@ class DeltaBaseOperator(BaseOperator):
                 if hasattr(events[outlet], "add_partitions"):  # Airflow 3.2+: asset partitions
                     keys = self._partition_keys(result) if keys is None else keys
                     if keys:
-                        events[outlet].add_partitions(keys)
+                        try:
+                            events[outlet].add_partitions(keys)
+                        except (TypeError, ValueError) as e:  # the event goes out without them
+                            self.log.warning("Asset event without partition keys: %s", e)
 
     def _partition_keys(self, result: dict) -> list[str]:
         """The partitions this task's commit changed, as Airflow partition keys (one Asset event

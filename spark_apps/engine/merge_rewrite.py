@@ -47,7 +47,6 @@ __all__ = [
     "source_row_limit",
     "likely_touched",
     "merge_files",
-    "IN_PROCESS_BYTES",
     "duplicate_match_error",
     "duplicate_keys_error",
     "first_duplicate_key",
@@ -58,9 +57,6 @@ __all__ = [
 MAX_SOURCE_BYTES = 256 << 20
 #: a key with many source values selects candidate files by at most this many value ranges
 MAX_KEY_RANGES = 16
-#: candidate files up to this many bytes in all are merged by threads of the driver: a Spark job (and,
-#: in a fresh application, starting its Python workers) costs more than the work
-IN_PROCESS_BYTES = 64 << 20
 
 _MATCHED, _NOT_MATCHED, _BY_SOURCE = "matched", "not_matched", "not_matched_by_source"
 

@@ -64,6 +64,20 @@ LIKELY_MATCHES = 3.0
 matching independently, a file expected to hold 3 matches holds none with probability ~5%."""
 
 
+#: candidate files up to this many bytes in all are rewritten (DELETE, UPDATE) or merged (MERGE) by
+#: threads of the driver (over Spark Connect, the task's own process): a Spark job, and the Python
+#: worker a fresh application or Connect session starts for it, costs more than the work
+IN_PROCESS_BYTES = 64 << 20
+
+
+def in_process(files: pa.Table) -> bool:
+    """Whether ``files`` (rows of ``snapshot.files``) are few bytes enough for :data:`IN_PROCESS_BYTES`."""
+    import pyarrow.compute as pc
+
+    total = pc.sum(files.column("size")).as_py() if "size" in files.column_names and files.num_rows else 0
+    return (total or 0) <= IN_PROCESS_BYTES
+
+
 @dataclass(frozen=True)
 class RewriteSpec:
     """Everything a task needs to rewrite files (small and picklable; expressions travel as the bound

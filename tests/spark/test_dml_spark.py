@@ -12,6 +12,16 @@ import pytest
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, SchemaMismatchError
 
+
+@pytest.fixture(autouse=True)
+def _in_spark_tasks(monkeypatch):
+    """These tables are small: without this, DELETE and UPDATE rewrite them in the driver's threads
+    (rewrite.IN_PROCESS_BYTES); the tests here are about the Spark tasks."""
+    from airflow_delta_provider_apps.engine import rewrite
+
+    monkeypatch.setattr(rewrite, "IN_PROCESS_BYTES", -1)
+
+
 deltalake = pytest.importorskip("deltalake")
 
 DDL = "id BIGINT, dt DATE, v DOUBLE, s STRING"

@@ -98,10 +98,10 @@ def execution(request, monkeypatch):
     """Every execution of MERGE: file by file in the driver's threads (small candidates), file by file
     in Spark tasks (forced by a zero in-process limit), and Spark's join (forced by a zero size
     limit for the shipped source)."""
-    from airflow_delta_provider_apps.engine import merge_rewrite
+    from airflow_delta_provider_apps.engine import merge_rewrite, rewrite
 
     if request.param == "tasks":
-        monkeypatch.setattr(merge_rewrite, "IN_PROCESS_BYTES", -1)
+        monkeypatch.setattr(rewrite, "IN_PROCESS_BYTES", -1)
     if request.param == "join":
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     return request.param

@@ -20,6 +20,16 @@ from airflow_delta_provider_apps.engine.spark.scan import _TASK_COLUMN
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture(autouse=True)
+def _in_spark_tasks(monkeypatch):
+    """These tables are small: without this, DELETE and UPDATE rewrite them in the driver's threads
+    (rewrite.IN_PROCESS_BYTES); the tests here are about the Spark tasks."""
+    from airflow_delta_provider_apps.engine import rewrite
+
+    monkeypatch.setattr(rewrite, "IN_PROCESS_BYTES", -1)
+
+
 DDL = "p INT, i BIGINT, d DOUBLE, s STRING"
 
 

@@ -174,8 +174,9 @@ class _Plan:
 
 def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tuple = ()) -> list:
     """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`): in Spark tasks
-    when ``spark`` is given, else in this process. Returns one FileOutcome per file."""
-    from ..rewrite import RewriteSpec, rewrite_files
+    when ``spark`` is given and the files are not small (:func:`..rewrite.in_process`), else in this
+    process. Returns one FileOutcome per file."""
+    from ..rewrite import RewriteSpec, in_process, rewrite_files
     from ..writer import table_write_spec
 
     spec = RewriteSpec(
@@ -184,7 +185,7 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
         updates=tuple(updates),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
     )
-    if spark is not None:
+    if spark is not None and not in_process(files):
         from ..spark.rewrite import rewrite_files as spark_rewrite
 
         return spark_rewrite(spark, spec, files)

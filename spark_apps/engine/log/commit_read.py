@@ -391,34 +391,3 @@ def read_commit(version: int, data: bytes, *, partition_keys: list[str] | None =
         adds=pa.concat_tables(adds) if adds else empty_files(),
         removes=pa.concat_tables(removes) if removes else empty_tombstones(),
     )
-
-
-def commit_partitions(storage, table_root: str, version: int) -> tuple[list[str], list[dict]] | None:
-    """``(partition columns, distinct partition values)`` that commit ``version`` changed data in: its
-    adds and removes with ``dataChange`` true (a compaction's rewrite changes no data), each as the
-    log's text (NULL as None), in first-seen order; None when the commit file is gone (cleaned up)."""
-    import pyarrow.compute as pc
-
-    from ..actions import Metadata
-    from .listing import commit_file_name, log_dir_of
-    from .snapshot import load_table_metadata
-
-    try:
-        data = storage.read_bytes(storage.join(log_dir_of(storage, table_root), commit_file_name(version)))
-    except FileNotFoundError:
-        return None
-    c = read_commit(version, data)
-    metas = [a for a in c.actions if isinstance(a, Metadata)]
-    meta = metas[-1] if metas else load_table_metadata(storage, table_root, version).metadata
-    columns = list(meta.partition_columns) if meta is not None else []
-    if not columns:
-        return [], []
-    seen: dict[tuple, dict] = {}
-    for files in (c.adds, c.removes):
-        if files.num_rows == 0:
-            continue
-        changed = files.filter(pc.fill_null(files.column("data_change"), True))
-        for values in changed.column("partition_values").to_pylist():
-            d = dict(values or [])
-            seen.setdefault(tuple(d.get(k) for k in columns), {k: d.get(k) for k in columns})
-    return columns, list(seen.values())

@@ -107,4 +107,7 @@ def literal(e: n.Literal):
         return F.lit(str(v)).cast(type_sql(t))
     if t.name in ("float", "double") and not math.isfinite(v):
         return F.lit("NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")).cast(type_sql(t))
+    if t.name == "float" and "e" not in repr(v):
+        # to_sql writes CAST(<repr> AS FLOAT): Spark reads the digits as a decimal and rounds them once
+        return F.lit(decimal.Decimal(repr(v))).cast(type_sql(t))
     return F.lit(v).cast(type_sql(t))

@@ -274,7 +274,7 @@ class _JoinMerge:
         """:meth:`tally` and the files a changing clause fired in. Without multiple matches both come
         from one aggregation by clause and file (a pass over the joined rows, not two)."""
         F = self._F
-        if multi or not self.changing:
+        if multi or not self.changing or self.plan.insert_only:
             return self.tally(rows, multi=multi), self.touched_files(rows) if self.changing else []
         per_action: dict = {}
         touched = set()
@@ -491,12 +491,12 @@ def _plan_size(df) -> int | None:
 def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
     """MERGE with the (small) source beside every candidate file: each is probed and, when a clause
     changes one of its rows, rewritten (:func:`..merge_rewrite.merge_file`), in the driver's threads
-    when the candidates are small (:data:`..merge_rewrite.IN_PROCESS_BYTES`), else in ONE Spark job
+    when the candidates are small (:func:`..rewrite.in_process`), else in ONE Spark job
     over the files, dealt to tasks by bytes as DELETE/UPDATE do; the inserts are written here."""
     import numpy as np
-    import pyarrow.compute as pc
 
-    from ..merge_rewrite import IN_PROCESS_BYTES, inserted_rows, likely_touched, merge_files
+    from ..merge_rewrite import inserted_rows, likely_touched, merge_files
+    from ..rewrite import in_process
     from ..writer import TableWriter, WrittenFile
 
     started = time.monotonic()
@@ -504,8 +504,7 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
     outcomes: list = []
     if candidates.num_rows:
         likely = likely_touched(candidates, prepared)
-        total = pc.sum(candidates.column("size")).as_py() if "size" in candidates.column_names else None
-        if (total or 0) <= IN_PROCESS_BYTES:
+        if in_process(candidates):
             outcomes = merge_files(prepared, candidates, likely)
         else:
             outcomes = _merge_in_tasks(spark, prepared, candidates, likely)
