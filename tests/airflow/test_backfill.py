@@ -11,6 +11,7 @@ without our engine, and the tables' histories hold exactly the commits described
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -237,14 +238,25 @@ def _pipeline_state(root: Path):
     return per_day, silver_rows, ops(bronze), ops(silver)
 
 
-def test_the_lakehouse_pipeline_under_backfills_retries_and_clears(tmp_path):
+def test_the_lakehouse_pipeline_under_backfills_retries_and_clears(tmp_path, connect_server):
     """Issue 17's backfill sequence on the pipeline example: bronze holds each day's 13 records once and
     silver equals the one-pass result after the backfill (with 2 retries after landed commits), after
     clearing 2 dates, after a no-op backfill and after a reprocessing one; the tables' histories hold
-    exactly one WRITE and one MERGE per applied day."""
+    exactly one WRITE and one MERGE per applied day. Its ~40 Spark tasks run over the suite's Spark
+    Connect server (the exactly-once identity is the operators', whatever the transport; a task that
+    fails after its commit over spark-submit is tests/airflow/test_retry_after_commit.py)."""
     root = tmp_path / "lake"
     text = (REPO / "example_dags" / "delta_lakehouse_pipeline.py").read_text() + PIPELINE_TEST_ADDITIONS
-    d = Deployment(tmp_path / "airflow", root, PIPELINE_ID, text, triggerer=True, DELTA_PIPELINE_ROOT=str(root))
+    conn = json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": connect_server.port})
+    d = Deployment(
+        tmp_path / "airflow",
+        root,
+        PIPELINE_ID,
+        text,
+        triggerer=True,
+        DELTA_PIPELINE_ROOT=str(root),
+        AIRFLOW_CONN_SPARK_LOCAL=conn,
+    )
     try:
         d.start()
         backfill = ["backfill", "create", "--dag-id", PIPELINE_ID, "--from-date", DATES[0], "--to-date", DATES[-1]]
