@@ -108,12 +108,15 @@ def parse_last_checkpoint(data: bytes) -> dict | None:
 
 
 def read_last_checkpoint(storage: Storage, log_dir: str) -> dict | None:
-    """The ``_last_checkpoint`` hint as a dict, or ``None`` (missing, empty, corrupt, bad checksum)."""
+    """The ``_last_checkpoint`` hint as a dict, or ``None`` (missing, empty, corrupt, bad checksum, or
+    unreadable: the file is overwritten in place, and an object store can fail a read that races the
+    overwrite, e.g. Azure's 416 on a range of the old size). It is a hint: without it the log is
+    listed, and a storage that cannot be read at all fails there."""
+    from ..errors import StorageError
+
     try:
         data = storage.read_bytes(storage.join(log_dir, LAST_CHECKPOINT_NAME))
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
-        return None
-    except OSError:
+    except (OSError, StorageError):
         return None
     return parse_last_checkpoint(data)
 
