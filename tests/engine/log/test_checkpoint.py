@@ -272,7 +272,7 @@ def test_large_checkpoint_is_vectorised(tmp_path):
     print(f"\nbuild_checkpoint_table: {n} files in {elapsed:.3f}s")
 
 
-def test_an_unreadable_last_checkpoint_hint_falls_back_to_listing(tmp_path):
+def test_an_unreadable_last_checkpoint_hint_falls_back_to_listing(tmp_path, monkeypatch):
     """_last_checkpoint is overwritten in place: an object store can fail a read racing the overwrite
     (Azurite's 416 on a range of the old size, seen in the racing-writers test). The hint is then
     skipped and the log listed; the snapshot is the same."""
@@ -294,7 +294,7 @@ def test_an_unreadable_last_checkpoint_hint_falls_back_to_listing(tmp_path):
             raise StorageError("Cannot read _last_checkpoint", "InvalidRange 416", "retry")
         return real(path)
 
-    storage.read_bytes = racing_read
+    monkeypatch.setattr(storage, "read_bytes", racing_read)  # the local storage is shared: undone after
     assert read_last_checkpoint(storage, _log(root)) is None
     got = load_snapshot(storage, root)
     assert got.version == 4 and got.files.num_rows == snapshot(root).files.num_rows == 4
