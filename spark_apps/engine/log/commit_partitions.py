@@ -3,9 +3,12 @@ events carry as partition keys)."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..actions import Metadata
 from .commit_read import read_commit
-from .file_actions import partition_keys_of
+from .file_actions import STRING_MAP, partition_keys_of
 from .listing import commit_file_name, log_dir_of
 from .snapshot import load_table_metadata
 
@@ -19,8 +22,6 @@ def commit_partitions(storage, table_root: str, version: int) -> tuple[list[str]
     is not known: the commit file is gone (cleaned up), the commit changed the partition columns (the
     whole table was replaced), or a remove does not say its partition values (optional in the
     protocol)."""
-    import pyarrow.compute as pc
-
     try:
         data = storage.read_bytes(storage.join(log_dir_of(storage, table_root), commit_file_name(version)))
     except FileNotFoundError:
@@ -35,15 +36,13 @@ def commit_partitions(storage, table_root: str, version: int) -> tuple[list[str]
     if not columns:
         return [], []
     keys = partition_keys_of(meta)  # the names in partitionValues: physical under column mapping
-    seen: dict[tuple, dict] = {}
-    for files in (c.adds, c.removes):
-        if files.num_rows == 0:
-            continue
-        changed = files.filter(pc.fill_null(files.column("data_change"), True))
-        for values in changed.column("partition_values").to_pylist():
-            if values is None:
-                return None
-            d = dict(values)
-            row = tuple(d.get(k) or None for k in keys)  # "" and NULL are one partition
-            seen.setdefault(row, dict(zip(columns, row)))
-    return columns, list(seen.values())
+    changed = [f.filter(pc.fill_null(f.column("data_change"), True)) for f in (c.adds, c.removes) if f.num_rows]
+    maps = pa.chunked_array([part for f in changed for part in f.column("partition_values").chunks], STRING_MAP)
+    if maps.null_count:
+        return None
+    values = {}
+    for name, key in zip(columns, keys):
+        v = pc.map_lookup(maps, pa.scalar(key), "first")
+        values[name] = pc.if_else(pc.equal(v, ""), pa.scalar(None, pa.string()), v)  # "" and NULL: one partition
+    # the distinct rows, in first-seen order (one thread's grouping keeps it)
+    return columns, pa.table(values).group_by(columns, use_threads=False).aggregate([]).to_pylist()
