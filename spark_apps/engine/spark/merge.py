@@ -244,23 +244,23 @@ class _JoinMerge:
         target = target.withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
         return target if self.broadcast and against_broadcast else target.hint("merge")
 
-    def multi_matches(self, pairs) -> list:
-        """Target rows that matched more than one source row, each with how many changing clauses
-        fired on it (a shuffle of the matched pairs only); Delta's error when one would change twice."""
+    def multi_matches(self, pairs) -> bool:
+        """Whether a target row matched more than one source row (a shuffle of the matched pairs only,
+        aggregated to one row: never a row per target row on the driver); Delta's error when one such
+        row would be changed twice."""
         F = self._F
         changing_matched = [i for i in self.codes["matched"] if i in self.changing]
-        multi = (
+        per_row = (
             pairs.groupBy("__rid")
             .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("__action").isin(changing_matched).cast("int")).alias("ch"))
             .filter("n > 1")
-            .select("ch")
-            .collect()
         )
+        found = per_row.agg(F.count(F.lit(1)).alias("rows"), F.max("ch").alias("ch")).collect()[0]
         first = self.clauses[self.codes["matched"][0]] if len(self.codes["matched"]) == 1 else None
         lone_delete = first is not None and first.clause.action == "delete" and first.condition is None
-        if changing_matched and not lone_delete and any((r["ch"] or 0) > 1 for r in multi):
+        if changing_matched and not lone_delete and (found["ch"] or 0) > 1:
             raise duplicate_match_error()
-        return multi
+        return found["rows"] > 0
 
     def tally(self, rows, *, multi: bool) -> dict:
         """Per clause: joined rows, and the target rows they concern (distinct only where a target
@@ -292,7 +292,7 @@ class _JoinMerge:
             for r in rows.filter(F.col("__action").isin(self.changing)).select("__file").distinct().collect()
         ]
 
-    def rewritten(self, rows, multi: list, touched: list[str]):
+    def rewritten(self, rows, multi: bool, touched: list[str]):
         """The rows written back for the touched files: updated rows and copies (one per target row)."""
         from pyspark.sql import Window
 
@@ -351,7 +351,7 @@ def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOu
     pairs = pairs.withColumn("__action", job.case("matched", -1)).persist(_spill_level())
     try:
         multi = job.multi_matches(pairs)
-        per_action, touched = job.tally_and_touched(pairs, multi=bool(multi))
+        per_action, touched = job.tally_and_touched(pairs, multi=multi)
         outputs = []
         if touched:
             in_touched = pairs.filter(F.col("__file").isin(touched))
@@ -383,7 +383,7 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
     try:
         # with or without matched clauses: a copied row must not be doubled
         multi = job.multi_matches(joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull()))
-        per_action, touched = job.tally_and_touched(joined, multi=bool(multi))
+        per_action, touched = job.tally_and_touched(joined, multi=multi)
         scan_ms = int((time.monotonic() - started) * 1000)
         outputs = []
         if touched:
