@@ -40,6 +40,7 @@ from ..errors import (
     TableAlreadyExistsError,
 )
 from ..storage import storage_for, table_location
+from .base import Command
 from .result import CommandResult, WriteMetrics
 
 OPERATION_CREATE = "CREATE TABLE"
@@ -231,7 +232,23 @@ def create_table(
         description=description,
         created_time=int(time.time() * 1000),
     )
-    features.check_write_supported(protocol, metadata)
+    params = {
+        "isManaged": "false",
+        "description": description,
+        "partitionBy": list(partition_columns),
+        "properties": dict(configuration),
+    }
+    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata}
+    cmd = Command(
+        None,
+        operation,
+        params,
+        txn_options=options,
+        table_root=table_root,
+        storage=storage,
+        protocol=protocol,
+        metadata=metadata,
+    )
 
     adds: list = []
     metrics = None  # a create without data has no write metrics
@@ -244,37 +261,14 @@ def create_table(
         )
         adds = result.adds
         metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)
-
-    from ..txn import OptimisticTransaction
-
-    txn = OptimisticTransaction(
-        storage,
-        table_root,
-        None,
-        operation=operation,
-        operation_parameters={
-            "isManaged": "false",
-            "description": description,
-            "partitionBy": list(partition_columns),
-            "properties": dict(configuration),
-        },
-        app_id=app_id,
-        app_version=app_version,
-        user_metadata=user_metadata,
-    )
-    txn.update_protocol(protocol)
-    txn.update_metadata(metadata)
     try:
-        commit = txn.commit(adds, operation_metrics=metrics.to_operation_metrics() if metrics else {})
+        return cmd.commit(adds, metrics, fields={"created": True})
     except CommitConflictError:
         # another creator won version 0
         existing = _existing_version(storage, table_root)
         if existing is None:
             raise
         return _already_exists(table_root, existing, if_not_exists, operation)
-    return CommandResult(
-        operation, table_root, commit.version, False, metrics, commit.commit_info, fields={"created": True}
-    )
 
 
 def _stored_configuration(configuration: dict, protocol) -> dict:

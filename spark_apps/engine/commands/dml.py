@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..actions import RemoveFile
-from ..errors import AppendOnlyViolationError
 from ..progress import report
+from .base import Command
 from .reads import reads_snapshot_files
 from .result import CommandResult, DeleteMetrics, Stopwatch, UpdateMetrics
 
@@ -89,87 +89,44 @@ def _stats_records(files: pa.Table) -> int | None:
     return int(pc.sum(records).as_py() or 0)
 
 
-class _Plan:
-    """What every DML command shares: checks, transaction, candidate files, execution."""
+class _Plan(Command):
+    """A DML command on the skeleton (:mod:`.base`): its predicate bound, its candidate files found."""
 
     def __init__(self, snapshot, operation: str, predicate: str | None, *, spark, txn_options: Mapping):
-        from .. import features
         from ..expr import parse_predicate, to_sql
-        from ..storage import storage_for
-        from ..txn import OptimisticTransaction
 
-        self.watch = Stopwatch()
-        self.snapshot = snapshot
-        self.operation = operation
-        self.spark = spark
-        self.table_root = snapshot.table_root
-        self.storage = getattr(snapshot, "storage", None) or storage_for(self.table_root)
-        features.check_write_supported(snapshot.protocol, snapshot.metadata)
-        if snapshot.properties.append_only:
-            raise AppendOnlyViolationError(
-                f"Cannot {operation} rows of table '{self.table_root}'",
-                "it has delta.appendOnly=true, which allows only appends",
-                "write to it with appends only, or set delta.appendOnly=false first",
-            )
         self.schema = snapshot.schema
         self.partition_columns = list(snapshot.metadata.partition_columns or [])
+        self.spark = spark
+        super().__init__(snapshot, operation, None, removes_rows=f"{operation} rows of", txn_options=txn_options)
         self.predicate = parse_predicate(predicate, self.schema) if predicate is not None else None
         self.predicate_sql = to_sql(self.predicate) if self.predicate is not None else None
-        params = {"predicate": json.dumps([self.predicate_sql] if self.predicate_sql else [])}
-        self.txn = OptimisticTransaction(
-            self.storage,
-            self.table_root,
-            snapshot,
-            operation=operation,
-            operation_parameters=params,
-            **dict(txn_options),
-        )
+        self.txn.operation_parameters = {"predicate": json.dumps([self.predicate_sql] if self.predicate_sql else [])}
 
     def candidates(self, metrics) -> pa.Table:
         """Skip files and register the read on the transaction; fills the skipping metrics."""
         from ..expr.skipping import skip_files
-        from ..txn.conflicts import ExpressionPredicate
 
         files = self.snapshot.files
         if self.predicate is None:
-            self.txn.read_whole_table()
             kept = files
             before_bytes = after_bytes = _sum(files, "size")
             metrics.num_files_before_skipping = metrics.num_files_after_skipping = files.num_rows
         else:
             result = skip_files(files, self.schema, self.partition_columns, self.predicate)
-            self.txn.read_predicate(ExpressionPredicate(self.predicate, self.schema, self.partition_columns))
             kept = result.files
             before_bytes, after_bytes = result.num_bytes_before, result.num_bytes_after
             metrics.num_files_before_skipping = result.num_files_before
             metrics.num_files_after_skipping = result.num_files_after
+        self.read_rows(self.predicate)
         metrics.num_bytes_before_skipping = before_bytes
         metrics.num_bytes_after_skipping = after_bytes
-        self.txn.read_files(kept)
+        self.read_files(kept)
         report(self.operation, "files", table=files.num_rows, candidates=kept.num_rows, bytes=after_bytes)
         return kept
 
     def rewrite(self, files: pa.Table, updates: tuple = ()) -> list:
         return rewrite_candidates(self.snapshot, self.spark, self.predicate, files, updates)
-
-    def result(self, metrics, *, version: int | None = None, commit=None, skipped: bool = False) -> CommandResult:
-        metrics.execution_time_ms = self.watch.elapsed_ms()
-        return CommandResult(
-            self.operation,
-            self.table_root,
-            self.snapshot.version if version is None else version,
-            skipped,
-            metrics,
-            commit.commit_info if commit is not None else None,
-            {"committed": commit is not None},
-        )
-
-    def commit(self, removes: list, adds: list, metrics) -> CommandResult:
-        metrics.execution_time_ms = self.watch.elapsed_ms()  # what commitInfo records, too
-        commit = self.txn.commit([*removes, *adds], operation_metrics=metrics.to_operation_metrics())
-        if commit.skipped:
-            return self.result(type(metrics)(), version=commit.version, skipped=True)
-        return self.result(metrics, version=commit.version, commit=commit)
 
 
 def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tuple = ()) -> list:
@@ -227,25 +184,25 @@ def delete(snapshot, predicate: str | None = None, *, spark=None, **txn_options)
 
     plan = _Plan(snapshot, "DELETE", predicate, spark=spark, txn_options=txn_options)
     metrics = DeleteMetrics()
-    if plan.txn.is_duplicate():
-        return plan.result(metrics, skipped=True)
+    if plan.duplicate:
+        return plan.skipped(metrics)
     candidates = plan.candidates(metrics)
     if plan.predicate is None or is_partition_only(plan.predicate, plan.partition_columns):
         # metadata only: every candidate file matches entirely (partition pruning is exact)
         if candidates.num_rows == 0:
-            return plan.result(metrics)
+            return plan.unchanged(metrics)
         metrics.num_removed_files = candidates.num_rows
         metrics.num_removed_bytes = _sum(candidates, "size")
         metrics.num_deleted_rows = _stats_records(candidates)
-        return plan.commit(removes_for(candidates), [], metrics)
+        return plan.commit(removes_for(candidates), metrics)
     outcomes = plan.rewrite(candidates)
     removes, adds, matched, written = apply_outcomes(plan.watch, candidates, outcomes, metrics)
     report("DELETE", "rewritten", files=len(removes), matched=matched)
     metrics.num_deleted_rows = matched
     metrics.num_copied_rows = written
     if not removes:
-        return plan.result(metrics)
-    return plan.commit(removes, adds, metrics)
+        return plan.unchanged(metrics)
+    return plan.commit([*removes, *adds], metrics)
 
 
 @reads_snapshot_files("UPDATE")
@@ -262,16 +219,16 @@ def update(
     plan = _Plan(snapshot, "UPDATE", predicate, spark=spark, txn_options=txn_options)
     bound = bind_assignments(dict(updates or {}), plan.schema)  # errors before anything is read
     metrics = UpdateMetrics()
-    if plan.txn.is_duplicate():
-        return plan.result(metrics, skipped=True)
+    if plan.duplicate:
+        return plan.skipped(metrics)
     candidates = plan.candidates(metrics)
     if candidates.num_rows == 0:
-        return plan.result(metrics)
+        return plan.unchanged(metrics)
     outcomes = plan.rewrite(candidates, tuple(bound.items()))
     removes, adds, matched, written = apply_outcomes(plan.watch, candidates, outcomes, metrics)
     report("UPDATE", "rewritten", files=len(removes), matched=matched)
     metrics.num_updated_rows = matched
     metrics.num_copied_rows = written - matched
     if not removes:
-        return plan.result(metrics)
-    return plan.commit(removes, adds, metrics)
+        return plan.unchanged(metrics)
+    return plan.commit([*removes, *adds], metrics)

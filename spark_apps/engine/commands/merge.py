@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import AppendOnlyViolationError, InvalidArgumentError, InvalidPredicateError
+from ..errors import InvalidArgumentError, InvalidPredicateError
 from ..progress import report
+from .base import Command, gate
 from .reads import reads_snapshot_files
-from .result import CommandResult, MergeMetrics, Stopwatch
+from .result import CommandResult, MergeMetrics
 
 __all__ = ["MergeBuilder", "MergeClause", "merge"]
 
@@ -461,7 +462,6 @@ def merge(
 
     :param unique_keys: source columns whose (non-NULL) values must be unique (an upsert's keys)
     """
-    from .. import features
     from ..expr import to_sql
     from ..expr.skipping import skip_files
     from ..merge_rewrite import (
@@ -479,18 +479,14 @@ def merge(
         small_source,
         source_key_values,
     )
-    from ..storage import storage_for
-    from ..txn import OptimisticTransaction
-    from ..txn.conflicts import ExpressionPredicate
     from ..writer import table_write_spec
     from .dml import removes_for
 
-    watch = Stopwatch()
     if spark is None:
         raise InvalidArgumentError(
             "MERGE needs Spark", "its source is a DataFrame", "use DeltaTable.for_path(spark, ...)"
         )
-    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    gate(snapshot.protocol, snapshot.metadata, snapshot.table_root)
     source_schema = parse_schema(source.schema.jsonValue())
     target_schema = evolved_schema(snapshot.schema, source_schema) if merge_schema else snapshot.schema
     plan = bind_plan(
@@ -502,29 +498,27 @@ def merge(
         source_alias=source_alias,
         target_schema=target_schema,
     )
-    if snapshot.properties.append_only and not plan.insert_only:
-        raise AppendOnlyViolationError(
-            f"Cannot MERGE with update or delete clauses into table '{snapshot.table_root}'",
-            "it has delta.appendOnly=true, which allows only appends",
-            "use only WHEN NOT MATCHED insert clauses, or set delta.appendOnly=false first",
-        )
     params = {
         "predicate": json.dumps([to_sql(plan.on)]),
         "matchedPredicates": json.dumps([c.clause.describe() for c in plan.of(MATCHED)]),
         "notMatchedPredicates": json.dumps([c.clause.describe() for c in plan.of(NOT_MATCHED)]),
         "notMatchedBySourcePredicates": json.dumps([c.clause.describe() for c in plan.of(NOT_MATCHED_BY_SOURCE)]),
     }
-    storage = getattr(snapshot, "storage", None) or storage_for(snapshot.table_root)
-    txn = OptimisticTransaction(
-        storage, snapshot.table_root, snapshot, operation="MERGE", operation_parameters=params, **txn_options
+    cmd = Command(
+        snapshot,
+        "MERGE",
+        params,
+        removes_rows=None if plan.insert_only else "MERGE with update or delete clauses into",
+        append_only_fix="use only WHEN NOT MATCHED insert clauses, or set delta.appendOnly=false first",
+        txn_options=txn_options,
     )
     if target_schema is not snapshot.schema:  # the new columns land in the same commit
         import dataclasses
 
-        txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=target_schema.to_json_string()))
+        cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=target_schema.to_json_string()))
     metrics = MergeMetrics()
-    if txn.is_duplicate():
-        return _result(snapshot, metrics, watch, skipped=True)
+    if cmd.duplicate:
+        return cmd.skipped(metrics)
 
     keys = key_equalities(plan)
     spec = MergeFilesSpec(
@@ -555,13 +549,9 @@ def merge(
     files = snapshot.files
     parts = list(snapshot.metadata.partition_columns or [])
     metrics.num_target_files_before_skipping = files.num_rows
-    if pred is None:
-        txn.read_whole_table()
-        candidates = files
-    else:
-        txn.read_predicate(ExpressionPredicate(pred, snapshot.schema, parts))
-        candidates = skip_files(files, snapshot.schema, parts, pred).files
-    txn.read_files(candidates)
+    cmd.read_rows(pred)
+    candidates = files if pred is None else skip_files(files, snapshot.schema, parts, pred).files
+    cmd.read_files(candidates)
     metrics.num_target_files_after_skipping = candidates.num_rows
     strategy = "file_by_file" if prepared is not None else "join"
     report("MERGE", "files", table=files.num_rows, candidates=candidates.num_rows, source_rows=num_source_rows)
@@ -585,27 +575,7 @@ def merge(
         outcome.rows_written - metrics.num_target_rows_updated - (metrics.num_target_rows_inserted)
     )
     metrics.num_output_rows = outcome.rows_written
+    fields = {"strategy": strategy}
     if not removes and not adds:
-        return _result(snapshot, metrics, watch, strategy=strategy)
-    commit = txn.commit([*removes, *adds], operation_metrics=_final(metrics, watch).to_operation_metrics())
-    if commit.skipped:
-        return _result(snapshot, MergeMetrics(), watch, version=commit.version, skipped=True)
-    return _result(snapshot, metrics, watch, version=commit.version, commit=commit, strategy=strategy)
-
-
-def _final(metrics: MergeMetrics, watch: Stopwatch) -> MergeMetrics:
-    metrics.execution_time_ms = watch.elapsed_ms()
-    return metrics
-
-
-def _result(snapshot, metrics, watch, *, version=None, commit=None, skipped=False, strategy=None) -> CommandResult:
-    _final(metrics, watch)
-    return CommandResult(
-        "MERGE",
-        snapshot.table_root,
-        snapshot.version if version is None else version,
-        skipped,
-        metrics,
-        commit.commit_info if commit is not None else None,
-        {"committed": commit is not None, **({"strategy": strategy} if strategy else {})},
-    )
+        return cmd.unchanged(metrics, fields=fields)
+    return cmd.commit([*removes, *adds], metrics, fields=fields)

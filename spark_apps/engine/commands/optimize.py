@@ -30,8 +30,9 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
 from ..threads import ThreadPool
+from .base import Command
 from .reads import reads_snapshot_files
-from .result import CommandResult, OptimizeMetrics, Stopwatch
+from .result import CommandResult, OptimizeMetrics
 
 __all__ = ["optimize", "plan_bins"]
 
@@ -117,16 +118,13 @@ def optimize(
     z_order_by=None,
 ) -> CommandResult:
     """OPTIMIZE the snapshot's table (see the module docstring)."""
-    from .. import features
     from ..compact import compact_bin
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
-    from ..txn import OptimisticTransaction
     from ..writer import resolve_target_file_size, table_write_spec
     from .dml import removes_for
 
-    watch = Stopwatch()
-    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    cmd = Command(snapshot, "OPTIMIZE")
     parts = list(snapshot.metadata.partition_columns or [])
     zorder = _check_columns(snapshot, z_order_by)
     target = resolve_target_file_size(snapshot.properties, target_size)
@@ -147,11 +145,10 @@ def optimize(
     metrics = OptimizeMetrics(total_considered_files=files.num_rows, num_batches=len(bins))
     chosen_rows = sorted(i for b in bins for i in b)
     metrics.total_files_skipped = files.num_rows - len(chosen_rows)
-    params = {"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder)}
+    cmd.txn.operation_parameters = {"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder)}
     fields = {"bins": len(bins)}
     if not bins:
-        metrics.execution_time_ms = watch.elapsed_ms()
-        return CommandResult("OPTIMIZE", snapshot.table_root, snapshot.version, False, metrics, None, fields)
+        return cmd.unchanged(metrics, fields=fields)
     spec = table_write_spec(snapshot, target_file_size=target, data_change=False)
     info = {"write": spec, "column_mapping_mode": snapshot.properties.column_mapping_mode_for(snapshot.schema)}
     wanted = [c for c in ("path", "partition_values", "deletion_vector", "size") if c in files.column_names]
@@ -174,10 +171,5 @@ def optimize(
     sizes = _percentiles([a.size for a in adds])
     for k, v in sizes.items():
         setattr(metrics, f"{k}_file_size", v)
-    txn = OptimisticTransaction(
-        snapshot.storage, snapshot.table_root, snapshot, operation="OPTIMIZE", operation_parameters=params
-    )
-    txn.read_files(removed)
-    metrics.execution_time_ms = watch.elapsed_ms()
-    commit = txn.commit([*removes, *adds], operation_metrics=metrics.to_operation_metrics())
-    return CommandResult("OPTIMIZE", snapshot.table_root, commit.version, False, metrics, commit.commit_info, fields)
+    cmd.read_files(removed)
+    return cmd.commit([*removes, *adds], metrics, fields=fields)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from ..errors import InvalidArgumentError
 from ..threads import ThreadPool
 from ..values import parse_version
+from .base import Command
 from .result import CommandResult, RestoreMetrics
 
 __all__ = ["restore"]
@@ -43,11 +44,9 @@ def _sum(files: pa.Table) -> int:
 def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = None, timestamp=None) -> CommandResult:
     """RESTORE the snapshot's table to ``version`` or to the version as of ``timestamp_ms`` (see the
     module docstring); ``timestamp``: how the user wrote it (for the commit's parameters)."""
-    from .. import features
     from ..actions import Protocol
     from ..log.snapshot import _add_from_row, load_snapshot
     from ..paths import file_locations
-    from ..txn import OptimisticTransaction
     from .dml import removes_for
 
     if (version is None) == (timestamp_ms is None):
@@ -58,7 +57,7 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
         )
     if version is not None:  # before anything is read or written: 2.7 must never restore version 2
         version = parse_version(version)
-    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    cmd = Command(snapshot, "RESTORE")
     storage, root = snapshot.storage, snapshot.table_root
     target = load_snapshot(storage, root, version=version, timestamp_ms=timestamp_ms)
     if target.version > snapshot.version:
@@ -90,9 +89,10 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
                 "restore a newer version (one inside the retention), or recover the files from a backup",
             )
     if not to_add.num_rows and not to_remove.num_rows and target.metadata == snapshot.metadata:
-        return CommandResult("RESTORE", root, snapshot.version, False, metrics, None, {**fields, "committed": False})
-    txn = OptimisticTransaction(storage, root, snapshot, operation="RESTORE", operation_parameters=params)
-    txn.read_whole_table()
+        return cmd.unchanged(metrics, fields=fields)
+    txn = cmd.txn
+    txn.operation_parameters = params
+    cmd.read_rows(None)
     if target.metadata != snapshot.metadata:
         txn.update_metadata(target.metadata)
     new, old = snapshot.protocol, target.protocol
@@ -104,5 +104,4 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
         )
     adds = [_add_from_row(r) for r in to_add.to_pylist()]
     adds = [a.__class__(**{**a.__dict__, "data_change": True}) for a in adds]
-    commit = txn.commit([*removes_for(to_remove), *adds], operation_metrics=metrics.to_operation_metrics())
-    return CommandResult("RESTORE", root, commit.version, False, metrics, commit.commit_info, fields)
+    return cmd.commit([*removes_for(to_remove), *adds], metrics, fields=fields)

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from ..errors import InvalidArgumentError
 from ..threads import ThreadPool
 from ..values import parse_retention_hours
+from .base import Command
 from .result import CommandResult, Stopwatch, VacuumMetrics
 
 __all__ = ["vacuum", "check_time_travel", "MODES"]
@@ -170,14 +171,13 @@ def vacuum(
 ) -> CommandResult:
     """VACUUM the snapshot's table (see the module docstring)."""
     from .. import features
-    from ..txn import OptimisticTransaction
 
     watch = Stopwatch()
     if mode not in MODES:
         raise InvalidArgumentError(
             f"Unknown VACUUM mode '{mode}'", f"known: {', '.join(MODES)}", "use 'full' or 'lite'"
         )
-    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    start = Command(snapshot, "VACUUM START")
     if "vacuumProtocolCheck" in (snapshot.protocol.writer_features or ()):
         features.check_read_supported(snapshot.protocol, snapshot.metadata)
     retention = _retention_ms(snapshot, retention_hours, enforce_retention_duration)
@@ -208,8 +208,8 @@ def vacuum(
         "specifiedRetentionMillis": retention,
         "vacuumType": mode.upper(),
     }
-    start = OptimisticTransaction(storage, root, snapshot, operation="VACUUM START", operation_parameters=params)
-    start.commit([], operation_metrics={"numFilesToDelete": len(paths), "sizeOfDataToDelete": size})
+    start.txn.operation_parameters = params
+    start.txn.commit([], operation_metrics={"numFilesToDelete": len(paths), "sizeOfDataToDelete": size})
 
     def delete(chunk: list[str]) -> list[str]:
         done = []
@@ -232,8 +232,8 @@ def vacuum(
 
     latest = load_snapshot(storage, root)
     status = "COMPLETED" if len(done) == len(paths) else "FAILED"
-    end = OptimisticTransaction(storage, root, latest, operation="VACUUM END", operation_parameters={"status": status})
-    commit = end.commit(
+    end = Command(latest, "VACUUM END", {"status": status})
+    commit = end.txn.commit(
         [], operation_metrics={"numDeletedFiles": len(done), "numVacuumedDirectories": metrics.num_vacuumed_directories}
     )
     metrics.execution_time_ms = watch.elapsed_ms()

@@ -32,6 +32,7 @@ from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..progress import report
 from ..storage import normalize_table_uri, storage_for
 from ..writer import resolve_target_file_size
+from .base import Command
 from .result import CommandResult, OverwriteMetrics, WriteMetrics
 
 OPERATION_WRITE = "WRITE"
@@ -149,37 +150,24 @@ def write(
     )
 
 
-def _open_append(table, app_id, app_version, user_metadata):
-    """The snapshot to append on (the given one, or the latest of a table URI; writer features
-    checked) and an append transaction opened on it."""
-    from .. import features
+def _open_append(table, app_id, app_version, user_metadata) -> Command:
+    """The append's command on the skeleton, on the given snapshot or the latest of a table URI."""
     from ..log.snapshot import load_snapshot
-    from ..txn import OptimisticTransaction
 
     if isinstance(table, str):
         table_root = normalize_table_uri(table)
-        storage = storage_for(table_root)
-        snapshot = load_snapshot(storage, table_root)
+        snapshot = load_snapshot(storage_for(table_root), table_root)
     else:
-        snapshot, table_root, storage = table, table.table_root, table.storage
-    features.check_write_supported(snapshot.protocol, snapshot.metadata)
-    txn = OptimisticTransaction(
-        storage,
-        table_root,
-        snapshot,
-        operation=OPERATION_WRITE,
-        operation_parameters={"mode": "Append", "partitionBy": list(snapshot.metadata.partition_columns or [])},
-        app_id=app_id,
-        app_version=app_version,
-        user_metadata=user_metadata,
-    )
-    return table_root, snapshot, txn
+        snapshot = table
+    params = {"mode": "Append", "partitionBy": list(snapshot.metadata.partition_columns or [])}
+    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata}
+    return Command(snapshot, OPERATION_WRITE, params, txn_options=options)
 
 
 RERUN_MODES = ("apply", "replace")
 
 
-def replaced_output(txn, snapshot, app_id: str) -> tuple[list, int | None]:
+def replaced_output(cmd: Command, app_id: str) -> tuple[list, int | None]:
     """``on_rerun="replace"``: the removes of what ``app_id``'s earlier commit appended (its newest
     txn version below ours), so that a re-run's append takes the place of the earlier one in the same
     commit; ``([], None)`` when the application never committed. Those files are registered as read:
@@ -190,7 +178,8 @@ def replaced_output(txn, snapshot, app_id: str) -> tuple[list, int | None]:
     from ..log.app_commits import find_app_commit, first_removal
     from .dml import removes_for
 
-    prior = txn.txn_version(app_id)
+    snapshot = cmd.snapshot
+    prior = cmd.txn.txn_version(app_id)
     if prior is None:
         return [], None
     storage = snapshot.storage
@@ -225,7 +214,7 @@ def replaced_output(txn, snapshot, app_id: str) -> tuple[list, int | None]:
             f"{by} (later DML or OPTIMIZE changed that data), so removing them would lose or keep the wrong rows",
             ways_out,
         )
-    txn.read_files(live)
+    cmd.read_files(live)
     return removes_for(live), earlier.version
 
 
@@ -251,24 +240,25 @@ def append(
         ``"apply"`` appends next to that output, ``"replace"`` removes the files that commit appended
         in the same commit (:func:`replaced_output`): a re-run of a task holds one copy of its rows
     """
-    table_root, snapshot, txn = _open_append(table, app_id, app_version, user_metadata)
+    cmd = _open_append(table, app_id, app_version, user_metadata)
+    snapshot, txn = cmd.snapshot, cmd.txn
     partition_columns = list(snapshot.metadata.partition_columns or [])
-    if txn.is_duplicate():
-        return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, WriteMetrics())
+    if cmd.duplicate:
+        return cmd.skipped(WriteMetrics())
     removes, replaced = [], None
     if on_rerun not in RERUN_MODES:
         raise InvalidArgumentError(
             f"Unknown on_rerun '{on_rerun}'", f"known: {', '.join(RERUN_MODES)}", "use 'apply' or 'replace'"
         )
     if on_rerun == "replace" and app_id is not None:
-        removes, replaced = replaced_output(txn, snapshot, app_id)
+        removes, replaced = replaced_output(cmd, app_id)
         if replaced is not None:
             txn.operation_parameters = {**txn.operation_parameters, "replacesVersion": replaced}
     table_schema = _evolve(txn, snapshot, dataframe_schema(df), merge_schema)
     prepared = prepare_dataframe(df, table_schema, merge_schema=merge_schema)
     result = write_files(
         prepared,
-        table_root,
+        cmd.table_root,
         table_schema,
         partition_columns,
         snapshot.metadata.configuration,
@@ -284,11 +274,8 @@ def append(
             num_removed_files=len(removes),
             num_removed_bytes=sum(r.size or 0 for r in removes),
         )
-    commit = txn.commit([*removes, *result.adds], operation_metrics=metrics.to_operation_metrics())
-    if commit.skipped:  # a concurrent retry of the same (app_id, app_version) landed first
-        return CommandResult(OPERATION_WRITE, table_root, commit.version, True, WriteMetrics())
     fields = {"replaced_version": replaced} if replaced is not None else {}
-    return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info, fields)
+    return cmd.commit([*removes, *result.adds], metrics, fields=fields)
 
 
 def append_arrow(
@@ -307,18 +294,16 @@ def append_arrow(
 
     from ..writer import table_write_spec, write_batches
 
-    table_root, snapshot, txn = _open_append(table, app_id, app_version, user_metadata)
-    if txn.is_duplicate():
-        return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, WriteMetrics())
+    cmd = _open_append(table, app_id, app_version, user_metadata)
+    if cmd.duplicate:
+        return cmd.skipped(WriteMetrics())
+    snapshot = cmd.snapshot
     target = snapshot.schema.to_arrow_schema()
     batches = data.to_batches() if isinstance(data, pa.Table) else list(data)
     batches = [b.select(target.names).cast(target) for b in batches]
     written = list(write_batches(table_write_spec(snapshot, target_file_size=target_file_size), batches))
     metrics = WriteMetrics(len(written), sum(w.num_rows for w in written), sum(w.add.size for w in written))
-    commit = txn.commit([w.add for w in written], operation_metrics=metrics.to_operation_metrics())
-    if commit.skipped:
-        return CommandResult(OPERATION_WRITE, table_root, commit.version, True, WriteMetrics())
-    return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
+    return cmd.commit([w.add for w in written], metrics)
 
 
 def overwrite(
@@ -355,17 +340,11 @@ def overwrite(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .. import features
-    from ..errors import AppendOnlyViolationError
     from ..expr import parse_predicate, to_sql
     from ..expr.skipping import is_partition_only, skip_files
     from ..partitions import partition_key, partition_keys
-    from ..txn import OptimisticTransaction
-    from ..txn.conflicts import ExpressionPredicate
     from .dml import apply_outcomes, removes_for, rewrite_candidates
-    from .result import OverwriteMetrics, Stopwatch
 
-    watch = Stopwatch()
     mode = (partition_overwrite_mode or "static").lower()
     if mode not in ("static", "dynamic"):
         raise InvalidArgumentError(
@@ -377,16 +356,18 @@ def overwrite(
             "replace_where replaces the rows matching a condition in the existing schema",
             "drop one of the options",
         )
-    table_root = snapshot.table_root
-    storage = snapshot.storage
-    features.check_write_supported(snapshot.protocol, snapshot.metadata)
-    if snapshot.properties.append_only:
-        raise AppendOnlyViolationError(
-            f"Cannot overwrite table '{table_root}'",
-            "it has delta.appendOnly=true, which allows only appends",
-            "append instead, or set delta.appendOnly=false first",
-        )
     partition_columns = list(snapshot.metadata.partition_columns or [])
+    params = {"mode": "Overwrite", "partitionBy": partition_columns}
+    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata}
+    cmd = Command(
+        snapshot,
+        OPERATION_WRITE,
+        params,
+        removes_rows="overwrite",
+        append_only_fix="append instead, or set delta.appendOnly=false first",
+        txn_options=options,
+    )
+    txn = cmd.txn
     data_schema = dataframe_schema(df)
     if overwrite_schema:
         missing = [c for c in partition_columns if data_schema.find(c) is None]
@@ -398,22 +379,11 @@ def overwrite(
             )
         new_schema = data_schema.validate()
     predicate = parse_predicate(replace_where, snapshot.schema) if replace_where is not None else None
-    params = {"mode": "Overwrite", "partitionBy": partition_columns}
     if predicate is not None:
-        params["predicate"] = json.dumps([to_sql(predicate)])
-    txn = OptimisticTransaction(
-        storage,
-        table_root,
-        snapshot,
-        operation=OPERATION_WRITE,
-        operation_parameters=params,
-        app_id=app_id,
-        app_version=app_version,
-        user_metadata=user_metadata,
-    )
+        txn.operation_parameters = {**params, "predicate": json.dumps([to_sql(predicate)])}
     metrics = OverwriteMetrics()
-    if txn.is_duplicate():
-        return CommandResult(OPERATION_WRITE, table_root, snapshot.version, True, metrics)
+    if cmd.duplicate:
+        return cmd.skipped(metrics)
     if overwrite_schema:
         if new_schema != snapshot.schema:
             txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=new_schema.to_json_string()))
@@ -424,7 +394,7 @@ def overwrite(
         prepared = prepare_dataframe(df, snapshot.schema, merge_schema=merge_schema)
     written = write_files(
         prepared,
-        table_root,
+        cmd.table_root,
         table_schema,
         partition_columns,
         snapshot.metadata.configuration,
@@ -438,18 +408,18 @@ def overwrite(
         keys = {tuple(sorted((a.partition_values or {}).items())) for a in written.adds}
         written_keys = pa.array([partition_key(dict(k), partition_columns) for k in keys], pa.string())
         replaced = files.filter(pc.is_in(partition_keys(files, partition_columns), value_set=written_keys))
-        txn.read_files(replaced)
+        cmd.read_files(replaced)
         removes = removes_for(replaced)
         for key in keys:
-            txn.read_predicate(dict(key))
+            cmd.read_rows(dict(key))
     elif predicate is None:
-        txn.read_whole_table()
+        cmd.read_rows(None)
         replaced = files
         removes = removes_for(files)
     else:
-        txn.read_predicate(ExpressionPredicate(predicate, snapshot.schema, partition_columns))
+        cmd.read_rows(predicate)
         candidates = skip_files(files, snapshot.schema, partition_columns, predicate).files
-        txn.read_files(candidates)
+        cmd.read_files(candidates)
         if is_partition_only(predicate, partition_columns):
             replaced = candidates
             removes = removes_for(candidates)
@@ -457,7 +427,7 @@ def overwrite(
         else:
             # DELETE's rewrite: the files holding matching rows are written back without them
             outcomes = rewrite_candidates(snapshot, spark, predicate, candidates)
-            removes, extra_adds, deleted, copied = apply_outcomes(watch, candidates, outcomes, metrics)
+            removes, extra_adds, deleted, copied = apply_outcomes(cmd.watch, candidates, outcomes, metrics)
             metrics.num_deleted_rows, metrics.num_copied_rows = deleted, copied
             touched = pa.array([r.path for r in removes], pa.string())
             replaced = candidates.filter(pc.is_in(candidates.column("path"), value_set=touched))
@@ -467,12 +437,8 @@ def overwrite(
     metrics.num_output_bytes = written.num_output_bytes + sum(a.size for a in extra_adds)
     metrics.num_removed_files = replaced.num_rows
     metrics.num_removed_bytes = int(pc.sum(replaced.column("size")).as_py() or 0) if replaced.num_rows else 0
-    metrics.execution_time_ms = watch.elapsed_ms()
     adds = list(written.adds) + list(extra_adds)
-    commit = txn.commit([*removes, *adds], operation_metrics=metrics.to_operation_metrics())
-    if commit.skipped:
-        return CommandResult(OPERATION_WRITE, table_root, commit.version, True, OverwriteMetrics())
-    return CommandResult(OPERATION_WRITE, table_root, commit.version, False, metrics, commit.commit_info)
+    return cmd.commit([*removes, *adds], metrics)
 
 
 def conform_dataframe_to(df, schema):

@@ -1,0 +1,160 @@
+"""The one skeleton every table-changing command runs through (after delta-rs's operations: check,
+open the transaction, plan and register what is read, commit or skip, report).
+
+A :class:`Command` is one run of an operation over a snapshot:
+
+1. **The gate**, before anything is read or written: the writer feature gate
+   (:func:`..features.check_write_supported`) on the table's protocol and metadata, and, for a
+   command that removes rows, ``delta.appendOnly`` (refused with the command's own words; the
+   transaction checks the same rule again on the actions it commits).
+2. **The transaction** (:class:`..txn.OptimisticTransaction`) opened on that snapshot, with Delta's
+   operation name, its ``operationParameters`` and the idempotent-write identity (``app_id``,
+   ``app_version``, ``user_metadata``). :attr:`duplicate` says the identity already landed: the
+   command stops there with :meth:`skipped`.
+3. **What the command reads** registered for conflict detection: :meth:`read_rows` (a bound predicate
+   of the predicate model, or every row) and :meth:`read_files` (the files whose rows it used).
+4. **The end**: :meth:`commit` of the actions with the metrics (a concurrent retry of the same
+   identity that landed first makes it a skip), or :meth:`unchanged` when there is nothing to commit.
+   Every end is a :class:`~.result.CommandResult` whose metrics carry the command's execution time.
+
+The ways a command changes rows (rewriting files, and the table features that ride on those
+changes) plug into the commands on top of this; the skeleton itself knows only the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .result import CommandResult, Stopwatch
+
+__all__ = ["Command", "gate"]
+
+
+def gate(protocol, metadata, table_root: str, *, removes_rows: str | None = None, append_only_fix: str | None = None):
+    """Refuse, before anything is read or written, a table this engine must not write, and with
+    ``removes_rows`` (what the command does, e.g. ``"DELETE rows of"``) an append-only table."""
+    from .. import features
+    from ..config import TableProperties
+    from ..errors import AppendOnlyViolationError
+
+    features.check_write_supported(protocol, metadata)
+    if removes_rows and metadata is not None and TableProperties.of(metadata).append_only:
+        raise AppendOnlyViolationError(
+            f"Cannot {removes_rows} table '{table_root}'",
+            "it has delta.appendOnly=true, which allows only appends",
+            append_only_fix or "only append to it, or set delta.appendOnly=false first",
+        )
+
+
+class Command:
+    """One run of ``operation`` over ``snapshot`` (see the module docstring).
+
+    :param snapshot: the version the command reads; the transaction opens on it (None: a new table,
+        then ``table_root``, ``storage``, ``protocol`` and ``metadata`` describe it)
+    :param operation: Delta's operation name (``DELETE``, ``MERGE``, ``WRITE``...)
+    :param parameters: Delta's ``operationParameters``
+    :param removes_rows: the command removes rows: its words for the append-only refusal
+    :param append_only_fix: how to get past that refusal, when the generic advice does not fit
+    :param txn_options: ``app_id``, ``app_version``, ``user_metadata`` and the transaction's own options
+    """
+
+    def __init__(
+        self,
+        snapshot,
+        operation: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        removes_rows: str | None = None,
+        append_only_fix: str | None = None,
+        txn_options: Mapping[str, Any] | None = None,
+        table_root: str | None = None,
+        storage=None,
+        protocol=None,
+        metadata=None,
+    ):
+        from ..storage import storage_for
+        from ..txn import OptimisticTransaction
+
+        self.watch = Stopwatch()
+        self.snapshot = snapshot
+        self.operation = operation
+        self.table_root = table_root or snapshot.table_root
+        self.storage = storage or getattr(snapshot, "storage", None) or storage_for(self.table_root)
+        if snapshot is not None:
+            protocol, metadata = snapshot.protocol, snapshot.metadata
+        gate(protocol, metadata, self.table_root, removes_rows=removes_rows, append_only_fix=append_only_fix)
+        self.txn = OptimisticTransaction(
+            self.storage,
+            self.table_root,
+            snapshot,
+            operation=operation,
+            operation_parameters=dict(parameters or {}),
+            **{k: v for k, v in dict(txn_options or {}).items() if v is not None},
+        )
+        if snapshot is None:  # a new table: its protocol and metadata are this commit's
+            self.txn.update_protocol(protocol)
+            self.txn.update_metadata(metadata)
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def read_version(self) -> int:
+        return self.snapshot.version if self.snapshot is not None else -1
+
+    @property
+    def duplicate(self) -> bool:
+        """The idempotent-write identity already committed: the command does nothing."""
+        return self.txn.is_duplicate()
+
+    # ------------------------------------------------------------------ reads
+    def read_rows(self, predicate=None) -> None:
+        """The command's outcome depends on the rows matching ``predicate`` (a bound expression of
+        :mod:`..expr`, a ``{partition column: value}`` dict), or on every row when None."""
+        if predicate is None:
+            self.txn.read_whole_table()
+        elif isinstance(predicate, Mapping):
+            self.txn.read_predicate(dict(predicate))
+        else:
+            from ..txn.conflicts import ExpressionPredicate
+
+            s = self.snapshot
+            self.txn.read_predicate(ExpressionPredicate(predicate, s.schema, s.metadata.partition_columns or []))
+
+    def read_files(self, files) -> None:
+        """The command used the rows of these files (a table with a ``path`` column, or paths): a
+        concurrent commit removing one of them conflicts."""
+        self.txn.read_files(files)
+
+    # ------------------------------------------------------------------ ends
+    def _result(self, metrics, version: int, *, commit=None, skipped: bool = False, fields=None) -> CommandResult:
+        if metrics is not None and hasattr(metrics, "execution_time_ms"):
+            metrics.execution_time_ms = self.watch.elapsed_ms()
+        return CommandResult(
+            self.operation,
+            self.table_root,
+            version,
+            skipped,
+            metrics,
+            commit.commit_info if commit is not None else None,
+            {**dict(fields or {}), "committed": commit is not None and not skipped},
+        )
+
+    def skipped(self, metrics, *, fields=None) -> CommandResult:
+        """The identity already landed (:attr:`duplicate`): nothing done."""
+        return self._result(metrics, self.read_version, skipped=True, fields=fields)
+
+    def unchanged(self, metrics, *, fields=None) -> CommandResult:
+        """Nothing to commit (nothing matched, nothing to compact): the snapshot's version, no commit."""
+        return self._result(metrics, self.read_version, fields=fields)
+
+    def commit(self, actions, metrics, *, fields=None) -> CommandResult:
+        """Commit ``actions`` with ``metrics`` as the commit's ``operationMetrics``. A concurrent
+        commit of the same identity that landed first turns this into a skip (empty metrics)."""
+        if metrics is not None and hasattr(metrics, "execution_time_ms"):
+            metrics.execution_time_ms = self.watch.elapsed_ms()  # what commitInfo records, too
+        operation_metrics = metrics.to_operation_metrics() if metrics is not None else {}
+        done = self.txn.commit(list(actions), operation_metrics=operation_metrics)
+        if done.skipped:
+            empty = type(metrics)() if metrics is not None else None
+            return self._result(empty, done.version, skipped=True, fields=fields)
+        return self._result(metrics, done.version, commit=done, fields=fields)
