@@ -19,13 +19,13 @@ import threading
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider_apps.engine import DeltaTable
-from airflow_delta_provider_apps.engine import rewrite as rw
+from airflow_delta_provider_apps.engine import DeltaTable, rewrite
 from airflow_delta_provider_apps.engine.commands import dml
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.expr import bind_assignments, parse_predicate
 from airflow_delta_provider_apps.engine.paths import data_file_uri
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
+from airflow_delta_provider_apps.engine.rewrite import files as rw
 from airflow_delta_provider_apps.engine.storage import storage_for
 from airflow_delta_provider_apps.engine.writer import WriteSpec, resolve_target_file_size
 
@@ -147,7 +147,7 @@ def test_one_pass_reads_each_likely_file_once_through_the_command(tmp_path, monk
     counting = CountingStorage(storage_for(root))
     monkeypatch.setattr("airflow_delta_provider_apps.engine.storage.storage_for", lambda uri: counting)
     before = _data_files(root)
-    with rw.record_outcomes() as got:
+    with rewrite.record_outcomes() as got:
         r = dml.delete(t.snapshot(), "d < 0.5")  # about half of every file: all likely touched
     assert r.metrics.num_removed_files == len(before) == len(got)
     assert all(o.one_pass and o.reads == 1 for o in got)
@@ -373,13 +373,18 @@ def test_update_of_nested_columns_in_some_rows(tmp_path):
 def test_scatter_replaces_the_masked_rows_in_order(col):
     mask = pa.array([True, False, False, True])
     new = col.take(pa.array([2, 1]))
-    assert rw._scatter(col, mask, new).to_pylist() == [new[0].as_py(), col[1].as_py(), col[2].as_py(), new[1].as_py()]
+    assert rewrite.common.scatter(col, mask, new).to_pylist() == [
+        new[0].as_py(),
+        col[1].as_py(),
+        col[2].as_py(),
+        new[1].as_py(),
+    ]
 
 
 def test_no_predicate_update_is_one_pass_and_touches_every_row(tmp_path):
     root = str(tmp_path / "t")
     t = _table(root)
-    with rw.record_outcomes() as got:
+    with rewrite.record_outcomes() as got:
         r = dml.update(t.snapshot(), {"s": "'all'"})
     assert all(o.one_pass and o.reads == 1 for o in got)
     assert r.metrics.num_updated_rows == 1200 and r.metrics.num_copied_rows == 0

@@ -16,10 +16,10 @@ from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, Sche
 @pytest.fixture(autouse=True)
 def _in_spark_tasks(monkeypatch):
     """These tables are small: without this, DELETE and UPDATE rewrite them in the driver's threads
-    (rewrite.IN_PROCESS_BYTES); the tests here are about the Spark tasks."""
-    from airflow_delta_provider_apps.engine import rewrite
+    (rewrite.common.IN_PROCESS_BYTES); the tests here are about the Spark tasks."""
+    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
 
-    monkeypatch.setattr(rewrite, "IN_PROCESS_BYTES", -1)
+    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
 
 
 deltalake = pytest.importorskip("deltalake")

@@ -98,10 +98,11 @@ def execution(request, monkeypatch):
     """Every execution of MERGE: file by file in the driver's threads (small candidates), file by file
     in Spark tasks (forced by a zero in-process limit), and Spark's join (forced by a zero size
     limit for the shipped source)."""
-    from airflow_delta_provider_apps.engine import merge_rewrite, rewrite
+    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
 
     if request.param == "tasks":
-        monkeypatch.setattr(rewrite, "IN_PROCESS_BYTES", -1)
+        monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
     if request.param == "join":
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     return request.param

@@ -24,10 +24,10 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(autouse=True)
 def _in_spark_tasks(monkeypatch):
     """These tables are small: without this, DELETE and UPDATE rewrite them in the driver's threads
-    (rewrite.IN_PROCESS_BYTES); the tests here are about the Spark tasks."""
-    from airflow_delta_provider_apps.engine import rewrite
+    (rewrite.common.IN_PROCESS_BYTES); the tests here are about the Spark tasks."""
+    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
 
-    monkeypatch.setattr(rewrite, "IN_PROCESS_BYTES", -1)
+    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
 
 
 DDL = "p INT, i BIGINT, d DOUBLE, s STRING"
@@ -116,8 +116,8 @@ def test_the_rewrite_is_one_spark_job_with_balanced_tasks(spark, tmp_path):
     _table(root, commits=5)
     t = DeltaTable.for_path(spark, root)
     files = t.snapshot().files
-    n_tasks = min(files.num_rows, spark_rw._slices(spark))
-    listing = spark_rw._listing_for_tasks(files, n_tasks)
+    n_tasks = min(files.num_rows, spark_rw.task_slices(spark))
+    listing = spark_rw.listing_for_tasks(files, n_tasks)
     # Spark cuts the local listing into n_tasks contiguous slices: each holds exactly one task's files
     slices = spark.createDataFrame(listing).rdd.glom().map(lambda rows: sorted({r[_TASK_COLUMN] for r in rows}))
     assert sorted(slices.collect()) == [[i] for i in range(n_tasks)]
@@ -141,7 +141,7 @@ def test_listing_deals_every_file_once_with_balanced_bytes(n, tasks):
             "size": sizes,
         }
     )
-    out = spark_rw._listing_for_tasks(files, tasks)
+    out = spark_rw.listing_for_tasks(files, tasks)
     assert sorted(out.column("path").to_pylist()) == sorted(files.column("path").to_pylist())
     got = out.column(_TASK_COLUMN).to_pylist()
     assert got == sorted(got)  # ordered by task

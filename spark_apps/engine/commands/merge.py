@@ -15,9 +15,9 @@
    The predicate and the candidates are registered on the transaction, so a concurrent append into
    the merged key range, or a concurrent delete of a candidate, conflicts as in Delta; others do not.
 3. **File by file** when ON has key equalities and the source is small (at most
-   :data:`..merge_rewrite.MAX_SOURCE_BYTES`, estimated from its schema; read once into Arrow, which is
+   :data:`..rewrite.merge.MAX_SOURCE_BYTES`, estimated from its schema; read once into Arrow, which is
    its materialisation): the source travels to the tasks and each candidate file is probed on its
-   key columns and rewritten only when a clause changes one of its rows (:mod:`..merge_rewrite`,
+   key columns and rewritten only when a clause changes one of its rows (:mod:`..rewrite.merge`,
    :func:`..spark.merge.execute_merge_by_file`): no join over the table, no shuffle. Otherwise
    **one join** (:func:`..spark.merge.execute_merge`): the source materialised in Spark and joined
    to the candidates' rows (file path carried through): insert-only merges use a left anti join
@@ -464,7 +464,7 @@ def merge(
     """
     from ..expr import to_sql
     from ..expr.skipping import skip_files
-    from ..merge_rewrite import (
+    from ..rewrite.merge import (
         MergeFilesSpec,
         PreparedMerge,
         duplicate_keys_error,

@@ -118,9 +118,9 @@ def optimize(
     z_order_by=None,
 ) -> CommandResult:
     """OPTIMIZE the snapshot's table (see the module docstring)."""
-    from ..compact import compact_bin
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
+    from ..rewrite import compact_bin
     from ..writer import resolve_target_file_size, table_write_spec
     from .dml import removes_for
 

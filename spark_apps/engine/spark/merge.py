@@ -6,7 +6,7 @@
   row count and, per ``target.k = source expr`` key, min, max, NULLs and an estimate of distinct
   values; keys with few values get them exactly (a second, small job).
 * :func:`small_source` / :func:`execute_merge_by_file`: a small source read once into Arrow and
-  shipped to the tasks, which merge the candidate files one by one (:mod:`..merge_rewrite`); the
+  shipped to the tasks, which merge the candidate files one by one (:mod:`..rewrite.merge`); the
   inserts are written on the driver.
 * :func:`execute_merge` (large sources, or no key equality to look up): joins in Spark, with the
   candidates' rows carrying their file path (``__file``): a matched-only merge takes the INNER join's
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr.sql import quote
-from ..merge_rewrite import duplicate_match_error
+from ..rewrite.merge import duplicate_match_error
 from .columns import to_column
 
 __all__ = [
@@ -80,7 +80,7 @@ def check_unique_keys(src, columns: list[str], names: list[str]) -> None:
     """Refuse a materialised (prefixed) source holding a non-NULL key twice (one aggregation)."""
     from pyspark.sql import functions as F
 
-    from ..merge_rewrite import duplicate_keys_error
+    from ..rewrite.merge import duplicate_keys_error
 
     cols = [F.col(c) for c in columns]
     not_null = F.lit(True)
@@ -203,7 +203,7 @@ class _JoinMerge:
         schema) fit Spark's broadcast threshold, else the joins shuffle both sides (Spark sizes the
         target's rows by the file list they are read from, a few rows, and would broadcast the whole
         table: its own choice is not safe here)."""
-        from ..merge_rewrite import row_width
+        from ..rewrite.merge import row_width
         from .session import conf_value, memory_bytes
 
         F = self._F
@@ -396,7 +396,7 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
 
 
 # --------------------------------------------------------------------------------------------------
-# file by file (a small source shipped to the tasks; see engine/merge_rewrite.py)
+# file by file (a small source shipped to the tasks; see engine/rewrite/merge.py)
 
 _FILE_OUTPUT = "path string, written string, clause_rows string, matched binary, num_rows long, changed long, probe_ms long, rewrite_ms long"
 
@@ -431,12 +431,12 @@ CONNECT_SOURCE_BYTES = 64 << 20
 
 
 def collect_cap(spark) -> int:
-    """The most bytes of Arrow a MERGE collects from its source: :data:`..merge_rewrite.MAX_SOURCE_BYTES`,
+    """The most bytes of Arrow a MERGE collects from its source: :data:`..rewrite.merge.MAX_SOURCE_BYTES`,
     at most an eighth of the driver's memory (``spark.driver.memory``, Spark's default 1g: the JVM
     holds the collected batches while Python reads them), and over Spark Connect at most
     :data:`CONNECT_SOURCE_BYTES`, and at most :data:`MAX_SOURCE_CONF` when set. A hard cap: above it
     the source is joined in Spark instead."""
-    from ..merge_rewrite import MAX_SOURCE_BYTES
+    from ..rewrite.merge import MAX_SOURCE_BYTES
     from .session import conf_value, is_connect, memory_bytes
 
     cap = min(MAX_SOURCE_BYTES, memory_bytes(conf_value(spark, "spark.driver.memory", "1g")) // 8)
@@ -456,7 +456,7 @@ def _measured(df, schema) -> tuple[int, int]:
     binary values by their summed lengths (plus offsets), nested values by their JSON text's."""
     from pyspark.sql import functions as F
 
-    from ..merge_rewrite import fixed_width
+    from ..rewrite.merge import fixed_width
 
     aggs, fixed = [F.count(F.lit(1)).alias("n")], 0
     for i, f in enumerate(schema.fields):
@@ -490,13 +490,13 @@ def _plan_size(df) -> int | None:
 
 def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
     """MERGE with the (small) source beside every candidate file: each is probed and, when a clause
-    changes one of its rows, rewritten (:func:`..merge_rewrite.merge_file`), in the driver's threads
+    changes one of its rows, rewritten (:func:`..rewrite.merge.merge_file`), in the driver's threads
     when the candidates are small (:func:`..rewrite.in_process`), else in ONE Spark job
     over the files, dealt to tasks by bytes as DELETE/UPDATE do; the inserts are written here."""
     import numpy as np
 
-    from ..merge_rewrite import inserted_rows, likely_touched, merge_files
     from ..rewrite import in_process
+    from ..rewrite.merge import inserted_rows, likely_touched, merge_files
     from ..writer import TableWriter, WrittenFile
 
     started = time.monotonic()
@@ -538,7 +538,7 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
 
 
 def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
-    """:func:`..merge_rewrite.merge_file` over the candidates in Spark tasks (the source shipped as
+    """:func:`..rewrite.merge.merge_file` over the candidates in Spark tasks (the source shipped as
     Arrow IPC in the task closure, which PySpark broadcasts when large)."""
     import json
 
@@ -546,16 +546,16 @@ def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
     import pyarrow as pa
 
     from ..actions import AddFile
-    from ..merge_rewrite import MergeFileOutcome
+    from ..rewrite.merge import MergeFileOutcome
     from ..writer import WrittenFile
-    from .rewrite import _listing_for_tasks, _slices
+    from .rewrite import listing_for_tasks, task_slices
     from .session import collect_tasks
 
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, prepared.source.schema) as w:
         w.write_table(prepared.source)
     payload = sink.getvalue().to_pybytes()
-    listing = _listing_for_tasks(candidates, min(candidates.num_rows, _slices(spark)))
+    listing = listing_for_tasks(candidates, min(candidates.num_rows, task_slices(spark)))
     flags = dict(zip(candidates.column("path").to_pylist(), likely))  # listing rows are in task order
     listing = listing.append_column("likely", pa.array([flags[p] for p in listing.column("path").to_pylist()]))
 
@@ -582,7 +582,7 @@ def merge_task(spec, payload: bytes, batches):
 
     import pyarrow as pa
 
-    from .rewrite import _task_id
+    from .rewrite import task_id_of
     from .scan import _as_dict
     from .session import guard_executor
 
@@ -600,13 +600,13 @@ def merge_task(spec, payload: bytes, batches):
     )
 
     def run():
-        from ..merge_rewrite import PreparedMerge, merge_file
+        from ..rewrite.merge import PreparedMerge, merge_file
         from ..storage import storage_for
 
         source = pa.ipc.open_stream(payload).read_all()
         prepared = PreparedMerge(spec, source)
         storage = storage_for(spec.write.table_uri)
-        task = _task_id()
+        task = task_id_of()
         for batch in batches:
             names = batch.schema.names
             paths = batch.column("path").to_pylist()

@@ -37,13 +37,13 @@ def compact_task(info: dict, bins: list[list[dict]], zorder_by: list[str], batch
     """Executor side: compact the bins named in ``batches``; one output row per bin."""
 
     def run():
-        from ..compact import compact_bin
-        from .rewrite import _task_id
+        from ..rewrite import compact_bin
+        from .rewrite import task_id_of
 
         schema = pa.schema([("written", pa.string())])
         for batch in batches:
             for b in batch.column("bin").to_pylist():
-                written = compact_bin(info, bins[b], zorder_by, task_id=_task_id())
+                written = compact_bin(info, bins[b], zorder_by, task_id=task_id_of())
                 payload = json.dumps([[w.add.to_json(), w.num_rows] for w in written], separators=(",", ":"))
                 yield pa.RecordBatch.from_pylist([{"written": payload}], schema=schema)
 

@@ -3,7 +3,7 @@
 The candidate files (after partition pruning and data skipping) become a small DataFrame, one row per
 file with its plan flag (``likely``: rewrite in one pass, else probe first; decided on the driver
 from the files' stats by :func:`~airflow_delta_provider_apps.engine.rewrite.likely_touched`), dealt to
-one task per core, each with about the same bytes (:func:`_listing_for_tasks`: the listing is a
+one task per core, each with about the same bytes (:func:`listing_for_tasks`: the listing is a
 local relation Spark cuts into contiguous slices, so no range-partitioning job or shuffle runs
 before the ``mapInArrow`` job: ONE Spark job). Each task rewrites its files with pyarrow, writing
 new files itself, and yields one small row per input file (the counts, the AddFile JSON of what it
@@ -42,8 +42,8 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
     if files.num_rows == 0:
         return []
     started = time.perf_counter_ns()
-    n_tasks = min(files.num_rows, _slices(spark))
-    listing = _listing_for_tasks(files, n_tasks)
+    n_tasks = min(files.num_rows, task_slices(spark))
+    listing = listing_for_tasks(files, n_tasks)
     likely = likely_touched(
         files, parse_schema(spec.write.schema_json), list(spec.write.partition_columns), spec.predicate
     )
@@ -66,7 +66,7 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
     return outcomes
 
 
-def _slices(spark) -> int:
+def task_slices(spark) -> int:
     """How many partitions Spark gives a local relation (``spark.sql.leafNodeDefaultParallelism``,
     else the default parallelism)."""
     try:
@@ -78,11 +78,11 @@ def _slices(spark) -> int:
     return _default_parallelism(spark)
 
 
-def _listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
+def listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
     """The listing (:func:`~.scan._files_table`) with each file's task, rows ordered by task.
 
     Spark runs a DataFrame made from a small local table (a local relation) in ``min(rows,
-    spark.sql.leafNodeDefaultParallelism or defaultParallelism)`` partitions (:func:`_slices`), each a contiguous slice of the rows (``i * n //
+    spark.sql.leafNodeDefaultParallelism or defaultParallelism)`` partitions (:func:`task_slices`), each a contiguous slice of the rows (``i * n //
     slices`` to ``(i + 1) * n // slices``, as ``sparkContext.parallelize`` cuts): no range
     partitioning job, no shuffle. So the files are dealt to slices of exactly those lengths, largest
     first to the slice with the fewest bytes so far, and ordered by slice: each task gets about the
@@ -109,7 +109,7 @@ def _listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
     return listing.take(np.argsort(tasks, kind="stable"))
 
 
-def _task_id() -> int:
+def task_id_of() -> int:
     try:
         from pyspark import TaskContext
 
@@ -123,12 +123,12 @@ def rewrite_task(spec: RewriteSpec, batches):
     """Executor side: rewrite every file named in ``batches``; yield one output row per file."""
 
     def run():
-        from ..rewrite import _Bound, rewrite_file
+        from ..rewrite import Bound, rewrite_file
         from ..storage import storage_for
 
         storage = storage_for(spec.write.table_uri)
-        bound = _Bound(spec)
-        task = _task_id()
+        bound = Bound(spec)
+        task = task_id_of()
         for batch in batches:
             names = batch.schema.names
             paths = batch.column("path").to_pylist()

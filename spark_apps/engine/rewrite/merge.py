@@ -33,10 +33,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import DuplicateMatchError, InvalidArgumentError
-from .expr import nodes as n
-from .rewrite import _scatter
-from .writer import TableWriter, WriteSpec, WrittenFile
+from ..errors import DuplicateMatchError, InvalidArgumentError
+from ..expr import nodes as n
+from ..writer import TableWriter, WriteSpec, WrittenFile
+from .common import LIKELY_MATCHES, FileOutcome, discard, numbers, scatter
 
 __all__ = [
     "MergeFilesSpec",
@@ -94,7 +94,7 @@ def first_duplicate_key(table: pa.Table, columns: list[str]) -> list | None:
 
 def fixed_width(t) -> int:
     """Bytes per value of a fixed-width type in Arrow (8 for others: a conservative guess)."""
-    from .schema import DecimalType
+    from ..schema import DecimalType
 
     if isinstance(t, DecimalType):
         return 16
@@ -201,7 +201,7 @@ class PreparedMerge:
         # the source's keys, coded once: per key, each value's position among the source's distinct
         # values (a NULL one past them for '<=>'; for '=' a NULL never matches); the codes of all keys
         # combine into one integer per row, and the rows are sorted by it for the lookups in pairs()
-        from .expr import evaluate
+        from ..expr import evaluate
 
         self.key_sets: list[pa.Array] = []
         self.key_nulls: list[bool] = []
@@ -245,7 +245,6 @@ class PreparedMerge:
         with more values than that): ``[(lo, hi), ...]``, at most ``max_ranges``, split at the widest
         gaps between the sorted values, so that keys in a few clusters (updates of old rows, inserts
         past the last key) select the files of those clusters, not everything in between."""
-        from .rewrite import _numbers
 
         out = []
         for values, has_null in zip(self.key_sets, self.key_nulls):
@@ -256,7 +255,7 @@ class PreparedMerge:
             ranges = None
             if few is None and max_ranges > 1:
                 ordered = values.take(pc.sort_indices(values))
-                nums = _numbers(ordered)
+                nums = numbers(ordered)
                 if nums is not None and len(nums) > 1:
                     cuts = np.sort(np.argsort(-np.diff(nums), kind="stable")[: max_ranges - 1])
                     starts, ends = np.concatenate([[0], cuts + 1]), np.concatenate([cuts, [len(nums) - 1]])
@@ -319,7 +318,7 @@ class PreparedMerge:
         else:
             srow = np.empty(0, np.int64)
         if self.residual is not None and len(trow):
-            from .expr import true_mask
+            from ..expr import true_mask
 
             ok = np.asarray(true_mask(self.residual, self.pair_batch(batch, trow, srow)).to_numpy(zero_copy_only=False))
             trow, srow = trow[ok], srow[ok]
@@ -351,7 +350,7 @@ class PreparedMerge:
     def first_firing(self, codes: list[int], data: pa.RecordBatch) -> np.ndarray:
         """Per row of ``data``: the first clause of ``codes`` whose condition is TRUE, else -1. Each
         condition sees only the rows no earlier clause took (as Spark's CASE WHEN)."""
-        from .expr import true_mask
+        from ..expr import true_mask
 
         out = np.full(data.num_rows, -1, dtype=np.int64)
         open_rows = np.arange(data.num_rows)
@@ -370,7 +369,7 @@ class PreparedMerge:
 
     def values(self, i: int, data: pa.RecordBatch | pa.Table, types: Mapping[str, pa.DataType]) -> dict:
         """Clause ``i``'s assignments evaluated on ``data`` (one row per row it sets), in ``types``."""
-        from .expr import evaluate
+        from ..expr import evaluate
 
         out = {}
         for name, expr in self.clauses[i][2].items():
@@ -424,7 +423,7 @@ class PreparedMerge:
             mask = pa.array(mask)
             types = {name: col.type for name, col in columns.items()}
             for name, new in self.values(i, data, types).items():
-                columns[name] = _scatter(columns[name], mask, new)
+                columns[name] = scatter(columns[name], mask, new)
         result = pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
         deleted = [i for i in self.changing if self.clauses[i][0].action == "delete"]
         if deleted:
@@ -439,7 +438,7 @@ class PreparedMerge:
 
 
 def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, columns):
-    from .reader import iter_data_file_batches
+    from ..reader import iter_data_file_batches
 
     return iter_data_file_batches(
         storage,
@@ -466,7 +465,6 @@ def merge_file(
 ) -> MergeFileOutcome:
     """Probe one candidate file, and rewrite it when a clause changes one of its rows; a file
     ``likely`` touched (:func:`likely_touched`) is read once, without the probe."""
-    from .rewrite import FileOutcome, _discard
 
     out = MergeFileOutcome(path)
     started = time.perf_counter_ns()
@@ -505,10 +503,10 @@ def merge_file(
                 written.extend(writer.write(result))
         written.extend(writer.finish())
         if not out.changed:  # no clause changed a row: the file stays as it is
-            _discard(storage, prepared.spec, [FileOutcome(path, written=written)])
+            discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written)])
             written = []
     except BaseException:
-        _discard(storage, prepared.spec, [FileOutcome(path, written=written)])
+        discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written)])
         raise
     out.num_rows = rows
     if not probe:
@@ -525,9 +523,8 @@ def merge_files(
     across files; when one fails, what the others wrote is deleted and the error raised."""
     import os
 
-    from .rewrite import FileOutcome, _discard
-    from .storage import storage_for
-    from .threads import ThreadPool
+    from ..storage import storage_for
+    from ..threads import ThreadPool
 
     if files.num_rows == 0:
         return []
@@ -551,7 +548,7 @@ def merge_files(
                 f.cancel()
             pool.shutdown(wait=True)
             done = [f.result() for f in futures if f.done() and not f.cancelled() and not f.exception()]
-            _discard(storage, prepared.spec, [FileOutcome(o.path, written=o.written) for o in done])
+            discard(storage, prepared.spec.write.table_uri, [FileOutcome(o.path, written=o.written) for o in done])
             raise
 
 
@@ -593,8 +590,7 @@ def likely_touched(files: pa.Table, prepared: PreparedMerge) -> list[bool]:
     there (``numRecords / (max - min + 1)``, at most 1) estimates its matches; at least
     :data:`~.rewrite.LIKELY_MATCHES` on any key is likely. No stats, no estimate: probed (correct
     either way; only the cost differs)."""
-    from .expr.skipping import stats_table
-    from .rewrite import LIKELY_MATCHES, _numbers
+    from ..expr.skipping import stats_table
 
     count = files.num_rows
     expected = np.zeros(count)
@@ -604,15 +600,15 @@ def likely_touched(files: pa.Table, prepared: PreparedMerge) -> list[bool]:
             if name.lower() in parts:
                 continue
             f = prepared.schema.find(name)
-            values = _numbers(prepared.key_sets[j])
+            values = numbers(prepared.key_sets[j])
             if values is None or not len(values):
                 continue
             stats = stats_table(files, [n.Column((f.name,), f.type)])
             if stats is None or "minValues" not in stats.column_names:
                 continue
-            lo = _numbers(pc.struct_field(stats.column("minValues").combine_chunks(), [0]))
-            hi = _numbers(pc.struct_field(stats.column("maxValues").combine_chunks(), [0]))
-            records = _numbers(stats.column("numRecords"))
+            lo = numbers(pc.struct_field(stats.column("minValues").combine_chunks(), [0]))
+            hi = numbers(pc.struct_field(stats.column("maxValues").combine_chunks(), [0]))
+            records = numbers(stats.column("numRecords"))
             if lo is None or hi is None or records is None:
                 continue
             values = np.sort(values)

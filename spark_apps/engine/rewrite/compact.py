@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from .threads import ThreadPool
+from ..threads import ThreadPool
 
 __all__ = ["compact_bin"]
 
@@ -13,11 +13,11 @@ __all__ = ["compact_bin"]
 def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], task_id: int = 0) -> list:
     """Read the files of one bin (deletion vectors applied) and write their rows again (sorted by the
     z-order key when asked); the WrittenFiles. Pure pyarrow (a thread or a Spark task)."""
-    from .reader import read_data_file
-    from .schema import parse_schema
-    from .storage import storage_for
-    from .writer import TableWriter
-    from .zorder import zorder_indices
+    from ..reader import read_data_file
+    from ..schema import parse_schema
+    from ..storage import storage_for
+    from ..writer import TableWriter
+    from ..zorder import zorder_indices
 
     spec = snapshot_info["write"]
     schema = parse_schema(spec.schema_json)
@@ -62,7 +62,7 @@ def _read_plain(storage, spec, schema, parts, rows, read) -> pa.Table:
     """A bin of files without deletion vectors or column mapping, read by pyarrow's dataset reader in
     one multi-threaded call: their data columns by name (NULLs for columns a file lacks), then the
     bin's partition values (one partition per bin) taken from the first file read the usual way."""
-    from .paths import file_locations
+    from ..paths import file_locations
 
     try:
         raw = storage.read_parquet_files(

@@ -31,51 +31,23 @@ Spark, tasks give the parallelism (:mod:`airflow_delta_provider_apps.engine.spar
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .expr import nodes as n
-from .expr.nodes import Expr
-from .threads import ThreadPool
-from .writer import TableWriter, WriteSpec, WrittenFile
+from ..expr import nodes as n
+from ..expr.nodes import Expr
+from ..threads import ThreadPool
+from ..writer import TableWriter, WriteSpec, WrittenFile
+from .common import LIKELY_MATCHES, FileOutcome, discard, notify, numbers, scatter
 
-__all__ = [
-    "RewriteSpec",
-    "FileOutcome",
-    "rewrite_file",
-    "rewrite_files",
-    "likely_touched",
-    "record_outcomes",
-    "RewriteRecord",
-    "LIKELY_MATCHES",
-]
-
-LIKELY_MATCHES = 3.0
-"""Expected matching rows (from a file's stats) from which it is rewritten in one pass: with rows
-matching independently, a file expected to hold 3 matches holds none with probability ~5%."""
-
-
-#: candidate files up to this many bytes in all are rewritten (DELETE, UPDATE) or merged (MERGE) by
-#: threads of the driver (over Spark Connect, the task's own process): a Spark job, and the Python
-#: worker a fresh application or Connect session starts for it, costs more than the work
-IN_PROCESS_BYTES = 64 << 20
-
-
-def in_process(files: pa.Table) -> bool:
-    """Whether ``files`` (rows of ``snapshot.files``) are few bytes enough for :data:`IN_PROCESS_BYTES`."""
-    import pyarrow.compute as pc
-
-    total = pc.sum(files.column("size")).as_py() if "size" in files.column_names and files.num_rows else 0
-    return (total or 0) <= IN_PROCESS_BYTES
+__all__ = ["RewriteSpec", "Bound", "rewrite_file", "rewrite_files", "likely_touched"]
 
 
 @dataclass(frozen=True)
@@ -93,91 +65,15 @@ class RewriteSpec:
     column_mapping_mode: str = "none"
 
 
-@dataclass
-class FileOutcome:
-    """What happened to one candidate file.
-
-    ``probe_ms`` is the time spent finding the matching rows (the probe pass, or the reading and
-    evaluating of a one pass), ``rewrite_ms`` the rest (writing, and the second read of a probed
-    file). ``read_ms`` / ``eval_ms`` / ``write_ms`` split the same time by kind of work (parquet
-    reading and conforming; predicate and ``SET`` evaluation and filtering; parquet writing with
-    stats, and deleting what a one pass wrote for nothing). ``reads`` is the passes over the file's
-    data (1 or 2), ``one_pass`` the plan taken, ``discarded`` the files a one pass wrote and deleted.
-    """
-
-    path: str
-    num_rows: int = 0
-    num_matched: int = 0
-    written: list[WrittenFile] = field(default_factory=list)
-    probe_ms: int = 0
-    rewrite_ms: int = 0
-    read_ms: int = 0
-    eval_ms: int = 0
-    write_ms: int = 0
-    reads: int = 0
-    one_pass: bool = False
-    discarded: int = 0
-
-    @property
-    def touched(self) -> bool:
-        return self.num_matched > 0
-
-    @property
-    def num_written_rows(self) -> int:
-        return sum(w.num_rows for w in self.written)
-
-
-# ---------------------------------------------------------------------------------------------
-# observers (the bench reads the per-file breakdown of a command through this)
-
-
-class RewriteRecord(list):
-    """The outcomes of the rewrites run inside :func:`record_outcomes`, with ``runs`` (rewrite
-    calls) and ``wall_ms`` (their summed wall time, from the files listed to the outcomes back:
-    thread pool or Spark job included)."""
-
-    def __init__(self):
-        super().__init__()
-        self.runs = 0
-        self.wall_ms = 0
-
-
-_observers: list[RewriteRecord] = []
-_observers_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def record_outcomes() -> Iterator[RewriteRecord]:
-    """Collect the outcomes of every rewrite run (in this process or in Spark tasks) while the
-    block is active (the bench reads a command's time split through this)."""
-    got = RewriteRecord()
-    with _observers_lock:
-        _observers.append(got)
-    try:
-        yield got
-    finally:
-        with _observers_lock:
-            _observers.remove(got)
-
-
-def notify(outcomes: list[FileOutcome], wall_ms: int = 0) -> None:
-    """Hand ``outcomes`` (and the wall time of the run) to the active :func:`record_outcomes` blocks."""
-    with _observers_lock:
-        for got in _observers:
-            got.extend(outcomes)
-            got.runs += 1
-            got.wall_ms += int(wall_ms)
-
-
 # ---------------------------------------------------------------------------------------------
 # one file
 
 
-class _Bound:
+class Bound:
     """The spec's expressions bound to the table schema (once per task)."""
 
     def __init__(self, spec: RewriteSpec):
-        from .schema import parse_schema
+        from ..schema import parse_schema
 
         self.schema = parse_schema(spec.write.schema_json)
         self.predicate = spec.predicate
@@ -217,11 +113,11 @@ def _timed_reads(batches, clock: _Clock) -> Iterator[pa.RecordBatch]:
             close()
 
 
-def _mask_count(bound: _Bound, batch: pa.RecordBatch) -> tuple[pa.Array | None, int]:
+def _mask_count(bound: Bound, batch: pa.RecordBatch) -> tuple[pa.Array | None, int]:
     """(rows where the predicate is TRUE, how many); (None, rows) without a predicate."""
     if bound.predicate is None:
         return None, batch.num_rows
-    from .expr import true_mask
+    from ..expr import true_mask
 
     mask = true_mask(bound.predicate, batch)
     if isinstance(mask, pa.ChunkedArray):
@@ -229,7 +125,7 @@ def _mask_count(bound: _Bound, batch: pa.RecordBatch) -> tuple[pa.Array | None, 
     return mask, int(pc.sum(mask).as_py() or 0)
 
 
-def _apply(bound: _Bound, batch: pa.RecordBatch, mask: pa.Array | None, matched: int) -> pa.RecordBatch:
+def _apply(bound: Bound, batch: pa.RecordBatch, mask: pa.Array | None, matched: int) -> pa.RecordBatch:
     """What a batch with ``matched`` rows matching becomes: DELETE keeps the rows where the
     predicate is not TRUE; UPDATE takes the ``SET`` values where it is. The ``SET`` expressions are
     evaluated on the matching rows only, as Spark's ``CASE WHEN p THEN e ELSE col END`` does (so a
@@ -240,7 +136,7 @@ def _apply(bound: _Bound, batch: pa.RecordBatch, mask: pa.Array | None, matched:
         if matched == batch.num_rows:
             return batch.slice(0, 0)
         return batch.filter(pc.invert(mask))
-    from .expr import evaluate
+    from ..expr import evaluate
 
     every = mask is None or matched == batch.num_rows
     rows = batch if every else batch.filter(mask)
@@ -254,21 +150,9 @@ def _apply(bound: _Bound, batch: pa.RecordBatch, mask: pa.Array | None, matched:
             if isinstance(new, pa.Scalar):
                 new = pa.repeat(new, rows.num_rows) if new.is_valid else pa.nulls(rows.num_rows, col.type)
             new = new.cast(col.type)
-            col = new if every else _scatter(col, mask, new)
+            col = new if every else scatter(col, mask, new)
         columns.append(col)
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
-
-
-def _scatter(col: pa.Array, mask: pa.Array, new: pa.Array) -> pa.Array:
-    """``col`` with its rows where ``mask`` is TRUE replaced, in order, by ``new`` (one value each)."""
-    try:
-        return pc.replace_with_mask(col, mask, new)
-    except pa.ArrowNotImplementedError:  # nested types: gather from the two arrays
-        n = len(col)
-        where = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
-        index = np.arange(n, dtype=np.int64)
-        index[where] = n + np.arange(int(where.sum()), dtype=np.int64)
-        return pa.concat_arrays([col, new]).take(pa.array(index))
 
 
 def _has_deletion_vector(dv: Any) -> bool:
@@ -298,7 +182,7 @@ class _File:
         self.out = FileOutcome(path)
 
     def stream(self, columns, row_groups=None):
-        from .reader import iter_data_file_batches
+        from ..reader import iter_data_file_batches
 
         started = time.perf_counter_ns()
         try:
@@ -321,7 +205,7 @@ class _File:
     def probe(self) -> bool:
         """Whether any row matches, reading the predicate's columns up to the first match; when
         none does, ``num_rows`` is the file's live row count."""
-        from .expr.skipping import row_groups_may_match
+        from ..expr.skipping import row_groups_may_match
 
         bound, clock = self.bound, self.clock
         skipped_rows = 0
@@ -397,11 +281,11 @@ class _File:
             if writer is not None:
                 written.extend(writer.finish())
             if not out.num_matched:  # untouched after all: take back what was written
-                _discard(self.storage, self.spec, [FileOutcome(self.path, written=written)])
+                discard(self.storage, self.spec.write.table_uri, [FileOutcome(self.path, written=written)])
                 out.discarded, written = len(written), []
             clock.write += time.perf_counter_ns() - started
         except BaseException:
-            _discard(self.storage, self.spec, [FileOutcome(self.path, written=written)])
+            discard(self.storage, self.spec.write.table_uri, [FileOutcome(self.path, written=written)])
             raise
         finally:
             batches.close()
@@ -416,12 +300,12 @@ def rewrite_file(
     deletion_vector: Any = None,
     *,
     task_id: int = 0,
-    bound: _Bound | None = None,
+    bound: Bound | None = None,
     likely: bool = False,
 ) -> FileOutcome:
     """Rewrite one file when a row matches (see the module docstring): in one pass when ``likely``
     (or without a predicate), else probe first."""
-    f = _File(spec, storage, path, partition_values, deletion_vector, bound or _Bound(spec), task_id)
+    f = _File(spec, storage, path, partition_values, deletion_vector, bound or Bound(spec), task_id)
     out, clock = f.out, f.clock
     started = time.perf_counter_ns()
     if likely or f.bound.predicate is None:
@@ -457,13 +341,13 @@ def rewrite_files(
     :param one_pass: the plan for every file (True: one pass, False: probe first); None chooses
         per file from its stats (:func:`likely_touched`)
     """
-    from .storage import storage_for
+    from ..storage import storage_for
 
     if files.num_rows == 0:
         return []
     started = time.perf_counter_ns()
     storage = storage_for(spec.write.table_uri)
-    bound = _Bound(spec)
+    bound = Bound(spec)
     if one_pass is None:
         likely = likely_touched(files, bound.schema, list(spec.write.partition_columns), spec.predicate)
     else:
@@ -508,22 +392,10 @@ def rewrite_files(
                     ]
                     raise
     except BaseException:
-        _discard(storage, spec, done)  # the command fails: what the other files wrote is never committed
+        discard(storage, spec.write.table_uri, done)  # the command fails: what the other files wrote is never committed
         raise
     notify(outcomes, _ms(time.perf_counter_ns() - started))
     return outcomes
-
-
-def _discard(storage, spec: RewriteSpec, outcomes: list[FileOutcome]) -> None:
-    """Delete the files ``outcomes`` wrote (best effort: an undeleted one is an orphan VACUUM removes)."""
-    from .paths import data_file_uri
-
-    for o in outcomes:
-        for w in o.written:
-            try:
-                storage.delete(data_file_uri(spec.write.table_uri, w.add.path))
-            except Exception:  # cleanup after a failure must not hide that failure
-                pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -582,29 +454,11 @@ def _column(e: Expr) -> Expr:
     return e
 
 
-def _numbers(arr: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
-    """Bounds (or literals) as float64 on one scale per type (days, microseconds); NaN = unknown."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    t = arr.type
-    if pa.types.is_date32(t):
-        arr = arr.cast(pa.int32())
-    elif pa.types.is_date64(t):
-        arr = pc.divide(arr.cast(pa.int64()), 86_400_000)
-    elif pa.types.is_timestamp(t):
-        arr = arr.cast(pa.timestamp("us", t.tz), safe=False).cast(pa.int64())
-    elif pa.types.is_boolean(t):
-        arr = arr.cast(pa.int8())
-    elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
-        return None
-    return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype="float64")
-
-
 class _Estimate:
     """Per-file shares of matching rows (float arrays, NaN = unknown for that file)."""
 
     def __init__(self, files, schema, partition_columns, predicate):
-        from .expr.skipping import partition_table, stats_table
+        from ..expr.skipping import partition_table, stats_table
 
         self.n = files.num_rows
         self.parts = {c.lower(): c for c in partition_columns}
@@ -617,7 +471,7 @@ class _Estimate:
         self.ptable = partition_table(files, schema, partition_columns) if partition_columns else None
         records = None
         if self.stats is not None:
-            records = _numbers(self.stats.column("numRecords"))
+            records = numbers(self.stats.column("numRecords"))
         self.records = records
 
     # ---- bounds
@@ -647,7 +501,7 @@ class _Estimate:
         nulls = self._leaf("nullCount", c.physical_path or c.path)
         if nulls is None or self.records is None:
             return np.ones(self.n)
-        share = 1.0 - _numbers(nulls) / np.maximum(self.records, 1.0)
+        share = 1.0 - numbers(nulls) / np.maximum(self.records, 1.0)
         return np.nan_to_num(np.clip(share, 0.0, 1.0), nan=1.0)
 
     # ---- shares
@@ -712,11 +566,11 @@ class _Estimate:
         name = c.type.name
         if name in _NUMERIC or isinstance(c.type, n.DecimalType):
             try:
-                lo, hi = _numbers(lo_arr), _numbers(hi_arr)
+                lo, hi = numbers(lo_arr), numbers(hi_arr)
                 if _is_number(c.type):  # (decimal bounds are float64: see stats_table)
                     v = np.array([float(lit.value)])
                 else:  # dates and timestamps: on the bounds' scale
-                    v = _numbers(pa.array([lit.value], lo_arr.type))
+                    v = numbers(pa.array([lit.value], lo_arr.type))
             except (pa.ArrowException, TypeError, ValueError, OverflowError):
                 return None
             if lo is None or hi is None or v is None or np.isnan(v[0]):

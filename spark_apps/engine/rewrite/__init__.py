@@ -1,0 +1,40 @@
+"""The file rewriters: every way a command writes a data file again, in pure pyarrow (in a Spark task
+or in this process), behind one surface.
+
+* :mod:`.files` - DELETE and UPDATE (and ``replace_where``'s overwrite): each candidate file probed,
+  and rewritten without the deleted rows or with the updated values when a row matches;
+* :mod:`.merge` - MERGE file by file with a small source: key pairs found per file, clauses applied;
+* :mod:`.compact` - OPTIMIZE's bins: files read and written again with the same rows;
+* :mod:`.common` - what they share: a file's outcome, the run observers, when a run stays in this
+  process (:func:`in_process`), and the array helpers.
+
+Spark runs them through :mod:`..spark.rewrite`, :mod:`..spark.merge` and :mod:`..spark.optimize`.
+"""
+
+from .common import (
+    LIKELY_MATCHES,
+    FileOutcome,
+    RewriteRecord,
+    discard,
+    in_process,
+    notify,
+    record_outcomes,
+)
+from .compact import compact_bin
+from .files import Bound, RewriteSpec, likely_touched, rewrite_file, rewrite_files
+
+__all__ = [
+    "LIKELY_MATCHES",
+    "FileOutcome",
+    "RewriteRecord",
+    "RewriteSpec",
+    "Bound",
+    "compact_bin",
+    "discard",
+    "in_process",
+    "likely_touched",
+    "notify",
+    "record_outcomes",
+    "rewrite_file",
+    "rewrite_files",
+]

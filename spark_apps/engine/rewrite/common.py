@@ -1,0 +1,164 @@
+"""What the file rewriters share: the outcome of one file, the observers of a run, when a run stays
+in this process, and the small array helpers of rewriting (scattering new values, stats as numbers)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..writer import WrittenFile
+
+__all__ = [
+    "LIKELY_MATCHES",
+    "IN_PROCESS_BYTES",
+    "in_process",
+    "FileOutcome",
+    "RewriteRecord",
+    "record_outcomes",
+    "notify",
+    "scatter",
+    "discard",
+    "numbers",
+]
+
+LIKELY_MATCHES = 3.0
+"""Expected matching rows (from a file's stats) from which it is rewritten in one pass: with rows
+matching independently, a file expected to hold 3 matches holds none with probability ~5%."""
+
+
+#: candidate files up to this many bytes in all are rewritten (DELETE, UPDATE) or merged (MERGE) by
+#: threads of the driver (over Spark Connect, the task's own process): a Spark job, and the Python
+#: worker a fresh application or Connect session starts for it, costs more than the work
+IN_PROCESS_BYTES = 64 << 20
+
+
+def in_process(files: pa.Table) -> bool:
+    """Whether ``files`` (rows of ``snapshot.files``) are few bytes enough for :data:`IN_PROCESS_BYTES`."""
+    import pyarrow.compute as pc
+
+    total = pc.sum(files.column("size")).as_py() if "size" in files.column_names and files.num_rows else 0
+    return (total or 0) <= IN_PROCESS_BYTES
+
+
+@dataclass
+class FileOutcome:
+    """What happened to one candidate file.
+
+    ``probe_ms`` is the time spent finding the matching rows (the probe pass, or the reading and
+    evaluating of a one pass), ``rewrite_ms`` the rest (writing, and the second read of a probed
+    file). ``read_ms`` / ``eval_ms`` / ``write_ms`` split the same time by kind of work (parquet
+    reading and conforming; predicate and ``SET`` evaluation and filtering; parquet writing with
+    stats, and deleting what a one pass wrote for nothing). ``reads`` is the passes over the file's
+    data (1 or 2), ``one_pass`` the plan taken, ``discarded`` the files a one pass wrote and deleted.
+    """
+
+    path: str
+    num_rows: int = 0
+    num_matched: int = 0
+    written: list[WrittenFile] = field(default_factory=list)
+    probe_ms: int = 0
+    rewrite_ms: int = 0
+    read_ms: int = 0
+    eval_ms: int = 0
+    write_ms: int = 0
+    reads: int = 0
+    one_pass: bool = False
+    discarded: int = 0
+
+    @property
+    def touched(self) -> bool:
+        return self.num_matched > 0
+
+    @property
+    def num_written_rows(self) -> int:
+        return sum(w.num_rows for w in self.written)
+
+
+# ---------------------------------------------------------------------------------------------
+# observers (the bench reads the per-file breakdown of a command through this)
+
+
+class RewriteRecord(list):
+    """The outcomes of the rewrites run inside :func:`record_outcomes`, with ``runs`` (rewrite
+    calls) and ``wall_ms`` (their summed wall time, from the files listed to the outcomes back:
+    thread pool or Spark job included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.runs = 0
+        self.wall_ms = 0
+
+
+_observers: list[RewriteRecord] = []
+_observers_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def record_outcomes() -> Iterator[RewriteRecord]:
+    """Collect the outcomes of every rewrite run (in this process or in Spark tasks) while the
+    block is active (the bench reads a command's time split through this)."""
+    got = RewriteRecord()
+    with _observers_lock:
+        _observers.append(got)
+    try:
+        yield got
+    finally:
+        with _observers_lock:
+            _observers.remove(got)
+
+
+def notify(outcomes: list[FileOutcome], wall_ms: int = 0) -> None:
+    """Hand ``outcomes`` (and the wall time of the run) to the active :func:`record_outcomes` blocks."""
+    with _observers_lock:
+        for got in _observers:
+            got.extend(outcomes)
+            got.runs += 1
+            got.wall_ms += int(wall_ms)
+
+
+def scatter(col: pa.Array, mask: pa.Array, new: pa.Array) -> pa.Array:
+    """``col`` with its rows where ``mask`` is TRUE replaced, in order, by ``new`` (one value each)."""
+    try:
+        return pc.replace_with_mask(col, mask, new)
+    except pa.ArrowNotImplementedError:  # nested types: gather from the two arrays
+        n = len(col)
+        where = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+        index = np.arange(n, dtype=np.int64)
+        index[where] = n + np.arange(int(where.sum()), dtype=np.int64)
+        return pa.concat_arrays([col, new]).take(pa.array(index))
+
+
+def discard(storage, table_uri: str, outcomes: list) -> None:
+    """Delete the files ``outcomes`` wrote (best effort: an undeleted one is an orphan VACUUM removes)."""
+    from ..paths import data_file_uri
+
+    for o in outcomes:
+        for w in o.written:
+            try:
+                storage.delete(data_file_uri(table_uri, w.add.path))
+            except Exception:  # cleanup after a failure must not hide that failure
+                pass
+
+
+def numbers(arr: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """Bounds (or literals) as float64 on one scale per type (days, microseconds); NaN = unknown."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_date32(t):
+        arr = arr.cast(pa.int32())
+    elif pa.types.is_date64(t):
+        arr = pc.divide(arr.cast(pa.int64()), 86_400_000)
+    elif pa.types.is_timestamp(t):
+        arr = arr.cast(pa.timestamp("us", t.tz), safe=False).cast(pa.int64())
+    elif pa.types.is_boolean(t):
+        arr = arr.cast(pa.int8())
+    elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
+        return None
+    return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype="float64")
