@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .engine.commands import merge_clauses
+
 __all__ = [
     "Arg",
     "Operation",
@@ -43,13 +45,6 @@ __all__ = [
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
 KINDS = ("str", "int", "version", "float", "hours", "bool", "list", "dict", "schema", "updates", "clauses")
-
-#: MERGE clause dicts: ``when`` -> the ``then`` actions it allows (the builder's method names)
-MERGE_CLAUSES = {
-    "matched": ("update", "update_all", "delete"),
-    "not_matched": ("insert", "insert_all"),
-    "not_matched_by_source": ("update", "delete"),
-}
 
 
 @dataclass(frozen=True)
@@ -240,10 +235,11 @@ def _clauses(arg: Arg, value: Any) -> list[dict]:
             raise ValueError(f"{arg.name}[{i}] must be a dict such as {{'when': 'matched', 'then': 'update_all'}}")
         unknown = set(c) - {"when", "then", "condition", "set", "values"}
         when, then = c.get("when"), c.get("then")
-        if unknown or when not in MERGE_CLAUSES or then not in MERGE_CLAUSES[when]:
-            allowed = "; ".join(f"when={w!r}: then in {list(t)}" for w, t in MERGE_CLAUSES.items())
-            raise ValueError(f"{arg.name}[{i}] = {dict(c)!r} is not a clause ({allowed}; keys condition, set, values)")
-        needs = {"update": "set", "insert": "values"}.get(then)
+        problem = merge_clauses.clause_problem(when, then)
+        if unknown or problem:
+            why = problem or f"unknown keys {sorted(unknown)}"
+            raise ValueError(f"{arg.name}[{i}] = {dict(c)!r}: {why} (keys: when, then, condition, set, values)")
+        needs = merge_clauses.NEEDS.get(then)
         if needs and not isinstance(c.get(needs), Mapping):
             raise ValueError(f"{arg.name}[{i}]: then={then!r} needs {needs}={{column: expression}}")
         out.append({k: (dict(v) if isinstance(v, Mapping) else v) for k, v in c.items()})
@@ -337,10 +333,10 @@ def _merge_how(p: Mapping) -> None:
         )
     if p.get("dedupe_by") and not p.get("key_columns"):
         raise ValueError("dedupe_by= applies to an upsert (key_columns=)")
-    for when in MERGE_CLAUSES:  # Delta's rule, checked before any Spark application starts
-        of_kind = [c for c in p.get("clauses") or [] if c.get("when") == when]
-        if any(c.get("condition") is None for c in of_kind[:-1]):
-            raise ValueError(f"clauses: only the last when={when!r} clause may omit its condition")
+    clauses = p.get("clauses") or []
+    problem = merge_clauses.order_problem((c.get("when"), c.get("condition") is not None) for c in clauses)
+    if clauses and problem:  # Delta's rule, checked before any Spark application starts
+        raise ValueError(f"clauses: {problem}")
 
 
 def _version_or_timestamp(p: Mapping) -> None:

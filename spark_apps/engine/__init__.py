@@ -33,7 +33,18 @@ from .errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from .table import DeltaTable
+
+
+def __getattr__(name: str):
+    # DeltaTable pulls pyarrow and the storage layer: loaded when first used, so the engine's light
+    # modules (errors, the MERGE clause rules) import without them (the registry reads those at DAG
+    # parse time)
+    if name == "DeltaTable":
+        from .table import DeltaTable
+
+        return DeltaTable
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DeltaTable",

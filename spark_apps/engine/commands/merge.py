@@ -43,13 +43,12 @@ import pyarrow.compute as pc
 from ..errors import InvalidArgumentError, InvalidPredicateError
 from ..progress import report
 from .base import Command, gate
+from .merge_clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, clause_problem, order_problem
 from .reads import reads_snapshot_files
 from .result import CommandResult, MergeMetrics
 
 __all__ = ["MergeBuilder", "MergeClause", "merge"]
 
-MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "not_matched", "not_matched_by_source"
-KINDS = (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE)
 #: at most this many distinct source key values become an IN list; more become a min/max range
 MAX_PRUNING_VALUES = 1000
 
@@ -118,14 +117,10 @@ class MergeBuilder:
     def clause(self, when: str, then: str, condition: str | None = None, set=None, values=None) -> MergeBuilder:
         """A clause from its parts (``when`` matched / not_matched / not_matched_by_source, ``then`` the
         action: update, update_all, delete, insert, insert_all): what the CLI and the operator pass."""
-        method = getattr(self, f"when_{when}_{then}", None)
-        if method is None:
-            raise InvalidArgumentError(
-                f"Unknown MERGE clause when={when!r} then={then!r}",
-                "matched: update, update_all, delete; not_matched: insert, insert_all; "
-                "not_matched_by_source: update, delete",
-                "use one of those pairs",
-            )
+        problem = clause_problem(when, then)
+        if problem is not None:
+            raise InvalidArgumentError(f"Unknown MERGE clause: {problem}", None, "use one of those pairs")
+        method = getattr(self, f"when_{when}_{then}")
         if then == "update":
             return method(set or {}, condition)
         if then == "insert":
@@ -225,22 +220,20 @@ class MergePlan:
 
 
 def _check_clause_order(clauses: list[MergeClause]) -> None:
+    problem = order_problem((c.kind, c.condition is not None) for c in clauses)
+    if problem is None:
+        return
     if not clauses:
         raise InvalidArgumentError(
-            "MERGE needs at least one WHEN clause",
+            problem,
             "no when_matched_* / when_not_matched_* clause was added",
             "add e.g. .when_matched_update_all().when_not_matched_insert_all()",
         )
-    for kind in (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE):
-        of_kind = [c for c in clauses if c.kind == kind]
-        for c in of_kind[:-1]:
-            if c.condition is None:
-                raise InvalidArgumentError(
-                    f"Only the last WHEN {kind.upper().replace('_', ' ')} clause may omit its condition",
-                    f"a {c.action} clause without a condition comes before another {kind} clause, which could "
-                    "then never apply",
-                    "give the earlier clause a condition, or move it last among its kind",
-                )
+    raise InvalidArgumentError(
+        f"{problem[0].upper()}{problem[1:]}",
+        "a clause without a condition comes before another of its kind, which could then never apply",
+        "give the earlier clause a condition, or move it last among its kind",
+    )
 
 
 def evolved_schema(target, source_schema):

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..commands.merge_clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr import nodes as n
 from ..writer import TableWriter, WriteSpec, WrittenFile
@@ -57,8 +58,6 @@ __all__ = [
 MAX_SOURCE_BYTES = 256 << 20
 #: a key with many source values selects candidate files by at most this many value ranges
 MAX_KEY_RANGES = 16
-
-_MATCHED, _NOT_MATCHED, _BY_SOURCE = "matched", "not_matched", "not_matched_by_source"
 
 
 def duplicate_match_error() -> DuplicateMatchError:
@@ -225,14 +224,14 @@ class PreparedMerge:
         ]
         self.changing = {i for i, (c, _, _) in enumerate(self.clauses) if c.action in ("update", "delete")}
         self.codes = plan.codes()
-        matched = self.codes[_MATCHED]
+        matched = self.codes[MATCHED]
         only = matched[0] if len(matched) == 1 else None
         # Delta lets several source rows match one target row when the only matched clause is an
         # unconditional delete (every one of them deletes the same row)
         self.lone_delete = (
             only is not None and self.clauses[only][0].action == "delete" and self.clauses[only][1] is None
         )
-        self.by_source = bool(self.codes[_BY_SOURCE])
+        self.by_source = bool(self.codes[NOT_MATCHED_BY_SOURCE])
         self.rewrites = bool(self.changing)
         residual_cols = self.residual.columns() if self.residual is not None else []
         probe = {t for t in self.key_targets}
@@ -385,7 +384,7 @@ class PreparedMerge:
         winner = np.empty(0, dtype=np.int64)
         if len(trow):
             pb = self.pair_batch(batch, trow, srow)
-            act = self.first_firing(self.codes[_MATCHED], pb)
+            act = self.first_firing(self.codes[MATCHED], pb)
             changing = np.isin(act, list(self.changing)) if self.changing else np.zeros(len(act), bool)
             if not self.lone_delete and changing.any():
                 per_row = np.bincount(trow[changing], minlength=m)
@@ -404,7 +403,7 @@ class PreparedMerge:
         if self.by_source and len(unmatched):
             renamed = self.renamed(batch)
             sub = renamed.take(pa.array(unmatched))
-            action[unmatched] = self.first_firing(self.codes[_BY_SOURCE], sub)
+            action[unmatched] = self.first_firing(self.codes[NOT_MATCHED_BY_SOURCE], sub)
         columns = {name: batch.column(name) for name in batch.schema.names}
         for i in sorted(set(np.unique(action).tolist()) - {-1}):
             rows = np.flatnonzero(action == i)
@@ -412,7 +411,7 @@ class PreparedMerge:
             out.changed += len(rows)
             if self.clauses[i][0].action != "update":
                 continue
-            if self.clauses[i][0].kind == _MATCHED:
+            if self.clauses[i][0].kind == MATCHED:
                 pick = winner[action[trow[winner]] == i]  # pairs in target-row order
                 data = pairs_of.take(pa.array(pick))
             else:
@@ -555,7 +554,7 @@ def merge_files(
 def inserted_rows(prepared: PreparedMerge, matched: np.ndarray) -> tuple[pa.Table | None, dict]:
     """The rows WHEN NOT MATCHED clauses insert for the source rows no target row matched (positions
     not in ``matched``), in the target schema, sorted by partition; and ``{clause: rows}``."""
-    codes = prepared.codes[_NOT_MATCHED]
+    codes = prepared.codes[NOT_MATCHED]
     if not codes:
         return None, {}
     keep = np.ones(prepared.source.num_rows, dtype=bool)
