@@ -56,8 +56,13 @@ class UnterminatedString(ValueError):
     """A quote that is never closed (position in ``args[1]``)."""
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def unescape(body: str, quote: str) -> str:
     """The value of a non-raw literal whose text between the quotes is ``body``."""
+    if "\\" not in body and quote not in body and (body.isascii() or not _SURROGATES.search(body)):
+        return body  # nothing to unescape (most literals): the text is the value
     units: list[int] = []  # UTF-16 code units, as Spark builds a Java string
 
     def add(s: str) -> None:

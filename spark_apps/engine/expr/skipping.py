@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -583,10 +584,7 @@ def _rewrite(e: n.Expr, s: _Stats) -> pa.Array | None:
     if isinstance(e, n.Compare):
         return _compare(e, s)
     if isinstance(e, n.In) and _stats_column(e.child) is not None and not e.negated:
-        items = [n.Compare("=", e.child, v) for v in e.values if v.value is not None]
-        if not items:
-            return _all(False, s.n)
-        return _rewrite(n.Or(tuple(items)), s)
+        return _in_set(e, s)
     if isinstance(e, n.IsNull) and isinstance(e.child, n.Column):
         nulls = s.null_count(e.child)
         if nulls is None:
@@ -600,6 +598,64 @@ def _rewrite(e: n.Expr, s: _Stats) -> pa.Array | None:
         wide = s.wide()  # nullCount of wide stats may be wrong: never "all null" from it
         return some_value if wide is None else pc.or_kleene(some_value, wide)
     return None
+
+
+def _in_set(e: n.In, s: _Stats) -> pa.Array | None:
+    """``x IN (v1, ..., vk)`` as a set: a file may match when one of the values lies within its
+    ``[min, max]`` (what the OR of the k equalities says), found by a binary search of the sorted
+    values per file, so a 5,000-value list costs about what a 50-value one does."""
+    present = [v.value for v in e.values if v.value is not None]
+    if not present:
+        return _all(False, s.n)
+    c, target = _stats_column(e.child), e.child.type
+    floating = isinstance(target, n.DecimalType) or target.name in n.FRACTIONAL
+    if floating and any(v != v for v in present):
+        return None  # NaN literals: leave to the data (as for one equality)
+    try:
+        values = pa.array([float(v) for v in present] if floating else present, _literal_for(target, e.values[0]).type)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    lo, hi = _bounds_as(*s.bounds(c), c, target)
+    if lo is None and hi is None:
+        return None
+    keys = _sortable(pc.unique(values))
+    if keys is None:
+        return None
+    keys = np.sort(keys[0])
+    if lo is None:
+        first = np.zeros(s.n, dtype=np.int64)
+    else:
+        lo_keys = _sortable(lo)
+        if lo_keys is None:
+            return None
+        # the smallest value at or above each file's min (a file without a min: the smallest value)
+        first = np.where(lo_keys[1], np.searchsorted(keys, lo_keys[0], side="left"), 0)
+    found = first < len(keys)
+    if hi is not None:
+        hi_keys = _sortable(hi)
+        if hi_keys is None:
+            return None
+        candidate = keys[np.minimum(first, len(keys) - 1)]
+        with np.errstate(invalid="ignore"):
+            found &= ~hi_keys[1] | (candidate <= hi_keys[0])
+    return pa.array(found, pa.bool_())
+
+
+def _sortable(arr) -> tuple[np.ndarray, np.ndarray] | None:
+    """``arr``'s values as a numpy array ordered as Spark compares them (strings by code point, NaN
+    last), and where they are valid; None for a type without such an order here."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    valid = np.asarray(pc.is_valid(arr).to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return np.array([v if v is not None else "" for v in arr.to_pylist()], dtype=object), valid
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_boolean(t):
+        arr = arr.cast(pa.int64()) if not pa.types.is_date(t) else arr.cast(pa.int32()).cast(pa.int64())
+    elif not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        return None
+    zero = pa.scalar(0, arr.type)
+    return np.asarray(pc.fill_null(arr, zero).to_numpy(zero_copy_only=False)), valid
 
 
 def _compare(e: n.Compare, s: _Stats) -> pa.Array | None:

@@ -534,15 +534,9 @@ class _Estimate:
             s = 1.0 - self.non_null_share(e.child)
             return 1.0 - s if e.negated else s
         if isinstance(e, n.In) and isinstance(_column(e.child), n.Column):
-            total = np.zeros(self.n)
-            for v in e.values:
-                if v.value is None:
-                    continue
-                s = self._compare(_column(e.child), "=", v)
-                if s is None:
-                    return None
-                total = total + s
-            s = np.minimum(total, 1.0)
+            s = self._in_share(_column(e.child), [v.value for v in e.values if v.value is not None])
+            if s is None:
+                return None
             return 1.0 - s if e.negated else s
         if isinstance(e, n.Compare):
             left, right = _column(e.left), _column(e.right)
@@ -550,6 +544,52 @@ class _Estimate:
                 return self._compare(left, e.op, right)
             if isinstance(right, n.Column) and isinstance(left, n.Literal):
                 return self._compare(right, n.FLIPPED[e.op], left)
+        return None
+
+    def _in_share(self, c: n.Column, values: list) -> np.ndarray | None:
+        """Share of rows equal to one of ``values``: the sum of the equalities' shares (capped at 1),
+        from how many values fall within each file's bounds (a binary search, not one pass per value)."""
+        if not values:
+            return np.zeros(self.n)
+        lo_arr, hi_arr = self.bounds(c)
+        if lo_arr is None or hi_arr is None:
+            return None
+        name = c.type.name
+        if name in _NUMERIC or isinstance(c.type, n.DecimalType):
+            try:
+                lo, hi = numbers(lo_arr), numbers(hi_arr)
+                if _is_number(c.type):  # (decimal bounds are float64: see stats_table)
+                    v = np.array([float(x) for x in values])
+                else:  # dates and timestamps: on the bounds' scale
+                    v = numbers(pa.array(values, lo_arr.type))
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                return None
+            if lo is None or hi is None or v is None or np.isnan(v).any():
+                return None
+            v = np.sort(v)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                if name in _DISCRETE:  # each value inside holds 1/width of the file's rows
+                    inside = np.searchsorted(v, hi, side="right") - np.searchsorted(v, lo, side="left")
+                    width = hi - lo + 1.0
+                    share = np.where(np.isnan(width), np.nan, np.minimum(inside / width, 1.0))
+                else:  # continuous: only a file whose min = max = one of the values is known to match
+                    hit = (lo == hi) & (np.searchsorted(v, lo, side="left") < np.searchsorted(v, hi, side="right"))
+                    share = np.where(np.isnan(hi - lo), np.nan, np.where(hit, 1.0, 0.0))
+            return share * self.non_null_share(c)
+        if name == "string" and all(isinstance(x, str) for x in values):
+            import bisect
+
+            v = sorted(set(values))
+            out = np.full(self.n, np.nan)
+            for i, (a, b) in enumerate(zip(lo_arr.to_pylist(), hi_arr.to_pylist())):
+                if a is None or b is None:
+                    continue
+                j = bisect.bisect_left(v, a)  # the first value at or above the file's min
+                if j == len(v) or (v[j] > b and len(b) < 32):  # a long max may be a truncated prefix
+                    out[i] = 0.0
+                elif a == b:
+                    out[i] = 1.0 if v[j] == a else 0.0
+            return out * self.non_null_share(c)
         return None
 
     def _compare(self, c: n.Column, op: str, lit: n.Literal) -> np.ndarray | None:

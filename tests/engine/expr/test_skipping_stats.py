@@ -276,6 +276,65 @@ def test_random_predicates_typed_and_json_agree(tmp_path_factory, chunks, n_chec
                 assert path in kept, (text, path, chunk)
 
 
+@st.composite
+def _in_lists(draw):
+    """``col IN (...)`` over one column: up to 40 values (duplicates, NULL and NaN possible)."""
+    from sql_strategies import LITS, _sql_lit
+
+    col = draw(st.sampled_from(list(LITS)))
+    vals = draw(st.lists(LITS[col], min_size=1, max_size=40))
+    texts = [_sql_lit(col, v) for v in vals] + (["NULL"] if draw(st.booleans()) else [])
+    return col, texts
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.lists(rows, min_size=1, max_size=6), min_size=1, max_size=8), st.lists(_in_lists(), max_size=4))
+def test_in_lists_skip_exactly_as_the_or_of_their_equalities(tmp_path_factory, chunks, in_lists):
+    """IN is skipped as a set (a binary search per file, not one comparison per value): it keeps
+    exactly the files Delta's definition keeps, the OR of one equality per value."""
+    root = str(tmp_path_factory.mktemp("in") / "t")
+    _create(root, SCHEMA, ["p"])
+    adds = []
+    for k, chunk in enumerate(chunks):
+        pval = chunk[0]["p"]
+        chunk = [dict(r, p=pval) for r in chunk]
+        stats = collect_stats(SCHEMA, table_of(chunk).drop(["p"]), partition_columns=["p"])
+        adds.append(_add(f"f{k}.parquet", stats, {"p": None if pval is None else str(pval)}))
+    _commit(root, adds[: len(adds) // 2 + 1])
+    _checkpoint(root)
+    _commit(root, adds[len(adds) // 2 + 1 :] or [])
+    files = load_snapshot(storage_for(root), root).files
+    for col, texts in in_lists:
+        as_set = _kept_both(files, SCHEMA, ["p"], f"{col} IN ({', '.join(texts)})")
+        as_or = _kept_both(files, SCHEMA, ["p"], " OR ".join(f"{col} = {t}" for t in texts))
+        assert as_set == as_or, (col, texts)
+
+
+@pytest.mark.parametrize(
+    "column,values",
+    [
+        ("id", [str(k) for k in range(-50, 2000, 7)]),
+        ("name", [f"'n{k:03d}'" for k in range(0, 400, 3)] + [f"'{LONG}'"]),
+        ("ts", [f"TIMESTAMP'2026-01-{d:02d} 12:00:0{k}'" for d in range(1, 28) for k in range(3)]),
+        ("ntz", [f"TIMESTAMP_NTZ'2026-01-{d:02d} 12:00:00'" for d in range(1, 28)]),
+        ("amount", [f"{k}.25" for k in range(0, 60, 2)]),
+        ("f", ["1.5", "3.1", "14.3", "99.0"]),
+        ("day", [f"DATE'2026-01-{d:02d}'" for d in range(2, 30, 3)]),
+        ("p", ["'a'", "'c'", "'zz'"]),
+    ],
+)
+def test_in_lists_of_every_stats_type_skip_as_their_equalities(wide_table, column, values):
+    files = load_snapshot(storage_for(wide_table), wide_table).files
+    kept = []
+    for chosen in (values[:1], values[:5], values):
+        as_set = _kept_both(files, WIDE, ["p"], f"{column} IN ({', '.join(chosen)})")
+        assert as_set == _kept_both(files, WIDE, ["p"], " OR ".join(f"{column} = {v}" for v in chosen))
+        kept.append(len(as_set))
+    assert kept[0] < files.num_rows, "one value skips some files"  # the comparison is not vacuous
+
+
 # ---- edge cases, hand-written stats ---------------------------------------------------------------
 
 EDGE = parse_ddl("s STRING, ts TIMESTAMP, ntz TIMESTAMP_NTZ, x BIGINT")
