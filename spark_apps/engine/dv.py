@@ -1,4 +1,4 @@
-"""Deletion vectors (read side): descriptor -> the set of deleted row indexes of a data file.
+"""Deletion vectors: descriptor -> the set of deleted row indexes of a data file, and back.
 
 Format (PROTOCOL.md "Deletion Vectors", "Deletion Vector Format"):
 
@@ -20,8 +20,10 @@ Format (PROTOCOL.md "Deletion Vectors", "Deletion Vector Format"):
   (u16 count, then (start, length-1) u16 pairs)).
 * Z85 (ZeroMQ RFC 32): 5 chars -> 4 bytes, big-endian base 85 over the alphabet below.
 
-Everything is decoded with numpy (no Python object per deleted row). Readers drop the rows whose
-0-based physical row index in the file is in the set (:func:`keep_mask`).
+Everything is decoded and encoded with numpy (no Python object per deleted row). Readers drop the
+rows whose 0-based physical row index in the file is in the set (:func:`keep_mask`); writers encode
+a set (:func:`encode_bitmap`: array and bitmap containers, cookie 12346) and store it in a file of
+its own under the table root (:func:`write_dv_file`, storage type ``u``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ __all__ = [
     "decode_bitmap",
     "deleted_row_indexes",
     "keep_mask",
+    "encode_bitmap",
+    "write_dv_file",
     "MAGIC",
 ]
 
@@ -233,3 +237,55 @@ def keep_mask(deleted: np.ndarray, num_rows: int) -> pa.Array:
         d = deleted[deleted < np.uint64(num_rows)].astype(np.int64)
         mask[d] = False
     return pa.array(mask, pa.bool_())
+
+
+def _encode_roaring32(low: np.ndarray) -> bytes:
+    """Sorted unique uint32 values -> a 32-bit portable RoaringBitmap without run containers."""
+    keys, starts = np.unique((low >> np.uint32(16)).astype(np.uint16), return_index=True)
+    ends = np.append(starts[1:], len(low))
+    cards = ends - starts
+    header = np.empty((len(keys), 2), "<u2")
+    header[:, 0], header[:, 1] = keys, cards - 1
+    bodies = []
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        part = (low[a:b] & np.uint32(0xFFFF)).astype(np.int64)
+        if b - a <= 4096:  # array container: the values
+            bodies.append(part.astype("<u2").tobytes())
+        else:  # bitmap container: 65536 bits
+            bits = np.zeros(65536, np.uint8)
+            bits[part] = 1
+            bodies.append(np.packbits(bits, bitorder="little").tobytes())
+    head = struct.pack("<II", 12346, len(keys)) + header.tobytes()
+    offsets = len(head) + 4 * len(keys) + np.concatenate(([0], np.cumsum([len(b) for b in bodies])[:-1]))
+    return head + np.asarray(offsets, "<u4").tobytes() + b"".join(bodies)
+
+
+def encode_bitmap(rows: np.ndarray) -> bytes:
+    """Row indexes -> serialized DV (magic + roaring64 portable), what :func:`decode_bitmap` reads."""
+    rows = np.unique(np.asarray(rows, dtype=np.uint64))
+    highs, starts = np.unique((rows >> np.uint64(32)).astype(np.uint32), return_index=True)
+    ends = np.append(starts[1:], len(rows))
+    out = [struct.pack("<IQ", MAGIC, len(highs))]
+    for high, a, b in zip(highs.tolist(), starts.tolist(), ends.tolist()):
+        out.append(struct.pack("<I", high))
+        out.append(_encode_roaring32((rows[a:b] & np.uint64(0xFFFFFFFF)).astype(np.uint32)))
+    return b"".join(out)
+
+
+def write_dv_file(storage: Storage, table_root: str, rows: np.ndarray) -> dict:
+    """Write the set ``rows`` as a new deletion vector file ``deletion_vector_<uuid>.bin`` under the
+    table root (format version 1, one framed bitmap with its CRC-32); returns its descriptor (wire
+    form, camelCase keys). A file that is never committed is an orphan VACUUM removes."""
+    from .paths import new_file_location
+
+    data = encode_bitmap(rows)
+    u = uuid.uuid4()
+    framed = b"\x01" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data) & 0xFFFFFFFF)
+    storage.write_bytes(new_file_location(table_root, f"deletion_vector_{u}.bin"), framed)
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": z85_encode(u.bytes),
+        "offset": 1,
+        "sizeInBytes": len(data),
+        "cardinality": int(len(np.unique(np.asarray(rows, dtype=np.uint64)))),
+    }

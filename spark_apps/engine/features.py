@@ -20,10 +20,12 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   generatedColumns    no column carries ``delta.generationExpression``
   identityColumns     no column carries ``delta.identity.*`` metadata
   columnMapping       ``delta.columnMapping.mode`` absent or ``none``
+  deletionVectors     always (DELETE marks rows in deletion vectors when ``delta.enableDeletionVectors``
+                      is true; every rewrite applies a file's deletion vector)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always
   ==================  =======================================================================
 
-  Every other writer feature (deletionVectors, rowTracking, v2Checkpoint, clustering,
+  Every other writer feature (rowTracking, v2Checkpoint, clustering,
   inCommitTimestamp, icebergCompat*, typeWidening, variantType, catalogManaged, unknown or preview
   names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
 
@@ -47,7 +49,6 @@ from .config import (
     COLUMN_MAPPING_MODE,
     CONSTRAINT_PREFIX,
     ENABLE_CHANGE_DATA_FEED,
-    ENABLE_DELETION_VECTORS,
     ENABLE_IN_COMMIT_TIMESTAMPS,
     FEATURE_PREFIX,
     TableProperties,
@@ -76,6 +77,7 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "timestampNtz",
         "domainMetadata",
         "vacuumProtocolCheck",
+        "deletionVectors",
     }
 )
 
@@ -304,6 +306,16 @@ def check_write_supported(protocol: Protocol, metadata: Metadata | None = None) 
             )
 
 
+def writes_deletion_vectors(protocol: Protocol, metadata: Metadata | None) -> bool:
+    """Whether DML marks deleted rows in deletion vectors: the table enables them
+    (``delta.enableDeletionVectors``) and its protocol has the ``deletionVectors`` feature."""
+    return (
+        metadata is not None
+        and TableProperties.of(metadata).enable_deletion_vectors
+        and "deletionVectors" in set(protocol.writer_features or ())
+    )
+
+
 # aliases matching docs/design.md
 check_can_read = check_read_supported
 check_can_write = check_write_supported
@@ -346,7 +358,6 @@ _REMOVE_HINT = {
 
 _NEW_TABLE_REFUSED_PROPERTIES = {
     ENABLE_CHANGE_DATA_FEED: ("true", "changeDataFeed"),
-    ENABLE_DELETION_VECTORS: ("true", "deletionVectors"),
     "delta.enableRowTracking": ("true", "rowTracking"),
     ENABLE_IN_COMMIT_TIMESTAMPS: ("true", "inCommitTimestamp"),
     "delta.enableTypeWidening": ("true", "typeWidening"),
@@ -402,6 +413,8 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
                 why,
                 "remove that column metadata, or create the table with Spark + delta-spark",
             )
+    if props.enable_deletion_vectors and "deletionVectors" not in requested:
+        requested.append("deletionVectors")
     if schema_has_timestamp_ntz(schema) and "timestampNtz" not in requested:
         requested.append("timestampNtz")
     # features a (1,2) table has anyway need no table-features protocol

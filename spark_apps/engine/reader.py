@@ -61,6 +61,7 @@ from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, St
 from .storage import Storage, normalized_io_errors
 
 __all__ = [
+    "ROW_INDEX",
     "data_file_uri",
     "read_data_file",
     "read_files_batches",
@@ -72,6 +73,8 @@ __all__ = [
 ]
 
 _ID = "delta.columnMapping.id"
+#: the column :func:`iter_data_file_batches` adds with ``row_index=True``
+ROW_INDEX = "__delta_row_index"
 DEFAULT_BATCH_ROWS = 65536  # rows per streamed batch: bounds a reader's memory to about one batch
 
 
@@ -348,6 +351,7 @@ def iter_data_file_batches(
     column_mapping_mode: str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     row_groups: Any = None,
+    row_index: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Stream one data file in the table schema, one bounded batch at a time (see module docstring).
 
@@ -369,6 +373,8 @@ def iter_data_file_batches(
     :param batch_rows: most rows per batch (before deletion-vector filtering); bounds memory.
     :param row_groups: ``fn(parquet FileMetaData) -> [bool per row group]``: groups marked False are
         not read (a predicate's pushdown; deletion-vector row indexes stay aligned).
+    :param row_index: add the column :data:`ROW_INDEX`: each live row's 0-based physical index in
+        the file (what a deletion vector holds)
     """
     if int(batch_rows) < 1:
         raise InvalidArgumentError(
@@ -408,7 +414,9 @@ def iter_data_file_batches(
         _close(pf)
         raise
     keep_groups = row_groups(pf.metadata) if row_groups is not None else None
-    return _stream_file(pf, path, location, plan, read_names, num_rows, deleted, mode, batch_rows, keep_groups)
+    return _stream_file(
+        pf, path, location, plan, read_names, num_rows, deleted, mode, batch_rows, keep_groups, row_index
+    )
 
 
 def _stream_file(
@@ -422,6 +430,7 @@ def _stream_file(
     mode: str,
     batch_rows: int,
     keep_groups: list[bool] | None = None,
+    row_index: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Read, filter (deletion vector, by physical row index) and conform ``pf`` batch by batch.
 
@@ -450,17 +459,22 @@ def _stream_file(
                         continue
                     n = raw if isinstance(raw, int) else raw.num_rows
                     keep, rows = (None, n) if deleted is None or n == 0 else _keep_mask(deleted, offset, n)
+                    index = pa.array(np.arange(offset, offset + n, dtype=np.int64)) if row_index else None
                     offset += n
                     if rows == 0:
                         continue
                     if keep is not None and not isinstance(raw, int):
                         raw = raw.filter(keep)  # before conforming: deleted rows cost no casts
                     yielded = True
-                    yield _conform_batch(None if isinstance(raw, int) else raw, rows, plan, mode)
+                    out = _conform_batch(None if isinstance(raw, int) else raw, rows, plan, mode)
+                    if index is not None:
+                        out = out.append_column(ROW_INDEX, index if keep is None else index.filter(keep))
+                    yield out
         except FileNotFoundError:
             raise missing_data_file(path, location) from None
         if not yielded:  # empty file, or every row deleted: one empty batch carries the schema
-            yield _conform_batch(None, 0, plan, mode)
+            out = _conform_batch(None, 0, plan, mode)
+            yield out.append_column(ROW_INDEX, pa.array([], pa.int64())) if row_index else out
     finally:
         _close(pf)
 

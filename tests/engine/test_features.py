@@ -105,7 +105,6 @@ def test_writable_when_features_unused(proto):
 @pytest.mark.parametrize(
     "feature",
     [
-        "deletionVectors",
         "rowTracking",
         "v2Checkpoint",
         "clustering",
@@ -246,7 +245,6 @@ def test_new_table_feature_properties():
 @pytest.mark.parametrize(
     "conf,name",
     [
-        ({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
         ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
         ({"delta.columnMapping.mode": "name"}, "columnMapping"),
         ({"delta.constraints.c": "id > 0"}, "CHECK"),
@@ -257,6 +255,18 @@ def test_new_table_refuses_features_we_cannot_write(conf, name):
     with pytest.raises(UnsupportedFeatureError) as ei:
         F.protocol_for_new_table(schema(field("id")), conf)
     assert name in str(ei.value)
+
+
+def test_a_new_table_with_deletion_vectors_has_the_reader_writer_feature():
+    p = F.protocol_for_new_table(schema(field("id")), {"delta.enableDeletionVectors": "true"})
+    assert p == Protocol(
+        3, 7, reader_features=["deletionVectors"], writer_features=["deletionVectors", "appendOnly", "invariants"]
+    )
+    meta_dv = meta(conf={"delta.enableDeletionVectors": "true"})
+    F.check_write_supported(p, meta_dv)
+    assert F.writes_deletion_vectors(p, meta_dv)
+    assert not F.writes_deletion_vectors(p, meta())  # the feature without the property: copy-on-write
+    assert not F.writes_deletion_vectors(Protocol(1, 2), meta_dv)
 
 
 def test_new_table_refuses_generated_columns():

@@ -64,6 +64,28 @@ def test_delete_by_data_predicate_rewrites_in_spark(table):
     assert r["numFilesAfterSkipping"] <= r["numFilesBeforeSkipping"]
 
 
+def test_delete_with_deletion_vectors_marks_rows_in_spark_tasks(spark, tmp_path):
+    import glob
+
+    root = str(tmp_path / "dv")
+    df, rows = _source(spark)
+    t = DeltaTable.create(
+        spark, root, schema=DDL, partition_by=["dt"], properties={"delta.enableDeletionVectors": "true"}
+    )
+    t.append(df.repartition(3))
+    files = set(glob.glob(f"{root}/**/*.parquet", recursive=True))
+    first = t.delete("v > 150 OR s = 's1'")
+    second = t.delete("id % 3 = 0 OR s = 's1'")  # merged into the vectors the first one wrote
+    kept = [x for x in rows if not ((x[2] is not None and x[2] > 150) or x[3] == "s1" or x[0] % 3 == 0)]
+    assert set(glob.glob(f"{root}/**/*.parquet", recursive=True)) == files  # no data file written
+    dt_ = deltalake.DeltaTable(root)
+    theirs = pa.table(deltalake.QueryBuilder().register("t", dt_).execute("SELECT id, dt, v, s FROM t").read_all())
+    assert _rows(t) == sorted(kept) == sorted(tuple(r.values()) for r in theirs.to_pylist())
+    assert first["numDeletionVectorsAdded"] >= 1 and first["numAddedFiles"] == 0
+    assert second["numDeletionVectorsUpdated"] >= 1
+    assert first["numDeletedRows"] + second["numDeletedRows"] == len(rows) - len(kept)
+
+
 def test_partition_delete_runs_no_spark_job(spark, table):
     t, rows, root = table
     tracker = spark.sparkContext.statusTracker()

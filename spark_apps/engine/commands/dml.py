@@ -86,7 +86,11 @@ def _stats_records(files: pa.Table) -> int | None:
     records = st.column("numRecords")
     if records.null_count:
         return None
-    return int(pc.sum(records).as_py() or 0)
+    deleted = 0  # rows a deletion vector already removed are counted in numRecords, not live
+    if "deletion_vector" in files.column_names:
+        cardinality = pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality")
+        deleted = int(pc.sum(cardinality).as_py() or 0)
+    return int(pc.sum(records).as_py() or 0) - deleted
 
 
 class _Plan(Command):
@@ -133,6 +137,7 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
     """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`): in Spark tasks
     when ``spark`` is given and the files are not small (:func:`..rewrite.in_process`), else in this
     process. Returns one FileOutcome per file."""
+    from ..features import writes_deletion_vectors
     from ..rewrite import RewriteSpec, in_process, rewrite_files
     from ..writer import table_write_spec
 
@@ -141,6 +146,7 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
         predicate=predicate,
         updates=tuple(updates),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
+        deletion_vectors=not updates and writes_deletion_vectors(snapshot.protocol, snapshot.metadata),
     )
     if spark is not None and not in_process(files):
         from ..spark.rewrite import rewrite_files as spark_rewrite
@@ -151,15 +157,24 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
 
 def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metrics) -> tuple[list, list, int, int]:
     """Removes and adds of the touched files; fills the file/byte/time metrics; returns them with
-    the rows matched and the rows written."""
+    the rows matched and the rows written. A file whose rows went into a new deletion vector is
+    removed with its old one and added again with the new one (the same data file)."""
     touched = [o for o in outcomes if o.touched]
     touched_paths = pa.array([o.path for o in touched], pa.string())
     removed = candidates.filter(pc.is_in(candidates.column("path"), value_set=touched_paths))
     adds = [w.add for o in touched for w in o.written]
-    metrics.num_removed_files = removed.num_rows
-    metrics.num_removed_bytes = _sum(removed, "size")
-    metrics.num_added_files = len(adds)
-    metrics.num_added_bytes = sum(a.size for a in adds)
+    new_dvs = {o.path: o.deletion_vector for o in touched if o.deletion_vector is not None}
+    replaced = removed  # the files that leave the table (not re-added with a deletion vector)
+    if any(o.marked for o in touched):
+        kept = pc.is_in(removed.column("path"), value_set=pa.array(list(new_dvs), pa.string()))
+        replaced = removed.filter(pc.invert(kept))
+        _deletion_vector_metrics(removed, kept, metrics)
+        adds += _with_deletion_vectors(removed.filter(kept), new_dvs)
+    metrics.num_removed_files = replaced.num_rows
+    metrics.num_removed_bytes = _sum(replaced, "size")
+    written_files = [w.add for o in touched for w in o.written]
+    metrics.num_added_files = len(written_files)
+    metrics.num_added_bytes = sum(a.size for a in written_files)
     matched = sum(o.num_matched for o in touched)
     written = sum(o.num_written_rows for o in touched)
     probe = sum(o.probe_ms for o in outcomes)
@@ -169,6 +184,44 @@ def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metri
     metrics.scan_time_ms = int(wall * probe / (probe + rewrite)) if probe + rewrite else 0
     metrics.rewrite_time_ms = int(wall * rewrite / (probe + rewrite)) if probe + rewrite else 0
     return removes_for(removed), adds, matched, written
+
+
+def _with_deletion_vectors(files: pa.Table, new_dvs: dict) -> list:
+    """``files`` (rows of ``snapshot.files``) as adds carrying their new deletion vectors. Their
+    stats still describe every physical row, so they are marked ``tightBounds: false`` (min/max
+    still bound the live rows; null counts may not), as Delta does."""
+    import dataclasses
+
+    from ..actions import DeletionVectorDescriptor
+    from ..log.snapshot import add_from_row
+
+    out = []
+    for row in files.to_pylist(maps_as_pydicts="lossy"):
+        add = add_from_row(row)
+        stats = add.stats
+        if stats:
+            parsed = json.loads(stats)
+            parsed["tightBounds"] = False
+            stats = json.dumps(parsed, separators=(",", ":"))
+        dv = DeletionVectorDescriptor.from_json(new_dvs[add.path])
+        out.append(dataclasses.replace(add, deletion_vector=dv, stats=stats, data_change=True))
+    return out
+
+
+def _deletion_vector_metrics(removed: pa.Table, kept: pa.Array, metrics) -> None:
+    """Delta's deletion-vector counts: added (the file had none), updated (it had one), removed (a
+    file with one left the table whole)."""
+    if "deletion_vector" in removed.column_names:
+        had = pc.is_valid(removed.column("deletion_vector"))
+    else:
+        had = pa.array([False] * removed.num_rows, pa.bool_())
+
+    def count(mask) -> int:
+        return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+    metrics.num_deletion_vectors_added = count(pc.and_(kept, pc.invert(had)))
+    metrics.num_deletion_vectors_updated = count(pc.and_(kept, had))
+    metrics.num_deletion_vectors_removed = count(pc.and_(pc.invert(kept), had))
 
 
 @reads_snapshot_files("DELETE")

@@ -45,7 +45,7 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
     """RESTORE the snapshot's table to ``version`` or to the version as of ``timestamp_ms`` (see the
     module docstring); ``timestamp``: how the user wrote it (for the commit's parameters)."""
     from ..actions import Protocol
-    from ..log.snapshot import _add_from_row, load_snapshot
+    from ..log.snapshot import add_from_row, load_snapshot
     from ..paths import file_locations
     from .dml import removes_for
 
@@ -102,6 +102,6 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
                 max(old.min_reader_version, new.min_reader_version), max(old.min_writer_version, new.min_writer_version)
             )
         )
-    adds = [_add_from_row(r) for r in to_add.to_pylist()]
+    adds = [add_from_row(r) for r in to_add.to_pylist()]
     adds = [a.__class__(**{**a.__dict__, "data_change": True}) for a in adds]
     return cmd.commit([*removes_for(to_remove), *adds], metrics, fields=fields)

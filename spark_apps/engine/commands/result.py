@@ -108,6 +108,10 @@ class _RewriteMetrics(OperationMetrics):
     execution_time_ms: int = 0
     scan_time_ms: int = 0
     rewrite_time_ms: int = 0
+    # deletion vectors (None: the table writes none): new on a file, replacing one, dropped with their file
+    num_deletion_vectors_added: int | None = None
+    num_deletion_vectors_updated: int | None = None
+    num_deletion_vectors_removed: int | None = None
     # data skipping: the live files (and bytes) before and after partition and stats pruning
     num_files_before_skipping: int = 0
     num_bytes_before_skipping: int = 0

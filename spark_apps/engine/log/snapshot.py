@@ -152,7 +152,7 @@ class Snapshot:
     # ------------------------------------------------------------------ slow paths
     def add_files(self) -> list[AddFile]:
         """Live files as :class:`AddFile` objects (one Python object per file: small uses only)."""
-        return [_add_from_row(r) for r in self.files.to_pylist(maps_as_pydicts="lossy")]
+        return [add_from_row(r) for r in self.files.to_pylist(maps_as_pydicts="lossy")]
 
     def remove_files(self) -> list[RemoveFile]:
         """Tombstones as :class:`RemoveFile` objects (small uses only)."""
@@ -172,7 +172,7 @@ def _dv(d: dict | None) -> DeletionVectorDescriptor | None:
     return None if d is None else DeletionVectorDescriptor.from_json(d)
 
 
-def _add_from_row(r: dict) -> AddFile:
+def add_from_row(r: dict) -> AddFile:
     """A FILE_SCHEMA row (snake_case columns = AddFile fields) as an AddFile."""
     r = {k: v for k, v in r.items() if k != STATS_PARSED}  # typed copy of ``stats``: not an AddFile field
     return AddFile(

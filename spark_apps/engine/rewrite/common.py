@@ -70,10 +70,19 @@ class FileOutcome:
     reads: int = 0
     one_pass: bool = False
     discarded: int = 0
+    #: DELETE with deletion vectors: the file's new deletion vector (descriptor, wire form), or
+    #: ``fully_deleted`` when no live row is left (the file is removed, not re-added)
+    deletion_vector: dict | None = None
+    fully_deleted: bool = False
 
     @property
     def touched(self) -> bool:
         return self.num_matched > 0
+
+    @property
+    def marked(self) -> bool:
+        """Its rows were deleted through a deletion vector (or the whole file removed), not rewritten."""
+        return self.deletion_vector is not None or self.fully_deleted
 
     @property
     def num_written_rows(self) -> int:

@@ -57,12 +57,15 @@ class RewriteSpec:
 
     :param predicate: the bound condition (None: every row matches)
     :param updates: UPDATE's ``((column, bound expression), ...)``; empty for DELETE
+    :param deletion_vectors: a DELETE marks the matching rows in the file's deletion vector
+        (merge-on-read) instead of writing the file again
     """
 
     write: WriteSpec
     predicate: Expr | None
     updates: tuple[tuple[str, Expr], ...] = ()
     column_mapping_mode: str = "none"
+    deletion_vectors: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +184,7 @@ class _File:
         self.clock = _Clock()
         self.out = FileOutcome(path)
 
-    def stream(self, columns, row_groups=None):
+    def stream(self, columns, row_groups=None, *, row_index: bool = False):
         from ..reader import iter_data_file_batches
 
         started = time.perf_counter_ns()
@@ -197,6 +200,7 @@ class _File:
                 self.deletion_vector,
                 column_mapping_mode=self.spec.column_mapping_mode,
                 row_groups=row_groups,
+                row_index=row_index,
             )
         finally:  # opening the file and reading its footer
             self.clock.read += time.perf_counter_ns() - started
@@ -236,6 +240,55 @@ class _File:
             batches.close()
         self.out.num_rows = rows + skipped_rows
         return False
+
+    def mark(self) -> None:
+        """DELETE with deletion vectors: the physical indexes of the live rows matching the
+        predicate (its columns only are read; row groups its stats rule out are skipped) join the
+        file's deletion vector, written as a new file; nothing else is written. A file left with
+        no live row is removed whole instead (``fully_deleted``)."""
+        from ..dv import deleted_row_indexes, write_dv_file
+        from ..expr.skipping import row_groups_may_match
+        from ..reader import ROW_INDEX
+
+        bound, clock, out = self.bound, self.clock, self.out
+        physical = 0
+
+        def row_groups(metadata):
+            nonlocal physical
+            physical = metadata.num_rows
+            if bound.predicate is None:
+                return None
+            parts = list(self.spec.write.partition_columns)
+            return row_groups_may_match(metadata, bound.predicate, bound.schema, parts, self.partition_values)
+
+        matched: list[np.ndarray] = []
+        batches = self.stream(bound.probe_columns, row_groups, row_index=True)
+        try:
+            for batch in batches:
+                out.num_rows += batch.num_rows
+                if not batch.num_rows:
+                    continue
+                started = time.perf_counter_ns()
+                mask, count = _mask_count(bound, batch)
+                if count:
+                    index = batch.column(ROW_INDEX)
+                    matched.append((index if mask is None else index.filter(mask)).to_numpy())
+                clock.eval += time.perf_counter_ns() - started
+        finally:
+            batches.close()
+        out.num_matched = int(sum(len(m) for m in matched))
+        if not out.num_matched:
+            return
+        started = time.perf_counter_ns()
+        new = np.concatenate(matched).astype(np.uint64)
+        if _has_deletion_vector(self.deletion_vector):
+            old = deleted_row_indexes(self.storage, self.spec.write.table_uri, self.deletion_vector)
+            new = np.union1d(old, new)
+        if len(new) >= physical:
+            out.fully_deleted = True
+        else:
+            out.deletion_vector = write_dv_file(self.storage, self.spec.write.table_uri, new)
+        clock.write += time.perf_counter_ns() - started
 
     def rewrite(self) -> None:
         """Read every column once: count, and write the kept/updated rows (see the module docstring)."""
@@ -308,7 +361,11 @@ def rewrite_file(
     f = _File(spec, storage, path, partition_values, deletion_vector, bound or Bound(spec), task_id)
     out, clock = f.out, f.clock
     started = time.perf_counter_ns()
-    if likely or f.bound.predicate is None:
+    if spec.deletion_vectors and not spec.updates:  # merge-on-read: one read of the predicate's columns
+        out.reads = 1
+        f.mark()
+        found = clock.read + clock.eval
+    elif likely or f.bound.predicate is None:
         out.one_pass, out.reads = True, 1
         f.rewrite()
         found = clock.read + clock.eval

@@ -27,9 +27,13 @@ __all__ = ["rewrite_files"]
 
 _COUNTS = ("num_rows", "num_matched", "probe_ms", "rewrite_ms", "read_ms", "eval_ms", "write_ms", "reads", "discarded")
 _ARROW_OUTPUT = pa.schema(
-    [("path", pa.string()), ("written", pa.string()), ("one_pass", pa.bool_())] + [(c, pa.int64()) for c in _COUNTS]
+    [("path", pa.string()), ("written", pa.string()), ("one_pass", pa.bool_())]
+    + [("dv", pa.string()), ("fully_deleted", pa.bool_())]
+    + [(c, pa.int64()) for c in _COUNTS]
 )
-OUTPUT_SCHEMA = "path string, written string, one_pass boolean, " + ", ".join(f"{c} long" for c in _COUNTS)
+OUTPUT_SCHEMA = "path string, written string, one_pass boolean, dv string, fully_deleted boolean, " + ", ".join(
+    f"{c} long" for c in _COUNTS
+)
 _LIKELY = "likely"
 
 
@@ -59,6 +63,8 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
     for r in rows:
         written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]
         o = FileOutcome(r["path"], written=written, one_pass=bool(r["one_pass"]))
+        o.deletion_vector = json.loads(r["dv"]) if r["dv"] else None
+        o.fully_deleted = bool(r["fully_deleted"])
         for c in _COUNTS:
             setattr(o, c, int(r[c] or 0))
         outcomes.append(o)
@@ -140,6 +146,8 @@ def rewrite_task(spec: RewriteSpec, batches):
                 row = {c: getattr(o, c) for c in _COUNTS}
                 row["path"] = o.path
                 row["one_pass"] = o.one_pass
+                row["dv"] = json.dumps(o.deletion_vector) if o.deletion_vector is not None else None
+                row["fully_deleted"] = o.fully_deleted
                 row["written"] = json.dumps([[w.add.to_json(), w.num_rows] for w in o.written], separators=(",", ":"))
                 yield pa.RecordBatch.from_pylist([row], schema=_ARROW_OUTPUT)
 
