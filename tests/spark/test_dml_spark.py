@@ -84,6 +84,18 @@ def test_delete_with_deletion_vectors_marks_rows_in_spark_tasks(spark, tmp_path)
     assert first["numDeletionVectorsAdded"] >= 1 and first["numAddedFiles"] == 0
     assert second["numDeletionVectorsUpdated"] >= 1
     assert first["numDeletedRows"] + second["numDeletedRows"] == len(rows) - len(kept)
+    # UPDATE: the old versions marked, the new ones written alone (no row copied)
+    up = t.update({"v": "-1.0"}, "s = 's2'")
+    kept = [(i, d, -1.0 if s_ == "s2" else v, s_) for i, d, v, s_ in kept]
+    theirs = pa.table(
+        deltalake.QueryBuilder()
+        .register("t", deltalake.DeltaTable(root))
+        .execute("SELECT id, dt, v, s FROM t")
+        .read_all()
+    )
+    assert _rows(t) == sorted(kept) == sorted(tuple(r.values()) for r in theirs.to_pylist())
+    assert up["numUpdatedRows"] == sum(1 for x in kept if x[3] == "s2") and up["numCopiedRows"] == 0
+    assert files <= set(glob.glob(f"{root}/**/*.parquet", recursive=True))
 
 
 def test_partition_delete_runs_no_spark_job(spark, table):

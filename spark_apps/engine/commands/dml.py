@@ -146,7 +146,7 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
         predicate=predicate,
         updates=tuple(updates),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
-        deletion_vectors=not updates and writes_deletion_vectors(snapshot.protocol, snapshot.metadata),
+        deletion_vectors=writes_deletion_vectors(snapshot.protocol, snapshot.metadata),
     )
     if spark is not None and not in_process(files):
         from ..spark.rewrite import rewrite_files as spark_rewrite

@@ -242,10 +242,11 @@ class _File:
         return False
 
     def mark(self) -> None:
-        """DELETE with deletion vectors: the physical indexes of the live rows matching the
-        predicate (its columns only are read; row groups its stats rule out are skipped) join the
-        file's deletion vector, written as a new file; nothing else is written. A file left with
-        no live row is removed whole instead (``fully_deleted``)."""
+        """DELETE and UPDATE with deletion vectors: the physical indexes of the live rows matching
+        the predicate (row groups its stats rule out are skipped; DELETE reads its columns only)
+        join the file's deletion vector, written as a new file; UPDATE writes the new versions of
+        those rows, and only them, to new data files. A file left with no live row is removed
+        whole instead (``fully_deleted``)."""
         from ..dv import deleted_row_indexes, write_dv_file
         from ..expr.skipping import row_groups_may_match
         from ..reader import ROW_INDEX
@@ -262,7 +263,9 @@ class _File:
             return row_groups_may_match(metadata, bound.predicate, bound.schema, parts, self.partition_values)
 
         matched: list[np.ndarray] = []
-        batches = self.stream(bound.probe_columns, row_groups, row_index=True)
+        writer: TableWriter | None = None
+        columns = None if bound.updates else bound.probe_columns
+        batches = self.stream(columns, row_groups, row_index=True)
         try:
             for batch in batches:
                 out.num_rows += batch.num_rows
@@ -273,7 +276,21 @@ class _File:
                 if count:
                     index = batch.column(ROW_INDEX)
                     matched.append((index if mask is None else index.filter(mask)).to_numpy())
+                    if bound.updates:  # the updated rows, alone, to new files
+                        rows = (batch if mask is None else batch.filter(mask)).drop_columns([ROW_INDEX])
+                        updated = _apply(bound, rows, None, count)
+                        clock.eval += time.perf_counter_ns() - started
+                        started = time.perf_counter_ns()
+                        writer = writer or TableWriter(self.spec.write, self.task_id)
+                        out.written.extend(writer.write(updated))
+                        clock.write += time.perf_counter_ns() - started
+                        continue
                 clock.eval += time.perf_counter_ns() - started
+            if writer is not None:
+                out.written.extend(writer.finish())
+        except BaseException:
+            discard(self.storage, self.spec.write.table_uri, [out])
+            raise
         finally:
             batches.close()
         out.num_matched = int(sum(len(m) for m in matched))
@@ -361,7 +378,7 @@ def rewrite_file(
     f = _File(spec, storage, path, partition_values, deletion_vector, bound or Bound(spec), task_id)
     out, clock = f.out, f.clock
     started = time.perf_counter_ns()
-    if spec.deletion_vectors and not spec.updates:  # merge-on-read: one read of the predicate's columns
+    if spec.deletion_vectors:  # merge-on-read: one read, rows marked in the file's deletion vector
         out.reads = 1
         f.mark()
         found = clock.read + clock.eval

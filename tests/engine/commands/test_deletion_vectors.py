@@ -1,4 +1,4 @@
-"""Deletion vectors written (merge-on-read DELETE), without a JVM (the in-process path).
+"""Deletion vectors written (merge-on-read DELETE and UPDATE), without a JVM (the in-process path).
 
 Random tables with ``delta.enableDeletionVectors=true`` and random sequences of DELETEs (then an
 UPDATE, OPTIMIZE and VACUUM): the rows equal the plain-Python SQL reference after every step,
@@ -97,10 +97,20 @@ def test_deletes_with_deletion_vectors_equal_the_reference(tmp_path_factory, dat
                 assert dvs == len(adds) and m["numRemovedFiles"] == len(removes) - len(adds)
                 assert m["numCopiedRows"] == 0 and m["numAddedFiles"] == 0
         live = kept
-    # a copy-on-write UPDATE on the table with its vectors: the deleted rows stay deleted
-    t.update({"i": "coalesce(i, 0) + 1000"}, "b = true")
-    expected = [dict(r, i=(r["i"] or 0) + 1000) if r["b"] is True else r for r in live]
+    # UPDATE: the old row versions marked in the vectors (deleted rows stay deleted), the new ones,
+    # and only they, in new files
+    files_before = _data_files(root)
+    result = t.update({"i": "coalesce(i, 0) + 1000", "p": "3"}, "b = true")
+    expected = [dict(r, i=(r["i"] or 0) + 1000, p=3) if r["b"] is True else r for r in live]
     assert _ours(t) == _rows(table_of(expected)) == _theirs(root)
+    m = result["metrics"]
+    updated = sum(1 for r in live if r["b"] is True)
+    assert (m["numUpdatedRows"], m["numCopiedRows"]) == (updated, 0)
+    assert files_before <= _data_files(root)  # nothing rewritten
+    if updated:
+        added = [a["add"] for a in _commit_actions(root, result["version"]) if "add" in a]
+        new_files = [a for a in added if a["path"] not in files_before]
+        assert sum(json.loads(a["stats"])["numRecords"] for a in new_files) == updated
 
 
 def test_optimize_purges_and_vacuum_keeps_the_vectors_still_needed(tmp_path):
