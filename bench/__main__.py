@@ -15,7 +15,8 @@ Algorithm:
    generator wrote; a disagreement is flagged in the row (``[!...]``), not hidden.
 4. Print the table; write ``latest.md``, ``latest.csv`` and ``latest.png`` to the output dir
    (``bench/results`` for a full run; ``bench/data/results-quick`` for ``--quick``).
-5. Then the data-plane benches (bench/dataplane.py, merge.py, maintenance.py, object_store.py;
+5. Then the data-plane benches (bench/dataplane.py, merge.py, maintenance.py, deletion_vectors.py,
+   object_store.py;
    ``--no-dataplane`` skips them) and the transport bench (bench/transports.py: spark-submit vs
    Spark Connect per DAG task and per MERGE, large sources with peak memory; ``--no-transports``
    skips it, ``--transports-only`` runs it alone).
@@ -252,11 +253,18 @@ def _transports(a) -> int:
 
 def _data_plane(a) -> int:
     """The data-plane bench (scans, appends, DELETE, UPDATE), the MERGE bench on the same table, then
-    the maintenance bench (OPTIMIZE, Z-order, VACUUM, RESTORE), then the object-store bench (S3 server)."""
-    from . import dataplane, maintenance, merge, object_store
+    the maintenance bench (OPTIMIZE, Z-order, VACUUM, RESTORE), the deletion-vector bench, then the
+    object-store bench (S3 server)."""
+    from . import dataplane, deletion_vectors, maintenance, merge, object_store
 
     args = ["--quick"] if a.quick else []
-    return dataplane.main(args) or merge.main(args) or maintenance.main(args) or object_store.main(args)
+    return (
+        dataplane.main(args)
+        or merge.main(args)
+        or maintenance.main(args)
+        or deletion_vectors.main(args)
+        or object_store.main(args)
+    )
 
 
 def _log_plane(a) -> int:
