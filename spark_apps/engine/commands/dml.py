@@ -39,7 +39,15 @@ from .base import Command
 from .reads import reads_snapshot_files
 from .result import CommandResult, DeleteMetrics, Stopwatch, UpdateMetrics
 
-__all__ = ["delete", "update", "removes_for", "rewrite_candidates", "apply_outcomes"]
+__all__ = [
+    "delete",
+    "update",
+    "removes_for",
+    "rewrite_candidates",
+    "apply_outcomes",
+    "with_deletion_vectors",
+    "deletion_vector_counts",
+]
 
 
 def removes_for(files: pa.Table, *, data_change: bool = True, now_ms: int | None = None) -> list[RemoveFile]:
@@ -168,8 +176,12 @@ def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metri
     if any(o.marked for o in touched):
         kept = pc.is_in(removed.column("path"), value_set=pa.array(list(new_dvs), pa.string()))
         replaced = removed.filter(pc.invert(kept))
-        _deletion_vector_metrics(removed, kept, metrics)
-        adds += _with_deletion_vectors(removed.filter(kept), new_dvs)
+        (
+            metrics.num_deletion_vectors_added,
+            metrics.num_deletion_vectors_updated,
+            metrics.num_deletion_vectors_removed,
+        ) = deletion_vector_counts(removed, kept)
+        adds += with_deletion_vectors(removed.filter(kept), new_dvs)
     metrics.num_removed_files = replaced.num_rows
     metrics.num_removed_bytes = _sum(replaced, "size")
     written_files = [w.add for o in touched for w in o.written]
@@ -186,7 +198,7 @@ def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metri
     return removes_for(removed), adds, matched, written
 
 
-def _with_deletion_vectors(files: pa.Table, new_dvs: dict) -> list:
+def with_deletion_vectors(files: pa.Table, new_dvs: dict) -> list:
     """``files`` (rows of ``snapshot.files``) as adds carrying their new deletion vectors. Their
     stats still describe every physical row, so they are marked ``tightBounds: false`` (min/max
     still bound the live rows; null counts may not), as Delta does."""
@@ -208,9 +220,10 @@ def _with_deletion_vectors(files: pa.Table, new_dvs: dict) -> list:
     return out
 
 
-def _deletion_vector_metrics(removed: pa.Table, kept: pa.Array, metrics) -> None:
-    """Delta's deletion-vector counts: added (the file had none), updated (it had one), removed (a
-    file with one left the table whole)."""
+def deletion_vector_counts(removed: pa.Table, kept: pa.Array) -> tuple[int, int, int]:
+    """Delta's deletion-vector counts over the files a command removed, ``kept`` marking those added
+    back with a new vector: added (the file had none), updated (it had one), removed (a file with
+    one left the table whole)."""
     if "deletion_vector" in removed.column_names:
         had = pc.is_valid(removed.column("deletion_vector"))
     else:
@@ -219,9 +232,7 @@ def _deletion_vector_metrics(removed: pa.Table, kept: pa.Array, metrics) -> None
     def count(mask) -> int:
         return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
 
-    metrics.num_deletion_vectors_added = count(pc.and_(kept, pc.invert(had)))
-    metrics.num_deletion_vectors_updated = count(pc.and_(kept, had))
-    metrics.num_deletion_vectors_removed = count(pc.and_(pc.invert(kept), had))
+    return count(pc.and_(kept, pc.invert(had))), count(pc.and_(kept, had)), count(pc.and_(pc.invert(kept), had))
 
 
 @reads_snapshot_files("DELETE")

@@ -457,6 +457,7 @@ def merge(
     """
     from ..expr import to_sql
     from ..expr.skipping import skip_files
+    from ..features import writes_deletion_vectors
     from ..rewrite.merge import (
         MergeFilesSpec,
         PreparedMerge,
@@ -473,7 +474,7 @@ def merge(
         source_key_values,
     )
     from ..writer import table_write_spec
-    from .dml import removes_for
+    from .dml import deletion_vector_counts, removes_for, with_deletion_vectors
 
     if spark is None:
         raise InvalidArgumentError(
@@ -519,6 +520,7 @@ def merge(
         plan=plan,
         keys=tuple(keys),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
+        deletion_vectors=writes_deletion_vectors(snapshot.protocol, snapshot.metadata),
     )
     # a small source with keys to look up is read once into Arrow (that copy is its materialisation)
     # and merged file by file; otherwise it is materialised in Spark and joined there
@@ -560,10 +562,20 @@ def merge(
     touched = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(outcome.touched, pa.string())))
     removes = removes_for(touched)
     adds = list(outcome.adds)
-    metrics.num_target_files_removed = len(removes)
-    metrics.num_target_files_added = len(adds)
-    metrics.num_target_bytes_removed = int(sum(r.size or 0 for r in removes))
-    metrics.num_target_bytes_added = int(sum(a.size or 0 for a in adds))
+    left = len(removes)  # the files that leave the table (not kept with a new deletion vector)
+    if outcome.deletion_vectors:
+        kept = pc.is_in(touched.column("path"), value_set=pa.array(list(outcome.deletion_vectors), pa.string()))
+        adds += with_deletion_vectors(touched.filter(kept), outcome.deletion_vectors)
+        left -= len(outcome.deletion_vectors)
+        (
+            metrics.num_target_deletion_vectors_added,
+            metrics.num_target_deletion_vectors_updated,
+            metrics.num_target_deletion_vectors_removed,
+        ) = deletion_vector_counts(touched, kept)
+    metrics.num_target_files_removed = left
+    metrics.num_target_files_added = len(adds) - len(outcome.deletion_vectors)
+    metrics.num_target_bytes_removed = int(sum(r.size or 0 for r in removes if r.path not in outcome.deletion_vectors))
+    metrics.num_target_bytes_added = int(sum(a.size or 0 for a in outcome.adds))
     metrics.num_target_rows_copied = (
         outcome.rows_written - metrics.num_target_rows_updated - (metrics.num_target_rows_inserted)
     )

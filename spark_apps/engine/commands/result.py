@@ -90,6 +90,10 @@ class MergeMetrics(OperationMetrics):
     num_target_change_files_added: int = 0
     num_target_bytes_added: int = 0
     num_target_bytes_removed: int = 0
+    # deletion vectors (None: the merge wrote none)
+    num_target_deletion_vectors_added: int | None = None
+    num_target_deletion_vectors_updated: int | None = None
+    num_target_deletion_vectors_removed: int | None = None
     execution_time_ms: int = 0
     scan_time_ms: int = 0
     rewrite_time_ms: int = 0

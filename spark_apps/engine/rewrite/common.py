@@ -25,6 +25,7 @@ __all__ = [
     "scatter",
     "discard",
     "numbers",
+    "has_deletion_vector",
 ]
 
 LIKELY_MATCHES = 3.0
@@ -171,3 +172,16 @@ def numbers(arr: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
     elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
         return None
     return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype="float64")
+
+
+def has_deletion_vector(dv) -> bool:
+    """Whether ``dv`` (a descriptor, its dict or JSON, or None) names a deletion vector."""
+    if isinstance(dv, str):
+        import json
+
+        dv = json.loads(dv)
+    if dv is None:
+        return False
+    if isinstance(dv, dict):
+        return dv.get("storageType") is not None or dv.get("storage_type") is not None
+    return True

@@ -45,7 +45,7 @@ from ..expr import nodes as n
 from ..expr.nodes import Expr
 from ..threads import ThreadPool
 from ..writer import TableWriter, WriteSpec, WrittenFile
-from .common import LIKELY_MATCHES, FileOutcome, discard, notify, numbers, scatter
+from .common import LIKELY_MATCHES, FileOutcome, discard, has_deletion_vector, notify, numbers, scatter
 
 __all__ = ["RewriteSpec", "Bound", "rewrite_file", "rewrite_files", "likely_touched"]
 
@@ -158,18 +158,6 @@ def _apply(bound: Bound, batch: pa.RecordBatch, mask: pa.Array | None, matched: 
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
-def _has_deletion_vector(dv: Any) -> bool:
-    if isinstance(dv, str):
-        import json
-
-        dv = json.loads(dv)
-    if dv is None:
-        return False
-    if isinstance(dv, dict):
-        return dv.get("storageType") is not None or dv.get("storage_type") is not None
-    return True
-
-
 class _File:
     """One candidate file: how to stream it, and what was found and written."""
 
@@ -223,7 +211,7 @@ class _File:
             return keep
 
         # with a deletion vector, a skipped group's live rows are not known from the footer
-        prune = None if _has_deletion_vector(self.deletion_vector) else row_groups
+        prune = None if has_deletion_vector(self.deletion_vector) else row_groups
         rows = 0
         batches = self.stream(bound.probe_columns, prune)
         try:
@@ -298,7 +286,7 @@ class _File:
             return
         started = time.perf_counter_ns()
         new = np.concatenate(matched).astype(np.uint64)
-        if _has_deletion_vector(self.deletion_vector):
+        if has_deletion_vector(self.deletion_vector):
             old = deleted_row_indexes(self.storage, self.spec.write.table_uri, self.deletion_vector)
             new = np.union1d(old, new)
         if len(new) >= physical:

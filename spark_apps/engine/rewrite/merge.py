@@ -37,7 +37,7 @@ from ..commands.merge_clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr import nodes as n
 from ..writer import TableWriter, WriteSpec, WrittenFile
-from .common import LIKELY_MATCHES, FileOutcome, discard, numbers, scatter
+from .common import LIKELY_MATCHES, FileOutcome, discard, has_deletion_vector, numbers, scatter
 
 __all__ = [
     "MergeFilesSpec",
@@ -129,6 +129,9 @@ class MergeFilesSpec:
     plan: Any
     keys: tuple = ()
     column_mapping_mode: str = "none"
+    #: the target rows a clause changes are marked in their file's deletion vector and only the
+    #: updated ones written (merge-on-read), instead of the file written again
+    deletion_vectors: bool = False
 
 
 @dataclass
@@ -145,6 +148,9 @@ class MergeFileOutcome:
     probe_ms: int = 0
     rewrite_ms: int = 0
     reads: int = 0
+    #: with deletion vectors: the file's new one (descriptor, wire form), or ``fully_deleted``
+    deletion_vector: dict | None = None
+    fully_deleted: bool = False
 
     @property
     def touched(self) -> bool:
@@ -376,8 +382,12 @@ class PreparedMerge:
             out[name] = _as_array(evaluate(expr, data), data.num_rows, t).cast(t)
         return out
 
-    def apply(self, batch: pa.RecordBatch, trow: np.ndarray, srow: np.ndarray, out: MergeFileOutcome):
-        """``batch`` after the clauses (see the module docstring); counts into ``out``."""
+    def apply(
+        self, batch: pa.RecordBatch, trow: np.ndarray, srow: np.ndarray, out: MergeFileOutcome
+    ) -> tuple[pa.RecordBatch, np.ndarray]:
+        """``batch`` after the clauses (see the module docstring), and per row the clause that
+        changed it (-1: none); counts into ``out``. With deletion vectors the batch holds only the
+        updated rows (the others stay in the file; the changed ones are marked)."""
         m = batch.num_rows
         action = np.full(m, -1, dtype=np.int64)
         pairs_of = None
@@ -424,19 +434,22 @@ class PreparedMerge:
             for name, new in self.values(i, data, types).items():
                 columns[name] = scatter(columns[name], mask, new)
         result = pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
+        if self.spec.deletion_vectors:
+            updated = [i for i in self.changing if self.clauses[i][0].action == "update"]
+            return result.filter(pa.array(np.isin(action, updated))), action
         deleted = [i for i in self.changing if self.clauses[i][0].action == "delete"]
         if deleted:
             keep = ~np.isin(action, deleted)
             if not keep.all():
                 result = result.filter(pa.array(keep))
-        return result
+        return result, action
 
 
 # --------------------------------------------------------------------------------------------------
 # one file
 
 
-def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, columns):
+def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, columns, *, row_index: bool = False):
     from ..reader import iter_data_file_batches
 
     return iter_data_file_batches(
@@ -449,6 +462,7 @@ def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, column
         columns,
         dv,
         column_mapping_mode=prepared.spec.column_mapping_mode,
+        row_index=row_index,
     )
 
 
@@ -488,22 +502,32 @@ def merge_file(
     out.reads += 1
     writer = TableWriter(prepared.spec.write, task_id)
     written: list[WrittenFile] = []
-    rows, found = 0, []
+    rows, found, marked = 0, [], []
+    dvs = prepared.spec.deletion_vectors
+    from ..reader import ROW_INDEX
+
     try:
-        for batch in _stream(prepared, storage, path, pv, deletion_vector, None):
+        for batch in _stream(prepared, storage, path, pv, deletion_vector, None, row_index=dvs):
             if not batch.num_rows:
                 continue
+            if dvs:
+                index = batch.column(ROW_INDEX).to_numpy()
+                batch = batch.drop_columns([ROW_INDEX])
             rows += batch.num_rows
             trow, srow = prepared.pairs(batch)
             if len(srow):
                 found.append(srow)
-            result = prepared.apply(batch, trow, srow, out)
+            result, action = prepared.apply(batch, trow, srow, out)
+            if dvs:
+                marked.append(index[np.isin(action, list(prepared.changing))])
             if result.num_rows:
                 written.extend(writer.write(result))
         written.extend(writer.finish())
         if not out.changed:  # no clause changed a row: the file stays as it is
             discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written)])
             written = []
+        elif dvs:
+            _mark(prepared, storage, deletion_vector, np.concatenate(marked), rows, out)
     except BaseException:
         discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written)])
         raise
@@ -513,6 +537,20 @@ def merge_file(
     out.written = written
     out.rewrite_ms = (time.perf_counter_ns() - started) // 1_000_000 - out.probe_ms
     return out
+
+
+def _mark(prepared: PreparedMerge, storage, old, rows: np.ndarray, live: int, out: MergeFileOutcome) -> None:
+    """The changed rows join the file's deletion vector (``old``), written as a new file; a file
+    left with no live row (of the ``live`` it had) is removed whole instead."""
+    from ..dv import deleted_row_indexes, write_dv_file
+
+    table_uri = prepared.spec.write.table_uri
+    before = deleted_row_indexes(storage, table_uri, old) if has_deletion_vector(old) else np.empty(0, np.uint64)
+    rows = np.union1d(before, rows.astype(np.uint64))
+    if len(rows) >= live + len(before):  # every physical row of the file
+        out.fully_deleted = True
+    else:
+        out.deletion_vector = write_dv_file(storage, table_uri, rows)
 
 
 def merge_files(

@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr.sql import quote
@@ -50,6 +50,8 @@ class MergeOutcome:
     per_action: dict  # clause index (-1 copy, -2 drop) -> (joined rows, distinct target rows)
     scan_ms: int
     rewrite_ms: int
+    #: touched file -> its new deletion vector (the file stays in the table with it)
+    deletion_vectors: dict = field(default_factory=dict)
 
 
 def deduplicated(source, key_columns: list[str], dedupe_by: str):
@@ -398,7 +400,10 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
 # --------------------------------------------------------------------------------------------------
 # file by file (a small source shipped to the tasks; see engine/rewrite/merge.py)
 
-_FILE_OUTPUT = "path string, written string, clause_rows string, matched binary, num_rows long, changed long, probe_ms long, rewrite_ms long"
+_FILE_OUTPUT = (
+    "path string, written string, clause_rows string, matched binary, num_rows long, changed long, "
+    "probe_ms long, rewrite_ms long, dv string, fully_deleted boolean"
+)
 
 
 def small_source(source, plan, max_rows: int):
@@ -512,6 +517,7 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
     started = time.monotonic()
     touched, adds, written_rows = [], [], 0
     per_action: dict = {}
+    vectors = {o.path: o.deletion_vector for o in outcomes if o.changed and o.deletion_vector is not None}
     matched = [np.empty(0, np.int64)]
     for o in outcomes:
         matched.append(o.matched_source)
@@ -534,7 +540,8 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
         written.extend(writer.finish())
         adds += [w.add for w in written]
         written_rows += sum(w.num_rows for w in written)
-    return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, int((time.monotonic() - started) * 1000))
+    rewrite_ms = int((time.monotonic() - started) * 1000)
+    return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, rewrite_ms, vectors)
 
 
 def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
@@ -572,6 +579,8 @@ def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
         o.matched_source = np.frombuffer(r["matched"], dtype=np.int64)
         o.written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]
         o.probe_ms, o.rewrite_ms = r["probe_ms"], r["rewrite_ms"]
+        o.deletion_vector = json.loads(r["dv"]) if r["dv"] else None
+        o.fully_deleted = bool(r["fully_deleted"])
         out.append(o)
     return out
 
@@ -596,6 +605,8 @@ def merge_task(spec, payload: bytes, batches):
             ("changed", pa.int64()),
             ("probe_ms", pa.int64()),
             ("rewrite_ms", pa.int64()),
+            ("dv", pa.string()),
+            ("fully_deleted", pa.bool_()),
         ]
     )
 
@@ -624,6 +635,8 @@ def merge_task(spec, payload: bytes, batches):
                     "changed": o.changed,
                     "probe_ms": o.probe_ms,
                     "rewrite_ms": o.rewrite_ms,
+                    "dv": json.dumps(o.deletion_vector) if o.deletion_vector is not None else None,
+                    "fully_deleted": o.fully_deleted,
                 }
                 yield pa.RecordBatch.from_pylist([row], schema=schema)
 
