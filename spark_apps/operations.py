@@ -555,6 +555,12 @@ _OPERATIONS = (
             Arg("target_size", "int", help="bytes per file written (default: delta.targetFileSize)"),
             Arg("min_file_size", "int", help="files smaller than this are compacted (default: the target size)"),
             Arg("z_order_by", "list", help="cluster the rows by these data columns"),
+            Arg(
+                "purge_deletion_vectors",
+                "bool",
+                False,
+                help="rewrite only the files with deletion vectors, without their deleted rows (REORG ... PURGE)",
+            ),
         ),
         metrics=(
             "numAddedFiles",

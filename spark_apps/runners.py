@@ -173,6 +173,7 @@ def optimize(params: dict, spark=None) -> dict:
         target_size=params.get("target_size"),
         min_file_size=params.get("min_file_size"),
         z_order_by=params.get("z_order_by"),
+        purge_deletion_vectors=bool(params.get("purge_deletion_vectors")),
     )
     return _from_command(r, params["table_uri"])
 

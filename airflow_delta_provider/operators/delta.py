@@ -607,6 +607,9 @@ class DeltaOptimizeOperator(DeltaBaseOperator):
     :param target_size: bytes per file written (default ``delta.targetFileSize`` or 128 MiB).
     :param min_file_size: files smaller than this are compacted (default: the target size).
     :param z_order_by: data columns to cluster the rows by (min/max skipping then works on each).
+    :param purge_deletion_vectors: rewrite only the files that carry deletion vectors, without their
+        deleted rows (Delta's ``REORG TABLE ... APPLY (PURGE)``). Without it, files whose vectors
+        remove more than 5% of their rows are rewritten along with the small files.
     :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments (``execution="local"``
         compacts in the worker's threads).
 

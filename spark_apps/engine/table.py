@@ -255,8 +255,9 @@ class DeltaTable:
         target_size: int | None = None,
         min_file_size: int | None = None,
         z_order_by=None,
+        purge_deletion_vectors: bool = False,
     ) -> dict:
-        """Compact small files, or Z-order them (see
+        """Compact small files, or Z-order them, or purge deleted rows (see
         :mod:`airflow_delta_provider_apps.engine.commands.optimize`); in Spark tasks when this table
         has a SparkSession, else in this process."""
         from .commands.optimize import optimize
@@ -268,6 +269,7 @@ class DeltaTable:
             target_size=target_size,
             min_file_size=min_file_size,
             z_order_by=z_order_by,
+            purge_deletion_vectors=purge_deletion_vectors,
         ).to_dict()
 
     def restore(self, version: int | None = None, timestamp=None) -> dict:

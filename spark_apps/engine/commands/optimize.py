@@ -34,7 +34,7 @@ from .base import Command
 from .reads import reads_snapshot_files
 from .result import CommandResult, OptimizeMetrics
 
-__all__ = ["optimize", "plan_bins"]
+__all__ = ["optimize", "plan_bins", "purge_candidates", "MAX_DELETED_ROWS_RATIO"]
 
 
 def _partition_keys(files: pa.Table, partition_columns: list[str]) -> list[tuple]:
@@ -44,11 +44,46 @@ def _partition_keys(files: pa.Table, partition_columns: list[str]) -> list[tuple
     return [tuple(dict(p or {}).get(c) for c in partition_columns) for p in pv]
 
 
+#: a file whose deletion vector removes more than this share of its rows is rewritten by OPTIMIZE
+#: whatever its size (Delta's ``optimize.maxDeletedRowsRatio``)
+MAX_DELETED_ROWS_RATIO = 0.05
+
+
+def purge_candidates(files: pa.Table, ratio: float | None) -> np.ndarray:
+    """Per file, whether it must be rewritten to drop its deleted rows: it has a deletion vector
+    removing more than ``ratio`` of its rows (every file with one when ``ratio`` is None)."""
+    if "deletion_vector" not in files.column_names or files.num_rows == 0:
+        return np.zeros(files.num_rows, dtype=bool)
+    dv = files.column("deletion_vector").combine_chunks()
+    has = np.asarray(pc.is_valid(dv).to_numpy(zero_copy_only=False), dtype=bool)
+    if ratio is None or not has.any():
+        return has
+    from ..expr.skipping import stats_table
+
+    deleted = pc.fill_null(pc.struct_field(dv, "cardinality"), 0).to_numpy(zero_copy_only=False)
+    st = stats_table(files, [])
+    records = st.column("numRecords") if st is not None else pa.nulls(files.num_rows, pa.int64())
+    # a file without numRecords in its stats: purged (its share is not known)
+    records = np.asarray(pc.fill_null(records, 0).to_numpy(zero_copy_only=False), dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(records > 0, deleted / records, 1.0)
+    return has & (share > ratio)
+
+
 def plan_bins(
-    files: pa.Table, partition_columns: list[str], target: int, min_file_size: int, zorder: bool
+    files: pa.Table,
+    partition_columns: list[str],
+    target: int,
+    min_file_size: int,
+    zorder: bool,
+    purge: np.ndarray | None = None,
+    purge_only: bool = False,
 ) -> list[list[int]]:
-    """Row indices of ``files`` per bin (see the module docstring)."""
+    """Row indices of ``files`` per bin (see the module docstring). ``purge`` flags files that must
+    be rewritten whatever their size (their deleted rows dropped), alone if need be; ``purge_only``
+    rewrites only those."""
     sizes = np.asarray(files.column("size").to_numpy(zero_copy_only=False), dtype=np.int64) if files.num_rows else []
+    purge = np.zeros(files.num_rows, dtype=bool) if purge is None else purge
     groups: dict[tuple, list[int]] = {}
     for i, key in enumerate(_partition_keys(files, partition_columns)):
         groups.setdefault(key, []).append(i)
@@ -57,7 +92,8 @@ def plan_bins(
         if zorder:  # z-order rewrites every file of the partition, in one bin
             bins.append(rows)
             continue
-        small = sorted((i for i in rows if sizes[i] < min_file_size), key=lambda i: sizes[i])
+        chosen = (i for i in rows if purge[i] or (not purge_only and sizes[i] < min_file_size))
+        small = sorted(chosen, key=lambda i: sizes[i])
         current, total = [], 0
         for i in small:
             if current and total + sizes[i] > target:
@@ -67,7 +103,7 @@ def plan_bins(
             total += int(sizes[i])
         if current:
             bins.append(current)
-    return [b for b in bins if len(b) > 1 or (zorder and b)]
+    return [b for b in bins if len(b) > 1 or (zorder and b) or (b and purge[b[0]])]
 
 
 def _check_columns(snapshot, z_order_by) -> list[str]:
@@ -116,8 +152,14 @@ def optimize(
     target_size: int | None = None,
     min_file_size: int | None = None,
     z_order_by=None,
+    purge_deletion_vectors: bool = False,
 ) -> CommandResult:
-    """OPTIMIZE the snapshot's table (see the module docstring)."""
+    """OPTIMIZE the snapshot's table (see the module docstring).
+
+    :param purge_deletion_vectors: rewrite only the files with deletion vectors, without their deleted
+        rows (Delta's ``REORG TABLE ... APPLY (PURGE)``); otherwise files whose vectors remove more
+        than :data:`MAX_DELETED_ROWS_RATIO` of their rows are rewritten with the small files
+    """
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
     from ..rewrite import compact_bin
@@ -141,7 +183,14 @@ def optimize(
             )
         files = skip_files(files, snapshot.schema, parts, pred).files
         predicates = [str(partition_filter)]
-    bins = plan_bins(files, parts, target, min_size, bool(zorder))
+    if purge_deletion_vectors and zorder:
+        raise InvalidArgumentError(
+            "purge_deletion_vectors cannot be combined with z_order_by",
+            "a purge rewrites the files with deletion vectors as they are; Z-order rewrites whole partitions",
+            "run them as two OPTIMIZE tasks",
+        )
+    purge = purge_candidates(files, None if purge_deletion_vectors else MAX_DELETED_ROWS_RATIO)
+    bins = plan_bins(files, parts, target, min_size, bool(zorder), purge, purge_only=purge_deletion_vectors)
     metrics = OptimizeMetrics(total_considered_files=files.num_rows, num_batches=len(bins))
     chosen_rows = sorted(i for b in bins for i in b)
     metrics.total_files_skipped = files.num_rows - len(chosen_rows)

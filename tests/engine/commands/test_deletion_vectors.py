@@ -174,3 +174,33 @@ def test_a_deletion_vector_file_has_delta_s_layout(tmp_path):
     assert decode_bitmap(data).tolist() == [3, 50, 99]
     [dv] = [f["deletion_vector"] for f in t.snapshot().files.to_pylist()]
     assert (dv["offset"], dv["sizeInBytes"], dv["cardinality"]) == (1, size, 3)
+
+
+def test_optimize_rewrites_files_with_many_deleted_rows_and_purges_on_demand(tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema="id BIGINT", properties=DV)
+    for k in range(3):  # three files of 100 ids
+        append_arrow(root, pa.table({"id": pa.array(range(k * 100, k * 100 + 100), pa.int64())}))
+    t.delete("id IN (5, 6, 7, 8, 9, 10)")  # 6% of the first file
+    t.delete("id = 150")  # 1% of the second
+    live = sorted(i for i in range(300) if i not in (5, 6, 7, 8, 9, 10, 150))
+
+    def vectors() -> dict:
+        return {f["path"]: f["deletion_vector"] for f in t.snapshot().files.to_pylist()}
+
+    before = vectors()
+    # no file is small (min_file_size=1): only the file over the deleted-rows ratio is rewritten, alone
+    r = t.optimize(min_file_size=1)
+    after = vectors()
+    assert (r["numRemovedFiles"], r["numAddedFiles"]) == (1, 1)
+    assert [p for p in before if p not in after] == [p for p, v in before.items() if v and v["cardinality"] == 6]
+    assert sum(v is not None for v in after.values()) == 1  # the 1% file keeps its vector
+    # purge: every file with a vector, and only those
+    r = t.optimize(purge_deletion_vectors=True)
+    assert (r["numRemovedFiles"], r["numAddedFiles"]) == (1, 1)
+    assert all(v is None for v in vectors().values()) and len(vectors()) == 3
+    assert sorted(read_snapshot_table(t.snapshot()).column("id").to_pylist()) == live
+    assert t.optimize(purge_deletion_vectors=True)["committed"] is False  # nothing left to purge
+    dt = deltalake.DeltaTable(root)
+    theirs = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT id FROM t").read_all())
+    assert sorted(theirs.column("id").to_pylist()) == live
