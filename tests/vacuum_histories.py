@@ -33,7 +33,11 @@ def rows(root: str, version: int | None = None) -> list:
     import deltalake
 
     t = deltalake.DeltaTable(root, version=version) if version is not None else deltalake.DeltaTable(root)
-    return sorted(tuple(r.values()) for r in t.to_pyarrow_table(columns=["id", "v", "p"]).to_pylist())
+    if "deletionVectors" in (t.protocol().reader_features or []):  # its DataFusion scan applies them
+        got = pa.table(deltalake.QueryBuilder().register("t", t).execute("SELECT id, v, p FROM t").read_all())
+    else:
+        got = t.to_pyarrow_table(columns=["id", "v", "p"])
+    return sorted(tuple(r.values()) for r in got.to_pylist())
 
 
 def files(top: str) -> dict:
@@ -53,9 +57,12 @@ def age(root: str, seconds: float) -> None:
         os.utime(path, (t, t))
 
 
-def new_table(tmp_path) -> str:
+def new_table(tmp_path, dv: bool = False) -> str:
+    """The history's table; ``dv``: DELETE and UPDATE write deletion vectors (their files are
+    VACUUM's to keep and remove too)."""
     root = str(tmp_path / "t")
-    create_table(root, schema="id BIGINT, v BIGINT, p STRING", partition_by=["p"])
+    properties = {"delta.enableDeletionVectors": "true"} if dv else None
+    create_table(root, schema="id BIGINT, v BIGINT, p STRING", partition_by=["p"], properties=properties)
     return root
 
 
@@ -86,9 +93,9 @@ def _hostile_commit_is_refused(root: str, t: DeltaTable, outside: str) -> None:
     os.remove(commit)
 
 
-def run_history(tmp_path, history, *, spark=None) -> tuple[str, DeltaTable, str, str]:
+def run_history(tmp_path, history, *, spark=None, dv: bool = False) -> tuple[str, DeltaTable, str, str]:
     """Create a table and apply ``history``; returns (root, table, the outside file, a hidden file)."""
-    root = new_table(tmp_path)
+    root = new_table(tmp_path, dv)
     outside = str(tmp_path / "outside.parquet")
     with open(outside, "wb") as f:
         f.write(b"not the table's")

@@ -37,11 +37,12 @@ from vacuum_histories import rows as _rows  # noqa: E402
     st.integers(0, 3),
     st.integers(0, 4),
     st.sampled_from(["full", "lite"]),
+    st.booleans(),
 )
 def test_vacuum_never_changes_what_a_version_inside_the_retention_reads(
-    tmp_path_factory, history, retention_h, ahead_h, mode
+    tmp_path_factory, history, retention_h, ahead_h, mode, dv
 ):
-    root, t, outside, hidden = run_history(tmp_path_factory.mktemp("v"), history)
+    root, t, outside, hidden = run_history(tmp_path_factory.mktemp("v"), history, dv=dv)
     check_vacuum(root, t, outside, hidden, retention_h, ahead_h, mode)
 
 
