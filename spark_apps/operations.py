@@ -339,6 +339,13 @@ def _merge_how(p: Mapping) -> None:
         raise ValueError(f"clauses: {problem}")
 
 
+def _some_properties(p: Mapping) -> None:
+    if not p.get("properties"):
+        raise ValueError(
+            "properties= must name at least one table property, e.g. {'delta.enableDeletionVectors': 'true'}"
+        )
+
+
 def _version_or_timestamp(p: Mapping) -> None:
     if (p.get("version") is None) == (p.get("timestamp") is None):
         raise ValueError("pass exactly one of version and timestamp")
@@ -574,6 +581,20 @@ _OPERATIONS = (
         ),
         needs_spark=True,
         in_process=True,
+    ),
+    Operation(
+        "set_properties",
+        "SET TBLPROPERTIES",
+        "set table properties, upgrading the protocol to the features they enable (log only)",
+        "airflow_delta_provider_apps.runners:set_properties",
+        args=(
+            Arg(
+                "properties",
+                "dict",
+                help="properties to set, e.g. delta.enableDeletionVectors=true (CLI: --properties JSON)",
+            ),
+        ),
+        checks=(_some_properties,),
     ),
     Operation(
         "restore",

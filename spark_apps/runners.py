@@ -178,6 +178,11 @@ def optimize(params: dict, spark=None) -> dict:
     return _from_command(r, params["table_uri"])
 
 
+def set_properties(params: dict, spark=None) -> dict:
+    r = _table(None, params).set_properties(params["properties"], **_txn(params))
+    return _from_command(r, params["table_uri"])
+
+
 def restore(params: dict, spark=None) -> dict:
     r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"))
     return _from_command(r, params["table_uri"])

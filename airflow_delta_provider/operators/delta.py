@@ -627,6 +627,31 @@ class DeltaOptimizeOperator(DeltaBaseOperator):
     operation = "optimize"
 
 
+class DeltaSetPropertiesOperator(DeltaBaseOperator):
+    """Set table properties in one commit (``SET TBLPROPERTIES``), upgrading the table's protocol to
+    the features they enable: e.g. ``delta.enableDeletionVectors=true`` on an existing table, after
+    which DELETE, UPDATE and MERGE mark rows instead of rewriting files. Unknown ``delta.*`` keys,
+    bad values and features this engine cannot write are refused before anything is committed. Runs
+    in the worker by default (the log only).
+
+    :param table_uri: the table (templated).
+    :param properties: ``{name: value}`` to set (templated).
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+
+    Example::
+
+        enable_dvs = DeltaSetPropertiesOperator(
+            task_id="enable_deletion_vectors",
+            table_uri="/lake/silver/events",
+            properties={"delta.enableDeletionVectors": "true"},
+            conn_id="spark_local",
+        )
+    """
+
+    operation = "set_properties"
+    default_execution = "local"
+
+
 class DeltaRestoreOperator(DeltaBaseOperator):
     """Make the table's live files those of an older version (``RESTORE``), in one commit.
 

@@ -366,30 +366,31 @@ _NEW_TABLE_REFUSED_PROPERTIES = {
 }
 
 
-def protocol_for_new_table(schema_json: dict, configuration: dict | None = None) -> Protocol:
-    """The minimal protocol for a new table with this schema and these properties.
+def requested_features(configuration: dict | None) -> list[str]:
+    """The table features these table properties ask for (``delta.feature.<name>=supported``,
+    ``delta.enableDeletionVectors=true``), in order.
 
-    :raises UnsupportedFeatureError: the properties ask for a feature this engine cannot write.
+    :raises UnsupportedFeatureError: a property asks for a feature this engine cannot write.
     """
     props = TableProperties.of(configuration)
     for key, (value, feature) in _NEW_TABLE_REFUSED_PROPERTIES.items():
         given = props.get(key)
         if given is not None and given.strip().lower() == value:
             raise UnsupportedFeatureError(
-                f"Cannot create the table with {key}={given}",
+                f"Cannot set {key}={given}",
                 f"that enables the '{feature}' feature, which this engine does not implement",
-                f"remove the property, or create the table with an engine that supports '{feature}'",
+                f"remove the property, or use an engine that supports '{feature}'",
             )
     mode = props.column_mapping_mode
     if mode != "none":
         raise UnsupportedFeatureError(
-            f"Cannot create the table with {COLUMN_MAPPING_MODE}={mode}",
+            f"Cannot set {COLUMN_MAPPING_MODE}={mode}",
             "column mapping is not implemented for writing by this engine",
-            "remove the property, or create the table with Spark + delta-spark",
+            "remove the property, or use Spark + delta-spark",
         )
     if props.keys_with_prefix(CONSTRAINT_PREFIX):
         raise UnsupportedFeatureError(
-            "Cannot create the table with CHECK constraints",
+            "Cannot set CHECK constraints (delta.constraints.*)",
             "the 'checkConstraints' feature is not enforced by this engine",
             "remove the delta.constraints.* properties",
         )
@@ -399,11 +400,40 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
             f = canonical_feature(k[len(FEATURE_PREFIX) :])
             if f not in ALLOWED_WRITER_FEATURES:
                 raise UnsupportedFeatureError(
-                    f"Cannot create the table with feature '{f}'",
+                    f"Cannot add the feature '{f}'",
                     f"'{f}' is not a feature this engine can write",
                     f"remove the property {k}",
                 )
             requested.append(f)
+    if props.enable_deletion_vectors and "deletionVectors" not in requested:
+        requested.append("deletionVectors")
+    return requested
+
+
+def upgraded_protocol(protocol: Protocol, wanted: Iterable[str]) -> Protocol:
+    """``protocol`` with the features ``wanted`` added (a table never downgrades): itself when it has
+    them all; else a table-features protocol (writer 7; reader 3 when a reader-writer feature is
+    needed) listing the features its legacy versions implied, then the new ones."""
+    rv, wv = protocol.min_reader_version, protocol.min_writer_version
+    writer = _features(protocol.writer_features) if wv >= 7 else legacy_writer_features(wv)
+    reader = _features(protocol.reader_features) if rv >= 3 else (["columnMapping"] if rv == 2 else [])
+    new = [f for f in dict.fromkeys(wanted) if f not in writer]
+    if not new:
+        return protocol
+    writer = writer + new
+    reader = reader + [f for f in new if f in READER_WRITER_FEATURES and f not in reader]
+    if reader or rv >= 3:
+        return Protocol(min_reader_version=3, min_writer_version=7, reader_features=reader, writer_features=writer)
+    return Protocol(min_reader_version=rv, min_writer_version=7, writer_features=writer)
+
+
+def protocol_for_new_table(schema_json: dict, configuration: dict | None = None) -> Protocol:
+    """The minimal protocol for a new table with this schema and these properties.
+
+    :raises UnsupportedFeatureError: the properties ask for a feature this engine cannot write.
+    """
+    asked = requested_features(configuration)
+    requested = [f for f in asked if f != "deletionVectors"]
     schema = schema_json if isinstance(schema_json, dict) else json.loads(schema_json)
     for f in ("invariants", "generatedColumns", "identityColumns"):
         why = _usage(f, Metadata(id="x", schema_string=json.dumps(schema)))
@@ -413,7 +443,7 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
                 why,
                 "remove that column metadata, or create the table with Spark + delta-spark",
             )
-    if props.enable_deletion_vectors and "deletionVectors" not in requested:
+    if "deletionVectors" in asked:
         requested.append("deletionVectors")
     if schema_has_timestamp_ntz(schema) and "timestampNtz" not in requested:
         requested.append("timestampNtz")

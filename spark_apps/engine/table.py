@@ -272,6 +272,13 @@ class DeltaTable:
             purge_deletion_vectors=purge_deletion_vectors,
         ).to_dict()
 
+    def set_properties(self, properties: dict, **txn_options) -> dict:
+        """Set table properties in one commit, upgrading the protocol to the features they enable
+        (see :mod:`airflow_delta_provider_apps.engine.commands.properties`); no Spark needed."""
+        from .commands.properties import set_properties
+
+        return set_properties(self.snapshot(), properties, **txn_options).to_dict()
+
     def restore(self, version: int | None = None, timestamp=None) -> dict:
         """Make the table's live files those of an older version (see
         :mod:`airflow_delta_provider_apps.engine.commands.restore`); no Spark needed."""

@@ -228,6 +228,28 @@ def test_vacuum_and_restore_operators_run_in_the_worker_by_default(tmp_path, mon
     assert undo["operation"] == "RESTORE" and undo["metrics"]["numRemovedFiles"] == 1 and undo["committed"]
 
 
+def test_set_properties_operator_enables_deletion_vectors_in_the_worker(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaSetPropertiesOperator
+    from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1, 2, 3]}))
+    with pytest.raises(ValueError, match="at least one table property"):
+        DeltaSetPropertiesOperator(task_id="p", table_uri=root, properties={})
+    op = DeltaSetPropertiesOperator(task_id="p", table_uri=root, properties={"delta.enableDeletionVectors": "true"})
+    assert op.execution == "local" and "properties" in op.template_fields
+    out = op.execute({})
+    assert (out["operation"], out["committed"], out["protocol"]["minReaderVersion"]) == ("SET TBLPROPERTIES", True, 3)
+    assert DeltaTable.for_path(None, root).delete("id = 2")["numDeletionVectorsAdded"] == 1
+
+
 def test_asset_events_carry_the_partitions_the_commit_changed(tmp_path):
     """Airflow 3.2+ asset partitions: one event per partition the commit changed data in (the value
     itself for one partition column), none for a commit that changed no data (OPTIMIZE), a table

@@ -222,7 +222,7 @@ def create_table(
         return _already_exists(table_root, existing, if_not_exists, operation)
 
     protocol = features.protocol_for_new_table(delta_schema.to_json(), configuration)
-    configuration = _stored_configuration(configuration, protocol)
+    configuration = stored_configuration(configuration, protocol)
     metadata = Metadata(
         id=Metadata.new_id(),
         schema_string=delta_schema.to_json_string(),
@@ -271,7 +271,7 @@ def create_table(
         return _already_exists(table_root, existing, if_not_exists, operation)
 
 
-def _stored_configuration(configuration: dict, protocol) -> dict:
+def stored_configuration(configuration: dict, protocol) -> dict:
     """The configuration kept in metaData: protocol-only properties are consumed, as delta-spark does.
 
     ``delta.feature.<name>`` only asks for a feature in the protocol; ``delta.minReaderVersion`` /

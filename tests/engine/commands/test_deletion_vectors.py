@@ -204,3 +204,44 @@ def test_optimize_rewrites_files_with_many_deleted_rows_and_purges_on_demand(tmp
     dt = deltalake.DeltaTable(root)
     theirs = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT id FROM t").read_all())
     assert sorted(theirs.column("id").to_pylist()) == live
+
+
+def test_enabling_deletion_vectors_on_an_existing_table_upgrades_its_protocol(tmp_path):
+    from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, UnsupportedFeatureError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema="id BIGINT", properties={"delta.appendOnly": "false"})
+    append_arrow(root, pa.table({"id": pa.array(range(50), pa.int64())}))
+    assert (t.snapshot().protocol.min_reader_version, t.snapshot().protocol.min_writer_version) == (1, 2)
+    # refused before anything is committed: an unknown key, a feature this engine cannot write
+    for bad, error in (
+        ({"delta.enableDeletionVector": "true"}, InvalidArgumentError),
+        ({"delta.enableChangeDataFeed": "true"}, UnsupportedFeatureError),
+        ({"delta.feature.rowTracking": "supported"}, UnsupportedFeatureError),
+    ):
+        with pytest.raises(error):
+            t.set_properties(bad)
+    assert t.version() == 1
+    r = t.set_properties({"delta.enableDeletionVectors": True, "team": "lake"})
+    assert r["committed"] and r["version"] == 2
+    snap = t.snapshot()
+    assert snap.protocol.reader_features == ["deletionVectors"]
+    assert snap.protocol.writer_features == ["appendOnly", "invariants", "deletionVectors"]
+    assert snap.metadata.configuration == {
+        "delta.appendOnly": "false",
+        "delta.enableDeletionVectors": "true",
+        "team": "lake",
+    }
+    assert t.history(limit=1)[0]["operation"] == "SET TBLPROPERTIES"
+    assert t.set_properties({"team": "lake"})["committed"] is False  # nothing changes: no commit
+    files = _data_files(root)
+    assert t.delete("id % 7 = 0")["numDeletionVectorsAdded"] == 1
+    assert _data_files(root) == files
+    live = [i for i in range(50) if i % 7]
+    dt = deltalake.DeltaTable(root)
+    theirs = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT id FROM t").read_all())
+    assert (
+        sorted(theirs.column("id").to_pylist())
+        == live
+        == sorted(read_snapshot_table(t.snapshot()).column("id").to_pylist())
+    )
