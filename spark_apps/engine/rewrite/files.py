@@ -503,6 +503,22 @@ def _is_number(t) -> bool:
     return t.name in n.INTEGRAL or t.name in n.FRACTIONAL or isinstance(t, n.DecimalType)
 
 
+def _on_one_scale(c: n.Column, lo_arr, hi_arr, values: list) -> tuple | None:
+    """A numeric, date or timestamp column's file bounds and ``values`` as float64 on one scale;
+    None when a bound or a value is unknown there (or NaN)."""
+    try:
+        lo, hi = numbers(lo_arr), numbers(hi_arr)
+        if _is_number(c.type):  # (decimal bounds are float64: see stats_table)
+            v = np.array([float(x) for x in values])
+        else:  # dates and timestamps: on the bounds' scale
+            v = numbers(pa.array(values, lo_arr.type))
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    if lo is None or hi is None or v is None or np.isnan(v).any():
+        return None
+    return lo, hi, v
+
+
 def _column(e: Expr) -> Expr:
     """The column under numeric casts (``CAST(short_col AS INT)``, float to double, decimal to
     decimal: they keep the order of values, so the column's bounds still apply), else ``e``."""
@@ -618,16 +634,10 @@ class _Estimate:
             return None
         name = c.type.name
         if name in _NUMERIC or isinstance(c.type, n.DecimalType):
-            try:
-                lo, hi = numbers(lo_arr), numbers(hi_arr)
-                if _is_number(c.type):  # (decimal bounds are float64: see stats_table)
-                    v = np.array([float(x) for x in values])
-                else:  # dates and timestamps: on the bounds' scale
-                    v = numbers(pa.array(values, lo_arr.type))
-            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            scaled = _on_one_scale(c, lo_arr, hi_arr, values)
+            if scaled is None:
                 return None
-            if lo is None or hi is None or v is None or np.isnan(v).any():
-                return None
+            lo, hi, v = scaled
             v = np.sort(v)
             with np.errstate(invalid="ignore", divide="ignore"):
                 if name in _DISCRETE:  # each value inside holds 1/width of the file's rows
@@ -667,16 +677,10 @@ class _Estimate:
             return None
         name = c.type.name
         if name in _NUMERIC or isinstance(c.type, n.DecimalType):
-            try:
-                lo, hi = numbers(lo_arr), numbers(hi_arr)
-                if _is_number(c.type):  # (decimal bounds are float64: see stats_table)
-                    v = np.array([float(lit.value)])
-                else:  # dates and timestamps: on the bounds' scale
-                    v = numbers(pa.array([lit.value], lo_arr.type))
-            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            scaled = _on_one_scale(c, lo_arr, hi_arr, [lit.value])
+            if scaled is None:
                 return None
-            if lo is None or hi is None or v is None or np.isnan(v[0]):
-                return None
+            lo, hi, v = scaled
             return self._range_share(lo, hi, float(v[0]), op, discrete=name in _DISCRETE) * self.non_null_share(c)
         if name == "string" and isinstance(lit.value, str):
             lo_s, hi_s = lo_arr.to_pylist(), hi_arr.to_pylist()
