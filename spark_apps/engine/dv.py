@@ -262,7 +262,11 @@ def _encode_roaring32(low: np.ndarray) -> bytes:
 
 def encode_bitmap(rows: np.ndarray) -> bytes:
     """Row indexes -> serialized DV (magic + roaring64 portable), what :func:`decode_bitmap` reads."""
-    rows = np.unique(np.asarray(rows, dtype=np.uint64))
+    return _encode_unique(np.unique(np.asarray(rows, dtype=np.uint64)))
+
+
+def _encode_unique(rows: np.ndarray) -> bytes:
+    """:func:`encode_bitmap` of sorted unique uint64 row indexes."""
     highs, starts = np.unique((rows >> np.uint64(32)).astype(np.uint32), return_index=True)
     ends = np.append(starts[1:], len(rows))
     out = [struct.pack("<IQ", MAGIC, len(highs))]
@@ -278,7 +282,8 @@ def write_dv_file(storage: Storage, table_root: str, rows: np.ndarray) -> dict:
     form, camelCase keys). A file that is never committed is an orphan VACUUM removes."""
     from .paths import new_file_location
 
-    data = encode_bitmap(rows)
+    rows = np.unique(np.asarray(rows, dtype=np.uint64))
+    data = _encode_unique(rows)
     u = uuid.uuid4()
     framed = b"\x01" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data) & 0xFFFFFFFF)
     storage.write_bytes(new_file_location(table_root, f"deletion_vector_{u}.bin"), framed)
@@ -287,5 +292,5 @@ def write_dv_file(storage: Storage, table_root: str, rows: np.ndarray) -> dict:
         "pathOrInlineDv": z85_encode(u.bytes),
         "offset": 1,
         "sizeInBytes": len(data),
-        "cardinality": int(len(np.unique(np.asarray(rows, dtype=np.uint64)))),
+        "cardinality": len(rows),
     }

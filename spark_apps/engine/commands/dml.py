@@ -45,8 +45,7 @@ __all__ = [
     "removes_for",
     "rewrite_candidates",
     "apply_outcomes",
-    "with_deletion_vectors",
-    "deletion_vector_counts",
+    "kept_with_deletion_vectors",
 ]
 
 
@@ -170,21 +169,16 @@ def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metri
     touched = [o for o in outcomes if o.touched]
     touched_paths = pa.array([o.path for o in touched], pa.string())
     removed = candidates.filter(pc.is_in(candidates.column("path"), value_set=touched_paths))
-    adds = [w.add for o in touched for w in o.written]
-    new_dvs = {o.path: o.deletion_vector for o in touched if o.deletion_vector is not None}
-    replaced = removed  # the files that leave the table (not re-added with a deletion vector)
-    if any(o.marked for o in touched):
-        kept = pc.is_in(removed.column("path"), value_set=pa.array(list(new_dvs), pa.string()))
-        replaced = removed.filter(pc.invert(kept))
-        (
-            metrics.num_deletion_vectors_added,
-            metrics.num_deletion_vectors_updated,
-            metrics.num_deletion_vectors_removed,
-        ) = deletion_vector_counts(removed, kept)
-        adds += with_deletion_vectors(removed.filter(kept), new_dvs)
-    metrics.num_removed_files = replaced.num_rows
-    metrics.num_removed_bytes = _sum(replaced, "size")
     written_files = [w.add for o in touched for w in o.written]
+    adds, leaving = list(written_files), removed  # leaving: not added back with a deletion vector
+    if any(o.marked for o in touched):
+        new_dvs = {o.path: o.deletion_vector for o in touched if o.deletion_vector is not None}
+        re_adds, leaving, counts = kept_with_deletion_vectors(removed, new_dvs)
+        adds += re_adds
+        metrics.num_deletion_vectors_added, metrics.num_deletion_vectors_updated = counts[:2]
+        metrics.num_deletion_vectors_removed = counts[2]
+    metrics.num_removed_files = leaving.num_rows
+    metrics.num_removed_bytes = _sum(leaving, "size")
     metrics.num_added_files = len(written_files)
     metrics.num_added_bytes = sum(a.size for a in written_files)
     matched = sum(o.num_matched for o in touched)
@@ -218,6 +212,15 @@ def with_deletion_vectors(files: pa.Table, new_dvs: dict) -> list:
         dv = DeletionVectorDescriptor.from_json(new_dvs[add.path])
         out.append(dataclasses.replace(add, deletion_vector=dv, stats=stats, data_change=True))
     return out
+
+
+def kept_with_deletion_vectors(removed: pa.Table, new_dvs: dict) -> tuple[list, pa.Table, tuple[int, int, int]]:
+    """What becomes of the files a command removed (rows of ``snapshot.files``) when some of them
+    got a new deletion vector (``new_dvs``: path -> descriptor): their re-adds with it, the files
+    that leave the table, and Delta's deletion-vector counts (added, updated, removed)."""
+    kept = pc.is_in(removed.column("path"), value_set=pa.array(list(new_dvs), pa.string()))
+    re_adds = with_deletion_vectors(removed.filter(kept), new_dvs)
+    return re_adds, removed.filter(pc.invert(kept)), deletion_vector_counts(removed, kept)
 
 
 def deletion_vector_counts(removed: pa.Table, kept: pa.Array) -> tuple[int, int, int]:

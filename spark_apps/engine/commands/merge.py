@@ -474,7 +474,7 @@ def merge(
         source_key_values,
     )
     from ..writer import table_write_spec
-    from .dml import deletion_vector_counts, removes_for, with_deletion_vectors
+    from .dml import kept_with_deletion_vectors, removes_for
 
     if spark is None:
         raise InvalidArgumentError(
@@ -561,20 +561,15 @@ def merge(
     report("MERGE", "rewritten", files=len(outcome.touched), written=outcome.rows_written)
     touched = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(outcome.touched, pa.string())))
     removes = removes_for(touched)
-    adds = list(outcome.adds)
-    left = len(removes)  # the files that leave the table (not kept with a new deletion vector)
-    if outcome.deletion_vectors:
-        kept = pc.is_in(touched.column("path"), value_set=pa.array(list(outcome.deletion_vectors), pa.string()))
-        adds += with_deletion_vectors(touched.filter(kept), outcome.deletion_vectors)
-        left -= len(outcome.deletion_vectors)
-        (
-            metrics.num_target_deletion_vectors_added,
-            metrics.num_target_deletion_vectors_updated,
-            metrics.num_target_deletion_vectors_removed,
-        ) = deletion_vector_counts(touched, kept)
-    metrics.num_target_files_removed = left
-    metrics.num_target_files_added = len(adds) - len(outcome.deletion_vectors)
-    metrics.num_target_bytes_removed = int(sum(r.size or 0 for r in removes if r.path not in outcome.deletion_vectors))
+    adds, leaving = list(outcome.adds), touched  # leaving: not added back with a deletion vector
+    if spec.deletion_vectors and prepared is not None:  # file by file: rows marked, files kept
+        re_adds, leaving, counts = kept_with_deletion_vectors(touched, outcome.deletion_vectors)
+        adds += re_adds
+        metrics.num_target_deletion_vectors_added, metrics.num_target_deletion_vectors_updated = counts[:2]
+        metrics.num_target_deletion_vectors_removed = counts[2]
+    metrics.num_target_files_removed = leaving.num_rows
+    metrics.num_target_files_added = len(outcome.adds)
+    metrics.num_target_bytes_removed = int(pc.sum(leaving.column("size")).as_py() or 0) if leaving.num_rows else 0
     metrics.num_target_bytes_added = int(sum(a.size or 0 for a in outcome.adds))
     metrics.num_target_rows_copied = (
         outcome.rows_written - metrics.num_target_rows_updated - (metrics.num_target_rows_inserted)

@@ -22,6 +22,10 @@ of two plans, chosen per file on the driver from its min/max stats (:func:`likel
   match. No match: the file is untouched, nothing is written, its other columns are never read. A
   match: the file is rewritten as in one pass (its predicate columns are read a second time).
 
+On a table that writes deletion vectors (``RewriteSpec.deletion_vectors``) neither plan runs: one
+read finds the physical indexes of the matching rows, which join the file's vector
+(:meth:`_File.mark`); only UPDATE's new row versions are written.
+
 An untouched file yields no written file and must not be removed. Counts come out of the passes
 themselves (rows in the file, rows matched, rows written), so a command never reads data again to
 compute its metrics. In this process the files are rewritten in parallel, by a pool of
@@ -45,7 +49,16 @@ from ..expr import nodes as n
 from ..expr.nodes import Expr
 from ..threads import ThreadPool
 from ..writer import TableWriter, WriteSpec, WrittenFile
-from .common import LIKELY_MATCHES, FileOutcome, discard, has_deletion_vector, notify, numbers, scatter
+from .common import (
+    LIKELY_MATCHES,
+    FileOutcome,
+    discard,
+    has_deletion_vector,
+    marked_deletion_vector,
+    notify,
+    numbers,
+    scatter,
+)
 
 __all__ = ["RewriteSpec", "Bound", "rewrite_file", "rewrite_files", "likely_touched"]
 
@@ -57,8 +70,8 @@ class RewriteSpec:
 
     :param predicate: the bound condition (None: every row matches)
     :param updates: UPDATE's ``((column, bound expression), ...)``; empty for DELETE
-    :param deletion_vectors: a DELETE marks the matching rows in the file's deletion vector
-        (merge-on-read) instead of writing the file again
+    :param deletion_vectors: DELETE and UPDATE mark the matching rows in the file's deletion vector
+        (merge-on-read; UPDATE writes the new row versions alone) instead of writing the file again
     """
 
     write: WriteSpec
@@ -235,7 +248,6 @@ class _File:
         join the file's deletion vector, written as a new file; UPDATE writes the new versions of
         those rows, and only them, to new data files. A file left with no live row is removed
         whole instead (``fully_deleted``)."""
-        from ..dv import deleted_row_indexes, write_dv_file
         from ..expr.skipping import row_groups_may_match
         from ..reader import ROW_INDEX
 
@@ -285,14 +297,11 @@ class _File:
         if not out.num_matched:
             return
         started = time.perf_counter_ns()
-        new = np.concatenate(matched).astype(np.uint64)
-        if has_deletion_vector(self.deletion_vector):
-            old = deleted_row_indexes(self.storage, self.spec.write.table_uri, self.deletion_vector)
-            new = np.union1d(old, new)
-        if len(new) >= physical:
-            out.fully_deleted = True
-        else:
-            out.deletion_vector = write_dv_file(self.storage, self.spec.write.table_uri, new)
+        table_uri = self.spec.write.table_uri
+        vector = marked_deletion_vector(
+            self.storage, table_uri, self.deletion_vector, np.concatenate(matched), physical
+        )
+        out.deletion_vector, out.fully_deleted = vector, vector is None
         clock.write += time.perf_counter_ns() - started
 
     def rewrite(self) -> None:

@@ -37,7 +37,7 @@ from ..commands.merge_clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr import nodes as n
 from ..writer import TableWriter, WriteSpec, WrittenFile
-from .common import LIKELY_MATCHES, FileOutcome, discard, has_deletion_vector, numbers, scatter
+from .common import LIKELY_MATCHES, FileOutcome, discard, marked_deletion_vector, numbers, scatter
 
 __all__ = [
     "MergeFilesSpec",
@@ -449,7 +449,7 @@ class PreparedMerge:
 # one file
 
 
-def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, columns, *, row_index: bool = False):
+def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, columns, *, row_index=False, row_groups=None):
     from ..reader import iter_data_file_batches
 
     return iter_data_file_batches(
@@ -463,6 +463,7 @@ def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, column
         dv,
         column_mapping_mode=prepared.spec.column_mapping_mode,
         row_index=row_index,
+        row_groups=row_groups,
     )
 
 
@@ -506,8 +507,14 @@ def merge_file(
     dvs = prepared.spec.deletion_vectors
     from ..reader import ROW_INDEX
 
+    physical = 0
+
+    def footer(metadata):  # the file's physical row count (a deletion vector indexes those); read every group
+        nonlocal physical
+        physical = metadata.num_rows
+
     try:
-        for batch in _stream(prepared, storage, path, pv, deletion_vector, None, row_index=dvs):
+        for batch in _stream(prepared, storage, path, pv, deletion_vector, None, row_index=dvs, row_groups=footer):
             if not batch.num_rows:
                 continue
             if dvs:
@@ -527,7 +534,10 @@ def merge_file(
             discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written)])
             written = []
         elif dvs:
-            _mark(prepared, storage, deletion_vector, np.concatenate(marked), rows, out)
+            vector = marked_deletion_vector(
+                storage, prepared.spec.write.table_uri, deletion_vector, np.concatenate(marked), physical
+            )
+            out.deletion_vector, out.fully_deleted = vector, vector is None
     except BaseException:
         discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written)])
         raise
@@ -537,20 +547,6 @@ def merge_file(
     out.written = written
     out.rewrite_ms = (time.perf_counter_ns() - started) // 1_000_000 - out.probe_ms
     return out
-
-
-def _mark(prepared: PreparedMerge, storage, old, rows: np.ndarray, live: int, out: MergeFileOutcome) -> None:
-    """The changed rows join the file's deletion vector (``old``), written as a new file; a file
-    left with no live row (of the ``live`` it had) is removed whole instead."""
-    from ..dv import deleted_row_indexes, write_dv_file
-
-    table_uri = prepared.spec.write.table_uri
-    before = deleted_row_indexes(storage, table_uri, old) if has_deletion_vector(old) else np.empty(0, np.uint64)
-    rows = np.union1d(before, rows.astype(np.uint64))
-    if len(rows) >= live + len(before):  # every physical row of the file
-        out.fully_deleted = True
-    else:
-        out.deletion_vector = write_dv_file(storage, table_uri, rows)
 
 
 def merge_files(
