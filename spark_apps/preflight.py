@@ -173,9 +173,17 @@ def _source_schema(params: Mapping, target=None):
         from .engine.values import parse_version
 
         where = table_location(str(source))
-        version = (params.get("source_options") or {}).get("versionAsOf")
+        options = params.get("source_options") or {}
+        version = options.get("versionAsOf")
         version = parse_version(version, "versionAsOf") if version is not None else None
-        return load_snapshot(storage_for(where), where, version=version).schema
+        schema = load_snapshot(storage_for(where), where, version=version).schema
+        if str(options.get("readChangeFeed", "")).lower() == "true":  # the change feed's columns too
+            from .engine.cdf import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+            from .engine.schema import PrimitiveType, StructField
+
+            extra = ((CHANGE_TYPE, "string"), (COMMIT_VERSION, "long"), (COMMIT_TIMESTAMP, "timestamp"))
+            schema = StructType([*schema.fields, *(StructField(n, PrimitiveType(t)) for n, t in extra)])
+        return schema
     if fmt == "parquet":
         import pyarrow.dataset as ds
 

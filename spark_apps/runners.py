@@ -8,6 +8,7 @@ or None for operations that do not need one (:attr:`~airflow_delta_provider_apps
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from .engine.errors import DeltaError, InvalidArgumentError
@@ -80,8 +81,60 @@ def spark_error(e: Exception, what: str) -> DeltaError:
     return DeltaError(what, msg[:500], "see the Spark log for details")
 
 
-def read_source(spark, params: dict):
-    """The source DataFrame of write / create-as-select."""
+#: Delta's reader options for a change feed source (``source_format="delta"``)
+CHANGE_FEED_OPTIONS = ("readChangeFeed", "startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp")
+
+
+@dataclasses.dataclass
+class Source:
+    """A command's source: the DataFrame, and for a change feed the range it reads (``feed``) and
+    the watermark the target's commit records (``(app id, ending version)``), so that the next run
+    starts after it: each version's changes reach the target exactly once."""
+
+    df: object
+    watermark: tuple | None = None
+    feed: dict | None = None
+
+
+def read_changes(spark, source: str, options: dict, target_uri: str | None) -> Source:
+    """A Delta table's change feed as a source (``readChangeFeed``): versions ``startingVersion`` (or
+    ``startingTimestamp``, default 0) to ``endingVersion`` (``endingTimestamp``, default the latest),
+    starting after the last version the target already consumed from that table (the ``txn`` version
+    of application ``delta-changes:<source table id>`` in the target's log). Nothing new: an empty
+    source, and no watermark to record."""
+    from .engine import DeltaTable, cdf
+    from .engine.values import parse_version
+
+    src = DeltaTable.for_path(spark, source)
+    start, end = options.get("startingVersion"), options.get("endingVersion")
+    start = parse_version(start, "startingVersion") if start is not None else None
+    end = parse_version(end, "endingVersion") if end is not None else None
+    start, end, _ = cdf.resolve_range(
+        src.storage, src.table_uri, start, end, options.get("startingTimestamp"), options.get("endingTimestamp")
+    )
+    snap = src.snapshot(version=end)
+    app = f"delta-changes:{snap.metadata.id}"
+    consumed = None
+    if target_uri:
+        target = DeltaTable(None, target_uri)
+        if target.exists():
+            txn = target.snapshot().set_transactions.get(app)
+            consumed = txn.version if txn is not None else None
+    if consumed is not None:
+        start = max(start, consumed + 1)
+    feed = {"source": source, "startingVersion": start, "endingVersion": end, "consumedBefore": consumed}
+    if start > end:  # everything up to `end` already reached the target
+        plan = cdf.ChangePlan(
+            snap.table_root, start, end, snap.schema, list(snap.metadata.partition_columns or []), "none"
+        )
+        from .engine.spark.scan import changes_dataframe
+
+        return Source(changes_dataframe(spark, plan), None, feed)
+    return Source(src.changes_df(start, end), (app, end), feed)
+
+
+def read_source(spark, params: dict) -> Source:
+    """The source of write / create-as-select / merge (a change feed: :func:`read_changes`)."""
     from .engine.storage import is_local, normalize_table_uri
 
     source = params.get("source")
@@ -99,6 +152,16 @@ def read_source(spark, params: dict):
         raise InvalidArgumentError(
             f"Source '{source}' not found", "no file or directory at that path", "check --source"
         )
+    if fmt == "delta" and str(options.get("readChangeFeed", "")).lower() == "true":
+        feed = {k: v for k, v in options.items() if k in CHANGE_FEED_OPTIONS}
+        unknown = sorted(set(options) - set(feed))
+        if unknown:
+            raise InvalidArgumentError(
+                f"Unknown change feed option(s) {unknown}",
+                f"a change feed source takes {', '.join(CHANGE_FEED_OPTIONS)}",
+                "drop the other options",
+            )
+        return read_changes(spark, source, feed, params.get("table_uri"))
     if fmt == "delta":
         from .engine import DeltaTable
         from .engine.values import parse_version
@@ -106,27 +169,27 @@ def read_source(spark, params: dict):
         version = options.pop("versionAsOf", None)
         ts = options.pop("timestampAsOf", None)
         version = parse_version(version, "versionAsOf") if version is not None else None
-        return DeltaTable.for_path(spark, source).to_df(version=version, timestamp=ts)
+        return Source(DeltaTable.for_path(spark, source).to_df(version=version, timestamp=ts))
     if fmt == "csv":
         options = {"header": "true", "inferSchema": "true", **options}
     try:
-        return spark.read.format(fmt).options(**options).load(source)
+        return Source(spark.read.format(fmt).options(**options).load(source))
     except Exception as e:
         raise spark_error(e, f"Cannot read source '{source}' as {fmt}") from None
 
 
-def read_source_spec(spark, params: dict):
+def read_source_spec(spark, params: dict) -> Source:
     """The source of write / create-as-select / merge: ``source`` read as ``source_format``, then
     ``source_query`` (Spark SQL) over it as the temporary view ``source``; a query alone reads what
     it names itself (e.g. ``parquet.`/path```)."""
-    df = read_source(spark, params) if params.get("source") else None
+    src = read_source(spark, params) if params.get("source") else Source(None)
     query = params.get("source_query")
     if not query:
-        return df
-    if df is not None:
-        df.createOrReplaceTempView("source")
+        return src
+    if src.df is not None:
+        src.df.createOrReplaceTempView("source")
     try:
-        return spark.sql(query)
+        return dataclasses.replace(src, df=spark.sql(query))
     except Exception as e:
         raise spark_error(e, "Cannot run source_query") from None
 
@@ -197,7 +260,7 @@ def create_table(params: dict, spark=None) -> dict:
 
     uri = params["table_uri"]
     kept = spark is None and params.get("if_not_exists")  # settled by the log: a kept table's source is not read
-    source_df = None if kept else read_source_spec(spark, params)
+    source_df = None if kept else read_source_spec(spark, params).df
     t = DeltaTable.create(
         spark,
         uri,
@@ -218,7 +281,8 @@ def create_table(params: dict, spark=None) -> dict:
 def write(params: dict, spark=None) -> dict:
     uri = params["table_uri"]
     t = _table(spark, params)
-    df = read_source_spec(spark, params)
+    src = read_source_spec(spark, params)
+    df, fed = src.df, {"watermark": src.watermark}
     if (params.get("mode") or "append") == "overwrite":
         r = t.overwrite(
             df,
@@ -228,6 +292,7 @@ def write(params: dict, spark=None) -> dict:
             merge_schema=bool(params.get("merge_schema")),
             target_file_size=params.get("target_file_size"),
             **_txn(params),
+            **fed,
         )
     else:
         r = t.append(
@@ -236,8 +301,9 @@ def write(params: dict, spark=None) -> dict:
             target_file_size=params.get("target_file_size"),
             on_rerun=params.get("rerun") or "apply",
             **_txn(params),
+            **fed,
         )
-    return _from_command(r, uri)
+    return _from_command(r, uri, **_feed(src))
 
 
 def delete(params: dict, spark=None) -> dict:
@@ -246,11 +312,12 @@ def delete(params: dict, spark=None) -> dict:
 
 def merge(params: dict, spark=None) -> dict:
     t = _table(spark, params)
-    df = read_source_spec(spark, params)
+    src = read_source_spec(spark, params)
+    df, fed = src.df, {"watermark": src.watermark}
     merge_schema = bool(params.get("merge_schema"))
     if params.get("key_columns"):
         keys = params["key_columns"]
-        r = t.upsert(df, keys, dedupe_by=params.get("dedupe_by"), merge_schema=merge_schema, **_txn(params))
+        r = t.upsert(df, keys, dedupe_by=params.get("dedupe_by"), merge_schema=merge_schema, **_txn(params), **fed)
     else:
         b = t.merge(
             df,
@@ -261,8 +328,13 @@ def merge(params: dict, spark=None) -> dict:
         )
         for c in params.get("clauses") or []:
             b = b.clause(**c)
-        r = b.execute(**_txn(params))
-    return _from_command(r, params["table_uri"])
+        r = b.execute(**_txn(params), **fed)
+    return _from_command(r, params["table_uri"], **_feed(src))
+
+
+def _feed(src: Source) -> dict:
+    """The result's ``changes`` field: the change feed range a command read (none for other sources)."""
+    return {"changes": src.feed} if src.feed is not None else {}
 
 
 def update(params: dict, spark=None) -> dict:

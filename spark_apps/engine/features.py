@@ -16,7 +16,8 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   appendOnly          always (the transaction refuses removes when ``delta.appendOnly=true``)
   invariants          no column (nested ones included) carries ``delta.invariants`` metadata
   checkConstraints    no ``delta.constraints.*`` table property
-  changeDataFeed      ``delta.enableChangeDataFeed`` is not ``true``
+  changeDataFeed      always (DELETE, UPDATE and MERGE write change data files when
+                      ``delta.enableChangeDataFeed`` is true)
   generatedColumns    no column carries ``delta.generationExpression``
   identityColumns     no column carries ``delta.identity.*`` metadata
   columnMapping       ``delta.columnMapping.mode`` absent or ``none``
@@ -48,7 +49,6 @@ from .actions import Metadata, Protocol
 from .config import (
     COLUMN_MAPPING_MODE,
     CONSTRAINT_PREFIX,
-    ENABLE_CHANGE_DATA_FEED,
     ENABLE_IN_COMMIT_TIMESTAMPS,
     FEATURE_PREFIX,
     TableProperties,
@@ -197,8 +197,6 @@ def _usage(feature: str, metadata: Metadata | None) -> str | None:
     if feature == "checkConstraints":
         keys = props.keys_with_prefix(CONSTRAINT_PREFIX)
         return f"the table has CHECK constraints {keys}" if keys else None
-    if feature == "changeDataFeed":
-        return f"{ENABLE_CHANGE_DATA_FEED}=true" if props.enable_change_data_feed else None
     if feature == "generatedColumns":
         cols = _columns_with_metadata(schema, "delta.generationExpression")
         return f"column(s) {cols} are generated columns" if cols else None
@@ -316,6 +314,11 @@ def writes_deletion_vectors(protocol: Protocol, metadata: Metadata | None) -> bo
     )
 
 
+def writes_change_data(metadata: Metadata | None) -> bool:
+    """Whether commands write the change data feed's files (``delta.enableChangeDataFeed=true``)."""
+    return metadata is not None and TableProperties.of(metadata).enable_change_data_feed
+
+
 # aliases matching docs/design.md
 check_can_read = check_read_supported
 check_can_write = check_write_supported
@@ -357,7 +360,6 @@ _REMOVE_HINT = {
 }
 
 _NEW_TABLE_REFUSED_PROPERTIES = {
-    ENABLE_CHANGE_DATA_FEED: ("true", "changeDataFeed"),
     "delta.enableRowTracking": ("true", "rowTracking"),
     ENABLE_IN_COMMIT_TIMESTAMPS: ("true", "inCommitTimestamp"),
     "delta.enableTypeWidening": ("true", "typeWidening"),
@@ -368,7 +370,7 @@ _NEW_TABLE_REFUSED_PROPERTIES = {
 
 def requested_features(configuration: dict | None) -> list[str]:
     """The table features these table properties ask for (``delta.feature.<name>=supported``,
-    ``delta.enableDeletionVectors=true``), in order.
+    ``delta.enableDeletionVectors=true``, ``delta.enableChangeDataFeed=true``), in order.
 
     :raises UnsupportedFeatureError: a property asks for a feature this engine cannot write.
     """
@@ -407,6 +409,8 @@ def requested_features(configuration: dict | None) -> list[str]:
             requested.append(f)
     if props.enable_deletion_vectors and "deletionVectors" not in requested:
         requested.append("deletionVectors")
+    if props.enable_change_data_feed and "changeDataFeed" not in requested:
+        requested.append("changeDataFeed")
     return requested
 
 

@@ -28,56 +28,11 @@ writer_features}, configuration, id, name, description, created_time (plus table
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import math
 
 from .errors import InvalidArgumentError, TableNotFoundError
 from .storage import storage_for, table_location
-from .values import parse_version
-
-
-def parse_timestamp_ms(value) -> int:
-    """Epoch milliseconds of a time-travel timestamp.
-
-    Accepts an int/float (epoch ms), a ``datetime`` (naive = UTC), a ``date`` (midnight UTC), or
-    a string: digits (epoch ms) or ISO-8601 / Spark style (``2024-01-31``, ``2024-01-31 12:00:00``,
-    ``2024-01-31T12:00:00.123Z``, ``...+02:00``); a string without a zone is UTC.
-
-    :raises InvalidArgumentError: anything else
-    """
-    if isinstance(value, bool):
-        raise InvalidArgumentError(f"Cannot use {value!r} as a timestamp", None, "pass epoch ms or an ISO timestamp")
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):  # int() of nan/inf raised a bare error
-            raise InvalidArgumentError(
-                f"Cannot use {value!r} as a timestamp", "it is not a finite number", "pass epoch ms or an ISO timestamp"
-            )
-        return int(value)
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.UTC)
-        return int(value.timestamp() * 1000)
-    if isinstance(value, _dt.date):
-        return int(_dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC).timestamp() * 1000)
-    if isinstance(value, str):
-        s = value.strip()
-        if s.lstrip("-").isdigit():
-            return int(s)
-        t = s.replace(" ", "T", 1)
-        if t.endswith("Z") or t.endswith("z"):
-            t = t[:-1] + "+00:00"
-        try:
-            parsed = _dt.datetime.fromisoformat(t)
-        except ValueError:
-            parsed = None
-        if parsed is not None:
-            return parse_timestamp_ms(parsed)
-    raise InvalidArgumentError(
-        f"Cannot parse timestamp {value!r}",
-        "expected epoch milliseconds or an ISO-8601 timestamp",
-        "pass e.g. '2024-01-31 12:00:00' (UTC), '2024-01-31T12:00:00+02:00' or 1706702400000",
-    )
+from .values import parse_timestamp_ms, parse_version
 
 
 class DeltaTable:
@@ -313,6 +268,42 @@ class DeltaTable:
             check_time_travel(snap)
         return to_dataframe(spark, snap, predicate=predicate, columns=list(columns) if columns else None)
 
+    def changes(
+        self,
+        start=None,
+        end=None,
+        *,
+        start_timestamp=None,
+        end_timestamp=None,
+        columns=None,
+    ):
+        """The change data feed between versions ``start`` and ``end`` (inclusive; default 0 and the
+        latest), or between commit timestamps: the changed rows with ``_change_type``,
+        ``_commit_version`` and ``_commit_timestamp``, as a stream of bounded batches (see
+        :mod:`.cdf`), a ``pyarrow.RecordBatchReader``. A bad range, or a version without the feed, is
+        refused before any file is read."""
+        import pyarrow as pa
+
+        from . import cdf
+
+        plan = cdf.plan_changes(
+            self.storage, self.table_uri, start, end, start_timestamp=start_timestamp, end_timestamp=end_timestamp
+        )
+        reader = cdf.ChangeReader(plan, list(columns) if columns else None)
+        batches = (b for f in plan.files for b in reader.batches(self.storage, f))
+        return pa.RecordBatchReader.from_batches(reader.schema, batches)
+
+    def changes_df(self, start=None, end=None, *, start_timestamp=None, end_timestamp=None, columns=None):
+        """:meth:`changes` as a pyspark DataFrame, read in Spark tasks."""
+        from . import cdf
+        from .spark.scan import changes_dataframe
+
+        spark = self._need_spark("Reading the table's changes")
+        plan = cdf.plan_changes(
+            self.storage, self.table_uri, start, end, start_timestamp=start_timestamp, end_timestamp=end_timestamp
+        )
+        return changes_dataframe(spark, plan, list(columns) if columns else None)
+
     def append(
         self,
         df,
@@ -323,6 +314,7 @@ class DeltaTable:
         target_file_size: int | None = None,
         merge_schema: bool = False,
         on_rerun: str = "apply",
+        watermark: tuple[str, int] | None = None,
     ) -> dict:
         """Append of ``df`` with schema enforcement (see :mod:`airflow_delta_provider_apps.engine.commands.write`).
 
@@ -347,6 +339,7 @@ class DeltaTable:
             target_file_size=target_file_size,
             merge_schema=merge_schema,
             on_rerun=on_rerun,
+            watermark=watermark,
         ).to_dict()
 
     def overwrite(
@@ -361,6 +354,7 @@ class DeltaTable:
         app_version: int | None = None,
         user_metadata: str | None = None,
         target_file_size: int | None = None,
+        watermark: tuple[str, int] | None = None,
     ) -> dict:
         """Replace the table's rows with ``df``'s in one commit: all of them, those matching
         ``replace_where`` (every written row must match it), or with ``partition_overwrite_mode="dynamic"``
@@ -380,6 +374,7 @@ class DeltaTable:
             app_version=app_version,
             user_metadata=user_metadata,
             target_file_size=target_file_size,
+            watermark=watermark,
         ).to_dict()
 
     # ------------------------------------------------------------------ DML
@@ -453,6 +448,7 @@ class DeltaTable:
         app_id=None,
         app_version=None,
         user_metadata=None,
+        watermark=None,
     ) -> dict:
         """Upsert ``source`` by ``key_columns``: update every column of matched rows, insert the rest.
 
@@ -470,7 +466,7 @@ class DeltaTable:
         b = self.merge(source, on, merge_schema=merge_schema).when_matched_update_all().when_not_matched_insert_all()
         if dedupe_by is None:  # the merge refuses duplicate keys on the source it reads once
             b.unique_keys(keys)
-        return b.execute(app_id=app_id, app_version=app_version, user_metadata=user_metadata)
+        return b.execute(app_id=app_id, app_version=app_version, user_metadata=user_metadata, watermark=watermark)
 
 
 def snapshot_detail(snap, table_uri: str) -> dict:

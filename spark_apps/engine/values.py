@@ -11,6 +11,7 @@ Standard library only: the operations registry calls it when it coerces an opera
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 import operator
 import re
@@ -95,3 +96,46 @@ def parse_retention_hours(value, name: str = "retention_hours") -> float:
             else:
                 return hours
     raise InvalidArgumentError(f"{name}={value!r} is not a retention", cause, fix)
+
+
+def parse_timestamp_ms(value) -> int:
+    """Epoch milliseconds of a time-travel timestamp.
+
+    Accepts an int/float (epoch ms), a ``datetime`` (naive = UTC), a ``date`` (midnight UTC), or
+    a string: digits (epoch ms) or ISO-8601 / Spark style (``2024-01-31``, ``2024-01-31 12:00:00``,
+    ``2024-01-31T12:00:00.123Z``, ``...+02:00``); a string without a zone is UTC.
+
+    :raises InvalidArgumentError: anything else
+    """
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"Cannot use {value!r} as a timestamp", None, "pass epoch ms or an ISO timestamp")
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):  # int() of nan/inf raised a bare error
+            raise InvalidArgumentError(
+                f"Cannot use {value!r} as a timestamp", "it is not a finite number", "pass epoch ms or an ISO timestamp"
+            )
+        return int(value)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.UTC)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, _dt.date):
+        return int(_dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC).timestamp() * 1000)
+    if isinstance(value, str):
+        s = value.strip()
+        if s.lstrip("-").isdigit():
+            return int(s)
+        t = s.replace(" ", "T", 1)
+        if t.endswith("Z") or t.endswith("z"):
+            t = t[:-1] + "+00:00"
+        try:
+            parsed = _dt.datetime.fromisoformat(t)
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            return parse_timestamp_ms(parsed)
+    raise InvalidArgumentError(
+        f"Cannot parse timestamp {value!r}",
+        "expected epoch milliseconds or an ISO-8601 timestamp",
+        "pass e.g. '2024-01-31 12:00:00' (UTC), '2024-01-31T12:00:00+02:00' or 1706702400000",
+    )

@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import AddFile
+from .actions import AddCDCFile, AddFile
 from .config import TableProperties
 from .errors import InvalidArgumentError
 from .paths import new_file_location
@@ -117,15 +117,19 @@ def resolve_target_file_size(properties: Any, target_file_size: int | None) -> i
 
 @dataclass(frozen=True)
 class WrittenFile:
-    """One closed data file: its AddFile (not committed) and its row count."""
+    """One closed data file: its AddFile (not committed) and its row count (a change data file: its
+    AddCDCFile)."""
 
-    add: AddFile
+    add: AddFile | AddCDCFile
     num_rows: int
 
 
-def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch], *, task_id: int = 0) -> Iterator[WrittenFile]:
-    """Write batches (columns in table order) as data files; yield each file as it is closed."""
-    writer = TableWriter(spec, task_id)
+def write_batches(
+    spec: WriteSpec, batches: Iterable[pa.RecordBatch], *, task_id: int = 0, change_data: bool = False
+) -> Iterator[WrittenFile]:
+    """Write batches (columns in table order) as data files (change data files with ``change_data``:
+    see :class:`TableWriter`); yield each file as it is closed."""
+    writer = TableWriter(spec, task_id, change_data=change_data)
     for batch in batches:
         if batch.num_rows:
             yield from writer.write(batch)
@@ -133,24 +137,34 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch], *, task_id
 
 
 class TableWriter:
-    """Writes one task's rows into rolling parquet files (one open file at a time)."""
+    """Writes one task's rows into rolling parquet files (one open file at a time).
 
-    def __init__(self, spec: WriteSpec, task_id: int):
+    With ``change_data`` it writes the change data feed's files instead (:mod:`.cdf`): rows carry
+    the ``_change_type`` column too, files go under ``_change_data/`` as ``cdc-*`` files without
+    stats, and each closes as an ``AddCDCFile`` (the rows were checked when first written)."""
+
+    def __init__(self, spec: WriteSpec, task_id: int, *, change_data: bool = False):
         from . import schema as schema_mod
         from . import stats as stats_mod
         from .storage import storage_for
 
         self.spec = spec
         self.task_id = task_id
+        self.change_data = change_data
         self.storage = storage_for(spec.table_uri)
         self.table_schema = schema_mod.parse_schema(spec.schema_json)
+        if change_data:
+            from .cdf import CHANGE_TYPE
+
+            change_type = schema_mod.StructField(CHANGE_TYPE, schema_mod.PrimitiveType("string"))
+            self.table_schema = schema_mod.StructType([*self.table_schema.fields, change_type])
         self.partition_columns = list(spec.partition_columns)
         part_set = set(self.partition_columns)
         self.partition_fields = {f.name: f for f in self.table_schema.fields if f.name in part_set}
         self.data_schema = self.table_schema.without(part_set)
         self.arrow_schema = self.data_schema.to_arrow_schema()
         self._check_not_null_fn = schema_mod.check_not_null
-        self._has_not_null = _has_not_null(self.table_schema)
+        self._has_not_null = _has_not_null(self.table_schema) and not change_data
         self._stats_mod = stats_mod
         self._stats_config = stats_mod.stats_config_from_properties(spec.configuration or {})
         self.target = max(1, int(spec.target_file_size))
@@ -189,7 +203,7 @@ class TableWriter:
         yield from self._flush(final=True)
 
     def _check_constraint(self, batch: pa.RecordBatch) -> None:
-        if self.spec.row_constraint is None:
+        if self.spec.row_constraint is None or self.change_data:
             return
         from .errors import InvalidArgumentError
         from .expr import to_sql, true_mask
@@ -242,7 +256,8 @@ class TableWriter:
                 chunk = table.slice(offset, n)
                 before = self._file["sink"].tell()
                 self._file["writer"].write_table(chunk, row_group_size=max(n, 1))
-                self._file["collector"].update(chunk)
+                if self._file["collector"] is not None:
+                    self._file["collector"].update(chunk)
                 self._file["rows"] += n
                 written = self._file["sink"].tell() - before
                 if chunk.nbytes > 0 and written > 0:
@@ -258,7 +273,8 @@ class TableWriter:
 
         from . import partitions
 
-        name = f"part-{self.task_id:05d}-{uuid.uuid4()}-c000.snappy.parquet"
+        kind = "cdc" if self.change_data else "part"
+        name = f"{kind}-{self.task_id:05d}-{uuid.uuid4()}-c000.snappy.parquet"
         pvalues: dict = {}
         if self.partition_columns:
             pvalues = dict(zip(self.partition_columns, self._pvalues or ()))
@@ -266,6 +282,10 @@ class TableWriter:
             rel = f"{rel_dir}/{name}"
         else:
             rel_dir, rel = "", name
+        if self.change_data:
+            from .cdf import CHANGE_DATA_DIR
+
+            rel = f"{CHANGE_DATA_DIR}/{rel}"
         sink = self.storage.open_output_stream(new_file_location(self.spec.table_uri, rel))
         writer = pq.ParquetWriter(
             sink,
@@ -278,7 +298,7 @@ class TableWriter:
             dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
             write_statistics=True,
         )
-        collector = self._stats_mod.StatsCollector(self.data_schema, **self._stats_config)
+        collector = None if self.change_data else self._stats_mod.StatsCollector(self.data_schema, **self._stats_config)
         self._file = {
             "rel": rel,
             "sink": sink,
@@ -295,6 +315,11 @@ class TableWriter:
         f["writer"].close()
         size = f["sink"].tell()
         f["sink"].close()
+        if self.change_data:
+            cdc = AddCDCFile(
+                path=partitions.encode_add_path(f["rel"]), partition_values=f["partition_values"], size=int(size)
+            )
+            return WrittenFile(cdc, int(f["rows"]))
         add = AddFile(
             path=partitions.encode_add_path(f["rel"]),
             partition_values=f["partition_values"],

@@ -146,7 +146,6 @@ def test_refused_writer_features(feature, monkeypatch):
             "inner",
         ),
         ("checkConstraints", None, {"delta.constraints.pos": "id > 0"}, "delta.constraints.pos"),
-        ("changeDataFeed", None, {"delta.enableChangeDataFeed": "true"}, "enableChangeDataFeed"),
         ("generatedColumns", schema(field("g", **{"delta.generationExpression": "id + 1"})), {}, "generated"),
         (
             "identityColumns",
@@ -166,10 +165,11 @@ def test_allowed_features_refused_when_used(feature, sch, conf, why, monkeypatch
 
 
 def test_legacy_writer_versions_imply_features():
-    m = meta(conf={"delta.enableChangeDataFeed": "true"})
-    F.check_write_supported(Protocol(1, 3), m)  # CDF is not part of writer version 3
-    with pytest.raises(UnsupportedFeatureError, match="implied by legacy writer version 4"):
-        F.check_write_supported(Protocol(1, 4), m)
+    m = meta(conf={"delta.constraints.pos": "id > 0"})
+    F.check_write_supported(Protocol(1, 2), m)  # CHECK constraints are not part of writer version 2
+    with pytest.raises(UnsupportedFeatureError, match="implied by legacy writer version 3"):
+        F.check_write_supported(Protocol(1, 3), m)
+    F.check_write_supported(Protocol(1, 4), meta(conf={"delta.enableChangeDataFeed": "true"}))  # CDF is written
     assert F.legacy_writer_features(6) == [
         "appendOnly",
         "invariants",
@@ -245,7 +245,6 @@ def test_new_table_feature_properties():
 @pytest.mark.parametrize(
     "conf,name",
     [
-        ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
         ({"delta.columnMapping.mode": "name"}, "columnMapping"),
         ({"delta.constraints.c": "id > 0"}, "CHECK"),
         ({"delta.feature.rowTracking": "supported"}, "rowTracking"),
@@ -267,6 +266,15 @@ def test_a_new_table_with_deletion_vectors_has_the_reader_writer_feature():
     assert F.writes_deletion_vectors(p, meta_dv)
     assert not F.writes_deletion_vectors(p, meta())  # the feature without the property: copy-on-write
     assert not F.writes_deletion_vectors(Protocol(1, 2), meta_dv)
+
+
+def test_a_new_table_with_the_change_data_feed_has_the_writer_feature():
+    p = F.protocol_for_new_table(schema(field("id")), {"delta.enableChangeDataFeed": "true"})
+    assert p == Protocol(1, 7, writer_features=["changeDataFeed", "appendOnly", "invariants"])
+    F.check_write_supported(p, meta(conf={"delta.enableChangeDataFeed": "true"}))
+    assert F.upgraded_protocol(
+        Protocol(1, 2), F.requested_features({"delta.enableChangeDataFeed": "true"})
+    ) == Protocol(1, 7, writer_features=["appendOnly", "invariants", "changeDataFeed"])
 
 
 def test_new_table_refuses_generated_columns():

@@ -128,7 +128,8 @@ class Duplicate(Exception):
 
 
 def reference(target, source, clauses, on=ONS[0][1]):
-    """Delta's MERGE semantics, row by row."""
+    """Delta's MERGE semantics, row by row: the rows after, the rows inserted, the rows updated and
+    deleted, and the change feed's rows ``(row, _change_type)``."""
 
     def first(kind, t, s):
         for k, (action, _a, fn), cond in clauses:
@@ -136,7 +137,7 @@ def reference(target, source, clauses, on=ONS[0][1]):
                 return action, fn
         return None
 
-    out, inserted, changed = [], 0, {"u": 0, "d": 0}
+    out, inserted, changed, feed = [], 0, {"u": 0, "d": 0}, []
     matched_clauses = [c for c in clauses if c[0] == "matched"]
     lone_delete = len(matched_clauses) == 1 and matched_clauses[0][1][0] == "delete" and matched_clauses[0][2] is None
     for t in target:
@@ -158,17 +159,20 @@ def reference(target, source, clauses, on=ONS[0][1]):
             (action, fn), s = hit, None
         if action == "delete":
             changed["d"] += 1
+            feed.append((t, "delete"))
         else:
             changed["u"] += 1
             out.append(fn(t, s))
+            feed += [(t, "update_preimage"), (fn(t, s), "update_postimage")]
     for s in source:
         if any(on(t, s) for t in target):
             continue
         hit = first("not_matched", None, s)
         if hit is not None:
             out.append(hit[1](None, s))
+            feed.append((hit[1](None, s), "insert"))
             inserted += 1
-    return out, inserted, changed
+    return out, inserted, changed, feed
 
 
 def _key(r):
@@ -184,13 +188,18 @@ def _key(r):
     clause_lists(),
     st.booleans(),
     st.sampled_from(ONS),
-    st.booleans(),
+    st.sampled_from(["", "dv", "cdf", "dv+cdf"]),
 )
-def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, source, clauses, partitioned, on, dv):
+def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, source, clauses, partitioned, on, mode):
     """``dv``: the table writes deletion vectors: file by file, the changed target rows are marked
-    and only the updated and inserted rows written (the join rewrites files, as without)."""
+    and only the updated and inserted rows written (the join rewrites files, as without).
+    ``cdf``: the table records the change data feed: the merge's changes equal the reference's
+    (and deltalake's ``load_cdf``)."""
     root = str(tmp_path_factory.mktemp("m") / "t")
-    props = {"delta.enableDeletionVectors": "true"} if dv else None
+    dv, cdf = "dv" in mode, "cdf" in mode
+    props = {"delta.enableDeletionVectors": "true"} if dv else {}
+    if cdf:
+        props["delta.enableChangeDataFeed"] = "true"
     t = DeltaTable.create(spark, root, schema=DDL, partition_by=["p"] if partitioned else None, properties=props)
     if target:
         t.append(spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in target], DDL))
@@ -199,7 +208,7 @@ def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, 
     before = _file_rows(t.snapshot())
     src = spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in source], DDL)
     try:
-        want, inserted, changed = reference(target, source, clauses, on[1])
+        want, inserted, changed, feed = reference(target, source, clauses, on[1])
     except Duplicate:
         with pytest.raises(DeltaError, match="multiple source rows matched"):
             _build(t, src, clauses, on[0]).execute()
@@ -228,6 +237,28 @@ def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, 
         assert sum(before[p] for p in removed) <= changed["u"] + changed["d"]
     else:
         assert sum(before[p] for p in removed) == m["numTargetRowsCopied"] + changed["u"] + changed["d"]
+    if cdf and res["committed"]:
+        _assert_changes(root, res["version"], feed, not dv)
+
+
+def _assert_changes(root: str, version: int, feed: list, deltalake_too: bool) -> None:
+    """The change feed of ``version`` equals ``feed`` (``(row, _change_type)``), read by us (and by
+    deltalake's ``load_cdf``, which does not read deletion vectors)."""
+    from airflow_delta_provider_apps.engine import cdf
+    from airflow_delta_provider_apps.engine.storage import storage_for
+
+    def canon(rows):
+        return sorted(((r["_change_type"], *_key(r)) for r in rows), key=repr)
+
+    want = canon([{**r, "_change_type": kind} for r, kind in feed])
+    storage = storage_for(root)
+    plan = cdf.plan_changes(storage, root, version, version)
+    ours = [r for b in cdf.iter_changes(storage, plan) for r in b.to_pylist()]
+    assert canon(ours) == want
+    assert {r["_commit_version"] for r in ours} <= {version}
+    if deltalake_too:
+        theirs = pa.table(deltalake.DeltaTable(root).load_cdf(starting_version=version, ending_version=version))
+        assert canon(theirs.to_pylist()) == want
 
 
 def _file_rows(snapshot) -> dict:
@@ -490,3 +521,45 @@ def test_merge_with_deletion_vectors_marks_rows_over_existing_vectors(spark, tmp
     if res["strategy"] == "file_by_file":
         assert m["numTargetRowsCopied"] == 0 and m["numTargetFilesRemoved"] == 0
         assert m["numTargetDeletionVectorsUpdated"] >= 1  # merged into the DELETE's vectors
+
+
+@pytest.mark.parametrize("by_source", [False, True])
+def test_merge_records_its_changes_in_every_execution(spark, tmp_path, execution, by_source):
+    """A table with the change data feed: every execution (file by file, Spark's join, with NOT
+    MATCHED BY SOURCE: the outer join) writes the update pre- and post-images, the deletes and the
+    inserts of one MERGE to change files, in its commit; a commit with only inserts writes none."""
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(
+        spark, root, schema=DDL, partition_by=["p"], properties={"delta.enableChangeDataFeed": "true"}
+    )
+    rows = [(i, i * 10, i % 2) for i in range(12)]
+    t.append(spark.createDataFrame(rows, DDL).repartition(2))
+    source = spark.createDataFrame([(i, -i, i % 2) for i in (1, 2, 3, 50)], DDL)
+    b = (
+        DeltaTable.for_path(spark, root)
+        .merge(source, "target.id = source.id")
+        .when_matched_delete("source.id = 2")
+        .when_matched_update({"v": "source.v"})
+        .when_not_matched_insert_all()
+    )
+    if by_source:
+        b = b.when_not_matched_by_source_delete("target.id = 11")
+    res = b.execute()
+    feed = [
+        ((1, 10, 1), "update_preimage"),
+        ((1, -1, 1), "update_postimage"),
+        ((3, 30, 1), "update_preimage"),
+        ((3, -3, 1), "update_postimage"),
+        ((2, 20, 0), "delete"),
+        ((50, -50, 0), "insert"),
+    ] + ([((11, 110, 1), "delete")] if by_source else [])
+    _assert_changes(root, res["version"], [(dict(zip(("id", "v", "p"), r)), k) for r, k in feed], True)
+    assert res["metrics"]["numTargetChangeFilesAdded"] >= 1
+    only_inserts = (
+        DeltaTable.for_path(spark, root)
+        .merge(spark.createDataFrame([(60, 0, 0)], DDL), "target.id = source.id")
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert only_inserts["metrics"]["numTargetChangeFilesAdded"] == 0  # readers take them from the adds
+    _assert_changes(root, only_inserts["version"], [({"id": 60, "v": 0, "p": 0}, "insert")], True)

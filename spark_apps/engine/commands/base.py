@@ -56,7 +56,11 @@ class Command:
     :param parameters: Delta's ``operationParameters``
     :param removes_rows: the command removes rows: its words for the append-only refusal
     :param append_only_fix: how to get past that refusal, when the generic advice does not fit
-    :param txn_options: ``app_id``, ``app_version``, ``user_metadata`` and the transaction's own options
+    :param txn_options: ``app_id``, ``app_version``, ``user_metadata`` and the transaction's own
+        options; ``watermark``: ``(app id, version)`` of a source this command consumed up to that
+        version (a change feed's range): committed as that application's ``txn`` version beside the
+        command's own, and read from the snapshot so that a concurrent consumer of the same range
+        conflicts
     """
 
     def __init__(
@@ -81,6 +85,8 @@ class Command:
         self.operation = operation
         self.table_root = table_root or snapshot.table_root
         self.storage = storage or getattr(snapshot, "storage", None) or storage_for(self.table_root)
+        txn_options = dict(txn_options or {})
+        self.watermark = txn_options.pop("watermark", None)
         if snapshot is not None:
             protocol, metadata = snapshot.protocol, snapshot.metadata
         gate(protocol, metadata, self.table_root, removes_rows=removes_rows, append_only_fix=append_only_fix)
@@ -90,11 +96,13 @@ class Command:
             snapshot,
             operation=operation,
             operation_parameters=dict(parameters or {}),
-            **{k: v for k, v in dict(txn_options or {}).items() if v is not None},
+            **{k: v for k, v in txn_options.items() if v is not None},
         )
         if snapshot is None:  # a new table: its protocol and metadata are this commit's
             self.txn.update_protocol(protocol)
             self.txn.update_metadata(metadata)
+        if self.watermark is not None:
+            self.txn.txn_version(self.watermark[0])  # registers the read
 
     # ------------------------------------------------------------------ identity
     @property
@@ -153,7 +161,13 @@ class Command:
         if metrics is not None and hasattr(metrics, "execution_time_ms"):
             metrics.execution_time_ms = self.watch.elapsed_ms()  # what commitInfo records, too
         operation_metrics = metrics.to_operation_metrics() if metrics is not None else {}
-        done = self.txn.commit(list(actions), operation_metrics=operation_metrics)
+        actions = list(actions)
+        if self.watermark is not None:
+            from ..actions import SetTransaction
+
+            app, version = self.watermark
+            actions.append(SetTransaction(app_id=app, version=int(version), last_updated=self.txn.clock()))
+        done = self.txn.commit(actions, operation_metrics=operation_metrics)
         if done.skipped:
             empty = type(metrics)() if metrics is not None else None
             return self._result(empty, done.version, skipped=True, fields=fields)

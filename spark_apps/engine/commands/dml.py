@@ -144,7 +144,7 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
     """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`): in Spark tasks
     when ``spark`` is given and the files are not small (:func:`..rewrite.in_process`), else in this
     process. Returns one FileOutcome per file."""
-    from ..features import writes_deletion_vectors
+    from ..features import writes_change_data, writes_deletion_vectors
     from ..rewrite import RewriteSpec, in_process, rewrite_files
     from ..writer import table_write_spec
 
@@ -154,6 +154,7 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
         updates=tuple(updates),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
         deletion_vectors=writes_deletion_vectors(snapshot.protocol, snapshot.metadata),
+        change_data=writes_change_data(snapshot.metadata),
     )
     if spark is not None and not in_process(files):
         from ..spark.rewrite import rewrite_files as spark_rewrite
@@ -165,7 +166,8 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
 def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metrics) -> tuple[list, list, int, int]:
     """Removes and adds of the touched files; fills the file/byte/time metrics; returns them with
     the rows matched and the rows written. A file whose rows went into a new deletion vector is
-    removed with its old one and added again with the new one (the same data file)."""
+    removed with its old one and added again with the new one (the same data file). The change
+    data feed's files come last in the adds."""
     touched = [o for o in outcomes if o.touched]
     touched_paths = pa.array([o.path for o in touched], pa.string())
     removed = candidates.filter(pc.is_in(candidates.column("path"), value_set=touched_paths))
@@ -181,6 +183,9 @@ def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metri
     metrics.num_removed_bytes = _sum(leaving, "size")
     metrics.num_added_files = len(written_files)
     metrics.num_added_bytes = sum(a.size for a in written_files)
+    changes = [w.add for o in touched for w in o.changes]
+    metrics.num_added_change_files = len(changes)
+    adds += changes
     matched = sum(o.num_matched for o in touched)
     written = sum(o.num_written_rows for o in touched)
     probe = sum(o.probe_ms for o in outcomes)

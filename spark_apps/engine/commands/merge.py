@@ -127,7 +127,9 @@ class MergeBuilder:
             return method(values or {}, condition)
         return method(condition)
 
-    def execute(self, *, app_id=None, app_version=None, user_metadata=None) -> dict:
+    def execute(self, *, app_id=None, app_version=None, user_metadata=None, watermark=None) -> dict:
+        """Run the MERGE; ``watermark``: ``(app id, version)`` of the source's change range it consumes
+        (see :class:`~.base.Command`)."""
         return merge(
             self._table.snapshot(),
             self._source,
@@ -141,6 +143,7 @@ class MergeBuilder:
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
+            watermark=watermark,
         ).to_dict()
 
 
@@ -457,7 +460,7 @@ def merge(
     """
     from ..expr import to_sql
     from ..expr.skipping import skip_files
-    from ..features import writes_deletion_vectors
+    from ..features import writes_change_data, writes_deletion_vectors
     from ..rewrite.merge import (
         MergeFilesSpec,
         PreparedMerge,
@@ -521,6 +524,7 @@ def merge(
         keys=tuple(keys),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
         deletion_vectors=writes_deletion_vectors(snapshot.protocol, snapshot.metadata),
+        change_data=writes_change_data(snapshot.metadata),
     )
     # a small source with keys to look up is read once into Arrow (that copy is its materialisation)
     # and merged file by file; otherwise it is materialised in Spark and joined there
@@ -575,6 +579,8 @@ def merge(
         outcome.rows_written - metrics.num_target_rows_updated - (metrics.num_target_rows_inserted)
     )
     metrics.num_output_rows = outcome.rows_written
+    metrics.num_target_change_files_added = len(outcome.changes)
+    adds += outcome.changes
     fields = {"strategy": strategy}
     if not removes and not adds:
         return cmd.unchanged(metrics, fields=fields)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 
+from ..actions import AddCDCFile
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..progress import report
 from ..storage import normalize_table_uri, storage_for
@@ -150,7 +151,7 @@ def write(
     )
 
 
-def _open_append(table, app_id, app_version, user_metadata) -> Command:
+def _open_append(table, app_id, app_version, user_metadata, watermark=None) -> Command:
     """The append's command on the skeleton, on the given snapshot or the latest of a table URI."""
     from ..log.snapshot import load_snapshot
 
@@ -160,7 +161,7 @@ def _open_append(table, app_id, app_version, user_metadata) -> Command:
     else:
         snapshot = table
     params = {"mode": "Append", "partitionBy": list(snapshot.metadata.partition_columns or [])}
-    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata}
+    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata, "watermark": watermark}
     return Command(snapshot, OPERATION_WRITE, params, txn_options=options)
 
 
@@ -228,6 +229,7 @@ def append(
     target_file_size: int | None = None,
     merge_schema: bool = False,
     on_rerun: str = "apply",
+    watermark: tuple[str, int] | None = None,
 ) -> CommandResult:
     """Append of ``df`` (see module docstring). Returns the commit's result and metrics.
 
@@ -240,7 +242,7 @@ def append(
         ``"apply"`` appends next to that output, ``"replace"`` removes the files that commit appended
         in the same commit (:func:`replaced_output`): a re-run of a task holds one copy of its rows
     """
-    cmd = _open_append(table, app_id, app_version, user_metadata)
+    cmd = _open_append(table, app_id, app_version, user_metadata, watermark)
     snapshot, txn = cmd.snapshot, cmd.txn
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if cmd.duplicate:
@@ -319,6 +321,7 @@ def overwrite(
     app_version: int | None = None,
     user_metadata: str | None = None,
     target_file_size: int | None = None,
+    watermark: tuple[str, int] | None = None,
 ):
     """WRITE with mode overwrite: replace the table's rows (or part of them) with ``df``'s, in one commit.
 
@@ -358,7 +361,7 @@ def overwrite(
         )
     partition_columns = list(snapshot.metadata.partition_columns or [])
     params = {"mode": "Overwrite", "partitionBy": partition_columns}
-    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata}
+    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata, "watermark": watermark}
     cmd = Command(
         snapshot,
         OPERATION_WRITE,
@@ -403,6 +406,7 @@ def overwrite(
     )
     files = snapshot.files
     extra_adds: list = []
+    changes: list = []  # the change feed's files (a data condition's rewrite on a table that records it)
     if mode == "dynamic" and partition_columns:
         # replace the partitions the data wrote to: match live files by their partition values
         keys = {tuple(sorted((a.partition_values or {}).items())) for a in written.adds}
@@ -431,6 +435,12 @@ def overwrite(
             metrics.num_deleted_rows, metrics.num_copied_rows = deleted, copied
             touched = pa.array([r.path for r in removes], pa.string())
             replaced = candidates.filter(pc.is_in(candidates.column("path"), value_set=touched))
+            changes = [a for a in extra_adds if isinstance(a, AddCDCFile)]
+            extra_adds = [a for a in extra_adds if not isinstance(a, AddCDCFile)]
+            if changes:  # the deleted rows went to change files: the commit's inserts go there too
+                from ..spark.write import inserted_changes
+
+                changes += inserted_changes(df.sparkSession, snapshot, written.adds)
     # what this commit adds: the data written, plus the rows copied out of partly replaced files
     metrics.num_files = len(written.adds) + len(extra_adds)
     metrics.num_output_rows = written.num_output_rows + (metrics.num_copied_rows or 0)
@@ -438,7 +448,7 @@ def overwrite(
     metrics.num_removed_files = replaced.num_rows
     metrics.num_removed_bytes = int(pc.sum(replaced.column("size")).as_py() or 0) if replaced.num_rows else 0
     adds = list(written.adds) + list(extra_adds)
-    return cmd.commit([*removes, *adds], metrics)
+    return cmd.commit([*removes, *adds, *changes], metrics)
 
 
 def conform_dataframe_to(df, schema):

@@ -76,6 +76,8 @@ class FileOutcome:
     #: ``fully_deleted`` when no live row is left (the file is removed, not re-added)
     deletion_vector: dict | None = None
     fully_deleted: bool = False
+    #: the change data feed's files written for this file's changed rows (AddCDCFile in ``add``)
+    changes: list[WrittenFile] = field(default_factory=list)
 
     @property
     def touched(self) -> bool:
@@ -146,11 +148,12 @@ def scatter(col: pa.Array, mask: pa.Array, new: pa.Array) -> pa.Array:
 
 
 def discard(storage, table_uri: str, outcomes: list) -> None:
-    """Delete the files ``outcomes`` wrote (best effort: an undeleted one is an orphan VACUUM removes)."""
+    """Delete the files ``outcomes`` wrote, data and change files (best effort: an undeleted one is an
+    orphan VACUUM removes)."""
     from ..paths import data_file_uri
 
     for o in outcomes:
-        for w in o.written:
+        for w in [*o.written, *getattr(o, "changes", ())]:
             try:
                 storage.delete(data_file_uri(table_uri, w.add.path))
             except Exception:  # cleanup after a failure must not hide that failure

@@ -72,6 +72,9 @@ class RewriteSpec:
     :param updates: UPDATE's ``((column, bound expression), ...)``; empty for DELETE
     :param deletion_vectors: DELETE and UPDATE mark the matching rows in the file's deletion vector
         (merge-on-read; UPDATE writes the new row versions alone) instead of writing the file again
+    :param change_data: write the change data feed's rows of what changed (:mod:`..cdf`): DELETE's
+        deleted rows (none with deletion vectors: readers take them from the vectors, as Delta
+        does), UPDATE's pre- and post-images
     """
 
     write: WriteSpec
@@ -79,6 +82,7 @@ class RewriteSpec:
     updates: tuple[tuple[str, Expr], ...] = ()
     column_mapping_mode: str = "none"
     deletion_vectors: bool = False
+    change_data: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +188,28 @@ class _File:
         self.task_id = task_id
         self.clock = _Clock()
         self.out = FileOutcome(path)
+        self._changes: TableWriter | None = None
+
+    def record_changes(self, before: pa.RecordBatch, after: pa.RecordBatch | None, mask: pa.Array | None) -> None:
+        """The change data feed's rows of one batch (``spec.change_data``): the rows ``mask`` selects
+        of ``before`` as deleted, or with UPDATE's ``after`` (the batch with the new values) as
+        pre- and post-images."""
+        from ..cdf import DELETE, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, change_rows
+
+        if mask is not None:
+            before = before.filter(mask)
+            after = after.filter(mask) if after is not None else None
+        if self._changes is None:
+            self._changes = TableWriter(self.spec.write, self.task_id, change_data=True)
+        if after is None:
+            self.out.changes.extend(self._changes.write(change_rows(before, DELETE)))
+            return
+        self.out.changes.extend(self._changes.write(change_rows(before, UPDATE_PREIMAGE)))
+        self.out.changes.extend(self._changes.write(change_rows(after, UPDATE_POSTIMAGE)))
+
+    def finish_changes(self) -> None:
+        if self._changes is not None:
+            self.out.changes.extend(self._changes.finish())
 
     def stream(self, columns, row_groups=None, *, row_index: bool = False):
         from ..reader import iter_data_file_batches
@@ -283,11 +309,14 @@ class _File:
                         started = time.perf_counter_ns()
                         writer = writer or TableWriter(self.spec.write, self.task_id)
                         out.written.extend(writer.write(updated))
+                        if self.spec.change_data:
+                            self.record_changes(rows, updated, None)
                         clock.write += time.perf_counter_ns() - started
                         continue
                 clock.eval += time.perf_counter_ns() - started
             if writer is not None:
                 out.written.extend(writer.finish())
+            self.finish_changes()
         except BaseException:
             discard(self.storage, self.spec.write.table_uri, [out])
             raise
@@ -333,6 +362,10 @@ class _File:
                 mask, matched = _mask_count(bound, batch)
                 result = _apply(bound, batch, mask, matched)
                 clock.eval += time.perf_counter_ns() - started
+                if matched and self.spec.change_data:
+                    started = time.perf_counter_ns()
+                    self.record_changes(batch, result if bound.updates else None, mask)
+                    clock.write += time.perf_counter_ns() - started
                 out.num_rows += batch.num_rows
                 out.num_matched += matched
                 if writer is None and not out.num_matched:  # nothing matched yet: hold the rows back
@@ -347,12 +380,13 @@ class _File:
             started = time.perf_counter_ns()
             if writer is not None:
                 written.extend(writer.finish())
+            self.finish_changes()
             if not out.num_matched:  # untouched after all: take back what was written
                 discard(self.storage, self.spec.write.table_uri, [FileOutcome(self.path, written=written)])
                 out.discarded, written = len(written), []
             clock.write += time.perf_counter_ns() - started
         except BaseException:
-            discard(self.storage, self.spec.write.table_uri, [FileOutcome(self.path, written=written)])
+            discard(self.storage, self.spec.write.table_uri, [FileOutcome(self.path, written=written), out])
             raise
         finally:
             batches.close()

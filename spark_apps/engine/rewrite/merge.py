@@ -132,6 +132,8 @@ class MergeFilesSpec:
     #: the target rows a clause changes are marked in their file's deletion vector and only the
     #: updated ones written (merge-on-read), instead of the file written again
     deletion_vectors: bool = False
+    #: the changed target rows are written to the change data feed too (:mod:`..cdf`)
+    change_data: bool = False
 
 
 @dataclass
@@ -151,6 +153,8 @@ class MergeFileOutcome:
     #: with deletion vectors: the file's new one (descriptor, wire form), or ``fully_deleted``
     deletion_vector: dict | None = None
     fully_deleted: bool = False
+    #: the change data feed's files of the file's changed rows
+    changes: list[WrittenFile] = field(default_factory=list)
 
     @property
     def touched(self) -> bool:
@@ -384,10 +388,11 @@ class PreparedMerge:
 
     def apply(
         self, batch: pa.RecordBatch, trow: np.ndarray, srow: np.ndarray, out: MergeFileOutcome
-    ) -> tuple[pa.RecordBatch, np.ndarray]:
-        """``batch`` after the clauses (see the module docstring), and per row the clause that
-        changed it (-1: none); counts into ``out``. With deletion vectors the batch holds only the
-        updated rows (the others stay in the file; the changed ones are marked)."""
+    ) -> tuple[pa.RecordBatch, np.ndarray, pa.RecordBatch | None]:
+        """``batch`` after the clauses (see the module docstring), per row the clause that changed it
+        (-1: none), and with ``spec.change_data`` the change feed's rows of the changes (else None);
+        counts into ``out``. With deletion vectors the batch holds only the updated rows (the others
+        stay in the file; the changed ones are marked)."""
         m = batch.num_rows
         action = np.full(m, -1, dtype=np.int64)
         pairs_of = None
@@ -434,15 +439,33 @@ class PreparedMerge:
             for name, new in self.values(i, data, types).items():
                 columns[name] = scatter(columns[name], mask, new)
         result = pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
-        if self.spec.deletion_vectors:
-            updated = [i for i in self.changing if self.clauses[i][0].action == "update"]
-            return result.filter(pa.array(np.isin(action, updated))), action
+        updated = [i for i in self.changing if self.clauses[i][0].action == "update"]
         deleted = [i for i in self.changing if self.clauses[i][0].action == "delete"]
+        changes = self.change_rows(batch, result, action, updated, deleted) if self.spec.change_data else None
+        if self.spec.deletion_vectors:
+            return result.filter(pa.array(np.isin(action, updated))), action, changes
         if deleted:
             keep = ~np.isin(action, deleted)
             if not keep.all():
                 result = result.filter(pa.array(keep))
-        return result, action
+        return result, action, changes
+
+    @staticmethod
+    def change_rows(before, after, action: np.ndarray, updated: list, deleted: list) -> pa.RecordBatch | None:
+        """The change feed's rows of one batch: deleted rows, and updated rows' pre- and post-images."""
+        from ..cdf import DELETE, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, change_rows
+
+        parts = []
+        gone = pa.array(np.isin(action, deleted))
+        if deleted and gone.true_count:
+            parts.append(change_rows(before.filter(gone), DELETE))
+        new = pa.array(np.isin(action, updated))
+        if updated and new.true_count:
+            parts.append(change_rows(before.filter(new), UPDATE_PREIMAGE))
+            parts.append(change_rows(after.filter(new), UPDATE_POSTIMAGE))
+        if not parts:
+            return None
+        return pa.Table.from_batches(parts).combine_chunks().to_batches()[0] if len(parts) > 1 else parts[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -502,6 +525,7 @@ def merge_file(
     out.probe_ms = (time.perf_counter_ns() - started) // 1_000_000
     out.reads += 1
     writer = TableWriter(prepared.spec.write, task_id)
+    changes = TableWriter(prepared.spec.write, task_id, change_data=True) if prepared.spec.change_data else None
     written: list[WrittenFile] = []
     rows, found, marked = 0, [], []
     dvs = prepared.spec.deletion_vectors
@@ -524,12 +548,16 @@ def merge_file(
             trow, srow = prepared.pairs(batch)
             if len(srow):
                 found.append(srow)
-            result, action = prepared.apply(batch, trow, srow, out)
+            result, action, changed = prepared.apply(batch, trow, srow, out)
             if dvs:
                 marked.append(index[np.isin(action, list(prepared.changing))])
             if result.num_rows:
                 written.extend(writer.write(result))
+            if changed is not None:
+                out.changes.extend(changes.write(changed))
         written.extend(writer.finish())
+        if changes is not None:
+            out.changes.extend(changes.finish())
         if not out.changed:  # no clause changed a row: the file stays as it is
             discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written)])
             written = []
@@ -539,7 +567,7 @@ def merge_file(
             )
             out.deletion_vector, out.fully_deleted = vector, vector is None
     except BaseException:
-        discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written)])
+        discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written, changes=out.changes)])
         raise
     out.num_rows = rows
     if not probe:
@@ -581,7 +609,7 @@ def merge_files(
                 f.cancel()
             pool.shutdown(wait=True)
             done = [f.result() for f in futures if f.done() and not f.cancelled() and not f.exception()]
-            discard(storage, prepared.spec.write.table_uri, [FileOutcome(o.path, written=o.written) for o in done])
+            discard(storage, prepared.spec.write.table_uri, done)
             raise
 
 

@@ -52,6 +52,8 @@ class MergeOutcome:
     rewrite_ms: int
     #: touched file -> its new deletion vector (the file stays in the table with it)
     deletion_vectors: dict = field(default_factory=dict)
+    #: the change data feed's files (AddCDCFile)
+    changes: list = field(default_factory=list)
 
 
 def deduplicated(source, key_columns: list[str], dedupe_by: str):
@@ -190,6 +192,8 @@ class _JoinMerge:
     def __init__(self, spark, snapshot, plan):
         from pyspark.sql import functions as F
 
+        from ..features import writes_change_data
+
         self.spark, self.snapshot, self.plan = spark, snapshot, plan
         self.spell = _speller(plan)
         self.clauses = plan.clauses
@@ -197,6 +201,7 @@ class _JoinMerge:
         self.changing = [i for i, c in enumerate(self.clauses) if c.clause.action in ("update", "delete")]
         self.updates = [i for i in self.changing if self.clauses[i].clause.action == "update"]
         self.inserts = [i for i in range(len(self.clauses)) if self.clauses[i].clause.action == "insert"]
+        self.change_data = writes_change_data(snapshot.metadata)
         self.src = None
         self._F = F
 
@@ -306,38 +311,77 @@ class _JoinMerge:
         keep = F.col("__action").isin(self.updates) | ((F.col("__action") == -1) & F.col("__file").isin(touched))
         return rows.filter(keep)
 
-    def write(self, outputs: list, touched: list[str], per_action: dict, scan_ms: int) -> MergeOutcome:
+    def project(self, rows, fired: list):
+        """``rows`` in the table's columns: each takes the values of the clause (of ``fired``) that
+        fired on it, else the target row's own (NULL for source rows alone)."""
+        F, plan, clauses = self._F, self.plan, self.clauses
+        has_target = "__tp" in rows.columns
+        cols = []
+        for j, f in enumerate(plan.target_schema.fields):
+            branches = [
+                (F.col("__action") == i, to_column(clauses[i].values[f.name], self.spell))
+                for i in fired
+                if f.name in clauses[i].values
+            ]
+            otherwise = F.col(quote(f"__t{j}")) if has_target else F.lit(None)
+            cols.append(_first(branches, otherwise).alias(f.name))
+        return rows.select(*cols)
+
+    def changes(self, changed, inserted, multi: bool):
+        """The change feed's rows (table columns, then ``_change_type``) of the target rows a clause
+        changed (``changed``: joined rows whose clause updates or deletes) and of the ``inserted``
+        rows (or None), conformed to the table's types."""
+        from ..cdf import CHANGE_TYPE, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
+        from .write import conform_dataframe
+
+        F, fields = self._F, self.plan.target_schema.fields
+        schema_json = self.plan.target_schema.to_json()
+        if multi:  # a target row a lone DELETE clause matched more than once changed once
+            changed = changed.dropDuplicates(["__rid"])
+        deletes = [i for i in self.changing if i not in self.updates]
+        updated = changed.filter(F.col("__action").isin(self.updates))
+        before = [F.col(quote(f"__t{j}")).alias(f.name) for j, f in enumerate(fields)]
+        parts = [
+            (updated.select(*before), UPDATE_PREIMAGE),
+            (self.project(updated, self.updates), UPDATE_POSTIMAGE),
+            (changed.filter(F.col("__action").isin(deletes)).select(*before), DELETE),
+        ]
+        if inserted is not None:
+            parts.append((self.project(inserted, self.inserts), INSERT))
+        out = None
+        for rows, kind in parts:
+            rows = conform_dataframe(rows, schema_json).withColumn(CHANGE_TYPE, F.lit(kind))
+            out = rows if out is None else out.unionByName(rows)
+        return out
+
+    def write(self, outputs: list, touched: list[str], per_action: dict, scan_ms: int, changes=None) -> MergeOutcome:
         """The output rows in the table's columns, written through the core writer. ``outputs``:
-        ``(rows, clauses)`` pairs: each row takes the values of the clause (of ``clauses``) that fired
-        on it, else the target row's own (NULL for source rows alone)."""
+        ``(rows, clauses)`` pairs: each row takes the values of the clause (of ``clauses``) that
+        fired on it, else the target row's own (NULL for source rows alone). ``changes``: the
+        change feed's rows (:meth:`changes`), written as change data files."""
         from ..writer import table_write_spec
         from .write import conform_dataframe, write_data_files
 
         started = time.monotonic()
-        F, plan, clauses = self._F, self.plan, self.clauses
-        adds, written = [], 0
+        plan = self.plan
+        adds, written, cdc = [], 0, []
+        spec = table_write_spec(self.snapshot, schema_json=plan.target_schema.to_json_string())
         if outputs:
-            projected = []
-            for o, fired in outputs:
-                has_target = "__tp" in o.columns
-                cols = []
-                for j, f in enumerate(plan.target_schema.fields):
-                    branches = [
-                        (F.col("__action") == i, to_column(clauses[i].values[f.name], self.spell))
-                        for i in fired
-                        if f.name in clauses[i].values
-                    ]
-                    otherwise = F.col(quote(f"__t{j}")) if has_target else F.lit(None)
-                    cols.append(_first(branches, otherwise).alias(f.name))
-                projected.append(o.select(*cols))
+            projected = [self.project(o, fired) for o, fired in outputs]
             out = projected[0]
             for o in projected[1:]:
                 out = out.unionByName(o)
             out = conform_dataframe(out, plan.target_schema.to_json())
-            spec = table_write_spec(self.snapshot, schema_json=plan.target_schema.to_json_string())
             result = write_data_files(out, spec)
             adds, written = list(result.adds), result.num_output_rows
-        return MergeOutcome(touched, adds, written, per_action, scan_ms, int((time.monotonic() - started) * 1000))
+        if changes is not None:
+            cdc = list(write_data_files(changes, spec, change_data=True).adds)
+        rewrite_ms = int((time.monotonic() - started) * 1000)
+        return MergeOutcome(touched, adds, written, per_action, scan_ms, rewrite_ms, changes=cdc)
+
+    def changed_any(self, per_action: dict) -> bool:
+        """Whether a clause updated or deleted a row (then the commit's changes go to change files)."""
+        return any(per_action.get(i, (0, 0))[0] for i in self.changing)
 
 
 def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
@@ -362,8 +406,11 @@ def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOu
             their_sources = in_touched.select(*[c for c in job.rows.columns if c.startswith("__s")])
             unmatched = job.target_rows(files, against_broadcast=False).join(their_sources, job.on(), "left_anti")
             outputs.append((unmatched, []))  # copies
+        changes = None
+        if job.change_data and job.changed_any(per_action):
+            changes = job.changes(in_touched.filter(F.col("__action").isin(job.changing)), None, multi)
         scan_ms = int((time.monotonic() - started) * 1000)
-        return job.write(outputs, touched, per_action, scan_ms)
+        return job.write(outputs, touched, per_action, scan_ms, changes)
     finally:
         pairs.unpersist()
 
@@ -390,9 +437,15 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
         outputs = []
         if touched:
             outputs.append((job.rewritten(joined.filter(F.col("__tp").isNotNull()), multi, touched), job.updates))
+        inserted = None
         if job.inserts:
-            outputs.append((joined.filter(F.col("__tp").isNull() & F.col("__action").isin(job.inserts)), job.inserts))
-        return job.write(outputs, touched, per_action, scan_ms)
+            inserted = joined.filter(F.col("__tp").isNull() & F.col("__action").isin(job.inserts))
+            outputs.append((inserted, job.inserts))
+        changes = None
+        if job.change_data and job.changed_any(per_action):
+            changed = joined.filter(F.col("__tp").isNotNull() & F.col("__action").isin(job.changing))
+            changes = job.changes(changed, inserted, multi)
+        return job.write(outputs, touched, per_action, scan_ms, changes)
     finally:
         joined.unpersist()
 
@@ -402,7 +455,7 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
 
 _FILE_OUTPUT = (
     "path string, written string, clause_rows string, matched binary, num_rows long, changed long, "
-    "probe_ms long, rewrite_ms long, dv string, fully_deleted boolean"
+    "probe_ms long, rewrite_ms long, dv string, fully_deleted boolean, changes string"
 )
 
 
@@ -515,7 +568,7 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
             outcomes = _merge_in_tasks(spark, prepared, candidates, likely)
     scan_ms = int((time.monotonic() - started) * 1000)
     started = time.monotonic()
-    touched, adds, written_rows = [], [], 0
+    touched, adds, changes, written_rows = [], [], [], 0
     per_action: dict = {}
     vectors = {o.path: o.deletion_vector for o in outcomes if o.changed and o.deletion_vector is not None}
     matched = [np.empty(0, np.int64)]
@@ -525,6 +578,7 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
             continue
         touched.append(o.path)
         adds += [w.add for w in o.written]
+        changes += [w.add for w in o.changes]
         written_rows += o.num_written_rows
         for i, k in o.clause_rows.items():
             got = per_action.get(i, (0, 0))[1] + int(k)
@@ -540,8 +594,23 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
         written.extend(writer.finish())
         adds += [w.add for w in written]
         written_rows += sum(w.num_rows for w in written)
+        if changes:  # a commit with change files has all its changes in them: the inserts too
+            changes += [w.add for w in inserted_changes(spec.write, table)]
     rewrite_ms = int((time.monotonic() - started) * 1000)
-    return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, rewrite_ms, vectors)
+    return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, rewrite_ms, vectors, changes)
+
+
+def inserted_changes(write_spec, table) -> list:
+    """The change feed's files of MERGE's inserted rows (``table``, in the target's columns)."""
+    from ..cdf import INSERT, change_rows
+    from ..writer import TableWriter
+
+    writer = TableWriter(write_spec, 0, change_data=True)
+    written = []
+    for batch in table.to_batches():
+        written.extend(writer.write(change_rows(batch, INSERT)))
+    written.extend(writer.finish())
+    return written
 
 
 def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
@@ -552,7 +621,7 @@ def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
     import numpy as np
     import pyarrow as pa
 
-    from ..actions import AddFile
+    from ..actions import AddCDCFile, AddFile
     from ..rewrite.merge import MergeFileOutcome
     from ..writer import WrittenFile
     from .rewrite import listing_for_tasks, task_slices
@@ -578,6 +647,7 @@ def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
         o.clause_rows = {int(i): int(k) for i, k in json.loads(r["clause_rows"]).items()}
         o.matched_source = np.frombuffer(r["matched"], dtype=np.int64)
         o.written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]
+        o.changes = [WrittenFile(AddCDCFile.from_json(a), int(k)) for a, k in json.loads(r["changes"] or "[]")]
         o.probe_ms, o.rewrite_ms = r["probe_ms"], r["rewrite_ms"]
         o.deletion_vector = json.loads(r["dv"]) if r["dv"] else None
         o.fully_deleted = bool(r["fully_deleted"])
@@ -607,6 +677,7 @@ def merge_task(spec, payload: bytes, batches):
             ("rewrite_ms", pa.int64()),
             ("dv", pa.string()),
             ("fully_deleted", pa.bool_()),
+            ("changes", pa.string()),
         ]
     )
 
@@ -637,6 +708,7 @@ def merge_task(spec, payload: bytes, batches):
                     "rewrite_ms": o.rewrite_ms,
                     "dv": json.dumps(o.deletion_vector) if o.deletion_vector is not None else None,
                     "fully_deleted": o.fully_deleted,
+                    "changes": json.dumps([[w.add.to_json(), w.num_rows] for w in o.changes], separators=(",", ":")),
                 }
                 yield pa.RecordBatch.from_pylist([row], schema=schema)
 

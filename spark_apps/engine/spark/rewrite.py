@@ -17,7 +17,7 @@ import time
 
 import pyarrow as pa
 
-from ..actions import AddFile
+from ..actions import AddCDCFile, AddFile
 from ..rewrite import FileOutcome, RewriteSpec
 from ..writer import WrittenFile
 from .scan import _TASK_COLUMN, _as_dict, _default_parallelism, _files_table
@@ -28,11 +28,12 @@ __all__ = ["rewrite_files"]
 _COUNTS = ("num_rows", "num_matched", "probe_ms", "rewrite_ms", "read_ms", "eval_ms", "write_ms", "reads", "discarded")
 _ARROW_OUTPUT = pa.schema(
     [("path", pa.string()), ("written", pa.string()), ("one_pass", pa.bool_())]
-    + [("dv", pa.string()), ("fully_deleted", pa.bool_())]
+    + [("dv", pa.string()), ("fully_deleted", pa.bool_()), ("changes", pa.string())]
     + [(c, pa.int64()) for c in _COUNTS]
 )
-OUTPUT_SCHEMA = "path string, written string, one_pass boolean, dv string, fully_deleted boolean, " + ", ".join(
-    f"{c} long" for c in _COUNTS
+OUTPUT_SCHEMA = (
+    "path string, written string, one_pass boolean, dv string, fully_deleted boolean, changes string, "
+    + ", ".join(f"{c} long" for c in _COUNTS)
 )
 _LIKELY = "likely"
 
@@ -63,6 +64,7 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
     for r in rows:
         written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]
         o = FileOutcome(r["path"], written=written, one_pass=bool(r["one_pass"]))
+        o.changes = [WrittenFile(AddCDCFile.from_json(a), int(k)) for a, k in json.loads(r["changes"] or "[]")]
         o.deletion_vector = json.loads(r["dv"]) if r["dv"] else None
         o.fully_deleted = bool(r["fully_deleted"])
         for c in _COUNTS:
@@ -149,6 +151,7 @@ def rewrite_task(spec: RewriteSpec, batches):
                 row["dv"] = json.dumps(o.deletion_vector) if o.deletion_vector is not None else None
                 row["fully_deleted"] = o.fully_deleted
                 row["written"] = json.dumps([[w.add.to_json(), w.num_rows] for w in o.written], separators=(",", ":"))
+                row["changes"] = json.dumps([[w.add.to_json(), w.num_rows] for w in o.changes], separators=(",", ":"))
                 yield pa.RecordBatch.from_pylist([row], schema=_ARROW_OUTPUT)
 
     return guard_executor(run())

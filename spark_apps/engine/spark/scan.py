@@ -442,3 +442,68 @@ def _conform(batch: pa.RecordBatch, arrow_schema: pa.Schema) -> pa.RecordBatch:
     if batch.num_columns == 0:
         return batch  # RecordBatch.cast would drop the row count of a column-less batch
     return batch.cast(arrow_schema)
+
+
+def changes_dataframe(spark, plan, columns: list[str] | None = None):
+    """The change rows of a :class:`~..cdf.ChangePlan` as a DataFrame (the table's columns, or
+    ``columns``, then ``_change_type``, ``_commit_version``, ``_commit_timestamp``): one row per
+    change file, dealt to tasks, each read there one bounded batch at a time (:class:`~..cdf.ChangeReader`)."""
+    import dataclasses
+
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    from ..cdf import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ChangeReader
+
+    reader = ChangeReader(plan, columns)  # unknown columns fail here, on the driver
+    table = StructType.fromJson(json.loads(plan.schema.to_json_string()))
+    fields = [f for f in table.fields if f.name in reader.names]
+    out_schema = StructType(
+        [
+            *fields,
+            StructField(CHANGE_TYPE, StringType()),
+            StructField(COMMIT_VERSION, LongType()),
+            StructField(COMMIT_TIMESTAMP, TimestampType()),
+        ]
+    )
+    if not plan.files:
+        return spark.createDataFrame([], out_schema)
+    n_tasks = min(len(plan.files), 2 * _default_parallelism(spark))
+    listing = pa.table(
+        {
+            "file": [json.dumps(dataclasses.asdict(f)) for f in plan.files],
+            _TASK_COLUMN: [i % n_tasks for i in range(len(plan.files))],
+        }
+    )
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        arrow_schema = to_arrow_schema(out_schema, timezone="UTC")  # pyspark 4.1 and later
+    except TypeError:  # pyspark 4.0: no timezone argument
+        arrow_schema = to_arrow_schema(out_schema)
+
+    def fn(batches, _reader=reader, _arrow=arrow_schema):
+        from airflow_delta_provider_apps.engine.spark.scan import read_change_files
+
+        return read_change_files(_reader, batches, _arrow)
+
+    files_df = spark.createDataFrame(listing)
+    files_df = files_df.repartitionByRange(n_tasks, _TASK_COLUMN) if n_tasks > 1 else files_df.coalesce(1)
+    return map_in_arrow(files_df, fn, out_schema)
+
+
+def read_change_files(reader, batches, arrow_schema: pa.Schema):
+    """Executor side of :func:`changes_dataframe`: the change rows of every file named in ``batches``
+    (in ``arrow_schema``, Spark's form of the output)."""
+    from ..cdf import ChangeFile
+    from ..storage import storage_for
+    from .session import guard_executor
+
+    def run():
+        storage = storage_for(reader.table_root)
+        for batch in batches:
+            for text in batch.column("file").to_pylist():
+                for b in reader.batches(storage, ChangeFile(**json.loads(text))):
+                    yield _conform(b, arrow_schema)
+
+    return guard_executor(run())

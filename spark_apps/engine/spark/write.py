@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..actions import AddFile
+from ..actions import AddCDCFile, AddFile
 from ..writer import DEFAULT_ROW_GROUP_BYTES, DEFAULT_TARGET_FILE_SIZE, WriteSpec, write_batches
 from .session import collect_tasks, guard_executor
 
@@ -145,7 +145,7 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False) -> WriteResult:
+def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False, change_data: bool = False) -> WriteResult:
     """Write ``df`` (already conformed to the table schema) as data files; return AddFile actions.
 
     Nothing is committed. Raises :class:`SchemaMismatchError` when a NOT NULL column holds nulls.
@@ -153,6 +153,8 @@ def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False) -> Wr
     :param df: DataFrame whose columns equal the table schema (see :func:`conform_dataframe`)
     :param spec: where and how to write
     :param optimize_write: shuffle rows by partition values first (fewer files; see step 2)
+    :param change_data: ``df`` holds change feed rows (the table's columns, then ``_change_type``):
+        written as change data files, returned as AddCDCFile actions
     """
     start = time.time()
     # Positional names for the trip through mapInArrow: pyspark resolves each input column by name
@@ -165,14 +167,15 @@ def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False) -> Wr
             df = df.repartition(*parts)
         df = df.sortWithinPartitions(*parts)
 
-    def fn(batches, _spec=spec, _names=names):
+    def fn(batches, _spec=spec, _names=names, _change_data=change_data):
         from airflow_delta_provider_apps.engine.spark.write import write_partition_batches
 
         renamed = (pa.RecordBatch.from_arrays(b.columns, names=_names) for b in batches)
-        return write_partition_batches(_spec, renamed)
+        return write_partition_batches(_spec, renamed, change_data=_change_data)
 
     rows = collect_tasks(df, fn, OUTPUT_SCHEMA)
-    adds = [AddFile.from_json(json.loads(r[0])) for r in rows]
+    action = AddCDCFile if change_data else AddFile
+    adds = [action.from_json(json.loads(r[0])) for r in rows]
     return WriteResult(
         adds=adds,
         num_output_rows=sum(int(r[1]) for r in rows),
@@ -195,15 +198,16 @@ def _task_partition_id() -> int:
         return 0
 
 
-def write_partition_batches(spec: WriteSpec, batches, *, task_id: int | None = None):
-    """Write one task's Arrow batches as data files; yield one ``(add_json, num_rows)`` batch per file.
+def write_partition_batches(spec: WriteSpec, batches, *, task_id: int | None = None, change_data: bool = False):
+    """Write one task's Arrow batches as data files (change data files with ``change_data``); yield
+    one ``(add_json, num_rows)`` batch per file.
 
     Usable without Spark (``batches`` any iterable of ``pa.RecordBatch`` in table column order).
     """
 
     def run():
         tid = _task_partition_id() if task_id is None else task_id
-        for written in write_batches(spec, batches, task_id=tid):
+        for written in write_batches(spec, batches, task_id=tid, change_data=change_data):
             yield pa.RecordBatch.from_pydict(
                 {
                     "add_json": [json.dumps(written.add.to_json(), separators=(",", ":"))],
@@ -213,3 +217,28 @@ def write_partition_batches(spec: WriteSpec, batches, *, task_id: int | None = N
             )
 
     return guard_executor(run())
+
+
+def inserted_changes(spark, snapshot, adds: list) -> list:
+    """The change feed's files of the rows in ``adds`` (files just written, not committed), each
+    row an ``insert``: read back from those files in Spark tasks and written as change files."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from ..cdf import CHANGE_TYPE, INSERT
+    from ..writer import table_write_spec
+    from .scan import scan_files
+
+    if not adds:
+        return []
+    files = pa.table(
+        {
+            "path": [a.path for a in adds],
+            "partition_values": pa.array(
+                [list((a.partition_values or {}).items()) for a in adds], pa.map_(pa.string(), pa.string())
+            ),
+            "size": pa.array([a.size for a in adds], pa.int64()),
+        }
+    )
+    rows = scan_files(spark, snapshot, files=files).df.withColumn(CHANGE_TYPE, F.lit(INSERT))
+    return list(write_data_files(rows, table_write_spec(snapshot), change_data=True).adds)

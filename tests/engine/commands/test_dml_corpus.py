@@ -3,8 +3,9 @@
 Every table ends in one of three ways, and which one is pinned per table, so a table can never drift
 silently from "compared" to "skipped":
 
-* **deleted and compared** (30 tables, deletion-vector tables included: their DELETEs merge new
-  rows into the vectors delta-spark wrote): for each column whose values can be written as a SQL literal
+* **deleted and compared** (31 tables, deletion-vector tables included: their DELETEs merge new
+  rows into the vectors delta-spark wrote; on a table with the change data feed, each DELETE's
+  changes are exactly the rows it deleted): for each column whose values can be written as a SQL literal
   (numbers, strings, dates, booleans, decimals; partition columns included: conditions on them alone
   take the metadata-only path), a fresh copy goes through a sequence of DELETEs whose conditions are
   NULL on some rows: ``c NOT IN (v, NULL)`` (never TRUE: nothing deleted, nothing committed), ``NOT (c
@@ -13,7 +14,7 @@ silently from "compared" to "skipped":
   independently with pyarrow's three-valued (Kleene) kernels from a hand translation of the SQL (never
   with our evaluator); the metrics count the deleted rows. Where delta-rs reads the original table
   exactly as we do, it must also read the result as we do.
-* **refused up front** (7 tables, by design): the table uses a writer feature this engine does not
+* **refused up front** (6 tables, by design): the table uses a writer feature this engine does not
   implement (v2 checkpoints, column mapping, clustering). The error names a feature
   the table's protocol or metadata really has; nothing is written (the folder is byte for byte the
   same) and the rows read afterwards equal the rows before.
@@ -55,7 +56,6 @@ REFUSED = {  # a writer feature this engine does not implement
     "delta-golden/table-with-columnmapping-mode-name",
     "delta-kernel-rs/crc-full",
     "delta-kernel-rs/v2-checkpoints-parquet-with-sidecars",
-    "delta-kernel-rs/compacted-log-files-table",
     "delta-rs/checkpoint-v2-table",
     "delta-rs/table_with_liquid_clustering",
 }
@@ -202,6 +202,9 @@ def _deleted_and_compared(tmp_path, entry):
                 # left out only when unmeasured: a metadata-only delete of files the writer gave no stats
                 assert m.get("numDeletedRows", n_deleted) == n_deleted, (where, m)
                 assert "numDeletedRows" in m or m["numAddedFiles"] == 0, (where, m)
+                if t.snapshot().properties.enable_change_data_feed:
+                    feed = pa.table(t.changes(t.version())).select(before.column_names)
+                    assert _counter(feed) == _counter(before.filter(deleted)), where
             steps_run += 1
             deleted_total += n_deleted
             null_steps += mask.null_count > 0
@@ -266,4 +269,4 @@ def test_the_tables_set_apart_are_in_the_corpus():
         pytest.skip(HOW_TO_GET_IT)
     dirs = {t["dir"] for t in TABLES}
     assert REFUSED | set(UNREADABLE) <= dirs
-    assert len(dirs - REFUSED - set(UNREADABLE)) == 30  # deleted from and compared row by row
+    assert len(dirs - REFUSED - set(UNREADABLE)) == 31  # deleted from and compared row by row
