@@ -303,6 +303,16 @@ def _source_needs_format(p: Mapping) -> None:
         raise ValueError(f"source_format must be one of {', '.join(SOURCE_FORMATS)}, not {p.get('source_format')!r}")
 
 
+def _constraint_named(p: Mapping) -> None:
+    if not p.get("name") or not str(p.get("name")).strip():
+        raise ValueError("name is required: the constraint's name, e.g. positive_amount")
+
+
+def _constraint_expression(p: Mapping) -> None:
+    if not p.get("expression") or not str(p.get("expression")).strip():
+        raise ValueError("expression is required: the condition every row must satisfy, e.g. amount >= 0")
+
+
 def _source_required(p: Mapping) -> None:
     if (not p.get("source") or not str(p.get("source")).strip()) and not p.get("source_query"):
         raise ValueError("no source: pass source= (a file, folder or table URI) and/or source_query= (Spark SQL)")
@@ -595,6 +605,28 @@ _OPERATIONS = (
             ),
         ),
         checks=(_some_properties,),
+    ),
+    Operation(
+        "add_constraint",
+        "ADD CONSTRAINT",
+        "add a CHECK constraint, after checking every row the table holds (no Spark)",
+        "airflow_delta_provider_apps.runners:add_constraint",
+        args=(
+            Arg("name", help="the constraint's name (letters, digits, underscores)"),
+            Arg("expression", help="Spark SQL condition every row must satisfy, e.g. amount >= 0"),
+        ),
+        checks=(_constraint_named, _constraint_expression),
+    ),
+    Operation(
+        "drop_constraint",
+        "DROP CONSTRAINT",
+        "drop a CHECK constraint (log only)",
+        "airflow_delta_provider_apps.runners:drop_constraint",
+        args=(
+            Arg("name", help="the constraint's name"),
+            Arg("if_exists", "bool", default=False, help="no error when the table has no such constraint"),
+        ),
+        checks=(_constraint_named,),
     ),
     Operation(
         "restore",

@@ -246,6 +246,16 @@ def set_properties(params: dict, spark=None) -> dict:
     return _from_command(r, params["table_uri"])
 
 
+def add_constraint(params: dict, spark=None) -> dict:
+    r = _table(None, params).add_constraint(params["name"], params["expression"], **_txn(params))
+    return _from_command(r, params["table_uri"])
+
+
+def drop_constraint(params: dict, spark=None) -> dict:
+    r = _table(None, params).drop_constraint(params["name"], if_exists=bool(params.get("if_exists")), **_txn(params))
+    return _from_command(r, params["table_uri"])
+
+
 def restore(params: dict, spark=None) -> dict:
     r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"))
     return _from_command(r, params["table_uri"])

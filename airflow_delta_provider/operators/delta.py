@@ -652,6 +652,42 @@ class DeltaSetPropertiesOperator(DeltaBaseOperator):
     default_execution = "local"
 
 
+class DeltaAddConstraintOperator(DeltaBaseOperator):
+    """Add a CHECK constraint (``ALTER TABLE ... ADD CONSTRAINT``) after checking every row the table
+    holds: a row where the condition is not TRUE (FALSE or NULL, as in Delta) fails the task, naming
+    how many and one of them, and nothing is committed. From then on every write (append, overwrite,
+    UPDATE, MERGE) checks it and fails with the constraint's name and a row when one breaks it. Runs
+    in the worker by default (it reads the condition's columns, file by file).
+
+    :param table_uri: the table (templated).
+    :param name: the constraint's name (templated).
+    :param expression: the Spark SQL condition (templated).
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+
+    Example::
+
+        positive = DeltaAddConstraintOperator(
+            task_id="amount_is_positive", table_uri="/lake/silver/orders", name="positive_amount", expression="amount > 0"
+        )
+    """
+
+    operation = "add_constraint"
+    default_execution = "local"
+
+
+class DeltaDropConstraintOperator(DeltaBaseOperator):
+    """Drop a CHECK constraint (``ALTER TABLE ... DROP CONSTRAINT [IF EXISTS]``), metadata only.
+
+    :param table_uri: the table (templated).
+    :param name: the constraint's name (templated).
+    :param if_exists: no error when the table has no such constraint.
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+    """
+
+    operation = "drop_constraint"
+    default_execution = "local"
+
+
 class DeltaRestoreOperator(DeltaBaseOperator):
     """Make the table's live files those of an older version (``RESTORE``), in one commit.
 

@@ -95,6 +95,11 @@ class AppendOnlyViolationError(DeltaError):
     """A commit would remove or change data of a table with ``delta.appendOnly=true``."""
 
 
+class ConstraintViolationError(DeltaError):
+    """A row written violates a CHECK constraint or a generated column's expression (nothing is
+    committed), or a new CHECK constraint is violated by rows the table holds."""
+
+
 class DuplicateMatchError(DeltaError):
     """MERGE: more than one source row matched one target row that a clause updates or deletes."""
 

@@ -15,10 +15,10 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   ==================  =======================================================================
   appendOnly          always (the transaction refuses removes when ``delta.appendOnly=true``)
   invariants          no column (nested ones included) carries ``delta.invariants`` metadata
-  checkConstraints    no ``delta.constraints.*`` table property
+  checkConstraints    always (the writer checks every row: :mod:`.constraints`)
   changeDataFeed      always (DELETE, UPDATE and MERGE write change data files when
                       ``delta.enableChangeDataFeed`` is true)
-  generatedColumns    no column carries ``delta.generationExpression``
+  generatedColumns    always (the writer computes and checks them: :mod:`.constraints`)
   identityColumns     no column carries ``delta.identity.*`` metadata
   columnMapping       ``delta.columnMapping.mode`` absent or ``none``
   deletionVectors     always (DELETE marks rows in deletion vectors when ``delta.enableDeletionVectors``
@@ -194,12 +194,6 @@ def _usage(feature: str, metadata: Metadata | None) -> str | None:
     if feature == "invariants":
         cols = _columns_with_metadata(schema, "delta.invariants")
         return f"column(s) {cols} carry delta.invariants" if cols else None
-    if feature == "checkConstraints":
-        keys = props.keys_with_prefix(CONSTRAINT_PREFIX)
-        return f"the table has CHECK constraints {keys}" if keys else None
-    if feature == "generatedColumns":
-        cols = _columns_with_metadata(schema, "delta.generationExpression")
-        return f"column(s) {cols} are generated columns" if cols else None
     if feature == "identityColumns":
         cols = _columns_with_metadata(schema, "delta.identity.", prefix=True)
         return f"column(s) {cols} are identity columns" if cols else None
@@ -390,13 +384,7 @@ def requested_features(configuration: dict | None) -> list[str]:
             "column mapping is not implemented for writing by this engine",
             "remove the property, or use Spark + delta-spark",
         )
-    if props.keys_with_prefix(CONSTRAINT_PREFIX):
-        raise UnsupportedFeatureError(
-            "Cannot set CHECK constraints (delta.constraints.*)",
-            "the 'checkConstraints' feature is not enforced by this engine",
-            "remove the delta.constraints.* properties",
-        )
-    requested = []
+    requested = ["checkConstraints"] if props.keys_with_prefix(CONSTRAINT_PREFIX) else []
     for k in props.keys_with_prefix(FEATURE_PREFIX):
         if str(props.get(k)).lower() in ("supported", "enabled"):
             f = canonical_feature(k[len(FEATURE_PREFIX) :])
@@ -439,7 +427,9 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
     asked = requested_features(configuration)
     requested = [f for f in asked if f != "deletionVectors"]
     schema = schema_json if isinstance(schema_json, dict) else json.loads(schema_json)
-    for f in ("invariants", "generatedColumns", "identityColumns"):
+    if _columns_with_metadata(schema, "delta.generationExpression"):
+        requested.append("generatedColumns")
+    for f in ("invariants", "identityColumns"):
         why = _usage(f, Metadata(id="x", schema_string=json.dumps(schema)))
         if why:
             raise UnsupportedFeatureError(

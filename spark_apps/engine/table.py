@@ -234,6 +234,19 @@ class DeltaTable:
 
         return set_properties(self.snapshot(), properties, **txn_options).to_dict()
 
+    def add_constraint(self, name: str, expression: str, **txn_options) -> dict:
+        """ADD CONSTRAINT ``name`` CHECK (``expression``), after checking every row the table holds;
+        every later write checks it (see :mod:`airflow_delta_provider_apps.engine.constraints`)."""
+        from .commands.properties import add_constraint
+
+        return add_constraint(self.snapshot(), name, expression, **txn_options).to_dict()
+
+    def drop_constraint(self, name: str, *, if_exists: bool = False, **txn_options) -> dict:
+        """DROP CONSTRAINT [IF EXISTS] ``name`` (metadata only)."""
+        from .commands.properties import drop_constraint
+
+        return drop_constraint(self.snapshot(), name, if_exists=if_exists, **txn_options).to_dict()
+
     def restore(self, version: int | None = None, timestamp=None) -> dict:
         """Make the table's live files those of an older version (see
         :mod:`airflow_delta_provider_apps.engine.commands.restore`); no Spark needed."""

@@ -17,7 +17,9 @@ OPTIMIZE): the Spark data plane (:mod:`airflow_delta_provider_apps.engine.spark.
   so far);
 * per-file stats (numRecords, minValues, maxValues, nullCount) come from
   :class:`airflow_delta_provider_apps.engine.stats.StatsCollector` over the very batches written (no second pass);
-* NOT NULL columns are checked on the batches (:class:`SchemaMismatchError` before any commit);
+* NOT NULL columns, CHECK constraints and generated columns (:mod:`.constraints`) are checked on
+  the batches (:class:`SchemaMismatchError`, :class:`ConstraintViolationError` before any commit),
+  generated columns computed where NULL;
 * ``data_change`` is written into each AddFile (``false`` for rearrangements such as OPTIMIZE).
 """
 
@@ -164,6 +166,10 @@ class TableWriter:
         self.data_schema = self.table_schema.without(part_set)
         self.arrow_schema = self.data_schema.to_arrow_schema()
         self._check_not_null_fn = schema_mod.check_not_null
+        # CHECK constraints and generated columns (change data: generated values filled, not checked)
+        from .constraints import rules_for
+
+        self.rules = rules_for(spec.schema_json, spec.configuration)
         self._has_not_null = _has_not_null(self.table_schema) and not change_data
         self._stats_mod = stats_mod
         self._stats_config = stats_mod.stats_config_from_properties(spec.configuration or {})
@@ -182,6 +188,8 @@ class TableWriter:
     # ---- input
 
     def write(self, batch: pa.RecordBatch):
+        if self.rules:
+            batch = self.rules.fill(batch) if self.change_data else self.rules.apply(batch)
         self._check_not_null(batch)
         self._check_constraint(batch)
         if not self.partition_columns:

@@ -145,8 +145,6 @@ def test_refused_writer_features(feature, monkeypatch):
             {},
             "inner",
         ),
-        ("checkConstraints", None, {"delta.constraints.pos": "id > 0"}, "delta.constraints.pos"),
-        ("generatedColumns", schema(field("g", **{"delta.generationExpression": "id + 1"})), {}, "generated"),
         (
             "identityColumns",
             schema(field("i", **{"delta.identity.start": 1, "delta.identity.step": 1})),
@@ -165,11 +163,12 @@ def test_allowed_features_refused_when_used(feature, sch, conf, why, monkeypatch
 
 
 def test_legacy_writer_versions_imply_features():
-    m = meta(conf={"delta.constraints.pos": "id > 0"})
-    F.check_write_supported(Protocol(1, 2), m)  # CHECK constraints are not part of writer version 2
-    with pytest.raises(UnsupportedFeatureError, match="implied by legacy writer version 3"):
-        F.check_write_supported(Protocol(1, 3), m)
+    m = meta(schema(field("i", **{"delta.identity.start": 1, "delta.identity.step": 1})))
+    F.check_write_supported(Protocol(1, 5), m)  # identity columns are not part of writer version 5
+    with pytest.raises(UnsupportedFeatureError, match="implied by legacy writer version 6"):
+        F.check_write_supported(Protocol(1, 6), m)
     F.check_write_supported(Protocol(1, 4), meta(conf={"delta.enableChangeDataFeed": "true"}))  # CDF is written
+    F.check_write_supported(Protocol(1, 3), meta(conf={"delta.constraints.pos": "id > 0"}))  # checked
     assert F.legacy_writer_features(6) == [
         "appendOnly",
         "invariants",
@@ -246,7 +245,6 @@ def test_new_table_feature_properties():
     "conf,name",
     [
         ({"delta.columnMapping.mode": "name"}, "columnMapping"),
-        ({"delta.constraints.c": "id > 0"}, "CHECK"),
         ({"delta.feature.rowTracking": "supported"}, "rowTracking"),
     ],
 )
@@ -277,6 +275,8 @@ def test_a_new_table_with_the_change_data_feed_has_the_writer_feature():
     ) == Protocol(1, 7, writer_features=["appendOnly", "invariants", "changeDataFeed"])
 
 
-def test_new_table_refuses_generated_columns():
-    with pytest.raises(UnsupportedFeatureError, match="generatedColumns"):
-        F.protocol_for_new_table(schema(field("g", **{"delta.generationExpression": "1"})))
+def test_new_tables_with_constraints_or_generated_columns_have_the_features():
+    p = F.protocol_for_new_table(
+        schema(field("g", **{"delta.generationExpression": "1"})), {"delta.constraints.c": "g > 0"}
+    )
+    assert p == Protocol(1, 7, writer_features=["checkConstraints", "generatedColumns", "appendOnly", "invariants"])

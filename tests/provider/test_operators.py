@@ -250,6 +250,34 @@ def test_set_properties_operator_enables_deletion_vectors_in_the_worker(tmp_path
     assert DeltaTable.for_path(None, root).delete("id = 2")["numDeletionVectorsAdded"] == 1
 
 
+def test_constraint_operators_add_check_and_drop_in_the_worker(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaAddConstraintOperator, DeltaDropConstraintOperator
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1, 2, 3]}))
+    with pytest.raises(ValueError, match="expression is required"):
+        DeltaAddConstraintOperator(task_id="c", table_uri=root, name="big")
+    too_strict = DeltaAddConstraintOperator(task_id="c", table_uri=root, name="big", expression="id > 1")
+    assert too_strict.execution == "local" and {"name", "expression"} <= set(too_strict.template_fields)
+    with pytest.raises(Exception, match="1 row.* violate the new CHECK constraint"):
+        too_strict.execute({})
+    out = DeltaAddConstraintOperator(task_id="c", table_uri=root, name="pos", expression="id > 0").execute({})
+    assert (out["operation"], out["committed"], out["constraint"]) == ("ADD CONSTRAINT", True, "pos")
+    with pytest.raises(Exception, match="CHECK constraint pos"):
+        append_arrow(root, pa.table({"id": [-5]}))
+    gone = DeltaDropConstraintOperator(task_id="d", table_uri=root, name="pos").execute({})
+    assert (gone["operation"], gone["committed"]) == ("DROP CONSTRAINT", True)
+    again = DeltaDropConstraintOperator(task_id="d", table_uri=root, name="pos", if_exists=True).execute({})
+    assert again["committed"] is False
+
+
 def test_asset_events_carry_the_partitions_the_commit_changed(tmp_path):
     """Airflow 3.2+ asset partitions: one event per partition the commit changed data in (the value
     itself for one partition column), none for a commit that changed no data (OPTIMIZE), a table

@@ -563,3 +563,38 @@ def test_merge_records_its_changes_in_every_execution(spark, tmp_path, execution
     )
     assert only_inserts["metrics"]["numTargetChangeFilesAdded"] == 0  # readers take them from the adds
     _assert_changes(root, only_inserts["version"], [({"id": 60, "v": 0, "p": 0}, "insert")], True)
+
+
+def test_merge_computes_generated_columns_and_checks_constraints(spark, tmp_path, execution):
+    """Every execution: an update of a column recomputes the generated column that depends on it,
+    inserts compute it, and a row that breaks a CHECK constraint fails the MERGE, nothing committed."""
+    import json as _json
+
+    from airflow_delta_provider_apps.engine.errors import ConstraintViolationError
+
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "v", "type": "integer", "nullable": True, "metadata": {}},
+            {"name": "p", "type": "integer", "nullable": True, "metadata": {}},
+            {"name": "g", "type": "integer", "nullable": False, "metadata": {"delta.generationExpression": "v + p"}},
+        ],
+    }
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(
+        spark, root, schema=_json.dumps(schema), partition_by=["p"], properties={"delta.constraints.v_small": "v < 100"}
+    )
+    t.append(spark.createDataFrame([(i, i * 10, i % 2) for i in range(6)], DDL))  # no g: computed
+    source = spark.createDataFrame([(1, 50, 1), (9, 90, 1)], DDL)
+    DeltaTable.for_path(spark, root).merge(source, "target.id = source.id").when_matched_update(
+        {"v": "source.v"}
+    ).when_not_matched_insert_all().execute()
+    got = sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    want = sorted([(i, i * 10, i % 2, i * 10 + i % 2) for i in range(6) if i != 1] + [(1, 50, 1, 51), (9, 90, 1, 91)])
+    assert got == want
+    version = t.version()
+    bad = spark.createDataFrame([(2, 500, 0)], DDL)
+    with pytest.raises(ConstraintViolationError, match="v_small"):
+        DeltaTable.for_path(spark, root).merge(bad, "target.id = source.id").when_matched_update_all().execute()
+    assert DeltaTable.for_path(spark, root).version() == version

@@ -286,10 +286,12 @@ def update(
     :param updates: ``{column: Spark SQL expression}``, e.g. ``{"v": "v * 2", "status": "'done'"}``;
         values are cast to the column types as Spark's UPDATE does (ANSI store assignment)
     """
+    from ..constraints import stale_generated
     from ..expr import bind_assignments
 
     plan = _Plan(snapshot, "UPDATE", predicate, spark=spark, txn_options=txn_options)
     bound = bind_assignments(dict(updates or {}), plan.schema)  # errors before anything is read
+    bound.update(stale_generated(plan.schema, bound))  # computed again by the writer from the new values
     metrics = UpdateMetrics()
     if plan.duplicate:
         return plan.skipped(metrics)

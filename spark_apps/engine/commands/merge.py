@@ -263,6 +263,7 @@ def bind_plan(
 ):
     """Bind every text of the merge to the schemas (step 1 of the module docstring); ``target_schema``:
     the table's schema after this merge (evolved), default the snapshot's."""
+    from ..constraints import stale_generated
     from ..expr.parse import bind_assignments_over, parse_over
     from ..expr.sql import quote as quote_name
 
@@ -287,7 +288,7 @@ def bind_plan(
         if c.action in ("update", "insert"):
             texts = c.assignments
             if texts is None:  # *_all: by column name, from the source
-                missing = [f.name for f in target.fields if source_schema.find(f.name) is None]
+                missing = [f.name for f in target.fields if source_schema.find(f.name) is None and not _generated(f)]
                 if missing and c.action == "update":
                     raise InvalidArgumentError(
                         f"WHEN MATCHED update_all: the source has no column {', '.join(missing)}",
@@ -302,8 +303,16 @@ def bind_plan(
             values = bind_assignments_over(texts, target, scope, target_alias=target_alias) if texts else {}
             if c.action == "insert":
                 values = _complete_insert(values, target)
+            else:  # generated columns of the columns it sets: computed again by the writer
+                values = {**values, **stale_generated(target, values)}
         out.append(BoundClause(c, cond, values))
     return MergePlan(bound_on, out, target, source_schema, target_alias, source_alias)
+
+
+def _generated(f) -> bool:
+    from ..constraints import GENERATION_EXPRESSION
+
+    return GENERATION_EXPRESSION in (f.metadata or {})
 
 
 def _complete_insert(values: dict, target) -> dict:
@@ -314,7 +323,7 @@ def _complete_insert(values: dict, target) -> dict:
     for f in target.fields:
         if f.name in values:
             out[f.name] = values[f.name]
-        elif not f.nullable:
+        elif not f.nullable and not _generated(f):  # (a generated column left NULL is computed)
             raise InvalidPredicateError(
                 f"WHEN NOT MATCHED insert gives no value for NOT NULL column '{f.name}'",
                 "a column an INSERT does not set is NULL",

@@ -1,5 +1,7 @@
-"""SET TBLPROPERTIES: change a table's properties in one commit, upgrading its protocol to the
-features they ask for (after delta-spark's AlterTableSetPropertiesDeltaCommand).
+"""SET TBLPROPERTIES, ADD CONSTRAINT and DROP CONSTRAINT: a table's properties changed in one commit,
+its protocol upgraded to the features they ask for (after delta-spark's
+AlterTableSetPropertiesDeltaCommand, AlterTableAddConstraintDeltaCommand and
+AlterTableDropConstraintDeltaCommand).
 
 The properties are checked as CREATE TABLE checks them (known ``delta.*`` keys, values that parse),
 a feature this engine cannot write is refused, and the new configuration is the old one with these
@@ -18,7 +20,7 @@ import json
 from .base import Command
 from .result import CommandResult
 
-__all__ = ["set_properties"]
+__all__ = ["set_properties", "add_constraint", "drop_constraint"]
 
 
 def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
@@ -42,3 +44,108 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     if protocol != snapshot.protocol:
         cmd.txn.update_protocol(protocol)
     return cmd.commit([], None, fields=fields)
+
+
+def add_constraint(snapshot, name: str, expression: str, **txn_options) -> CommandResult:
+    """ADD CONSTRAINT ``name`` CHECK (``expression``): refused when the name is taken or when a row
+    the table holds does not satisfy it (TRUE; FALSE and NULL both violate, as in Delta), read file by
+    file with only the expression's columns; then one commit of the property
+    ``delta.constraints.<name>`` and the ``checkConstraints`` feature. Every later write checks it
+    (:mod:`..constraints`). The whole table is registered as read: a concurrent write conflicts."""
+    from .. import features
+    from ..constraints import check_constraint, constraints_of
+    from ..errors import ConstraintViolationError, InvalidArgumentError
+
+    key = check_constraint(name, expression, snapshot.schema)
+    short = key.split(".")[-1]
+    if short in constraints_of(snapshot.metadata.configuration):
+        raise InvalidArgumentError(
+            f"Constraint '{short}' already exists on table '{snapshot.table_root}'",
+            f"it is {constraints_of(snapshot.metadata.configuration)[short]!r}",
+            "drop it first (drop_constraint), or choose another name",
+        )
+    cmd = Command(snapshot, "ADD CONSTRAINT", {"name": short, "expr": expression}, txn_options=txn_options)
+    fields = {"constraint": short, "expression": expression}
+    if cmd.duplicate:
+        return cmd.skipped(None, fields=fields)
+    cmd.read_rows(None)
+    bad, example = _violations(snapshot, expression)
+    if bad:
+        raise ConstraintViolationError(
+            f"{bad} row(s) in table '{snapshot.table_root}' violate the new CHECK constraint ({expression})",
+            f"e.g. {example} (Delta's DELTA_NEW_CHECK_CONSTRAINT_VIOLATION); nothing was committed",
+            "fix or delete those rows first, or change the condition",
+        )
+    configuration = {**(snapshot.metadata.configuration or {}), key: expression}
+    protocol = features.upgraded_protocol(snapshot.protocol, features.requested_features(configuration))
+    cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, configuration=configuration))
+    if protocol != snapshot.protocol:
+        cmd.txn.update_protocol(protocol)
+    return cmd.commit([], None, fields={**fields, "protocol": protocol.to_json()})
+
+
+def drop_constraint(snapshot, name: str, *, if_exists: bool = False, **txn_options) -> CommandResult:
+    """DROP CONSTRAINT [IF EXISTS] ``name``: one commit without the property (the protocol keeps its
+    features; a table never downgrades). A missing name is an error unless ``if_exists``."""
+    from ..config import CONSTRAINT_PREFIX
+    from ..constraints import constraints_of
+    from ..errors import InvalidArgumentError
+
+    short = str(name or "").strip().lower()
+    existing = constraints_of(snapshot.metadata.configuration)
+    expression = existing.get(short)
+    cmd = Command(snapshot, "DROP CONSTRAINT", {"name": short, "expr": expression}, txn_options=txn_options)
+    fields = {"constraint": short, "expression": expression}
+    if cmd.duplicate:
+        return cmd.skipped(None, fields=fields)
+    if expression is None:
+        if if_exists:
+            return cmd.unchanged(None, fields=fields)
+        raise InvalidArgumentError(
+            f"Table '{snapshot.table_root}' has no constraint '{short}'",
+            f"its constraints are {sorted(existing) or 'none'}",
+            "check the name, or pass if_exists=True",
+        )
+    configuration = {
+        k: v for k, v in (snapshot.metadata.configuration or {}).items() if k.lower() != CONSTRAINT_PREFIX + short
+    }
+    cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, configuration=configuration))
+    return cmd.commit([], None, fields=fields)
+
+
+def _violations(snapshot, expression: str) -> tuple[int, dict | None]:
+    """Rows of the snapshot where ``expression`` is not TRUE, and the first one's values of the
+    columns it names; read one bounded batch at a time, those columns only (every row group: a
+    violation may be a NULL, which statistics cannot rule out)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..expr import parse_predicate, true_mask
+    from ..reader import iter_data_file_batches
+
+    expr = parse_predicate(expression, snapshot.schema)
+    columns = list(dict.fromkeys(p[0] for p in expr.columns()))
+    mode = snapshot.properties.column_mapping_mode_for(snapshot.schema)
+    bad, example = 0, None
+    wanted = [c for c in ("path", "partition_values", "deletion_vector") if c in snapshot.files.column_names]
+    for f in snapshot.files.select(wanted).to_pylist():
+        path, pv, dv = f["path"], dict(f.get("partition_values") or []), f.get("deletion_vector")
+        for batch in iter_data_file_batches(
+            snapshot.storage,
+            snapshot.table_root,
+            path,
+            pv,
+            snapshot.schema,
+            snapshot.partition_columns,
+            columns,
+            dv,
+            column_mapping_mode=mode,
+        ):
+            if not batch.num_rows:
+                continue
+            ok = true_mask(expr, batch)
+            n = batch.num_rows - int(pc.sum(pc.cast(ok, pa.int64())).as_py() or 0)
+            if n and example is None:
+                example = batch.filter(pc.invert(ok)).slice(0, 1).to_pylist()[0]
+            bad += n
+    return bad, example
