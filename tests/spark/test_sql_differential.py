@@ -452,6 +452,9 @@ FIXED_VALUES = [
     "substring(s, 3, -1)", "substring(s, sh, 2)", "substring(s, i)", "substring(t, -1)",
     "trim(s)", "ltrim(s)", "rtrim(s)", "trim(LEADING FROM t)", "length(s)", "length(t)",
     "upper(s)", "lower(s)", "upper('ßﬁ')", "lower('İΣΑΣ')", "abs(i)", "abs(m)", "abs(d)", "abs(ty)", "-ty",
+    # date parts (generated columns' usual expressions); timestamps as dates in UTC
+    "year(dt)", "month(dt)", "day(dt)", "dayofmonth(dt)", "year(ts)", "month(ts)", "to_date(ts)",
+    "CASE WHEN t LIKE '%2026%' THEN year(t) END",
     # casts: strings trimmed of ASCII whitespace, booleans t/true/y/yes/1, Spark's partial dates
     "CASE WHEN t IN (' true ', 'T', 'no') THEN CAST(t AS BOOLEAN) END", "CAST(t AS BOOLEAN)",
     "CASE WHEN t LIKE '%2026%' THEN CAST(t AS DATE) END", "CASE WHEN t LIKE '%2026%' THEN CAST(t AS TIMESTAMP) END",

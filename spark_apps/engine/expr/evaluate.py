@@ -327,6 +327,9 @@ class _Eval:
             return pc.abs_checked(args[0])
         if name == "concat":
             return pc.binary_join_element_wise(*args, "")
+        if name in ("year", "month", "dayofmonth"):
+            part = {"year": pc.year, "month": pc.month, "dayofmonth": pc.day}[name]
+            return pc.cast(part(args[0]), pa.int32())
         raise pa.ArrowNotImplementedError(f"function {name}")
 
     def _substring(self, e: n.Function):

@@ -560,7 +560,8 @@ class _Binder:
                 )
             raise _err(
                 f"Function {name}() is not supported in '{self.text}'",
-                "supported: coalesce, if, upper, lower, trim, ltrim, rtrim, length, substring, concat, abs",
+                "supported: coalesce, if, upper, lower, trim, ltrim, rtrim, length, substring, concat, abs, "
+                "year, month, day, dayofmonth, to_date",
                 "rewrite the condition with supported functions, comparisons, IN, LIKE, BETWEEN, IS NULL",
             )
         raise _err(
@@ -977,6 +978,28 @@ class _Binder:
     def _b_Length(self, node):
         a = self.bind(node.this)
         return n.Function("length", (self._to(a, n.STRING, "length"),), n.INTEGER)
+
+    def _date_part(self, name: str, node) -> n.Expr:
+        """year / month / dayofmonth of a date (a timestamp or a date string is cast to a date first,
+        as Spark does: timestamps in UTC)."""
+        return n.Function(name, (self._to(self.bind(node.this), n.DATE, name),), n.INTEGER)
+
+    def _b_Year(self, node):
+        return self._date_part("year", node)
+
+    def _b_Month(self, node):
+        return self._date_part("month", node)
+
+    def _b_Day(self, node):
+        return self._date_part("dayofmonth", node)
+
+    def _b_DayOfMonth(self, node):
+        return self._date_part("dayofmonth", node)
+
+    def _b_TsOrDsToDate(self, node):
+        if node.args.get("format") is not None:
+            return self._fallback(node)
+        return self._to(self.bind(node.this), n.DATE, "to_date")
 
     def _b_Substring(self, node):
         a = self._to(self.bind(node.this), n.STRING, "substring")
