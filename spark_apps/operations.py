@@ -303,6 +303,16 @@ def _source_needs_format(p: Mapping) -> None:
         raise ValueError(f"source_format must be one of {', '.join(SOURCE_FORMATS)}, not {p.get('source_format')!r}")
 
 
+def _column_named(p: Mapping) -> None:
+    if not p.get("column") or not str(p.get("column")).strip():
+        raise ValueError("column is required: the name of a top-level column")
+
+
+def _new_name_given(p: Mapping) -> None:
+    if not p.get("new_name") or not str(p.get("new_name")).strip():
+        raise ValueError("new_name is required: the column's new name")
+
+
 def _constraint_named(p: Mapping) -> None:
     if not p.get("name") or not str(p.get("name")).strip():
         raise ValueError("name is required: the constraint's name, e.g. positive_amount")
@@ -627,6 +637,22 @@ _OPERATIONS = (
             Arg("if_exists", "bool", default=False, help="no error when the table has no such constraint"),
         ),
         checks=(_constraint_named,),
+    ),
+    Operation(
+        "rename_column",
+        "RENAME COLUMN",
+        "rename a column of a table with column mapping (metadata only)",
+        "airflow_delta_provider_apps.runners:rename_column",
+        args=(Arg("column", help="the column's current name"), Arg("new_name", help="its new name")),
+        checks=(_column_named, _new_name_given),
+    ),
+    Operation(
+        "drop_column",
+        "DROP COLUMNS",
+        "drop a column of a table with column mapping (metadata only)",
+        "airflow_delta_provider_apps.runners:drop_column",
+        args=(Arg("column", help="the column to drop"),),
+        checks=(_column_named,),
     ),
     Operation(
         "restore",

@@ -256,6 +256,16 @@ def drop_constraint(params: dict, spark=None) -> dict:
     return _from_command(r, params["table_uri"])
 
 
+def rename_column(params: dict, spark=None) -> dict:
+    r = _table(None, params).rename_column(params["column"], params["new_name"], **_txn(params))
+    return _from_command(r, params["table_uri"])
+
+
+def drop_column(params: dict, spark=None) -> dict:
+    r = _table(None, params).drop_column(params["column"], **_txn(params))
+    return _from_command(r, params["table_uri"])
+
+
 def restore(params: dict, spark=None) -> dict:
     r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"))
     return _from_command(r, params["table_uri"])

@@ -688,6 +688,32 @@ class DeltaDropConstraintOperator(DeltaBaseOperator):
     default_execution = "local"
 
 
+class DeltaRenameColumnOperator(DeltaBaseOperator):
+    """Rename a column of a table with column mapping (``ALTER TABLE ... RENAME COLUMN``): metadata
+    only, in the worker; the files keep the column's physical name. A table without column mapping
+    gets it first with ``DeltaSetPropertiesOperator(properties={"delta.columnMapping.mode": "name"})``.
+
+    :param table_uri: the table (templated).
+    :param column: the column's current name (templated).
+    :param new_name: its new name (templated).
+    """
+
+    operation = "rename_column"
+    default_execution = "local"
+
+
+class DeltaDropColumnOperator(DeltaBaseOperator):
+    """Drop a column of a table with column mapping (``ALTER TABLE ... DROP COLUMN``): metadata only,
+    in the worker; the data stays in the files until they are rewritten and vacuumed.
+
+    :param table_uri: the table (templated).
+    :param column: the column to drop (templated).
+    """
+
+    operation = "drop_column"
+    default_execution = "local"
+
+
 class DeltaRestoreOperator(DeltaBaseOperator):
     """Make the table's live files those of an older version (``RESTORE``), in one commit.
 

@@ -20,7 +20,7 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
                       ``delta.enableChangeDataFeed`` is true)
   generatedColumns    always (the writer computes and checks them: :mod:`.constraints`)
   identityColumns     no column carries ``delta.identity.*`` metadata
-  columnMapping       ``delta.columnMapping.mode`` absent or ``none``
+  columnMapping       always (the writer writes physical names and ids: :mod:`.column_mapping`)
   deletionVectors     always (DELETE marks rows in deletion vectors when ``delta.enableDeletionVectors``
                       is true; every rewrite applies a file's deletion vector)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always
@@ -47,7 +47,6 @@ from collections.abc import Iterable, Iterator
 
 from .actions import Metadata, Protocol
 from .config import (
-    COLUMN_MAPPING_MODE,
     CONSTRAINT_PREFIX,
     ENABLE_IN_COMMIT_TIMESTAMPS,
     FEATURE_PREFIX,
@@ -190,16 +189,12 @@ def _columns_with_metadata(schema_json: dict, key: str, *, prefix: bool = False)
 def _usage(feature: str, metadata: Metadata | None) -> str | None:
     """Why ``feature`` is in use by this table (a reason string), or ``None`` when it is not."""
     schema = _schema_dict(metadata)
-    props = TableProperties.of(metadata)
     if feature == "invariants":
         cols = _columns_with_metadata(schema, "delta.invariants")
         return f"column(s) {cols} carry delta.invariants" if cols else None
     if feature == "identityColumns":
         cols = _columns_with_metadata(schema, "delta.identity.", prefix=True)
         return f"column(s) {cols} are identity columns" if cols else None
-    if feature == "columnMapping":
-        mode = props.column_mapping_mode
-        return f"{COLUMN_MAPPING_MODE}={mode}" if mode != "none" else None
     return None
 
 
@@ -377,13 +372,6 @@ def requested_features(configuration: dict | None) -> list[str]:
                 f"that enables the '{feature}' feature, which this engine does not implement",
                 f"remove the property, or use an engine that supports '{feature}'",
             )
-    mode = props.column_mapping_mode
-    if mode != "none":
-        raise UnsupportedFeatureError(
-            f"Cannot set {COLUMN_MAPPING_MODE}={mode}",
-            "column mapping is not implemented for writing by this engine",
-            "remove the property, or use Spark + delta-spark",
-        )
     requested = ["checkConstraints"] if props.keys_with_prefix(CONSTRAINT_PREFIX) else []
     for k in props.keys_with_prefix(FEATURE_PREFIX):
         if str(props.get(k)).lower() in ("supported", "enabled"):
@@ -399,6 +387,8 @@ def requested_features(configuration: dict | None) -> list[str]:
         requested.append("deletionVectors")
     if props.enable_change_data_feed and "changeDataFeed" not in requested:
         requested.append("changeDataFeed")
+    if props.column_mapping_mode != "none" and "columnMapping" not in requested:
+        requested.append("columnMapping")
     return requested
 
 

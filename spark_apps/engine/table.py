@@ -241,6 +241,19 @@ class DeltaTable:
 
         return add_constraint(self.snapshot(), name, expression, **txn_options).to_dict()
 
+    def rename_column(self, column: str, new_name: str, **txn_options) -> dict:
+        """RENAME COLUMN on a table with column mapping (metadata only; see
+        :mod:`airflow_delta_provider_apps.engine.column_mapping`)."""
+        from .commands.properties import rename_column
+
+        return rename_column(self.snapshot(), column, new_name, **txn_options).to_dict()
+
+    def drop_column(self, column: str, **txn_options) -> dict:
+        """DROP COLUMN on a table with column mapping (metadata only)."""
+        from .commands.properties import drop_column
+
+        return drop_column(self.snapshot(), column, **txn_options).to_dict()
+
     def drop_constraint(self, name: str, *, if_exists: bool = False, **txn_options) -> dict:
         """DROP CONSTRAINT [IF EXISTS] ``name`` (metadata only)."""
         from .commands.properties import drop_constraint

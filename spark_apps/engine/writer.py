@@ -165,6 +165,16 @@ class TableWriter:
         self.partition_fields = {f.name: f for f in self.table_schema.fields if f.name in part_set}
         self.data_schema = self.table_schema.without(part_set)
         self.arrow_schema = self.data_schema.to_arrow_schema()
+        # column mapping: files hold physical names (and field ids); partition values are keyed by them
+        from . import column_mapping
+
+        self.mapping = column_mapping.mode_of(spec.configuration)
+        self.file_schema = (
+            column_mapping.physical_schema(self.data_schema, self.mapping) if self.mapping != "none" else None
+        )
+        self.partition_keys = [
+            self.partition_fields[c].physical_name if self.mapping != "none" else c for c in self.partition_columns
+        ]
         self._check_not_null_fn = schema_mod.check_not_null
         # CHECK constraints and generated columns (change data: generated values filled, not checked)
         from .constraints import rules_for
@@ -184,6 +194,10 @@ class TableWriter:
         self._buffer_bytes = 0
         self._file = None  # open file state (dict)
         self._ratio = 0.5  # parquet bytes per Arrow byte, learned while writing
+
+    @property
+    def _file_arrow_schema(self) -> pa.Schema:
+        return self.file_schema if self.file_schema is not None else self.arrow_schema
 
     # ---- input
 
@@ -243,6 +257,10 @@ class TableWriter:
         out = pa.RecordBatch.from_arrays(arrays, names=[f.name for f in self.arrow_schema])
         if out.schema != self.arrow_schema:
             out = out.cast(self.arrow_schema)
+        if self.file_schema is not None:
+            from .column_mapping import to_physical
+
+            out = to_physical(out, self.file_schema)
         return out
 
     # ---- files
@@ -250,7 +268,7 @@ class TableWriter:
     def _flush(self, *, final: bool):
         """Write the buffered rows (as row groups), rolling files at the target size."""
         if self._buffer:
-            table = pa.Table.from_batches(self._buffer, schema=self.arrow_schema).combine_chunks()
+            table = pa.Table.from_batches(self._buffer, schema=self._file_arrow_schema).combine_chunks()
             self._buffer, self._buffer_bytes = [], 0
             offset = 0
             while offset < table.num_rows:
@@ -285,8 +303,8 @@ class TableWriter:
         name = f"{kind}-{self.task_id:05d}-{uuid.uuid4()}-c000.snappy.parquet"
         pvalues: dict = {}
         if self.partition_columns:
-            pvalues = dict(zip(self.partition_columns, self._pvalues or ()))
-            rel_dir = partitions.partition_path(self.partition_columns, pvalues)
+            pvalues = dict(zip(self.partition_keys, self._pvalues or ()))
+            rel_dir = partitions.partition_path(self.partition_keys, pvalues)
             rel = f"{rel_dir}/{name}"
         else:
             rel_dir, rel = "", name
@@ -297,7 +315,7 @@ class TableWriter:
         sink = self.storage.open_output_stream(new_file_location(self.spec.table_uri, rel))
         writer = pq.ParquetWriter(
             sink,
-            self.arrow_schema,
+            self._file_arrow_schema,
             compression="snappy",
             use_dictionary=True,
             # a small dictionary page makes the encoder fall back to plain encoding early for

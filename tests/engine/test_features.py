@@ -151,7 +151,6 @@ def test_refused_writer_features(feature, monkeypatch):
             {},
             "identity",
         ),
-        ("columnMapping", None, {"delta.columnMapping.mode": "name"}, "mode=name"),
     ],
 )
 def test_allowed_features_refused_when_used(feature, sch, conf, why, monkeypatch):
@@ -244,7 +243,6 @@ def test_new_table_feature_properties():
 @pytest.mark.parametrize(
     "conf,name",
     [
-        ({"delta.columnMapping.mode": "name"}, "columnMapping"),
         ({"delta.feature.rowTracking": "supported"}, "rowTracking"),
     ],
 )

@@ -221,6 +221,9 @@ def create_table(
     if existing is not None:
         return _already_exists(table_root, existing, if_not_exists, operation)
 
+    from ..column_mapping import assign
+
+    delta_schema, configuration = assign(delta_schema, configuration)  # column mapping: ids, physical names
     protocol = features.protocol_for_new_table(delta_schema.to_json(), configuration)
     configuration = stored_configuration(configuration, protocol)
     metadata = Metadata(

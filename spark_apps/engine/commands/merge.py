@@ -495,6 +495,11 @@ def merge(
     gate(snapshot.protocol, snapshot.metadata, snapshot.table_root)
     source_schema = parse_schema(source.schema.jsonValue())
     target_schema = evolved_schema(snapshot.schema, source_schema) if merge_schema else snapshot.schema
+    configuration = dict(snapshot.metadata.configuration or {})
+    if target_schema is not snapshot.schema:  # new columns of a mapped table get their ids now
+        from ..column_mapping import assign
+
+        target_schema, configuration = assign(target_schema, configuration)
     plan = bind_plan(
         snapshot,
         source_schema,
@@ -521,7 +526,10 @@ def merge(
     if target_schema is not snapshot.schema:  # the new columns land in the same commit
         import dataclasses
 
-        cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=target_schema.to_json_string()))
+        md = dataclasses.replace(
+            snapshot.metadata, schema_string=target_schema.to_json_string(), configuration=configuration
+        )
+        cmd.txn.update_metadata(md)
     metrics = MergeMetrics()
     if cmd.duplicate:
         return cmd.skipped(metrics)

@@ -20,17 +20,30 @@ import json
 from .base import Command
 from .result import CommandResult
 
-__all__ = ["set_properties", "add_constraint", "drop_constraint"]
+__all__ = ["set_properties", "add_constraint", "drop_constraint", "rename_column", "drop_column"]
 
 
 def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     """Set ``properties`` on the snapshot's table (see the module docstring); the result's
     ``properties`` field holds what was set, ``protocol`` the protocol after the commit."""
     from .. import features
+    from ..column_mapping import assign, mode_of
+    from ..errors import InvalidArgumentError
     from .create_table import stored_configuration, validate_properties
 
     given = validate_properties(properties)
     configuration = {**(snapshot.metadata.configuration or {}), **given}
+    before, after = mode_of(snapshot.metadata.configuration), mode_of(configuration)
+    schema = snapshot.schema
+    if before != after:
+        if before != "none" or after != "name":
+            raise InvalidArgumentError(
+                f"Cannot change delta.columnMapping.mode from '{before}' to '{after}'",
+                "a table's columns can start being mapped by name; ids or unmapping would need every file rewritten",
+                "set delta.columnMapping.mode=name on a table without column mapping, or recreate the table",
+            )
+        # the files already use the names: they become the physical names
+        schema, configuration = assign(schema, configuration, keep_names=True)
     protocol = features.upgraded_protocol(snapshot.protocol, features.requested_features(configuration))
     configuration = stored_configuration(configuration, protocol)
     params = {"properties": json.dumps(given)}
@@ -40,7 +53,10 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
         return cmd.skipped(None, fields=fields)
     if configuration == (snapshot.metadata.configuration or {}) and protocol == snapshot.protocol:
         return cmd.unchanged(None, fields=fields)
-    cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, configuration=configuration))
+    md = dataclasses.replace(snapshot.metadata, configuration=configuration)
+    if schema is not snapshot.schema:
+        md = dataclasses.replace(md, schema_string=schema.to_json_string())
+    cmd.txn.update_metadata(md)
     if protocol != snapshot.protocol:
         cmd.txn.update_protocol(protocol)
     return cmd.commit([], None, fields=fields)
@@ -149,3 +165,32 @@ def _violations(snapshot, expression: str) -> tuple[int, dict | None]:
                 example = batch.filter(pc.invert(ok)).slice(0, 1).to_pylist()[0]
             bad += n
     return bad, example
+
+
+def rename_column(snapshot, column: str, new_name: str, **txn_options) -> CommandResult:
+    """RENAME COLUMN (a table with column mapping): the schema's display name changes, nothing else
+    (the files keep the physical name); a partition column is renamed in the partition columns too."""
+    from ..column_mapping import renamed
+
+    schema, parts = renamed(snapshot.metadata, column, new_name)
+    cmd = Command(
+        snapshot, "RENAME COLUMN", {"oldColumnPath": column, "newColumnPath": new_name}, txn_options=txn_options
+    )
+    if cmd.duplicate:
+        return cmd.skipped(None)
+    md = dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string(), partition_columns=parts)
+    cmd.txn.update_metadata(md)
+    return cmd.commit([], None, fields={"column": column, "new_name": new_name})
+
+
+def drop_column(snapshot, column: str, **txn_options) -> CommandResult:
+    """DROP COLUMN (a table with column mapping): the column leaves the schema; its data stays in the
+    files, never read again (VACUUM after a rewrite removes it)."""
+    from ..column_mapping import dropped
+
+    schema = dropped(snapshot.metadata, column)
+    cmd = Command(snapshot, "DROP COLUMNS", {"columns": json.dumps([column])}, txn_options=txn_options)
+    if cmd.duplicate:
+        return cmd.skipped(None)
+    cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string()))
+    return cmd.commit([], None, fields={"column": column})

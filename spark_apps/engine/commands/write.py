@@ -95,11 +95,14 @@ def _evolve(txn, snapshot, data_schema, merge_schema: bool):
     new metadata then goes into the same commit. Raises SchemaMismatchError before anything is written."""
     import dataclasses
 
+    from ..column_mapping import assign
     from ..schema import check_write_compatible
 
     merged = check_write_compatible(snapshot.schema, data_schema, merge_schema=merge_schema)
     if merged is not snapshot.schema and merged != snapshot.schema:
-        txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=merged.to_json_string()))
+        merged, conf = assign(merged, dict(snapshot.metadata.configuration or {}))  # new columns' ids
+        md = dataclasses.replace(snapshot.metadata, schema_string=merged.to_json_string(), configuration=conf)
+        txn.update_metadata(md)
     return merged
 
 
@@ -380,7 +383,9 @@ def overwrite(
                 f"the data has columns {', '.join(data_schema.names)}",
                 "keep the partition columns in the data",
             )
-        new_schema = data_schema.validate()
+        from ..column_mapping import assign
+
+        new_schema, mapped_conf = assign(data_schema.validate(), dict(snapshot.metadata.configuration or {}))
     predicate = parse_predicate(replace_where, snapshot.schema) if replace_where is not None else None
     if predicate is not None:
         txn.operation_parameters = {**params, "predicate": json.dumps([to_sql(predicate)])}
@@ -389,7 +394,10 @@ def overwrite(
         return cmd.skipped(metrics)
     if overwrite_schema:
         if new_schema != snapshot.schema:
-            txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=new_schema.to_json_string()))
+            md = dataclasses.replace(
+                snapshot.metadata, schema_string=new_schema.to_json_string(), configuration=mapped_conf
+            )
+            txn.update_metadata(md)
         table_schema = new_schema
         prepared = conform_dataframe_to(df, table_schema)
     else:

@@ -427,8 +427,10 @@ class OptimisticTransaction:
             )
 
     def _validate_file_actions(self, actions: list, metadata: Metadata) -> None:
+        from ..log.file_actions import partition_keys_of
+
         part_cols = list(metadata.partition_columns or [])
-        part_set = set(part_cols)
+        part_set = set(partition_keys_of(metadata))  # physical names under column mapping
         add_keys: set = set()
         add_paths: set = set()
         rem_keys: set = set()

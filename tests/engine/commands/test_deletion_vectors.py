@@ -216,7 +216,7 @@ def test_enabling_deletion_vectors_on_an_existing_table_upgrades_its_protocol(tm
     # refused before anything is committed: an unknown key, a feature this engine cannot write
     for bad, error in (
         ({"delta.enableDeletionVector": "true"}, InvalidArgumentError),
-        ({"delta.columnMapping.mode": "name"}, UnsupportedFeatureError),
+        ({"delta.enableRowTracking": "true"}, UnsupportedFeatureError),
         ({"delta.feature.rowTracking": "supported"}, UnsupportedFeatureError),
     ):
         with pytest.raises(error):

@@ -3,7 +3,7 @@
 Every table ends in one of three ways, and which one is pinned per table, so a table can never drift
 silently from "compared" to "skipped":
 
-* **deleted and compared** (31 tables, deletion-vector tables included: their DELETEs merge new
+* **deleted and compared** (32 tables, deletion-vector tables included: their DELETEs merge new
   rows into the vectors delta-spark wrote; on a table with the change data feed, each DELETE's
   changes are exactly the rows it deleted): for each column whose values can be written as a SQL literal
   (numbers, strings, dates, booleans, decimals; partition columns included: conditions on them alone
@@ -14,8 +14,8 @@ silently from "compared" to "skipped":
   independently with pyarrow's three-valued (Kleene) kernels from a hand translation of the SQL (never
   with our evaluator); the metrics count the deleted rows. Where delta-rs reads the original table
   exactly as we do, it must also read the result as we do.
-* **refused up front** (6 tables, by design): the table uses a writer feature this engine does not
-  implement (v2 checkpoints, column mapping, clustering). The error names a feature
+* **refused up front** (5 tables, by design): the table uses a writer feature this engine does not
+  implement (v2 checkpoints, clustering). The error names a feature
   the table's protocol or metadata really has; nothing is written (the folder is byte for byte the
   same) and the rows read afterwards equal the rows before.
 * **not readable** (3 tables: the corpus ships their logs without data files, or with a gap in the log;
@@ -53,7 +53,6 @@ TABLES = json.loads((CONFORMANCE / "manifest.json").read_text())["tables"] if CO
 # compared: a table moving between these groups fails the test)
 REFUSED = {  # a writer feature this engine does not implement
     "delta-golden/v2-checkpoint-parquet",
-    "delta-golden/table-with-columnmapping-mode-name",
     "delta-kernel-rs/crc-full",
     "delta-kernel-rs/v2-checkpoints-parquet-with-sidecars",
     "delta-rs/checkpoint-v2-table",
@@ -269,4 +268,4 @@ def test_the_tables_set_apart_are_in_the_corpus():
         pytest.skip(HOW_TO_GET_IT)
     dirs = {t["dir"] for t in TABLES}
     assert REFUSED | set(UNREADABLE) <= dirs
-    assert len(dirs - REFUSED - set(UNREADABLE)) == 31  # deleted from and compared row by row
+    assert len(dirs - REFUSED - set(UNREADABLE)) == 32  # deleted from and compared row by row
