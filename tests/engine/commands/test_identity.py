@@ -102,3 +102,19 @@ def test_ddl_declares_identity_and_generated_columns(tmp_path):
     assert got == [(5, dt.date(2024, 5, 1), 2024), (7, dt.date(2025, 1, 2), 2025)]
     with pytest.raises(DeltaError, match="cannot honour"):
         DeltaTable.create(None, str(tmp_path / "u"), schema="id INT GENERATED ALWAYS AS IDENTITY")
+
+
+def test_two_writers_of_one_snapshot_never_assign_the_same_values(tmp_path):
+    """Both read version 1 and would start at the same value: the second commit conflicts (the
+    first moved the high water mark), as in Delta; its retry on the new snapshot continues after it."""
+    from airflow_delta_provider_apps.engine.errors import CommitConflictError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema=_schema())
+    append_arrow(root, pa.table({"id": pa.nulls(1, pa.int64()), "v": ["a"]}))
+    snap = t.snapshot()
+    append_arrow(snap, pa.table({"id": pa.nulls(2, pa.int64()), "v": ["b", "c"]}))
+    with pytest.raises(CommitConflictError):
+        append_arrow(snap, pa.table({"id": pa.nulls(2, pa.int64()), "v": ["d", "e"]}))
+    append_arrow(root, pa.table({"id": pa.nulls(2, pa.int64()), "v": ["d", "e"]}))
+    assert [r[0] for r in sorted(_rows(t), key=lambda r: r[1])] == [10, 11, 12, 13, 14]
