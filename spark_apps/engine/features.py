@@ -19,7 +19,8 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   changeDataFeed      always (DELETE, UPDATE and MERGE write change data files when
                       ``delta.enableChangeDataFeed`` is true)
   generatedColumns    always (the writer computes and checks them: :mod:`.constraints`)
-  identityColumns     no column carries ``delta.identity.*`` metadata
+  identityColumns     always (the writer assigns the values, the commit the high water mark:
+                      :mod:`.identity`)
   columnMapping       always (the writer writes physical names and ids: :mod:`.column_mapping`)
   deletionVectors     always (DELETE marks rows in deletion vectors when ``delta.enableDeletionVectors``
                       is true; every rewrite applies a file's deletion vector)
@@ -192,9 +193,6 @@ def _usage(feature: str, metadata: Metadata | None) -> str | None:
     if feature == "invariants":
         cols = _columns_with_metadata(schema, "delta.invariants")
         return f"column(s) {cols} carry delta.invariants" if cols else None
-    if feature == "identityColumns":
-        cols = _columns_with_metadata(schema, "delta.identity.", prefix=True)
-        return f"column(s) {cols} are identity columns" if cols else None
     return None
 
 
@@ -419,7 +417,9 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
     schema = schema_json if isinstance(schema_json, dict) else json.loads(schema_json)
     if _columns_with_metadata(schema, "delta.generationExpression"):
         requested.append("generatedColumns")
-    for f in ("invariants", "identityColumns"):
+    if _columns_with_metadata(schema, "delta.identity.", prefix=True):
+        requested.append("identityColumns")
+    for f in ("invariants",):
         why = _usage(f, Metadata(id="x", schema_string=json.dumps(schema)))
         if why:
             raise UnsupportedFeatureError(

@@ -180,6 +180,11 @@ class TableWriter:
         from .constraints import rules_for
 
         self.rules = rules_for(spec.schema_json, spec.configuration)
+        # identity columns: NULLs get this writer's next values (engine.identity)
+        from .identity import identities
+
+        self.identities = [] if change_data else identities(self.table_schema)
+        self._identity_counts: dict = {}
         self._has_not_null = _has_not_null(self.table_schema) and not change_data
         self._stats_mod = stats_mod
         self._stats_config = stats_mod.stats_config_from_properties(spec.configuration or {})
@@ -202,6 +207,10 @@ class TableWriter:
     # ---- input
 
     def write(self, batch: pa.RecordBatch):
+        if self.identities:
+            from .identity import fill
+
+            batch = fill(self.identities, batch, self.task_id, self._identity_counts)
         if self.rules:
             batch = self.rules.fill(batch) if self.change_data else self.rules.apply(batch)
         self._check_not_null(batch)

@@ -145,12 +145,6 @@ def test_refused_writer_features(feature, monkeypatch):
             {},
             "inner",
         ),
-        (
-            "identityColumns",
-            schema(field("i", **{"delta.identity.start": 1, "delta.identity.step": 1})),
-            {},
-            "identity",
-        ),
     ],
 )
 def test_allowed_features_refused_when_used(feature, sch, conf, why, monkeypatch):
@@ -162,10 +156,11 @@ def test_allowed_features_refused_when_used(feature, sch, conf, why, monkeypatch
 
 
 def test_legacy_writer_versions_imply_features():
-    m = meta(schema(field("i", **{"delta.identity.start": 1, "delta.identity.step": 1})))
-    F.check_write_supported(Protocol(1, 5), m)  # identity columns are not part of writer version 5
-    with pytest.raises(UnsupportedFeatureError, match="implied by legacy writer version 6"):
-        F.check_write_supported(Protocol(1, 6), m)
+    m = meta(schema(field("i", **{"delta.invariants": "{}"})))
+    F.check_write_supported(Protocol(1, 1), m)  # invariants are not part of writer version 1
+    with pytest.raises(UnsupportedFeatureError, match="implied by legacy writer version 2"):
+        F.check_write_supported(Protocol(1, 2), m)
+    F.check_write_supported(Protocol(1, 6), meta(schema(field("i", **{"delta.identity.step": 1}))))  # assigned
     F.check_write_supported(Protocol(1, 4), meta(conf={"delta.enableChangeDataFeed": "true"}))  # CDF is written
     F.check_write_supported(Protocol(1, 3), meta(conf={"delta.constraints.pos": "id > 0"}))  # checked
     assert F.legacy_writer_features(6) == [

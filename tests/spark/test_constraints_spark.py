@@ -39,3 +39,33 @@ def test_spark_writes_compute_generated_columns_and_check_constraints(spark, tmp
     assert DeltaTable.for_path(spark, root).version() == version
     t.overwrite(spark.sql("SELECT CAST(7 AS BIGINT) AS id, DATE'2026-05-01' AS day"), replace_where="year = 2026")
     assert sorted((r["id"], r["year"]) for r in t.to_df().collect())[-1] == (7, 2026)
+
+
+@pytest.mark.parametrize("join", [False, True])
+def test_identity_values_from_spark_tasks_and_merge_inserts(spark, tmp_path, monkeypatch, join):
+    """Appends in several Spark tasks and a MERGE's inserts (file by file, or Spark's join) assign
+    unique identity values; the high water mark passes every one."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+
+    if join:
+        monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    md = {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": False}
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": False, "metadata": md},
+            {"name": "k", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=json.dumps(schema))
+    t.append(spark.createDataFrame([(f"k{i}",) for i in range(8)], "k STRING").repartition(3))
+    source = spark.createDataFrame([("k1",), ("new1",), ("new2",)], "k STRING")
+    DeltaTable.for_path(spark, root).merge(source, "target.k = source.k").when_not_matched_insert_all().execute()
+    rows = [(r["id"], r["k"]) for r in DeltaTable.for_path(spark, root).to_df().collect()]
+    ids = [i for i, _ in rows]
+    assert len(rows) == 10 and len(set(ids)) == 10 and None not in ids
+    hwm = DeltaTable.for_path(spark, root).snapshot().schema.find("id").metadata["delta.identity.highWaterMark"]
+    assert hwm == max(ids)
+    with pytest.raises(Exception, match="GENERATED ALWAYS"):
+        t.append(spark.createDataFrame([(1, "x")], "id BIGINT, k STRING"))

@@ -155,6 +155,23 @@ class Command:
         """Nothing to commit (nothing matched, nothing to compact): the snapshot's version, no commit."""
         return self._result(metrics, self.read_version, fields=fields)
 
+    def _advance_identities(self, actions: list) -> None:
+        """Identity columns: the values the added files hold move the high water marks, in this
+        commit's metadata (:func:`..identity.advanced`)."""
+        from ..actions import AddFile
+        from ..identity import HIGH_WATER_MARK, STEP, advanced
+
+        metadata = self.txn.metadata
+        if (
+            metadata is None
+            or STEP not in (metadata.schema_string or "")
+            and HIGH_WATER_MARK not in (metadata.schema_string or "")
+        ):
+            return
+        moved = advanced(metadata, [a for a in actions if isinstance(a, AddFile) and a.data_change])
+        if moved is not None:
+            self.txn.update_metadata(moved)
+
     def commit(self, actions, metrics, *, fields=None) -> CommandResult:
         """Commit ``actions`` with ``metrics`` as the commit's ``operationMetrics``. A concurrent
         commit of the same identity that landed first turns this into a skip (empty metrics)."""
@@ -162,6 +179,7 @@ class Command:
             metrics.execution_time_ms = self.watch.elapsed_ms()  # what commitInfo records, too
         operation_metrics = metrics.to_operation_metrics() if metrics is not None else {}
         actions = list(actions)
+        self._advance_identities(actions)
         if self.watermark is not None:
             from ..actions import SetTransaction
 

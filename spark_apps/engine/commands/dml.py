@@ -291,6 +291,9 @@ def update(
 
     plan = _Plan(snapshot, "UPDATE", predicate, spark=spark, txn_options=txn_options)
     bound = bind_assignments(dict(updates or {}), plan.schema)  # errors before anything is read
+    from ..identity import refuse_updates
+
+    refuse_updates(plan.schema, bound)
     bound.update(stale_generated(plan.schema, bound))  # computed again by the writer from the new values
     metrics = UpdateMetrics()
     if plan.duplicate:

@@ -301,6 +301,14 @@ def bind_plan(
                     if source_schema.find(f.name) is not None
                 }
             values = bind_assignments_over(texts, target, scope, target_alias=target_alias) if texts else {}
+            if c.action == "update":
+                from ..identity import refuse_updates
+
+                refuse_updates(target, values)
+            else:
+                from ..identity import refuse_given
+
+                refuse_given(target, values)
             if c.action == "insert":
                 values = _complete_insert(values, target)
             else:  # generated columns of the columns it sets: computed again by the writer
@@ -323,7 +331,8 @@ def _complete_insert(values: dict, target) -> dict:
     for f in target.fields:
         if f.name in values:
             out[f.name] = values[f.name]
-        elif not f.nullable and not _generated(f):  # (a generated column left NULL is computed)
+        elif not f.nullable and not _generated(f) and "delta.identity.step" not in (f.metadata or {}):
+            # (a generated column left NULL is computed, an identity column assigned)
             raise InvalidPredicateError(
                 f"WHEN NOT MATCHED insert gives no value for NOT NULL column '{f.name}'",
                 "a column an INSERT does not set is NULL",

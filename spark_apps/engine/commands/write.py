@@ -303,8 +303,22 @@ def append_arrow(
     if cmd.duplicate:
         return cmd.skipped(WriteMetrics())
     snapshot = cmd.snapshot
-    target = snapshot.schema.to_arrow_schema()
+    # identity and generated columns may arrive NULL: the writer assigns or computes them
+    computed = {
+        f.name
+        for f in snapshot.schema.fields
+        if {"delta.identity.step", "delta.generationExpression"} & set(f.metadata)
+    }
+    target = pa.schema([f.with_nullable(True) if f.name in computed else f for f in snapshot.schema.to_arrow_schema()])
     batches = data.to_batches() if isinstance(data, pa.Table) else list(data)
+    from ..identity import identities, refuse_given
+
+    given = [
+        i.column
+        for i in identities(snapshot.schema)
+        if any(b.column(i.column).null_count < b.num_rows for b in batches)
+    ]
+    refuse_given(snapshot.schema, given)  # ALWAYS: only NULLs (assigned by the writer)
     batches = [b.select(target.names).cast(target) for b in batches]
     written = list(write_batches(table_write_spec(snapshot, target_file_size=target_file_size), batches))
     metrics = WriteMetrics(len(written), sum(w.num_rows for w in written), sum(w.add.size for w in written))

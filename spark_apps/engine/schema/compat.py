@@ -73,12 +73,16 @@ def _compare_struct(
         where = ".".join(path + (tf.name,))
         df = data_by_low.get(tf.name.lower())
         if df is None:
-            # a generated column the data leaves out is computed by the writer (engine.constraints)
-            if not tf.nullable and "delta.generationExpression" not in (tf.metadata or {}):
+            # a generated or identity column the data leaves out is computed by the writer
+            md = tf.metadata or {}
+            if not tf.nullable and "delta.generationExpression" not in md and "delta.identity.step" not in md:
                 problems.append(f"missing non-nullable column '{where}' ({tf.type.simple_string()} NOT NULL)")
             if merged is not None:
                 merged.append(tf)
             continue
+        md = tf.metadata or {}
+        if "delta.identity.step" in md and str(md.get("delta.identity.allowExplicitInsert", "false")).lower() != "true":
+            problems.append(f"column '{where}' is GENERATED ALWAYS AS IDENTITY: leave it out, the table assigns it")
         new_type = tf.type
         if isinstance(tf.type, StructType) and isinstance(df.type, StructType):
             sub_merged: list | None = [] if merged is not None else None

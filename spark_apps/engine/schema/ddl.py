@@ -266,11 +266,23 @@ def _field_from_sqlglot(node, parent: str) -> StructField:
             if not (isinstance(k.this, exp.Literal) and k.this.is_string):
                 _raise(f"Cannot parse the DDL schema: COMMENT of column '{where}' must be a quoted string", None)
             md["comment"] = k.this.this
+        elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint) and not parent and t.name == "long":
+            # GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY [(START WITH s INCREMENT BY i)]: engine.identity
+            def number(key: str) -> int:
+                v = k.args.get(key)
+                return 1 if v is None else int(v.sql(dialect=dialect))
+
+            md["delta.identity.start"], md["delta.identity.step"] = number("start"), number("increment")
+            md["delta.identity.allowExplicitInsert"] = not bool(k.args.get("this"))
+        elif isinstance(k, exp.ComputedColumnConstraint) and not parent:
+            # GENERATED ALWAYS AS (expression): engine.constraints computes and checks it
+            md["delta.generationExpression"] = k.this.sql(dialect=dialect)
         else:
             _raise(
                 f"Column '{where}' has a clause this engine cannot honour: {c.sql(dialect=dialect)}",
-                "only NOT NULL and one COMMENT are supported (no DEFAULT, GENERATED, IDENTITY, CHECK, "
-                "COLLATE or key constraints)",
+                "supported: NOT NULL, one COMMENT, GENERATED ALWAYS AS (expression) and GENERATED ALWAYS / "
+                "BY DEFAULT AS IDENTITY on a top-level BIGINT column (no DEFAULT, CHECK, COLLATE or key "
+                "constraints)",
             )
     return StructField(name, t, nullable, md)
 
