@@ -268,11 +268,9 @@ def _field_from_sqlglot(node, parent: str) -> StructField:
             md["comment"] = k.this.this
         elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint) and not parent and t.name == "long":
             # GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY [(START WITH s INCREMENT BY i)]: engine.identity
-            def number(key: str) -> int:
-                v = k.args.get(key)
-                return 1 if v is None else int(v.sql(dialect=dialect))
-
-            md["delta.identity.start"], md["delta.identity.step"] = number("start"), number("increment")
+            start, step = (k.args.get(key) for key in ("start", "increment"))
+            md["delta.identity.start"] = 1 if start is None else int(start.sql(dialect=dialect))
+            md["delta.identity.step"] = 1 if step is None else int(step.sql(dialect=dialect))
             md["delta.identity.allowExplicitInsert"] = not bool(k.args.get("this"))
         elif isinstance(k, exp.ComputedColumnConstraint) and not parent:
             # GENERATED ALWAYS AS (expression): engine.constraints computes and checks it
