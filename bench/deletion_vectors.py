@@ -8,8 +8,11 @@ predicate on ``id`` selects one file by its stats and ``n = id % 100`` predicate
 Ours runs in this process (the engine's thread pool, no Spark): the DV copy is the same files with
 ``delta.enableDeletionVectors=true`` committed on top. Cases: a point UPDATE (1 row), an UPDATE of
 0.1% of the rows (every file), a DELETE of 1% (every file), and a full read of the table after that
-DELETE, with its deletion vectors against the copy-on-write result (same live rows). Medians of
-``--reps`` runs after one untimed run each, each run on a fresh hard-linked copy.
+DELETE, with its deletion vectors against the copy-on-write result (same live rows). The same
+commands on a copy recording the change data feed (``delta.enableChangeDataFeed=true``), ours beside
+deltalake's (which writes change files too); and an append of the table's rows with a CHECK constraint
+and a generated column beside the plain append, ours beside deltalake's (which enforces both). Medians
+of ``--reps`` runs after one untimed run each, each run on a fresh hard-linked copy.
 """
 
 from __future__ import annotations
@@ -54,6 +57,12 @@ def _enable_deletion_vectors(root: str) -> None:
     txn.commit([])
 
 
+def _set(root: str, properties: dict) -> None:
+    from airflow_delta_provider_apps.engine import DeltaTable
+
+    DeltaTable.for_path(None, root).set_properties(properties)
+
+
 def _ours(root: str, kind: str, predicate: str) -> dict:
     from airflow_delta_provider_apps.engine import DeltaTable
 
@@ -94,6 +103,8 @@ def run(quick: bool, reps: int) -> list[dict]:
     plain_base = fresh_copy(source, DATA / "plain")
     dv_base = fresh_copy(source, DATA / "dv")
     _enable_deletion_vectors(dv_base)
+    cdf_base = fresh_copy(source, DATA / "cdf")
+    _set(cdf_base, {"delta.enableChangeDataFeed": "true"})
     work = DATA / "work"
     results = []
     for label, kind, predicate in CASES:
@@ -102,6 +113,8 @@ def run(quick: bool, reps: int) -> list[dict]:
             ("ours_dv", dv_base, _ours),
             ("ours_cow", plain_base, _ours),
             ("deltalake", plain_base, _deltalake),
+            ("ours_cdf", cdf_base, _ours),
+            ("deltalake_cdf", cdf_base, _deltalake),
         ):
             samples = []
             for rep in range(reps + 1):  # the first run is untimed
@@ -122,8 +135,52 @@ def run(quick: bool, reps: int) -> list[dict]:
     cow_s, cow_rows = _timed(lambda: _read(cow_after), reps)
     assert dv_rows == cow_rows, (dv_rows, cow_rows)
     results.append({"case": f"full read after the DELETE ({dv_rows:,} rows)", "read_dv": dv_s, "read_cow": cow_s})
+    results.append(_append_with_rules(source, work, reps))
     shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+RULES_DDL = "id BIGINT, v DOUBLE, s STRING, n BIGINT, n2 BIGINT GENERATED ALWAYS AS (n * 2)"
+
+
+def _append_with_rules(source: str, work: Path, reps: int) -> dict:
+    """Appending the table's rows (Arrow, in process) to an empty table: plain, and with a CHECK
+    constraint and a generated column; deltalake the same (it enforces both)."""
+    import deltalake
+    import pyarrow as pa
+
+    from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    data = deltalake.DeltaTable(source).to_pyarrow_table().select(["id", "v", "s", "n"])
+    ruled = data.append_column("n2", pa.nulls(data.num_rows, pa.int64()))
+    theirs = data.append_column("n2", pa.compute.multiply(data.column("n"), 2))
+    check = {"delta.constraints.positive_id": "id >= 0"}
+
+    def ours(rules: bool):
+        root = str(work / "rules" / str(time.perf_counter_ns()))
+        if rules:
+            DeltaTable.create(None, root, schema=RULES_DDL, properties=check)
+            append_arrow(root, ruled)
+        else:
+            DeltaTable.create(None, root, schema=RULES_DDL.split(", n2")[0])
+            append_arrow(root, data)
+
+    def dl(rules: bool):
+        root = str(work / "rules" / str(time.perf_counter_ns()))
+        if rules:
+            dt = deltalake.DeltaTable.create(root, schema=theirs.schema)
+            dt.alter.add_constraint(check)
+            deltalake.write_deltalake(root, theirs, mode="append")  # deltalake checks, does not compute
+        else:
+            deltalake.write_deltalake(root, data, mode="append")
+
+    row = {"case": f"append {data.num_rows:,} rows"}
+    for name, fn in (("ours_plain", lambda: ours(False)), ("ours_rules", lambda: ours(True))):
+        row[name] = _timed(fn, reps)[0]
+    for name, fn in (("deltalake_plain", lambda: dl(False)), ("deltalake_rules", lambda: dl(True))):
+        row[name] = _timed(fn, reps)[0]
+    return row
 
 
 def save(results: list[dict], reps: int, out: Path, rows: int) -> None:
@@ -142,7 +199,7 @@ def save(results: list[dict], reps: int, out: Path, rows: int) -> None:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        if "read_dv" in r:
+        if "read_dv" in r or "ours_plain" in r:
             continue
         lines.append(
             f"| {r['case']} | {r['ours_dv']:.3f} s | {r['ours_cow']:.3f} s | {r['deltalake']:.3f} s "
@@ -155,6 +212,32 @@ def save(results: list[dict], reps: int, out: Path, rows: int) -> None:
                 "| read | with deletion vectors | rewritten files | DV / rewritten |",
                 "|---|---:|---:|---:|",
                 f"| {r['case']} | {r['read_dv']:.3f} s | {r['read_cow']:.3f} s | {r['read_dv'] / r['read_cow']:.2f}x |",
+            ]
+    lines += [
+        "",
+        "Recording the change data feed (copy-on-write; both write change files):",
+        "",
+        "| case | ours, CDF | ours, no CDF | deltalake, CDF | CDF cost (ours) | ours vs deltalake |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        if "ours_cdf" in r:
+            lines.append(
+                f"| {r['case']} | {r['ours_cdf']:.3f} s | {r['ours_cow']:.3f} s | {r['deltalake_cdf']:.3f} s "
+                f"| {r['ours_cdf'] / r['ours_cow']:.2f}x | {r['deltalake_cdf'] / r['ours_cdf']:.1f}x faster |"
+            )
+    for r in results:
+        if "ours_plain" in r:
+            lines += [
+                "",
+                "CHECK constraint (`id >= 0`) and generated column (`n * 2`; ours computes it, deltalake is given it):",
+                "",
+                "| case | ours, plain | ours, with both | deltalake, plain | deltalake, with both | cost (ours) "
+                "| ours vs deltalake |",
+                "|---|---:|---:|---:|---:|---:|---:|",
+                f"| {r['case']} | {r['ours_plain']:.3f} s | {r['ours_rules']:.3f} s | {r['deltalake_plain']:.3f} s "
+                f"| {r['deltalake_rules']:.3f} s | {r['ours_rules'] / r['ours_plain']:.2f}x "
+                f"| {r['deltalake_rules'] / r['ours_rules']:.1f}x faster |",
             ]
     (out / "deletion_vectors.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
