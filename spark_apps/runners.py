@@ -130,7 +130,7 @@ def read_changes(spark, source: str, options: dict, target_uri: str | None) -> S
         from .engine.spark.scan import changes_dataframe
 
         return Source(changes_dataframe(spark, plan), None, feed)
-    return Source(src.changes_df(start, end), (app, end), feed)
+    return Source(src.changes_df(start, end), (app, end, consumed), feed)
 
 
 def read_source(spark, params: dict) -> Source:
@@ -280,7 +280,14 @@ def create_table(params: dict, spark=None) -> dict:
 
     uri = params["table_uri"]
     kept = spark is None and params.get("if_not_exists")  # settled by the log: a kept table's source is not read
-    source_df = None if kept else read_source_spec(spark, params).df
+    source = None if kept else read_source_spec(spark, params)
+    if source is not None and source.feed is not None:
+        raise InvalidArgumentError(
+            "A change feed source cannot create a table",
+            "the new table could not record which versions it consumed",
+            "create the table first, then write or merge the changes into it",
+        )
+    source_df = source.df if source is not None else None
     t = DeltaTable.create(
         spark,
         uri,
@@ -303,6 +310,13 @@ def write(params: dict, spark=None) -> dict:
     t = _table(spark, params)
     src = read_source_spec(spark, params)
     df, fed = src.df, {"watermark": src.watermark}
+    if src.feed is not None and (params.get("rerun") or "apply") == "replace":
+        raise InvalidArgumentError(
+            "A change feed source cannot be appended with on_rerun='replace'",
+            "replacing the earlier run's output would drop the changes it consumed, which the next run "
+            "would not read again",
+            "use on_rerun='apply' (each version's changes are read once anyway)",
+        )
     if (params.get("mode") or "append") == "overwrite":
         r = t.overwrite(
             df,

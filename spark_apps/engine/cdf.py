@@ -203,6 +203,7 @@ def plan_changes(
     range, a version without the feed) before any data file is read."""
     from .config import TableProperties
     from .log.commit_read import read_commit
+    from .log.file_actions import partition_keys_of
     from .log.listing import commit_path
     from .log.snapshot import commit_timestamps, load_snapshot
 
@@ -214,7 +215,7 @@ def plan_changes(
     files: list[ChangeFile] = []
     for v in range(start, end + 1):
         data = storage.read_bytes(commit_path(storage, table_root, v))
-        keys = list(metadata.partition_columns or []) if metadata is not None else None
+        keys = partition_keys_of(metadata) if metadata is not None else None  # physical under mapping
         commit = read_commit(v, data, partition_keys=keys)
         from .actions import Metadata
 
@@ -238,7 +239,7 @@ def plan_changes(
             for c in cdc:
                 files.append(ChangeFile(v, ts, c["path"], dict(c.get("partitionValues") or {}), None))
             continue
-        files.extend(_from_file_actions(v, ts, adds, removes, list(metadata.partition_columns or [])))
+        files.extend(_from_file_actions(v, ts, adds, removes, partition_keys_of(metadata)))
     md = end_snapshot.metadata
     return ChangePlan(
         table_root=end_snapshot.table_root,

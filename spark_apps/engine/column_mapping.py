@@ -55,21 +55,38 @@ def assign(schema, configuration: dict, *, keep_names: bool = False):
         return schema, configuration
     top = int(configuration.get(MAX_ID_KEY) or 0)
 
-    def highest(st) -> int:
+    def highest(t) -> int:
+        from .schema import ArrayType, MapType
+
+        if isinstance(t, ArrayType):
+            return highest(t.element_type)
+        if isinstance(t, MapType):
+            return max(highest(t.key_type), highest(t.value_type))
+        if not isinstance(t, StructType):
+            return 0
         best = 0
-        for f in st.fields:
-            best = max(best, int(f.metadata.get(ID_KEY) or 0))
-            if isinstance(f.type, StructType):
-                best = max(best, highest(f.type))
+        for f in t.fields:
+            best = max(best, int(f.metadata.get(ID_KEY) or 0), highest(f.type))
         return best
 
     top = max(top, highest(schema))
+
+    def nested(t):  # structs inside arrays and maps carry ids and physical names too
+        from .schema import ArrayType, MapType
+
+        if isinstance(t, StructType):
+            return walk(t)
+        if isinstance(t, ArrayType):
+            return ArrayType(nested(t.element_type), t.contains_null)
+        if isinstance(t, MapType):
+            return MapType(nested(t.key_type), nested(t.value_type), t.value_contains_null)
+        return t
 
     def walk(st):
         nonlocal top
         out = []
         for f in st.fields:
-            t = walk(f.type) if isinstance(f.type, StructType) else f.type
+            t = nested(f.type)
             md = dict(f.metadata or {})
             if ID_KEY not in md:
                 top += 1
@@ -117,12 +134,13 @@ def _to_physical(arr: pa.Array, t: pa.DataType) -> pa.Array:
     if pa.types.is_struct(t):
         children = [_to_physical(arr.field(i), t.field(i).type) for i in range(t.num_fields)]
         return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
-    if pa.types.is_map(t):
-        keys, items = _to_physical(arr.keys, t.key_type), _to_physical(arr.items, t.item_type)
-        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=t, mask=mask)
-    if pa.types.is_list(t):
-        values = _to_physical(arr.values, t.value_type)
-        return pa.ListArray.from_arrays(arr.offsets, values, type=t, mask=mask)
+    if pa.types.is_map(t) or pa.types.is_list(t):
+        # offsets copied: a slice's offsets cannot carry a null bitmap
+        offsets = pa.array(arr.offsets.to_numpy(zero_copy_only=False), pa.int32())
+        if pa.types.is_map(t):
+            keys, items = _to_physical(arr.keys, t.key_type), _to_physical(arr.items, t.item_type)
+            return pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=mask)
+        return pa.ListArray.from_arrays(offsets, _to_physical(arr.values, t.value_type), type=t, mask=mask)
     return arr.cast(t) if arr.type != t else arr
 
 
@@ -145,6 +163,27 @@ def _require_mapping(metadata, what: str) -> None:
         )
 
 
+def _refuse_used(metadata, name: str, what: str) -> None:
+    """Refuse to rename or drop a column a CHECK constraint or a generated column's expression
+    names (its text would name a column that is gone), as Delta does."""
+    from .constraints import rules_for
+
+    rules = rules_for(metadata.schema_string, metadata.configuration)
+    low = name.lower()
+    users = [c.name for c in rules.checks if any(x.split(".")[0].lower() == low for x in c.columns)]
+    users += [
+        f"generated column {g.column}"
+        for g in rules.generated
+        if any(x.split(".")[0].lower() == low for x in g.columns)
+    ]
+    if users:
+        raise InvalidArgumentError(
+            f"Cannot {what} '{name}'",
+            f"{', '.join(users)} use(s) it",
+            "drop those constraints (or recreate the generated column) first",
+        )
+
+
 def renamed(metadata, column: str, new_name: str):
     """``(schema, partition_columns)`` with top-level ``column`` called ``new_name`` (its physical
     name, its data, its stats and its partition values stay)."""
@@ -157,6 +196,7 @@ def renamed(metadata, column: str, new_name: str):
         raise InvalidArgumentError(f"No column '{column}' to rename", f"the table has {schema.names}", "check the name")
     new_name = str(new_name or "").strip()
     other = schema.find(new_name)
+    _refuse_used(metadata, f.name, "rename column")
     if not new_name or (other is not None and other.name != f.name):
         raise InvalidArgumentError(
             f"Cannot rename '{f.name}' to '{new_name}'",
@@ -170,7 +210,6 @@ def renamed(metadata, column: str, new_name: str):
 
 def dropped(metadata, column: str):
     """The schema without top-level ``column`` (its data stays in the files, never read again)."""
-    from .constraints import constraints_of
     from .schema import StructType, parse_schema
 
     _require_mapping(metadata, "drop a column")
@@ -184,9 +223,5 @@ def dropped(metadata, column: str):
         )
     if len(schema.fields) == 1:
         raise InvalidArgumentError(f"Cannot drop '{f.name}'", "it is the table's only column", "add another first")
-    users = [n for n, sql in constraints_of(metadata.configuration).items() if f.name.lower() in sql.lower()]
-    if users:
-        raise InvalidArgumentError(
-            f"Cannot drop '{f.name}'", f"CHECK constraint(s) {users} may use it", "drop those constraints first"
-        )
+    _refuse_used(metadata, f.name, "drop column")
     return StructType(tuple(x for x in schema.fields if x is not f)).validate()

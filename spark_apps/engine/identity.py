@@ -64,11 +64,19 @@ class Identity:
         return self.high if self.high is not None else self.start - self.step
 
     def values(self, task_id: int, first: int, count: int) -> pa.Array:
-        """The ``count`` values of writer ``task_id`` from its ``first``-th on."""
+        """The ``count`` values of writer ``task_id`` from its ``first``-th on (refused, not wrapped,
+        past the range of BIGINT)."""
         import numpy as np
 
-        k = np.arange(first, first + count, dtype=np.int64)
-        return pa.array(self.base + self.step * (1 + task_id * STRIDE + k), pa.int64())
+        low = self.base + self.step * (1 + task_id * STRIDE + first)  # Python ints: exact
+        high = low + self.step * (count - 1)
+        if not (-(2**63) <= min(low, high) and max(low, high) < 2**63):
+            raise InvalidArgumentError(
+                f"Identity column '{self.column}' has run out of values",
+                f"the next values ({low} ... {high}) are outside BIGINT's range",
+                "recreate the column with a smaller step, or write in fewer tasks",
+            )
+        return pa.array(np.arange(count, dtype=np.int64) * np.int64(self.step) + np.int64(low), pa.int64())
 
 
 def identities(schema) -> list[Identity]:
@@ -141,6 +149,26 @@ def fill(ids: list[Identity], batch: pa.RecordBatch, task_id: int, counters: dic
             col = scatter(col, pc.is_null(col), new)
         batch = batch.set_column(i, batch.schema.field(i), col.cast(batch.schema.field(i).type))
     return batch
+
+
+def kept_high_water_marks(older, current):
+    """``older`` metadata (RESTORE's) with ``current``'s identity high water marks: values assigned
+    since are never assigned again."""
+    import dataclasses
+
+    from .schema import StructField, StructType, parse_schema
+
+    marks = {i.column: i.high for i in identities(parse_schema(current.schema_string)) if i.high is not None}
+    if not marks:
+        return older
+    schema = parse_schema(older.schema_string)
+    fields = tuple(
+        StructField(f.name, f.type, f.nullable, {**f.metadata, HIGH_WATER_MARK: marks[f.name]})
+        if f.name in marks and (START in f.metadata or STEP in f.metadata)
+        else f
+        for f in schema.fields
+    )
+    return dataclasses.replace(older, schema_string=StructType(fields).to_json_string())
 
 
 def advanced(metadata, adds: list):

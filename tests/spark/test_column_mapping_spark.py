@@ -37,3 +37,12 @@ def test_renamed_then_appended_and_merged(spark, tmp_path, monkeypatch, join):
     got = sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
     theirs = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(root)).execute("SELECT id, label, p FROM t")
     assert got == want == sorted(tuple(r.values()) for r in pa.table(theirs.read_all()).to_pylist())
+
+
+def test_dynamic_partition_overwrite_of_a_mapped_table_replaces_only_its_partitions(spark, tmp_path):
+    root = str(tmp_path / "t")
+    ddl = "id BIGINT, p INT"
+    t = DeltaTable.create(spark, root, schema=ddl, partition_by=["p"], properties={"delta.columnMapping.mode": "name"})
+    t.append(spark.createDataFrame([(1, 7), (2, 8), (3, 9)], ddl))
+    t.overwrite(spark.createDataFrame([(4, 9)], ddl), partition_overwrite_mode="dynamic")
+    assert sorted(tuple(r) for r in t.to_df().collect()) == [(1, 7), (2, 8), (4, 9)]

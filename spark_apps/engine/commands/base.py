@@ -57,10 +57,11 @@ class Command:
     :param removes_rows: the command removes rows: its words for the append-only refusal
     :param append_only_fix: how to get past that refusal, when the generic advice does not fit
     :param txn_options: ``app_id``, ``app_version``, ``user_metadata`` and the transaction's own
-        options; ``watermark``: ``(app id, version)`` of a source this command consumed up to that
-        version (a change feed's range): committed as that application's ``txn`` version beside the
-        command's own, and read from the snapshot so that a concurrent consumer of the same range
-        conflicts
+        options; ``watermark``: ``(app id, version, consumed before)`` of a source this command
+        consumed up to ``version`` (a change feed's range), having found ``consumed before`` as that
+        application's ``txn`` version: committed as its new version beside the command's own, and
+        read from the snapshot so that a consumer that committed in between, or concurrently,
+        conflicts instead of applying the same range twice
     """
 
     def __init__(
@@ -102,7 +103,7 @@ class Command:
             self.txn.update_protocol(protocol)
             self.txn.update_metadata(metadata)
         if self.watermark is not None:
-            self.txn.txn_version(self.watermark[0])  # registers the read
+            self._check_watermark()
 
     # ------------------------------------------------------------------ identity
     @property
@@ -155,6 +156,22 @@ class Command:
         """Nothing to commit (nothing matched, nothing to compact): the snapshot's version, no commit."""
         return self._result(metrics, self.read_version, fields=fields)
 
+    def _check_watermark(self) -> None:
+        """The snapshot still holds the watermark the source's range was read after (see the class
+        docstring); registers the read for the commit's conflict check."""
+        from ..errors import ConcurrentTransactionError
+
+        app, _version, before = self.watermark
+        self.txn.txn_version(app)
+        held = getattr(self.snapshot, "set_transactions", {}).get(app) if self.snapshot is not None else None
+        held = held.version if held is not None else None
+        if held != before:
+            raise ConcurrentTransactionError(
+                f"Another run consumed changes of the source (application '{app}') into '{self.table_root}'",
+                f"this run read the changes after version {before}, the table now records {held}",
+                "run again: the retry reads the changes after the version now recorded",
+            )
+
     def _advance_identities(self, actions: list) -> None:
         """Identity columns: the values the added files hold move the high water marks, in this
         commit's metadata (:func:`..identity.advanced`)."""
@@ -183,7 +200,7 @@ class Command:
         if self.watermark is not None:
             from ..actions import SetTransaction
 
-            app, version = self.watermark
+            app, version, _before = self.watermark
             actions.append(SetTransaction(app_id=app, version=int(version), last_updated=self.txn.clock()))
         done = self.txn.commit(actions, operation_metrics=operation_metrics)
         if done.skipped:

@@ -190,7 +190,10 @@ def optimize(
             "run them as two OPTIMIZE tasks",
         )
     purge = purge_candidates(files, None if purge_deletion_vectors else MAX_DELETED_ROWS_RATIO)
-    bins = plan_bins(files, parts, target, min_size, bool(zorder), purge, purge_only=purge_deletion_vectors)
+    from ..log.file_actions import partition_keys_of
+
+    spelled = partition_keys_of(snapshot.metadata)  # partitionValues keys: physical under column mapping
+    bins = plan_bins(files, spelled, target, min_size, bool(zorder), purge, purge_only=purge_deletion_vectors)
     metrics = OptimizeMetrics(total_considered_files=files.num_rows, num_batches=len(bins))
     chosen_rows = sorted(i for b in bins for i in b)
     metrics.total_files_skipped = files.num_rows - len(chosen_rows)
@@ -216,7 +219,7 @@ def optimize(
     metrics.num_added_files = len(adds)
     metrics.num_removed_bytes = int(pc.sum(removed.column("size")).as_py() or 0)
     metrics.num_added_bytes = sum(a.size for a in adds)
-    metrics.partitions_optimized = len({k for k in _partition_keys(removed, parts)})
+    metrics.partitions_optimized = len({k for k in _partition_keys(removed, spelled)})
     sizes = _percentiles([a.size for a in adds])
     for k, v in sizes.items():
         setattr(metrics, f"{k}_file_size", v)

@@ -94,7 +94,10 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
     txn.operation_parameters = params
     cmd.read_rows(None)
     if target.metadata != snapshot.metadata:
-        txn.update_metadata(target.metadata)
+        from ..identity import kept_high_water_marks
+
+        # identity values handed out since stay handed out: the current high water marks are kept
+        txn.update_metadata(kept_high_water_marks(target.metadata, snapshot.metadata))
     new, old = snapshot.protocol, target.protocol
     if (old.min_reader_version, old.min_writer_version) > (new.min_reader_version, new.min_writer_version):
         txn.update_protocol(

@@ -401,6 +401,14 @@ def overwrite(
 
         new_schema, mapped_conf = assign(data_schema.validate(), dict(snapshot.metadata.configuration or {}))
     predicate = parse_predicate(replace_where, snapshot.schema) if replace_where is not None else None
+    from ..features import writes_change_data
+
+    if predicate is not None and merge_schema and writes_change_data(snapshot.metadata):
+        raise InvalidArgumentError(
+            "replace_where with merge_schema is not supported on a table recording the change data feed",
+            "the change rows of the rows written would miss the new columns",
+            "add the columns first (a merge_schema append or MERGE), then overwrite with replace_where",
+        )
     if predicate is not None:
         txn.operation_parameters = {**params, "predicate": json.dumps([to_sql(predicate)])}
     metrics = OverwriteMetrics()
@@ -430,10 +438,14 @@ def overwrite(
     extra_adds: list = []
     changes: list = []  # the change feed's files (a data condition's rewrite on a table that records it)
     if mode == "dynamic" and partition_columns:
-        # replace the partitions the data wrote to: match live files by their partition values
+        # replace the partitions the data wrote to: match live files by their partition values (keyed
+        # as the log spells them: physical names under column mapping)
+        from ..log.file_actions import partition_keys_of
+
+        spelled = partition_keys_of(snapshot.metadata)
         keys = {tuple(sorted((a.partition_values or {}).items())) for a in written.adds}
-        written_keys = pa.array([partition_key(dict(k), partition_columns) for k in keys], pa.string())
-        replaced = files.filter(pc.is_in(partition_keys(files, partition_columns), value_set=written_keys))
+        written_keys = pa.array([partition_key(dict(k), spelled) for k in keys], pa.string())
+        replaced = files.filter(pc.is_in(partition_keys(files, spelled), value_set=written_keys))
         cmd.read_files(replaced)
         removes = removes_for(replaced)
         for key in keys:

@@ -347,6 +347,18 @@ class _JoinMerge:
             (changed.filter(F.col("__action").isin(deletes)).select(*before), DELETE),
         ]
         if inserted is not None:
+            from ..identity import identities
+
+            if identities(self.plan.target_schema):
+                from ..errors import InvalidArgumentError
+
+                raise InvalidArgumentError(
+                    "Cannot MERGE as a Spark join into a table with identity columns that records the change data feed",
+                    "the inserted rows' identity values are assigned in the writing tasks, and the change "
+                    "rows would be computed apart from them",
+                    "merge a smaller source (under the memory cap: the file-by-file MERGE records them), or "
+                    "insert the new rows with a write first",
+                )
             parts.append((self.project(inserted, self.inserts), INSERT))
         out = None
         for rows, kind in parts:
@@ -552,6 +564,7 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
     when the candidates are small (:func:`..rewrite.in_process`), else in ONE Spark job
     over the files, dealt to tasks by bytes as DELETE/UPDATE do; the inserts are written here."""
     import numpy as np
+    import pyarrow as pa
 
     from ..rewrite import in_process
     from ..rewrite.merge import inserted_rows, likely_touched, merge_files
@@ -587,6 +600,13 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
     for i, k in inserted.items():
         per_action[i] = (k, 0)
     if table is not None:
+        from ..identity import fill, identities
+        from ..schema import parse_schema
+
+        ids = identities(parse_schema(spec.write.schema_json))
+        if ids:  # assigned here, so that the data and the change feed hold the same values
+            counts: dict = {}
+            table = pa.Table.from_batches([fill(ids, b, 0, counts) for b in table.to_batches()])
         writer = TableWriter(spec.write, 0)
         written: list[WrittenFile] = []
         for batch in table.to_batches():

@@ -118,3 +118,29 @@ def test_mapping_starts_on_an_existing_table_by_name_and_refuses_other_changes(t
         t.set_properties({"delta.columnMapping.mode": "none"})
     with pytest.raises(DeltaError, match="another column has it"):
         t.rename_column("w", "ID")
+
+
+def test_mapped_tables_keep_their_partitions_apart_and_their_nested_ids(tmp_path):
+    """OPTIMIZE bins by partition, the change feed gives partition values, structs inside arrays and
+    maps get ids and physical names (deltalake refuses a mapped table without them), and a column a
+    CHECK constraint names cannot be renamed."""
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(
+        None,
+        root,
+        schema="id BIGINT, xs ARRAY<STRUCT<a: INT>>, p INT",
+        partition_by=["p"],
+        properties={"delta.columnMapping.mode": "name", "delta.enableChangeDataFeed": "true"},
+    )
+    xs = pa.array([[{"a": 1}], None], pa.list_(pa.struct([("a", pa.int32())])))
+    for _ in range(2):
+        append_arrow(root, pa.table({"id": pa.array([1, 2], pa.int64()), "xs": xs, "p": pa.array([0, 1], pa.int32())}))
+    element = t.snapshot().schema.find("xs").type.element_type.fields[0]
+    assert element.field_id is not None and element.physical_name.startswith("col-")
+    assert _theirs(root) == _ours(t)
+    assert t.optimize()["metrics"]["partitionsOptimized"] == 2 and len(t.snapshot().files.to_pylist()) == 2
+    changes = pa.table(t.changes(1, 2))
+    assert sorted(changes.column("p").to_pylist()) == [0, 0, 1, 1]
+    t.add_constraint("positive", "id > 0")
+    with pytest.raises(DeltaError, match="positive use"):
+        t.rename_column("id", "key")

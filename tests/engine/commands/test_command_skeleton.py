@@ -101,3 +101,23 @@ def test_the_ends_of_a_command(tmp_path):
     assert (none["version"], none["committed"], none["skipped"]) == (3, False, False)
     assert t.version() == 3
     assert sorted(read_snapshot_table(t.snapshot()).column("id").to_pylist()) == [2, 2, 3, 3]
+
+
+def test_a_change_feed_watermark_moved_since_the_range_was_read_conflicts(tmp_path):
+    """A command consuming a source's changes after version 3 refuses a table that records another
+    version for that source by now (another run consumed changes in between): no range twice."""
+    import pyarrow as pa
+
+    from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.commands.base import Command
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+    from airflow_delta_provider_apps.engine.errors import ConcurrentTransactionError
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": pa.array([1], pa.int64())}))
+    with pytest.raises(ConcurrentTransactionError, match="after version 3, the table now records None"):
+        Command(t.snapshot(), "WRITE", txn_options={"watermark": ("delta-changes:x", 5, 3)})
+    cmd = Command(t.snapshot(), "WRITE", txn_options={"watermark": ("delta-changes:x", 5, None)})
+    cmd.commit([], None)
+    assert t.snapshot().set_transactions["delta-changes:x"].version == 5

@@ -118,3 +118,15 @@ def test_two_writers_of_one_snapshot_never_assign_the_same_values(tmp_path):
         append_arrow(snap, pa.table({"id": pa.nulls(2, pa.int64()), "v": ["d", "e"]}))
     append_arrow(root, pa.table({"id": pa.nulls(2, pa.int64()), "v": ["d", "e"]}))
     assert [r[0] for r in sorted(_rows(t), key=lambda r: r[1])] == [10, 11, 12, 13, 14]
+
+
+def test_restore_keeps_the_mark_and_values_never_wrap(tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema=_schema())
+    append_arrow(root, pa.table({"id": pa.nulls(3, pa.int64()), "v": ["a", "b", "c"]}))
+    t.restore(version=0)
+    assert _hwm(t) == 12  # values 10-12 were handed out
+    append_arrow(root, pa.table({"id": pa.nulls(1, pa.int64()), "v": ["d"]}))
+    assert _rows(t) == [(13, "d")]
+    with pytest.raises(DeltaError, match="run out of values"):
+        Identity("id", 1, 2**40, 0, False).values(3, 0, 2)
