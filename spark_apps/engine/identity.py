@@ -144,9 +144,7 @@ def fill(ids: list[Identity], batch: pa.RecordBatch, task_id: int, counters: dic
         if nulls == len(col):
             col = new
         else:
-            from .rewrite.common import scatter
-
-            col = scatter(col, pc.is_null(col), new)
+            col = pc.replace_with_mask(col.cast(pa.int64()), pc.is_null(col), new)
         batch = batch.set_column(i, batch.schema.field(i), col.cast(batch.schema.field(i).type))
     return batch
 
