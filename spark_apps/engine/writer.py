@@ -132,10 +132,14 @@ def write_batches(
     """Write batches (columns in table order) as data files (change data files with ``change_data``:
     see :class:`TableWriter`); yield each file as it is closed."""
     writer = TableWriter(spec, task_id, change_data=change_data)
-    for batch in batches:
-        if batch.num_rows:
-            yield from writer.write(batch)
-    yield from writer.finish()
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                yield from writer.write(batch)
+        yield from writer.finish()
+    except BaseException:  # a failed batch (a constraint, a NOT NULL) leaves no open file behind
+        writer.abort()
+        raise
 
 
 class TableWriter:
@@ -232,6 +236,25 @@ class TableWriter:
 
     def finish(self):
         yield from self._flush(final=True)
+
+    def abort(self) -> None:
+        """Give up the open file, if any: closed and deleted (best effort), its rows never listed.
+        Files already closed are the caller's to discard (they were yielded)."""
+        f, self._file = self._file, None
+        self._buffer, self._buffer_bytes = [], 0
+        if f is None:
+            return
+        from .paths import new_file_location
+
+        try:
+            f["writer"].close()
+            f["sink"].close()
+        except Exception:  # the failure being handled matters more than this one
+            pass
+        try:
+            self.storage.delete(new_file_location(self.spec.table_uri, f["rel"]))
+        except Exception:
+            pass
 
     def _check_constraint(self, batch: pa.RecordBatch) -> None:
         if self.spec.row_constraint is None or self.change_data:

@@ -594,7 +594,17 @@ def test_merge_computes_generated_columns_and_checks_constraints(spark, tmp_path
     want = sorted([(i, i * 10, i % 2, i * 10 + i % 2) for i in range(6) if i != 1] + [(1, 50, 1, 51), (9, 90, 1, 91)])
     assert got == want
     version = t.version()
+    import glob
+
+    files = set(glob.glob(f"{root}/**/*.parquet", recursive=True))
     bad = spark.createDataFrame([(2, 500, 0)], DDL)
     with pytest.raises(ConstraintViolationError, match="v_small"):
         DeltaTable.for_path(spark, root).merge(bad, "target.id = source.id").when_matched_update_all().execute()
+    # a valid update beside an insert that breaks the constraint: nothing committed, nothing left behind
+    bad_insert = spark.createDataFrame([(2, 5, 0), (77, 700, 1)], DDL)
+    with pytest.raises(ConstraintViolationError, match="v_small"):
+        DeltaTable.for_path(spark, root).merge(
+            bad_insert, "target.id = source.id"
+        ).when_matched_update_all().when_not_matched_insert_all().execute()
     assert DeltaTable.for_path(spark, root).version() == version
+    assert set(glob.glob(f"{root}/**/*.parquet", recursive=True)) == files

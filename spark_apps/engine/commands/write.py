@@ -474,7 +474,17 @@ def overwrite(
             if changes:  # the deleted rows went to change files: the commit's inserts go there too
                 from ..spark.write import inserted_changes
 
-                changes += inserted_changes(df.sparkSession, snapshot, written.adds)
+                try:
+                    changes += inserted_changes(df.sparkSession, snapshot, written.adds)
+                except BaseException:  # nothing of this overwrite is committed: its files go
+                    from ..rewrite import FileOutcome, discard
+                    from ..writer import WrittenFile
+
+                    mine = [*written.adds, *extra_adds, *changes]
+                    discard(
+                        snapshot.storage, cmd.table_root, [FileOutcome("", written=[WrittenFile(a, 0) for a in mine])]
+                    )
+                    raise
     # what this commit adds: the data written, plus the rows copied out of partly replaced files
     metrics.num_files = len(written.adds) + len(extra_adds)
     metrics.num_output_rows = written.num_output_rows + (metrics.num_copied_rows or 0)

@@ -207,6 +207,13 @@ class _File:
         self.out.changes.extend(self._changes.write(change_rows(before, UPDATE_PREIMAGE)))
         self.out.changes.extend(self._changes.write(change_rows(after, UPDATE_POSTIMAGE)))
 
+    def abort(self, writer) -> None:
+        """A failed file: the open data and change files closed and deleted (the closed ones are
+        discarded by the caller)."""
+        for w in (writer, self._changes):
+            if w is not None:
+                w.abort()
+
     def finish_changes(self) -> None:
         if self._changes is not None:
             self.out.changes.extend(self._changes.finish())
@@ -318,6 +325,7 @@ class _File:
                 out.written.extend(writer.finish())
             self.finish_changes()
         except BaseException:
+            self.abort(writer)
             discard(self.storage, self.spec.write.table_uri, [out])
             raise
         finally:
@@ -386,6 +394,7 @@ class _File:
                 out.discarded, written = len(written), []
             clock.write += time.perf_counter_ns() - started
         except BaseException:
+            self.abort(writer)
             discard(self.storage, self.spec.write.table_uri, [FileOutcome(self.path, written=written), out])
             raise
         finally:

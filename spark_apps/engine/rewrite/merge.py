@@ -567,6 +567,9 @@ def merge_file(
             )
             out.deletion_vector, out.fully_deleted = vector, vector is None
     except BaseException:
+        for w in (writer, changes):
+            if w is not None:
+                w.abort()
         discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written, changes=out.changes)])
         raise
     out.num_rows = rows

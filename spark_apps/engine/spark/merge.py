@@ -387,7 +387,14 @@ class _JoinMerge:
             result = write_data_files(out, spec)
             adds, written = list(result.adds), result.num_output_rows
         if changes is not None:
-            cdc = list(write_data_files(changes, spec, change_data=True).adds)
+            try:
+                cdc = list(write_data_files(changes, spec, change_data=True).adds)
+            except BaseException:  # the data files written above are never committed: deleted
+                from ..rewrite import FileOutcome, discard
+                from ..storage import storage_for
+
+                discard(storage_for(spec.table_uri), spec.table_uri, [FileOutcome("", written=_as_written(adds))])
+                raise
         rewrite_ms = int((time.monotonic() - started) * 1000)
         return MergeOutcome(touched, adds, written, per_action, scan_ms, rewrite_ms, changes=cdc)
 
@@ -609,15 +616,30 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
             table = pa.Table.from_batches([fill(ids, b, 0, counts) for b in table.to_batches()])
         writer = TableWriter(spec.write, 0)
         written: list[WrittenFile] = []
-        for batch in table.to_batches():
-            written.extend(writer.write(batch))
-        written.extend(writer.finish())
+        try:
+            for batch in table.to_batches():
+                written.extend(writer.write(batch))
+            written.extend(writer.finish())
+            if changes:  # a commit with change files has all its changes in them: the inserts too
+                changes += [w.add for w in inserted_changes(spec.write, table)]
+        except BaseException:  # e.g. an insert breaking a CHECK constraint: nothing of this MERGE stays
+            from ..rewrite import FileOutcome, discard
+
+            writer.abort()
+            leftover = [*[w.add for w in written], *adds, *changes]
+            discard(writer.storage, spec.write.table_uri, [*outcomes, FileOutcome("", written=_as_written(leftover))])
+            raise
         adds += [w.add for w in written]
         written_rows += sum(w.num_rows for w in written)
-        if changes:  # a commit with change files has all its changes in them: the inserts too
-            changes += [w.add for w in inserted_changes(spec.write, table)]
     rewrite_ms = int((time.monotonic() - started) * 1000)
     return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, rewrite_ms, vectors, changes)
+
+
+def _as_written(actions: list) -> list:
+    """Actions as WrittenFile entries (for :func:`..rewrite.discard`)."""
+    from ..writer import WrittenFile
+
+    return [WrittenFile(a, 0) for a in actions]
 
 
 def inserted_changes(write_spec, table) -> list:
