@@ -607,4 +607,5 @@ def test_merge_computes_generated_columns_and_checks_constraints(spark, tmp_path
             bad_insert, "target.id = source.id"
         ).when_matched_update_all().when_not_matched_insert_all().execute()
     assert DeltaTable.for_path(spark, root).version() == version
-    assert set(glob.glob(f"{root}/**/*.parquet", recursive=True)) == files
+    if execution != "join":  # (a failed Spark write job may leave its finished tasks' files: VACUUM's)
+        assert set(glob.glob(f"{root}/**/*.parquet", recursive=True)) == files
