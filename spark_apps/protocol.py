@@ -30,6 +30,7 @@ from .engine.storage import normalize_table_uri, storage_for, storage_settings, 
 from .failures import infrastructure_cause
 from .landed import commit_partition_keys, landed_result
 from .preflight import preflight
+from .runners import numbers
 from .versions import install_problem
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "landed_result",
     "latest_version",
     "normalize_table_uri",
+    "numbers",
     "preflight",
     "progress_to",
     "read_commit_infos",

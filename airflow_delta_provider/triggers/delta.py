@@ -1,6 +1,7 @@
-"""DeltaTableVersionTrigger: wait on the triggerer for a Delta table to pass a version.
+"""DeltaTableVersionTrigger: wait on the triggerer for a Delta table to pass a version, or watch
+its commits for ever as an ``AssetWatcher``'s trigger (event-driven scheduling).
 
-It runs :func:`airflow_delta_provider.version_decision.decide` (the sensor's own decision, so the two
+As a deferred sensor's trigger it runs :func:`airflow_delta_provider.version_decision.decide` (the sensor's own decision, so the two
 cannot drift) in a worker thread every ``poll_interval`` seconds, and yields exactly one event:
 
 * ``{"status": "fired", "version", "baseline", "operations"}``
@@ -10,6 +11,17 @@ cannot drift) in a worker thread every ``poll_interval`` seconds, and yields exa
   ``dag.test()`` runs triggers inline and enforces none.
 
 The baseline travels in the serialized kwargs, so a trigger moved to another triggerer keeps it.
+
+With ``watch=True`` (what :func:`delta_table_watcher` builds) it never ends: every ``poll_interval``
+it runs :func:`~airflow_delta_provider.version_decision.watch_step` and yields one event per poll
+that found new commits passing the filters (``per_commit=True``: one event per commit): ``{"status": "commit", "table_uri",
+"first_version", "last_version", "commits": [{"version", "operation", "timestamp", "metrics",
+"partition_keys"}]}``. Its watermark (the last version announced or passed over) lives in the
+watched asset's state store (Airflow 3.3+), so a restarted triggerer continues where the last one
+stopped. A watermark is stored one poll after its events were handed to the triggerer, by when they
+are in the database: a triggerer killed in between announces those commits again on restart (never
+fewer). Without an asset state store (Airflow 3.1-3.2) the watermark lives in memory: a restarted
+triggerer starts from ``baseline`` if given, else from the table's latest version.
 """
 
 from __future__ import annotations
@@ -19,12 +31,15 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_delta_provider.version_decision import decide
+from airflow_delta_provider.version_decision import MAINTENANCE_OPERATIONS, decide, watch_step
+
+#: the asset state store key of a watcher's watermark (one per table: an asset may watch several)
+WATERMARK_KEY = "delta_watermark:{table_uri}"
 
 
-class DeltaTableVersionTrigger(BaseTrigger):
+class DeltaTableVersionTrigger(BaseEventTrigger):
     """Fire when the Delta table at ``table_uri`` has a version newer than ``baseline``.
 
     :param table_uri: the table's path or URI.
@@ -33,7 +48,18 @@ class DeltaTableVersionTrigger(BaseTrigger):
     :param wait_for_table: a missing table means "keep waiting" instead of an error event.
     :param poll_interval: seconds between checks.
     :param end_time: epoch seconds after which a ``timeout`` event is sent (``None``: never).
-    :param max_operations: at most this many operations are listed in the fired event.
+    :param max_operations: at most this many operations are listed in the fired event (watching:
+        at most this many versions are read per poll).
+    :param watch: run for ever as an ``AssetWatcher``'s trigger, one event per new commit (see the
+        module docstring); ``baseline`` is then where watching starts when no watermark is stored
+        (``None``: the latest version when the trigger starts).
+    :param operations: watching only: announce only commits of these Delta operations (``WRITE``,
+        ``MERGE``, ``DELETE``, ``UPDATE``, ...); ``None``: every operation.
+    :param include_maintenance: watching only: also announce OPTIMIZE, REORG and VACUUM commits, which
+        change no rows (skipped by default).
+    :param per_commit: watching only: one event per commit instead of one per poll for all its new
+        commits. Airflow gives an event that arrives while the consumer's next run is being queued to
+        the run after (created by a later event): events a few milliseconds apart are best avoided.
 
     Example::
 
@@ -53,9 +79,30 @@ class DeltaTableVersionTrigger(BaseTrigger):
         end_time: float | None = None,
         max_operations: int = 100,
         storage_conn_id: str | None = None,
+        watch: bool = False,
+        operations: list[str] | None = None,
+        include_maintenance: bool = False,
+        per_commit: bool = False,
     ) -> None:
         super().__init__()
+        if not watch and (operations is not None or include_maintenance or per_commit):
+            raise ValueError(
+                "DeltaTableVersionTrigger: operations, include_maintenance and per_commit shape the commits of a "
+                "watching trigger. Cause: watch=False (a sensor's trigger fires on any new version). Fix: pass "
+                "watch=True (or use delta_table_watcher()), or drop those arguments."
+            )
+        if operations is not None and (
+            isinstance(operations, str) or not all(isinstance(o, str) and o.strip() for o in operations)
+        ):
+            raise ValueError(
+                f"DeltaTableVersionTrigger: operations={operations!r} is not a list of Delta operation names. "
+                "Fix: pass e.g. operations=['WRITE', 'MERGE']."
+            )
         self.storage_conn_id = storage_conn_id
+        self.watch = bool(watch)
+        self.operations = None if operations is None else sorted({o.strip().upper() for o in operations})
+        self.include_maintenance = bool(include_maintenance)
+        self.per_commit = bool(per_commit)
         self.table_uri = table_uri
         self.baseline = baseline
         self.wait_for_table = wait_for_table
@@ -74,10 +121,21 @@ class DeltaTableVersionTrigger(BaseTrigger):
                 "end_time": self.end_time,
                 "max_operations": self.max_operations,
                 "storage_conn_id": self.storage_conn_id,
+                "watch": self.watch,
+                "operations": self.operations,
+                "include_maintenance": self.include_maintenance,
+                "per_commit": self.per_commit,
             },
         )
 
+    # a deferred sensor's trigger may run on a triggerer queue (BaseEventTrigger's default is False)
+    supports_triggerer_queue = True
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        if self.watch:
+            async for event in self._watch():
+                yield event
+            return
         baseline = self.baseline
         while True:
             d = await asyncio.to_thread(
@@ -125,3 +183,109 @@ class DeltaTableVersionTrigger(BaseTrigger):
             if self.end_time is not None:
                 wait = max(0.0, min(wait, self.end_time - now))
             await asyncio.sleep(wait)
+
+    # ------------------------------------------------------------------ watching (AssetWatcher)
+    async def _stored_watermark(self, key: str):
+        """``(state store, stored watermark)``: the watched asset's store (Airflow 3.3+, a watcher of
+        one asset), else ``(None, None)`` and the watermark lives in memory."""
+        store = getattr(self, "asset_state_store", None)
+        if store is None:
+            return None, None
+        try:
+            stored = await store.aget(key)
+        except ValueError as e:  # a trigger watching several assets: no single place for the watermark
+            self.log.warning("Watermark kept in memory only: %s", e)
+            return None, None
+        return store, stored if isinstance(stored, int) and not isinstance(stored, bool) else None
+
+    async def _watch(self) -> AsyncIterator[TriggerEvent]:
+        key = WATERMARK_KEY.format(table_uri=self.table_uri)
+        state, stored = await self._stored_watermark(key)
+        watermark = stored if stored is not None else self.baseline
+        unsaved = None  # a watermark whose events are not yet known to be in the database
+        operations = frozenset(self.operations) if self.operations is not None else None
+        self.log.info("Watching Delta table %s after version %s", self.table_uri, watermark)
+        while True:
+            step = await asyncio.to_thread(
+                watch_step,
+                self.table_uri,
+                watermark,
+                operations=operations,
+                include_maintenance=self.include_maintenance,
+                limit=self.max_operations,
+                storage_conn_id=self.storage_conn_id,
+            )
+            if step.error:
+                # a watcher outlives storage hiccups: log and poll again (a bad URI keeps logging)
+                self.log.warning("Delta table %s: %s", self.table_uri, step.error)
+            else:
+                groups = [[c] for c in step.commits] if self.per_commit else [list(step.commits)]
+                for commits in filter(None, groups):
+                    yield TriggerEvent(
+                        {
+                            "status": "commit",
+                            "table_uri": self.table_uri,
+                            "first_version": commits[0]["version"],
+                            "last_version": commits[-1]["version"],
+                            "commits": commits,
+                        }
+                    )
+                if step.watermark != watermark:
+                    watermark = unsaved = step.watermark
+            await asyncio.sleep(self.poll_interval)
+            # one poll later the events above are in the database: now the watermark may move
+            if unsaved is not None and state is not None:
+                try:
+                    await state.aset(key, unsaved)
+                    unsaved = None
+                except Exception as e:  # kept, and saved after the next poll
+                    self.log.warning("Cannot store the watermark %s of %s: %s", unsaved, self.table_uri, e)
+
+
+def delta_table_watcher(
+    table_uri: str,
+    *,
+    name: str | None = None,
+    operations: list[str] | None = None,
+    include_maintenance: bool = False,
+    per_commit: bool = False,
+    poll_interval: float = 30.0,
+    start_version: int | None = None,
+    storage_conn_id: str | None = None,
+):
+    """An ``AssetWatcher`` that schedules the Asset's consumers on every new commit of ``table_uri``
+    (Airflow 3 event-driven scheduling), with the commit's version, operation, metrics and partitions
+    in the Asset event's ``extra["payload"]``.
+
+    :param name: the watcher's name (default: ``delta_commits_`` and the table's last path segment).
+    :param operations: only commits of these operations (e.g. ``["WRITE", "MERGE"]``).
+    :param include_maintenance: also OPTIMIZE, REORG and VACUUM commits (not by default).
+    :param per_commit: one event per commit, instead of one per poll for all its new commits.
+    :param start_version: watch commits after this version when nothing is stored yet (default: the
+        version when the trigger first runs).
+
+    Example::
+
+        orders = delta_asset("s3://lake/orders", watchers=[delta_table_watcher("s3://lake/orders")])
+        with DAG("orders_consumer", schedule=[orders]): ...
+    """
+    from airflow.sdk import AssetWatcher
+
+    trigger = DeltaTableVersionTrigger(
+        table_uri,
+        start_version,
+        poll_interval=poll_interval,
+        storage_conn_id=storage_conn_id,
+        watch=True,
+        operations=operations,
+        include_maintenance=include_maintenance,
+        per_commit=per_commit,
+    )
+    return AssetWatcher(name=name or f"delta_commits_{_last_segment(table_uri)}", trigger=trigger)
+
+
+def _last_segment(table_uri: str) -> str:
+    return str(table_uri).rstrip("/").rsplit("/", 1)[-1] or "table"
+
+
+__all__ = ["DeltaTableVersionTrigger", "delta_table_watcher", "MAINTENANCE_OPERATIONS", "WATERMARK_KEY"]
