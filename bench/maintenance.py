@@ -1,8 +1,9 @@
 """Maintenance bench: OPTIMIZE, Z-order, VACUUM and RESTORE, ours beside deltalake on hard-linked copies
 of the same files (``python -m bench.maintenance [--quick]``; ``make bench`` runs it last).
 
-Cases (issue 16, item 5): optimize 1,000 small files into few (ours in process and in Spark
-``local[2]``); Z-order by two columns, then the files a point predicate on each column reads, before
+Cases (issue 16, item 5): optimize 1,000 small files into few, and 600 small files in 3 partitions
+(issue 23 item 8) (ours in process and in Spark ``local[2]``, where files of at most 64 MiB in all are
+compacted by the driver's threads, as a user's task does); Z-order by two columns, then the files a point predicate on each column reads, before
 and after (our skipping on our log; deltalake's Z-order timed on its copy); vacuum of a table with
 10k removed files (ours full and lite, deltalake full); restore of a 100-commit table to version 50.
 Medians of ``--reps`` runs after one untimed run each, engines alternating, each on a fresh copy.
@@ -39,6 +40,37 @@ def _small_files_table(n_files: int, rows: int) -> str:
     for _ in range(n_files):
         data = pa.table(
             {"x": rng.integers(0, 1_000_000, rows), "y": rng.integers(0, 1_000_000, rows), "s": ["v"] * rows}
+        )
+        deltalake.write_deltalake(str(path / "t"), data, mode="append")
+    (path / "done").write_text("ok")
+    return str(path / "t")
+
+
+def _partitioned_small_files_table(n_files: int, rows: int, partitions: int = 3) -> str:
+    """A deltalake-written table of ``n_files`` appends of ``rows`` rows, each into one of
+    ``partitions`` partitions in turn (cached). Created empty first, so that the OPTIMIZE commit
+    (version ``n_files + 1``) is a checkpoint version for neither engine: both do the same log work."""
+    import deltalake
+    import numpy as np
+    import pyarrow as pa
+
+    path = DATA / f"small_parts_{n_files}_{rows}_{partitions}"
+    if (path / "done").exists():
+        return str(path / "t")
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    rng = np.random.default_rng(13)
+    schema = pa.schema([("x", pa.int64()), ("y", pa.int64()), ("s", pa.string()), ("p", pa.string())])
+    deltalake.DeltaTable.create(str(path / "t"), schema, partition_by=["p"])
+    for i in range(n_files):
+        data = pa.table(
+            {
+                "x": rng.integers(0, 1_000_000, rows),
+                "y": rng.integers(0, 1_000_000, rows),
+                "s": ["v"] * rows,
+                "p": [f"p{i % partitions}"] * rows,
+            },
+            schema=schema,
         )
         deltalake.write_deltalake(str(path / "t"), data, mode="append")
     (path / "done").write_text("ok")
@@ -140,6 +172,26 @@ def run(quick: bool, reps: int) -> list[dict]:
     note = f"{m['numRemovedFiles']} files into {m['numAddedFiles']} (deltalake: {outs['rs']['numFilesRemoved']} into {outs['rs']['numFilesAdded']})"
     row(f"optimize {n_small} small files, in process", times["ours"], times["rs"], note)
     row(f"optimize {n_small} small files, Spark local[2]", times["spark"], times["rs"], note)
+
+    # ---- optimize 600 small files in 3 partitions (the shape of issue 23 item 8)
+    n_parts_files = 60 if quick else 600
+    parted = _partitioned_small_files_table(n_parts_files, 200)
+    cases = {
+        "ours": (lambda: DeltaTable(None, h["o"]).optimize(), lambda: h.update(o=fresh_copy(parted, work / "o"))),
+        "spark": (
+            lambda: DeltaTable.for_path(spark, h["s"]).optimize(),
+            lambda: h.update(s=fresh_copy(parted, work / "s")),
+        ),
+        "rs": (
+            lambda: deltalake.DeltaTable(h["r"]).optimize.compact(),
+            lambda: h.update(r=fresh_copy(parted, work / "r")),
+        ),
+    }
+    times, outs = _timed(cases, reps)
+    m = outs["ours"]
+    note = f"{m['numRemovedFiles']} files into {m['numAddedFiles']} (deltalake: {outs['rs']['numFilesRemoved']} into {outs['rs']['numFilesAdded']})"
+    row(f"optimize {n_parts_files} small files in 3 partitions, in process", times["ours"], times["rs"], note)
+    row(f"optimize {n_parts_files} small files in 3 partitions, Spark local[2]", times["spark"], times["rs"], note)
 
     # ---- z-order by (x, y): files a point predicate reads, before and after
     def reads(root, pred):

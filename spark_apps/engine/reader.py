@@ -397,7 +397,7 @@ def iter_data_file_batches(
         # per output column: ("part", array) | ("null", arrow type) | ("data", name in the file)
         plan: list[tuple[StructField, str, Any]] = []
         num_rows = pf.metadata.num_rows
-        pvals = _partition_lookup(partition_values or {}, schema, mode, path)
+        pvals = partition_lookup(partition_values or {}, schema, mode, path)
         part_len = max(0, min(batch_rows, num_rows))
         for f in wanted:
             if f.name.lower() in part_low:
@@ -580,7 +580,7 @@ def _select_fields(schema: StructType, columns: Sequence[str] | None) -> list[St
     return out
 
 
-def _partition_lookup(values: Mapping[str, str | None], schema: StructType, mode: str, path: str = "?"):
+def partition_lookup(values: Mapping[str, str | None], schema: StructType, mode: str, path: str = "?"):
     """The file's value of a partition column; a partition column the file's ``partitionValues``
     does not name at all is a corrupt log (a NULL value is spelled as a key with a null value)."""
     low = {k.lower(): v for k, v in values.items()}

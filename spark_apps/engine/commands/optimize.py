@@ -12,7 +12,9 @@ Planning (on the driver, from the log only):
   interleaved-bits key of the columns' range ids (:mod:`..zorder`) before they are written again.
 
 Each bin is read (deletion vectors applied: deleted rows stay deleted) and written through the core
-writer with ``dataChange=false``, by a thread pool or in Spark tasks, one bin per task. One commit
+writer with ``dataChange=false``, by a thread pool or in Spark tasks, one bin per task; files of at
+most :data:`..rewrite.common.IN_PROCESS_BYTES` in all are compacted by the driver's threads even with
+Spark (a Spark job costs more than the work, as for DELETE and UPDATE). One commit
 removes the bins' files and adds the new ones (both ``dataChange=false``), operation ``OPTIMIZE``
 with Delta's parameters and metrics. The files it rewrote are registered as read and nothing else:
 a concurrent append lands and OPTIMIZE still commits; a concurrent DELETE, UPDATE or MERGE that
@@ -38,10 +40,13 @@ __all__ = ["optimize", "plan_bins", "purge_candidates", "MAX_DELETED_ROWS_RATIO"
 
 
 def _partition_keys(files: pa.Table, partition_columns: list[str]) -> list[tuple]:
+    """Per file, its partition values (the log's text) in ``partition_columns`` order: one map
+    lookup per column over the whole column, not a Python dict per file."""
     if not partition_columns:
         return [()] * files.num_rows
-    pv = files.column("partition_values").to_pylist()
-    return [tuple(dict(p or {}).get(c) for c in partition_columns) for p in pv]
+    maps = files.column("partition_values")
+    columns = [pc.map_lookup(maps, pa.scalar(c), "first").to_pylist() for c in partition_columns]
+    return list(zip(*columns))
 
 
 #: a file whose deletion vector removes more than this share of its rows is rewritten by OPTIMIZE
@@ -162,7 +167,7 @@ def optimize(
     """
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
-    from ..rewrite import compact_bin
+    from ..rewrite import compact_bin, in_process
     from ..writer import resolve_target_file_size, table_write_spec
     from .dml import removes_for
 
@@ -205,14 +210,14 @@ def optimize(
     info = {"write": spec, "column_mapping_mode": snapshot.properties.column_mapping_mode_for(snapshot.schema)}
     wanted = [c for c in ("path", "partition_values", "deletion_vector", "size") if c in files.column_names]
     bin_rows = [files.take(pa.array(b, pa.int64())).select(wanted).to_pylist() for b in bins]
-    if spark is not None:
+    removed = files.take(pa.array(chosen_rows, pa.int64()))
+    if spark is not None and not in_process(removed):
         from ..spark.optimize import compact_bins
 
         written = compact_bins(spark, info, bin_rows, zorder)
     else:
         with ThreadPool(max_workers=os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
             written = [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder), bin_rows) for w in ws]
-    removed = files.take(pa.array(chosen_rows, pa.int64()))
     removes = removes_for(removed, data_change=False)
     adds = [w.add for w in written]
     metrics.num_removed_files = len(removes)
