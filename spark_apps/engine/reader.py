@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .config import TableProperties
@@ -323,7 +324,15 @@ def _keep_mask(deleted: np.ndarray, offset: int, n: int) -> tuple[pa.Array | Non
         return None, n
     mask = np.ones(n, dtype=bool)
     mask[(deleted[lo:hi] - np.uint64(offset)).astype(np.int64)] = False
-    return pa.array(mask, pa.bool_()), n - (hi - lo)
+    # Arrow's bit-packed booleans straight from numpy's packing (pa.array packs bit by bit)
+    bits = pa.py_buffer(np.packbits(mask, bitorder="little"))
+    return pa.BooleanArray.from_buffers(pa.bool_(), n, [None, bits]), n - (hi - lo)
+
+
+def _filtered(batch: pa.RecordBatch, keep: pa.Array) -> pa.RecordBatch:
+    """``batch``'s rows where ``keep``, column by column: pyarrow filters a batch's columns one at a
+    time faster than it filters the batch (about half the time on a deletion vector's masks)."""
+    return pa.RecordBatch.from_arrays([pc.filter(c, keep) for c in batch.columns], schema=batch.schema)
 
 
 def _close(pf: pq.ParquetFile) -> None:
@@ -464,7 +473,7 @@ def _stream_file(
                     if rows == 0:
                         continue
                     if keep is not None and not isinstance(raw, int):
-                        raw = raw.filter(keep)  # before conforming: deleted rows cost no casts
+                        raw = _filtered(raw, keep)  # before conforming: deleted rows cost no casts
                     yielded = True
                     out = _conform_batch(None if isinstance(raw, int) else raw, rows, plan, mode)
                     if index is not None:
@@ -670,3 +679,4 @@ def read_snapshot_table(snapshot, columns: Sequence[str] | None = None, *, check
     if not parts:
         return target.empty_table()
     return pa.concat_tables(parts)
+
