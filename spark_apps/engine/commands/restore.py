@@ -23,10 +23,11 @@ __all__ = ["restore"]
 
 
 def _keys(files: pa.Table) -> pa.Array:
-    """One key per file: its path and its deletion vector's identity."""
+    """One key per file: its path and its deletion vector's identity (``path#`` without one, whether
+    or not the version has any vector: the keys of two versions are compared)."""
     dv = files.column("deletion_vector") if "deletion_vector" in files.column_names else None
     if dv is None or dv.null_count == files.num_rows:
-        return files.column("path").combine_chunks()
+        return pc.binary_join_element_wise(files.column("path").combine_chunks(), pa.scalar(""), "#")
     dv = dv.combine_chunks()
     ident = pc.binary_join_element_wise(
         pc.fill_null(pc.struct_field(dv, "storageType"), ""),
@@ -34,7 +35,8 @@ def _keys(files: pa.Table) -> pa.Array:
         pc.fill_null(pc.cast(pc.struct_field(dv, "offset"), pa.string()), ""),
         "|",
     )
-    return pc.binary_join_element_wise(files.column("path").combine_chunks(), pc.fill_null(ident, ""), "#")
+    ident = pc.if_else(pc.is_valid(dv), ident, pa.scalar(""))  # a file without a vector: "path#" as above
+    return pc.binary_join_element_wise(files.column("path").combine_chunks(), ident, "#")
 
 
 def _sum(files: pa.Table) -> int:
