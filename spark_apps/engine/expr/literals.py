@@ -6,7 +6,9 @@ string literal (and every run of adjacent ones, which Spark concatenates) is rep
 literal ``'__delta_str_<n>__'`` that sqlglot keeps verbatim, and the decoded values are returned for the
 binder to put back. Backquoted names, comments and hex literals (``X'..'``) are skipped over untouched.
 The same pass measures the parenthesis depth, so a deeply nested text is refused before any parser
-recursion (see :data:`MAX_DEPTH` in :mod:`.parse`).
+recursion (see :data:`MAX_DEPTH` in :mod:`.parse`). The pass is linear and mostly in compiled regexes:
+it jumps from one place where a literal, a backquoted name, a comment or a parenthesis may start to the
+next, and takes a run of plain literals (``'a', 'b', ...``, a long IN list) in one match.
 
 Spark's rules (checked against Spark 4 itself, tests/engine/expr/test_literals.py):
 
@@ -27,6 +29,7 @@ import re
 __all__ = ["extract_strings", "unescape", "placeholder", "LexedText"]
 
 _PLACEHOLDER = "__delta_str_{}__"
+_QUOTED_PLACEHOLDER = re.compile(r"'(__delta_str_[0-9]+__)'")
 _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 _HEX8 = re.compile(r"[0-9A-Fa-f]{8}")
 _SIMPLE = {"0": "\x00", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
@@ -46,10 +49,11 @@ class LexedText:
         self.text, self.strings, self.originals, self.depth = text, strings, originals, depth
 
     def restore(self, sql: str) -> str:
-        """``sql`` (rendered from the parsed tree, for a message) with the user's literals put back."""
-        for key, original in self.originals.items():
-            sql = sql.replace(f"'{key}'", original)
-        return sql
+        """``sql`` (rendered from the parsed tree, for a message) with the user's literals put back (one
+        pass: linear however many literals there are)."""
+        if not self.originals:
+            return sql
+        return _QUOTED_PLACEHOLDER.sub(lambda m: self.originals.get(m[1], m[0]), sql)
 
 
 class UnterminatedString(ValueError):
@@ -120,20 +124,33 @@ def _from_units(units: list[int]) -> str:
     return "".join(out)
 
 
+# The end of a literal's body, from just after its opening quote: a delimiter doubled or escaped does
+# not close it, a backslash escapes any character (a newline too); raw literals and X'..' end at the
+# first delimiter. Possessive: linear, no backtracking.
+_BODY_END = {
+    "'": re.compile(r"(?:[^'\\]++|\\[\s\S]|'')*+'"),
+    '"': re.compile(r'(?:[^"\\]++|\\[\s\S]|"")*+"'),
+}
+# Where something other than text to copy as it is may start: a quote, a backquote, a comment, a
+# parenthesis (depth), or the r/R of a raw literal and the X of a hex one when they begin a word.
+# Everything between two such places is whitespace, words, numbers and operators, copied in one piece.
+_SPECIAL = re.compile(r"""['"`()]|--|/\*|(?<!\w)(?:[rR](?=['"])|[xX](?='))""")
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+# a comma, then a '...' literal whose text is its value (no backslash, no doubled quote, no surrogate)
+_NEXT_PLAIN = re.compile(r"([ \t\r\n]*,[ \t\r\n]*)'([^'\\\ud800-\udfff]*)'(?!')")
+_PLAIN_RUN = re.compile(rf"(?:{_NEXT_PLAIN.pattern})*+")
+
+
 def _end_of_string(text: str, start: int, quote: str, raw: bool) -> int:
     """Index just after the literal whose opening quote is at ``start``."""
-    i, n = start + 1, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\" and not raw:
-            i += 2
-        elif c == quote:
-            if not raw and i + 1 < n and text[i + 1] == quote:
-                i += 2
-            else:
-                return i + 1
-        else:
-            i += 1
+    if raw:
+        end = text.find(quote, start + 1)
+        if end >= 0:
+            return end + 1
+    else:
+        m = _BODY_END[quote].match(text, start + 1)
+        if m:
+            return m.end()
     raise UnterminatedString("unterminated string literal", start)
 
 
@@ -141,23 +158,12 @@ def _end_of_comment(text: str, i: int) -> int:
     if text.startswith("--", i):
         j = text.find("\n", i)
         return len(text) if j < 0 else j + 1
-    depth, j = 0, i
-    while j < len(text):  # Spark's bracketed comments nest
-        if text.startswith("/*", j):
-            depth, j = depth + 1, j + 2
-        elif text.startswith("*/", j):
-            depth, j = depth - 1, j + 2
-            if depth == 0:
-                return j
-        else:
-            j += 1
+    depth = 0
+    for m in _COMMENT_MARK.finditer(text, i):  # Spark's bracketed comments nest
+        depth += 1 if m.group() == "/*" else -1
+        if depth == 0:
+            return m.end()
     return len(text)
-
-
-def _word_end(text: str, i: int) -> int:
-    while i < len(text) and (text[i].isalnum() or text[i] == "_"):
-        i += 1
-    return i
 
 
 def extract_strings(text: str) -> LexedText:
@@ -176,66 +182,85 @@ def extract_strings(text: str) -> LexedText:
     def flush() -> None:
         nonlocal pending, gap
         if pending:
-            key = placeholder(len(strings))
-            strings[key] = "".join(v for v, _ in pending)
-            originals[key] = " ".join(o for _, o in pending)
+            key = f"__delta_str_{len(strings)}__"  # placeholder(), inlined: once per literal
+            if len(pending) == 1:
+                strings[key], originals[key] = pending[0]
+            else:
+                strings[key] = "".join(v for v, _ in pending)
+                originals[key] = " ".join(o for _, o in pending)
             out.append(f"'{key}'")
             pending = []
-        out.append(gap)
-        gap = ""
+        if gap:
+            out.append(gap)
+            gap = ""
 
     while i < n:
-        c = text[i]
-        if pending and (c.isspace() or text.startswith("--", i) or text.startswith("/*", i)):
-            j = i + 1 if c.isspace() else _end_of_comment(text, i)
-            gap += text[i:j]
+        m = _SPECIAL.search(text, i)
+        j = m.start() if m else n
+        if j > i:  # plain text: held in the gap if only whitespace after a literal, else copied
+            chunk = text[i:j]
+            if pending and chunk.isspace():
+                gap += chunk
+            else:
+                flush()
+                out.append(chunk)
             i = j
-            continue
-        raw = c in "rR" and i + 1 < n and text[i + 1] in "'\"" and (i == 0 or not _is_word(text[i - 1]))
-        if c in "'\"" or raw:
+            if m is None:
+                break
+        c = text[i]
+        if c in "'\"rR":  # a string literal (raw when r/R-prefixed)
+            raw = c in "rR"
             q = i + 1 if raw else i
             end = _end_of_string(text, q, text[q], raw)
             body = text[q + 1 : end - 1]
             pending.append((body if raw else unescape(body, text[q]), text[i:end]))
             gap = ""
             i = end
-            continue
-        flush()
-        if c == "`":
-            j = i + 1
-            while True:
-                j = text.find("`", j)
-                if j < 0:
-                    raise UnterminatedString("unterminated backquoted name", i)
-                if text.startswith("``", j):
-                    j += 2
-                    continue
-                break
-            out.append(text[i : j + 1])
-            i = j + 1
-        elif text.startswith("--", i) or text.startswith("/*", i):
+            # then the rest of a list of plain literals ('a', 'b', ... as in a long IN), matched at once:
+            # the comma before each ends the one before; the last stays pending (a literal may follow)
+            run_end = _PLAIN_RUN.match(text, i).end()
+            if run_end > i:
+                flush()
+                *done, (sep, body) = _NEXT_PLAIN.findall(text, i, run_end)
+                for before, value in done:
+                    key = f"__delta_str_{len(strings)}__"
+                    strings[key], originals[key] = value, f"'{value}'"
+                    out += (before, f"'{key}'")
+                out.append(sep)
+                pending.append((body, f"'{body}'"))
+                i = run_end
+        elif c in "-/":  # -- or /*
             j = _end_of_comment(text, i)
-            out.append(text[i:j])
-            i = j
-        elif c in "xX" and i + 1 < n and text[i + 1] == "'" and (i == 0 or not _is_word(text[i - 1])):
-            end = _end_of_string(text, i + 1, "'", True)
-            out.append(text[i:end])
-            i = end
-        elif _is_word(c):
-            j = _word_end(text, i)
-            out.append(text[i:j])
+            if pending:
+                gap += text[i:j]
+            else:
+                out.append(text[i:j])
             i = j
         else:
-            if c == "(":
-                depth += 1
-                max_depth = max(max_depth, depth)
-            elif c == ")":
-                depth -= 1
-            out.append(c)
-            i += 1
+            flush()
+            if c == "`":
+                j = i + 1
+                while True:
+                    j = text.find("`", j)
+                    if j < 0:
+                        raise UnterminatedString("unterminated backquoted name", i)
+                    if text.startswith("``", j):
+                        j += 2
+                        continue
+                    break
+                out.append(text[i : j + 1])
+                i = j + 1
+            elif c in "xX":
+                end = _end_of_string(text, i + 1, "'", True)
+                out.append(text[i:end])
+                i = end
+            else:
+                if c == "(":
+                    depth += 1
+                    max_depth = max(max_depth, depth)
+                else:
+                    depth -= 1
+                out.append(c)
+                i += 1
     flush()
     return LexedText("".join(out), strings, originals, max_depth)
-
-
-def _is_word(c: str) -> bool:
-    return c.isalnum() or c == "_"

@@ -70,9 +70,13 @@ class Expr:
     def columns(self) -> list[tuple[str, ...]]:
         """Paths of the columns referenced, in first-seen order, without repeats."""
         seen: dict[tuple[str, ...], None] = {}
-        for node in self.walk():
+        stack: list[Expr] = [self]
+        while stack:  # depth first, without descending into an IN's list (literals: no columns there)
+            node = stack.pop()
             if isinstance(node, Column):
                 seen.setdefault(node.path, None)
+            else:
+                stack.extend(reversed((node.child,) if isinstance(node, In) else node.children()))
         return list(seen)
 
 
