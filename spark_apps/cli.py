@@ -273,7 +273,12 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
         if spark is None and (needs_spark or under_spark_submit()):
             spark = _session(params)
         _load_storage_env(params.pop("storage_env_file", None))
-        result = run(params, spark)
+        lease = _run_lease(params, spark) if under_spark_submit() and given_spark is None else None
+        try:
+            result = run(params, spark)
+        finally:
+            if lease is not None:
+                lease.end()
     except Exception as e:
         err = as_delta_error(e)
         if not isinstance(e, DeltaError):
@@ -296,6 +301,29 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
     _stop(spark, given_spark)
     print(json.dumps(result, default=str, separators=(",", ":")), flush=True)
     return 0
+
+
+def _run_lease(params: dict, spark):
+    """This driver's lease on its task instance's identity (:mod:`airflow_delta_provider_apps.run_lease`),
+    started; None for a run without an identity, one that commits nothing, and CREATE TABLE (whose
+    folder may not exist yet: a lease would make it)."""
+    op = ops.get(params["operation"])
+    if not op.commits or op.name == "create-table" or not params.get("app_id") or params.get("app_version") is None:
+        return None
+    from airflow_delta_provider_apps.engine.storage import storage_for, table_location
+    from airflow_delta_provider_apps.run_lease import RunLease
+
+    root = table_location(params["table_uri"])
+    lease = RunLease(storage_for(root), root, str(params["app_id"]), int(params["app_version"]))
+    try:
+        lease.spark_app_id = spark.sparkContext.applicationId if spark is not None else None
+    except Exception:  # no SparkContext (Connect): the host and pid say who runs it
+        pass
+    try:
+        return lease.start()
+    except Exception as e:  # no lease: a retry may start a second writer, as before (exactly once holds)
+        print(f"could not write the run lease {lease.path}: {e}", file=sys.stderr)
+        return None
 
 
 def watch_driver_jvm(interval: float = 0.5, parent: int | None = None) -> threading.Thread:

@@ -30,6 +30,7 @@ from .engine.storage import normalize_table_uri, storage_for, storage_settings, 
 from .failures import infrastructure_cause
 from .landed import commit_partition_keys, landed_result
 from .preflight import preflight
+from .run_lease import wait_for_earlier_run
 from .runners import numbers
 from .versions import install_problem
 
@@ -52,6 +53,7 @@ __all__ = [
     "storage_settings",
     "table_location",
     "table_schema",
+    "wait_for_earlier_run",
 ]
 
 

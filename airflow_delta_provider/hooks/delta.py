@@ -153,6 +153,9 @@ class DeltaHook(BaseHook):
     def _run_on(self, transport: Transport, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         self.transport = transport
         with self.storage_context():
+            earlier = self.earlier_run_result(table_uri, params) if transport is self.submitter else None
+            if earlier is not None:
+                return {**earlier, "transport": transport.name}
             try:
                 result = transport.run(operation, table_uri, params)
             except DeltaTaskError as e:
@@ -210,6 +213,38 @@ class DeltaHook(BaseHook):
             self.log.warning("Cannot read the table's log to recover the result: %s", e)
             return None
         return None if landed is None else {**landed, "skipped": False, "committed": True}
+
+    def earlier_run_result(self, table_uri: str, params: dict) -> dict | None:
+        """When an earlier try of this task instance still runs its Spark application (its driver
+        outlived the worker that started it), wait for it instead of submitting a second one; the
+        result of its commit, or None (it ended without committing: submit as usual). See
+        :mod:`airflow_delta_provider_apps.run_lease`."""
+        app_id, app_version = params.get("app_id"), params.get("app_version")
+        if not app_id or app_version is None:
+            return None
+        from airflow_delta_provider_apps.protocol import (
+            landed_result,
+            storage_for,
+            table_location,
+            wait_for_earlier_run,
+        )
+
+        try:
+            root = table_location(table_uri)
+            result = wait_for_earlier_run(
+                storage_for(root),
+                root,
+                str(app_id),
+                int(app_version),
+                lambda: landed_result(table_uri, str(app_id), int(app_version)),
+                log=self.log.warning,
+            )
+        except OSError as e:  # the lease is not readable from here: submit as before (exactly once holds)
+            self.log.warning("Cannot read the run lease of %s: %s", table_uri, e)
+            return None
+        if result is not None:
+            self.log.info("The earlier try committed version %s: reporting that commit", result.get("version"))
+        return result
 
     @property
     def application_url(self) -> str | None:

@@ -679,4 +679,3 @@ def read_snapshot_table(snapshot, columns: Sequence[str] | None = None, *, check
     if not parts:
         return target.empty_table()
     return pa.concat_tables(parts)
-

@@ -38,9 +38,11 @@ def _spark_class() -> Path:
     return path
 
 
-@pytest.fixture
-def standalone_cluster(tmp_path):
-    """``spark://127.0.0.1:<port>`` with one worker (1 core) registered; stopped afterwards."""
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    """``spark://127.0.0.1:<port>`` with one worker (1 core) registered, shared by this module's
+    tests; stopped afterwards."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
     spark_class = _spark_class()
     port, ui, worker_ui = _free_port(), _free_port(), _free_port()
     env = {
@@ -138,3 +140,61 @@ def test_the_operators_on_a_standalone_cluster(airflow_home, tmp_path, standalon
     with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
         done = json.loads(r.read()).get("completedapps", [])
     assert len(done) >= 4, done
+
+
+# The worker that dies: a process that runs the write through the hook (as a task would), killed
+# with SIGKILL once its application holds the run lease; its spark-submit (the driver, client mode)
+# lives on as an orphan and commits.
+FIRST_TRY = """
+import sys
+from airflow_delta_provider.hooks.delta import DeltaHook
+DeltaHook("spark_cluster").run(
+    "write", sys.argv[1], source=sys.argv[2], mode="append", app_id=sys.argv[3], app_version=1
+)
+"""
+
+
+def _apps(ui: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
+        state = json.loads(r.read())
+    return {"active": state.get("activeapps", []), "completed": state.get("completedapps", [])}
+
+
+def test_a_retry_after_the_worker_died_waits_for_its_application_instead_of_starting_a_second(
+    tmp_path, standalone_cluster, monkeypatch
+):
+    """Issue 24 item 3: the worker is killed while its application runs on the cluster; the retry
+    (same task instance identity) finds the application's live lease, starts no application of its
+    own, and reports the one commit that application made."""
+    import signal
+
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider_apps.engine.storage import storage_for
+    from airflow_delta_provider_apps.run_lease import read_lease
+
+    deltalake = pytest.importorskip("deltalake")
+    master, ui = standalone_cluster
+    root, source, app = str(tmp_path / "events"), str(tmp_path / "big.parquet"), "airflow:load/events@2026-01-01"
+    rows = 3_000_000
+    pq.write_table(pa.table({"id": pa.array(range(rows), pa.int64()), "v": pa.array([1.5] * rows)}), source)
+    deltalake.write_deltalake(root, pa.table({"id": pa.array([], pa.int64()), "v": pa.array([], pa.float64())}))
+    conn = json.dumps({"conn_type": "spark", "host": master, "extra": {"deploy-mode": "client"}})
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", conn)
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    before = len(_apps(ui)["active"]) + len(_apps(ui)["completed"])
+    worker = subprocess.Popen([sys.executable, "-c", FIRST_TRY, root, source, app], env=dict(os.environ))
+    deadline = time.monotonic() + 180
+    while read_lease(storage_for(root), root, app, 1) is None:
+        assert worker.poll() is None, "the first try ended before its application took the lease"
+        assert time.monotonic() < deadline, "no run lease appeared"
+        time.sleep(0.2)
+    worker.send_signal(signal.SIGKILL)  # the worker dies; its application goes on
+    worker.wait()
+    assert len(_apps(ui)["active"]) == 1
+    retry = DeltaHook("spark_cluster").run("write", root, source=source, mode="append", app_id=app, app_version=1)
+    assert (retry["version"], retry["from_log"], retry["skipped"]) == (1, True, True)
+    apps = _apps(ui)
+    assert len(apps["active"]) + len(apps["completed"]) == before + 1  # no second application
+    table = deltalake.DeltaTable(root)
+    assert [h["operation"] for h in table.history()].count("WRITE") == 2  # the create, and one append
+    assert table.to_pyarrow_table().num_rows == rows
