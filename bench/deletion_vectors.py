@@ -38,7 +38,7 @@ CASES = [
 ]
 
 
-def _enable_deletion_vectors(root: str) -> None:
+def enable_deletion_vectors(root: str) -> None:
     """Commit protocol (3,7) with the deletionVectors feature and the property on our copy (what
     ``ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors'=true)`` commits)."""
     import dataclasses
@@ -102,7 +102,7 @@ def run(quick: bool, reps: int) -> list[dict]:
     source = clustered(1_000_000 if quick else 5_000_000)
     plain_base = fresh_copy(source, DATA / "plain")
     dv_base = fresh_copy(source, DATA / "dv")
-    _enable_deletion_vectors(dv_base)
+    enable_deletion_vectors(dv_base)
     cdf_base = fresh_copy(source, DATA / "cdf")
     _set(cdf_base, {"delta.enableChangeDataFeed": "true"})
     work = DATA / "work"

@@ -93,8 +93,9 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
     def wanted(label: str) -> bool:
         return not only or any(o in label for o in only)
 
-    def case(label, base, source_df, source_arrow, predicate, clauses):
-        """Time one merge for both engines (alternating, each on a fresh copy of ``base``)."""
+    def case(label, base, source_df, source_arrow, predicate, clauses, ours_base=None):
+        """Time one merge for both engines (alternating, each on a fresh copy of ``base``; ours on a
+        copy of ``ours_base`` when given: the same files with deletion vectors enabled)."""
         if not wanted(label):
             return
         h = {}
@@ -114,12 +115,13 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
                 b = method(predicate=cond) if cond else method()
             return b.execute()
 
+        mine = ours_base or base
         if not results:  # warm: the session's first merge starts Spark's Python workers
-            h.update(ours=fresh_copy(base, work / "ours"), rs=fresh_copy(base, work / "rs"))
+            h.update(ours=fresh_copy(mine, work / "ours"), rs=fresh_copy(base, work / "rs"))
             ours(), theirs()
         times, outs = dp._alternating(
             {
-                "ours": (ours, lambda: h.update(ours=fresh_copy(base, work / "ours"))),
+                "ours": (ours, lambda: h.update(ours=fresh_copy(mine, work / "ours"))),
                 "rs": (theirs, lambda: h.update(rs=fresh_copy(base, work / "rs"))),
             },
             reps,
@@ -128,12 +130,17 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         n_ours = DeltaTable.for_path(spark, h["ours"]).to_df().count()
         n_rs = deltalake.DeltaTable(h["rs"]).to_pyarrow_dataset().count_rows()
         assert n_ours == n_rs, (label, n_ours, n_rs)
+        vectors = (
+            f"; {m.get('numTargetDeletionVectorsAdded', 0)} deletion vectors written, no file rewritten"
+            if ours_base and not m["numTargetFilesRemoved"]
+            else ""
+        )
         note = (
             f"{m['numTargetRowsUpdated']} updated, {m['numTargetRowsDeleted']} deleted, "
             f"{m['numTargetRowsInserted']} inserted; ours read {m['numTargetFilesAfterSkipping']}/"
             f"{m['numTargetFilesBeforeSkipping']} files, rewrote {m['numTargetFilesRemoved']}; deltalake "
             f"scanned {r.get('num_target_files_scanned')}, rewrote {r.get('num_target_files_removed')}; "
-            f"{n_ours} rows after"
+            f"{n_ours} rows after{vectors}"
         )
         print(f"{label}: ours {times['ours']:.2f} s, deltalake {times['rs']:.2f} s ({note})", flush=True)
         results.append(
@@ -165,6 +172,19 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
     inserts = dp._rows_df(spark, 2 * rows, half)
     src, src_a = both(updates.unionByName(inserts))
     case(f"merge {2 * half} rows (half updates, half inserts) into {rows}", base, src, src_a, on_day, upsert)
+    from .deletion_vectors import enable_deletion_vectors  # that module imports this one's helpers
+
+    dv_base = fresh_copy(base, DATA / "dv_base")
+    enable_deletion_vectors(dv_base)
+    case(
+        "the same merge with deletion vectors (ours; deltalake rewrites)",
+        base,
+        src,
+        src_a,
+        on_day,
+        upsert,
+        ours_base=dv_base,
+    )
     day = "DATE '2026-01-05'"
     d_src, d_a = both(updates.unionByName(inserts).filter(f"dt = {day}"))
     case("upsert into one partition of 20", base, d_src, d_a, on_day, upsert)
