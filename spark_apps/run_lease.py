@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .engine.paths import new_file_location
+
 __all__ = ["RunLease", "read_lease", "wait_for_earlier_run", "HEARTBEAT_SECONDS", "STALE_AFTER_SECONDS"]
 
 #: how often a running app renews its lease
@@ -40,9 +42,9 @@ STALE_AFTER_SECONDS = 3 * HEARTBEAT_SECONDS
 LEASE_DIR = "_airflow_runs"
 
 
-def lease_path(storage, table_root: str, app_id: str, app_version: int) -> str:
+def lease_path(table_root: str, app_id: str, app_version: int) -> str:
     digest = hashlib.sha256(app_id.encode("utf-8")).hexdigest()[:32]
-    return storage.join(table_root, LEASE_DIR, f"{digest}-{int(app_version)}.json")
+    return new_file_location(table_root, f"{LEASE_DIR}/{digest}-{int(app_version)}.json")
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class Lease:
 def read_lease(storage, table_root: str, app_id: str, app_version: int) -> Lease | None:
     """The lease of this identity, or None (none, or unreadable: a torn write is no lease)."""
     try:
-        data = json.loads(storage.read_bytes(lease_path(storage, table_root, app_id, app_version)))
+        data = json.loads(storage.read_bytes(lease_path(table_root, app_id, app_version)))
         return Lease(**{k: data[k] for k in Lease.__dataclass_fields__ if k in data})
     except FileNotFoundError:
         return None
@@ -88,7 +90,7 @@ class RunLease:
     def __init__(
         self, storage, table_root: str, app_id: str, app_version: int, *, heartbeat: float = HEARTBEAT_SECONDS
     ):
-        self.storage, self.path = storage, lease_path(storage, table_root, app_id, app_version)
+        self.storage, self.path = storage, lease_path(table_root, app_id, app_version)
         self.app_id, self.app_version, self.heartbeat = app_id, int(app_version), heartbeat
         self.spark_app_id: str | None = None
         self._started_ms = int(time.time() * 1000)
@@ -163,7 +165,7 @@ def wait_for_earlier_run(
         lease = read_lease(storage, table_root, app_id, app_version)
     if lease is not None:  # stale: its driver is gone
         try:
-            storage.delete(lease_path(storage, table_root, app_id, app_version))
+            storage.delete(lease_path(table_root, app_id, app_version))
         except Exception:
             pass
     return landed() if told else None

@@ -39,9 +39,9 @@ def test_a_lease_is_written_renewed_and_deleted(tmp_path):
     assert read_lease(st, root, APP, 4) is None  # another run of the task instance: another lease
     lease.end()
     assert read_lease(st, root, APP, 3) is None
-    assert lease_path(st, root, APP, 3).startswith(os.path.join(root, "_airflow_runs"))  # hidden from Delta
+    assert lease_path(root, APP, 3).startswith(os.path.join(root, "_airflow_runs"))  # hidden from Delta
     # a torn or foreign file is no lease
-    st.write_bytes(lease_path(st, root, APP, 3), b'{"app_id": ', overwrite=True)
+    st.write_bytes(lease_path(root, APP, 3), b'{"app_id": ', overwrite=True)
     assert read_lease(st, root, APP, 3) is None
 
 
@@ -59,7 +59,7 @@ class _Clock:
 def _lease_at(st, root, heartbeat_s: float):
     lease = RunLease(st, root, APP, 1)
     lease._write()
-    path = lease_path(st, root, APP, 1)
+    path = lease_path(root, APP, 1)
     import json
 
     body = json.loads(st.read_bytes(path))
