@@ -71,10 +71,10 @@ def test_three_commits_start_their_runs_once_across_a_triggerer_restart(tmp_path
             3,
             2,
         )
-        time.sleep(5)  # several polls
+        time.sleep(3)  # several polls
         assert _append(table, [3], "2026-01-02") == 4
         d.wait(lambda: runs("success") == 3, "the third data commit's run")
-        time.sleep(5)  # several more polls: nothing is announced twice
+        time.sleep(3)  # several more polls: nothing is announced twice
         assert [c["version"] for p in payloads() for c in p["commits"]] == [1, 2, 4]
         assert [c["versions"] for c in consumed()] == [[1], [2], [4]]
         assert [c["partitions"] for c in consumed()] == [["2026-01-01"], ["2026-01-01"], ["2026-01-02"]]
