@@ -152,46 +152,33 @@ def run(quick: bool, reps: int) -> list[dict]:
             {"case": case, "ours_s": ours, "deltalake_s": rs, "ratio": ours / rs if rs else None, "note": note}
         )
 
-    # ---- optimize 1,000 small files
-    base = _small_files_table(n_small, 200)
     spark = dp._session()
-    cases = {
-        "ours": (lambda: DeltaTable(None, h["o"]).optimize(), lambda: h.update(o=fresh_copy(base, work / "o"))),
-        "spark": (
-            lambda: DeltaTable.for_path(spark, h["s"]).optimize(),
-            lambda: h.update(s=fresh_copy(base, work / "s")),
-        ),
-        "rs": (
-            lambda: deltalake.DeltaTable(h["r"]).optimize.compact(),
-            lambda: h.update(r=fresh_copy(base, work / "r")),
-        ),
-    }
-    DeltaTable.for_path(spark, fresh_copy(base, work / "warm")).optimize()  # Spark's Python workers started
-    times, outs = _timed(cases, reps)
-    m = outs["ours"]
-    note = f"{m['numRemovedFiles']} files into {m['numAddedFiles']} (deltalake: {outs['rs']['numFilesRemoved']} into {outs['rs']['numFilesAdded']})"
-    row(f"optimize {n_small} small files, in process", times["ours"], times["rs"], note)
-    row(f"optimize {n_small} small files, Spark local[2]", times["spark"], times["rs"], note)
 
-    # ---- optimize 600 small files in 3 partitions (the shape of issue 23 item 8)
+    def compaction(base: str, label: str) -> None:
+        """OPTIMIZE of ``base``'s small files: ours in process and in Spark beside deltalake's compact."""
+        cases = {
+            "ours": (lambda: DeltaTable(None, h["o"]).optimize(), lambda: h.update(o=fresh_copy(base, work / "o"))),
+            "spark": (
+                lambda: DeltaTable.for_path(spark, h["s"]).optimize(),
+                lambda: h.update(s=fresh_copy(base, work / "s")),
+            ),
+            "rs": (
+                lambda: deltalake.DeltaTable(h["r"]).optimize.compact(),
+                lambda: h.update(r=fresh_copy(base, work / "r")),
+            ),
+        }
+        times, outs = _timed(cases, reps)
+        m, r = outs["ours"], outs["rs"]
+        note = f"{m['numRemovedFiles']} files into {m['numAddedFiles']} (deltalake: {r['numFilesRemoved']} into {r['numFilesAdded']})"
+        row(f"optimize {label}, in process", times["ours"], times["rs"], note)
+        row(f"optimize {label}, Spark local[2]", times["spark"], times["rs"], note)
+
+    # ---- optimize 1,000 small files; 600 small files in 3 partitions (the shape of issue 23 item 8)
+    base = _small_files_table(n_small, 200)
+    DeltaTable.for_path(spark, fresh_copy(base, work / "warm")).optimize()  # Spark's Python workers started
+    compaction(base, f"{n_small} small files")
     n_parts_files = 60 if quick else 600
-    parted = _partitioned_small_files_table(n_parts_files, 200)
-    cases = {
-        "ours": (lambda: DeltaTable(None, h["o"]).optimize(), lambda: h.update(o=fresh_copy(parted, work / "o"))),
-        "spark": (
-            lambda: DeltaTable.for_path(spark, h["s"]).optimize(),
-            lambda: h.update(s=fresh_copy(parted, work / "s")),
-        ),
-        "rs": (
-            lambda: deltalake.DeltaTable(h["r"]).optimize.compact(),
-            lambda: h.update(r=fresh_copy(parted, work / "r")),
-        ),
-    }
-    times, outs = _timed(cases, reps)
-    m = outs["ours"]
-    note = f"{m['numRemovedFiles']} files into {m['numAddedFiles']} (deltalake: {outs['rs']['numFilesRemoved']} into {outs['rs']['numFilesAdded']})"
-    row(f"optimize {n_parts_files} small files in 3 partitions, in process", times["ours"], times["rs"], note)
-    row(f"optimize {n_parts_files} small files in 3 partitions, Spark local[2]", times["spark"], times["rs"], note)
+    compaction(_partitioned_small_files_table(n_parts_files, 200), f"{n_parts_files} small files in 3 partitions")
 
     # ---- z-order by (x, y): files a point predicate reads, before and after
     def reads(root, pred):
