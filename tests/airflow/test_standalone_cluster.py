@@ -175,7 +175,7 @@ def test_a_retry_after_the_worker_died_waits_for_its_application_instead_of_star
     deltalake = pytest.importorskip("deltalake")
     master, ui = standalone_cluster
     root, source, app = str(tmp_path / "events"), str(tmp_path / "big.parquet"), "airflow:load/events@2026-01-01"
-    rows = 3_000_000
+    rows = 1_500_000
     pq.write_table(pa.table({"id": pa.array(range(rows), pa.int64()), "v": pa.array([1.5] * rows)}), source)
     deltalake.write_deltalake(root, pa.table({"id": pa.array([], pa.int64()), "v": pa.array([], pa.float64())}))
     conn = json.dumps({"conn_type": "spark", "host": master, "extra": {"deploy-mode": "client"}})
