@@ -25,25 +25,32 @@ DATA = HERE / "data" / "maintenance"
 RESULTS = HERE / "results"
 
 
+def _cached_table(name: str, build) -> str:
+    """``DATA/<name>/t``, built once by ``build(path)`` (a ``done`` marker says it is whole)."""
+    path = DATA / name
+    if not (path / "done").exists():
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        build(str(path / "t"))
+        (path / "done").write_text("ok")
+    return str(path / "t")
+
+
 def _small_files_table(n_files: int, rows: int) -> str:
     """A deltalake-written table of ``n_files`` appends of ``rows`` random rows each (cached)."""
     import deltalake
     import numpy as np
     import pyarrow as pa
 
-    path = DATA / f"small_{n_files}_{rows}"
-    if (path / "done").exists():
-        return str(path / "t")
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    rng = np.random.default_rng(11)
-    for _ in range(n_files):
-        data = pa.table(
-            {"x": rng.integers(0, 1_000_000, rows), "y": rng.integers(0, 1_000_000, rows), "s": ["v"] * rows}
-        )
-        deltalake.write_deltalake(str(path / "t"), data, mode="append")
-    (path / "done").write_text("ok")
-    return str(path / "t")
+    def build(table: str) -> None:
+        rng = np.random.default_rng(11)
+        for _ in range(n_files):
+            data = pa.table(
+                {"x": rng.integers(0, 1_000_000, rows), "y": rng.integers(0, 1_000_000, rows), "s": ["v"] * rows}
+            )
+            deltalake.write_deltalake(table, data, mode="append")
+
+    return _cached_table(f"small_{n_files}_{rows}", build)
 
 
 def _partitioned_small_files_table(n_files: int, rows: int, partitions: int = 3) -> str:
@@ -54,27 +61,23 @@ def _partitioned_small_files_table(n_files: int, rows: int, partitions: int = 3)
     import numpy as np
     import pyarrow as pa
 
-    path = DATA / f"small_parts_{n_files}_{rows}_{partitions}"
-    if (path / "done").exists():
-        return str(path / "t")
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    rng = np.random.default_rng(13)
-    schema = pa.schema([("x", pa.int64()), ("y", pa.int64()), ("s", pa.string()), ("p", pa.string())])
-    deltalake.DeltaTable.create(str(path / "t"), schema, partition_by=["p"])
-    for i in range(n_files):
-        data = pa.table(
-            {
-                "x": rng.integers(0, 1_000_000, rows),
-                "y": rng.integers(0, 1_000_000, rows),
-                "s": ["v"] * rows,
-                "p": [f"p{i % partitions}"] * rows,
-            },
-            schema=schema,
-        )
-        deltalake.write_deltalake(str(path / "t"), data, mode="append")
-    (path / "done").write_text("ok")
-    return str(path / "t")
+    def build(table: str) -> None:
+        rng = np.random.default_rng(13)
+        schema = pa.schema([("x", pa.int64()), ("y", pa.int64()), ("s", pa.string()), ("p", pa.string())])
+        deltalake.DeltaTable.create(table, schema, partition_by=["p"])
+        for i in range(n_files):
+            data = pa.table(
+                {
+                    "x": rng.integers(0, 1_000_000, rows),
+                    "y": rng.integers(0, 1_000_000, rows),
+                    "s": ["v"] * rows,
+                    "p": [f"p{i % partitions}"] * rows,
+                },
+                schema=schema,
+            )
+            deltalake.write_deltalake(table, data, mode="append")
+
+    return _cached_table(f"small_parts_{n_files}_{rows}_{partitions}", build)
 
 
 def _removed_files_table(n_files: int) -> str:

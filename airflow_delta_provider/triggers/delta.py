@@ -33,7 +33,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_delta_provider.version_decision import MAINTENANCE_OPERATIONS, decide, watch_step
+from airflow_delta_provider.version_decision import decide, watch_step
 
 #: the asset state store key of a watcher's watermark (one per table: an asset may watch several)
 WATERMARK_KEY = "delta_watermark:{table_uri}"
@@ -288,4 +288,4 @@ def _last_segment(table_uri: str) -> str:
     return str(table_uri).rstrip("/").rsplit("/", 1)[-1] or "table"
 
 
-__all__ = ["DeltaTableVersionTrigger", "delta_table_watcher", "MAINTENANCE_OPERATIONS", "WATERMARK_KEY"]
+__all__ = ["DeltaTableVersionTrigger", "delta_table_watcher", "WATERMARK_KEY"]

@@ -5,10 +5,12 @@ plays the earlier try's driver: a lease renewed from a thread, then a commit wit
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 
+import pytest
 from test_exactly_once import append
 from txn_helpers import create_table
 
@@ -60,8 +62,6 @@ def _lease_at(st, root, heartbeat_s: float):
     lease = RunLease(st, root, APP, 1)
     lease._write()
     path = lease_path(root, APP, 1)
-    import json
-
     body = json.loads(st.read_bytes(path))
     body["heartbeat_ms"] = int(heartbeat_s * 1000)
     st.write_bytes(path, json.dumps(body).encode(), overwrite=True)
@@ -126,8 +126,6 @@ def test_the_hook_waits_for_the_earlier_try_and_reports_its_commit_without_submi
         "spark-submit",
     )
     # without a lease the hook submits as before (here: the boundary refuses)
-    import pytest
-
     with pytest.raises(AssertionError, match="submitted"):
         hook._run_on(hook.submitter, "write", root, {"app_id": APP, "app_version": 3})
 
