@@ -5,6 +5,10 @@ atomically), with a two-line launcher next to it that runs ``python -m airflow_d
 from that zip (``runpy``). spark-submit ships both (``--py-files`` and the application file); a Spark
 Connect session adds the zip as an artifact to its server's Python path. Driver, executors and
 Connect's Python workers therefore run exactly the zipped code.
+
+Beside them, an empty jar: the application file of a standalone master in cluster deploy mode, which
+refuses Python applications but runs a JVM application whose main class is Spark's own PythonRunner
+(what spark-submit runs for Python in client mode) with the launcher and the zip as its arguments.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ __all__ = ["APP_PACKAGE", "AppBundle", "build_app_bundle", "clear_bundle_cache",
 
 APP_PACKAGE = "airflow_delta_provider_apps"
 LAUNCHER_NAME = "delta_spark_app.py"
+RUNNER_JAR_NAME = "delta_spark_app.jar"
 LAUNCHER_SOURCE = (
     '"""spark-submit entry of airflow-delta-provider: runs `python -m airflow_delta_provider_apps` from the --py-files zip."""\n'
     "import runpy\n"
@@ -34,12 +39,14 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 @dataclass(frozen=True)
 class AppBundle:
-    """The shipped apps: ``zip_path`` for ``--py-files``, ``launcher_path`` as the application file."""
+    """The shipped apps: ``zip_path`` for ``--py-files``, ``launcher_path`` as the application file,
+    ``runner_jar_path`` as the application file of a standalone cluster-mode driver (see the module)."""
 
     zip_path: str
     launcher_path: str
     version: str
     digest: str
+    runner_jar_path: str = ""
 
 
 def _package_dir(package: str = APP_PACKAGE) -> str:
@@ -101,7 +108,8 @@ def build_app_bundle(cache_dir: str | None = None) -> AppBundle:
     target = os.path.join(cache_dir or default_bundle_dir(), f"{version}-{digest}")
     zip_path = os.path.join(target, f"{APP_PACKAGE}.zip")
     launcher_path = os.path.join(target, LAUNCHER_NAME)
-    if not (os.path.isfile(zip_path) and os.path.isfile(launcher_path)):
+    jar_path = os.path.join(target, RUNNER_JAR_NAME)
+    if not (os.path.isfile(zip_path) and os.path.isfile(launcher_path) and os.path.isfile(jar_path)):
         os.makedirs(target, exist_ok=True)
         tmp_zip = f"{zip_path}.{uuid.uuid4().hex}.tmp"
         with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -115,7 +123,13 @@ def build_app_bundle(cache_dir: str | None = None) -> AppBundle:
         with open(tmp_launcher, "w") as f:
             f.write(LAUNCHER_SOURCE)
         os.replace(tmp_launcher, launcher_path)
-    return AppBundle(zip_path=zip_path, launcher_path=launcher_path, version=version, digest=digest)
+        tmp_jar = f"{jar_path}.{uuid.uuid4().hex}.tmp"
+        with zipfile.ZipFile(tmp_jar, "w") as zf:  # a jar with a manifest and no classes
+            zf.writestr(zipfile.ZipInfo("META-INF/MANIFEST.MF", date_time=_ZIP_EPOCH), "Manifest-Version: 1.0\n")
+        os.replace(tmp_jar, jar_path)
+    return AppBundle(
+        zip_path=zip_path, launcher_path=launcher_path, version=version, digest=digest, runner_jar_path=jar_path
+    )
 
 
 def clear_bundle_cache(cache_dir: str | None = None) -> None:

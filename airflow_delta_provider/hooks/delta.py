@@ -22,6 +22,7 @@ from airflow_delta_provider.exceptions import AirflowNotFoundException, DeltaCon
 from airflow_delta_provider.hooks.bundle import AppBundle, build_app_bundle, clear_bundle_cache
 from airflow_delta_provider.hooks.connect import ConnectTransport
 from airflow_delta_provider.hooks.connections import DELTA_SPARK_CONN_TYPE, is_connect
+from airflow_delta_provider.hooks.driver import SubmittedDriver
 from airflow_delta_provider.hooks.outcome import (
     AppOutput,
     engine_error_retryable,
@@ -156,19 +157,63 @@ class DeltaHook(BaseHook):
             earlier = self.earlier_run_result(table_uri, params) if transport is self.submitter else None
             if earlier is not None:
                 return {**earlier, "transport": transport.name}
-            try:
-                result = transport.run(operation, table_uri, params)
-            except DeltaTaskError as e:
-                result = self.result_from_log(table_uri, params)
-                if result is None:
-                    raise
-                self.log.warning(
-                    "The Delta app's own result was lost (%s); its commit is in the table's log: version %s",
-                    e,
-                    result.get("version"),
-                )
+            result = self._or_from_log(lambda: transport.run(operation, table_uri, params), table_uri, params)
         result = {**result, "transport": transport.name}
         self._log_result(operation, table_uri, result, "" if transport is self.submitter else f" ({transport.name})")
+        return result
+
+    def _or_from_log(self, call, table_uri: str, params: dict[str, Any]) -> dict:
+        """``call()``'s result; when it fails but the run's commit is in the table's log (its own
+        result was lost), that commit's result."""
+        try:
+            return call()
+        except DeltaTaskError as e:
+            result = self.result_from_log(table_uri, params)
+            if result is None:
+                raise
+            self.log.warning(
+                "The Delta app's own result was lost (%s); its commit is in the table's log: version %s",
+                e,
+                result.get("version"),
+            )
+            return result
+
+    # -- deferred runs ------------------------------------------------------------------------
+
+    def deferral_blocker(self) -> str | None:
+        """Why this connection's runs cannot free the worker slot while Spark works (the reason a
+        ``deferrable`` operator logs before it runs attached), or None: cluster deploy mode."""
+        if is_connect(self.get_conn()):
+            return (
+                "over Spark Connect the Delta engine runs in this task's process (the Connect client) and "
+                "drives the server's Spark from there"
+            )
+        return self.submitter.submit_settings().deferral_blocker()
+
+    def start(self, operation: str, table_uri: str, **params: Any) -> dict | SubmittedDriver:
+        """Submit a run in cluster deploy mode without waiting for it: the driver to follow
+        (:class:`~airflow_delta_provider.triggers.delta.DeltaSparkDriverTrigger`), then
+        :meth:`finish`. Returns a result instead when an earlier try of the task instance made the
+        commit (or is still making it: then it waits, as :meth:`run` does). Same parameters as
+        :meth:`run`."""
+        self._check_target(operation, table_uri)
+        self.transport = self.submitter
+        with self.storage_context():
+            earlier = self.earlier_run_result(table_uri, params)
+            if earlier is not None:
+                return {**earlier, "transport": self.submitter.name}
+            return self.submitter.start(operation, table_uri, params)
+
+    def finish(
+        self, operation: str, table_uri: str, driver: SubmittedDriver, state: str, succeeded: bool, **params: Any
+    ) -> dict:
+        """The result of a run started by :meth:`start` whose driver ended in ``state`` (same result
+        and errors as :meth:`run`; a lost result is recovered from the table's log)."""
+        self.transport = self.submitter
+        with self.storage_context():
+            result = self._or_from_log(lambda: self.submitter.finish(driver, state, succeeded), table_uri, params)
+        result = {**result, "transport": self.submitter.name}
+        self._log_result(operation, table_uri, result, f" ({driver.describe()})")
         return result
 
     @staticmethod

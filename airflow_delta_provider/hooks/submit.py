@@ -26,7 +26,12 @@ Rules:
   ``{"status": ...}`` JSON line (or the last ``DELTA_ERROR`` line) captured from spark-submit's output.
 * Cluster deploy mode ships the zip and the launcher as local files: YARN uploads them to its
   staging dir; on Kubernetes set ``spark.kubernetes.file.upload.path`` in ``spark_conf`` (or the
-  image must already contain the package). Standalone clusters do not run Python apps in cluster mode.
+  image must already contain the package). A standalone master refuses Python applications in cluster
+  mode: there the app is submitted as a JVM application (an empty jar) whose main class is Spark's
+  PythonRunner, given the launcher and the zip; the driver's node must see them at the same path.
+* Detached runs (:meth:`SubmitTransport.start`, deferrable operators): cluster deploy mode with
+  spark-submit told not to wait for the driver; :mod:`.driver` follows it, :meth:`SubmitTransport.finish`
+  reads its result.
 * Local masters get ``spark.pyspark.python``/``spark.pyspark.driver.python`` = this interpreter (unless
   set in ``spark_conf`` or the environment), so the app runs with the engine's dependencies.
 * SparkSubmitHook's public surface (``submit``, ``on_kill``, ``_build_spark_submit_command`` as its
@@ -65,6 +70,7 @@ from airflow_delta_provider.hooks.connections import (
     connection_extra,
     master_from_connection,
 )
+from airflow_delta_provider.hooks.driver import SubmittedDriver
 from airflow_delta_provider.hooks.outcome import AppOutput, progress_text, resolve_outcome
 from airflow_delta_provider_apps.operations import OPERATIONS
 
@@ -385,6 +391,38 @@ class SubmitSettings:
     def is_cluster_mode(self) -> bool:
         return self.deploy_mode == "cluster"
 
+    @property
+    def cluster_manager(self) -> str:
+        """``local``, ``standalone``, ``yarn`` or ``k8s``."""
+        if self.master.startswith("spark://"):
+            return "standalone"
+        if self.master.startswith("k8s://"):
+            return "k8s"
+        return "yarn" if self.master == "yarn" else "local"
+
+    def deferral_blocker(self) -> str | None:
+        """Why a run over these settings cannot free its worker slot while Spark works, or None."""
+        if self.is_local:
+            return f"a '{self.master}' master runs Spark inside this task's own spark-submit process"
+        if not self.is_cluster_mode:
+            return (
+                "in client deploy mode the driver is this task's spark-submit process, so the task cannot "
+                "leave the worker; set the connection's deploy-mode (or submit_options deploy_mode) to "
+                "'cluster' to defer"
+            )
+        return None
+
+
+# spark-submit waits for the driver to end unless told otherwise; a deferred run is told otherwise
+_WAIT_APP_COMPLETION = {
+    "standalone": "spark.standalone.submit.waitAppCompletion",
+    "yarn": "spark.yarn.submit.waitAppCompletion",
+    "k8s": "spark.kubernetes.submission.waitAppCompletion",
+}
+# The main class a standalone cluster-mode driver runs: the master refuses Python applications in
+# cluster mode, not JVM ones, and PythonRunner is what spark-submit runs for Python in client mode.
+_PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
+
 
 class SubmitTransport:
     """How a task reaches Spark with spark-submit (see the module docstring): one application per
@@ -485,9 +523,16 @@ class SubmitTransport:
         return spec
 
     def build_submit_hook(
-        self, operation: str, table_uri: str, params: dict[str, Any] | None = None, *, result_uri: str | None = None
+        self,
+        operation: str,
+        table_uri: str,
+        params: dict[str, Any] | None = None,
+        *,
+        result_uri: str | None = None,
+        detached: bool = False,
     ) -> tuple[_CapturingSparkSubmitHook, str, str]:
-        """Build the SparkSubmitHook for one app run.
+        """Build the SparkSubmitHook for one app run (``detached``: spark-submit returns once the
+        cluster has the driver, cluster deploy mode only).
 
         :return: (submit hook, application file, result URI); the command is
             ``hook._build_spark_submit_command(application)``.
@@ -507,6 +552,9 @@ class SubmitTransport:
         opts = self.hook.submit_options
         py_files = ",".join([bundle.zip_path, *opts.extra_py_files])
         kwargs = opts.hook_kwargs()  # deploy_mode only when set here; else the connection extra applies
+        conf = self.effective_conf(settings)
+        if detached:
+            conf[_WAIT_APP_COMPLETION[settings.cluster_manager]] = "false"
         secret_env = self.hook.storage_env()
         if secret_env and settings.is_cluster_mode:
             # The driver runs elsewhere: the credentials travel as a file only this user can read,
@@ -515,13 +563,18 @@ class SubmitTransport:
             kwargs["files"] = ",".join(filter(None, [kwargs.get("files"), self._secret_file]))
             spec[STORAGE_ENV_FILE_KEY] = os.path.basename(self._secret_file)
             secret_env = {}
+        application, app_args = bundle.launcher_path, self.application_args(operation, table_uri, spec, result_uri)
+        if settings.is_cluster_mode and settings.cluster_manager == "standalone":
+            # a JVM application running Spark's PythonRunner on <launcher> <py-files> <args>
+            kwargs["java_class"] = _PYTHON_RUNNER
+            application, app_args, py_files = bundle.runner_jar_path, [bundle.launcher_path, py_files, *app_args], None
         try:
             sub = _CapturingSparkSubmitHook(
-                conf=self.effective_conf(settings),
+                conf=conf,
                 conn_id=self.hook.conn_id,
                 py_files=py_files,
                 name=opts.name or f"delta-{operation}",
-                application_args=self.application_args(operation, table_uri, spec, result_uri),
+                application_args=app_args,
                 spark_binary=settings.spark_binary,
                 show_traces=bool(opts.verbose),
                 secret_env=secret_env,
@@ -535,7 +588,7 @@ class SubmitTransport:
                     "pip install apache-airflow-providers-cncf-kubernetes",
                 ) from None
             raise
-        return sub, bundle.launcher_path, result_uri
+        return sub, application, result_uri
 
     _secret_file: str | None = None
 
@@ -590,6 +643,99 @@ class SubmitTransport:
             master=self._settings.master,
         )
         return {**result, "submit_seconds": round(time.monotonic() - started, 3)}
+
+    # -- detached runs (deferrable operators) -----------------------------------------------
+
+    def start(self, operation: str, table_uri: str, params: dict[str, Any]) -> SubmittedDriver:
+        """Submit the app in cluster deploy mode and return as soon as the cluster has its driver
+        (spark-submit does not wait for it): what a deferred task's trigger follows. The result is
+        read by :meth:`finish` once the driver has ended."""
+        settings = self.submit_settings()
+        blocker = settings.deferral_blocker()
+        if blocker:
+            raise DeltaConfigurationError("This run cannot be detached from the worker", blocker, None)
+        try:
+            sub, application, result_uri = self.build_submit_hook(operation, table_uri, params, detached=True)
+            self._submit_hook = sub
+            check_master_usable(settings.master)
+            check_master_reachable(settings.master)
+            submitted_at = time.time()
+            try:
+                sub.submit(application)
+            except AirflowException as e:
+                returncode = sub._submit_sp.returncode if sub._submit_sp is not None else None
+                resolve_outcome(
+                    returncode=returncode or 1,
+                    file_result=None,
+                    output=sub.app_output,
+                    submit_error=str(e),
+                    master=settings.master,
+                )
+            driver_id = {
+                "standalone": lambda: sub._driver_id,
+                "yarn": lambda: sub._yarn_application_id,
+                "k8s": lambda: (
+                    sub._kubernetes_driver_pod
+                    and f"{sub._connection.get('namespace') or 'default'}/{sub._kubernetes_driver_pod}"
+                ),
+            }[settings.cluster_manager]()
+            if not driver_id:
+                raise DeltaRetryableError(
+                    "SparkSubmitError",
+                    f"spark-submit returned without naming the {settings.cluster_manager} driver it submitted. "
+                    f"Last output: {' | '.join(list(sub.app_output.tail)[-5:]) or '(none)'}. "
+                    "Fix: see the task log for spark-submit's output; the task is retried.",
+                    retryable=True,
+                )
+        except BaseException:
+            self._discard_secret_file()
+            raise
+        secret_file, self._secret_file = self._secret_file, None  # the driver may not have read it yet
+        driver = SubmittedDriver(
+            cluster_manager=settings.cluster_manager,
+            driver_id=driver_id,
+            result_uri=result_uri,
+            submitted_at=submitted_at,
+            status_urls=self._status_urls(settings, driver_id),
+            secret_file=secret_file,
+        )
+        self.log.info("Submitted %s; the task waits for it on the triggerer", driver.describe())
+        return driver
+
+    def _status_urls(self, settings: SubmitSettings, driver_id: str) -> tuple[str, ...]:
+        """Where the driver's state is asked (see :mod:`airflow_delta_provider.hooks.driver`)."""
+        extra = self.hook.get_conn().extra_dejson
+        if settings.cluster_manager == "standalone":
+            scheme, port = extra.get("rest_scheme") or "http", extra.get("rest_port") or 6066
+            hosts = [m.strip().rsplit(":", 1)[0] for m in settings.master[len("spark://") :].split(",") if m.strip()]
+            return tuple(f"{scheme}://{h}:{port}/v1/submissions/status/{driver_id}" for h in hosts)
+        if settings.cluster_manager == "yarn":
+            rm = str(extra.get("yarn_resourcemanager_webapp_address") or "").strip()
+            if not rm:
+                raise DeltaConfigurationError(
+                    "A deferred YARN run needs the ResourceManager's web address",
+                    "the trigger follows the application through the ResourceManager's REST API",
+                    "set the connection extra 'yarn_resourcemanager_webapp_address' (e.g. http://rm.example.com:8088)",
+                )
+            rm = rm if "://" in rm else f"http://{rm}"
+            return (f"{rm.rstrip('/')}/ws/v1/cluster/apps/{driver_id}",)
+        return ()
+
+    def finish(self, driver: SubmittedDriver, state: str, succeeded: bool) -> dict:
+        """The result of a detached run whose driver ended in ``state``: its result file, else the
+        app's error (a driver that ended without either is a retryable Spark failure)."""
+        if driver.secret_file:
+            try:
+                os.unlink(driver.secret_file)
+            except OSError:  # another worker's file, or already gone
+                pass
+        return resolve_outcome(
+            returncode=0 if succeeded else 1,
+            file_result=self.read_result(driver.result_uri),
+            output=AppOutput(),
+            submit_error=None if succeeded else f"{driver.describe()} ended in state {state}",
+            master=self.submit_settings().master,
+        )
 
     def read_result(self, result_uri: str) -> dict | None:
         """Read and delete the ``--result-uri`` file; ``None`` when the app did not write it."""

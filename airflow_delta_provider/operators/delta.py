@@ -32,6 +32,13 @@ from airflow.sdk import Asset, BaseOperator, BaseOperatorLink
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
+from airflow_delta_provider.hooks.driver import SubmittedDriver
+from airflow_delta_provider.triggers.delta import DeltaSparkDriverTrigger
+
+try:
+    from airflow.sdk.configuration import conf
+except ImportError:  # Airflow 3.1
+    from airflow.configuration import conf
 from airflow_delta_provider_apps import operations as ops
 
 SOURCE_FORMATS = ops.SOURCE_FORMATS
@@ -157,6 +164,12 @@ class DeltaBaseOperator(BaseOperator):
         operations that only touch the table's log (create without data, checkpoint, log cleanup, a
         DELETE by partition), and for DELETE and UPDATE on tables the worker can rewrite itself (files
         rewritten by a thread pool, no Spark).
+    :param deferrable: free the worker slot while the Spark application runs (default: Airflow's
+        ``[operators] default_deferrable``): in cluster deploy mode the task submits the driver, defers
+        to :class:`~airflow_delta_provider.triggers.delta.DeltaSparkDriverTrigger` on the triggerer,
+        which follows it (standalone master's REST server, YARN's ResourceManager, the driver pod), and
+        resumes to read the result. In client mode, over Spark Connect and for work done in the worker's
+        process the task cannot leave the worker: it logs why and runs attached.
     """
 
     operation: ClassVar[str] = ""
@@ -181,6 +194,7 @@ class DeltaBaseOperator(BaseOperator):
         execution: str | None = None,
         on_rerun: str = "replace",
         storage_conn_id: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         op = ops.get(self.operation)
@@ -220,6 +234,7 @@ class DeltaBaseOperator(BaseOperator):
         self.app_version = app_version
         self.user_metadata = user_metadata
         self.storage_conn_id = storage_conn_id
+        self.deferrable = deferrable
 
     @cached_property
     def hook(self) -> DeltaHook:
@@ -312,11 +327,69 @@ class DeltaBaseOperator(BaseOperator):
             params["rerun"] = "replace" if self.on_rerun == "replace" else "apply"  # the derived identity
         # the table's log settles it (e.g. CREATE TABLE IF NOT EXISTS where a table is): no Spark
         settled = ops.get(self.operation).settled({**params, "table_uri": self.table_uri})
-        run = self.hook.run_in_process if self.execution == "local" or settled else self.hook.run
-        result = run(self.operation, self.table_uri, **params, **identity)
+        if self.execution == "local" or settled:
+            result = self.hook.run_in_process(self.operation, self.table_uri, **params, **identity)
+        elif self.deferrable and self._can_defer():
+            result = self.hook.start(self.operation, self.table_uri, **params, **identity)
+            if isinstance(result, SubmittedDriver):  # else an earlier try's commit: nothing submitted
+                self.defer(
+                    trigger=DeltaSparkDriverTrigger(
+                        result.to_dict(),
+                        poll_interval=SparkSubmitOptions.coerce(self.submit_options).status_poll_interval,
+                    ),
+                    method_name="execute_complete",
+                )
+        else:
+            result = self.hook.run(self.operation, self.table_uri, **params, **identity)
+        return self._report(context, result)
+
+    def _report(self, context, result: dict) -> dict:
         self._annotate_asset_events(context, result)
         self._last_result = result
         return result
+
+    def _can_defer(self) -> bool:
+        blocker = self.hook.deferral_blocker()
+        if blocker:
+            self.log.info("deferrable=True, but this run keeps its worker slot: %s", blocker)
+        return blocker is None
+
+    def execute_complete(self, context, event: dict) -> dict:
+        """Resume after the deferred run's driver ended: its result (or the error it ended with).
+        The event names the driver; the parameters and identity are the task instance's again."""
+        from airflow_delta_provider.exceptions import DeltaRetryableError
+        from airflow_delta_provider.hooks.driver import kill_driver
+
+        event = event or {}
+        submitted = SubmittedDriver.from_dict(event.get("driver") or {})
+        status = event.get("status")
+        if status == "not_started":
+            problem = kill_driver(submitted)
+            raise DeltaRetryableError(
+                "SparkDriverNotStarted",
+                f"{event['message']}; {'stopped it' if problem is None else f'could not stop it ({problem})'}. "
+                "Fix: give the cluster room (or a longer wait); the task is retried.",
+                retryable=True,
+            )
+        if status != "ended":
+            raise DeltaRetryableError(
+                "SparkInfrastructureError",
+                f"{event.get('message') or f'unexpected event {event!r}'}. Fix: check the cluster manager; "
+                "the retry waits for the driver if it still runs (its run lease) instead of submitting again.",
+                retryable=True,
+            )
+
+        def finish() -> dict:
+            params = {**self.operation_params(context), **self.transaction_identity(context)}
+            result = self.hook.finish(
+                self.operation, self.table_uri, submitted, event["state"], bool(event["succeeded"]), **params
+            )
+            return self._report(context, result)
+
+        if not self.storage_conn_id:
+            return finish()
+        with self.hook.storage_context():
+            return finish()
 
     def get_openlineage_facets_on_complete(self, task_instance):
         """OpenLineage (with the openlineage provider installed): the source read, the table written,

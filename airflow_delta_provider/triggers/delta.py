@@ -1,5 +1,6 @@
 """DeltaTableVersionTrigger: wait on the triggerer for a Delta table to pass a version, or watch
-its commits for ever as an ``AssetWatcher``'s trigger (event-driven scheduling).
+its commits for ever as an ``AssetWatcher``'s trigger (event-driven scheduling). And
+:class:`DeltaSparkDriverTrigger`, which follows a deferred operator's cluster-mode Spark driver.
 
 As a deferred sensor's trigger it runs :func:`airflow_delta_provider.version_decision.decide` (the sensor's own decision, so the two
 cannot drift) in a worker thread every ``poll_interval`` seconds, and yields exactly one event:
@@ -31,8 +32,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
+from airflow_delta_provider.hooks.driver import SubmittedDriver, driver_state, is_active, is_succeeded, is_waiting
 from airflow_delta_provider.version_decision import decide, watch_step
 
 #: the asset state store key of a watcher's watermark (one per table: an asset may watch several)
@@ -289,3 +291,105 @@ def _last_segment(table_uri: str) -> str:
 
 
 __all__ = ["DeltaTableVersionTrigger", "delta_table_watcher", "WATERMARK_KEY"]
+
+
+class DeltaSparkDriverTrigger(BaseTrigger):
+    """Follow a Delta app's Spark driver submitted in cluster deploy mode until it ends, on the
+    triggerer (what a ``deferrable=True`` operator defers to; see :mod:`airflow_delta_provider.hooks.driver`).
+
+    Every ``poll_interval`` seconds it asks the cluster manager for the driver's state in a worker
+    thread, and yields exactly one event:
+
+    Each event carries the ``driver`` it followed.
+
+    * ``{"status": "ended", "state", "succeeded"}``: the driver ended (the task resumes to read its
+      result from the result file or the table's log);
+    * ``{"status": "not_started", "state", "message"}``: still waiting for the cluster's resources
+      ``start_timeout`` seconds after its submission (the task stops it and fails, retryable);
+    * ``{"status": "unreachable", "message"}``: the cluster manager did not answer for
+      ``unreachable_timeout`` seconds (retryable: a retry finds the driver's run lease, if it still
+      runs, and waits for it instead of submitting a second one).
+
+    Nothing waits without a bound but a driver that runs: the operator's ``execution_timeout`` bounds that.
+
+    :param driver: :meth:`SubmittedDriver.to_dict` of the driver to follow.
+    :param poll_interval: seconds between state requests.
+    :param start_timeout: seconds a driver may wait for resources (``None``: no limit).
+    :param unreachable_timeout: seconds the cluster manager may stay unreachable.
+    """
+
+    def __init__(
+        self,
+        driver: dict,
+        *,
+        poll_interval: float = 10.0,
+        start_timeout: float | None = 600.0,
+        unreachable_timeout: float = 300.0,
+    ) -> None:
+        super().__init__()
+        self.driver = dict(driver)
+        self.poll_interval = float(poll_interval)
+        self.start_timeout = None if start_timeout is None else float(start_timeout)
+        self.unreachable_timeout = float(unreachable_timeout)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "driver": self.driver,
+                "poll_interval": self.poll_interval,
+                "start_timeout": self.start_timeout,
+                "unreachable_timeout": self.unreachable_timeout,
+            },
+        )
+
+    supports_triggerer_queue = True
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        driver = SubmittedDriver.from_dict(self.driver)
+        unreachable_since, last_state = None, None
+        while True:
+            now = time.time()
+            try:
+                state = await asyncio.to_thread(driver_state, driver)
+            except OSError as e:
+                unreachable_since = unreachable_since or now
+                if now - unreachable_since >= self.unreachable_timeout:
+                    yield TriggerEvent(
+                        {
+                            "status": "unreachable",
+                            "driver": self.driver,
+                            "message": f"Cannot ask the cluster manager about {driver.describe()} for "
+                            f"{now - unreachable_since:.0f} s: {e}",
+                        }
+                    )
+                    return
+                self.log.warning("Cannot ask about %s (%s); asking again", driver.describe(), e)
+            else:
+                unreachable_since = None
+                if not is_active(driver, state):
+                    yield TriggerEvent(
+                        {
+                            "status": "ended",
+                            "driver": self.driver,
+                            "state": state,
+                            "succeeded": is_succeeded(driver, state),
+                        }
+                    )
+                    return
+                waited = now - driver.submitted_at
+                if is_waiting(driver, state) and self.start_timeout is not None and waited >= self.start_timeout:
+                    yield TriggerEvent(
+                        {
+                            "status": "not_started",
+                            "driver": self.driver,
+                            "state": state,
+                            "message": f"{driver.describe()} is still {state} {waited:.0f} s after its submission "
+                            f"(start_timeout {self.start_timeout:.0f} s): the cluster has no room for it",
+                        }
+                    )
+                    return
+                if state != last_state:
+                    self.log.info("%s is %s", driver.describe(), state)
+                    last_state = state
+            await asyncio.sleep(self.poll_interval)

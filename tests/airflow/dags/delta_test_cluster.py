@@ -35,7 +35,11 @@ with DAG(dag_id="delta_test_cluster", schedule=None, start_date=datetime(2026, 1
     delete = ops.DeltaDeleteOperator(task_id="delete", table_uri=TABLE, predicate="id % 10 = 0", **CONN)
     chain = [create, append, upsert, delete]
     if hasattr(ops, "DeltaOptimizeOperator"):
-        chain.append(ops.DeltaOptimizeOperator(task_id="optimize", table_uri=TABLE, **CONN))
+        # deferred in cluster deploy mode when the test gives that connection (else it runs attached)
+        cluster_mode = "spark_cluster_mode" if os.environ.get("AIRFLOW_CONN_SPARK_CLUSTER_MODE") else "spark_cluster"
+        chain.append(
+            ops.DeltaOptimizeOperator(task_id="optimize", table_uri=TABLE, conn_id=cluster_mode, deferrable=True)
+        )
     if hasattr(ops, "DeltaVacuumOperator"):
         chain.append(
             ops.DeltaVacuumOperator(
