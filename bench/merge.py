@@ -185,6 +185,21 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         upsert,
         ours_base=dv_base,
     )
+    # the same two merges run as Spark joins (a source over the collection cap takes that path)
+    spark.conf.set("spark.airflowDelta.merge.maxSourceBytes", "1")
+    try:
+        case("the same merge as a Spark join (copy-on-write)", base, src, src_a, on_day, upsert)
+        case(
+            "the same merge as a Spark join with deletion vectors (ours; deltalake rewrites)",
+            base,
+            src,
+            src_a,
+            on_day,
+            upsert,
+            ours_base=dv_base,
+        )
+    finally:
+        spark.conf.unset("spark.airflowDelta.merge.maxSourceBytes")
     day = "DATE '2026-01-05'"
     d_src, d_a = both(updates.unionByName(inserts).filter(f"dt = {day}"))
     case("upsert into one partition of 20", base, d_src, d_a, on_day, upsert)

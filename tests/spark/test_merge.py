@@ -191,8 +191,8 @@ def _key(r):
     st.sampled_from(["", "dv", "cdf", "dv+cdf"]),
 )
 def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, source, clauses, partitioned, on, mode):
-    """``dv``: the table writes deletion vectors: file by file, the changed target rows are marked
-    and only the updated and inserted rows written (the join rewrites files, as without).
+    """``dv``: the table writes deletion vectors: file by file and by join alike, the changed target
+    rows are marked and only the updated and inserted rows written.
     ``cdf``: the table records the change data feed: the merge's changes equal the reference's
     (and deltalake's ``load_cdf``)."""
     root = str(tmp_path_factory.mktemp("m") / "t")
@@ -232,7 +232,7 @@ def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, 
     after = _file_rows(DeltaTable.for_path(spark, root).snapshot())
     removed = [p for p in before if p not in after]
     assert m["numTargetFilesRemoved"] == len(removed)
-    if dv and res["strategy"] == "file_by_file":  # marked: no row copied; the files that left held only changed rows
+    if dv:  # marked: no row copied; the files that left held only changed rows
         assert m["numTargetRowsCopied"] == 0
         assert sum(before[p] for p in removed) <= changed["u"] + changed["d"]
     else:
@@ -488,7 +488,8 @@ def test_a_target_row_matched_twice_without_a_matched_clause_is_copied_once(spar
 
 def test_merge_with_deletion_vectors_marks_rows_over_existing_vectors(spark, tmp_path, execution):
     """A DV table where a DELETE already marked rows: a MERGE (update, delete, insert) adds its own
-    marks to the same files' vectors (file by file) and writes only the updated and inserted rows."""
+    marks to the same files' vectors (file by file and by join) and writes only the updated and
+    inserted rows."""
     import glob
 
     root = str(tmp_path / "t")
@@ -518,9 +519,9 @@ def test_merge_with_deletion_vectors_marks_rows_over_existing_vectors(spark, tmp
     m = res["metrics"]
     assert (m["numTargetRowsUpdated"], m["numTargetRowsDeleted"], m["numTargetRowsInserted"]) == (3, 1, 2)
     assert files <= set(glob.glob(f"{root}/**/*.parquet", recursive=True))  # no file removed from disk
-    if res["strategy"] == "file_by_file":
-        assert m["numTargetRowsCopied"] == 0 and m["numTargetFilesRemoved"] == 0
-        assert m["numTargetDeletionVectorsUpdated"] >= 1  # merged into the DELETE's vectors
+    assert m["numTargetRowsCopied"] == 0 and m["numTargetFilesRemoved"] == 0
+    assert m["numTargetDeletionVectorsUpdated"] >= 1  # merged into the DELETE's vectors
+    assert m["numTargetFilesAdded"] >= 1 and m["numOutputRows"] == 5  # the 3 updated and 2 inserted rows
 
 
 @pytest.mark.parametrize("by_source", [False, True])

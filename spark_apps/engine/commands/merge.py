@@ -592,7 +592,7 @@ def merge(
     touched = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(outcome.touched, pa.string())))
     removes = removes_for(touched)
     adds, leaving = list(outcome.adds), touched  # leaving: not added back with a deletion vector
-    if spec.deletion_vectors and prepared is not None:  # file by file: rows marked, files kept
+    if spec.deletion_vectors:  # rows marked, files kept
         re_adds, leaving, counts = kept_with_deletion_vectors(touched, outcome.deletion_vectors)
         adds += re_adds
         metrics.num_target_deletion_vectors_added, metrics.num_target_deletion_vectors_updated = counts[:2]

@@ -193,12 +193,13 @@ def has_deletion_vector(dv) -> bool:
 
 def marked_deletion_vector(storage, table_uri: str, old, rows: np.ndarray, physical: int) -> dict | None:
     """``rows`` (physical row indexes of one data file) joined with the file's deletion vector
-    ``old`` and written as a new vector file: its descriptor, or None when none of the file's
-    ``physical`` rows stays live (the file is then removed whole, no vector written)."""
-    from ..dv import deleted_row_indexes, write_dv_file
+    ``old`` and stored as a new vector (inline in the log when small, else a file): its descriptor,
+    or None when none of the file's ``physical`` rows stays live (the file is then removed whole, no
+    vector written)."""
+    from ..dv import deleted_row_indexes, deletion_vector
 
     before = deleted_row_indexes(storage, table_uri, old) if has_deletion_vector(old) else np.empty(0, np.uint64)
     rows = np.union1d(before, np.asarray(rows, dtype=np.uint64))
     if len(rows) >= physical:
         return None
-    return write_dv_file(storage, table_uri, rows)
+    return deletion_vector(storage, table_uri, rows)

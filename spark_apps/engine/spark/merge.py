@@ -17,7 +17,11 @@
   is broadcast when its estimated size fits Spark's threshold, else both sides are shuffled (Spark
   sizes the scanned table by its file list and would broadcast it). Conditions and values are the
   bound trees as Columns (:mod:`.columns`) over the joined DataFrame's own column names (``__t<i>`` /
-  ``__s<i>``), so Spark evaluates exactly what was checked, with no SQL text parsed again.
+  ``__s<i>``), so Spark evaluates exactly what was checked, with no SQL text parsed again. On a table
+  that writes deletion vectors the target rows also carry their physical index in their file
+  (``__row``): the changed rows are marked in their files' vectors (one task per touched file,
+  :func:`mark_file`) instead of copying the unchanged ones, and only updated and inserted rows are
+  written.
 """
 
 from __future__ import annotations
@@ -192,9 +196,11 @@ class _JoinMerge:
     def __init__(self, spark, snapshot, plan):
         from pyspark.sql import functions as F
 
-        from ..features import writes_change_data
+        from ..features import writes_change_data, writes_deletion_vectors
 
         self.spark, self.snapshot, self.plan = spark, snapshot, plan
+        #: rows a clause changes are marked in their files' deletion vectors, the files stay
+        self.deletion_vectors = writes_deletion_vectors(snapshot.protocol, snapshot.metadata)
         self.spell = _speller(plan)
         self.clauses = plan.clauses
         self.codes = plan.codes()  # clause indices per kind
@@ -234,20 +240,26 @@ class _JoinMerge:
         return to_column(self.plan.on, self.spell)
 
     def target_rows(self, files, *, against_broadcast: bool = True):
-        """The rows of ``files`` as ``__t<i>`` columns, their file ``__file``, ``__tp`` and a row id
-        ``__rid``; hinted to a shuffle join unless joined to the broadcast source (see with_source)."""
-        from .scan import FILE_COLUMN, scan_files
+        """The rows of ``files`` as ``__t<i>`` columns, their file ``__file`` (and, on a table with
+        deletion vectors, their physical index in it, ``__row``), ``__tp`` and a row id ``__rid``;
+        hinted to a shuffle join unless joined to the broadcast source (see with_source)."""
+        from .scan import FILE_COLUMN, ROW_COLUMN, scan_files
 
         F, plan, snapshot = self._F, self.plan, self.snapshot
-        target = scan_files(self.spark, snapshot, files=files, with_file_column=True).df
+        dvs = self.deletion_vectors
+        target = scan_files(self.spark, snapshot, files=files, with_file_column=True, with_row_index=dvs).df
+        extra = [FILE_COLUMN, ROW_COLUMN] if dvs else [FILE_COLUMN]
         if len(plan.target_schema.fields) > len(snapshot.schema.fields):  # merge_schema: columns the files lack
             from .write import spark_schema
 
             added = spark_schema(plan.target_schema.to_json()).fields[len(snapshot.schema.fields) :]
-            data = [c for c in target.columns if c != FILE_COLUMN]
+            data = [c for c in target.columns if c not in extra]
             nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in added]
-            target = target.select(*data, *nulls, FILE_COLUMN)
-        target = _renamed(target, "__t").withColumnRenamed(f"__t{len(plan.target_schema.fields)}", "__file")
+            target = target.select(*data, *nulls, *extra)
+        n = len(plan.target_schema.fields)
+        target = _renamed(target, "__t").withColumnRenamed(f"__t{n}", "__file")
+        if dvs:
+            target = target.withColumnRenamed(f"__t{n + 1}", "__row")
         target = target.withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
         return target if self.broadcast and against_broadcast else target.hint("merge")
 
@@ -308,8 +320,40 @@ class _JoinMerge:
             best = F.max("__action").over(Window.partitionBy("__rid"))
             rows = rows.withColumn("__best", best).filter("__action = __best").drop("__best")
             rows = rows.dropDuplicates(["__rid"])
-        keep = F.col("__action").isin(self.updates) | ((F.col("__action") == -1) & F.col("__file").isin(touched))
+        keep = F.col("__action").isin(self.updates)
+        if not self.deletion_vectors:  # the touched files are rewritten: their unchanged rows copied
+            keep = keep | ((F.col("__action") == -1) & F.col("__file").isin(touched))
         return rows.filter(keep)
+
+    def marked(self, changed, touched: list[str], candidates) -> dict:
+        """Touched file -> its new deletion vector: the physical indexes of the target rows a clause
+        updated or deleted (``changed``) joined with the file's vector, written in the tasks (one
+        group per file: its row indexes only). A file left with no live row is not in the dict: it
+        leaves the table whole."""
+        import json
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from ..storage import normalize_table_uri
+
+        files = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(touched, pa.string())))
+        has_dv = "deletion_vector" in files.column_names
+        olds = files.column("deletion_vector").to_pylist() if has_dv else [None] * files.num_rows
+        old = {p: json.dumps(d) for p, d in zip(files.column("path").to_pylist(), olds) if d}
+        root = normalize_table_uri(self.snapshot.table_root)
+
+        def fn(table):  # one argument, as applyInArrow requires: the rest is in its closure
+            from airflow_delta_provider_apps.engine.spark.merge import mark_file
+            from airflow_delta_provider_apps.engine.spark.session import guard_executor
+
+            def one():
+                yield mark_file(table, old, root)
+
+            return next(guard_executor(one()))  # a DeltaError reaches the driver in a form it decodes
+
+        out = changed.select("__file", "__row").groupBy("__file").applyInArrow(fn, "path string, dv string")
+        return {r["path"]: json.loads(r["dv"]) for r in out.collect() if r["dv"] is not None}
 
     def project(self, rows, fired: list):
         """``rows`` in the table's columns: each takes the values of the clause (of ``fired``) that
@@ -366,11 +410,14 @@ class _JoinMerge:
             out = rows if out is None else out.unionByName(rows)
         return out
 
-    def write(self, outputs: list, touched: list[str], per_action: dict, scan_ms: int, changes=None) -> MergeOutcome:
+    def write(
+        self, outputs: list, touched: list[str], per_action: dict, scan_ms: int, changes=None, marked=None
+    ) -> MergeOutcome:
         """The output rows in the table's columns, written through the core writer. ``outputs``:
         ``(rows, clauses)`` pairs: each row takes the values of the clause (of ``clauses``) that
         fired on it, else the target row's own (NULL for source rows alone). ``changes``: the
-        change feed's rows (:meth:`changes`), written as change data files."""
+        change feed's rows (:meth:`changes`), written as change data files. ``marked``: the target rows
+        to mark in their files' deletion vectors (:meth:`marked`), on a table that writes them."""
         from ..writer import table_write_spec
         from .write import conform_dataframe, write_data_files
 
@@ -386,17 +433,20 @@ class _JoinMerge:
             out = conform_dataframe(out, plan.target_schema.to_json())
             result = write_data_files(out, spec)
             adds, written = list(result.adds), result.num_output_rows
-        if changes is not None:
-            try:
+        vectors = {}
+        try:
+            if changes is not None:
                 cdc = list(write_data_files(changes, spec, change_data=True).adds)
-            except BaseException:  # the data files written above are never committed: deleted
-                from ..rewrite import FileOutcome, discard
-                from ..storage import storage_for
+            if marked is not None and touched:
+                vectors = self.marked(*marked)
+        except BaseException:  # the files written above are never committed: deleted
+            from ..rewrite import FileOutcome, discard
+            from ..storage import storage_for
 
-                discard(storage_for(spec.table_uri), spec.table_uri, [FileOutcome("", written=_as_written(adds))])
-                raise
+            discard(storage_for(spec.table_uri), spec.table_uri, [FileOutcome("", written=_as_written(adds + cdc))])
+            raise
         rewrite_ms = int((time.monotonic() - started) * 1000)
-        return MergeOutcome(touched, adds, written, per_action, scan_ms, rewrite_ms, changes=cdc)
+        return MergeOutcome(touched, adds, written, per_action, scan_ms, rewrite_ms, vectors, changes=cdc)
 
     def changed_any(self, per_action: dict) -> bool:
         """Whether a clause updated or deleted a row (then the commit's changes go to change files)."""
@@ -417,19 +467,22 @@ def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOu
     try:
         multi = job.multi_matches(pairs)
         per_action, touched = job.tally_and_touched(pairs, multi=multi)
-        outputs = []
+        outputs, marked = [], None
         if touched:
             in_touched = pairs.filter(F.col("__file").isin(touched))
             outputs.append((job.rewritten(in_touched, multi, touched), job.updates))
-            files = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(touched, pa.string())))
-            their_sources = in_touched.select(*[c for c in job.rows.columns if c.startswith("__s")])
-            unmatched = job.target_rows(files, against_broadcast=False).join(their_sources, job.on(), "left_anti")
-            outputs.append((unmatched, []))  # copies
+            if job.deletion_vectors:  # the changed rows marked, the others stay where they are
+                marked = (in_touched.filter(F.col("__action").isin(job.changing)), touched, candidates)
+            else:
+                files = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(touched, pa.string())))
+                their_sources = in_touched.select(*[c for c in job.rows.columns if c.startswith("__s")])
+                unmatched = job.target_rows(files, against_broadcast=False).join(their_sources, job.on(), "left_anti")
+                outputs.append((unmatched, []))  # copies
         changes = None
         if job.change_data and job.changed_any(per_action):
             changes = job.changes(in_touched.filter(F.col("__action").isin(job.changing)), None, multi)
         scan_ms = int((time.monotonic() - started) * 1000)
-        return job.write(outputs, touched, per_action, scan_ms, changes)
+        return job.write(outputs, touched, per_action, scan_ms, changes, marked)
     finally:
         pairs.unpersist()
 
@@ -460,13 +513,44 @@ def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
         if job.inserts:
             inserted = joined.filter(F.col("__tp").isNull() & F.col("__action").isin(job.inserts))
             outputs.append((inserted, job.inserts))
-        changes = None
+        changes, marked = None, None
+        changed = joined.filter(F.col("__tp").isNotNull() & F.col("__action").isin(job.changing))
         if job.change_data and job.changed_any(per_action):
-            changed = joined.filter(F.col("__tp").isNotNull() & F.col("__action").isin(job.changing))
             changes = job.changes(changed, inserted, multi)
-        return job.write(outputs, touched, per_action, scan_ms, changes)
+        if job.deletion_vectors and touched:
+            marked = (changed, touched, candidates)
+        return job.write(outputs, touched, per_action, scan_ms, changes, marked)
     finally:
         joined.unpersist()
+
+
+def mark_file(table, old_vectors: dict, table_root: str):
+    """Executor side of :meth:`_JoinMerge.marked`: one file's changed rows (``__file``, ``__row``) ->
+    ``{"path", "dv"}``, its new deletion vector as JSON (None: no row of the file stays live). The
+    file's physical row count, which a vector must not reach, comes from its footer."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..paths import file_locations
+    from ..rewrite.common import marked_deletion_vector
+    from ..storage import storage_for
+
+    path = table.column("__file")[0].as_py()
+    storage = storage_for(table_root)
+    [location] = file_locations(table_root, pa.array([path], pa.string()))
+    with storage.open_input_file(location) as f:
+        physical = pq.ParquetFile(f).metadata.num_rows
+    old = json.loads(old_vectors[path]) if path in old_vectors else None
+    rows = table.column("__row").to_numpy()
+    vector = marked_deletion_vector(storage, table_root, old, rows, physical)
+    return pa.table(
+        {
+            "path": pa.array([path], pa.string()),
+            "dv": pa.array([None if vector is None else json.dumps(vector)], pa.string()),
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ from ..paths import file_locations
 from .session import map_in_arrow
 
 FILE_COLUMN = "_file"
+#: the physical row index column of ``scan_files(with_row_index=True)``
+ROW_COLUMN = "_row"
 MAX_BATCH_ROWS = 65536  # rows per Arrow batch handed back to Spark
 _TASK_COLUMN = "_task"
 
@@ -106,6 +108,7 @@ def scan_files(
     with_file_column: bool = False,
     num_tasks: int | None = None,
     predicate: str | None = None,
+    with_row_index: bool = False,
 ) -> ScanResult:
     """Scan a snapshot (or a subset of its live files) into a DataFrame.
 
@@ -117,6 +120,8 @@ def scan_files(
     :param num_tasks: Spark tasks to read with (default: min(files, 2 x default parallelism))
     :param predicate: keep only the rows where this Spark SQL condition is TRUE; files that cannot
         hold such rows (partition values, min/max stats) are not read at all
+    :param with_row_index: append a ``_row`` column (long) with each row's 0-based physical index in
+        its file, what a deletion vector marks (after ``_file`` when both are asked for)
     """
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructField, StructType
@@ -142,6 +147,10 @@ def scan_files(
         out_schema = full_schema
     if with_file_column:
         out_schema = StructType(list(out_schema.fields) + [StructField(FILE_COLUMN, StringType(), False)])
+    if with_row_index:
+        from pyspark.sql.types import LongType
+
+        out_schema = StructType(list(out_schema.fields) + [StructField(ROW_COLUMN, LongType(), False)])
 
     from ..expr.skipping import is_partition_only
 
@@ -158,7 +167,7 @@ def scan_files(
     # Spark's own reader wins where no data predicate is left (whole partitions, full scans); with a
     # selective data predicate the Arrow path's per-task row-group pruning and filtering measured faster
     data_predicate = expr is not None and not is_partition_only(expr, list(snapshot.metadata.partition_columns))
-    how = None if with_file_column or data_predicate else _native_scan_applies(spark, snapshot, files)
+    how = None if with_file_column or with_row_index or data_predicate else _native_scan_applies(spark, snapshot, files)
     if how is not None:
         return ScanResult(_native_scan(spark, snapshot, files, full_schema, out_schema, expr, how), files)
 
@@ -184,12 +193,15 @@ def scan_files(
         _with_file=with_file_column,
         _mode=mode,
         _pred=expr,  # the bound tree itself: no text round-trip between driver and tasks
+        _with_row=with_row_index,
     ):
         from airflow_delta_provider_apps.engine.spark.scan import read_files_batches
         from airflow_delta_provider_apps.engine.spark.session import guard_executor
 
         return guard_executor(
-            read_files_batches(batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode, _pred)
+            read_files_batches(
+                batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode, _pred, with_row_index=_with_row
+            )
         )
 
     files_df = spark.createDataFrame(listing)
@@ -351,6 +363,8 @@ def read_files_batches(
     with_file_column: bool,
     column_mapping_mode: str = "none",
     predicate=None,
+    *,
+    with_row_index: bool = False,
 ):
     """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``.
 
@@ -399,18 +413,25 @@ def read_files_batches(
                 column_mapping_mode=column_mapping_mode,
                 batch_rows=MAX_BATCH_ROWS,
                 row_groups=row_groups,
+                row_index=with_row_index,
             ):
                 if expr is not None and b.num_rows:
                     b = b.filter(true_mask(expr, b))
                     if read_columns is not columns:
-                        b = b.select(columns)
+                        b = b.select([*columns, *([reader.ROW_INDEX] if with_row_index else [])])
                 if not b.num_rows:
                     continue
+                index = None
+                if with_row_index:
+                    index = b.column(reader.ROW_INDEX)
+                    b = b.drop_columns([reader.ROW_INDEX])
                 if with_file_column:
                     b = b.append_column(
                         pa.field(FILE_COLUMN, pa.string(), nullable=False),
                         pa.repeat(pa.scalar(path, pa.string()), b.num_rows),
                     )
+                if index is not None:
+                    b = b.append_column(pa.field(ROW_COLUMN, pa.int64(), nullable=False), index)
                 yield _conform(b, arrow_schema)
 
 

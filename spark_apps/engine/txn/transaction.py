@@ -35,6 +35,7 @@ conflicts (a retry of the whole operation may help: ``err.retryable``) and for I
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -86,7 +87,9 @@ DEFAULT_MAX_RETRIES = 50
 ENGINE_INFO = "airflow-delta-provider"
 
 
+@functools.cache
 def _engine_info() -> str:
+    """``commitInfo.engineInfo`` (looked up once per process: the package metadata read costs ms)."""
     try:
         from ..versions import __version__  # type: ignore[attr-defined]
 

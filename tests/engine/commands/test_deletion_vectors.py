@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from sql_strategies import ARROW, predicates, rows, table_of
 
 from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine import dv as dv_module
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
-from airflow_delta_provider_apps.engine.dv import MAGIC, decode_bitmap, encode_bitmap, z85_decode
+from airflow_delta_provider_apps.engine.dv import INLINE_MAX_BYTES, MAGIC, decode_bitmap, encode_bitmap, z85_decode
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -89,7 +90,12 @@ def test_deletes_with_deletion_vectors_equal_the_reference(tmp_path_factory, dat
             actions = _commit_actions(root, result["version"])
             adds = [a["add"] for a in actions if "add" in a]
             removes = [a["remove"] for a in actions if "remove" in a]
-            assert all(a["deletionVector"]["storageType"] == "u" for a in adds)
+            # small sets in the log itself, larger ones in vector files
+            assert all(
+                a["deletionVector"]["storageType"]
+                == ("i" if a["deletionVector"]["sizeInBytes"] <= INLINE_MAX_BYTES else "u")
+                for a in adds
+            )
             assert {a["path"] for a in adds} <= {r["path"] for r in removes}  # the same files, new vectors
             assert all(json.loads(a["stats"])["tightBounds"] is False for a in adds if a.get("stats"))
             if "numDeletionVectorsAdded" in m:  # a data condition (not a whole-partition delete)
@@ -113,7 +119,8 @@ def test_deletes_with_deletion_vectors_equal_the_reference(tmp_path_factory, dat
         assert sum(json.loads(a["stats"])["numRecords"] for a in new_files) == updated
 
 
-def test_optimize_purges_and_vacuum_keeps_the_vectors_still_needed(tmp_path):
+def test_optimize_purges_and_vacuum_keeps_the_vectors_still_needed(tmp_path, monkeypatch):
+    monkeypatch.setattr(dv_module, "INLINE_MAX_BYTES", 0)  # every vector in a file
     root = str(tmp_path / "t")
     t = DeltaTable.create(None, root, schema="id BIGINT, p INT", partition_by=["p"], properties=DV)
     for k in range(4):  # two small files in each partition
@@ -160,7 +167,8 @@ def test_bitmap_encoding_round_trips(values, dense):
     assert decode_bitmap(encode_bitmap(rows)).tolist() == sorted(set(rows.tolist()))
 
 
-def test_a_deletion_vector_file_has_delta_s_layout(tmp_path):
+def test_a_deletion_vector_file_has_delta_s_layout(tmp_path, monkeypatch):
+    monkeypatch.setattr(dv_module, "INLINE_MAX_BYTES", 0)  # every vector in a file
     root = str(tmp_path / "t")
     t = DeltaTable.create(None, root, schema="id BIGINT", properties=DV)
     append_arrow(root, pa.table({"id": pa.array(range(100), pa.int64())}))
@@ -174,6 +182,27 @@ def test_a_deletion_vector_file_has_delta_s_layout(tmp_path):
     assert decode_bitmap(data).tolist() == [3, 50, 99]
     [dv] = [f["deletion_vector"] for f in t.snapshot().files.to_pylist()]
     assert (dv["offset"], dv["sizeInBytes"], dv["cardinality"]) == (1, size, 3)
+
+
+def test_a_small_set_is_stored_in_the_log_and_a_large_one_in_a_file(tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema="id BIGINT", properties=DV)
+    append_arrow(root, pa.table({"id": pa.array(range(100_000), pa.int64())}))
+    t.delete("id IN (3, 50, 99)")
+    assert glob.glob(f"{root}/deletion_vector_*.bin") == []  # nothing written but the commit
+    [dv] = [f["deletion_vector"] for f in t.snapshot().files.to_pylist()]
+    assert (dv["storageType"], dv["offset"], dv["cardinality"]) == ("i", None, 3)
+    data = z85_decode(dv["pathOrInlineDv"])
+    assert len(data) % 4 == 0 and len(data) - dv["sizeInBytes"] < 4  # padded to whole Z85 words
+    assert decode_bitmap(data[: dv["sizeInBytes"]]).tolist() == [3, 50, 99]
+    t.delete("id % 7 = 0")  # ~14k more rows: joined with the inline set, too large for the log
+    [dv] = [f["deletion_vector"] for f in t.snapshot().files.to_pylist()]
+    assert dv["storageType"] == "u" and dv["sizeInBytes"] > INLINE_MAX_BYTES
+    assert len(glob.glob(f"{root}/deletion_vector_*.bin")) == 1
+    live = [i for i in range(100_000) if i % 7 and i not in (3, 50, 99)]
+    assert read_snapshot_table(t.snapshot()).column("id").to_pylist() == live
+    theirs = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(root)).execute("SELECT id FROM t").read_all()
+    assert sorted(pa.table(theirs).column("id").to_pylist()) == live
 
 
 def test_optimize_rewrites_files_with_many_deleted_rows_and_purges_on_demand(tmp_path):
