@@ -23,6 +23,7 @@ not know the driver (a restarted master without recovery, a deleted pod).
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
@@ -35,6 +36,7 @@ __all__ = [
     "is_succeeded",
     "is_waiting",
     "kill_driver",
+    "discard_secret_file",
 ]
 
 NOT_FOUND = "NOT_FOUND"
@@ -90,6 +92,15 @@ class SubmittedDriver:
         return f"{kind} {self.driver_id}"
 
 
+def discard_secret_file(driver: SubmittedDriver) -> None:
+    """Delete the object-store settings file shipped with the driver, when it is on this machine."""
+    if driver.secret_file:
+        try:
+            os.unlink(driver.secret_file)
+        except OSError:  # another worker's file, or already gone
+            pass
+
+
 def is_active(driver: SubmittedDriver, state: str) -> bool:
     return state in _ACTIVE[driver.cluster_manager]
 
@@ -117,12 +128,14 @@ def driver_state(driver: SubmittedDriver) -> str:
     if driver.cluster_manager == "k8s":
         return _pod_phase(driver)
     last: OSError = OSError(f"no address to ask for {driver.describe()}")
+    unknown = False
     for url in driver.status_urls:
         try:
             reply = _http_json(url)
         except urllib.error.HTTPError as e:
             if e.code == 404:
-                return NOT_FOUND
+                unknown = True
+                continue
             last = OSError(f"{url}: HTTP {e.code}")
             continue
         except (OSError, ValueError) as e:  # unreachable, timed out, not JSON: try the next master
@@ -130,13 +143,16 @@ def driver_state(driver: SubmittedDriver) -> str:
             continue
         if driver.cluster_manager == "standalone":
             if not reply.get("success", True) and not reply.get("driverState"):
-                return NOT_FOUND  # "Driver ... not found" (or a standby master: the next one knows)
+                unknown = True  # "Driver ... not found", or a standby master: the next one may know
+                continue
             return str(reply.get("driverState") or "UNKNOWN").upper()
         app = reply.get("app") or {}
         state = str(app.get("state") or "").upper()
         if state in ("FINISHED", "FAILED", "KILLED"):
             return str(app.get("finalStatus") or state).upper()  # FINISHED says nothing without it
         return state or "UNKNOWN"
+    if unknown:  # asked, and no master (or ResourceManager) knows the driver
+        return NOT_FOUND
     raise last
 
 
@@ -152,6 +168,8 @@ def _pod_phase(driver: SubmittedDriver) -> str:
         if e.status == 404:
             return NOT_FOUND
         raise OSError(f"Kubernetes API: {e.status} {e.reason}") from e
+    except Exception as e:  # configuration, connection (urllib3): the unreachable timeout applies
+        raise OSError(f"Kubernetes API: {e}") from e
     return str(phase or "PENDING").upper()
 
 
@@ -159,13 +177,17 @@ def kill_driver(driver: SubmittedDriver) -> str | None:
     """Ask the cluster manager to stop the driver (best effort); what failed, or None."""
     try:
         if driver.cluster_manager == "standalone":
+            problem = "no master address"
             for url in driver.status_urls:
                 try:
-                    _http_json(url.replace("/v1/submissions/status/", "/v1/submissions/kill/"), "POST")
-                    return None
+                    reply = _http_json(url.replace("/v1/submissions/status/", "/v1/submissions/kill/"), "POST")
                 except (OSError, ValueError) as e:
                     problem = str(e)
-            return problem if driver.status_urls else "no master address"
+                    continue
+                if reply.get("success"):
+                    return None
+                problem = str(reply.get("message") or "the master did not kill it")  # e.g. a standby master
+            return problem
         if driver.cluster_manager == "yarn":
             _http_json(driver.status_urls[0] + "/state", "PUT", {"state": "KILLED"})
             return None

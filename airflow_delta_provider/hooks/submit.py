@@ -70,7 +70,7 @@ from airflow_delta_provider.hooks.connections import (
     connection_extra,
     master_from_connection,
 )
-from airflow_delta_provider.hooks.driver import SubmittedDriver
+from airflow_delta_provider.hooks.driver import SubmittedDriver, discard_secret_file
 from airflow_delta_provider.hooks.outcome import AppOutput, progress_text, resolve_outcome
 from airflow_delta_provider_apps.operations import OPERATIONS
 
@@ -303,9 +303,18 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
     what a person needs; the count of hidden lines is logged instead.
     """
 
-    def __init__(self, *args, show_traces: bool = False, secret_env: dict[str, str] | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        show_traces: bool = False,
+        secret_env: dict[str, str] | None = None,
+        detached: bool = False,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.secret_env = dict(secret_env or {})
+        #: spark-submit returns once the cluster has the driver (a deferred run): nothing here waits for it
+        self.detached = detached
         self.app_output = AppOutput()
         #: the Spark application's web page, when spark-submit prints one (YARN's tracking URL, the
         #: driver's Spark UI in client mode): the operators' "Spark application" link
@@ -313,6 +322,12 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
         self.show_traces = show_traces
         self.hidden_trace_lines = 0
         self.hidden_noise_lines = 0
+
+    def _start_driver_status_tracking(self) -> None:
+        if self.detached:  # the trigger follows the driver; provider 5.x would wait for it inside submit()
+            self._driver_status = "FINISHED"  # what submit() expects of a driver it no longer waits for
+            return
+        super()._start_driver_status_tracking()
 
     @classmethod
     def get_connection(cls, conn_id: str):
@@ -365,6 +380,9 @@ class _CapturingSparkSubmitHook(SparkSubmitHook):
                 yield raw
 
         super()._process_spark_submit_log(tap())
+        if self.detached and self._is_kubernetes and self._spark_exit_code is None:
+            # spark-submit left before the driver pod ended, so it printed no exit code for submit()'s check
+            self._spark_exit_code = 0
         hidden = self.hidden_trace_lines + self.hidden_noise_lines
         if hidden:
             self.log.info(
@@ -422,6 +440,12 @@ _WAIT_APP_COMPLETION = {
 # The main class a standalone cluster-mode driver runs: the master refuses Python applications in
 # cluster mode, not JVM ones, and PythonRunner is what spark-submit runs for Python in client mode.
 _PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
+# what Arrow's memory (through Netty) needs of a Java 17+ JVM, among Spark's default module options
+_ARROW_JAVA_OPTIONS = (
+    "-Dio.netty.tryReflectionSetAccessible=true --add-opens=java.base/java.nio=ALL-UNNAMED "
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED "
+    "--add-opens=java.base/java.util=ALL-UNNAMED"
+)
 
 
 class SubmitTransport:
@@ -565,9 +589,17 @@ class SubmitTransport:
             secret_env = {}
         application, app_args = bundle.launcher_path, self.application_args(operation, table_uri, spec, result_uri)
         if settings.is_cluster_mode and settings.cluster_manager == "standalone":
-            # a JVM application running Spark's PythonRunner on <launcher> <py-files> <args>
+            # a JVM application running Spark's PythonRunner on <launcher> <py-files> <args>; the zip also
+            # stays in --py-files (spark.submit.pyFiles: the driver puts it on its Python workers' path)
+            # and goes to --files (spark.files: the executors fetch it), as spark-submit does for Python
             kwargs["java_class"] = _PYTHON_RUNNER
-            application, app_args, py_files = bundle.runner_jar_path, [bundle.launcher_path, py_files, *app_args], None
+            application, app_args = bundle.runner_jar_path, [bundle.launcher_path, py_files, *app_args]
+            kwargs["files"] = ",".join(filter(None, [kwargs.get("files"), py_files]))
+            # a worker starts this driver's JVM without the module options spark-submit gives a client-mode
+            # driver on Java 17+: Arrow (mapInArrow, toArrow) needs these of them
+            java_opts = conf.get("spark.driver.extraJavaOptions", "")
+            if "tryReflectionSetAccessible" not in java_opts:
+                conf["spark.driver.extraJavaOptions"] = f"{java_opts} {_ARROW_JAVA_OPTIONS}".strip()
         try:
             sub = _CapturingSparkSubmitHook(
                 conf=conf,
@@ -577,6 +609,7 @@ class SubmitTransport:
                 application_args=app_args,
                 spark_binary=settings.spark_binary,
                 show_traces=bool(opts.verbose),
+                detached=detached,
                 secret_env=secret_env,
                 **kwargs,
             )
@@ -654,6 +687,7 @@ class SubmitTransport:
         blocker = settings.deferral_blocker()
         if blocker:
             raise DeltaConfigurationError("This run cannot be detached from the worker", blocker, None)
+        status_base = self._status_base(settings)  # a configuration error fails before anything is submitted
         try:
             sub, application, result_uri = self.build_submit_hook(operation, table_uri, params, detached=True)
             self._submit_hook = sub
@@ -675,8 +709,7 @@ class SubmitTransport:
                 "standalone": lambda: sub._driver_id,
                 "yarn": lambda: sub._yarn_application_id,
                 "k8s": lambda: (
-                    sub._kubernetes_driver_pod
-                    and f"{sub._connection.get('namespace') or 'default'}/{sub._kubernetes_driver_pod}"
+                    sub._kubernetes_driver_pod and f"{self._k8s_namespace(sub)}/{sub._kubernetes_driver_pod}"
                 ),
             }[settings.cluster_manager]()
             if not driver_id:
@@ -690,25 +723,35 @@ class SubmitTransport:
         except BaseException:
             self._discard_secret_file()
             raise
-        secret_file, self._secret_file = self._secret_file, None  # the driver may not have read it yet
+        secret_file = None
+        if settings.cluster_manager == "standalone":  # read from this path when the driver starts: kept
+            secret_file, self._secret_file = self._secret_file, None
+        else:  # YARN and Kubernetes uploaded it with the submission
+            self._discard_secret_file()
         driver = SubmittedDriver(
             cluster_manager=settings.cluster_manager,
             driver_id=driver_id,
             result_uri=result_uri,
             submitted_at=submitted_at,
-            status_urls=self._status_urls(settings, driver_id),
+            status_urls=tuple(f"{base}/{driver_id}" for base in status_base),
             secret_file=secret_file,
         )
         self.log.info("Submitted %s; the task waits for it on the triggerer", driver.describe())
         return driver
 
-    def _status_urls(self, settings: SubmitSettings, driver_id: str) -> tuple[str, ...]:
-        """Where the driver's state is asked (see :mod:`airflow_delta_provider.hooks.driver`)."""
+    def _status_base(self, settings: SubmitSettings) -> tuple[str, ...]:
+        """Where a driver's state is asked, without its id (see :mod:`airflow_delta_provider.hooks.driver`):
+        the standalone masters' REST servers (connection extras ``rest-port``, ``rest-scheme`` as in the
+        apache-spark provider), YARN's ResourceManager; none for Kubernetes."""
         extra = self.hook.get_conn().extra_dejson
+
+        def field(name: str, default):
+            return connection_extra(extra, name) or connection_extra(extra, name.replace("-", "_")) or default
+
         if settings.cluster_manager == "standalone":
-            scheme, port = extra.get("rest_scheme") or "http", extra.get("rest_port") or 6066
+            scheme, port = field("rest-scheme", "http"), field("rest-port", 6066)
             hosts = [m.strip().rsplit(":", 1)[0] for m in settings.master[len("spark://") :].split(",") if m.strip()]
-            return tuple(f"{scheme}://{h}:{port}/v1/submissions/status/{driver_id}" for h in hosts)
+            return tuple(f"{scheme}://{h}:{port}/v1/submissions/status" for h in hosts)
         if settings.cluster_manager == "yarn":
             rm = str(extra.get("yarn_resourcemanager_webapp_address") or "").strip()
             if not rm:
@@ -718,17 +761,17 @@ class SubmitTransport:
                     "set the connection extra 'yarn_resourcemanager_webapp_address' (e.g. http://rm.example.com:8088)",
                 )
             rm = rm if "://" in rm else f"http://{rm}"
-            return (f"{rm.rstrip('/')}/ws/v1/cluster/apps/{driver_id}",)
+            return (f"{rm.rstrip('/')}/ws/v1/cluster/apps",)
         return ()
+
+    def _k8s_namespace(self, sub) -> str:
+        conf = self.hook.spark_conf or {}
+        return str(conf.get("spark.kubernetes.namespace") or sub._connection.get("namespace") or "default")
 
     def finish(self, driver: SubmittedDriver, state: str, succeeded: bool) -> dict:
         """The result of a detached run whose driver ended in ``state``: its result file, else the
         app's error (a driver that ended without either is a retryable Spark failure)."""
-        if driver.secret_file:
-            try:
-                os.unlink(driver.secret_file)
-            except OSError:  # another worker's file, or already gone
-                pass
+        discard_secret_file(driver)
         return resolve_outcome(
             returncode=0 if succeeded else 1,
             file_result=self.read_result(driver.result_uri),

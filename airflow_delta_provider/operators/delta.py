@@ -335,7 +335,8 @@ class DeltaBaseOperator(BaseOperator):
                 self.defer(
                     trigger=DeltaSparkDriverTrigger(
                         result.to_dict(),
-                        poll_interval=SparkSubmitOptions.coerce(self.submit_options).status_poll_interval,
+                        # a request to the cluster manager per poll: at least every 5 s
+                        poll_interval=max(5.0, SparkSubmitOptions.coerce(self.submit_options).status_poll_interval),
                     ),
                     method_name="execute_complete",
                 )
@@ -357,11 +358,19 @@ class DeltaBaseOperator(BaseOperator):
     def execute_complete(self, context, event: dict) -> dict:
         """Resume after the deferred run's driver ended: its result (or the error it ended with).
         The event names the driver; the parameters and identity are the task instance's again."""
-        from airflow_delta_provider.exceptions import DeltaRetryableError
-        from airflow_delta_provider.hooks.driver import kill_driver
+        from airflow_delta_provider.hooks.driver import discard_secret_file
 
         event = event or {}
         submitted = SubmittedDriver.from_dict(event.get("driver") or {})
+        try:
+            return self._complete(context, event, submitted)
+        finally:
+            discard_secret_file(submitted)
+
+    def _complete(self, context, event: dict, submitted: SubmittedDriver) -> dict:
+        from airflow_delta_provider.exceptions import DeltaRetryableError
+        from airflow_delta_provider.hooks.driver import kill_driver
+
         status = event.get("status")
         if status == "not_started":
             problem = kill_driver(submitted)

@@ -46,7 +46,7 @@ class Cluster:
     rest: int  # the master's REST server port
 
     def connection(self, deploy_mode: str, result_dir: str | None = None) -> str:
-        extra = {"deploy-mode": deploy_mode, "rest_port": self.rest}
+        extra = {"deploy-mode": deploy_mode, "rest-port": self.rest}
         if result_dir:
             extra["delta_result_dir"] = result_dir
         return json.dumps({"conn_type": "spark", "host": self.master, "extra": extra})
@@ -347,3 +347,38 @@ def test_a_retry_after_the_worker_died_waits_for_its_application_instead_of_star
     result = table.to_pyarrow_table()
     assert result.num_rows == rows
     assert set(result.column("v").to_pylist()) == {1.5}
+
+
+def test_cluster_mode_ships_the_apps_to_the_driver_and_the_executors(tmp_path, standalone_cluster, monkeypatch):
+    """Standalone cluster deploy mode runs the apps as a JVM application (Spark's PythonRunner): the
+    driver and the executors import them from the shipped zip alone. Their Python here cannot import
+    the installed (editable) package, and a MERGE run as a Spark join needs them in the executors."""
+    deltalake = pytest.importorskip("deltalake")
+    cluster = standalone_cluster
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+        "sys.path[:] = [p for p in sys.path if not p.rstrip('/').endswith(('spark_apps', '/main'))]\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{hide}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    check = subprocess.run([str(python), "-c", "import airflow_delta_provider_apps"], capture_output=True)
+    assert check.returncode != 0, "the wrapper still imports the installed package"
+    root, source = str(tmp_path / "t"), str(tmp_path / "s.parquet")
+    deltalake.write_deltalake(root, pa.table({"id": pa.array(range(100), pa.int64()), "v": pa.array([0] * 100)}))
+    pq.write_table(pa.table({"id": pa.array([5, 500], pa.int64()), "v": pa.array([1, 1])}), source)
+    (tmp_path / "results").mkdir()
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER_MODE", cluster.connection("cluster", str(tmp_path / "results")))
+    from airflow_delta_provider.hooks.delta import DeltaHook
+
+    result = DeltaHook(
+        "spark_cluster_mode",
+        spark_conf={"spark.pyspark.python": str(python), "spark.airflowDelta.merge.maxSourceBytes": "1"},
+    ).run("merge", root, source=source, key_columns=["id"])
+    assert result["strategy"] == "join"
+    assert (result["metrics"]["numTargetRowsUpdated"], result["metrics"]["numTargetRowsInserted"]) == (1, 1)
+    rows = {r["id"]: r["v"] for r in deltalake.DeltaTable(root).to_pyarrow_table().to_pylist()}
+    assert len(rows) == 101 and rows[5] == rows[500] == 1

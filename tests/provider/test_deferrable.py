@@ -192,3 +192,51 @@ def test_a_deferrable_operator_in_client_mode_says_why_it_runs_attached(monkeypa
     assert op._can_defer() is False
     out = capsys.readouterr().out  # the task log (structlog writes to stdout here)
     assert "keeps its worker slot" in out and "client deploy mode" in out
+
+
+def test_a_standby_master_of_an_ha_list_does_not_end_the_wait(manager):
+    """A standby master answers ``success: false`` without a state: the next master is asked, and
+    only when none knows the driver is it NOT_FOUND; a kill a master refuses is reported."""
+    manager.replies["/standby/v1/submissions/status/driver-1"] = [{"success": False, "message": "standby"}]
+    manager.replies["/v1/submissions/status/driver-1"] = [{"driverState": "RUNNING", "success": True}]
+    standby = f"{manager.url}/standby/v1/submissions/status/driver-1"
+    assert driver_state(_standalone(manager, "driver-1", standby)) == "RUNNING"
+    only_standby = SubmittedDriver("standalone", "driver-1", "/r.json", time.time(), (standby,))
+    assert driver_state(only_standby) == NOT_FOUND
+    manager.replies["/standby/v1/submissions/kill/driver-1"] = [{"success": False, "message": "not the leader"}]
+    assert kill_driver(only_standby) == "not the leader"
+
+
+def test_a_standalone_cluster_mode_run_is_a_jvm_app_that_still_ships_the_zip(monkeypatch, tmp_path):
+    conn = {
+        "conn_type": "spark",
+        "host": "spark://m1:7077,m2:7077",
+        "extra": {"deploy-mode": "cluster", "rest-port": 16066},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_X", json.dumps(conn))
+    hook = DeltaHook("spark_x", result_dir=str(tmp_path), bundle_dir=str(tmp_path / "b"))
+    sub, application, _ = hook.submitter.build_submit_hook("optimize", "/tmp/t", {}, detached=True)
+    cmd = sub._build_spark_submit_command(application)
+    assert cmd[cmd.index("--class") + 1] == "org.apache.spark.deploy.PythonRunner"
+    assert application.endswith(".jar")
+    zip_path = cmd[cmd.index("--py-files") + 1]  # the executors get the apps from the driver's SparkContext
+    assert zip_path in cmd[cmd.index("--files") + 1].split(",")
+    after = cmd[cmd.index(application) + 1 :]
+    assert after[0].endswith(".py") and after[1] == zip_path and after[2] == "optimize"
+    assert "spark.standalone.submit.waitAppCompletion=false" in cmd
+    settings = hook.submitter.submit_settings()
+    assert hook.submitter._status_base(settings) == (
+        "http://m1:16066/v1/submissions/status",
+        "http://m2:16066/v1/submissions/status",
+    )
+
+
+def test_a_deferred_yarn_run_without_the_resourcemanager_address_fails_before_submitting(monkeypatch, tmp_path):
+    from airflow_delta_provider.exceptions import DeltaConfigurationError
+
+    conn = {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_X", json.dumps(conn))
+    hook = DeltaHook("spark_x", result_dir=str(tmp_path), bundle_dir=str(tmp_path / "b"))
+    with pytest.raises(DeltaConfigurationError, match="yarn_resourcemanager_webapp_address"):
+        hook.submitter.start("optimize", "/tmp/t", {})
+    assert hook.submitter._submit_hook is None  # nothing was built, let alone submitted

@@ -37,8 +37,8 @@ from ..paths import file_locations
 from .session import map_in_arrow
 
 FILE_COLUMN = "_file"
-#: the physical row index column of ``scan_files(with_row_index=True)``
-ROW_COLUMN = "_row"
+#: the physical row index column of ``scan_files(with_row_index=True)`` (internal: no user column's name)
+ROW_COLUMN = "__delta_row_index"
 MAX_BATCH_ROWS = 65536  # rows per Arrow batch handed back to Spark
 _TASK_COLUMN = "_task"
 
@@ -120,7 +120,7 @@ def scan_files(
     :param num_tasks: Spark tasks to read with (default: min(files, 2 x default parallelism))
     :param predicate: keep only the rows where this Spark SQL condition is TRUE; files that cannot
         hold such rows (partition values, min/max stats) are not read at all
-    :param with_row_index: append a ``_row`` column (long) with each row's 0-based physical index in
+    :param with_row_index: append a :data:`ROW_COLUMN` column (long) with each row's 0-based physical index in
         its file, what a deletion vector marks (after ``_file`` when both are asked for)
     """
     from pyspark.sql.pandas.types import to_arrow_schema
