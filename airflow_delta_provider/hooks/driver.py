@@ -163,7 +163,8 @@ def _pod_phase(driver: SubmittedDriver) -> str:
         raise OSError("following a driver pod needs apache-airflow-providers-cncf-kubernetes") from e
     namespace, _, pod = driver.driver_id.partition("/")
     try:
-        phase = kube_client.get_kube_client().read_namespaced_pod(pod, namespace).status.phase
+        client = kube_client.get_kube_client()
+        phase = client.read_namespaced_pod(pod, namespace, _request_timeout=_HTTP_TIMEOUT).status.phase
     except kube_client.ApiException as e:
         if e.status == 404:
             return NOT_FOUND
@@ -194,7 +195,7 @@ def kill_driver(driver: SubmittedDriver) -> str | None:
         from airflow.providers.cncf.kubernetes import kube_client
 
         namespace, _, pod = driver.driver_id.partition("/")
-        kube_client.get_kube_client().delete_namespaced_pod(pod, namespace)
+        kube_client.get_kube_client().delete_namespaced_pod(pod, namespace, _request_timeout=_HTTP_TIMEOUT)
         return None
     except Exception as e:
         return str(e)
