@@ -245,6 +245,22 @@ def run(rows: int, reps: int) -> list[dict]:
     r, _, hr = rs_case(lambda d: deltalake.write_deltalake(d, extra_arrow, mode="append"))
     n, _ = native_case(lambda p: extra.write.mode("append").partitionBy("dt").parquet(p))
     row(f"append {extra_arrow.num_rows} rows", o, r, n, f"{counts(ho, hr)} rows after")
+    # the table's own size appended again, read from parquet: ours and Spark's partitioned write alternate
+    big = spark.read.parquet(paths["native"]).select(*COLUMNS)
+    held: dict = {}
+    t_big, _ = _alternating(
+        {
+            "ours": (lambda: DeltaTable.for_path(spark, held["o"]).append(big), lambda: held.update(o=fresh("ours"))),
+            "native": (
+                lambda: big.write.mode("append").partitionBy("dt").parquet(held["n"]),
+                lambda: held.update(n=fresh("native")),
+            ),
+        },
+        reps,
+    )
+    after = DeltaTable.for_path(spark, held["o"]).to_df().count()
+    assert after == 2 * rows, after
+    row(f"append {rows} rows from parquet", t_big["ours"], None, t_big["native"], f"{after} rows after")
 
     day = "dt = '2026-01-05'"
     sc = spark.sparkContext

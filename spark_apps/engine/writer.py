@@ -8,10 +8,13 @@ OPTIMIZE): the Spark data plane (:mod:`airflow_delta_provider_apps.engine.spark.
   directories from :func:`airflow_delta_provider_apps.engine.partitions.partition_path` (hive escaping) and
   ``add.path`` URI-encoded with ``encode_add_path``;
 * partition columns are not stored in the files (Delta convention): their values go to
-  ``add.partitionValues``, serialised as the protocol says. Rows arrive in any partition order: each
-  batch is sorted by the partition columns and split into runs; a change of partition closes the
-  open file, so input sorted by partition (what the Spark writer provides) gives one open file at a
-  time and few files;
+  ``add.partitionValues``, serialised as the protocol says. Rows arrive in any partition order (the
+  Spark writer does not sort them: Spark's sort by partition cost a fifth of a partitioned append): each batch is split into
+  runs of one partition value, and each value buffers its rows and keeps its own open file, so a task
+  writes one file per partition value it holds. Memory is bounded: all buffers together hold at most
+  ``row_group_bytes`` (past it, the largest is written out as a row group) and at most
+  :data:`MAX_OPEN_FILES` files are open (past it, the least recently written is closed, and that
+  value's next rows start a new file);
 * rows are buffered into row groups of about ``row_group_bytes`` Arrow bytes; a file is closed and a
   new one opened when it would pass ``target_file_size`` (estimated from the compression ratio seen
   so far);
@@ -42,6 +45,9 @@ from .paths import new_file_location
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DICTIONARY_PAGE_BYTES = 64 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
+# open files per writer: bounds file handles and an object store's upload buffers when a task holds
+# rows of many partition values
+MAX_OPEN_FILES = 32
 
 __all__ = [
     "WriteSpec",
@@ -194,14 +200,14 @@ class TableWriter:
         self._stats_config = stats_mod.stats_config_from_properties(spec.configuration or {})
         self.target = max(1, int(spec.target_file_size))
         self.row_group_bytes = max(1, int(spec.row_group_bytes))
-        # state
-        self._pvalues: tuple | None = None  # serialised partition values of the current run
+        # state: one _Part per partition value with rows buffered or a file open, least recently
+        # written first (a dict keeps insertion order; a written part moves to the end)
         from . import partitions as partitions_mod
 
         self._partitions = partitions_mod
-        self._buffer: list[pa.RecordBatch] = []
-        self._buffer_bytes = 0
-        self._file = None  # open file state (dict)
+        self._parts: dict[tuple, _Part] = {}
+        self._buffer_bytes = 0  # all parts' buffers
+        self._open_files = 0
         self._ratio = 0.5  # parquet bytes per Arrow byte, learned while writing
 
     @property
@@ -220,41 +226,42 @@ class TableWriter:
         self._check_not_null(batch)
         self._check_constraint(batch)
         if not self.partition_columns:
-            yield from self._append(batch)
+            yield from self._append(self._part(()), self._data_batch(batch))
             return
-        batch = _sorted_by(batch, self.partition_columns)
-        for start, length in _runs(batch, self.partition_columns):
-            run = batch.slice(start, length)
+        batch, runs = _grouped(batch, self.partition_columns)
+        data = self._data_batch(batch)
+        for start, length in runs:
             key = tuple(
-                _serialize_partition_value(self._partitions, run.column(c)[0].as_py(), self.partition_fields[c].type)
+                _serialize_partition_value(
+                    self._partitions, batch.column(c)[start].as_py(), self.partition_fields[c].type
+                )
                 for c in self.partition_columns
             )
-            if key != self._pvalues:
-                yield from self._flush(final=True)
-                self._pvalues = key
-            yield from self._append(run)
+            yield from self._append(self._part(key), data.slice(start, length))
 
     def finish(self):
-        yield from self._flush(final=True)
+        for part in list(self._parts.values()):
+            yield from self._flush(part, final=True)
+        self._parts.clear()
 
     def abort(self) -> None:
-        """Give up the open file, if any: closed and deleted (best effort), its rows never listed.
+        """Give up the open files, if any: closed and deleted (best effort), their rows never listed.
         Files already closed are the caller's to discard (they were yielded)."""
-        f, self._file = self._file, None
-        self._buffer, self._buffer_bytes = [], 0
-        if f is None:
-            return
-        from .paths import new_file_location
-
-        try:
-            f["writer"].close()
-            f["sink"].close()
-        except Exception:  # the failure being handled matters more than this one
-            pass
-        try:
-            self.storage.delete(new_file_location(self.spec.table_uri, f["rel"]))
-        except Exception:
-            pass
+        parts, self._parts = list(self._parts.values()), {}
+        self._buffer_bytes = 0
+        for part in parts:
+            f, part.file = part.file, None
+            if f is None:
+                continue
+            try:
+                f["writer"].close()
+                f["sink"].close()
+            except Exception:  # the failure being handled matters more than this one
+                pass
+            try:
+                self.storage.delete(new_file_location(self.spec.table_uri, f["rel"]))
+            except Exception:
+                pass
 
     def _check_constraint(self, batch: pa.RecordBatch) -> None:
         if self.spec.row_constraint is None or self.change_data:
@@ -277,12 +284,24 @@ class TableWriter:
         if self._has_not_null:
             self._check_not_null_fn(self.table_schema, batch)
 
-    def _append(self, batch: pa.RecordBatch):
-        data = self._data_batch(batch)
-        self._buffer.append(data)
+    def _part(self, key: tuple) -> _Part:
+        """The state of partition value ``key``, made the most recently written."""
+        part = self._parts.pop(key, None)
+        if part is None:
+            part = _Part(key)
+        self._parts[key] = part
+        return part
+
+    def _append(self, part: _Part, data: pa.RecordBatch):
+        """Buffer a part's rows (already in the file's columns); write out a full buffer."""
+        part.buffer.append(data)
+        part.buffer_bytes += data.nbytes
         self._buffer_bytes += data.nbytes
-        if self._buffer_bytes >= self.row_group_bytes:
-            yield from self._flush(final=False)
+        if part.buffer_bytes >= self.row_group_bytes:
+            yield from self._flush(part, final=False)
+        elif self._buffer_bytes >= self.row_group_bytes:
+            # all buffers together are full: the largest one becomes a row group
+            yield from self._flush(max(self._parts.values(), key=lambda p: p.buffer_bytes), final=False)
 
     def _data_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         arrays = [fill_under_null_parents(batch.column(f.name), f.type) for f in self.arrow_schema]
@@ -297,45 +316,55 @@ class TableWriter:
 
     # ---- files
 
-    def _flush(self, *, final: bool):
-        """Write the buffered rows (as row groups), rolling files at the target size."""
-        if self._buffer:
-            table = pa.Table.from_batches(self._buffer, schema=self._file_arrow_schema).combine_chunks()
-            self._buffer, self._buffer_bytes = [], 0
+    def _flush(self, part: _Part, *, final: bool):
+        """Write a part's buffered rows (as row groups) to its file, rolling files at the target size;
+        ``final`` closes its file (and forgets the part)."""
+        if part.buffer:
+            table = pa.Table.from_batches(part.buffer, schema=self._file_arrow_schema).combine_chunks()
+            self._buffer_bytes -= part.buffer_bytes
+            part.buffer, part.buffer_bytes = [], 0
             offset = 0
             while offset < table.num_rows:
-                if self._file is None:
-                    self._open()
+                if part.file is None:
+                    yield from self._open(part)
+                f = part.file
                 remaining = table.num_rows - offset
                 bytes_per_row = max(table.nbytes / max(table.num_rows, 1), 1e-9) * self._ratio
-                room = self.target - self._file["sink"].tell()
+                room = self.target - f["sink"].tell()
                 fit = max(1, int(room / bytes_per_row)) if room > 0 else 1
                 n = min(remaining, fit)
                 chunk = table.slice(offset, n)
-                before = self._file["sink"].tell()
-                self._file["writer"].write_table(chunk, row_group_size=max(n, 1))
-                if self._file["collector"] is not None:
-                    self._file["collector"].update(chunk)
-                self._file["rows"] += n
-                written = self._file["sink"].tell() - before
+                before = f["sink"].tell()
+                f["writer"].write_table(chunk, row_group_size=max(n, 1))
+                if f["collector"] is not None:
+                    f["collector"].update(chunk)
+                f["rows"] += n
+                written = f["sink"].tell() - before
                 if chunk.nbytes > 0 and written > 0:
                     self._ratio = written / chunk.nbytes
                 offset += n
-                if self._file["sink"].tell() >= self.target or n < remaining:
-                    yield self._close()
-        if final and self._file is not None:
-            yield self._close()
+                if f["sink"].tell() >= self.target or n < remaining:
+                    yield self._close(part)
+        if final:
+            if part.file is not None:
+                yield self._close(part)
+            self._parts.pop(part.key, None)
 
-    def _open(self) -> None:
+    def _open(self, part: _Part):
+        """Open a new file for ``part``; past :data:`MAX_OPEN_FILES` open files, first close the least
+        recently written one (yielded)."""
         import pyarrow.parquet as pq
 
         from . import partitions
 
+        if self._open_files >= MAX_OPEN_FILES:
+            lru = next(p for p in self._parts.values() if p.file is not None and p is not part)
+            yield self._close(lru)
         kind = "cdc" if self.change_data else "part"
         name = f"{kind}-{self.task_id:05d}-{uuid.uuid4()}-c000.snappy.parquet"
         pvalues: dict = {}
         if self.partition_columns:
-            pvalues = dict(zip(self.partition_keys, self._pvalues or ()))
+            pvalues = dict(zip(self.partition_keys, part.key))
             rel_dir = partitions.partition_path(self.partition_keys, pvalues)
             rel = f"{rel_dir}/{name}"
         else:
@@ -357,7 +386,7 @@ class TableWriter:
             write_statistics=True,
         )
         collector = None if self.change_data else self._stats_mod.StatsCollector(self.data_schema, **self._stats_config)
-        self._file = {
+        part.file = {
             "rel": rel,
             "sink": sink,
             "writer": writer,
@@ -365,11 +394,13 @@ class TableWriter:
             "rows": 0,
             "partition_values": pvalues,
         }
+        self._open_files += 1
 
-    def _close(self) -> WrittenFile:
+    def _close(self, part: _Part) -> WrittenFile:
         from . import partitions
 
-        f, self._file = self._file, None
+        f, part.file = part.file, None
+        self._open_files -= 1
         f["writer"].close()
         size = f["sink"].tell()
         f["sink"].close()
@@ -387,6 +418,18 @@ class TableWriter:
             stats=f["collector"].to_json(),
         )
         return WrittenFile(add, int(f["rows"]))
+
+
+class _Part:
+    """One partition value's rows in a writer: its buffered batches and its open file, if any."""
+
+    __slots__ = ("key", "buffer", "buffer_bytes", "file")
+
+    def __init__(self, key: tuple):
+        self.key = key  # serialised partition values, in partition column order
+        self.buffer: list[pa.RecordBatch] = []
+        self.buffer_bytes = 0
+        self.file: dict | None = None
 
 
 def _has_not_null(struct) -> bool:
@@ -443,22 +486,29 @@ def fill_under_null_parents(arr: pa.Array, t: pa.DataType) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
 
 
-def _sorted_by(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
-    """The batch in partition-column order (stable; a no-op when already sorted)."""
-    if batch.num_rows < 2 or len(_runs(batch, columns)) == 1:
-        return batch
-    order = pc.sort_indices(batch, sort_keys=[(c, "ascending", "at_end") for c in columns])
-    return batch.take(order)
+def _grouped(batch: pa.RecordBatch, columns: list[str]) -> tuple[pa.RecordBatch, list]:
+    """The batch with equal partition values together (sorted by them unless there is one run) and
+    the ``(start, length)`` of its runs."""
+    change = _changes(batch, columns)
+    if change.any():
+        batch = batch.take(pc.sort_indices(batch, sort_keys=[(c, "ascending", "at_end") for c in columns]))
+        change = _changes(batch, columns)
+    return batch, _run_bounds(change, batch.num_rows)
 
 
 def _runs(batch: pa.RecordBatch, columns: list[str]):
     """(start, length) of the runs of equal partition values in a batch sorted by those columns."""
+    return _run_bounds(_changes(batch, columns), batch.num_rows)
+
+
+def _changes(batch: pa.RecordBatch, columns: list[str]):
+    """Boolean array: row i+1's partition values differ from row i's (nulls equal, NaNs equal)."""
     import numpy as np
 
     n = batch.num_rows
-    if n == 0:
-        return []
-    change = np.zeros(n - 1, dtype=bool)
+    change = np.zeros(max(n - 1, 0), dtype=bool)
+    if n < 2:
+        return change
     for c in columns:
         col = batch.column(c)
         if isinstance(col, pa.ChunkedArray):
@@ -472,6 +522,14 @@ def _runs(batch: pa.RecordBatch, columns: list[str]):
         both_null = pc.and_(pc.is_null(a), pc.is_null(b))
         same = pc.or_(pc.fill_null(eq, False), both_null)
         change |= ~np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+    return change
+
+
+def _run_bounds(change, n: int) -> list:
+    import numpy as np
+
+    if n == 0:
+        return []
     starts = np.concatenate([[0], np.flatnonzero(change) + 1])
-    ends = np.concatenate([starts[1:], [n]])
-    return [(int(s), int(e - s)) for s, e in zip(starts, ends)]
+    lengths = np.diff(np.concatenate([starts, [n]]))
+    return list(zip(starts.tolist(), lengths.tolist()))

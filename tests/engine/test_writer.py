@@ -1,7 +1,7 @@
 """The core writer (airflow_delta_provider_apps.engine.writer) without a JVM: property tests.
 
-Random batches (sorted by the partition columns, as the Spark side delivers them) are written with a
-random target file size; the files must hold exactly the input rows (read back through the engine's
+Random batches (in any partition order, as the Spark side delivers them, or sorted) are written with
+a random target file size; the files must hold exactly the input rows (read back through the engine's
 reader with the partition values from the AddFile actions), each file one partition value, stats
 that match the file, and sizes near the target.
 """
@@ -15,15 +15,17 @@ import tempfile
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spark_helpers import rows
 
+from airflow_delta_provider_apps.engine import writer as writer_mod
 from airflow_delta_provider_apps.engine.partitions import decode_add_path
 from airflow_delta_provider_apps.engine.reader import read_data_file
 from airflow_delta_provider_apps.engine.schema import parse_schema
 from airflow_delta_provider_apps.engine.storage import storage_for
-from airflow_delta_provider_apps.engine.writer import WriteSpec, _runs, write_batches
+from airflow_delta_provider_apps.engine.writer import TableWriter, WriteSpec, _runs, write_batches
 
 SCHEMA = "id BIGINT, s STRING, p STRING, q INT"
 ARROW = pa.schema([("id", pa.int64()), ("s", pa.string()), ("p", pa.string()), ("q", pa.int32())])
@@ -44,8 +46,8 @@ def tables(draw):
         },
         schema=ARROW,
     )
-    # the Spark side sorts by the partition columns within a task (nulls first)
-    if n:
+    # rows in the source's order (what the Spark side delivers), or sorted by the partition columns
+    if n and draw(st.booleans()):
         t = t.sort_by([("p", "ascending", "at_start"), ("q", "ascending", "at_start")])
     batch_rows = draw(st.integers(1, 150))
     return t, batch_rows
@@ -137,3 +139,43 @@ def test_unsorted_partitions_and_data_change_false(tmp_path):
         ).to_pylist()
     )
     assert got == [(1, 2), (2, 1), (3, 2), (4, None), (5, 1)]
+
+
+@pytest.mark.parametrize("buffer_bytes", [4000, 10**9])
+def test_many_partition_values_interleaved_bounded_files_and_buffers(tmp_path, monkeypatch, buffer_bytes):
+    # 40 partition values interleaved in every batch, at most 3 open files: with 4 kB of buffers the
+    # least recently written file is closed and the largest buffer written out; with room for all
+    # rows, each value gets exactly one file. Every row lands once, in a file of its own value.
+    monkeypatch.setattr(writer_mod, "MAX_OPEN_FILES", 3)
+    schema = parse_schema("id BIGINT, p INT")
+    spec = WriteSpec(
+        table_uri=str(tmp_path),
+        schema_json=schema.to_json_string(),
+        partition_columns=("p",),
+        row_group_bytes=buffer_bytes,
+    )
+    n, values = 6000, 40
+    table = pa.table(
+        {"id": pa.array(range(n), pa.int64()), "p": pa.array([(i * 7) % values for i in range(n)], pa.int32())}
+    )
+    w = TableWriter(spec, 3)
+    out = []
+    for b in table.to_batches(max_chunksize=500):
+        out.extend(w.write(b))
+        assert w._open_files <= 3
+        assert w._buffer_bytes < buffer_bytes + b.nbytes
+    out.extend(w.finish())
+    assert w._open_files == 0 and not w._parts
+    got = []
+    for written in out:
+        part = read_data_file(
+            storage_for(str(tmp_path)), str(tmp_path), written.add.path, written.add.partition_values, schema, ["p"]
+        )
+        assert part.num_rows == written.num_rows == json.loads(written.add.stats)["numRecords"]
+        assert set(part.column("p").to_pylist()) == {int(written.add.partition_values["p"])}
+        got.extend(part.column("id").to_pylist())
+    assert sorted(got) == list(range(n))
+    if buffer_bytes > table.nbytes:
+        assert len(out) == values
+    else:  # each flush writes at least buffer_bytes / values: files stay within that bound
+        assert len(out) <= values * (table.nbytes / buffer_bytes + 1)
