@@ -26,7 +26,8 @@ plus one batch, whatever the file size (files are written up to 128 MiB compress
 5. Deletion vectors (``deletion_vector``): the rows whose 0-based physical index *in the file* is
    in the vector are dropped (:mod:`.dv`). The stream counts raw rows across batches and row
    groups, and each batch looks up its index range in the sorted vector (binary search); rows are
-   dropped before conforming.
+   dropped before conforming: a batch with a few deleted rows becomes zero-copy slices around them,
+   one with more is filtered through a mask.
 6. Output columns: table-schema order, or the order of ``columns`` when given. With no column at
    all (``columns=[]``, e.g. count(*)) the batches have no columns but carry the live row count;
    with only partition columns the file's data pages are not read (the footer's row count is used).
@@ -313,16 +314,26 @@ def _deleted_rows(storage: Storage, table_root: str, deletion_vector: Any) -> np
     return rows
 
 
-def _keep_mask(deleted: np.ndarray, offset: int, n: int) -> tuple[pa.Array | None, int]:
-    """(mask, live rows) for the ``n`` rows starting at physical row ``offset``: the mask is False
-    where deleted, None when no row there is (binary search in the sorted vector, so a batch no
-    deletion touches costs nothing)."""
+# A batch with at most this many deleted rows is yielded as zero-copy slices around them (a point
+# DELETE/UPDATE leaves one); more are filtered out with a mask (a copy of the batch).
+SLICE_MAX_DELETED = 8
+
+
+def _kept(deleted: np.ndarray, offset: int, n: int) -> tuple[Any, int]:
+    """What to keep of the ``n`` rows starting at physical row ``offset``, and their count: None
+    (every row: no deletion touches them, found by binary search in the sorted vector), a list of
+    ``(start, length)`` slices (few rows deleted) or a boolean mask, False where deleted."""
     lo = int(np.searchsorted(deleted, np.uint64(offset), side="left"))
     hi = int(np.searchsorted(deleted, np.uint64(offset + n), side="left"))
     if hi <= lo:
         return None, n
+    gone = (deleted[lo:hi] - np.uint64(offset)).astype(np.int64)
+    if hi - lo <= SLICE_MAX_DELETED:
+        starts = [0, *(gone + 1).tolist()]
+        ends = [*gone.tolist(), n]
+        return [(a, b - a) for a, b in zip(starts, ends) if b > a], n - (hi - lo)
     mask = np.ones(n, dtype=bool)
-    mask[(deleted[lo:hi] - np.uint64(offset)).astype(np.int64)] = False
+    mask[gone] = False
     # Arrow's bit-packed booleans straight from numpy's packing (pa.array packs bit by bit)
     bits = pa.py_buffer(np.packbits(mask, bitorder="little"))
     return pa.BooleanArray.from_buffers(pa.bool_(), n, [None, bits]), n - (hi - lo)
@@ -460,18 +471,23 @@ def _stream_file(
                         offset += raw.rows
                         continue
                     n = raw if isinstance(raw, int) else raw.num_rows
-                    keep, rows = (None, n) if deleted is None or n == 0 else _keep_mask(deleted, offset, n)
+                    keep, rows = (None, n) if deleted is None or n == 0 else _kept(deleted, offset, n)
                     index = pa.array(np.arange(offset, offset + n, dtype=np.int64)) if row_index else None
                     offset += n
                     if rows == 0:
                         continue
-                    if keep is not None and not isinstance(raw, int):
-                        raw = raw.filter(keep)  # before conforming: deleted rows cost no casts
-                    yielded = True
-                    out = _conform_batch(None if isinstance(raw, int) else raw, rows, plan, mode)
-                    if index is not None:
-                        out = out.append_column(ROW_INDEX, index if keep is None else index.filter(keep))
-                    yield out
+                    if isinstance(raw, int):
+                        pieces = [(None, rows, None)]
+                    elif isinstance(keep, list):  # zero-copy slices around the few deleted rows
+                        pieces = [(raw.slice(a, k), k, None if index is None else index.slice(a, k)) for a, k in keep]
+                    elif keep is not None:  # before conforming: deleted rows cost no casts
+                        pieces = [(raw.filter(keep), rows, None if index is None else index.filter(keep))]
+                    else:
+                        pieces = [(raw, rows, index)]
+                    for data, k, idx in pieces:
+                        yielded = True
+                        out = _conform_batch(data, k, plan, mode)
+                        yield out if idx is None else out.append_column(ROW_INDEX, idx)
         except FileNotFoundError:
             raise missing_data_file(path, location) from None
         if not yielded:  # empty file, or every row deleted: one empty batch carries the schema

@@ -155,8 +155,33 @@ def test_stream_equals_expected_rows_for_every_batch_size(tmp_path, dv_kind):
     for b in BATCHES:
         batches = _stream(tmp_path, rel, pv, SCHEMA, ["p", "q"], dv=dv, batch_rows=b)
         assert _rows(batches) == expected, b
-        if b == ROW_GROUP:  # one batch per row group; a fully deleted one (256..383) yields none
-            assert [x.num_rows for x in batches] == ([122, 126, 127, 127, 128, 127, 102] if dv else [128] * 7 + [104])
+        if b == ROW_GROUP:  # a fully deleted row group (256..383) yields nothing
+            per_group = [122, 126, 127, 127, 128, 127, 102] if dv else [128] * 7 + [104]
+            assert sum(x.num_rows for x in batches) == sum(per_group)
+            assert max(x.num_rows for x in batches) <= ROW_GROUP
+            if not dv:  # one batch per row group
+                assert [x.num_rows for x in batches] == per_group
+
+
+def test_few_deleted_rows_are_sliced_around_many_are_filtered(tmp_path):
+    # a batch with at most SLICE_MAX_DELETED deleted rows comes out as zero-copy slices around them
+    # (the row index still the physical one), a batch with more as one filtered batch
+    from airflow_delta_provider_apps.engine.reader import ROW_INDEX, SLICE_MAX_DELETED
+
+    n = 1000
+    rel = _write(tmp_path, "f.parquet", pa.table({"x": pa.array(range(n), pa.int64())}), row_group_size=n)
+    schema = parse_ddl("x BIGINT")
+    for deleted in ([0, 500, 999], [7], list(range(10, 10 + SLICE_MAX_DELETED + 1)), list(range(0, 1000, 3))):
+        batches = list(
+            iter_data_file_batches(
+                STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=_inline_dv(deleted), row_index=True
+            )
+        )
+        live = [i for i in range(n) if i not in set(deleted)]
+        assert [r["x"] for b in batches for r in b.to_pylist()] == live
+        assert [i for b in batches for i in b.column(ROW_INDEX).to_pylist()] == live
+        slices = len(deleted) + 1 - (0 in deleted) - (n - 1 in deleted)  # no empty slice at either end
+        assert len(batches) == (slices if len(deleted) <= SLICE_MAX_DELETED else 1)
 
 
 def test_subsets_partition_only_and_count(tmp_path):
