@@ -51,7 +51,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 test: lint azurite client-venv
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
 
 # An Airflow worker that reaches Spark only over Spark Connect, as a user installs it: the provider
 # with pyspark-client alone (the apache-spark provider's dependency), no pyspark, no Java.
