@@ -67,17 +67,20 @@ class Expr:
         for c in self.children():
             yield from c.walk()
 
-    def columns(self) -> list[tuple[str, ...]]:
-        """Paths of the columns referenced, in first-seen order, without repeats."""
-        seen: dict[tuple[str, ...], None] = {}
+    def column_nodes(self) -> Iterator[Column]:
+        """The Column nodes below this one, depth first, without descending into an IN's list
+        (literals: no columns there, and a 20,000-value list would cost 20,000 visits)."""
         stack: list[Expr] = [self]
-        while stack:  # depth first, without descending into an IN's list (literals: no columns there)
+        while stack:
             node = stack.pop()
             if isinstance(node, Column):
-                seen.setdefault(node.path, None)
+                yield node
             else:
                 stack.extend(reversed((node.child,) if isinstance(node, In) else node.children()))
-        return list(seen)
+
+    def columns(self) -> list[tuple[str, ...]]:
+        """Paths of the columns referenced, in first-seen order, without repeats."""
+        return list(dict.fromkeys(c.path for c in self.column_nodes()))
 
 
 @dataclass(frozen=True)
@@ -291,4 +294,4 @@ def map_columns(e: Expr, fn: Callable[[Column], Expr]) -> Expr:
 
 def relations_of(e: Expr) -> set[str | None]:
     """The relations (aliases) whose columns ``e`` reads."""
-    return {node.relation for node in e.walk() if isinstance(node, Column)}
+    return {node.relation for node in e.column_nodes()}

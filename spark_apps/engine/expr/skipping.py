@@ -407,7 +407,7 @@ class _Stats:
         return self._table
 
     def prepare(self, expr: n.Expr) -> None:
-        cols = [c for c in expr.walk() if isinstance(c, n.Column) and c.path[0].lower() not in self.parts]
+        cols = [c for c in expr.column_nodes() if c.path[0].lower() not in self.parts]
         self._stats(cols)
 
     def is_partition(self, c: n.Column) -> bool:
@@ -710,8 +710,8 @@ def row_groups_may_match(
     parts = {c.lower() for c in partition_columns}
     names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
     mins, maxs, nulls, leaf = {}, {}, {}, {}
-    for c in predicate.walk():
-        if not isinstance(c, n.Column) or len(c.path) != 1 or c.path[0].lower() in parts:
+    for c in predicate.column_nodes():
+        if len(c.path) != 1 or c.path[0].lower() in parts:
             continue
         if c.type.name not in _ROW_GROUP_STAT_TYPES or c.path in leaf:
             continue

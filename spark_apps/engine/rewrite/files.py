@@ -22,10 +22,9 @@ of two plans, chosen per file on the driver from its min/max stats (:func:`likel
   match. No match: the file is untouched, nothing is written, its other columns are never read. A
   match: the file is rewritten as in one pass (its predicate columns are read a second time).
 
-On a table that writes deletion vectors (``RewriteSpec.deletion_vectors``) neither plan runs: a
-read of the predicate's columns finds the physical indexes of the matching rows, which join the
-file's vector (:meth:`_File.mark`). UPDATE then reads the other columns of only the row groups
-holding those rows, in small batches, up to the last of them, and writes their new versions alone.
+On a table that writes deletion vectors (``RewriteSpec.deletion_vectors``) neither plan runs: one
+read finds the physical indexes of the matching rows, which join the file's vector
+(:meth:`_File.mark`); only UPDATE's new row versions are written.
 
 An untouched file yields no written file and must not be removed. Counts come out of the passes
 themselves (rows in the file, rows matched, rows written), so a command never reads data again to
@@ -62,10 +61,6 @@ from .common import (
 )
 
 __all__ = ["RewriteSpec", "Bound", "rewrite_file", "rewrite_files", "likely_touched"]
-
-# rows per batch when an UPDATE with deletion vectors reads its rows' other columns: reading stops
-# after the last updated row, so small batches decode little past it
-UPDATE_READ_ROWS = 8192
 
 
 @dataclass(frozen=True)
@@ -223,8 +218,8 @@ class _File:
         if self._changes is not None:
             self.out.changes.extend(self._changes.finish())
 
-    def stream(self, columns, row_groups=None, *, row_index: bool = False, batch_rows: int | None = None):
-        from ..reader import DEFAULT_BATCH_ROWS, iter_data_file_batches
+    def stream(self, columns, row_groups=None, *, row_index: bool = False):
+        from ..reader import iter_data_file_batches
 
         started = time.perf_counter_ns()
         try:
@@ -240,7 +235,6 @@ class _File:
                 column_mapping_mode=self.spec.column_mapping_mode,
                 row_groups=row_groups,
                 row_index=row_index,
-                batch_rows=batch_rows or DEFAULT_BATCH_ROWS,
             )
         finally:  # opening the file and reading its footer
             self.clock.read += time.perf_counter_ns() - started
@@ -283,10 +277,10 @@ class _File:
 
     def mark(self) -> None:
         """DELETE and UPDATE with deletion vectors: the physical indexes of the live rows matching
-        the predicate (the predicate's columns only; row groups its stats rule out are skipped) join
-        the file's deletion vector, written as a new file. UPDATE then writes the new versions of
-        those rows, and only them, to new data files (:meth:`_write_updated`). A file left with no
-        live row is removed whole instead (``fully_deleted``)."""
+        the predicate (row groups its stats rule out are skipped; DELETE reads its columns only)
+        join the file's deletion vector, written as a new file; UPDATE writes the new versions of
+        those rows, and only them, to new data files. A file left with no live row is removed
+        whole instead (``fully_deleted``)."""
         from ..expr.skipping import row_groups_may_match
         from ..reader import ROW_INDEX
 
@@ -302,7 +296,9 @@ class _File:
             return row_groups_may_match(metadata, bound.predicate, bound.schema, parts, self.partition_values)
 
         matched: list[np.ndarray] = []
-        batches = self.stream(bound.probe_columns, row_groups, row_index=True)
+        writer: TableWriter | None = None
+        columns = None if bound.updates else bound.probe_columns
+        batches = self.stream(columns, row_groups, row_index=True)
         try:
             for batch in batches:
                 out.num_rows += batch.num_rows
@@ -313,74 +309,37 @@ class _File:
                 if count:
                     index = batch.column(ROW_INDEX)
                     matched.append((index if mask is None else index.filter(mask)).to_numpy())
+                    if bound.updates:  # the updated rows, alone, to new files
+                        rows = (batch if mask is None else batch.filter(mask)).drop_columns([ROW_INDEX])
+                        updated = _apply(bound, rows, None, count)
+                        clock.eval += time.perf_counter_ns() - started
+                        started = time.perf_counter_ns()
+                        writer = writer or TableWriter(self.spec.write, self.task_id)
+                        out.written.extend(writer.write(updated))
+                        if self.spec.change_data:
+                            self.record_changes(rows, updated, None)
+                        clock.write += time.perf_counter_ns() - started
+                        continue
                 clock.eval += time.perf_counter_ns() - started
-        finally:
-            batches.close()
-        rows = np.concatenate(matched) if matched else np.empty(0, np.int64)
-        out.num_matched = len(rows)
-        if not out.num_matched:
-            return
-        if bound.updates:
-            try:
-                self._write_updated(rows)
-            except BaseException:
-                discard(self.storage, self.spec.write.table_uri, [out])
-                raise
-        started = time.perf_counter_ns()
-        table_uri = self.spec.write.table_uri
-        vector = marked_deletion_vector(self.storage, table_uri, self.deletion_vector, rows, physical)
-        out.deletion_vector, out.fully_deleted = vector, vector is None
-        clock.write += time.perf_counter_ns() - started
-
-    def _write_updated(self, rows: np.ndarray) -> None:
-        """The new versions of the rows at physical indexes ``rows`` (ascending), written to new
-        files: every column is read, but only the row groups holding those rows and only up to the
-        last of them, in small batches (a point UPDATE decodes about one page per column, not the
-        file)."""
-        from ..reader import ROW_INDEX
-
-        bound, clock, out = self.bound, self.clock, self.out
-        last = int(rows[-1])
-
-        def row_groups(metadata):
-            ends = np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)])
-            starts = ends - np.asarray([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)])
-            # a group is read when a matched row lies in [start, end)
-            return (np.searchsorted(rows, starts, "left") < np.searchsorted(rows, ends, "left")).tolist()
-
-        writer: TableWriter | None = None
-        batches = self.stream(None, row_groups, row_index=True, batch_rows=UPDATE_READ_ROWS)
-        try:
-            for batch in batches:
-                if not batch.num_rows:
-                    continue
-                started = time.perf_counter_ns()
-                index = batch.column(ROW_INDEX).to_numpy()
-                at = np.minimum(np.searchsorted(rows, index), len(rows) - 1)
-                hit = rows[at] == index
-                count = int(hit.sum())
-                if count:
-                    picked = batch.filter(pa.array(hit)).drop_columns([ROW_INDEX])
-                    updated = _apply(bound, picked, None, count)
-                    clock.eval += time.perf_counter_ns() - started
-                    started = time.perf_counter_ns()
-                    writer = writer or TableWriter(self.spec.write, self.task_id)
-                    out.written.extend(writer.write(updated))
-                    if self.spec.change_data:
-                        self.record_changes(picked, updated, None)
-                    clock.write += time.perf_counter_ns() - started
-                else:
-                    clock.eval += time.perf_counter_ns() - started
-                if int(index[-1]) >= last:  # past the last updated row: the rest is not decoded
-                    break
             if writer is not None:
                 out.written.extend(writer.finish())
             self.finish_changes()
         except BaseException:
             self.abort(writer)
+            discard(self.storage, self.spec.write.table_uri, [out])
             raise
         finally:
             batches.close()
+        out.num_matched = int(sum(len(m) for m in matched))
+        if not out.num_matched:
+            return
+        started = time.perf_counter_ns()
+        table_uri = self.spec.write.table_uri
+        vector = marked_deletion_vector(
+            self.storage, table_uri, self.deletion_vector, np.concatenate(matched), physical
+        )
+        out.deletion_vector, out.fully_deleted = vector, vector is None
+        clock.write += time.perf_counter_ns() - started
 
     def rewrite(self) -> None:
         """Read every column once: count, and write the kept/updated rows (see the module docstring)."""
@@ -634,9 +593,7 @@ class _Estimate:
         self.n = files.num_rows
         self.parts = {c.lower(): c for c in partition_columns}
         data_columns = [
-            c
-            for c in predicate.walk()
-            if isinstance(c, n.Column) and not (len(c.path) == 1 and c.path[0].lower() in self.parts)
+            c for c in predicate.column_nodes() if not (len(c.path) == 1 and c.path[0].lower() in self.parts)
         ]
         self.stats = stats_table(files, data_columns)
         self.ptable = partition_table(files, schema, partition_columns) if partition_columns else None
