@@ -257,6 +257,7 @@ def run(rows: int, reps: int) -> list[dict]:
             ),
         },
         reps,
+        warm=True,
     )
     after = DeltaTable.for_path(spark, held["o"]).to_df().count()
     assert after == 2 * rows, after
