@@ -476,14 +476,13 @@ def _stream_file(
                     offset += n
                     if rows == 0:
                         continue
-                    if isinstance(raw, int):
-                        pieces = [(None, rows, None)]
-                    elif isinstance(keep, list):  # zero-copy slices around the few deleted rows
-                        pieces = [(raw.slice(a, k), k, None if index is None else index.slice(a, k)) for a, k in keep]
+                    data = None if isinstance(raw, int) else raw  # None: no data column, a row count
+                    if isinstance(keep, list):  # zero-copy slices around the few deleted rows
+                        pieces = [(_slice(data, a, k), k, _slice(index, a, k)) for a, k in keep]
                     elif keep is not None:  # before conforming: deleted rows cost no casts
-                        pieces = [(raw.filter(keep), rows, None if index is None else index.filter(keep))]
+                        pieces = [(_filter(data, keep), rows, _filter(index, keep))]
                     else:
-                        pieces = [(raw, rows, index)]
+                        pieces = [(data, rows, index)]
                     for data, k, idx in pieces:
                         yielded = True
                         out = _conform_batch(data, k, plan, mode)
@@ -495,6 +494,14 @@ def _stream_file(
             yield out.append_column(ROW_INDEX, pa.array([], pa.int64())) if row_index else out
     finally:
         _close(pf)
+
+
+def _slice(x, start: int, length: int):
+    return None if x is None else x.slice(start, length)
+
+
+def _filter(x, mask):
+    return None if x is None else x.filter(mask)
 
 
 class _Skip:

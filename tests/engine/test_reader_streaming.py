@@ -23,7 +23,7 @@ from test_reader import _dv_bytes  # the test-side RoaringBitmap writer
 from airflow_delta_provider_apps.engine import dv as dvmod
 from airflow_delta_provider_apps.engine.errors import DataFileMissingError, InvalidArgumentError
 from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
-from airflow_delta_provider_apps.engine.reader import iter_data_file_batches, read_data_file
+from airflow_delta_provider_apps.engine.reader import ROW_INDEX, iter_data_file_batches, read_data_file
 from airflow_delta_provider_apps.engine.schema import StructType, parse_ddl
 from airflow_delta_provider_apps.engine.storage import LocalStorage, storage_for
 
@@ -166,7 +166,7 @@ def test_stream_equals_expected_rows_for_every_batch_size(tmp_path, dv_kind):
 def test_few_deleted_rows_are_sliced_around_many_are_filtered(tmp_path):
     # a batch with at most SLICE_MAX_DELETED deleted rows comes out as zero-copy slices around them
     # (the row index still the physical one), a batch with more as one filtered batch
-    from airflow_delta_provider_apps.engine.reader import ROW_INDEX, SLICE_MAX_DELETED
+    from airflow_delta_provider_apps.engine.reader import SLICE_MAX_DELETED
 
     n = 1000
     rel = _write(tmp_path, "f.parquet", pa.table({"x": pa.array(range(n), pa.int64())}), row_group_size=n)
@@ -483,3 +483,20 @@ def test_skipped_row_groups_keep_the_deletion_vector_aligned(tmp_path):
     got = _rows(_stream(tmp_path, rel, pv, SCHEMA, ["p", "q"], ["id"], dv, batch_rows=100, row_groups=lambda md: keep))
     expected = [r for r in _expected(DELETED, ["id"]) if (r["id"] // ROW_GROUP) % 2 == 1]
     assert got == expected
+
+
+def test_row_index_without_data_columns_through_a_vector(tmp_path):
+    # only partition columns (no data page read): the live rows' physical indexes still come out,
+    # with a few deleted rows (slices) and with many (a mask)
+    n = 300
+    rel = _write(tmp_path, "f.parquet", pa.table({"x": pa.array(range(n), pa.int64())}), row_group_size=n)
+    schema = parse_ddl("x BIGINT, p INT")
+    for deleted in ([5, 6, 299], list(range(0, n, 2))):
+        batches = list(
+            iter_data_file_batches(
+                STORAGE, str(tmp_path), rel, {"p": "1"}, schema, ["p"], ["p"], _inline_dv(deleted), row_index=True
+            )
+        )
+        got = [i for b in batches for i in b.column(ROW_INDEX).to_pylist()]
+        assert got == [i for i in range(n) if i not in set(deleted)]
+        assert [v for b in batches for v in b.column("p").to_pylist()] == [1] * len(got)
