@@ -24,9 +24,7 @@ of two plans, chosen per file on the driver from its min/max stats (:func:`likel
 
 On a table that writes deletion vectors (``RewriteSpec.deletion_vectors``) neither plan runs: one
 read finds the physical indexes of the matching rows, which join the file's vector
-(:meth:`_File.mark`); only UPDATE's new row versions are written. An UPDATE of a file its stats say
-few rows match reads the predicate's columns first, then the other columns of only the row groups
-holding the rows found, up to the last of them (a point UPDATE does not decode the whole file).
+(:meth:`_File.mark`); only UPDATE's new row versions are written.
 
 An untouched file yields no written file and must not be removed. Counts come out of the passes
 themselves (rows in the file, rows matched, rows written), so a command never reads data again to
@@ -63,11 +61,6 @@ from .common import (
 )
 
 __all__ = ["RewriteSpec", "Bound", "rewrite_file", "rewrite_files", "likely_touched"]
-
-# A targeted UPDATE with deletion vectors (see _File.mark) of at most this many rows reads their other
-# columns in batches of UPDATE_READ_ROWS, stopping after the last: little is decoded past it
-TARGETED_SMALL_ROWS = 64
-UPDATE_READ_ROWS = 8192
 
 
 @dataclass(frozen=True)
@@ -225,8 +218,8 @@ class _File:
         if self._changes is not None:
             self.out.changes.extend(self._changes.finish())
 
-    def stream(self, columns, row_groups=None, *, row_index: bool = False, batch_rows: int | None = None):
-        from ..reader import DEFAULT_BATCH_ROWS, iter_data_file_batches
+    def stream(self, columns, row_groups=None, *, row_index: bool = False):
+        from ..reader import iter_data_file_batches
 
         started = time.perf_counter_ns()
         try:
@@ -242,7 +235,6 @@ class _File:
                 column_mapping_mode=self.spec.column_mapping_mode,
                 row_groups=row_groups,
                 row_index=row_index,
-                batch_rows=batch_rows or DEFAULT_BATCH_ROWS,
             )
         finally:  # opening the file and reading its footer
             self.clock.read += time.perf_counter_ns() - started
@@ -283,16 +275,12 @@ class _File:
         self.out.num_rows = rows + skipped_rows
         return False
 
-    def mark(self, *, targeted: bool = False) -> None:
+    def mark(self) -> None:
         """DELETE and UPDATE with deletion vectors: the physical indexes of the live rows matching
         the predicate (row groups its stats rule out are skipped; DELETE reads its columns only)
         join the file's deletion vector, written as a new file; UPDATE writes the new versions of
         those rows, and only them, to new data files. A file left with no live row is removed
-        whole instead (``fully_deleted``).
-
-        ``targeted`` (an UPDATE of a file its stats say few rows match): the predicate's columns
-        are read first, then the other columns of only the rows found (:meth:`_write_updated`), so
-        a point UPDATE does not decode the whole file."""
+        whole instead (``fully_deleted``)."""
         from ..expr.skipping import row_groups_may_match
         from ..reader import ROW_INDEX
 
@@ -309,8 +297,7 @@ class _File:
 
         matched: list[np.ndarray] = []
         writer: TableWriter | None = None
-        targeted = targeted and bool(bound.updates)
-        columns = None if bound.updates and not targeted else bound.probe_columns
+        columns = None if bound.updates else bound.probe_columns
         batches = self.stream(columns, row_groups, row_index=True)
         try:
             for batch in batches:
@@ -322,7 +309,7 @@ class _File:
                 if count:
                     index = batch.column(ROW_INDEX)
                     matched.append((index if mask is None else index.filter(mask)).to_numpy())
-                    if bound.updates and not targeted:  # the updated rows, alone, to new files
+                    if bound.updates:  # the updated rows, alone, to new files
                         rows = (batch if mask is None else batch.filter(mask)).drop_columns([ROW_INDEX])
                         updated = _apply(bound, rows, None, count)
                         clock.eval += time.perf_counter_ns() - started
@@ -346,69 +333,13 @@ class _File:
         out.num_matched = int(sum(len(m) for m in matched))
         if not out.num_matched:
             return
-        rows = np.concatenate(matched)
-        if targeted:
-            try:
-                self._write_updated(rows)
-            except BaseException:
-                discard(self.storage, self.spec.write.table_uri, [out])
-                raise
         started = time.perf_counter_ns()
         table_uri = self.spec.write.table_uri
-        vector = marked_deletion_vector(self.storage, table_uri, self.deletion_vector, rows, physical)
+        vector = marked_deletion_vector(
+            self.storage, table_uri, self.deletion_vector, np.concatenate(matched), physical
+        )
         out.deletion_vector, out.fully_deleted = vector, vector is None
         clock.write += time.perf_counter_ns() - started
-
-    def _write_updated(self, rows: np.ndarray) -> None:
-        """The new versions of the rows at physical indexes ``rows`` (ascending), written to new
-        files: every column is read, but only of the row groups holding those rows and only up to
-        the last of them; in small batches when the rows are few (a point UPDATE decodes about a
-        page per column, not the file)."""
-        from ..reader import ROW_INDEX
-
-        bound, clock, out = self.bound, self.clock, self.out
-        last = int(rows[-1])
-
-        def row_groups(metadata):
-            ends = np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)])
-            starts = ends - np.asarray([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)])
-            # a group is read when a matched row lies in [start, end)
-            return (np.searchsorted(rows, starts, "left") < np.searchsorted(rows, ends, "left")).tolist()
-
-        writer: TableWriter | None = None
-        small = len(rows) <= TARGETED_SMALL_ROWS
-        batches = self.stream(None, row_groups, row_index=True, batch_rows=UPDATE_READ_ROWS if small else None)
-        try:
-            for batch in batches:
-                if not batch.num_rows:
-                    continue
-                started = time.perf_counter_ns()
-                index = batch.column(ROW_INDEX).to_numpy()
-                at = np.minimum(np.searchsorted(rows, index), len(rows) - 1)
-                hit = rows[at] == index
-                count = int(hit.sum())
-                if count:
-                    picked = batch.filter(pa.array(hit)).drop_columns([ROW_INDEX])
-                    updated = _apply(bound, picked, None, count)
-                    clock.eval += time.perf_counter_ns() - started
-                    started = time.perf_counter_ns()
-                    writer = writer or TableWriter(self.spec.write, self.task_id)
-                    out.written.extend(writer.write(updated))
-                    if self.spec.change_data:
-                        self.record_changes(picked, updated, None)
-                    clock.write += time.perf_counter_ns() - started
-                else:
-                    clock.eval += time.perf_counter_ns() - started
-                if int(index[-1]) >= last:  # past the last updated row: the rest is not decoded
-                    break
-            if writer is not None:
-                out.written.extend(writer.finish())
-            self.finish_changes()
-        except BaseException:
-            self.abort(writer)
-            raise
-        finally:
-            batches.close()
 
     def rewrite(self) -> None:
         """Read every column once: count, and write the kept/updated rows (see the module docstring)."""
@@ -487,10 +418,9 @@ def rewrite_file(
     f = _File(spec, storage, path, partition_values, deletion_vector, bound or Bound(spec), task_id)
     out, clock = f.out, f.clock
     started = time.perf_counter_ns()
-    if spec.deletion_vectors:  # merge-on-read: rows marked in the file's deletion vector
-        targeted = not likely and f.bound.predicate is not None and bool(f.bound.updates)
-        out.reads = 2 if targeted else 1
-        f.mark(targeted=targeted)
+    if spec.deletion_vectors:  # merge-on-read: one read, rows marked in the file's deletion vector
+        out.reads = 1
+        f.mark()
         found = clock.read + clock.eval
     elif likely or f.bound.predicate is None:
         out.one_pass, out.reads = True, 1
