@@ -15,9 +15,9 @@ OPTIMIZE): the Spark data plane (:mod:`airflow_delta_provider_apps.engine.spark.
   ``row_group_bytes`` (past it, the largest is written out as a row group) and at most
   :data:`MAX_OPEN_FILES` files are open (past it, the least recently written is closed, and that
   value's next rows start a new file);
-* rows are buffered into row groups of about ``row_group_bytes`` Arrow bytes; a file is closed and a
-  new one opened when it would pass ``target_file_size`` (estimated from the compression ratio seen
-  so far);
+* rows are buffered into row groups of about ``row_group_bytes`` Arrow bytes (smaller when many
+  partition values share that budget); a file is closed and a new one opened when it would pass
+  ``target_file_size`` (estimated from the compression ratio seen so far);
 * per-file stats (numRecords, minValues, maxValues, nullCount) come from
   :class:`airflow_delta_provider_apps.engine.stats.StatsCollector` over the very batches written (no second pass);
 * NOT NULL columns, CHECK constraints and generated columns (:mod:`.constraints`) are checked on
@@ -149,7 +149,8 @@ def write_batches(
 
 
 class TableWriter:
-    """Writes one task's rows into rolling parquet files (one open file at a time).
+    """Writes one task's rows into rolling parquet files: a file per partition value it holds, at
+    most :data:`MAX_OPEN_FILES` open at a time.
 
     With ``change_data`` it writes the change data feed's files instead (:mod:`.cdf`): rows carry
     the ``_change_type`` column too, files go under ``_change_data/`` as ``cdc-*`` files without
@@ -228,19 +229,22 @@ class TableWriter:
         if not self.partition_columns:
             yield from self._append(self._part(()), self._data_batch(batch))
             return
-        batch, runs = _grouped(batch, self.partition_columns)
         data = self._data_batch(batch)
-        for start, length in runs:
+        for first, rows in _grouped(batch, self.partition_columns):
             key = tuple(
                 _serialize_partition_value(
-                    self._partitions, batch.column(c)[start].as_py(), self.partition_fields[c].type
+                    self._partitions, batch.column(c)[first].as_py(), self.partition_fields[c].type
                 )
                 for c in self.partition_columns
             )
-            yield from self._append(self._part(key), data.slice(start, length))
+            # a run of several is taken into buffers of its own: a slice would keep the whole batch
+            # alive in a part's buffer while counting only its own rows
+            yield from self._append(self._part(key), data if rows is None else data.take(rows))
 
     def finish(self):
-        for part in list(self._parts.values()):
+        # parts with an open file first: closing them makes room, so no other part's file is closed
+        # early to open one for buffered rows
+        for part in sorted(self._parts.values(), key=lambda p: p.file is None):
             yield from self._flush(part, final=True)
         self._parts.clear()
 
@@ -262,6 +266,7 @@ class TableWriter:
                 self.storage.delete(new_file_location(self.spec.table_uri, f["rel"]))
             except Exception:
                 pass
+        self._open_files = 0
 
     def _check_constraint(self, batch: pa.RecordBatch) -> None:
         if self.spec.row_constraint is None or self.change_data:
@@ -399,11 +404,13 @@ class TableWriter:
     def _close(self, part: _Part) -> WrittenFile:
         from . import partitions
 
-        f, part.file = part.file, None
-        self._open_files -= 1
+        f = part.file
         f["writer"].close()
         size = f["sink"].tell()
         f["sink"].close()
+        # forgotten once closed: a close that fails leaves the file to abort(), which deletes it
+        part.file = None
+        self._open_files -= 1
         if self.change_data:
             cdc = AddCDCFile(
                 path=partitions.encode_add_path(f["rel"]), partition_values=f["partition_values"], size=int(size)
@@ -486,14 +493,17 @@ def fill_under_null_parents(arr: pa.Array, t: pa.DataType) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
 
 
-def _grouped(batch: pa.RecordBatch, columns: list[str]) -> tuple[pa.RecordBatch, list]:
-    """The batch with equal partition values together (sorted by them unless there is one run) and
-    the ``(start, length)`` of its runs."""
-    change = _changes(batch, columns)
-    if change.any():
-        batch = batch.take(pc.sort_indices(batch, sort_keys=[(c, "ascending", "at_end") for c in columns]))
-        change = _changes(batch, columns)
-    return batch, _run_bounds(change, batch.num_rows)
+def _grouped(batch: pa.RecordBatch, columns: list[str]) -> list[tuple[int, pa.Array | None]]:
+    """The batch's runs of equal partition values: ``(a row of the run, its rows)`` each, the rows
+    None when the run is the whole batch, else their indexes (in batch order within the run)."""
+    if batch.num_rows == 0:
+        return []
+    if not _changes(batch, columns).any():
+        return [(0, None)]
+    keys = batch.select(columns)
+    order = pc.sort_indices(keys, sort_keys=[(c, "ascending", "at_end") for c in columns])
+    bounds = _run_bounds(_changes(keys.take(order), columns), batch.num_rows)
+    return [(order[start].as_py(), order.slice(start, length)) for start, length in bounds]
 
 
 def _runs(batch: pa.RecordBatch, columns: list[str]):

@@ -164,6 +164,9 @@ def test_many_partition_values_interleaved_bounded_files_and_buffers(tmp_path, m
         out.extend(w.write(b))
         assert w._open_files <= 3
         assert w._buffer_bytes < buffer_bytes + b.nbytes
+        # what the buffers hold in memory, not only the rows they count: no run keeps its batch alive
+        held = sum(x.get_total_buffer_size() for p in w._parts.values() for x in p.buffer)
+        assert held <= 2 * (w._buffer_bytes + b.nbytes), (held, w._buffer_bytes)
     out.extend(w.finish())
     assert w._open_files == 0 and not w._parts
     got = []
