@@ -506,11 +506,6 @@ def _grouped(batch: pa.RecordBatch, columns: list[str]) -> list[tuple[int, pa.Ar
     return [(order[start].as_py(), order.slice(start, length)) for start, length in bounds]
 
 
-def _runs(batch: pa.RecordBatch, columns: list[str]):
-    """(start, length) of the runs of equal partition values in a batch sorted by those columns."""
-    return _run_bounds(_changes(batch, columns), batch.num_rows)
-
-
 def _changes(batch: pa.RecordBatch, columns: list[str]):
     """Boolean array: row i+1's partition values differ from row i's (nulls equal, NaNs equal)."""
     import numpy as np
