@@ -7,8 +7,9 @@ The table: 5M rows, ids in files of 250k consecutive ids (``bench.merge.clustere
 predicate on ``id`` selects one file by its stats and ``n = id % 100`` predicates hit every file.
 Ours runs in this process (the engine's thread pool, no Spark): the DV copy is the same files with
 ``delta.enableDeletionVectors=true`` committed on top. Cases: a point UPDATE (1 row), an UPDATE of
-0.1% of the rows (every file), a DELETE of 1% (every file), and a full read of the table after the point UPDATE and after that
-DELETE, with its deletion vectors against the copy-on-write result (same live rows). The same
+0.1% of the rows (every file), a DELETE of 1% (every file), and a full read of the table after the
+point UPDATE and after that DELETE, through its deletion vectors against the copy-on-write result
+(same live rows). The same
 commands on a copy recording the change data feed (``delta.enableChangeDataFeed=true``), ours beside
 deltalake's (which writes change files too); and an append of the table's rows with a CHECK constraint
 and a generated column beside the plain append, ours beside deltalake's (which enforces both). Medians

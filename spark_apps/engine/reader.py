@@ -483,9 +483,9 @@ def _stream_file(
                         pieces = [(_filter(data, keep), rows, _filter(index, keep))]
                     else:
                         pieces = [(data, rows, index)]
-                    for data, k, idx in pieces:
+                    for piece, k, idx in pieces:
                         yielded = True
-                        out = _conform_batch(data, k, plan, mode)
+                        out = _conform_batch(piece, k, plan, mode)
                         yield out if idx is None else out.append_column(ROW_INDEX, idx)
         except FileNotFoundError:
             raise missing_data_file(path, location) from None

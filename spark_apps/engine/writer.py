@@ -9,9 +9,9 @@ OPTIMIZE): the Spark data plane (:mod:`airflow_delta_provider_apps.engine.spark.
   ``add.path`` URI-encoded with ``encode_add_path``;
 * partition columns are not stored in the files (Delta convention): their values go to
   ``add.partitionValues``, serialised as the protocol says. Rows arrive in any partition order (the
-  Spark writer does not sort them: Spark's sort by partition cost a fifth of a partitioned append): each batch is split into
-  runs of one partition value, and each value buffers its rows and keeps its own open file, so a task
-  writes one file per partition value it holds. Memory is bounded: all buffers together hold at most
+  Spark writer does not sort them: Spark's sort by partition cost a fifth of a partitioned append):
+  each batch is split into runs of one partition value, and each value buffers its rows and keeps
+  its own open file, so a task writes one file per partition value it holds. Memory is bounded: all buffers together hold at most
   ``row_group_bytes`` (past it, the largest is written out as a row group) and at most
   :data:`MAX_OPEN_FILES` files are open (past it, the least recently written is closed, and that
   value's next rows start a new file);

@@ -8,6 +8,7 @@ that match the file, and sizes near the target.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
@@ -188,3 +189,22 @@ def test_many_partition_values_interleaved_bounded_files_and_buffers(tmp_path, m
         assert len(out) == values
     else:  # each flush writes at least buffer_bytes / values: files stay within that bound
         assert len(out) <= values * (table.nbytes / buffer_bytes + 1)
+
+
+def test_abort_deletes_every_open_file_of_every_partition(tmp_path):
+    # several partition values with files open at once: abort() closes and deletes all of them, and
+    # only the files already yielded (the caller's to discard) stay
+    schema = parse_schema("id BIGINT, p INT")
+    spec = WriteSpec(
+        table_uri=str(tmp_path), schema_json=schema.to_json_string(), partition_columns=("p",), row_group_bytes=500
+    )
+    w = TableWriter(spec, 1)
+    batch = pa.record_batch(
+        {"id": pa.array(range(600), pa.int64()), "p": pa.array([i % 3 for i in range(600)], pa.int32())}
+    )
+    yielded = list(w.write(batch))
+    assert w._open_files == 3
+    w.abort()
+    assert w._open_files == 0 and not w._parts
+    on_disk = {os.path.relpath(p, tmp_path) for p in glob.glob(f"{tmp_path}/**/*.parquet", recursive=True)}
+    assert on_disk == {decode_add_path(x.add.path) for x in yielded}
