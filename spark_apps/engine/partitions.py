@@ -68,6 +68,25 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 
 
+def require_data_column(column_names: Sequence[str], partition_columns: Sequence[str] | None, what: str) -> None:
+    """Refuse a schema whose every top-level column is a partition column: the data files would hold
+    no column, so their row counts (and every appended row) would be lost. Spark refuses it too
+    ("Cannot use all columns for partition columns"); checked at CREATE, at every metadata change a
+    transaction commits and by every writer.
+
+    :param what: what is being done, for the message (e.g. "DROP COLUMN id")
+    """
+    parts = {str(c).lower() for c in partition_columns or ()}
+    if parts and all(str(n).lower() in parts for n in column_names):
+        raise InvalidArgumentError(
+            f"{what} is refused: every column of the table would be a partition column",
+            f"columns {list(column_names)}, partition columns {list(partition_columns or ())}; a Delta table "
+            "needs at least one data column stored in its files (else appended rows are lost)",
+            "keep at least one column that is not a partition column (add one before dropping the last, "
+            "or leave one column unpartitioned)",
+        )
+
+
 def _as_type(delta_type: DataType | str) -> DataType:
     if isinstance(delta_type, str):
         return type_from_json(delta_type)

@@ -28,6 +28,7 @@ OPTIMIZE): the Spark data plane (:mod:`airflow_delta_provider_apps.engine.spark.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -40,6 +41,7 @@ import pyarrow.compute as pc
 from .actions import AddCDCFile, AddFile
 from .config import TableProperties
 from .errors import InvalidArgumentError
+from .partitions import require_data_column
 from .paths import new_file_location
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -83,6 +85,10 @@ class WriteSpec:
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     data_change: bool = True
     row_constraint: Any = None
+
+    def __post_init__(self):  # a file with no data column would lose every row written to it
+        names = [f["name"] for f in json.loads(self.schema_json).get("fields", [])]
+        require_data_column(names, self.partition_columns, "Writing to this table")
 
 
 def table_write_spec(snapshot, *, target_file_size: int | None = None, **overrides) -> WriteSpec:

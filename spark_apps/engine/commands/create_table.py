@@ -39,6 +39,7 @@ from ..errors import (
     InvalidSchemaError,
     TableAlreadyExistsError,
 )
+from ..partitions import require_data_column
 from ..storage import storage_for, table_location
 from .base import Command
 from .result import CommandResult, WriteMetrics
@@ -158,12 +159,7 @@ def validate_partition_columns(schema, partition_by) -> list[str]:
         if f.name in out:
             raise InvalidArgumentError(f"Partition column '{f.name}' is listed twice", None, "list it once")
         out.append(f.name)
-    if out and len(out) == len(schema.fields):
-        raise InvalidArgumentError(
-            "Cannot use all columns as partition columns",
-            "a Delta table needs at least one data column stored in the files",
-            "leave one column unpartitioned",
-        )
+    require_data_column([f.name for f in schema.fields], out, "Partitioning by all columns")
     return out
 
 

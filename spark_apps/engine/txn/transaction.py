@@ -71,6 +71,7 @@ from ..errors import (
 )
 from ..log.file_actions import partition_keys_of
 from ..log.listing import commit_path, latest_version, log_dir_of
+from ..partitions import require_data_column
 from .conflicts import (
     CurrentTransaction,
     ReadPredicate,
@@ -390,6 +391,9 @@ class OptimisticTransaction:
                 "load the snapshot with load_snapshot()",
             )
         metadata, protocol = self.metadata, self.protocol
+        if self.new_metadata is not None:  # every schema change passes here: drop, overwrite, merge_schema
+            names = [f.get("name") for f in metadata.schema_json.get("fields", [])]
+            require_data_column(names, metadata.partition_columns, f"This {self.operation} commit")
         self._validate_protocol(protocol)
         self._validate_file_actions(out, metadata)
         self._validate_against_snapshot(out)

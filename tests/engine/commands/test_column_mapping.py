@@ -144,3 +144,63 @@ def test_mapped_tables_keep_their_partitions_apart_and_their_nested_ids(tmp_path
     t.add_constraint("positive", "id > 0")
     with pytest.raises(DeltaError, match="positive use"):
         t.rename_column("id", "key")
+
+
+def _log_bytes(root: str) -> dict:
+    return {p: open(p, "rb").read() for p in sorted(glob.glob(f"{root}/_delta_log/*"))}
+
+
+def test_the_last_data_column_cannot_be_dropped_and_no_append_loses_rows(tmp_path):
+    # issue 31.1: `id BIGINT, dt DATE` partitioned by dt: dropping id left a table of partition
+    # columns only, whose appends committed 0 rows
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(
+        None, root, schema="id BIGINT, dt DATE", partition_by=["dt"], properties={"delta.columnMapping.mode": "name"}
+    )
+    day = pa.array([19000, 19001], pa.int32()).cast(pa.date32())
+    append_arrow(root, pa.table({"id": pa.array([1, 2], pa.int64()), "dt": day}))
+    before = _log_bytes(root)
+    with pytest.raises(DeltaError, match="every column of the table would be a partition column") as e:
+        t.drop_column("id")
+    assert "at least one data column" in str(e.value) and "keep at least one column" in str(e.value)
+    assert _log_bytes(root) == before
+    # a table another writer left with partition columns only: an append is refused before any file
+    log = sorted(glob.glob(f"{root}/_delta_log/*.json"))[0]
+    lines = [json.loads(x) for x in open(log).read().splitlines()]
+    for a in lines:
+        if "metaData" in a:
+            md = a["metaData"]
+            md["schemaString"] = json.dumps(
+                {**json.loads(md["schemaString"]), "fields": json.loads(md["schemaString"])["fields"][1:]}
+            )
+    open(log, "w").write("\n".join(json.dumps(a) for a in lines) + "\n")
+    files = _files(root)
+    with pytest.raises(DeltaError, match="every column of the table would be a partition column"):
+        append_arrow(root, pa.table({"dt": day}))
+    assert _files(root) == files
+    # and the data column can still be dropped once another exists
+    t2 = DeltaTable.create(
+        None,
+        str(tmp_path / "u"),
+        schema="id BIGINT, v STRING, dt DATE",
+        partition_by=["dt"],
+        properties={"delta.columnMapping.mode": "name"},
+    )
+    t2.drop_column("id")
+    assert [f.name for f in t2.snapshot().schema.fields] == ["v", "dt"]
+
+
+def test_no_commit_leaves_a_table_without_a_data_column(tmp_path):
+    # the transaction refuses it whatever the command (an overwrite that repartitions, a schema merge)
+    import dataclasses
+
+    from airflow_delta_provider_apps.engine.txn import OptimisticTransaction
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema="id BIGINT, dt DATE", partition_by=["dt"])
+    snap = t.snapshot()
+    txn = OptimisticTransaction(snap.storage, root, snap, operation="WRITE")
+    txn.update_metadata(dataclasses.replace(snap.metadata, partition_columns=["dt", "id"]))
+    with pytest.raises(DeltaError, match="This WRITE commit is refused: every column"):
+        txn.commit([])
+    assert t.snapshot().version == 0
