@@ -6,6 +6,7 @@ test_commit_watcher.py (event-driven scheduling on a table's commits)."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -71,17 +72,29 @@ class Deployment:
             con.execute("PRAGMA journal_mode=WAL")
         finally:
             con.close()
-        self._spawn("api-server", "api-server", "--port", str(self.port))
-        for name in self.background:
-            self._spawn(name, name)
-        self.wait(lambda: self.query("SELECT count(*) FROM dag WHERE dag_id = ?", self.dag_id)[0][0] == 1, "DAG parsed")
+        try:
+            self._spawn("api-server", "api-server", "--port", str(self.port))
+            for name in self.background:
+                self._spawn(name, name)
+            self.wait(
+                lambda: self.query("SELECT count(*) FROM dag WHERE dag_id = ?", self.dag_id)[0][0] == 1, "DAG parsed"
+            )
+        except BaseException:
+            self.stop()  # the caller's finally may not cover start()
+            raise
 
     def _spawn(self, name: str, *args: str) -> None:
         out = open(self.home / f"{name}.log", "a")
-        proc = subprocess.Popen([sys.executable, "-m", "airflow", *args], env=self.env, stdout=out, stderr=out)
+        # a session of its own: its children (the scheduler's serve-logs and LocalExecutor workers) are
+        # killed with it by _stop, not left running after the test
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "airflow", *args], env=self.env, stdout=out, stderr=out, start_new_session=True
+        )
         self.procs[name] = (proc, out, args)
 
     def _stop(self, names) -> None:
+        """SIGTERM to each process (a graceful stop), SIGKILL after 30 s; then SIGKILL to whatever of its
+        process group is left (children it did not stop)."""
         for name in names:
             self.procs[name][0].terminate()
         for name in names:
@@ -91,6 +104,10 @@ class Deployment:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             out.close()
 
     def admin(self, *args: str) -> str:
