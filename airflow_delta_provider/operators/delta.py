@@ -18,11 +18,15 @@ Rules (after Airflow's SparkSubmitOperator):
   :meth:`DeltaBaseOperator.transaction_identity` is the one place where deriving them from the task
   context (dag, task, logical date) will be added.
 * Asset events: when an outlet is the table's Asset (:func:`delta_asset`), its event carries
-  ``{"version", "operation"}`` as extra.
+  ``{"version", "operation", ...}`` as extra. A run that changed nothing emits none, nor does an
+  outlet a Delta watcher of the table watches (the watcher announces every commit once).
+* An argument the operator does not take fails the DAG import with the closest accepted name.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 from collections.abc import Sequence
 from functools import cached_property
@@ -33,7 +37,7 @@ from airflow.sdk import Asset, BaseOperator, BaseOperatorLink
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
 from airflow_delta_provider.hooks.driver import SubmittedDriver
-from airflow_delta_provider.triggers.delta import DeltaSparkDriverTrigger
+from airflow_delta_provider.triggers.delta import DeltaSparkDriverTrigger, DeltaTableVersionTrigger
 
 try:
     from airflow.sdk.configuration import conf
@@ -53,8 +57,8 @@ def delta_asset(table_uri: str, **kwargs: Any) -> Asset:
     """The Airflow Asset of a Delta table (local paths become ``file://`` URIs).
 
     Every writing operator with a literal ``table_uri`` declares ``delta_asset(table_uri)`` as its
-    outlet by default (pass ``outlets=`` to choose others; a templated ``table_uri`` is only known when
-    the task runs, so name its asset yourself). The operator attaches the commit's version, operation
+    outlet by default (pass ``outlets=`` to choose others, ``outlets=[]`` for none; a templated
+    ``table_uri`` is only known when the task runs, so name its asset yourself). The operator attaches the commit's version, operation
     and main metrics to the asset event, and asset-scheduled DAGs run on each commit made through Airflow.
     """
     uri = str(table_uri).rstrip("/")
@@ -68,6 +72,19 @@ def _same_table(asset_uri: str, table_uri: str) -> bool:
         return delta_asset(table_uri).uri == str(asset_uri).rstrip("/")
     except Exception:
         return False
+
+
+def _watched_by_delta_trigger(asset: Asset, table_uri: str) -> bool:
+    """``asset`` has an ``AssetWatcher`` running a watching DeltaTableVersionTrigger on ``table_uri``."""
+    for watcher in getattr(asset, "watchers", None) or ():
+        trigger = getattr(watcher, "trigger", None)
+        if (
+            isinstance(trigger, DeltaTableVersionTrigger)
+            and trigger.watch
+            and _same_table(delta_asset(trigger.table_uri).uri, table_uri)
+        ):
+            return True
+    return False
 
 
 def _coerce_version(value: Any, name: str) -> int | None:
@@ -113,6 +130,58 @@ def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
         table_location(table_uri)
     except DeltaError as e:
         raise error(f"table_uri={table_uri!r}: {e.one_line()}") from None
+
+
+def _accepted_arguments(cls: type, op) -> list[str]:
+    """Every keyword argument ``cls`` takes: the operation's own and those of each ``__init__`` of its
+    classes (DeltaBaseOperator's, BaseOperator's, a subclass's own)."""
+    names = [a.name for a in op.operator_args]
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass) and klass is not object:
+            params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+            names += [p.name for p in params if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD]
+    return [n for n in dict.fromkeys(names) if n != "self"]
+
+
+def _refuse_unknown_arguments(cls: type, op, kwargs: dict) -> None:
+    """An argument the operator does not take fails the DAG import naming it and the closest accepted
+    ones (Airflow's own error only says ``Invalid arguments``)."""
+    if not kwargs:
+        return
+    accepted = _accepted_arguments(cls, op)
+    unknown = [k for k in kwargs if not k.startswith("_") and k not in accepted]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    own = ", ".join(a.name for a in op.operator_args) or "none"
+    raise TypeError(
+        f"{cls.__name__} got unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(hints)}. "
+        f"Cause: it takes its operation's arguments ({own}), the common Delta arguments (table_uri, conn_id, "
+        "spark_conf, ...) and BaseOperator's. Fix: correct the name, or drop the argument."
+    )
+
+
+def _check_literal_partitioning(operator: str, values: dict) -> None:
+    """A literal ``schema`` and ``partition_by`` of CREATE TABLE must agree: checked at DAG parse time
+    with the engine's own rule (the schema parser is imported only when both are literal)."""
+    schema, partition_by = values.get("schema"), values.get("partition_by")
+    if schema is None or not partition_by:
+        return
+    if any(ops._is_template(v) or ops._holds_template(v) for v in (schema, partition_by)):
+        return
+    from airflow_delta_provider_apps.engine.commands.create_table import (
+        to_delta_schema,
+        validate_partition_columns,
+    )
+    from airflow_delta_provider_apps.protocol import DeltaError
+
+    try:
+        validate_partition_columns(to_delta_schema(schema), ops.coerce(ops.Arg("partition_by", "list"), partition_by))
+    except DeltaError as e:
+        raise ValueError(f"{operator}: {e.one_line()}") from None
 
 
 class SparkApplicationLink(BaseOperatorLink):
@@ -211,6 +280,7 @@ class DeltaBaseOperator(BaseOperator):
             )
         self.execution = execution
         values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.operator_args}
+        _refuse_unknown_arguments(type(self), op, kwargs)
         super().__init__(**kwargs)
         for name, value in values.items():
             setattr(self, name, value)
@@ -218,10 +288,11 @@ class DeltaBaseOperator(BaseOperator):
             ops.check_params(op, values, skip_templates=True)
         except ValueError as e:
             raise ValueError(f"{type(self).__name__}: {e}") from None
+        _check_literal_partitioning(type(self).__name__, values)
         if not ops._is_template(table_uri):
             _check_table_uri(table_uri, ValueError)
-            # a writing operator's table is its outlet by default: asset-scheduled DAGs run on its commits
-            if op.commits and not kwargs.get("outlets") and not self.outlets:
+            # a writing operator's table is its outlet unless outlets= is given (outlets=[]: none)
+            if op.commits and kwargs.get("outlets") is None and not self.outlets:
                 self.outlets = [delta_asset(table_uri)]
         self.table_uri = table_uri
         self.conn_id = conn_id
@@ -425,6 +496,27 @@ class DeltaBaseOperator(BaseOperator):
             raise app_error(type(e).__name__, e.one_line(), retryable=e.retryable) from None
 
     def _annotate_asset_events(self, context, result: dict) -> None:
+        """The table's asset event carries the commit. Airflow emits an event for each outlet the task
+        has when it succeeds, so the table's asset is taken out of ``outlets`` for this run when the run
+        changed nothing (``committed`` and ``skipped`` false: e.g. an OPTIMIZE with nothing to compact)
+        and when a Delta watcher of this table watches it (the watcher announces every commit, this
+        one included: one event per commit)."""
+        declared = self.__dict__.setdefault("_declared_outlets", list(self.outlets or []))
+        unchanged = not result.get("committed") and not result.get("skipped")
+        silent = [
+            o
+            for o in declared
+            if isinstance(o, Asset)
+            and _same_table(o.uri, self.table_uri)
+            and (unchanged or _watched_by_delta_trigger(o, self.table_uri))
+        ]
+        self.outlets = [o for o in declared if not any(o is s for s in silent)]
+        if silent:
+            self.log.info(
+                "No asset event for %s: %s",
+                self.table_uri,
+                "this run changed nothing" if unchanged else "its watcher announces the commit",
+            )
         if not self.outlets:
             return
         try:

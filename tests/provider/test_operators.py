@@ -4,6 +4,8 @@ to the hook, the SetTransaction identity rule, lazy hook, Asset helper.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from airflow.sdk import Asset
 
@@ -81,17 +83,18 @@ def test_identity_needs_both_parts():
 
 
 def test_create_table_spec():
+    fields = [{"name": n, "type": "string", "nullable": True, "metadata": {}} for n in ("id", "dt", "region")]
     op = DeltaCreateTableOperator(
         task_id="c",
         table_uri="/t",
-        schema={"type": "struct", "fields": []},
+        schema={"type": "struct", "fields": fields},
         partition_by="dt, region",
         properties={"delta.checkpointInterval": 5},
         description="events",
         if_not_exists=True,
     )
     params = op.operation_params({})
-    assert params["schema"] == '{"type": "struct", "fields": []}'
+    assert json.loads(params["schema"]) == {"type": "struct", "fields": fields}
     assert params["partition_by"] == ["dt", "region"]
     assert params["properties"] == {"delta.checkpointInterval": "5"}
     assert params["if_not_exists"] is True and params["source"] is None
@@ -297,6 +300,8 @@ def test_asset_events_carry_the_partitions_the_commit_changed(tmp_path):
     def run(op):
         events = OutletEventAccessors()
         result = op.execute({"outlet_events": events})
+        if not op.outlets:  # a run that changed nothing emits no event
+            return result, None, None
         event = events[op.outlets[0]]
         return result, event.extra, event.partition_keys
 
@@ -305,9 +310,9 @@ def test_asset_events_carry_the_partitions_the_commit_changed(tmp_path):
     # a data predicate that hits two partitions: two keys
     _, _, keys = run(DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id IN (0, 5)", execution="local"))
     assert keys == {"2026-01-01", "2026-01-03"}
-    # nothing deleted: nothing committed, no partition
+    # nothing deleted: nothing committed, no event
     result, extra, keys = run(DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id = 1", execution="local"))
-    assert (extra["committed"], keys) == (False, set())
+    assert (result["committed"], extra, keys) == (False, None, None)
     # compaction changes no data (dataChange false): the event names no partition
     deltalake.write_deltalake(root, rows, mode="append", partition_by=["dt"])
     result, extra, keys = run(DeltaOptimizeOperator(task_id="o", table_uri=root, execution="local"))
@@ -334,3 +339,114 @@ def test_partition_keys_of_a_table_partitioned_by_two_columns(tmp_path):
         "dt=2026-01-02/region=us",
     ]
     assert commit_partition_keys(root, 7) is None  # no such commit
+
+
+def test_outlets_given_are_kept_and_an_empty_list_means_none():
+    from airflow_delta_provider.operators.delta import DeltaOptimizeOperator
+
+    assert DeltaWriteOperator(task_id="w", table_uri="/lake/t", source="/s").outlets == [delta_asset("/lake/t")]
+    assert DeltaWriteOperator(task_id="w", table_uri="/lake/t", source="/s", outlets=None).outlets == [
+        delta_asset("/lake/t")
+    ]
+    assert DeltaWriteOperator(task_id="w", table_uri="/lake/t", source="/s", outlets=[]).outlets == []
+    other = Asset("s3://b/report")
+    assert DeltaOptimizeOperator(task_id="o", table_uri="/lake/t", outlets=[other]).outlets == [other]
+    assert DeltaCheckpointOperator(task_id="k", table_uri="/lake/t").outlets == []  # commits nothing
+
+
+def _succeed(op, events):
+    """The message Airflow's task runner sends when the task succeeds: ``task_outlets`` are the assets
+    the API server registers an event for (only those; outlet_events only add extras to them)."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+
+    msg, _ = task_runner._handle_current_task_success(
+        {"outlet_events": events}, SimpleNamespace(task=op, stats_tags={}, rendered_map_index=None)
+    )
+    return [o.uri for o in msg.task_outlets]
+
+
+def test_a_run_that_changes_nothing_emits_no_asset_event(tmp_path):
+    import pyarrow as pa
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_delta_provider.operators.delta import DeltaOptimizeOperator
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1]}))
+    other = Asset("s3://b/report")
+    op = DeltaOptimizeOperator(task_id="o", table_uri=root, execution="local", outlets=[delta_asset(root), other])
+    events = OutletEventAccessors()
+    noop = op.execute({"outlet_events": events})
+    assert (noop["committed"], noop["skipped"], noop["metrics"]["numRemovedFiles"]) == (False, False, 0)
+    assert _succeed(op, events) == ["s3://b/report"]  # the table's asset: no event; another outlet keeps its
+
+    append_arrow(root, pa.table({"id": [2]}))  # two small files: this time OPTIMIZE commits
+    events = OutletEventAccessors()
+    done = op.execute({"outlet_events": events})
+    assert (done["committed"], done["version"], done["metrics"]["numRemovedFiles"]) == (True, 3, 2)
+    assert _succeed(op, events) == [delta_asset(root).uri, "s3://b/report"]
+    assert events[delta_asset(root)].extra["version"] == 3
+
+
+def test_an_outlet_a_delta_watcher_watches_gets_its_event_from_the_watcher_only(tmp_path):
+    """The one setup for a table written by Airflow tasks and by others: its asset carries the
+    watcher wherever it is declared; the operators leave the announcing to the watcher."""
+    import pyarrow as pa
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_delta_provider.operators.delta import DeltaDeleteOperator
+    from airflow_delta_provider.triggers.delta import delta_table_watcher
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1, 2]}))
+    watched = delta_asset(root, watchers=[delta_table_watcher(root)])
+    elsewhere = delta_asset(str(tmp_path / "u"), watchers=[delta_table_watcher(str(tmp_path / "u"))])
+    op = DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id = 1", execution="local", outlets=[watched])
+    events = OutletEventAccessors()
+    assert op.execute({"outlet_events": events})["committed"]
+    assert _succeed(op, events) == []
+    # a watcher of another table does not silence this table's event
+    op = DeltaDeleteOperator(task_id="d", table_uri=root, predicate="id = 2", execution="local", outlets=[elsewhere])
+    events = OutletEventAccessors()
+    assert op.execute({"outlet_events": events})["committed"]
+    assert _succeed(op, events) == [elsewhere.uri]
+
+
+def test_partition_by_is_checked_against_a_literal_schema_at_parse_time():
+    with pytest.raises(ValueError, match=r"Partition column 'dt' is not in the schema\. Cause: .*'day'.*Fix: "):
+        DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT, day STRING", partition_by=["dt"])
+    with pytest.raises(ValueError, match="Cannot partition by column 'tags'"):
+        DeltaCreateTableOperator(
+            task_id="c", table_uri="/t", schema="id BIGINT, tags ARRAY<STRING>", partition_by="tags"
+        )
+    json_schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    with pytest.raises(ValueError, match="Partition column 'dt'"):
+        DeltaCreateTableOperator(task_id="c", table_uri="/t", schema=json_schema, partition_by="dt")
+    ok = DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT, DT STRING", partition_by=["dt"])
+    assert ok.partition_by == ["dt"]  # case-insensitive, as the engine decides
+    # templated: checked once rendered
+    DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT", partition_by="{{ params.part }}")
+    DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="{{ params.schema }}", partition_by=["dt"])
+
+
+def test_an_unknown_argument_names_the_closest_accepted_ones():
+    from airflow_delta_provider.operators.delta import DeltaDeleteOperator, DeltaMergeOperator
+
+    with pytest.raises(TypeError, match=r"unknown argument 'predciate' \(did you mean 'predicate'\?\)\. Cause: "):
+        DeltaDeleteOperator(task_id="d", table_uri="/t", predciate="id = 1")
+    with pytest.raises(TypeError, match=r"'key_column' \(did you mean 'key_columns'\?\).*Fix: "):
+        DeltaMergeOperator(task_id="m", table_uri="/t", source="/s", key_column=["id"])
+    with pytest.raises(TypeError, match=r"'conn' \(did you mean 'conn_id'"):  # a common argument
+        DeltaCheckpointOperator(task_id="k", table_uri="/t", conn="spark_local")
+    with pytest.raises(TypeError, match=r"'retires' \(did you mean 'retries'\?\)"):  # BaseOperator's
+        DeltaCheckpointOperator(task_id="k", table_uri="/t", retires=2)
+    with pytest.raises(TypeError, match=r"unknown argument 'zzz'\. Cause"):  # nothing close: no guess
+        DeltaCheckpointOperator(task_id="k", table_uri="/t", zzz=1)
