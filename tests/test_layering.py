@@ -13,7 +13,10 @@
 * the wheel's package list (pyproject.toml) names every package folder, under its import name;
 * only ``airflow_delta_provider_apps.engine.paths`` (and storage's own ``join``) builds a location from
   a table root: no other module of the apps joins a root with a non-constant part (f-string, ``+`` or
-  a ``join`` call), so a path from the log reaches a reader only through the one resolver.
+  a ``join`` call), so a path from the log reaches a reader only through the one resolver;
+* tests reach the conformance corpus only through the ``conformance_root`` / ``conformance_manifest``
+  fixtures, which skip without it: no test module imports its location from ``conformance_location``
+  (only what ``FOR_TEST_MODULES`` names) nor spells the location itself.
 """
 
 from __future__ import annotations
@@ -351,3 +354,63 @@ def test_the_wheel_ships_every_package_under_its_import_name():
     assert config["package-dir"] == {name: folder for name, folder in PACKAGES.items() if name != folder}
     on_disk = {_module_name(p.parent / "__init__.py") for p in MODULES.values() if p.name == "__init__.py"}
     assert set(config["packages"]) == on_disk
+
+
+# ---- the conformance corpus only through the fixtures that skip without it ------------------------
+
+TESTS = REPO / "tests"
+LOCATION_MODULE = "conformance_location"
+# the fixtures, the location itself, and this check (its planted examples)
+LOCATION_OWNERS = {TESTS / "conftest.py", TESTS / f"{LOCATION_MODULE}.py", Path(__file__).resolve()}
+
+
+def _for_test_modules() -> frozenset[str]:
+    tree = ast.parse((TESTS / f"{LOCATION_MODULE}.py").read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "FOR_TEST_MODULES")
+    return frozenset(ast.literal_eval(node.value.args[0]))
+
+
+def _corpus_reads(source: str, where: str) -> list[str]:
+    """Where ``source`` reaches the corpus without the skipping fixtures."""
+    allowed, found = _for_test_modules(), []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import) and any(a.name == LOCATION_MODULE for a in node.names):
+            found.append(f"{where}:{node.lineno}: imports {LOCATION_MODULE} (use the conformance_root fixture)")
+        elif isinstance(node, ast.ImportFrom) and node.module == LOCATION_MODULE:
+            for name in sorted({a.name for a in node.names} - allowed):
+                found.append(f"{where}:{node.lineno}: imports {name} (use the conformance_root fixture)")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" not in node.value:
+            if "DELTA_CONFORMANCE_DIR" in node.value or "shared/conformance" in node.value:
+                found.append(f"{where}:{node.lineno}: spells the corpus location (use the conformance_root fixture)")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if isinstance(node.right, ast.Constant) and node.right.value == "conformance":
+                found.append(f"{where}:{node.lineno}: builds the corpus location (use the conformance_root fixture)")
+    return found
+
+
+def _direct_corpus_reads() -> list[str]:
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if path not in LOCATION_OWNERS:
+            found += _corpus_reads(path.read_text(), str(path.relative_to(REPO)))
+    return found
+
+
+def test_tests_reach_the_conformance_corpus_only_through_the_skipping_fixtures():
+    assert _direct_corpus_reads() == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from conformance_location import CONFORMANCE\nroot = CONFORMANCE / 'dat'\n",
+        "from conformance_location import HOW_TO_GET_IT, find_conformance_dir\n",
+        "import conformance_location\n",
+        "import os\nroot = os.environ['DELTA_CONFORMANCE_DIR']\n",
+        "from pathlib import Path\nroot = Path(__file__).parents[2] / 'shared' / 'conformance'\n",
+        "root = '../shared/conformance/dat'\n",
+    ],
+)
+def test_a_planted_corpus_read_is_found(source):
+    assert _corpus_reads(source, "tests/planted.py")
+    assert _corpus_reads("from conformance_location import manifest_tables\n", "tests/planted.py") == []

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
-from conformance_location import find_conformance_dir
+from conformance_location import manifest_tables
 
 from airflow_delta_provider_apps.engine import features
 from airflow_delta_provider_apps.engine.errors import DataFileMissingError, DeltaError, UnsupportedFeatureError
@@ -28,18 +28,9 @@ from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 from airflow_delta_provider_apps.engine.storage import storage_for
 
 UTC = dt.UTC
-# needed at collection time for the parametrisation
-CONFORMANCE = find_conformance_dir() or Path("/nonexistent")
-
-
-def _manifest_tables() -> list[dict]:
-    p = CONFORMANCE / "manifest.json"
-    if not p.exists():
-        return []
-    return json.loads(p.read_text())["tables"]
-
-
-TABLES = {t["dir"]: t for t in _manifest_tables()}
+# the manifest at collection time, for the parametrisation (empty without the corpus); the tables
+# themselves are read only through the conformance_root fixture, which skips without the corpus
+TABLES = {t["dir"]: t for t in manifest_tables()}
 
 
 # ------------------------------------------------------------------------------------------
@@ -69,10 +60,16 @@ def _rows(table: pa.Table, columns: list[str] | None = None) -> Counter:
     return Counter(tuple(_canon(r[c]) for c in table.column_names) for r in table.to_pylist(maps_as_pydicts="strict"))
 
 
-def _read(table_dir: str, version: int | None = None, **kw) -> pa.Table:
-    root = str(CONFORMANCE / TABLES[table_dir]["table_root"])
-    snap = load_snapshot(storage_for(root), root, version=version)
-    return read_snapshot_table(snap, **kw)
+@pytest.fixture
+def read(conformance_root):
+    """``read(table_dir, version=None, **kw)``: one corpus table read by the engine."""
+
+    def read(table_dir: str, version: int | None = None, **kw) -> pa.Table:
+        root = str(conformance_root / TABLES[table_dir]["table_root"])
+        snap = load_snapshot(storage_for(root), root, version=version)
+        return read_snapshot_table(snap, **kw)
+
+    return read
 
 
 def _assert_same_rows(got: pa.Table, expected: pa.Table, where: str, skip: tuple[str, ...] = ()) -> None:
@@ -89,21 +86,24 @@ def _assert_same_rows(got: pa.Table, expected: pa.Table, where: str, skip: tuple
         )
 
 
-def _expected_cases() -> list[tuple[str, str, int | None, Path]]:
-    """(table dir, label, version or None for latest, expected parquet location)."""
+def _expected_cases() -> list[tuple[str, str]]:
+    """(table dir, label): a DAT table's labels are its expected/<v> folders, as the manifest's
+    expected_rows names them (test_expected_cases_cover_the_corpus checks the folders)."""
     cases = []
     for d, t in sorted(TABLES.items()):
         if t["expected_kind"] != "parquet":
             continue
-        base = CONFORMANCE / d / "expected"
-        if t["source"] == "dat":
-            for vdir in sorted(base.iterdir()):
-                meta = json.loads((vdir / "table_version_metadata.json").read_text())
-                version = None if vdir.name == "latest" else int(meta["version"])
-                cases.append((d, vdir.name, version, vdir / "table_content"))
-        else:
-            cases.append((d, "latest", None, base))
+        cases += [(d, label) for label in sorted(t["expected_rows"])] if t["source"] == "dat" else [(d, "latest")]
     return cases
+
+
+def _expected(conformance_root: Path, table_dir: str, label: str) -> tuple[int | None, Path]:
+    """(version or None for latest, expected parquet location)."""
+    base = conformance_root / table_dir / "expected"
+    if TABLES[table_dir]["source"] != "dat":
+        return None, base
+    meta = json.loads((base / label / "table_version_metadata.json").read_text())
+    return (None if label == "latest" else int(meta["version"])), base / label / "table_content"
 
 
 EXPECTED_CASES = _expected_cases()
@@ -115,31 +115,29 @@ EXPECTED_CASES = _expected_cases()
 SKIP_COLUMNS = {"delta-golden/data-reader-partition-values": ("as_timestamp",)}
 
 
-@pytest.fixture(autouse=True)
-def _corpus(conformance_root):
-    assert conformance_root == CONFORMANCE
-
-
 # ------------------------------------------------------------------------------------------
 # expected parquet: every table and every DAT version
 
 
-@pytest.mark.parametrize(
-    "table_dir,label,version,expected_dir", EXPECTED_CASES, ids=[f"{c[0]}@{c[1]}" for c in EXPECTED_CASES]
-)
-def test_rows_match_expected_parquet(table_dir, label, version, expected_dir):
+@pytest.mark.parametrize("table_dir,label", EXPECTED_CASES, ids=[f"{c[0]}@{c[1]}" for c in EXPECTED_CASES])
+def test_rows_match_expected_parquet(conformance_root, read, table_dir, label):
+    version, expected_dir = _expected(conformance_root, table_dir, label)
     expected = pads.dataset(str(expected_dir), format="parquet").to_table()
     manifest_rows = TABLES[table_dir]["expected_rows"].get(label)
     if manifest_rows is not None:
         assert expected.num_rows == manifest_rows
-    got = _read(table_dir, version)
+    got = read(table_dir, version)
     _assert_same_rows(got, expected, f"{table_dir}@{label}", SKIP_COLUMNS.get(table_dir, ()))
 
 
-def test_expected_cases_cover_the_corpus():
+def test_expected_cases_cover_the_corpus(conformance_root):
     # 28 tables with expected parquet; DAT ones add their time-travel versions
     assert len({c[0] for c in EXPECTED_CASES}) == 28
-    assert sum(1 for c in EXPECTED_CASES if c[2] is not None) == 8
+    assert sum(1 for c in EXPECTED_CASES if c[1] != "latest") == 8
+    for d, t in TABLES.items():  # every expected folder is a case
+        if t["expected_kind"] == "parquet" and t["source"] == "dat":
+            folders = {p.name for p in (conformance_root / d / "expected").iterdir()}
+            assert folders == {label for table_dir, label in EXPECTED_CASES if table_dir == d}, d
 
 
 @pytest.mark.xfail(
@@ -147,15 +145,15 @@ def test_expected_cases_cover_the_corpus():
     reason="zone-less timestamp partition value written in America/Los_Angeles; "
     "read as UTC (the log does not record the writer's zone)",
 )
-def test_partition_timestamp_written_in_writer_local_zone():
+def test_partition_timestamp_written_in_writer_local_zone(conformance_root, read):
     d = "delta-golden/data-reader-partition-values"
-    expected = pads.dataset(str(CONFORMANCE / d / "expected"), format="parquet").to_table()
-    got = _read(d)
+    expected = pads.dataset(str(conformance_root / d / "expected"), format="parquet").to_table()
+    got = read(d)
     assert _rows(got, ["value", "as_timestamp"]) == _rows(expected, ["value", "as_timestamp"])
 
 
-def test_partition_timestamp_read_as_utc_wall_clock():
-    got = _read("delta-golden/data-reader-partition-values").to_pylist()
+def test_partition_timestamp_read_as_utc_wall_clock(read):
+    got = read("delta-golden/data-reader-partition-values").to_pylist()
     ts = sorted((r["value"], r["as_timestamp"]) for r in got)
     assert ts == [
         ("0", dt.datetime(2021, 9, 8, 11, 11, 11, tzinfo=UTC)),
@@ -172,25 +170,25 @@ def _ids(t: pa.Table, col: str) -> list:
     return sorted(t.column(col).to_pylist())
 
 
-def test_simple_table_versions():
-    assert _ids(_read("delta-rs/simple_table", 0), "id") == [0, 1, 2, 3, 4]
-    got = _read("delta-rs/simple_table")
+def test_simple_table_versions(read):
+    assert _ids(read("delta-rs/simple_table", 0), "id") == [0, 1, 2, 3, 4]
+    got = read("delta-rs/simple_table")
     assert _ids(got, "id") == [5, 7, 9]  # 5 live files, 2 of them empty
 
 
-def test_delta_0_2_0():
-    assert _ids(_read("delta-rs/delta-0.2.0"), "value") == [1, 1, 2, 2, 3, 3]
+def test_delta_0_2_0(read):
+    assert _ids(read("delta-rs/delta-0.2.0"), "value") == [1, 1, 2, 2, 3, 3]
 
 
-def test_table_with_dv_small():
-    got = _read("delta-kernel-rs/table-with-dv-small")
+def test_table_with_dv_small(read):
+    got = read("delta-kernel-rs/table-with-dv-small")
     assert _ids(got, "value") == [1, 2, 3, 4, 5, 6, 7, 8]
     # without the DV the file holds 0..9: version 0 has no deletion vector
-    assert _ids(_read("delta-kernel-rs/table-with-dv-small", 0), "value") == list(range(10))
+    assert _ids(read("delta-kernel-rs/table-with-dv-small", 0), "value") == list(range(10))
 
 
-def test_compacted_log_files_table():
-    got = _read("delta-kernel-rs/compacted-log-files-table")
+def test_compacted_log_files_table(read):
+    got = read("delta-kernel-rs/compacted-log-files-table")
     # the manifest/kernel-rs printout shows (2, NULL); the data file holds an empty string there
     assert sorted((r["id"], r["comment"]) for r in got.to_pylist()) == [
         (0, "new"),
@@ -201,65 +199,65 @@ def test_compacted_log_files_table():
     ]
 
 
-def test_v2_checkpoints_with_sidecars():
-    got = _read("delta-kernel-rs/v2-checkpoints-parquet-with-sidecars")
+def test_v2_checkpoints_with_sidecars(read):
+    got = read("delta-kernel-rs/v2-checkpoints-parquet-with-sidecars")
     expected = sorted([0] * 3 + list(range(30)) + list(range(100)) * 2 + list(range(1000)))
     assert got.num_rows == 1233 and _ids(got, "id") == expected
 
 
-def test_checkpoint_v2_table_and_liquid_clustering():
-    got = _read("delta-rs/checkpoint-v2-table")
+def test_checkpoint_v2_table_and_liquid_clustering(read):
+    got = read("delta-rs/checkpoint-v2-table")
     assert got.num_rows == 44 and got.column_names == ["id", "name", "created_at"]
     assert got.schema.field("created_at").type == pa.timestamp("us", tz="UTC")
-    assert _ids(_read("delta-rs/table_with_liquid_clustering"), "id") == list(range(10))
+    assert _ids(read("delta-rs/table_with_liquid_clustering"), "id") == list(range(10))
 
 
-def test_crc_full_has_no_rows():
-    assert _read("delta-kernel-rs/crc-full").num_rows == 0
+def test_crc_full_has_no_rows(read):
+    assert read("delta-kernel-rs/crc-full").num_rows == 0
 
 
-def test_time_travel_facts_of_golden_tables():
+def test_time_travel_facts_of_golden_tables(read):
     d = "delta-golden/time-travel-start-start20-start40"
-    assert _ids(_read(d, 0), "id") == list(range(10))
-    assert _ids(_read(d, 1), "id") == list(range(20))
+    assert _ids(read(d, 0), "id") == list(range(10))
+    assert _ids(read(d, 1), "id") == list(range(20))
     d = "delta-golden/snapshot-data2-deleted"
-    counts = [_read(d, v).num_rows for v in range(5)]
+    counts = [read(d, v).num_rows for v in range(5)]
     assert counts == [10, 20, 10, 30, 20]
-    v2 = _read(d, 2)
+    v2 = read(d, 2)
     assert all(s.startswith("data-2-") for s in v2.column("col2").to_pylist())
 
 
-def test_vacuumed_versions_fail_on_missing_files():
+def test_vacuumed_versions_fail_on_missing_files(read):
     d = "delta-golden/snapshot-vacuumed"
-    assert _read(d).num_rows == 20
+    assert read(d).num_rows == 20
     with pytest.raises(DataFileMissingError) as e:
-        _read(d, 0)
+        read(d, 0)
     assert "VACUUM" in e.value.cause
 
 
 @pytest.mark.parametrize(
     "d", ["delta-golden/checkpoint", "delta-golden/delete-re-add-same-file-different-transactions"]
 )
-def test_log_only_tables_reference_missing_files(d):
+def test_log_only_tables_reference_missing_files(d, read):
     with pytest.raises(DataFileMissingError):
-        _read(d)
+        read(d)
 
 
-def test_negative_table_fails_to_load():
+def test_negative_table_fails_to_load(read):
     with pytest.raises(DeltaError):
-        _read("delta-golden/versions-not-contiguous")
+        read("delta-golden/versions-not-contiguous")
 
 
-def test_dat_multi_partitioned_escaped_and_binary_partitions():
-    got = _read("dat/multi_partitioned").to_pylist()
+def test_dat_multi_partitioned_escaped_and_binary_partitions(read):
+    got = read("dat/multi_partitioned").to_pylist()
     assert sorted((r["letter"], r["date"], r["data"], r["number"]) for r in got) == [
         ("/%20%f", dt.date(1970, 1, 1), b"hello", 6),
         ("b", dt.date(1970, 1, 1), "😈".encode(), 7),
     ]
 
 
-def test_column_subset_and_order():
-    got = _read("dat/basic_partitioned", columns=["number", "letter"])
+def test_column_subset_and_order(read):
+    got = read("dat/basic_partitioned", columns=["number", "letter"])
     assert got.column_names == ["number", "letter"] and got.num_rows == 6
 
 
@@ -267,7 +265,7 @@ def test_column_subset_and_order():
 # reader features
 
 
-def test_feature_gate_matches_the_corpus():
+def test_feature_gate_matches_the_corpus(read):
     """Every conformance table is readable, or refused with UnsupportedFeatureError exactly when it
     needs a reader feature we do not implement."""
     for d, t in sorted(TABLES.items()):
@@ -280,13 +278,13 @@ def test_feature_gate_matches_the_corpus():
         unsupported = needed - features.SUPPORTED_READER_FEATURES
         if unsupported:
             with pytest.raises(UnsupportedFeatureError):
-                _read(d)
+                read(d)
         else:
-            _read(d)
+            read(d)
 
 
-def test_unknown_reader_feature_is_refused(tmp_path):
-    src = CONFORMANCE / "dat" / "basic_append" / "delta"
+def test_unknown_reader_feature_is_refused(tmp_path, conformance_root):
+    src = conformance_root / "dat" / "basic_append" / "delta"
     dst = tmp_path / "t"
     shutil.copytree(src, dst)
     log = dst / "_delta_log" / "00000000000000000000.json"

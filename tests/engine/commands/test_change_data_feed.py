@@ -16,7 +16,6 @@ import math
 
 import pyarrow as pa
 import pytest
-from conformance_location import CONFORMANCE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_strategies import ARROW, predicates, rows, table_of
@@ -145,11 +144,11 @@ def test_no_change_files_where_the_log_says_it_all(tmp_path):
     )
 
 
-def test_reads_the_feed_delta_spark_wrote_with_deletion_vectors():
+def test_reads_the_feed_delta_spark_wrote_with_deletion_vectors(conformance_root):
     """A delta-spark table with deletion vectors and CDF (DELETEs through vectors without change
     files, UPDATE and MERGE with them, OPTIMIZE between): the feed replayed is the table at every
     version."""
-    root = str(CONFORMANCE / "delta-kernel-rs" / "compacted-log-files-table")
+    root = str(conformance_root / "delta-kernel-rs" / "compacted-log-files-table")
     storage = storage_for(root)
     everything = _changes(root, 0)
     assert set(everything.column(cdf.CHANGE_TYPE).to_pylist()) == {

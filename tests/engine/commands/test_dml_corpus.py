@@ -37,7 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conformance_location import CONFORMANCE, HOW_TO_GET_IT
+from conformance_location import manifest_tables
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import (
@@ -47,7 +47,7 @@ from airflow_delta_provider_apps.engine.errors import (
 )
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
-TABLES = json.loads((CONFORMANCE / "manifest.json").read_text())["tables"] if CONFORMANCE else []
+TABLES = manifest_tables()  # collection time; the tables are read through conformance_root
 
 # the tables that cannot be compared row by row, and why (every other table must be deleted from and
 # compared: a table moving between these groups fails the test)
@@ -81,9 +81,9 @@ def _fingerprint(root: Path) -> dict[str, str]:
     }
 
 
-def _copy(entry, tmp_path, name="t") -> Path:
+def _copy(src: Path, tmp_path, name="t") -> Path:
     root = tmp_path / name
-    shutil.copytree(CONFORMANCE / entry["table_root"], root)
+    shutil.copytree(src, root)
     return root
 
 
@@ -152,20 +152,18 @@ def _deltalake_rows(root) -> Counter | None:
 
 
 @pytest.mark.parametrize("entry", TABLES or [None], ids=[t["dir"] for t in TABLES] or ["no-corpus"])
-def test_delete_on_a_table_written_elsewhere(tmp_path, entry):
-    if entry is None:
-        pytest.skip(HOW_TO_GET_IT)
+def test_delete_on_a_table_written_elsewhere(tmp_path, conformance_root, entry):
     name = entry["dir"]
+    src = conformance_root / entry["table_root"]
     if name in UNREADABLE:
-        _unreadable(tmp_path, entry, UNREADABLE[name])
+        _unreadable(tmp_path, src, UNREADABLE[name])
     elif name in REFUSED:
-        _refused(tmp_path, entry)
+        _refused(tmp_path, src)
     else:
-        _deleted_and_compared(tmp_path, entry)
+        _deleted_and_compared(tmp_path, entry, src)
 
 
-def _deleted_and_compared(tmp_path, entry):
-    original = CONFORMANCE / entry["table_root"]
+def _deleted_and_compared(tmp_path, entry, original: Path):
     snap = DeltaTable.for_path(None, str(original)).snapshot()
     partition_columns = set(snap.metadata.partition_columns or [])
     before_all = read_snapshot_table(snap)
@@ -176,7 +174,7 @@ def _deleted_and_compared(tmp_path, entry):
         assert columns, "no column of this table can be written as a literal: the test cannot delete from it"
     steps_run = deleted_total = null_steps = 0
     for col_name, type_name in columns:
-        root = _copy(entry, tmp_path, f"t-{col_name}")
+        root = _copy(original, tmp_path, f"t-{col_name}")
         t = DeltaTable.for_path(None, str(root))
         for template, reference in STEPS:
             before = read_snapshot_table(t.snapshot())
@@ -213,8 +211,8 @@ def _deleted_and_compared(tmp_path, entry):
         assert steps_run >= 4 and deleted_total > 0 and null_steps > 0, (steps_run, deleted_total, null_steps)
 
 
-def _refused(tmp_path, entry):
-    root = _copy(entry, tmp_path)
+def _refused(tmp_path, src: Path):
+    root = _copy(src, tmp_path)
     t = DeltaTable.for_path(None, str(root))
     snap = t.snapshot()
     before = read_snapshot_table(snap)
@@ -232,8 +230,8 @@ def _refused(tmp_path, entry):
     assert _counter(read_snapshot_table(t.snapshot())) == _counter(before)
 
 
-def _unreadable(tmp_path, entry, error):
-    root = _copy(entry, tmp_path)
+def _unreadable(tmp_path, src: Path, error):
+    root = _copy(src, tmp_path)
     t = DeltaTable.for_path(None, str(root))
     fingerprint = _fingerprint(root)
     try:
@@ -263,9 +261,7 @@ def _unreadable(tmp_path, entry, error):
     assert read_snapshot_table(t.snapshot()).num_rows == 0
 
 
-def test_the_tables_set_apart_are_in_the_corpus():
-    if not TABLES:
-        pytest.skip(HOW_TO_GET_IT)
+def test_the_tables_set_apart_are_in_the_corpus(conformance_root):
     dirs = {t["dir"] for t in TABLES}
     assert REFUSED | set(UNREADABLE) <= dirs
     assert len(dirs - REFUSED - set(UNREADABLE)) == 32  # deleted from and compared row by row

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conformance_location import HOW_TO_GET_IT, find_conformance_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_strategies import SCHEMA, predicates, rows, table_of
@@ -451,7 +450,6 @@ def test_missing_stats_keep_the_file(tmp_path):
 
 # ---- the conformance corpus: checkpoints written by other engines with stats_parsed ---------------
 
-CORPUS = find_conformance_dir()
 CORPUS_TABLES = [
     (
         "delta-rs/checkpoint-v2-table",
@@ -464,10 +462,9 @@ CORPUS_TABLES = [
 ]
 
 
-@pytest.mark.skipif(CORPUS is None, reason=HOW_TO_GET_IT)
 @pytest.mark.parametrize("table,texts", CORPUS_TABLES, ids=[t for t, _ in CORPUS_TABLES])
-def test_corpus_checkpoints_with_stats_parsed(table, texts):
-    root = str(CORPUS / table)
+def test_corpus_checkpoints_with_stats_parsed(conformance_root, table, texts):
+    root = str(conformance_root / table)
     snap = load_snapshot(storage_for(root), root)
     files = snap.files
     assert files.column("stats_parsed").null_count < files.num_rows  # the checkpoint's typed stats were kept
