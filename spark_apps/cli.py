@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -213,6 +214,23 @@ def _error_result(err: DeltaError) -> dict:
     return {"status": "error", **err.to_dict()}
 
 
+_GRPC_CALL_TEXT = re.compile(r'status = StatusCode\.(\w+)\s*details = "(.*)"')
+
+
+def grpc_text(e: BaseException) -> str | None:
+    """``gRPC status UNAVAILABLE: Socket closed`` for a failed gRPC call: a ``grpc.RpcError``, or an
+    error holding its text (pyspark's Connect client raises one with ``str(rpc_error)``, whose first
+    line is only ``<_MultiThreadedRendezvous of RPC that terminated with:``); ``None`` otherwise."""
+    grpc = sys.modules.get("grpc")  # not imported: not a gRPC error
+    if grpc is not None and isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
+        try:
+            return f"gRPC status {e.code().name}: {e.details()}"[:500]
+        except Exception:
+            pass
+    m = _GRPC_CALL_TEXT.search(str(e))
+    return f"gRPC status {m.group(1)}: {m.group(2)}"[:500] if m else None
+
+
 def as_delta_error(e: BaseException) -> DeltaError:
     """``e`` as the DeltaError the app reports: itself, an executor's DeltaError, a Spark analysis
     error as bad input, an I/O error, a Spark or Spark Connect infrastructure failure (retryable)."""
@@ -230,7 +248,7 @@ def as_delta_error(e: BaseException) -> DeltaError:
         return spark_error(e, "Spark refused the operation")
     if isinstance(e, OSError):
         return StorageError("An I/O operation failed", f"{type(e).__name__}: {e}", "check the storage and retry")
-    msg = str(e).strip().splitlines()[0][:500] if str(e).strip() else ""
+    msg = grpc_text(e) or (str(e).strip().splitlines()[0][:500] if str(e).strip() else "")
     from airflow_delta_provider_apps.failures import infrastructure_cause
 
     cause = infrastructure_cause(str(e))
