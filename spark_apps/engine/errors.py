@@ -154,5 +154,9 @@ class ConcurrentTransactionError(CommitConflictError):
     """A concurrent commit touched the same application transaction id or metadata domain."""
 
 
+class ConcurrentVacuumError(CommitConflictError):
+    """A commit that brings old files back (RESTORE) met a VACUUM that may delete them."""
+
+
 class CommitRetriesExhaustedError(CommitConflictError):
     """Lost the race for the next version more times than the retry budget allows."""

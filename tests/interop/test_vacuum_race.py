@@ -1,6 +1,7 @@
-"""VACUUM racing writers in other processes (appends, deletes, optimizes, merges through Spark) with a short retention: no
-writer fails because of it, no committed file is lost, and deltalake reads every row the writers'
-commits say are there."""
+"""VACUUM racing writers in other processes (appends, deletes, optimizes, restores, merges through Spark) at the
+shortest retention the check allows (the table's own retention is a few seconds), full and lite in turn:
+no writer fails because of it, no committed file is lost (every latest version stays readable by
+deltalake), and deltalake reads every row the writers' commits say are there."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ WRITER = textwrap.dedent(
     import os, sys, time, pyarrow as pa
     from airflow_delta_provider_apps.engine import DeltaTable
     from airflow_delta_provider_apps.engine.commands.write import append_arrow
-    from airflow_delta_provider_apps.engine.errors import CommitConflictError
+    from airflow_delta_provider_apps.engine.errors import CommitConflictError, InvalidArgumentError
     root, kind, seconds, start = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
     if kind == "merge":  # upserts through Spark: a few existing keys rewritten, one new key each round
         from airflow_delta_provider_apps.engine.spark.session import build_session
@@ -42,12 +43,17 @@ WRITER = textwrap.dedent(
             elif kind == "merge":
                 ids = sorted({n * 13 % 300, n * 29 % 300, 1_000_000 + n})
                 DeltaTable(spark, root).upsert(spark.createDataFrame([(i,) for i in ids], "id long"), ["id"])
+            elif kind == "restore":  # a recent version back (its files may be gone: a clear refusal)
+                t = DeltaTable(None, root)
+                t.restore(version=max(1, t.snapshot().version - 1 - n % 4))
             else:
                 DeltaTable(None, root).optimize(target_size=1 << 20)
         except CommitConflictError:
-            conflicts += 1  # a conflict between writers (not with VACUUM): retried by the next round
+            conflicts += 1  # a conflict between writers or with a running VACUUM: the next round retries
+        except InvalidArgumentError as e:  # RESTORE of a version whose files VACUUM already deleted
+            assert kind == "restore" and "no longer exist" in str(e), e
         n += 1
-        time.sleep(1.0 if kind in ("delete", "optimize") else 0.05)  # gaps in which a merge can land
+        time.sleep(1.0 if kind in ("delete", "optimize", "restore") else 0.05)  # gaps in which a merge can land
     print(n, conflicts)
     """
 )
@@ -55,12 +61,14 @@ WRITER = textwrap.dedent(
 
 def test_vacuum_beside_writers_loses_nothing(tmp_path):
     root = str(tmp_path / "t")
-    create_table(root, schema="id BIGINT")
+    # the shortest retention the check allows is the table's own
+    create_table(root, schema="id BIGINT", properties={"delta.deletedFileRetentionDuration": "interval 8 seconds"})
     # Delta's contract: the retention outlasts the longest transaction. A Spark merge on two busy cores
     # takes a few seconds (with a 2-second retention one read a file a concurrent OPTIMIZE had removed
     # and VACUUM had deleted since; that is now a retryable ConcurrentDeleteReadError, see
     # test_vacuum.py), so 8 s here, over a 16-second race, for merges to land.
-    seconds, retention_s, start = 16, 8, tmp_path / "start"
+    seconds, start = 16, tmp_path / "start"
+    kinds = ("append", "delete", "optimize", "restore", "merge")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     writers = [
         subprocess.Popen(
@@ -70,7 +78,7 @@ def test_vacuum_beside_writers_loses_nothing(tmp_path):
             text=True,
             env=env,
         )
-        for kind in ("append", "delete", "optimize", "merge")
+        for kind in kinds
     ]
     for w in writers:  # every writer is set up (Spark started) before the clock starts
         assert w.stdout.readline().strip() == "ready", w.stderr.read()[-3000:]
@@ -79,18 +87,21 @@ def test_vacuum_beside_writers_loses_nothing(tmp_path):
     vacuums, deleted = 0, 0
     end = time.time() + seconds
     while time.time() < end:
-        try:  # a short retention: anything a writer wrote less than retention_s ago is young and stays
-            deleted += t.vacuum(retention_s / 3600, enforce_retention_duration=False)["numDeletedFiles"]
+        try:  # the table's retention: anything a writer wrote less than 8 s ago is young and stays
+            deleted += t.vacuum(mode=("full", "lite")[vacuums % 2])["numDeletedFiles"]
             vacuums += 1
         except CommitConflictError:  # VACUUM's own commits never conflict; kept to say so if they do
             pytest.fail("VACUUM's commit conflicted")
+        # the version now latest is whole: deltalake reads it (a deleted live file would fail here)
+        deltalake.DeltaTable(root).to_pyarrow_table()
         time.sleep(0.2)
     rounds = {}
-    for kind, w in zip(("append", "delete", "optimize", "merge"), writers, strict=True):
+    for kind, w in zip(kinds, writers, strict=True):
         out, err = w.communicate(timeout=120)
         assert w.returncode == 0, err[-3000:]
         rounds[kind] = [int(x) for x in out.split()]
     assert rounds["merge"][0] - rounds["merge"][1] >= 2, rounds  # merges did land during the race
+    assert rounds["restore"][0] - rounds["restore"][1] >= 2, rounds  # restores landed too
     assert vacuums > 3 and deleted > 0  # it did delete what the writers' rewrites left behind
     snap = t.snapshot()
     from airflow_delta_provider_apps.engine.paths import file_locations

@@ -6,6 +6,10 @@ stats, partition values and deletion vectors as the old version had them), both 
 the two (a table never downgrades). Before anything is committed, every file to be added again is
 checked to still exist: when VACUUM deleted one, RESTORE refuses, naming the version and the file.
 A file is the same file when its path and its deletion vector are the same.
+
+Against a concurrent VACUUM (which could delete a file after that check): RESTORE refuses, retryably,
+while a VACUUM's lease says it is running, and its commit conflicts with a ``VACUUM START`` that lands
+after it read the table (see :mod:`.vacuum`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ..threads import ThreadPool
 from ..values import parse_version
 from .base import Command
 from .result import CommandResult, RestoreMetrics
+from .vacuum import refuse_while_vacuum_runs
 
 __all__ = ["restore"]
 
@@ -43,9 +48,12 @@ def _sum(files: pa.Table) -> int:
     return int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
 
 
-def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = None, timestamp=None) -> CommandResult:
+def restore(
+    snapshot, *, version: int | None = None, timestamp_ms: int | None = None, timestamp=None, **txn_options
+) -> CommandResult:
     """RESTORE the snapshot's table to ``version`` or to the version as of ``timestamp_ms`` (see the
-    module docstring); ``timestamp``: how the user wrote it (for the commit's parameters)."""
+    module docstring); ``timestamp``: how the user wrote it (for the commit's parameters);
+    ``txn_options``: ``app_id``, ``app_version``, ``user_metadata``."""
     from ..actions import Protocol
     from ..log.snapshot import add_from_row, load_snapshot
     from ..paths import file_locations
@@ -59,7 +67,9 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
         )
     if version is not None:  # before anything is read or written: 2.7 must never restore version 2
         version = parse_version(version)
-    cmd = Command(snapshot, "RESTORE")
+    cmd = Command(snapshot, "RESTORE", txn_options={**txn_options, "readds_files": True})
+    if cmd.duplicate:
+        return cmd.skipped(None)
     storage, root = snapshot.storage, snapshot.table_root
     target = load_snapshot(storage, root, version=version, timestamp_ms=timestamp_ms)
     if target.version > snapshot.version:
@@ -80,6 +90,7 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
     params = {"version": target.version} if version is not None else {"timestamp": str(timestamp or timestamp_ms)}
     fields = {"restored_version": target.version}
     if to_add.num_rows:  # every file to bring back must still exist (VACUUM may have deleted it)
+        refuse_while_vacuum_runs(snapshot, "RESTORE")
         locations = file_locations(root, to_add.column("path"))
         with ThreadPool(max_workers=16, thread_name_prefix="delta-restore") as pool:
             exists = list(pool.map(storage.exists, locations))
@@ -93,7 +104,7 @@ def restore(snapshot, *, version: int | None = None, timestamp_ms: int | None = 
     if not to_add.num_rows and not to_remove.num_rows and target.metadata == snapshot.metadata:
         return cmd.unchanged(metrics, fields=fields)
     txn = cmd.txn
-    txn.operation_parameters = params
+    txn.operation_parameters = params  # known only now (the version a timestamp resolves to)
     cmd.read_rows(None)
     if target.metadata != snapshot.metadata:
         from ..identity import kept_high_water_marks

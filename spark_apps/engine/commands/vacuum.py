@@ -20,27 +20,127 @@ The retention defaults to ``delta.deletedFileRetentionDuration`` (7 days); a sho
 unless ``enforce_retention_duration=False``. A run commits ``VACUUM START`` and ``VACUUM END``
 (commitInfo only, Delta's operationParameters and metrics) around the deletes, which run in
 parallel; empty directories left behind are removed. ``dry_run=True`` only reports.
+
+**Against RESTORE and other writers** (Delta's own VACUUM is not transactional; this one is): no
+interleaving deletes a file that a committed version references, at any retention the check allows.
+
+* A running VACUUM holds a lease, ``<table>/_delta_vacuum/<id>.json``, written before it plans and
+  renewed every minute while it works; it deletes a file only while its lease is fresh (renewed less
+  than ``LEASE_TTL_MS - LEASE_MARGIN_MS`` ago: a stalled process stops deleting before others may
+  think it dead). RESTORE refuses, retryably, while a fresh lease exists (:func:`vacuums_in_flight`).
+* A RESTORE that read the table before the lease existed and commits after ``VACUUM START`` conflicts
+  on that commit (``conflicts.check_vacuum``).
+* What committed between the plan's snapshot and ``VACUUM START`` (a RESTORE, an OPTIMIZE, any
+  writer) is re-read before deleting: the plan drops every file the ``VACUUM START`` version needs.
+
+With the retention check off at retention 0, files of transactions still in flight (written, not yet
+committed when ``VACUUM START`` lands) may be deleted, as Delta documents.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import threading
 import time
+import uuid
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidArgumentError
+from ..errors import ConcurrentVacuumError, InvalidArgumentError
+from ..paths import new_file_location
 from ..threads import ThreadPool
 from ..values import parse_retention_hours
 from .base import Command
 from .result import CommandResult, Stopwatch, VacuumMetrics
 
-__all__ = ["vacuum", "check_time_travel", "MODES"]
+__all__ = ["vacuum", "check_time_travel", "vacuums_in_flight", "MODES"]
 
 MODES = ("full", "lite")
 #: directories VACUUM cleans although their names start with "_" (delta-spark's rule)
 NOT_HIDDEN = ("_change_data", "_delta_index")
 _DELETE_THREADS = 16
+#: a running VACUUM's lease (see the module docstring): where, how long it counts, how often renewed
+LEASE_DIR = "_delta_vacuum"
+LEASE_TTL_MS = 10 * 60_000
+LEASE_RENEW_MS = 60_000
+#: a VACUUM stops deleting this long before its lease would expire (a stall, clocks apart)
+LEASE_MARGIN_MS = 3 * 60_000
+
+
+class _Lease:
+    """This VACUUM's lease file, renewed by a daemon thread until :meth:`release`."""
+
+    def __init__(self, storage, root: str, clock=None):
+        self.storage = storage
+        self.path = new_file_location(root, f"{LEASE_DIR}/{uuid.uuid4().hex}.json")
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.renewed_ms = 0
+        self._stop = threading.Event()
+        self.renew()
+        self._thread = threading.Thread(target=self._loop, name="delta-vacuum-lease", daemon=True)
+        self._thread.start()
+
+    def renew(self) -> None:
+        now = self.clock()  # taken before the write: the lease counts from no later than this
+        body = {"renewed_ms": now, "ttl_ms": LEASE_TTL_MS, "host": socket.gethostname(), "pid": os.getpid()}
+        self.storage.write_bytes(self.path, json.dumps(body).encode(), overwrite=True)
+        self.renewed_ms = now
+
+    def _loop(self) -> None:
+        while not self._stop.wait(LEASE_RENEW_MS / 1000):
+            try:
+                self.renew()
+            except Exception:  # a failed renewal only makes deletes stop sooner (fresh() turns false)
+                pass
+
+    def fresh(self) -> bool:
+        return self.clock() < self.renewed_ms + LEASE_TTL_MS - LEASE_MARGIN_MS
+
+    def release(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        try:
+            self.storage.delete(self.path, missing_ok=True)
+        except Exception:  # left behind, it stops counting after LEASE_TTL_MS
+            pass
+
+
+def vacuums_in_flight(storage, root: str, now_ms: int | None = None) -> list[dict]:
+    """The leases of VACUUMs that may be deleting now (renewed less than their TTL ago); an
+    unreadable lease (being written) counts by its file's modification time."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    out = []
+    for info in storage.list_dir(new_file_location(root, LEASE_DIR)):
+        try:
+            body = json.loads(storage.read_bytes(info.path))
+            renewed, ttl = int(body["renewed_ms"]), int(body.get("ttl_ms", LEASE_TTL_MS))
+        except FileNotFoundError:
+            continue
+        except Exception:
+            body, renewed, ttl = {}, info.mtime_ms, LEASE_TTL_MS
+        if now_ms < renewed + ttl:
+            out.append({**body, "path": info.path, "renewed_ms": renewed, "ttl_ms": ttl})
+    return out
+
+
+def refuse_while_vacuum_runs(snapshot, operation: str, now_ms: int | None = None) -> None:
+    """Before ``operation`` brings back files the latest version no longer has: refuse (retryably)
+    while a VACUUM may be deleting them."""
+    live = vacuums_in_flight(snapshot.storage, snapshot.table_root, now_ms)
+    if not live:
+        return
+    lease = live[0]
+    raise ConcurrentVacuumError(
+        f"{operation} would bring back removed files while a VACUUM is running on this table",
+        f"VACUUM on {lease.get('host', '?')} (pid {lease.get('pid', '?')}) holds {lease['path']}, renewed "
+        f"{max(0, (int(time.time() * 1000) if now_ms is None else now_ms) - lease['renewed_ms']) // 1000} s ago; "
+        "it may delete files this operation needs",
+        f"retry after the VACUUM ends (a VACUUM whose process died stops counting {LEASE_TTL_MS // 60_000} "
+        "minutes after its last renewal)",
+    )
 
 
 def _retention_ms(snapshot, retention_hours, enforce: bool) -> int:
@@ -160,6 +260,30 @@ def _empty_dirs(storage, root: str, deleted: list[str]) -> int:
     return removed
 
 
+class _Metrics(dict):
+    """operationMetrics of VACUUM START / END, rendered as given (Delta's names)."""
+
+    def to_operation_metrics(self) -> dict:
+        return dict(self)
+
+
+def _plan(snapshot, mode: str, cutoff: int) -> pa.Table:
+    """``path``, ``size``, ``mtime_ms`` of the files this snapshot's VACUUM may delete."""
+    storage, root = snapshot.storage, snapshot.table_root
+    candidates = _listed(storage, root) if mode == "full" else _lite_candidates(snapshot, cutoff)
+    return _unneeded(candidates, snapshot, cutoff, old_only=True)
+
+
+def _unneeded(candidates: pa.Table, snapshot, cutoff: int, *, old_only: bool = False) -> pa.Table:
+    if not candidates.num_rows:
+        return candidates
+    needed = pa.array(sorted(_needed(snapshot, cutoff)), pa.string())
+    keep = pc.invert(pc.is_in(candidates.column("path"), value_set=needed))
+    if old_only:
+        keep = pc.and_(keep, pc.less(candidates.column("mtime_ms"), cutoff))
+    return candidates.filter(keep)
+
+
 def vacuum(
     snapshot,
     retention_hours=None,
@@ -168,76 +292,85 @@ def vacuum(
     enforce_retention_duration: bool = True,
     mode: str = "full",
     now_ms: int | None = None,
+    **txn_options,
 ) -> CommandResult:
-    """VACUUM the snapshot's table (see the module docstring)."""
+    """VACUUM the snapshot's table (see the module docstring). ``txn_options``: ``app_id``,
+    ``app_version`` (committed with ``VACUUM END``: a retry after it landed does nothing) and
+    ``user_metadata`` (on both commits)."""
     from .. import features
+    from ..log.snapshot import load_snapshot
 
     watch = Stopwatch()
     if mode not in MODES:
         raise InvalidArgumentError(
             f"Unknown VACUUM mode '{mode}'", f"known: {', '.join(MODES)}", "use 'full' or 'lite'"
         )
-    start = Command(snapshot, "VACUUM START")
-    if "vacuumProtocolCheck" in (snapshot.protocol.writer_features or ()):
-        features.check_read_supported(snapshot.protocol, snapshot.metadata)
     retention = _retention_ms(snapshot, retention_hours, enforce_retention_duration)
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    cutoff = now_ms - retention
-    storage, root = snapshot.storage, snapshot.table_root
-    candidates = _listed(storage, root) if mode == "full" else _lite_candidates(snapshot, cutoff)
-    needed = pa.array(sorted(_needed(snapshot, cutoff)), pa.string())
-    if candidates.num_rows:
-        unneeded = pc.invert(pc.is_in(candidates.column("path"), value_set=needed))
-        old = pc.less(candidates.column("mtime_ms"), cutoff)
-        candidates = candidates.filter(pc.and_(unneeded, old))
-    paths = candidates.column("path").to_pylist()
-    size = int(pc.sum(candidates.column("size")).as_py() or 0) if candidates.num_rows else 0
-    metrics = VacuumMetrics(num_files_to_delete=len(paths), size_of_data_to_delete=size)
-    fields = {
-        "mode": mode,
-        "dry_run": dry_run,
-        "retention_hours": retention / 3_600_000,
-        "cutoff_ms": cutoff,
-    }
-    if dry_run:
-        metrics.execution_time_ms = watch.elapsed_ms()
-        return CommandResult("VACUUM", root, snapshot.version, False, metrics, None, {**fields, "files": paths})
     params = {
         "retentionCheckEnabled": enforce_retention_duration,
         "defaultRetentionMillis": snapshot.properties.deleted_file_retention_ms,
         "specifiedRetentionMillis": retention,
         "vacuumType": mode.upper(),
     }
-    start.txn.operation_parameters = params
-    start.txn.commit([], operation_metrics={"numFilesToDelete": len(paths), "sizeOfDataToDelete": size})
+    # the identity goes into VACUUM END only (it marks a finished run); userMetadata into both
+    start_options = {k: v for k, v in txn_options.items() if k not in ("app_id", "app_version")}
+    start = Command(snapshot, "VACUUM START", params, txn_options=start_options)
+    if "vacuumProtocolCheck" in (snapshot.protocol.writer_features or ()):
+        features.check_read_supported(snapshot.protocol, snapshot.metadata)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    cutoff = now_ms - retention
+    storage, root = snapshot.storage, snapshot.table_root
+    fields = {"mode": mode, "dry_run": dry_run, "retention_hours": retention / 3_600_000, "cutoff_ms": cutoff}
+    probe = Command(snapshot, "VACUUM END", txn_options=txn_options)
+    if probe.duplicate:
+        return probe.skipped(VacuumMetrics(), fields=fields)
+    lease = None if dry_run else _Lease(storage, root)
+    try:
+        candidates = _plan(snapshot, mode, cutoff)
+        paths = candidates.column("path").to_pylist()
+        size = int(pc.sum(candidates.column("size")).as_py() or 0) if candidates.num_rows else 0
+        metrics = VacuumMetrics(num_files_to_delete=len(paths), size_of_data_to_delete=size)
+        if dry_run:
+            metrics.execution_time_ms = watch.elapsed_ms()
+            return CommandResult("VACUUM", root, snapshot.version, False, metrics, None, {**fields, "files": paths})
+        started = start.commit([], _Metrics(numFilesToDelete=len(paths), sizeOfDataToDelete=size))
+        if started.version > snapshot.version and paths:
+            # what landed between the plan and VACUUM START (a RESTORE re-adding a file, a writer):
+            # nothing the START version needs is deleted
+            at_start = load_snapshot(storage, root, version=started.version)
+            paths = _unneeded(candidates, at_start, cutoff).column("path").to_pylist()
 
-    def delete(chunk: list[str]) -> list[str]:
-        done = []
-        for p in chunk:
-            try:
-                storage.delete(p, missing_ok=True)
-                done.append(p)
-            except Exception:  # a file that cannot be deleted now is tried again by the next VACUUM
-                pass
-        return done
+        def delete(chunk: list[str]) -> list[str]:
+            done = []
+            for p in chunk:
+                if not lease.fresh():  # a stalled VACUUM must not delete once others may think it dead
+                    break
+                try:
+                    storage.delete(p, missing_ok=True)
+                    done.append(p)
+                except Exception:  # a file that cannot be deleted now is tried again by the next VACUUM
+                    pass
+            return done
 
-    # in chunks: one task per few hundred files, not one per file
-    step = max(1, min(1000, -(-len(paths) // (_DELETE_THREADS * 4))))
-    chunks = [paths[i : i + step] for i in range(0, len(paths), step)]
-    with ThreadPool(max_workers=_DELETE_THREADS, thread_name_prefix="delta-vacuum") as pool:
-        done = [p for part in pool.map(delete, chunks) for p in part]
-    metrics.num_deleted_files = len(done)
-    metrics.num_vacuumed_directories = _empty_dirs(storage, root, done)
-    from ..log.snapshot import load_snapshot
-
-    latest = load_snapshot(storage, root)
-    status = "COMPLETED" if len(done) == len(paths) else "FAILED"
-    end = Command(latest, "VACUUM END", {"status": status})
-    commit = end.txn.commit(
-        [], operation_metrics={"numDeletedFiles": len(done), "numVacuumedDirectories": metrics.num_vacuumed_directories}
-    )
+        # in chunks: one task per few hundred files, not one per file
+        step = max(1, min(1000, -(-len(paths) // (_DELETE_THREADS * 4))))
+        chunks = [paths[i : i + step] for i in range(0, len(paths), step)]
+        with ThreadPool(max_workers=_DELETE_THREADS, thread_name_prefix="delta-vacuum") as pool:
+            done = [p for part in pool.map(delete, chunks) for p in part]
+        metrics.num_deleted_files = len(done)
+        metrics.num_vacuumed_directories = _empty_dirs(storage, root, done)
+        latest = load_snapshot(storage, root)
+        status = "COMPLETED" if len(done) == len(paths) else "FAILED"
+        end = Command(latest, "VACUUM END", {"status": status}, txn_options=txn_options)
+        ended = end.commit(
+            [],
+            _Metrics(numDeletedFiles=len(done), numVacuumedDirectories=metrics.num_vacuumed_directories),
+        )
+    finally:
+        if lease is not None:
+            lease.release()
     metrics.execution_time_ms = watch.elapsed_ms()
-    return CommandResult("VACUUM", root, commit.version, False, metrics, commit.commit_info, fields)
+    return CommandResult("VACUUM", root, ended.version, False, metrics, ended.commit_info, fields)
 
 
 def check_time_travel(old) -> None:

@@ -17,6 +17,10 @@ order, each raising ONE typed error (all subclasses of ``CommitConflictError``):
                               table)                                      -> ConcurrentDeleteReadError
 6. ``check_deleted_deleted`` winner removed a file we also remove      -> ConcurrentDeleteDeleteError
 7. ``check_domain_metadata`` winner touched a metadata domain we touch  -> ConcurrentTransactionError
+8. ``check_vacuum``          we bring back files a version no longer had (RESTORE) and the winner
+                              is a VACUUM START: its deletes may run after our existence check
+                              -> ConcurrentVacuumError (a VACUUM already running when we read is
+                              refused by RESTORE itself, from VACUUM's lease; see commands/vacuum.py)
 
 A transaction that read nothing (a blind append) therefore only conflicts on protocol/metadata.
 
@@ -57,6 +61,7 @@ from ..errors import (
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
     ConcurrentTransactionError,
+    ConcurrentVacuumError,
     InvalidArgumentError,
     MetadataChangedError,
     ProtocolChangedError,
@@ -277,6 +282,8 @@ class CurrentTransaction:
     read_predicates: list = field(default_factory=list)
     read_app_ids: frozenset = frozenset()
     metadata_changed: bool = False
+    # the adds bring back files a newer version removed (RESTORE): a concurrent VACUUM may delete them
+    readds_files: bool = False
     # the protocol and metadata this transaction read (a winner's protocol change is judged against them)
     read_protocol: Protocol | None = None
     read_metadata: Metadata | None = None
@@ -398,6 +405,7 @@ class ConflictChecker:
         "check_deleted_read",
         "check_deleted_deleted",
         "check_domain_metadata",
+        "check_vacuum",
     )
 
     def __init__(self, current: CurrentTransaction, winner: WinningCommit):
@@ -573,6 +581,17 @@ class ConflictChecker:
             f"The metadata domain '{hit}' was changed by a concurrent commit",
             f"{self._who()} and wrote domain '{hit}', which this transaction writes too",
             "retry the operation so it is based on the domain's new value",
+            **self._kw(),
+        )
+
+    def check_vacuum(self) -> None:
+        if not self.current.readds_files or self.winner.operation != "VACUUM START":
+            return
+        raise ConcurrentVacuumError(
+            "A VACUUM started while this transaction was bringing back removed files",
+            f"{self._who()}; the files this transaction re-adds were checked before that VACUUM planned "
+            "its deletes, so it may delete some of them after this commit",
+            "retry once the VACUUM has ended (the retry re-reads the table and checks the files again)",
             **self._kw(),
         )
 

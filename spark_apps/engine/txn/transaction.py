@@ -188,6 +188,8 @@ class OptimisticTransaction:
     :param engine_info: commitInfo.engineInfo (default ``airflow-delta-provider/<version>``)
     :param clock: ``() -> epoch ms`` (tests)
     :param post_commit: run checkpoint/cleanup after the commit (default True)
+    :param readds_files: the adds bring back files the read version no longer has (RESTORE): a
+        concurrent VACUUM START is a conflict
     """
 
     def __init__(
@@ -206,6 +208,7 @@ class OptimisticTransaction:
         engine_info: str | None = None,
         clock: Callable[[], int] | None = None,
         post_commit: bool = True,
+        readds_files: bool = False,
     ):
         if (app_id is None) != (app_version is None):
             raise InvalidArgumentError(
@@ -237,6 +240,7 @@ class OptimisticTransaction:
         self.engine_info = engine_info or _engine_info()
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.post_commit_enabled = post_commit
+        self.readds_files = readds_files  # RESTORE: a concurrent VACUUM START conflicts (conflicts.check_vacuum)
 
         self.read_version: int = snapshot.version if snapshot is not None else -1
         self._read_metadata: Metadata | None = getattr(snapshot, "metadata", None) if snapshot is not None else None
@@ -645,6 +649,7 @@ class OptimisticTransaction:
             read_predicates=list(self.read_predicates),
             read_app_ids=frozenset(self.read_app_ids),
             metadata_changed=self.new_metadata is not None,
+            readds_files=self.readds_files,
             read_protocol=self._read_protocol,
             read_metadata=self._read_metadata,
         )

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.commands.restore import restore
 from airflow_delta_provider_apps.engine.commands.vacuum import vacuum
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
 
@@ -167,3 +168,65 @@ def test_a_file_read_then_removed_and_vacuumed_is_a_retryable_conflict(tmp_path)
     os.remove(live)
     with pytest.raises(DataFileMissingError):
         t.update({"v": "v + 1"}, "id = 3")
+
+
+def _live_files_exist(root: str) -> bool:
+    snap = DeltaTable(None, root).snapshot()
+    from airflow_delta_provider_apps.engine.paths import file_locations
+
+    return all(snap.storage.exists(p) for p in file_locations(root, snap.files.column("path")))
+
+
+def test_vacuum_planned_before_a_restore_does_not_delete_what_it_brought_back(tmp_path):
+    # issue 31.2, deterministically: VACUUM plans on version N where file X is removed; a RESTORE
+    # commits N+1 adding X back; VACUUM must not delete X
+    root = _new_table(tmp_path)
+    _append(root, [1, 2])  # version 1: file X
+    t = DeltaTable(None, root)
+    t.delete("id = 1 or id = 2")  # version 2: X removed
+    stale = t.snapshot()
+    t.restore(version=1)  # version 3: X back
+    future = int(time.time() * 1000) + HOUR_MS
+    for mode in ("lite", "full"):
+        vacuum(stale, 0, enforce_retention_duration=False, mode=mode, now_ms=future)
+        assert _live_files_exist(root)
+        assert _rows(root) == [(1, 10, "a"), (2, 20, "a")]  # deltalake reads the latest version
+    history = [h["operation"] for h in t.history()]
+    assert history[:5] == ["VACUUM END", "VACUUM START", "VACUUM END", "VACUUM START", "RESTORE"]
+
+
+def test_restore_refuses_while_a_vacuum_runs_and_conflicts_with_one_that_starts(tmp_path):
+    from airflow_delta_provider_apps.engine.commands import vacuum as vacuum_mod
+    from airflow_delta_provider_apps.engine.commands.base import Command
+    from airflow_delta_provider_apps.engine.errors import ConcurrentVacuumError
+
+    root = _new_table(tmp_path)
+    _append(root, [1, 2])
+    t = DeltaTable(None, root)
+    t.delete("id = 1")  # version 2
+    log = sorted(os.listdir(os.path.join(root, "_delta_log")))
+    # a VACUUM holding its lease (it may be deleting): RESTORE is refused, retryably, nothing committed
+    lease = vacuum_mod._Lease(DeltaTable(None, root).snapshot().storage, root)
+    try:
+        assert len(vacuum_mod.vacuums_in_flight(lease.storage, root)) == 1
+        with pytest.raises(ConcurrentVacuumError, match="RESTORE would bring back removed files") as e:
+            t.restore(version=1)
+        assert e.value.retryable and "retry after the VACUUM ends" in str(e.value)
+        assert sorted(os.listdir(os.path.join(root, "_delta_log"))) == log
+    finally:
+        lease.release()
+    assert vacuum_mod.vacuums_in_flight(lease.storage, root) == []
+    # a lease its VACUUM stopped renewing counts no longer than its TTL
+    stale_lease = vacuum_mod._Lease(lease.storage, root)
+    stale_lease._stop.set()
+    later = int(time.time() * 1000) + vacuum_mod.LEASE_TTL_MS + 1
+    assert vacuum_mod.vacuums_in_flight(lease.storage, root, now_ms=later) == []
+    stale_lease.release()
+    # a VACUUM START that lands after RESTORE read the table: its commit conflicts
+    read = t.snapshot()
+    Command(t.snapshot(), "VACUUM START").commit([], None)
+    with pytest.raises(ConcurrentVacuumError, match="A VACUUM started while this transaction") as e:
+        restore(read, version=1)
+    assert e.value.winning_version == 3
+    assert t.restore(version=1)["numRestoredFiles"] == 1  # the retry, once it has ended
+    assert _rows(root) == [(1, 10, "a"), (2, 20, "a")]

@@ -27,6 +27,7 @@ from airflow_delta_provider_apps.engine.errors import (
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
     ConcurrentTransactionError,
+    ConcurrentVacuumError,
     MetadataChangedError,
     ProtocolChangedError,
 )
@@ -48,7 +49,12 @@ DOMAIN_PROTOCOL = Protocol(1, 7, writer_features=["domainMetadata"])
 # reads: ("none",) ("whole",) ("pred", filter) ("files", ["A"]) - combinations as a list
 # winner / own: ("append", part) ("append_read", part) [= not blind] ("delete", "A") ("compact", "A")
 #               ("metadata",) ("protocol", Protocol) ("txn", app) ("domain", name)
+#               ("vacuum_start",) [winner: VACUUM START's empty commit] ("restore",) [own: re-adds a file]
 CASES = [
+    # --- a RESTORE (brings back removed files) vs a VACUUM START that landed after it read --------
+    ("restore vs vacuum start", S, [], ("vacuum_start",), ("restore",), ConcurrentVacuumError),
+    ("blind append vs vacuum start", S, [], ("vacuum_start",), ("append", "a"), None),
+    ("restore vs blind append", WS, [], ("append", "b"), ("restore",), None),
     # --- blind appends never conflict (except protocol/metadata) ---------------------------
     ("blind append vs blind append", S, [], ("append", "a"), ("append", "a"), None),
     ("blind append vs blind append WS", WS, [], ("append", "a"), ("append", "a"), None),
@@ -249,6 +255,10 @@ def _remove(row: dict, data_change: bool = True) -> RemoveFile:
 
 def _actions(root: str, snap, spec: tuple, t: OptimisticTransaction) -> list:
     kind = spec[0]
+    if kind in ("vacuum_start",):
+        return []
+    if kind == "restore":
+        return [write_file(root, [1], "a")]
     if kind in ("append", "append_read"):
         if kind == "append_read":
             t.read_predicate({"p": spec[1]})
@@ -294,6 +304,8 @@ def test_conflict_matrix(tmp_path, name, level, reads, winner, own, expected):
     assert snap.version == 2
 
     own_kwargs = {"app_id": own[1], "app_version": own[2]} if own[0] == "txn" else {}
+    if own[0] == "restore":
+        own_kwargs["readds_files"] = True
     mine = txn(root, snap, operation="TEST", isolation_level=level, **own_kwargs)
     for r in reads:
         if r[0] == "whole":
@@ -308,7 +320,7 @@ def test_conflict_matrix(tmp_path, name, level, reads, winner, own, expected):
         _raw_protocol_commit(root, 3, winner[1])
     else:
         w_kwargs = {"app_id": winner[1], "app_version": winner[2]} if winner[0] == "txn" else {}
-        w = txn(root, snap, operation="WINNER", **w_kwargs)
+        w = txn(root, snap, operation="VACUUM START" if winner[0] == "vacuum_start" else "WINNER", **w_kwargs)
         assert w.commit(_actions(root, snap, winner, w)).version == 3
 
     if expected == "skipped":
@@ -454,7 +466,7 @@ def test_checker_order_protocol_before_everything(tmp_path):
     with pytest.raises(ProtocolChangedError) as e:
         ConflictChecker(cur, winner).check()
     assert "removed protocol features" in e.value.cause
-    assert ConflictChecker.CHECKS[0] == "check_protocol" and ConflictChecker.CHECKS[-1] == "check_domain_metadata"
+    assert ConflictChecker.CHECKS[0] == "check_protocol" and ConflictChecker.CHECKS[-1] == "check_vacuum"
 
 
 def test_a_stale_writer_never_lands_behind_log_cleanup(tmp_path):
