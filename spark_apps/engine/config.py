@@ -11,6 +11,10 @@ Rules:
   operation that uses it: a bad ``delta.targetFileSize`` must not make the table unreadable.
   :meth:`TableProperties.validate` parses them all (CREATE TABLE does, before anything is written).
 * Property keys are matched case-insensitively and boolean values too (``"TRUE"``), as delta-spark does.
+  A boolean set by CREATE TABLE or SET TBLPROPERTIES with anything around it (``"TRUE "``) is refused
+  (:func:`parse_bool_property`), as delta-spark's ``toBoolean`` refuses it; one already in a log
+  (another writer's) is read trimmed. :func:`check_stats_columns` checks
+  ``delta.dataSkippingStatsColumns`` against the schema when it is set.
 * Durations are Spark ``CalendarInterval`` strings: ``"interval 7 days"``, ``"30 days"``,
   ``"interval 1 week 2 hours"``. Months and years are refused (their length in ms is not fixed,
   Delta refuses them too), and so are negative durations (as Delta does) and ones longer than 100
@@ -248,6 +252,48 @@ def parse_stats_columns(value: str | Sequence[str] | Sequence[Sequence[str]]) ->
         raise InvalidArgumentError(e.problem, e.cause, e.fix) from None
 
 
+def parse_bool_property(key: str, value: Any) -> bool:
+    """A boolean property's value as delta-spark reads it (Scala's ``toBoolean``): ``true`` or
+    ``false`` in any case, nothing around them (``'TRUE '`` is refused, as Delta refuses it).
+
+    :raises InvalidArgumentError: any other value, naming the property
+    """
+    s = str(value)
+    if s.lower() in ("true", "false"):
+        return s.lower() == "true"
+    raise InvalidArgumentError(
+        f"Table property {key}='{s}' is not a boolean",
+        "a boolean property is 'true' or 'false' exactly (any case, no spaces or other words), as Delta reads it",
+        f"set {key} to 'true' or 'false'",
+    )
+
+
+def check_stats_columns(configuration: Mapping[str, Any] | None, schema: Any) -> None:
+    """``delta.dataSkippingStatsColumns`` names columns of ``schema`` (a ``StructType``; matched
+    case-insensitively, nested fields through structs), as delta-spark checks when the property is
+    set: a name that is not a column would silently collect no statistics.
+
+    :raises InvalidArgumentError: naming the first missing column and the columns there are
+    """
+    paths = TableProperties.of(configuration).data_skipping_stats_columns
+    for path in paths or ():
+        st, found = schema, True
+        for part in path:
+            fields = getattr(st, "fields", None)
+            f = next((x for x in fields or () if x.name.lower() == part.lower()), None)
+            if f is None:
+                found = False
+                break
+            st = f.type
+        if not found:
+            name = ".".join(path)
+            raise InvalidArgumentError(
+                f"Table property {DATA_SKIPPING_STATS_COLUMNS} names column '{name}', which the table does not have",
+                f"the table's columns are {', '.join(schema.names)}",
+                f"list existing columns in {DATA_SKIPPING_STATS_COLUMNS} (comma-separated, e.g. 'id, name')",
+            )
+
+
 @dataclass(frozen=True)
 class TableProperties:
     """The table's properties (``metaData.configuration``), typed; see the module docstring.
@@ -300,12 +346,12 @@ class TableProperties:
         v = self.get(key)
         if v is None:
             return default
+        # a value in the log is read leniently (trimmed): another writer's table stays usable;
+        # what we write is checked strictly (parse_bool_property)
         s = v.strip().lower()
         if s in ("true", "false"):
             return s == "true"
-        raise InvalidArgumentError(
-            f"Table property {key}='{v}' is not a boolean", None, f"set {key} to 'true' or 'false'"
-        )
+        return parse_bool_property(key, v)
 
     def _duration(self, key: str, default: int | None) -> int | None:
         v = self.get(key)

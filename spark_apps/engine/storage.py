@@ -332,15 +332,13 @@ class LocalStorage(Storage):
             return f.read()
 
     def open_output_stream(self, path: str) -> pa.NativeFile:
-        os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
-        return self._fs.open_output_stream(path)
+        return _in_own_dir(path, self._fs.open_output_stream)
 
     def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         parent = os.path.dirname(path)
-        os.makedirs(parent, exist_ok=True)
         tmp = os.path.join(parent, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
         try:
-            with open(tmp, "wb") as f:
+            with _in_own_dir(tmp, lambda p: open(p, "wb")) as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
@@ -384,7 +382,36 @@ class LocalStorage(Storage):
         return os.path.exists(path)
 
     def mkdirs(self, dir_path: str) -> None:
-        os.makedirs(dir_path, exist_ok=True)
+        _make_dirs(dir_path)
+
+
+#: how many times a local write recreates its folder that a cleaner removed meanwhile
+_DIR_RACE_TRIES = 8
+
+
+def _make_dirs(dir_path: str) -> None:
+    """``os.makedirs(dir_path, exist_ok=True)`` that survives a racing cleaner: makedirs raises
+    FileExistsError when another process created a folder of the path and a cleaner (VACUUM
+    removing an empty ``_change_data``) deleted it before makedirs looked again; create it again."""
+    for attempt in range(_DIR_RACE_TRIES):
+        try:
+            os.makedirs(dir_path or "/", exist_ok=True)
+            return
+        except FileExistsError:
+            if attempt == _DIR_RACE_TRIES - 1 or os.path.lexists(dir_path) and not os.path.isdir(dir_path):
+                raise  # a file is in the way, or the race never ends
+
+
+def _in_own_dir(path: str, create):
+    """``create(path)`` (a new file), its folder made first and made again when a cleaner removed
+    it (still empty) between the two calls."""
+    for attempt in range(_DIR_RACE_TRIES):
+        _make_dirs(os.path.dirname(path))
+        try:
+            return create(path)
+        except FileNotFoundError:
+            if attempt == _DIR_RACE_TRIES - 1 or os.path.isdir(os.path.dirname(path) or "/"):
+                raise  # not the folder's race
 
 
 class PyArrowStorage(Storage):

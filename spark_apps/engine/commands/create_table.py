@@ -87,11 +87,7 @@ def validate_properties(properties: dict | None) -> dict:
                     "delta.logRetentionDuration) or use a name without the 'delta.' prefix",
                 )
             if key in config.BOOL_PROPERTIES:
-                if sval.strip().lower() not in ("true", "false"):
-                    raise InvalidArgumentError(
-                        f"Table property {key}='{sval}' is not a boolean", None, f"set {key} to 'true' or 'false'"
-                    )
-                sval = sval.strip().lower()
+                sval = "true" if config.parse_bool_property(key, sval) else "false"
             elif key in config.INTERVAL_PROPERTIES:
                 config.parse_interval_ms(sval, name=key)
             elif key in config.POSITIVE_INT_PROPERTIES or key in config.INT_PROPERTIES:
@@ -212,6 +208,7 @@ def create_table(
     delta_schema = to_delta_schema(schema)
     partition_columns = validate_partition_columns(delta_schema, partition_by)
     configuration = validate_properties(properties)
+    config.check_stats_columns(configuration, delta_schema)
 
     existing = existing if if_not_exists else _existing_version(storage, table_root)
     if existing is not None:

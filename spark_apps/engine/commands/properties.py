@@ -28,11 +28,14 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     ``properties`` field holds what was set, ``protocol`` the protocol after the commit."""
     from .. import features
     from ..column_mapping import assign, mode_of
+    from ..config import DATA_SKIPPING_STATS_COLUMNS, check_stats_columns
     from ..errors import InvalidArgumentError
     from .create_table import stored_configuration, validate_properties
 
     given = validate_properties(properties)
     configuration = {**(snapshot.metadata.configuration or {}), **given}
+    if DATA_SKIPPING_STATS_COLUMNS in given:  # an unrelated change is not refused for an older value
+        check_stats_columns(configuration, snapshot.schema)
     before, after = mode_of(snapshot.metadata.configuration), mode_of(configuration)
     schema = snapshot.schema
     if before != after:

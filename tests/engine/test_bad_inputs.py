@@ -1,0 +1,210 @@
+"""Bad inputs through the engine's Python API (issue 31.5): each fails with one of our errors (problem,
+cause, fix), before anything is written (the table's files, log and data, stay byte for byte), and
+the storage race VACUUM used to win against a writer's folder is survived. No JVM."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError, SchemaMismatchError
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
+from airflow_delta_provider_apps.engine.storage import LocalStorage
+
+
+def table_bytes(root: str) -> dict[str, bytes]:
+    """Every file under the table (log and data), by relative path."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = fh.read()
+    return out
+
+
+def ours(err: DeltaError, retryable: bool = False) -> None:
+    """A DeltaError that says the problem, the cause and the fix."""
+    assert isinstance(err, DeltaError)
+    assert err.problem and err.cause and err.fix
+    assert err.retryable is retryable
+
+
+@pytest.fixture
+def table(tmp_path):
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="id BIGINT, name STRING, score INT")
+    append_arrow(root, pa.table({"id": [1, 2], "name": ["a", "b"], "score": pa.array([5, 6], pa.int32())}))
+    return root
+
+
+# ------------------------------------------------------------------ append_arrow: the data vs the table
+
+
+@pytest.mark.parametrize(
+    ("data", "kind", "words"),
+    [
+        # a missing column (was KeyError)
+        (pa.table({"id": [3], "name": ["c"]}), SchemaMismatchError, "'score' of the table are missing"),
+        # an extra column
+        (
+            pa.table({"id": [3], "name": ["c"], "score": [1], "x": [1.0]}),
+            SchemaMismatchError,
+            "'x' are not in the table",
+        ),
+        # a string for a number (was ArrowInvalid)
+        (
+            pa.table({"id": [3], "name": ["c"], "score": ["seven"]}),
+            SchemaMismatchError,
+            "Column 'score' has string values in the data (e.g. 'seven')",
+        ),
+        # a number for a string
+        (pa.table({"id": [3], "name": [4], "score": [1]}), SchemaMismatchError, "Column 'name' has int64"),
+        # uint64 past BIGINT (was ArrowInvalid)
+        (
+            pa.table({"id": pa.array([3, 2**64 - 1], pa.uint64()), "name": ["c", "d"], "score": [1, 2]}),
+            SchemaMismatchError,
+            f"holds the value {2**64 - 1}, which bigint cannot hold",
+        ),
+        # an int64 past INT: the value is named
+        (
+            pa.table({"id": [3, 4, 5], "name": ["c", "d", "e"], "score": [1, 2**40, 3]}),
+            SchemaMismatchError,
+            f"holds the value {2**40}, which int cannot hold",
+        ),
+        # not Arrow data at all
+        ({"id": [3]}, InvalidArgumentError, "Cannot append dict as Arrow data"),
+    ],
+)
+def test_append_arrow_refuses_data_that_does_not_fit(table, data, kind, words):
+    before = table_bytes(table)
+    with pytest.raises(kind) as e:
+        append_arrow(table, data)
+    assert words in str(e.value)
+    ours(e.value)
+    assert table_bytes(table) == before
+
+
+def test_append_arrow_converts_what_fits_exactly(table):
+    # narrower or unsigned ints that fit, a column order of its own, names in another case
+    data = pa.table(
+        {"SCORE": pa.array([7, 8], pa.int64()), "name": ["c", "d"], "id": pa.array([3, 2**63 - 1], pa.uint64())}
+    )
+    append_arrow(table, data)
+    rows = sorted(read_snapshot_table(DeltaTable.for_path(None, table).snapshot()).to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["name"], r["score"]) for r in rows] == [
+        (1, "a", 5),
+        (2, "b", 6),
+        (3, "c", 7),
+        (2**63 - 1, "d", 8),
+    ]
+
+
+def test_append_arrow_assigns_identity_values_the_data_leaves_out(tmp_path):
+    root = str(tmp_path / "t")
+    DeltaTable.create(
+        None, root, schema="id BIGINT GENERATED ALWAYS AS IDENTITY (START WITH 100 INCREMENT BY 3), v STRING"
+    )
+    n = 3000
+    # the column left out, as the README says; two batches: one writer continues its range
+    data = pa.table({"v": [f"r{i}" for i in range(n)]})
+    append_arrow(root, data.to_batches(max_chunksize=1000))
+    t = DeltaTable.for_path(None, root)
+    ids = read_snapshot_table(t.snapshot()).column("id").to_pylist()
+    assert len(ids) == n and len(set(ids)) == n and None not in ids
+    assert sorted(ids) == list(range(100, 100 + 3 * n, 3))
+    mark = t.snapshot().schema.find("id").metadata["delta.identity.highWaterMark"]
+    assert mark == 100 + 3 * (n - 1)
+    # the next append continues after the mark, in the same commit as its data
+    append_arrow(root, pa.table({"v": ["x"]}))
+    assert max(read_snapshot_table(t.snapshot()).column("id").to_pylist()) == 100 + 3 * n
+
+
+# ------------------------------------------------------------------ table properties
+
+
+@pytest.mark.parametrize("value", ["TRUE ", " true", "yes", "1", "tru"])
+def test_a_boolean_property_is_true_or_false_exactly(tmp_path, value):
+    root = str(tmp_path / "t")
+    with pytest.raises(InvalidArgumentError, match="delta.enableChangeDataFeed=.* is not a boolean") as e:
+        DeltaTable.create(None, root, schema="id BIGINT", properties={"delta.enableChangeDataFeed": value})
+    ours(e.value)
+    assert not os.path.exists(root)
+    DeltaTable.create(None, root, schema="id BIGINT")
+    t = DeltaTable.for_path(None, root)
+    before = table_bytes(root)
+    with pytest.raises(InvalidArgumentError, match="is not a boolean") as e:
+        t.set_properties({"delta.appendOnly": value})
+    ours(e.value)
+    assert table_bytes(root) == before
+    # any case is Delta's
+    t.set_properties({"delta.appendOnly": "TRUE"})
+    assert t.snapshot().metadata.configuration["delta.appendOnly"] == "true"
+
+
+def test_stats_columns_must_name_columns_of_the_table(tmp_path):
+    root = str(tmp_path / "t")
+    with pytest.raises(InvalidArgumentError, match="names column 'nope', which the table does not have") as e:
+        DeltaTable.create(
+            None, root, schema="id BIGINT, name STRING", properties={"delta.dataSkippingStatsColumns": "nope,name"}
+        )
+    ours(e.value)
+    assert not os.path.exists(root)
+    DeltaTable.create(None, root, schema="id BIGINT, name STRING, s STRUCT<a: INT>", properties={"owner": "me"})
+    t = DeltaTable.for_path(None, root)
+    before = table_bytes(root)
+    for value in ["nope,name", "s.b", "name.x"]:
+        with pytest.raises(InvalidArgumentError, match="which the table does not have") as e:
+            t.set_properties({"delta.dataSkippingStatsColumns": value})
+        ours(e.value)
+    assert table_bytes(root) == before
+    # existing columns, matched case-insensitively, nested through structs
+    t.set_properties({"delta.dataSkippingStatsColumns": "NAME, s.a"})
+    assert t.snapshot().properties.data_skipping_stats_columns == [("NAME",), ("s", "a")]
+
+
+# ------------------------------------------------------------------ storage races
+
+
+def _racing_cleaner(monkeypatch, folder: str, times: int = 2):
+    """os.mkdir of ``folder`` first meets a folder another writer made and a cleaner (VACUUM
+    removing an empty ``_change_data``) took away again: EEXIST, then nothing there."""
+    real = os.mkdir
+    left = {"n": times}
+
+    def mkdir(path, *args, **kwargs):
+        if os.path.abspath(path) == folder and left["n"]:
+            left["n"] -= 1
+            real(path, *args, **kwargs)
+            os.rmdir(path)
+            raise FileExistsError(17, "File exists", path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+
+
+def test_a_write_survives_a_cleaner_removing_its_new_folder(tmp_path, monkeypatch):
+    folder = str(tmp_path / "t" / "_change_data")
+    os.makedirs(os.path.dirname(folder))
+    storage = LocalStorage()
+    _racing_cleaner(monkeypatch, folder)
+    storage.write_bytes(os.path.join(folder, "a.bin"), b"abc")
+    assert open(os.path.join(folder, "a.bin"), "rb").read() == b"abc"
+    os.remove(os.path.join(folder, "a.bin"))
+    os.rmdir(folder)
+    _racing_cleaner(monkeypatch, folder)
+    with storage.open_output_stream(os.path.join(folder, "b.bin")) as f:
+        f.write(b"xyz")
+    assert open(os.path.join(folder, "b.bin"), "rb").read() == b"xyz"
+
+
+def test_a_file_in_the_way_of_a_folder_still_fails(tmp_path):
+    blocker = tmp_path / "t" / "_change_data"
+    blocker.parent.mkdir()
+    blocker.write_bytes(b"")
+    with pytest.raises(OSError):
+        LocalStorage().write_bytes(str(blocker / "a.bin"), b"abc")
