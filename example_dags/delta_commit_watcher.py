@@ -42,8 +42,9 @@ with DAG(dag_id="delta_bronze_commits", schedule=[BRONZE], start_date=datetime(2
         """The commits that started this run (the scheduler may batch events that queue up) and the
         partitions they changed."""
         events = triggering_asset_events[BRONZE]
-        # only the watcher's events carry "payload" (an operator writing bronze with its default outlet
-        # announces its commit too: give such operators outlets=[] when the table is watched)
+        # only the watcher's events carry "payload"; for a table DAGs write too, declare its asset once
+        # and use it as those operators' outlets: they then leave the announcing to the watcher
+        # (example_dags/delta_orders_commits.py)
         commits = [c for e in events if "payload" in (e.extra or {}) for c in e.extra["payload"]["commits"]]
         for c in commits:
             print(f"bronze v{c['version']}: {c['operation']} {c['metrics']} partitions {c['partition_keys']}")
