@@ -570,7 +570,6 @@ _OPERATIONS = (
             "numVacuumedDirectories",
             "executionTimeMs",
         ),
-        commits=False,
     ),
     Operation(
         "optimize",

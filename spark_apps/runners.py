@@ -226,6 +226,7 @@ def vacuum(params: dict, spark=None) -> dict:
         dry_run=bool(params.get("dry_run")),
         enforce_retention_duration=params.get("enforce_retention_duration") is not False,
         mode=params.get("mode") or "full",
+        **_txn(params),
     )
     return _from_command(r, params["table_uri"])
 
@@ -237,6 +238,7 @@ def optimize(params: dict, spark=None) -> dict:
         min_file_size=params.get("min_file_size"),
         z_order_by=params.get("z_order_by"),
         purge_deletion_vectors=bool(params.get("purge_deletion_vectors")),
+        **_txn(params),
     )
     return _from_command(r, params["table_uri"])
 
@@ -267,7 +269,7 @@ def drop_column(params: dict, spark=None) -> dict:
 
 
 def restore(params: dict, spark=None) -> dict:
-    r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"))
+    r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"), **_txn(params))
     return _from_command(r, params["table_uri"])
 
 

@@ -12,7 +12,9 @@
     t.delete("dt = '2026-01-01' AND id <= 4")        # Spark, or in-process when spark is None
     t.update({"v": "v * 2"}, "id = 7")               # Spark, or in-process when spark is None
 
-Rules: this module holds no protocol logic; each method is one call into a command or the log layer.
+Rules: this module holds no protocol logic; each method is one call into a command or the log layer,
+and raises only :class:`~.errors.DeltaError` (:func:`.foreign.translated_methods`: a Spark task's
+error as itself, an I/O error as a retryable StorageError, anything else named as ours).
 It never imports pyspark at module level (``import airflow_delta_provider_apps.engine`` must not load pyspark); the
 methods that need Spark take the session given to :meth:`for_path`/:meth:`create` and fail with a
 clear error when it is ``None``.
@@ -31,10 +33,12 @@ from __future__ import annotations
 import json
 
 from .errors import InvalidArgumentError, TableNotFoundError
+from .foreign import translated_methods
 from .storage import storage_for, table_location
 from .values import parse_timestamp_ms, parse_version
 
 
+@translated_methods  # every method raises only our errors (see .foreign): the one place all callers pass
 class DeltaTable:
     """A Delta table at a path. Construct with :meth:`for_path` or :meth:`create`.
 
@@ -190,6 +194,7 @@ class DeltaTable:
         dry_run: bool = False,
         enforce_retention_duration: bool = True,
         mode: str = "full",
+        **txn_options,
     ) -> dict:
         """Delete files no version inside the retention needs (see
         :mod:`airflow_delta_provider_apps.engine.commands.vacuum`); no Spark needed."""
@@ -201,6 +206,7 @@ class DeltaTable:
             dry_run=dry_run,
             enforce_retention_duration=enforce_retention_duration,
             mode=mode,
+            **txn_options,
         ).to_dict()
 
     def optimize(
@@ -211,6 +217,7 @@ class DeltaTable:
         min_file_size: int | None = None,
         z_order_by=None,
         purge_deletion_vectors: bool = False,
+        **txn_options,
     ) -> dict:
         """Compact small files, or Z-order them, or purge deleted rows (see
         :mod:`airflow_delta_provider_apps.engine.commands.optimize`); in Spark tasks when this table
@@ -225,6 +232,7 @@ class DeltaTable:
             min_file_size=min_file_size,
             z_order_by=z_order_by,
             purge_deletion_vectors=purge_deletion_vectors,
+            **txn_options,
         ).to_dict()
 
     def set_properties(self, properties: dict, **txn_options) -> dict:
@@ -260,13 +268,13 @@ class DeltaTable:
 
         return drop_constraint(self.snapshot(), name, if_exists=if_exists, **txn_options).to_dict()
 
-    def restore(self, version: int | None = None, timestamp=None) -> dict:
+    def restore(self, version: int | None = None, timestamp=None, **txn_options) -> dict:
         """Make the table's live files those of an older version (see
         :mod:`airflow_delta_provider_apps.engine.commands.restore`); no Spark needed."""
         from .commands.restore import restore
 
         ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
-        return restore(self.snapshot(), version=version, timestamp_ms=ts, timestamp=timestamp).to_dict()
+        return restore(self.snapshot(), version=version, timestamp_ms=ts, timestamp=timestamp, **txn_options).to_dict()
 
     def _need_spark(self, what: str):
         if self.spark is None:

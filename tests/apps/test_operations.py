@@ -84,3 +84,50 @@ def test_merge_clauses_are_checked_before_any_spark_application():
             ops.check_params(op, {**base, "clauses": clauses})
     with pytest.raises(ValueError, match="upsert"):
         ops.check_params(op, {**base, "key_columns": ["id"], "clauses": good})
+
+
+def test_every_committing_maintenance_operation_carries_the_identity_and_user_metadata(tmp_path):
+    """issue 31.4: OPTIMIZE, VACUUM and RESTORE commit with userMetadata and the SetTransaction; a
+    retry of the same identity does nothing. Run as the apps run them (the registry's runner)."""
+    import json
+    import os
+
+    import pyarrow as pa
+
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    for i in range(3):
+        append_arrow(root, pa.table({"id": pa.array([i], pa.int64())}))
+
+    def run(name, **params):
+        op = ops.OPERATIONS[name]
+        spec = {**op.defaults(), "table_uri": root, **params}
+        return ops.load_runner(op)(spec, None)
+
+    def last_commit(operation):
+        logs = sorted(f for f in os.listdir(os.path.join(root, "_delta_log")) if f.endswith(".json"))
+        for name in reversed(logs):
+            actions = [json.loads(x) for x in open(os.path.join(root, "_delta_log", name))]
+            info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+            if info["operation"] == operation:
+                return info, [a["txn"] for a in actions if "txn" in a]
+        raise AssertionError(operation)
+
+    for name, operation, params in (
+        ("optimize", "OPTIMIZE", {}),
+        ("restore", "RESTORE", {"version": 2}),
+        ("vacuum", "VACUUM END", {"retention_hours": 0, "enforce_retention_duration": False}),
+    ):
+        ident = {"app_id": f"dag/{name}", "app_version": 3, "user_metadata": f"run of {name}"}
+        first = run(name, **params, **ident)
+        assert first["committed"] is True, first
+        info, txns = last_commit(operation)
+        assert info["userMetadata"] == f"run of {name}"
+        assert [(t["appId"], t["version"]) for t in txns] == [(f"dag/{name}", 3)]
+        again = run(name, **params, **ident)  # the task's retry after its commit landed
+        assert again["skipped"] is True and again["committed"] is False, again
+    start, txns = last_commit("VACUUM START")
+    assert start["userMetadata"] == "run of vacuum" and txns == []  # the identity rides on VACUUM END only

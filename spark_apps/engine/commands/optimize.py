@@ -158,8 +158,10 @@ def optimize(
     min_file_size: int | None = None,
     z_order_by=None,
     purge_deletion_vectors: bool = False,
+    **txn_options,
 ) -> CommandResult:
-    """OPTIMIZE the snapshot's table (see the module docstring).
+    """OPTIMIZE the snapshot's table (see the module docstring); ``txn_options``: ``app_id``,
+    ``app_version``, ``user_metadata``.
 
     :param purge_deletion_vectors: rewrite only the files with deletion vectors, without their deleted
         rows (Delta's ``REORG TABLE ... APPLY (PURGE)``); otherwise files whose vectors remove more
@@ -171,7 +173,9 @@ def optimize(
     from ..writer import resolve_target_file_size, table_write_spec
     from .dml import removes_for
 
-    cmd = Command(snapshot, "OPTIMIZE")
+    cmd = Command(snapshot, "OPTIMIZE", txn_options=txn_options)
+    if cmd.duplicate:
+        return cmd.skipped(None)
     parts = list(snapshot.metadata.partition_columns or [])
     zorder = _check_columns(snapshot, z_order_by)
     target = resolve_target_file_size(snapshot.properties, target_size)
