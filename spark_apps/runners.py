@@ -387,6 +387,10 @@ def read(params: dict, spark=None) -> dict:
         raise InvalidArgumentError("read needs an output location", "--output is missing", "pass --output PATH.parquet")
     t = _table(spark, params)
     snap = t.snapshot(version=params.get("version"), timestamp=params.get("timestamp"))
+    if params.get("version") is not None or params.get("timestamp") is not None:
+        from .engine.commands.vacuum import check_time_travel
+
+        check_time_travel(snap)  # files VACUUM deleted: an error naming the version and that VACUUM
     rows = _write_output(to_dataframe(spark, snap), output)
     return ok(
         "READ",

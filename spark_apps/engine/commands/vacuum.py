@@ -398,17 +398,38 @@ def check_time_travel(old) -> None:
         missing = [loc for loc, ok in zip(locations, pool.map(storage.exists, locations)) if not ok]
     if not missing:
         return
-    vacuums = [h for h in _history(latest) if h.get("operation") == "VACUUM START"]
+    history = _history(latest)
+    removed_at = _removal_time(storage, root, old.version, newest, gone.column("path")[0].as_py())
     by = ""
-    if vacuums:
-        v = vacuums[0]
-        hours = int((v.get("operationParameters") or {}).get("specifiedRetentionMillis", 0) or 0) / 3_600_000
-        by = f"; VACUUM at version {v['version']} (retention {hours:g} hours) deleted them"
+    for v in reversed([h for h in history if h.get("operation") == "VACUUM START"]):  # oldest first
+        retention = int((v.get("operationParameters") or {}).get("specifiedRetentionMillis", 0) or 0)
+        # the first VACUUM whose cutoff (its time minus its retention) passed the file's removal
+        if removed_at is None or int(v.get("timestamp") or 0) - retention >= removed_at:
+            by = f"; VACUUM at version {v['version']} (retention {retention / 3_600_000:g} hours) deleted them"
+            break
     raise DataFileMissingError(
         f"Cannot read version {old.version}: {len(missing)} of its data files no longer exist",
         f"e.g. {missing[0]}{by}",
         "read a version inside the retention (a newer one), or restore the files from a backup",
     )
+
+
+def _removal_time(storage, root: str, after: int, newest: int, path: str) -> int | None:
+    """``deletionTimestamp`` of the commit after version ``after`` that removed ``path`` (None: not
+    found, e.g. its commit was cleaned up)."""
+    from ..log.commit_read import read_commit
+    from ..log.listing import commit_path
+
+    for version in range(after + 1, newest + 1):
+        try:
+            c = read_commit(version, storage.read_bytes(commit_path(storage, root, version)))
+        except FileNotFoundError:
+            continue
+        hit = c.removes.filter(pc.equal(c.removes.column("path"), path))
+        if hit.num_rows:
+            ts = hit.column("deletion_timestamp")[0].as_py()
+            return int(ts) if ts is not None else None
+    return None
 
 
 def _history(snapshot) -> list[dict]:

@@ -230,3 +230,18 @@ def test_restore_refuses_while_a_vacuum_runs_and_conflicts_with_one_that_starts(
     assert e.value.winning_version == 3
     assert t.restore(version=1)["numRestoredFiles"] == 1  # the retry, once it has ended
     assert _rows(root) == [(1, 10, "a"), (2, 20, "a")]
+
+
+def test_a_time_travel_to_vacuumed_files_names_the_vacuum_that_deleted_them(tmp_path):
+    from airflow_delta_provider_apps.engine.commands.vacuum import check_time_travel
+    from airflow_delta_provider_apps.engine.errors import DataFileMissingError
+
+    root = _new_table(tmp_path)
+    _append(root, [1, 2])  # version 1
+    t = DeltaTable(None, root)
+    t.delete("id = 1 or id = 2")  # version 2 removes the file
+    assert t.vacuum()["numDeletedFiles"] == 0  # versions 3-4: inside the 7-day retention, nothing deleted
+    assert t.vacuum(0, enforce_retention_duration=False)["numDeletedFiles"] == 1  # versions 5-6
+    t.vacuum(0, enforce_retention_duration=False)  # versions 7-8: nothing left to delete
+    with pytest.raises(DataFileMissingError, match=r"Cannot read version 1.*VACUUM at version 5 \(retention 0 hours\)"):
+        check_time_travel(t.snapshot(version=1))
