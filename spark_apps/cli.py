@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -214,49 +213,21 @@ def _error_result(err: DeltaError) -> dict:
     return {"status": "error", **err.to_dict()}
 
 
-_GRPC_CALL_TEXT = re.compile(r'status = StatusCode\.(\w+)\s*details = "(.*)"')
-
-
-def grpc_text(e: BaseException) -> str | None:
-    """``gRPC status UNAVAILABLE: Socket closed`` for a failed gRPC call: a ``grpc.RpcError``, or an
-    error holding its text (pyspark's Connect client raises one with ``str(rpc_error)``, whose first
-    line is only ``<_MultiThreadedRendezvous of RPC that terminated with:``); ``None`` otherwise."""
-    grpc = sys.modules.get("grpc")  # not imported: not a gRPC error
-    if grpc is not None and isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
-        try:
-            return f"gRPC status {e.code().name}: {e.details()}"[:500]
-        except Exception:
-            pass
-    m = _GRPC_CALL_TEXT.search(str(e))
-    return f"gRPC status {m.group(1)}: {m.group(2)}"[:500] if m else None
-
-
 def as_delta_error(e: BaseException) -> DeltaError:
-    """``e`` as the DeltaError the app reports: itself, an executor's DeltaError, a Spark analysis
-    error as bad input, an I/O error, a Spark or Spark Connect infrastructure failure (retryable)."""
+    """``e`` as the DeltaError the app reports: the engine's classification
+    (:func:`airflow_delta_provider_apps.engine.foreign.as_delta_error`: itself, a Spark task's error,
+    an I/O error, a Spark or Spark Connect infrastructure failure), with a Spark analysis error of
+    the source read here named as bad input of the source."""
     if isinstance(e, DeltaError):
         return e
-    if "DELTA_EXECUTOR_ERROR" in str(e):
-        from airflow_delta_provider_apps.engine.spark.session import delta_error_from
+    from airflow_delta_provider_apps.engine.foreign import as_delta_error as engine_error
+    from airflow_delta_provider_apps.engine.foreign import decoded
 
-        err = delta_error_from(e)
-        if err is not None:
-            return err
-    if type(e).__name__ in ("AnalysisException", "ParseException"):
+    if type(e).__name__ in ("AnalysisException", "ParseException") and decoded(e) is None:
         from airflow_delta_provider_apps.runners import spark_error
 
         return spark_error(e, "Spark refused the operation")
-    if isinstance(e, OSError):
-        return StorageError("An I/O operation failed", f"{type(e).__name__}: {e}", "check the storage and retry")
-    msg = grpc_text(e) or (str(e).strip().splitlines()[0][:500] if str(e).strip() else "")
-    from airflow_delta_provider_apps.failures import infrastructure_cause
-
-    cause = infrastructure_cause(str(e))
-    if cause:
-        return SparkInfrastructureError(
-            f"Spark failed: {cause}", msg or None, "check the cluster and retry (the task is retried)"
-        )
-    return DeltaError(f"Unexpected {type(e).__name__}", msg or None, "see the log above for the traceback")
+    return engine_error(e)
 
 
 def _write_result_file(result_uri: str | None, result: dict) -> None:

@@ -9,10 +9,11 @@ user sees one line saying what happened and Airflow retries exactly the retryabl
 from __future__ import annotations
 
 import re
+import sys
 
 from .engine.errors import DeltaError
 
-__all__ = ["SparkInfrastructureError", "infrastructure_cause"]
+__all__ = ["SparkInfrastructureError", "infrastructure_cause", "grpc_text"]
 
 
 class SparkInfrastructureError(DeltaError):
@@ -71,3 +72,20 @@ def infrastructure_cause(text: str, master: str | None = None) -> str | None:
         if pattern.search(text or ""):
             return cause.format(master=f" '{master}'" if master else "")
     return None
+
+
+_GRPC_CALL_TEXT = re.compile(r'status = StatusCode\.(\w+)\s*details = "(.*)"')
+
+
+def grpc_text(e: BaseException) -> str | None:
+    """``gRPC status UNAVAILABLE: Socket closed`` for a failed gRPC call: a ``grpc.RpcError``, or an
+    error holding its text (pyspark's Connect client raises one with ``str(rpc_error)``, whose first
+    line is only ``<_MultiThreadedRendezvous of RPC that terminated with:``); ``None`` otherwise."""
+    grpc = sys.modules.get("grpc")  # not imported: not a gRPC error
+    if grpc is not None and isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
+        try:
+            return f"gRPC status {e.code().name}: {e.details()}"[:500]
+        except Exception:
+            pass
+    m = _GRPC_CALL_TEXT.search(str(e))
+    return f"gRPC status {m.group(1)}: {m.group(2)}"[:500] if m else None

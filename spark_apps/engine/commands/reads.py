@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 from ..errors import DataFileMissingError
+from ..foreign import as_delta_error
 
 __all__ = ["reads_snapshot_files"]
 
@@ -20,13 +21,18 @@ def reads_snapshot_files(operation: str):
         def run(snapshot, *args, **kwargs):
             try:
                 return command(snapshot, *args, **kwargs)
-            except DataFileMissingError as e:
-                from ..txn.conflicts import vanished_file_conflict
+            except Exception as e:
+                # a Spark task's error arrives as text in Spark's exception, whichever job raised it
+                err = as_delta_error(e)
+                if isinstance(err, DataFileMissingError):
+                    from ..txn.conflicts import vanished_file_conflict
 
-                conflict = vanished_file_conflict(snapshot, e, operation)
-                if conflict is None:
+                    conflict = vanished_file_conflict(snapshot, err, operation)
+                    if conflict is not None:
+                        raise conflict from e
+                if err is e:
                     raise
-                raise conflict from e
+                raise err from e
 
         return run
 

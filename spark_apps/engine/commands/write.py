@@ -30,6 +30,7 @@ import json
 
 from ..actions import AddCDCFile
 from ..errors import InvalidArgumentError, SchemaMismatchError
+from ..foreign import translated
 from ..progress import report
 from ..storage import normalize_table_uri, storage_for
 from ..writer import resolve_target_file_size
@@ -283,6 +284,7 @@ def append(
     return cmd.commit([*removes, *result.adds], metrics, fields=fields)
 
 
+@translated
 def append_arrow(
     table,
     data,

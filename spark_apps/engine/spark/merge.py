@@ -534,14 +534,18 @@ def mark_file(table, old_vectors: dict, table_root: str):
     import pyarrow.parquet as pq
 
     from ..paths import file_locations
+    from ..reader import missing_data_file
     from ..rewrite.common import marked_deletion_vector
     from ..storage import storage_for
 
     path = table.column("__file")[0].as_py()
     storage = storage_for(table_root)
     [location] = file_locations(table_root, pa.array([path], pa.string()))
-    with storage.open_input_file(location) as f:
-        physical = pq.ParquetFile(f).metadata.num_rows
+    try:
+        with storage.open_input_file(location) as f:
+            physical = pq.ParquetFile(f).metadata.num_rows
+    except FileNotFoundError:  # deleted since the scan (VACUUM after a concurrent remove): say which
+        raise missing_data_file(path, location) from None
     old = json.loads(old_vectors[path]) if path in old_vectors else None
     rows = table.column("__row").to_numpy()
     vector = marked_deletion_vector(storage, table_root, old, rows, physical)

@@ -145,47 +145,28 @@ def is_connect(spark) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
-# Errors crossing the executor boundary: a DeltaError raised in a mapInArrow function reaches the
-# driver only as text inside Spark's exception. The executor side wraps it between markers (as JSON);
-# the driver side finds it and raises the same DeltaError class again.
-
-_MARK = "<<DELTA_EXECUTOR_ERROR>>"
+# Errors crossing the executor boundary: an exception raised in a mapInArrow function reaches the
+# driver only as text inside Spark's exception. The executor side wraps it between markers (as JSON,
+# ..foreign.encoded); the driver side finds it and raises the same DeltaError class again.
 
 
 def guard_executor(batches):
-    """Re-raise a DeltaError from an executor generator in a form the driver can decode."""
-    from ..errors import DeltaError
+    """Re-raise any exception of an executor generator in a form the driver decodes: a DeltaError
+    as itself, any other as the DeltaError it stands for (a FileNotFoundError a retryable
+    StorageError, a KeyError a bug named with its line)."""
+    from ..foreign import encoded
 
     try:
         yield from batches
-    except DeltaError as e:
-        import json
-
-        payload = json.dumps({"class": type(e).__name__, "problem": e.problem, "cause": e.cause, "fix": e.fix})
-        raise RuntimeError(f"{_MARK}{payload}{_MARK}") from None
+    except Exception as e:
+        raise RuntimeError(encoded(e)) from None
 
 
 def delta_error_from(exc: BaseException):
     """The DeltaError an executor raised inside ``exc`` (a Spark/Py4J exception), or ``None``."""
-    import json
+    from ..foreign import decoded
 
-    from .. import errors
-
-    text = str(exc)
-    start = text.find(_MARK)
-    if start < 0:
-        return None
-    end = text.find(_MARK, start + len(_MARK))
-    if end < 0:
-        return None
-    try:
-        d = json.loads(text[start + len(_MARK) : end])
-    except ValueError:
-        return None
-    cls = getattr(errors, str(d.get("class")), None)
-    if not (isinstance(cls, type) and issubclass(cls, errors.DeltaError)):
-        cls = errors.DeltaError
-    return cls(d.get("problem") or "An executor failed", d.get("cause"), d.get("fix"))
+    return decoded(exc)
 
 
 def map_in_arrow(df, fn, schema):
