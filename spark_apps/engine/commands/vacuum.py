@@ -398,15 +398,20 @@ def check_time_travel(old) -> None:
         missing = [loc for loc, ok in zip(locations, pool.map(storage.exists, locations)) if not ok]
     if not missing:
         return
-    history = _history(latest)
-    removed_at = _removal_time(storage, root, old.version, newest, gone.column("path")[0].as_py())
+    removed_in, removed_at = _removal(storage, root, old.version, newest, gone.column("path")[0].as_py())
+    starts = [h for h in reversed(_history(latest)) if h.get("operation") == "VACUUM START"]  # oldest first
+    after = [h for h in starts if removed_in is None or h["version"] > removed_in]
+
+    def cutoff_passed(h) -> bool:  # its cutoff (its time minus its retention) passed the file's removal
+        retention = int((h.get("operationParameters") or {}).get("specifiedRetentionMillis", 0) or 0)
+        return removed_at is not None and int(h.get("timestamp") or 0) - retention >= removed_at
+
+    # the first VACUUM after the removal that could delete the file, else the first after it
+    v = next((h for h in after if cutoff_passed(h)), after[0] if after else (starts[-1] if starts else None))
     by = ""
-    for v in reversed([h for h in history if h.get("operation") == "VACUUM START"]):  # oldest first
+    if v is not None:
         retention = int((v.get("operationParameters") or {}).get("specifiedRetentionMillis", 0) or 0)
-        # the first VACUUM whose cutoff (its time minus its retention) passed the file's removal
-        if removed_at is None or int(v.get("timestamp") or 0) - retention >= removed_at:
-            by = f"; VACUUM at version {v['version']} (retention {retention / 3_600_000:g} hours) deleted them"
-            break
+        by = f"; VACUUM at version {v['version']} (retention {retention / 3_600_000:g} hours) deleted them"
     raise DataFileMissingError(
         f"Cannot read version {old.version}: {len(missing)} of its data files no longer exist",
         f"e.g. {missing[0]}{by}",
@@ -414,9 +419,9 @@ def check_time_travel(old) -> None:
     )
 
 
-def _removal_time(storage, root: str, after: int, newest: int, path: str) -> int | None:
-    """``deletionTimestamp`` of the commit after version ``after`` that removed ``path`` (None: not
-    found, e.g. its commit was cleaned up)."""
+def _removal(storage, root: str, after: int, newest: int, path: str) -> tuple[int | None, int | None]:
+    """``(version, deletionTimestamp)`` of the commit after version ``after`` that removed ``path``
+    (None, None: not found, e.g. its commit was cleaned up)."""
     from ..log.commit_read import read_commit
     from ..log.listing import commit_path
 
@@ -428,8 +433,8 @@ def _removal_time(storage, root: str, after: int, newest: int, path: str) -> int
         hit = c.removes.filter(pc.equal(c.removes.column("path"), path))
         if hit.num_rows:
             ts = hit.column("deletion_timestamp")[0].as_py()
-            return int(ts) if ts is not None else None
-    return None
+            return version, int(ts) if ts is not None else None
+    return None, None
 
 
 def _history(snapshot) -> list[dict]:
