@@ -6,7 +6,10 @@ Per logical date ``ds``:
 
 1. ``land_files``: the day's change records arrive as a parquet file (realistic trouble included:
    records updated twice that day, late records of earlier days, and a few erasure requests);
-2. ``append_bronze``: the file is appended to bronze (raw, as received);
+2. ``load_bronze``: the file is loaded into bronze (raw, as received) with ``mode="overwrite",
+   replace_where="dt = '{{ ds }}'"``: the daily load that reruns cleanly (a clear or a reprocessing
+   backfill replaces the day's rows, whatever later commits did to them; an append's default
+   ``on_rerun="replace"`` fails, naming the later versions, once a DELETE or MERGE rewrote its files);
 3. ``wait_for_bronze``: a deferrable version sensor on bronze (in production another DAG or a
    stream feeds bronze; here it passes once the day's append is in);
 4. ``upsert_silver``: the day's bronze rows are upserted into silver by ``customer_id``, keeping the
@@ -110,17 +113,19 @@ with DAG(
         properties={"delta.setTransactionRetentionDuration": "interval 30 days"},
         execution="local",
     )
-    append_bronze = DeltaWriteOperator(
-        task_id="append_bronze",
+    load_bronze = DeltaWriteOperator(  # the day's rows replaced: reruns cleanly
+        task_id="load_bronze",
         table_uri=BRONZE,
         source="{{ ti.xcom_pull(task_ids='land_files')['path'] }}",
         source_format="parquet",
+        mode="overwrite",
+        replace_where="dt = '{{ ds }}'",
         **SPARK,
     )
     wait_for_bronze = DeltaTableVersionSensor(
         task_id="wait_for_bronze",
         table_uri=BRONZE,
-        baseline_version="{{ ti.xcom_pull(task_ids='append_bronze')['version'] - 1 }}",
+        baseline_version="{{ ti.xcom_pull(task_ids='load_bronze')['version'] - 1 }}",
         deferrable=True,
         poke_interval=5,
         timeout=600,
@@ -145,5 +150,5 @@ with DAG(
     checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table_uri=SILVER, execution="local")
     vacuum = DeltaVacuumOperator(task_id="vacuum", table_uri=SILVER, retention_hours=168)
 
-    landed >> create_bronze >> create_silver >> append_bronze >> wait_for_bronze >> upsert_silver
+    landed >> create_bronze >> create_silver >> load_bronze >> wait_for_bronze >> upsert_silver
     upsert_silver >> erase >> compact >> checkpoint >> is_sunday() >> vacuum

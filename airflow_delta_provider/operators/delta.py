@@ -58,8 +58,11 @@ def delta_asset(table_uri: str, **kwargs: Any) -> Asset:
 
     Every writing operator with a literal ``table_uri`` declares ``delta_asset(table_uri)`` as its
     outlet by default (pass ``outlets=`` to choose others, ``outlets=[]`` for none; a templated
-    ``table_uri`` is only known when the task runs, so name its asset yourself). The operator attaches the commit's version, operation
-    and main metrics to the asset event, and asset-scheduled DAGs run on each commit made through Airflow.
+    ``table_uri`` is only known when the task runs, so name its asset yourself). The operator attaches
+    the commit's version, operation and main metrics to the asset event, and asset-scheduled DAGs run
+    on each commit made through Airflow. For a table that is also watched (``watchers=[``
+    :func:`~airflow_delta_provider.triggers.delta.delta_table_watcher` ``]``), use the one watched
+    asset as the operators' outlet: they leave its events to the watcher.
     """
     uri = str(table_uri).rstrip("/")
     if "://" not in uri:

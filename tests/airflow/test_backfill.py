@@ -2,9 +2,10 @@
 scheduler with the LocalExecutor on SQLite (Airflow 3.3 has no SequentialExecutor), started here on
 loopback, running the lakehouse pipeline example (example_dags/delta_lakehouse_pipeline.py).
 
-The pipeline is backfilled over 3 dates; on the first try, its bronze append (first date) and its
+The pipeline is backfilled over 3 dates; on the first try, its bronze load (first date) and its
 silver upsert (last date) fail after their commit landed and are retried by Airflow (no new commit);
-2 dates are cleared and re-run (the append replaces that day's rows, the upsert applies again); the
+2 dates are cleared and re-run (the day's load replaces its rows, replace_where by day; the upsert applies
+again); the
 range is backfilled again without ``--reprocess-behavior`` and its last two dates with
 ``--reprocess-behavior completed``. Throughout, bronze holds
 each day's records exactly once, silver equals the one-pass result computed from the landing files
@@ -26,7 +27,7 @@ DATES = ["2026-01-01", "2026-01-02", "2026-01-03"]
 
 
 # The lakehouse pipeline example as this test runs it: the same DAG file, plus (appended) a worker that
-# dies after the commit landed on the first try of append_bronze on the first date and of upsert_silver
+# dies after the commit landed on the first try of load_bronze on the first date and of upsert_silver
 # on the last (Airflow retries both), and the erasure DELETE and OPTIMIZE in the worker (execution
 # "local": they need no Spark, which keeps the test's spark-submits to the two that need it).
 PIPELINE_TEST_ADDITIONS = """
@@ -34,7 +35,7 @@ PIPELINE_TEST_ADDITIONS = """
 # ---- added by tests/airflow/test_backfill.py
 import datetime as _dt
 
-_DIE_AFTER_COMMIT = {"append_bronze": "2026-01-01", "upsert_silver": "2026-01-03"}
+_DIE_AFTER_COMMIT = {"load_bronze": "2026-01-01", "upsert_silver": "2026-01-03"}
 
 
 def _dies_once(task_id):
@@ -110,7 +111,7 @@ def test_the_lakehouse_pipeline_under_backfills_retries_and_clears(tmp_path, con
         backfill = ["backfill", "create", "--dag-id", PIPELINE_ID, "--from-date", DATES[0], "--to-date", DATES[-1]]
         d.admin(*backfill, "--max-active-runs", "1")  # in date order, as the daily schedule would
         d.wait(d.all_done(DATES, "upsert_silver"), "the pipeline's backfill", timeout=900)
-        assert d.tries("append_bronze")["2026-01-01"] == 2 and d.tries("upsert_silver")["2026-01-03"] == 2
+        assert d.tries("load_bronze")["2026-01-01"] == 2 and d.tries("upsert_silver")["2026-01-03"] == 2
         expected = _one_pass_silver(root / "landing", DATES)
         per_day, silver, bronze_ops, silver_ops = _pipeline_state(root)
         assert per_day == dict.fromkeys(DATES, 13) and silver == expected
