@@ -25,8 +25,6 @@ Rules (after Airflow's SparkSubmitOperator):
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import os
 from collections.abc import Sequence
 from functools import cached_property
@@ -37,6 +35,7 @@ from airflow.sdk import Asset, BaseOperator, BaseOperatorLink
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
 from airflow_delta_provider.hooks.driver import SubmittedDriver
+from airflow_delta_provider.operators.arguments import refuse_unknown_arguments
 from airflow_delta_provider.triggers.delta import DeltaSparkDriverTrigger, DeltaTableVersionTrigger
 
 try:
@@ -133,38 +132,6 @@ def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
         table_location(table_uri)
     except DeltaError as e:
         raise error(f"table_uri={table_uri!r}: {e.one_line()}") from None
-
-
-def _accepted_arguments(cls: type, op) -> list[str]:
-    """Every keyword argument ``cls`` takes: the operation's own and those of each ``__init__`` of its
-    classes (DeltaBaseOperator's, BaseOperator's, a subclass's own)."""
-    names = [a.name for a in op.operator_args]
-    for klass in cls.__mro__:
-        if "__init__" in vars(klass) and klass is not object:
-            params = inspect.signature(vars(klass)["__init__"]).parameters.values()
-            names += [p.name for p in params if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD]
-    return [n for n in dict.fromkeys(names) if n != "self"]
-
-
-def _refuse_unknown_arguments(cls: type, op, kwargs: dict) -> None:
-    """An argument the operator does not take fails the DAG import naming it and the closest accepted
-    ones (Airflow's own error only says ``Invalid arguments``)."""
-    if not kwargs:
-        return
-    accepted = _accepted_arguments(cls, op)
-    unknown = [k for k in kwargs if not k.startswith("_") and k not in accepted]
-    if not unknown:
-        return
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
-        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    own = ", ".join(a.name for a in op.operator_args) or "none"
-    raise TypeError(
-        f"{cls.__name__} got unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(hints)}. "
-        f"Cause: it takes its operation's arguments ({own}), the common Delta arguments (table_uri, conn_id, "
-        "spark_conf, ...) and BaseOperator's. Fix: correct the name, or drop the argument."
-    )
 
 
 def _check_literal_partitioning(operator: str, values: dict) -> None:
@@ -283,7 +250,9 @@ class DeltaBaseOperator(BaseOperator):
             )
         self.execution = execution
         values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.operator_args}
-        _refuse_unknown_arguments(type(self), op, kwargs)
+        own = [a.name for a in op.operator_args]
+        takes = f"its operation's arguments ({', '.join(own) or 'none'}), the common Delta arguments (table_uri, "
+        refuse_unknown_arguments(type(self), kwargs, own=own, takes=takes + "conn_id, spark_conf, ...)")
         super().__init__(**kwargs)
         for name, value in values.items():
             setattr(self, name, value)

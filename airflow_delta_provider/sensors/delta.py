@@ -31,6 +31,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_delta_provider.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+from airflow_delta_provider.operators.arguments import refuse_unknown_arguments
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.version_decision import Decision, decide
 
@@ -99,6 +100,11 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        refuse_unknown_arguments(
+            type(self),
+            kwargs,
+            takes="its own arguments (table_uri, baseline_version, ...), the sensors' (poke_interval, ...)",
+        )
         super().__init__(**kwargs)
         self.storage_conn_id = storage_conn_id
         self.table_uri = table_uri

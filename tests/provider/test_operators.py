@@ -450,3 +450,11 @@ def test_an_unknown_argument_names_the_closest_accepted_ones():
         DeltaCheckpointOperator(task_id="k", table_uri="/t", retires=2)
     with pytest.raises(TypeError, match=r"unknown argument 'zzz'\. Cause"):  # nothing close: no guess
         DeltaCheckpointOperator(task_id="k", table_uri="/t", zzz=1)
+    # the sensor too
+    from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor
+
+    with pytest.raises(TypeError, match=r"'baseline' \(did you mean 'baseline_version'\?\)"):
+        DeltaTableVersionSensor(task_id="s", table_uri="/t", baseline=3)
+    with pytest.raises(TypeError, match=r"'poke_intervall' \(did you mean 'poke_interval'\?\)"):
+        DeltaTableVersionSensor(task_id="s", table_uri="/t", poke_intervall=3)
+    assert DeltaTableVersionSensor(task_id="s", table_uri="/t", poke_interval=3, mode="reschedule").poke_interval == 3
