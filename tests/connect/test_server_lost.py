@@ -56,6 +56,7 @@ def test_a_server_killed_mid_merge_fails_the_task_and_the_retry_applies_once(mon
         assert time.monotonic() - killed < 30
         assert isinstance(outcome.get("error"), DeltaRetryableError), outcome
         assert "Spark Connect server" in str(outcome["error"])
+        assert "Cause: gRPC status " in str(outcome["error"])  # the status and details, not the call's repr
         after = deltalake.DeltaTable(uri)
         assert after.version() == before.version()
         assert after.to_pyarrow_table().sort_by("id").equals(before.to_pyarrow_table().sort_by("id"))
