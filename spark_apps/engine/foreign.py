@@ -44,8 +44,8 @@ def encoded(e: BaseException) -> str:
 
 
 def decoded(exc: BaseException) -> DeltaError | None:
-    """The DeltaError an executor raised inside ``exc`` (a Spark, Py4J or Connect exception, or one
-    of ours chained to it), or ``None``."""
+    """The DeltaError an executor raised inside ``exc`` (a Spark, Py4J or Connect exception, whose
+    text carries the task's), or ``None``."""
     text = str(exc)
     start = text.find(MARK)
     end = text.find(MARK, start + len(MARK)) if start >= 0 else -1

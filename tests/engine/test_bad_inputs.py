@@ -208,3 +208,72 @@ def test_a_file_in_the_way_of_a_folder_still_fails(tmp_path):
     blocker.write_bytes(b"")
     with pytest.raises(OSError):
         LocalStorage().write_bytes(str(blocker / "a.bin"), b"abc")
+
+
+# ------------------------------------------------------------------ arguments of the wrong kind
+
+
+def test_arguments_of_the_wrong_kind_are_refused_at_the_source(table, tmp_path):
+    t = DeltaTable.for_path(None, table)
+    before = table_bytes(table)
+    calls = [
+        (lambda: t.update("score = 1"), "UPDATE's assignments must be a mapping, got str"),
+        (lambda: t.optimize(z_order_by=5), "z_order_by must be column names, got 5"),
+        (
+            lambda: DeltaTable.create(None, str(tmp_path / "n"), schema="id BIGINT", partition_by=5),
+            "partition_by must be column names, got 5",
+        ),
+    ]
+    for call, words in calls:
+        with pytest.raises(InvalidArgumentError) as e:
+            call()
+        assert words in e.value.problem
+        assert e.value.fix and not e.value.retryable
+    assert table_bytes(table) == before and not os.path.exists(tmp_path / "n")
+
+
+# ------------------------------------------------------------------ the net at the engine's API
+
+
+def test_an_error_not_ours_leaves_the_api_as_ours_with_the_original_chained(tmp_path):
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="id BIGINT", properties={"delta.enableChangeDataFeed": "true"})
+    with pytest.raises(DeltaError) as e:
+        DeltaTable.for_path(None, root).changes(0, 0, columns=5)  # list(5): a TypeError in the facade
+    assert type(e.value) is DeltaError and e.value.problem == "Unexpected TypeError"
+    ours(e.value)
+    assert isinstance(e.value.__cause__, TypeError)
+
+
+def test_a_spark_tasks_error_of_any_kind_comes_back_as_ours():
+    from airflow_delta_provider_apps.engine.foreign import as_delta_error
+    from airflow_delta_provider_apps.engine.spark.session import guard_executor
+
+    def task(exc):
+        def run():
+            yield 1
+            raise exc
+
+        return guard_executor(run())
+
+    def driver_sees(exc) -> DeltaError:
+        try:
+            list(task(exc))
+        except Exception as e:  # what Spark would carry to the driver: the text
+            return as_delta_error(RuntimeError(f"PythonException: An exception was thrown from the worker:\n{e}"))
+        raise AssertionError("no error")
+
+    missing = driver_sees(SchemaMismatchError("Bad rows", "column 'x' is NULL", "fill it"))
+    assert type(missing) is SchemaMismatchError and missing.cause == "column 'x' is NULL"
+    gone = driver_sees(FileNotFoundError(2, "No such file or directory", "/t/part-1.parquet"))
+    assert "'/t/part-1.parquet'" in gone.problem
+    ours(gone, retryable=True)  # a storage race: the retry reads the table again
+    bug = driver_sees(KeyError("id"))
+    assert bug.problem.startswith("Unexpected KeyError (at test_bad_inputs.py:") and bug.cause == "'id'"
+    ours(bug)
+    arrow = driver_sees(pa.ArrowInvalid("Integer value 300 not in range: -128 to 127"))
+    assert arrow.problem.startswith("Unexpected ArrowInvalid") and "not in range" in arrow.cause
+    # an infrastructure failure by its text: retryable
+    lost = as_delta_error(RuntimeError("org.apache.spark.SparkException: ExecutorLostFailure (executor 1 exited)"))
+    assert type(lost).__name__ == "SparkInfrastructureError"
+    ours(lost, retryable=True)

@@ -130,6 +130,12 @@ def validate_partition_columns(schema, partition_by) -> list[str]:
         return []
     if isinstance(partition_by, str):
         partition_by = [partition_by]
+    if not isinstance(partition_by, (list, tuple)) or not all(isinstance(c, str) for c in partition_by):
+        raise InvalidArgumentError(
+            f"partition_by must be column names, got {partition_by!r}",
+            None,
+            "pass a column name or a list of them, e.g. ['dt']",
+        )
     by_lower = {f.name.lower(): f for f in schema.fields}
     out: list[str] = []
     for col in partition_by:

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..actions import RemoveFile
+from ..errors import InvalidArgumentError
 from ..progress import report
 from .base import Command
 from .reads import reads_snapshot_files
@@ -289,6 +290,12 @@ def update(
     from ..constraints import stale_generated
     from ..expr import bind_assignments
 
+    if updates is not None and not isinstance(updates, Mapping):
+        raise InvalidArgumentError(
+            f"UPDATE's assignments must be a mapping, got {type(updates).__name__}",
+            "each column to set is a key, its Spark SQL expression the value",
+            "pass updates as a dict such as {'v': 'v * 2'}",
+        )
     plan = _Plan(snapshot, "UPDATE", predicate, spark=spark, txn_options=txn_options)
     bound = bind_assignments(dict(updates or {}), plan.schema)  # errors before anything is read
     from ..identity import refuse_updates

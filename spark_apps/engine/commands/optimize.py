@@ -111,10 +111,21 @@ def plan_bins(
     return [b for b in bins if len(b) > 1 or (zorder and b) or (b and purge[b[0]])]
 
 
+def _names(value, what: str) -> list[str]:
+    """A column name or a list of them."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(c, str) for c in value):
+        return list(value)
+    raise InvalidArgumentError(
+        f"{what} must be column names, got {value!r}", None, "pass a column name or a list of them, e.g. ['id']"
+    )
+
+
 def _check_columns(snapshot, z_order_by) -> list[str]:
     if not z_order_by:
         return []
-    cols = [z_order_by] if isinstance(z_order_by, str) else list(z_order_by)
+    cols = _names(z_order_by, "z_order_by")
     parts = {c.lower() for c in snapshot.metadata.partition_columns or []}
     out = []
     for c in cols:
