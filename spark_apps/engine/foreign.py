@@ -29,7 +29,7 @@ import traceback
 from . import errors
 from .errors import DeltaError, InvalidArgumentError, StorageError
 
-__all__ = ["MARK", "encoded", "decoded", "as_delta_error", "translated", "translated_methods"]
+__all__ = ["MARK", "encoded", "decoded", "as_delta_error", "translated", "translated_methods", "translated_iter"]
 
 #: what brackets an executor's error in the text of Spark's exception
 MARK = "<<DELTA_EXECUTOR_ERROR>>"
@@ -98,6 +98,17 @@ def translated(fn):
             raise as_delta_error(e) from e
 
     return run
+
+
+def translated_iter(items):
+    """``items`` (an iterator read after the API call returned, e.g. a reader's batches) raising
+    only DeltaErrors, as :func:`translated`."""
+    try:
+        yield from items
+    except DeltaError:
+        raise
+    except Exception as e:
+        raise as_delta_error(e) from e
 
 
 def translated_methods(cls):

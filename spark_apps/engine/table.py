@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 
 from .errors import InvalidArgumentError, TableNotFoundError
-from .foreign import translated_methods
+from .foreign import translated_iter, translated_methods
 from .storage import storage_for, table_location
 from .values import parse_timestamp_ms, parse_version
 
@@ -325,7 +325,7 @@ class DeltaTable:
         )
         reader = cdf.ChangeReader(plan, list(columns) if columns else None)
         batches = (b for f in plan.files for b in reader.batches(self.storage, f))
-        return pa.RecordBatchReader.from_batches(reader.schema, batches)
+        return pa.RecordBatchReader.from_batches(reader.schema, translated_iter(batches))
 
     def changes_df(self, start=None, end=None, *, start_timestamp=None, end_timestamp=None, columns=None):
         """:meth:`changes` as a pyspark DataFrame, read in Spark tasks."""

@@ -277,3 +277,18 @@ def test_a_spark_tasks_error_of_any_kind_comes_back_as_ours():
     lost = as_delta_error(RuntimeError("org.apache.spark.SparkException: ExecutorLostFailure (executor 1 exited)"))
     assert type(lost).__name__ == "SparkInfrastructureError"
     ours(lost, retryable=True)
+
+
+def test_an_iterator_read_after_the_call_raises_only_ours_too():
+    # DeltaTable.changes returns a reader whose batches are read later, outside the method's net
+    from airflow_delta_provider_apps.engine.foreign import translated_iter
+
+    def batches():
+        yield pa.record_batch({"a": [1]})
+        raise KeyError("a")
+
+    reader = pa.RecordBatchReader.from_batches(pa.schema([("a", pa.int64())]), translated_iter(batches()))
+    with pytest.raises(DeltaError) as e:
+        reader.read_all()
+    assert e.value.problem == "Unexpected KeyError" and isinstance(e.value.__cause__, KeyError)
+    ours(e.value)
