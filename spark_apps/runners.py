@@ -186,12 +186,42 @@ def read_source_spec(spark, params: dict) -> Source:
     query = params.get("source_query")
     if not query:
         return src
-    if src.df is not None:
-        src.df.createOrReplaceTempView("source")
     try:
-        return dataclasses.replace(src, df=spark.sql(query))
+        if src.df is None:
+            return dataclasses.replace(src, df=spark.sql(query))
+        # the source is bound as a parameter, not a temporary view: a shared Spark Connect session
+        # keeps no view of this run, and concurrent runs cannot see each other's source
+        return dataclasses.replace(src, df=spark.sql(_source_placeholder(query), source=src.df))
+    except InvalidArgumentError:
+        raise
     except Exception as e:
         raise spark_error(e, "Cannot run source_query") from None
+
+
+def _source_placeholder(query: str) -> str:
+    """``query`` with its references to the table ``source`` as ``{source}`` (pyspark's DataFrame
+    parameter) and every other brace doubled (pyspark formats the text)."""
+    import sqlglot
+    from sqlglot import exp
+
+    marker = "__delta_provider_source__"
+    try:
+        tree = sqlglot.parse_one(query, dialect="spark")
+    except sqlglot.errors.ParseError as e:
+        raise InvalidArgumentError(
+            "Cannot parse source_query", str(e).splitlines()[0], "write source_query in Spark SQL"
+        ) from None
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if table.name.lower() == "source" and not table.db and not table.catalog and "source" not in ctes:
+            alias = table.args.get("alias")
+            table.replace(
+                exp.Table(
+                    this=exp.to_identifier(marker), alias=alias or exp.TableAlias(this=exp.to_identifier("source"))
+                )
+            )
+    text = tree.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
+    return text.replace(f"`{marker}`", "{source}").replace(marker, "{source}")
 
 
 # --------------------------------------------------------------------------------------------------

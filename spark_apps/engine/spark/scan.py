@@ -318,12 +318,15 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
         reader = reader.schema(data_schema)
     # The paths are exact files from the log: listing them must not start Spark's distributed file
     # listing job (it does above parallelPartitionDiscovery.threshold paths, 32 by default, and that
-    # costs more than the scan of a few partitions). The file index is built right here, so the
-    # setting is raised for this call only.
+    # costs more than the scan of a few partitions). Our sessions start with a threshold no table
+    # reaches (DEFAULT_CONF); on another session it is raised for this call only (a shared Spark
+    # Connect session is never changed by a run: concurrent runs would see each other's setting).
     threshold_conf = "spark.sql.sources.parallelPartitionDiscovery.threshold"
     before = spark.conf.get(threshold_conf, None)
+    raise_it = int(before or 32) <= len(paths)
     try:  # Spark checks that every path exists here, before any job
-        spark.conf.set(threshold_conf, str(max(len(paths) + 1, int(before or 32))))
+        if raise_it:
+            spark.conf.set(threshold_conf, str(len(paths) + 1))
         df = reader.parquet(*paths)
     except Exception as e:
         if "PATH_NOT_FOUND" not in str(e):
@@ -333,9 +336,9 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
         hit = next(((p, full) for p, full in zip(files.column("path").to_pylist(), paths) if p in str(e)), None)
         raise missing_data_file(*(hit or ("(one of the table's files)", root))) from None
     finally:
-        if before is None:
+        if raise_it and before is None:
             spark.conf.unset(threshold_conf)
-        else:
+        elif raise_it:
             spark.conf.set(threshold_conf, before)
     if partition_columns and how == "literal":
         values = partition_table(files.slice(0, 1), snapshot.schema, partition_columns).to_pylist()[0]

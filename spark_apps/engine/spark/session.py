@@ -13,6 +13,8 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
+    # the scan lists exact files from the log: never Spark's distributed listing job (see spark.scan)
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
 }
 
 
@@ -52,14 +54,27 @@ CONNECT_RETRY = {
 _SERVER_OWNED = ("spark.ui.enabled", "spark.ui.showConsoleProgress")
 
 
-def connect_session(url: str, *, conf: dict | None = None, pyfiles=(), app_name: str = "delta-engine"):
-    """A new Spark Connect session on ``url`` (``sc://...``) for one run: the client's retries bounded
-    by :data:`CONNECT_RETRY` before its first call, :data:`DEFAULT_CONF`'s
-    runtime properties and ``conf`` set on the session, and ``pyfiles`` (the apps' zip) added to the
-    server's Python path for this session's UDFs. Works with ``pyspark-client`` alone (no JVM here)."""
+def connect_session(
+    url: str,
+    *,
+    conf: dict | None = None,
+    pyfiles=(),
+    app_name: str = "delta-engine",
+    session_id: str | None = None,
+    release_on_failure: bool = True,
+):
+    """A Spark Connect session on ``url`` (``sc://...``): the client's retries bounded by
+    :data:`CONNECT_RETRY` before its first call, :data:`DEFAULT_CONF`'s runtime properties and
+    ``conf`` set on the session, and ``pyfiles`` (the apps' zip) added to the server's Python path
+    for this session's UDFs. ``session_id``: attach to (or create) the server's session of that id
+    (a shared one: never released here, see ``airflow_delta_provider_apps.connect``). Works with
+    ``pyspark-client`` alone (no JVM here)."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession
 
+    if session_id is not None:
+        base, _, params = url.partition("/;")
+        url = f"{base.rstrip('/')}/;" + ";".join([p for p in params.split(";") if p] + [f"session_id={session_id}"])
     session = SparkSession.builder.remote(url).create()  # no RPC yet: the retry policy comes first
     try:
         session.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRY)])
@@ -68,10 +83,10 @@ def connect_session(url: str, *, conf: dict | None = None, pyfiles=(), app_name:
         for key, value in settings.items():
             _set_conf(session, key, value)
         if pyfiles:
-            session.addArtifacts(*pyfiles, pyfile=True)
+            session.addArtifacts(*pyfiles, pyfile=True)  # a session that has them: a no-op
     except BaseException as e:
         # a server that cannot be reached has no session to release: do not wait on retries for it
-        session.release_session_on_close = "UNAVAILABLE" not in str(e)
+        session.release_session_on_close = release_on_failure and "UNAVAILABLE" not in str(e)
         session.stop()
         raise
     return session

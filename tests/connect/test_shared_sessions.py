@@ -1,0 +1,189 @@
+"""Runs over Spark Connect share server-side sessions (issue 32): one session per (server, bundle,
+conf), nothing of a run left in it, on_kill interrupting only its own run, a closed session replaced
+by the key's next generation; and a soak of hundreds of tasks as the operators run them against a
+server this test starts: the server's processes and memory flat after warm-up, every row right."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import deltalake
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta_provider.hooks.bundle import build_app_bundle
+from airflow_delta_provider.hooks.delta import DeltaHook
+from airflow_delta_provider_apps import connect as connect_mod
+from airflow_delta_provider_apps.connect import ConnectRun
+from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
+
+SLOW = "SELECT s.* FROM source s WHERE (SELECT max(id) FROM range(0, 40000000000, 1, 2)) > 0"
+
+
+def _conn(monkeypatch, conn_id: str, server) -> str:
+    body = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": server.port}
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(body))
+    return conn_id
+
+
+def _raw_session(url: str, session_id: str):
+    from pyspark.sql.connect.session import SparkSession
+
+    return SparkSession.builder.remote(f"{url}/;session_id={session_id}").create()
+
+
+def _day(path, ids, v=0) -> str:
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([v] * len(ids), pa.int64())}), path)
+    return str(path)
+
+
+def test_runs_share_one_session_and_leave_nothing_in_it(connect_server, tmp_path, monkeypatch):
+    from airflow_delta_provider_apps.engine.spark.session import connect_mode
+
+    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)  # the DELETE rewrites in Spark tasks
+    zip_path = build_app_bundle().zip_path
+    uri = str(tmp_path / "t")
+    ids = []
+    for operation, params in [
+        ("create-table", {"schema": "id BIGINT, v BIGINT"}),
+        (
+            "write",
+            {
+                "source": _day(tmp_path / "d.parquet", [1, 2, 3]),
+                "source_query": "SELECT * FROM source WHERE id > 1",
+            },
+        ),
+        ("delete", {"predicate": "id = 2"}),
+    ]:
+        run = ConnectRun(connect_server.url, pyfiles=(zip_path,))
+        assert run.run(operation, uri, params)["status"] == "ok"
+        ids.append(run.session_id)
+    assert ids[0] is None and ids[1] is not None and ids[1] == ids[2]  # CREATE without data: no session
+    ids = ids[1:]
+    assert deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist() == [3]
+    other = ConnectRun(connect_server.url, conf={"spark.sql.shuffle.partitions": "3"}, pyfiles=(zip_path,))
+    other.run("history", uri, {})
+    with connect_mode():
+        assert other.session_id is None or other.session_id != ids[0]  # a log-only run needs no session
+        other = ConnectRun(connect_server.url, conf={"spark.sql.shuffle.partitions": "3"}, pyfiles=(zip_path,))
+        other.session()
+        assert other.session_id != ids[0]  # another conf: another session
+        other.close()
+        # the shared session holds no view of the runs, and the conf a scan may raise is unchanged
+        raw = _raw_session(connect_server.url, ids[0])
+        try:
+            assert raw.catalog.listTables() == []
+            assert raw.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold") == "1000000"
+        finally:
+            raw.client.close()
+
+
+def test_on_kill_interrupts_only_its_own_run_on_a_shared_session(connect_server, monkeypatch, tmp_path):
+    hook_a, hook_b = (
+        DeltaHook(_conn(monkeypatch, "sc_a", connect_server)),
+        DeltaHook(_conn(monkeypatch, "sc_b", connect_server)),
+    )
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    source = _day(tmp_path / "d.parquet", list(range(10)))
+    hook_a.run("create-table", a, schema="id BIGINT, v BIGINT")
+    hook_b.run("create-table", b, schema="id BIGINT, v BIGINT")
+    outcome: dict = {}
+
+    def run(name, hook, uri, query):
+        try:
+            outcome[name] = hook.run("write", uri, source=source, source_query=query)
+        except Exception as e:
+            outcome[name] = e
+
+    slow_b = "SELECT s.* FROM source s WHERE (SELECT max(id) FROM range(0, 400000000, 1, 2)) > 0"
+    ta = threading.Thread(target=run, args=("a", hook_a, a, SLOW))
+    tb = threading.Thread(target=run, args=("b", hook_b, b, slow_b))
+    ta.start()
+    tb.start()
+    time.sleep(4)
+    assert ta.is_alive() and tb.is_alive(), outcome
+    assert hook_a.transport._run.session_id == hook_b.transport._run.session_id
+    hook_a.on_kill()
+    ta.join(timeout=60)
+    tb.join(timeout=120)
+    assert isinstance(outcome["a"], Exception), outcome  # interrupted, nothing committed
+    assert deltalake.DeltaTable(a).version() == 0
+    assert outcome["b"]["version"] == 1, outcome  # the neighbour on the same session committed
+    assert sorted(deltalake.DeltaTable(b).to_pyarrow_table().column("id").to_pylist()) == list(range(10))
+
+
+def test_a_closed_session_is_replaced_by_the_next_generation(connect_server, tmp_path, monkeypatch):
+    monkeypatch.setattr(connect_mod.tempfile, "gettempdir", lambda: str(tmp_path))  # this test's own cache
+    zip_path = build_app_bundle().zip_path
+    uri = str(tmp_path / "t")
+    first = ConnectRun(connect_server.url, conf={"spark.sql.shuffle.partitions": "5"}, pyfiles=(zip_path,))
+    first.run("create-table", uri, {"schema": "id BIGINT, v BIGINT"})
+    first_id = first.run("write", uri, {"source": _day(tmp_path / "d.parquet", [1])}) and first.session_id
+    raw = _raw_session(connect_server.url, first_id)
+    raw.stop()  # released (as an idle timeout closes it): the id cannot be attached again
+    second = ConnectRun(connect_server.url, conf={"spark.sql.shuffle.partitions": "5"}, pyfiles=(zip_path,))
+    assert second.run("write", uri, {"source": _day(tmp_path / "e.parquet", [2])})["version"] == 2
+    assert second.session_id not in (None, first_id)
+    third = ConnectRun(connect_server.url, conf={"spark.sql.shuffle.partitions": "5"}, pyfiles=(zip_path,))
+    third.run("delete", uri, {"predicate": "id = 1"})
+    assert third.session_id == second.session_id  # remembered: no retry through the closed one
+    assert deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist() == [2]
+
+
+def _tree(pid: int) -> tuple[int, int]:
+    procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    return len(procs), sum(p.memory_info().rss for p in procs if p.is_running()) >> 20
+
+
+@pytest.mark.parametrize("tasks", [240])
+def test_soak_a_server_stays_flat_over_hundreds_of_tasks(monkeypatch, tmp_path, tasks):
+    """Appends, merges with a Spark source, DELETEs and OPTIMIZEs rewriting through Spark tasks (the
+    Python workers a session keeps), each as the operators run it (a hook call, a session attach);
+    the server's process count after warm-up never changes and its memory stays within a bound a
+    session per task (~200 MiB each) would pass in two tasks; rows checked against a Python model."""
+    from airflow_delta_provider_apps.connect_server import ConnectServer
+
+    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)  # every rewrite through Spark tasks
+    server = ConnectServer()
+    try:
+        hook = DeltaHook(_conn(monkeypatch, "sc_soak", server))
+        uri = str(tmp_path / "t")
+        hook.run("create-table", uri, schema="id BIGINT, v BIGINT")
+        model: dict[int, int] = {}
+        seen = []
+        for i in range(tasks):
+            kind = i % 4
+            if kind == 0:
+                ids = list(range(i * 10, i * 10 + 10))
+                hook.run("write", uri, source=_day(tmp_path / f"a{i}.parquet", ids, i))
+                model.update({k: i for k in ids})
+            elif kind == 1:
+                ids = sorted({(i * 7) % max(1, i * 10), i * 10 + 5, 10_000_000 + i})
+                hook.run(
+                    "merge",
+                    uri,
+                    source=_day(tmp_path / f"m{i}.parquet", ids, -i),
+                    key_columns=["id"],
+                )
+                model.update({k: -i for k in ids})
+            elif kind == 2:
+                hook.run("delete", uri, predicate=f"id % 97 = {i % 97}")
+                model = {k: v for k, v in model.items() if k % 97 != i % 97}
+            else:
+                hook.run("optimize", uri)
+            if i in (19, tasks - 1):
+                seen.append(_tree(server.pid))
+        got = {r["id"]: r["v"] for r in deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()}
+        assert got == model
+        (procs_warm, rss_warm), (procs_end, rss_end) = seen
+        print(
+            f"server after 20 tasks: {procs_warm} processes, {rss_warm} MiB; after {tasks}: {procs_end}, {rss_end} MiB"
+        )
+        assert procs_end == procs_warm
+        assert rss_end - rss_warm < 400, seen
+    finally:
+        server.stop()
