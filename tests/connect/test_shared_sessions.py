@@ -187,3 +187,34 @@ def test_soak_a_server_stays_flat_over_hundreds_of_tasks(monkeypatch, tmp_path, 
         assert rss_end - rss_warm < 400, seen
     finally:
         server.stop()
+
+
+def test_two_provider_versions_on_one_server_use_two_sessions(connect_server, tmp_path, monkeypatch):
+    """Two bundles of different content (two provider versions) never share a session: each session's
+    Python workers import the zip its runs added; both run at once."""
+    import shutil
+    import zipfile
+
+    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
+    mine = build_app_bundle().zip_path
+    other = str(tmp_path / "other.zip")
+    shutil.copy(mine, other)
+    with zipfile.ZipFile(other, "a") as z:  # another version: other bytes, same package
+        z.writestr("airflow_delta_provider_apps/_other_version.py", "VERSION = 'other'\n")
+    results: dict = {}
+
+    def run(name, zip_path):
+        uri = str(tmp_path / name)
+        r = ConnectRun(connect_server.url, pyfiles=(zip_path,))
+        r.run("create-table", uri, {"schema": "id BIGINT, v BIGINT"})
+        r.run("write", uri, {"source": _day(tmp_path / f"{name}.parquet", [1, 2, 3])})
+        r.run("delete", uri, {"predicate": "id = 2"})
+        results[name] = (r.session_id, deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist())
+
+    threads = [threading.Thread(target=run, args=(n, z)) for n, z in (("a", mine), ("b", other))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    assert sorted(results["a"][1]) == [1, 3] and sorted(results["b"][1]) == [1, 3], results
+    assert results["a"][0] != results["b"][0]
