@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError, InvalidPredicateError
-from ..foreign import translated
+from ..foreign import translated_methods
 from ..progress import report
 from .base import Command, gate
 from .merge_clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, clause_problem, order_problem
@@ -71,6 +71,7 @@ class MergeClause:
         return out
 
 
+@translated_methods  # part of the facade: only our errors leave it
 class MergeBuilder:
     """``DeltaTable.merge(...)`` returns this; add clauses in order, then :meth:`execute`."""
 
@@ -128,7 +129,6 @@ class MergeBuilder:
             return method(values or {}, condition)
         return method(condition)
 
-    @translated  # the facade's last step: only our errors leave it
     def execute(self, *, app_id=None, app_version=None, user_metadata=None, watermark=None) -> dict:
         """Run the MERGE; ``watermark``: ``(app id, version)`` of the source's change range it consumes
         (see :class:`~.base.Command`)."""
