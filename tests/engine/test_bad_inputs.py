@@ -292,3 +292,13 @@ def test_an_iterator_read_after_the_call_raises_only_ours_too():
         reader.read_all()
     assert e.value.problem == "Unexpected KeyError" and isinstance(e.value.__cause__, KeyError)
     ours(e.value)
+
+
+def test_append_arrow_computes_a_generated_column_the_data_leaves_out(tmp_path):
+    import datetime
+
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="day DATE, y INT GENERATED ALWAYS AS (year(day))")
+    append_arrow(root, pa.table({"day": [datetime.date(2024, 5, 1), datetime.date(2026, 1, 2)]}))
+    rows = read_snapshot_table(DeltaTable.for_path(None, root).snapshot()).to_pylist()
+    assert sorted((r["day"].year, r["y"]) for r in rows) == [(2024, 2024), (2026, 2026)]
