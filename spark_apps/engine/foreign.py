@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import traceback
 
 from . import errors
@@ -79,9 +80,22 @@ def as_delta_error(e: BaseException) -> DeltaError:
     if cause:
         what = grpc_text(e) or _first_line(e)
         return SparkInfrastructureError(f"Spark failed: {cause}", what, "check the cluster and retry")
+    gone = _SPARK_FILE_GONE.search(str(e))
+    if gone:  # Spark's own reader met a file gone since the plan (the native scan)
+        from .reader import missing_data_file
+
+        location = gone.group(1) or gone.group(2)
+        return missing_data_file(location, location)
     if _from_spark(e):
         return _spark_error(e)
     return _local_error(e)
+
+
+#: how Spark's parquet reader (classic and Connect) says a file it was given is gone
+_SPARK_FILE_GONE = re.compile(
+    r"FAILED_READ_FILE\.FILE_NOT_EXIST\][^\n]*?reading file (\S+?)\.? File does not exist"
+    r"|java\.io\.FileNotFoundException: (?:File )?(\S+?) does not exist"
+)
 
 
 def translated(fn):

@@ -127,3 +127,34 @@ def test_the_command_line_reports_the_missing_file(spark, tmp_path, capsys, monk
     assert code == 1
     assert last.startswith("DELTA_ERROR DataFileMissingError: Data file ") and " Fix: " in last
     assert _files(root) == before
+
+
+def test_a_file_gone_under_sparks_own_reader_is_ours_too(spark, tmp_path):
+    # a full scan is read by Spark's parquet reader (no Python task of ours to encode the error):
+    # its FAILED_READ_FILE.FILE_NOT_EXIST names the file by its full location
+    from airflow_delta_provider_apps.engine.commands.reads import reads_snapshot_files
+    from airflow_delta_provider_apps.engine.foreign import as_delta_error
+
+    root = _table(tmp_path)
+    t = DeltaTable.for_path(spark, root)
+    read = t.snapshot()
+    df = t.to_df()  # planned on version 2
+    gone = _data_file_of(root, 2)
+    DeltaTable.for_path(None, root).delete("id <= 3")  # version 3 removes the file
+    os.remove(gone)  # and VACUUM deletes it
+    with pytest.raises(Exception) as raw:
+        df.collect()
+    err = as_delta_error(raw.value)
+    _ours(err, DataFileMissingError, retryable=False)
+    assert os.path.basename(gone) in err.problem
+
+    # a command that read version 2: the retryable conflict naming the commit that removed the
+    # file, as for a file our own tasks found gone
+    @reads_snapshot_files("MERGE")
+    def command(snapshot):
+        df.collect()
+
+    with pytest.raises(ConcurrentDeleteReadError) as e:
+        command(read)
+    _ours(e.value, ConcurrentDeleteReadError, retryable=True)
+    assert e.value.winning_version == 3

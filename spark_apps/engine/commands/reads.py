@@ -27,6 +27,7 @@ def reads_snapshot_files(operation: str):
                 if isinstance(err, DataFileMissingError):
                     from ..txn.conflicts import vanished_file_conflict
 
+                    err = _in_log_terms(err, snapshot.table_root)
                     conflict = vanished_file_conflict(snapshot, err, operation)
                     if conflict is not None:
                         raise conflict from e
@@ -37,3 +38,16 @@ def reads_snapshot_files(operation: str):
         return run
 
     return decorate
+
+
+def _in_log_terms(err: DataFileMissingError, table_root: str) -> DataFileMissingError:
+    """``err`` naming the file as the log does (relative to the table root), when Spark's reader named
+    it by its full location (``file:///root/part-1.parquet``)."""
+    from ..reader import missing_data_file, missing_file_path
+
+    path = missing_file_path(err)
+    root = table_root.rstrip("/") + "/"
+    bare = path.split("://", 1)[-1].lstrip("/") if path else ""
+    if not path or not bare.startswith(root.split("://", 1)[-1].lstrip("/")):
+        return err
+    return missing_data_file(bare[len(root.split("://", 1)[-1].lstrip("/")) :], path)
