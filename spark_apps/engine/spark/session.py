@@ -169,12 +169,15 @@ def guard_executor(batches):
     """Re-raise any exception of an executor generator in a form the driver decodes: a DeltaError
     as itself, any other as the DeltaError it stands for (a FileNotFoundError a retryable
     StorageError, a KeyError a bug named with its line)."""
+    from ..errors import DeltaError
     from ..foreign import encoded
 
     try:
         yield from batches
-    except Exception as e:
+    except DeltaError as e:
         raise RuntimeError(encoded(e)) from None
+    except Exception as e:  # not ours: its traceback stays in Spark's text (the task's log), for the bug
+        raise RuntimeError(encoded(e)) from e
 
 
 def delta_error_from(exc: BaseException):
