@@ -314,3 +314,31 @@ def test_native_scan_names_a_missing_data_file(spark, tmp_path):
     with pytest.raises(DataFileMissingError) as e:
         t.to_df(predicate="dt = 'a'").collect()
     assert path in e.value.problem
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_native_scan_gives_each_row_its_file_and_physical_index_as_the_arrow_path(spark, tmp_path, partitioned):
+    """The MERGE join and DELETE read their target with ``_file`` and the physical row index: Spark's own
+    scan gives them from its file metadata, the same values the engine's reader gives."""
+    from airflow_delta_provider_apps.engine.spark.scan import NATIVE_SCAN_CONF, ROW_COLUMN
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT, dt STRING", partition_by=["dt"] if partitioned else None)
+    for k in range(3):
+        t.append(spark.createDataFrame([(i, f"d{i % 2}") for i in range(k * 50, k * 50 + 50)], "id LONG, dt STRING"))
+    snap = t.snapshot()
+
+    def read():
+        s = scan_files(spark, snap, with_file_column=True, with_row_index=True)
+        return s.df, sorted(tuple(r) for r in s.df.select("id", FILE_COLUMN, ROW_COLUMN).collect())
+
+    spark.conf.set(NATIVE_SCAN_CONF, "false")
+    try:
+        arrow_df, expected = read()
+        assert "FileScan parquet" not in _plan(arrow_df)
+    finally:
+        spark.conf.unset(NATIVE_SCAN_CONF)
+    native_df, got = read()
+    assert "FileScan parquet" in _plan(native_df)
+    assert got == expected and len(got) == 150
+    assert {f for _, f, _ in got} == set(snap.files.column("path").to_pylist())

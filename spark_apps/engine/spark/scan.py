@@ -167,9 +167,10 @@ def scan_files(
     # Spark's own reader wins where no data predicate is left (whole partitions, full scans); with a
     # selective data predicate the Arrow path's per-task row-group pruning and filtering measured faster
     data_predicate = expr is not None and not is_partition_only(expr, list(snapshot.metadata.partition_columns))
-    how = None if with_file_column or with_row_index or data_predicate else _native_scan_applies(spark, snapshot, files)
+    how = None if data_predicate else _native_scan_applies(spark, snapshot, files)
     if how is not None:
-        return ScanResult(_native_scan(spark, snapshot, files, full_schema, out_schema, expr, how), files)
+        df = _native_scan(spark, snapshot, files, full_schema, out_schema, expr, how, with_file_column, with_row_index)
+        return ScanResult(df, files)
 
     n_tasks = num_tasks or min(files.num_rows, 2 * _default_parallelism(spark))
     listing = _files_table(files, n_tasks)
@@ -291,10 +292,23 @@ def _hive_folders(files: pa.Table, partition_columns: list[str]) -> pa.Array | N
     return pc.binary_join_element_wise(*parts, "")
 
 
-def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr, how: str):
+def _native_scan(
+    spark,
+    snapshot,
+    files: pa.Table,
+    full_schema,
+    out_schema,
+    expr,
+    how: str,
+    with_file_column: bool = False,
+    with_row_index: bool = False,
+):
     """One ``spark.read.parquet`` of the given files; partition values come from the folder names
     (``how="hive"``, checked to equal the log's) or are added as typed literals (``"literal"``, one
-    partition). The predicate goes to Spark, which prunes columns and row groups itself."""
+    partition). The predicate goes to Spark, which prunes columns and row groups itself. A row's
+    file (as the log names it) and physical index come from Spark's file metadata
+    (``_metadata.file_path`` past the table root's path, ``_metadata.row_index``): the files are
+    plain paths under the root (see :func:`_native_scan_applies`), so no decoding is needed."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -328,6 +342,15 @@ def _native_scan(spark, snapshot, files: pa.Table, full_schema, out_schema, expr
         if raise_it:
             spark.conf.set(threshold_conf, str(len(paths) + 1))
         df = reader.parquet(*paths)
+        if with_file_column:  # the log's relative path: what follows the root's path in Spark's URI
+            root_path = "/" + root.split("://", 1)[1].split("/", 1)[1].rstrip("/") + "/"
+            literal = root_path.replace("\\", "\\\\").replace("'", "\\'")
+            df = df.withColumn(
+                FILE_COLUMN,
+                F.expr(f"substring(_metadata.file_path, instr(_metadata.file_path, '{literal}') + {len(root_path)})"),
+            )
+        if with_row_index:
+            df = df.withColumn(ROW_COLUMN, F.col("_metadata.row_index"))
     except Exception as e:
         if "PATH_NOT_FOUND" not in str(e):
             raise
