@@ -158,3 +158,27 @@ def test_a_file_gone_under_sparks_own_reader_is_ours_too(spark, tmp_path):
         command(read)
     _ours(e.value, ConcurrentDeleteReadError, retryable=True)
     assert e.value.winning_version == 3
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (pa.table({"id": [7], "v": ["seven"]}), "column 'v' has type string in the data but int in the table"),
+        # Spark reads a uint64 column as DECIMAL(20,0): not a BIGINT
+        (
+            pa.table({"id": pa.array([2**64 - 1], pa.uint64()), "v": pa.array([7], pa.int32())}),
+            "column 'id' has type decimal(20,0) in the data but bigint in the table",
+        ),
+    ],
+)
+def test_the_command_line_write_refuses_data_that_does_not_fit(spark, tmp_path, capsys, data, words):
+    # the write operator's path (Spark's append): our error, nothing written
+    root = _table(tmp_path)
+    src = tmp_path / "src.parquet"
+    pq.write_table(data, src)
+    before = _files(root)
+    spec = {"source": str(src), "source_format": "parquet", "mode": "append"}
+    code = cli.main(["write", "--table-uri", root, "--spec-json", json.dumps(spec)], spark=spark)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert code == 1 and last.startswith("DELTA_ERROR SchemaMismatchError: ") and words in last and " Fix: " in last
+    assert _files(root) == before
