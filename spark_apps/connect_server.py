@@ -35,6 +35,9 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.driver.extraJavaOptions": "-XX:+ExitOnOutOfMemoryError",
+    # tasks share sessions (see airflow_delta_provider_apps.connect): a quiet night must not close them,
+    # since each new session costs the server its own Python workers until it stops (SPARK-54055)
+    "spark.connect.session.manager.defaultSessionTimeout": "7d",
 }
 
 
