@@ -84,7 +84,8 @@ def _die_with_parent():
 
 
 class ConnectServer:
-    """One Spark Connect server process on loopback; :attr:`url` is its ``sc://`` address.
+    """One Spark Connect server process on loopback; :attr:`url` is its ``sc://`` address. Create it
+    from a thread that outlives it: on Linux the JVM is killed when the thread that started it ends.
 
     :param port: the port (default: a free one)
     :param master: the server's Spark master
