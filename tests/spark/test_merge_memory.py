@@ -101,8 +101,10 @@ def test_a_matched_only_merge_by_join_rewrites_only_the_touched_files(spark, tmp
     assert results["join"]["strategy"] == "join"
     assert (m["numTargetFilesRemoved"], m["numTargetRowsUpdated"]) == (1, 5)
     assert 900 < m["numTargetRowsCopied"] < 1100  # the touched file's other rows, not the table's
-    same = ("numTargetFilesRemoved", "numTargetFilesAdded", "numTargetRowsUpdated", "numTargetRowsCopied")
+    same = ("numTargetFilesRemoved", "numTargetRowsUpdated", "numTargetRowsCopied")
     assert {k: m[k] for k in same} == {k: results["by_file"]["metrics"][k] for k in same}
+    # a join writes a file per writing task: at most the session's parallelism for this small output
+    assert 1 <= m["numTargetFilesAdded"] <= spark.sparkContext.defaultParallelism
     assert results["join_rows"].equals(results["by_file_rows"])
     names = dict(zip(results["join_rows"]["id"].to_pylist(), results["join_rows"]["name"].to_pylist()))
     assert [names[i] for i in range(1000, 1004)] == ["changed", "t1001", "changed", "t1003"]

@@ -431,6 +431,7 @@ class _JoinMerge:
             for o in projected[1:]:
                 out = out.unionByName(o)
             out = conform_dataframe(out, plan.target_schema.to_json())
+            out = out.coalesce(self._write_tasks(per_action, spec.target_file_size))
             result = write_data_files(out, spec)
             adds, written = list(result.adds), result.num_output_rows
         vectors = {}
@@ -447,6 +448,18 @@ class _JoinMerge:
             raise
         rewrite_ms = int((time.monotonic() - started) * 1000)
         return MergeOutcome(touched, adds, written, per_action, scan_ms, rewrite_ms, vectors, changes=cdc)
+
+    def _write_tasks(self, per_action: dict, target_file_size: int) -> int:
+        """At most this many tasks write the output (a task writes at least one file): as many as the
+        rows' estimated bytes need files of the target size, never fewer than the cluster's
+        parallelism. A join's output otherwise has a partition per shuffle partition and a small
+        MERGE would write that many small files."""
+        from ..rewrite.merge import row_width
+        from .scan import _default_parallelism
+
+        rows = sum(n for action, (n, _rows) in per_action.items() if action != -2)
+        needed = -(-rows * row_width(self.plan.target_schema) // max(1, target_file_size))
+        return max(1, needed, _default_parallelism(self.spark))
 
     def changed_any(self, per_action: dict) -> bool:
         """Whether a clause updated or deleted a row (then the commit's changes go to change files)."""
