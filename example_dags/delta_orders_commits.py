@@ -48,7 +48,9 @@ ORDERS = delta_asset(
     watchers=[
         delta_table_watcher(
             ORDERS_URI,
-            per_commit=True,  # one event per commit
+            # one event per poll, with every new commit (per_commit=True: one event per commit, in
+            # bursts: Airflow hands an event that arrives while the consumer's run is being created
+            # to the run after that)
             poll_interval=float(os.environ.get("DELTA_WATCH_POLL_SECONDS", "30")),
             start_version=0,  # the first triggerer announces every commit after the table's creation
         )
@@ -122,9 +124,9 @@ with DAG(dag_id="delta_orders_consumer", schedule=[ORDERS], start_date=datetime(
 
     @task
     def new_commits(triggering_asset_events=None) -> list[int]:
-        """The versions that started this run: one event per commit (the scheduler may put several
-        events that queued up into one run). Put the work on the changed data here, e.g. a merge
-        whose source is the table's change data feed."""
+        """The versions that started this run: each event names the commits one poll found, and the
+        scheduler may put several events into one run. Put the work on the changed data here, e.g. a
+        merge whose source is the table's change data feed."""
         commits = [c for e in triggering_asset_events[ORDERS] for c in e.extra["payload"]["commits"]]
         for c in commits:
             print(f"orders v{c['version']}: {c['operation']} {c['metrics']} partitions {c['partition_keys']}")
