@@ -36,6 +36,7 @@ from .versions import install_problem
 
 __all__ = [
     "ConnectRun",
+    "check_partitioning",
     "commit_partition_keys",
     "DeltaError",
     "error_retryable",
@@ -55,6 +56,14 @@ __all__ = [
     "table_schema",
     "wait_for_earlier_run",
 ]
+
+
+def check_partitioning(schema, partition_by) -> None:
+    """CREATE TABLE's rule for a literal ``schema`` (DDL, JSON) and its ``partition_by`` (the operators
+    check it at DAG parse time); raises the engine's InvalidArgumentError / InvalidSchemaError."""
+    from .engine.commands.create_table import to_delta_schema, validate_partition_columns
+
+    validate_partition_columns(to_delta_schema(schema), partition_by)
 
 
 def error_retryable(error_class: str | None) -> bool | None:

@@ -142,14 +142,10 @@ def _check_literal_partitioning(operator: str, values: dict) -> None:
         return
     if any(ops._is_template(v) or ops._holds_template(v) for v in (schema, partition_by)):
         return
-    from airflow_delta_provider_apps.engine.commands.create_table import (
-        to_delta_schema,
-        validate_partition_columns,
-    )
-    from airflow_delta_provider_apps.protocol import DeltaError
+    from airflow_delta_provider_apps.protocol import DeltaError, check_partitioning
 
     try:
-        validate_partition_columns(to_delta_schema(schema), ops.coerce(ops.Arg("partition_by", "list"), partition_by))
+        check_partitioning(schema, ops.coerce(ops.Arg("partition_by", "list"), partition_by))
     except DeltaError as e:
         raise ValueError(f"{operator}: {e.one_line()}") from None
 
@@ -261,6 +257,18 @@ class DeltaBaseOperator(BaseOperator):
         except ValueError as e:
             raise ValueError(f"{type(self).__name__}: {e}") from None
         _check_literal_partitioning(type(self).__name__, values)
+        if not op.commits:  # an operation that commits nothing cannot carry a commit's identity
+            given = [
+                n
+                for n, v in (("app_id", app_id), ("app_version", app_version), ("user_metadata", user_metadata))
+                if v is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"{type(self).__name__}: {', '.join(given)} given, but '{op.name}' commits nothing. Cause: "
+                    "the idempotent-write identity and user metadata are stored in a commit. "
+                    f"Fix: remove {', '.join(given)}"
+                )
         if not ops._is_template(table_uri):
             _check_table_uri(table_uri, ValueError)
             # a writing operator's table is its outlet unless outlets= is given (outlets=[]: none)

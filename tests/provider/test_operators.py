@@ -458,3 +458,13 @@ def test_an_unknown_argument_names_the_closest_accepted_ones():
     with pytest.raises(TypeError, match=r"'poke_intervall' \(did you mean 'poke_interval'\?\)"):
         DeltaTableVersionSensor(task_id="s", table_uri="/t", poke_intervall=3)
     assert DeltaTableVersionSensor(task_id="s", table_uri="/t", poke_interval=3, mode="reschedule").poke_interval == 3
+
+
+def test_an_operator_that_commits_nothing_refuses_a_commit_identity_by_name():
+    from airflow_delta_provider.operators.delta import DeltaCheckpointOperator
+
+    for kwargs in ({"user_metadata": "nightly"}, {"app_id": "a", "app_version": 1}):
+        with pytest.raises(ValueError, match="commits nothing.*Fix: remove") as e:
+            DeltaCheckpointOperator(task_id="cp", table_uri="/lake/t", **kwargs)
+        assert all(k in str(e.value) for k in kwargs)
+    DeltaCheckpointOperator(task_id="cp", table_uri="/lake/t")  # without them: fine
