@@ -24,11 +24,13 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   columnMapping       always (the writer writes physical names and ids: :mod:`.column_mapping`)
   deletionVectors     always (DELETE marks rows in deletion vectors when ``delta.enableDeletionVectors``
                       is true; every rewrite applies a file's deletion vector)
+  inCommitTimestamp   always (every commit carries a monotonic ``inCommitTimestamp`` when
+                      ``delta.enableInCommitTimestamps`` is true: :mod:`.txn.transaction`)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always
   ==================  =======================================================================
 
   Every other writer feature (rowTracking, v2Checkpoint, clustering,
-  inCommitTimestamp, icebergCompat*, typeWidening, variantType, catalogManaged, unknown or preview
+  icebergCompat*, typeWidening, variantType, catalogManaged, unknown or preview
   names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
 
 * New tables: ``(1, 2)``; a ``timestamp_ntz`` column anywhere in the schema needs the
@@ -49,7 +51,6 @@ from collections.abc import Iterable, Iterator
 from .actions import Metadata, Protocol
 from .config import (
     CONSTRAINT_PREFIX,
-    ENABLE_IN_COMMIT_TIMESTAMPS,
     FEATURE_PREFIX,
     TableProperties,
 )
@@ -78,6 +79,7 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "domainMetadata",
         "vacuumProtocolCheck",
         "deletionVectors",
+        "inCommitTimestamp",
     }
 )
 
@@ -301,6 +303,18 @@ def writes_deletion_vectors(protocol: Protocol, metadata: Metadata | None) -> bo
     )
 
 
+def in_commit_timestamps_active(protocol: Protocol | None, metadata: Metadata | None) -> bool:
+    """Whether commits carry ``inCommitTimestamp``: the protocol lists the ``inCommitTimestamp``
+    writer feature and ``delta.enableInCommitTimestamps`` is true (PROTOCOL.md "In-Commit Timestamps")."""
+    return (
+        protocol is not None
+        and metadata is not None
+        and protocol.min_writer_version >= 7
+        and "inCommitTimestamp" in _features(protocol.writer_features)
+        and TableProperties.of(metadata).enable_in_commit_timestamps
+    )
+
+
 def writes_change_data(metadata: Metadata | None) -> bool:
     """Whether commands write the change data feed's files (``delta.enableChangeDataFeed=true``)."""
     return metadata is not None and TableProperties.of(metadata).enable_change_data_feed
@@ -348,7 +362,6 @@ _REMOVE_HINT = {
 
 _NEW_TABLE_REFUSED_PROPERTIES = {
     "delta.enableRowTracking": ("true", "rowTracking"),
-    ENABLE_IN_COMMIT_TIMESTAMPS: ("true", "inCommitTimestamp"),
     "delta.enableTypeWidening": ("true", "typeWidening"),
     "delta.enableIcebergCompatV1": ("true", "icebergCompatV1"),
     "delta.enableIcebergCompatV2": ("true", "icebergCompatV2"),
@@ -357,7 +370,8 @@ _NEW_TABLE_REFUSED_PROPERTIES = {
 
 def requested_features(configuration: dict | None) -> list[str]:
     """The table features these table properties ask for (``delta.feature.<name>=supported``,
-    ``delta.enableDeletionVectors=true``, ``delta.enableChangeDataFeed=true``), in order.
+    ``delta.enableDeletionVectors=true``, ``delta.enableChangeDataFeed=true``,
+    ``delta.enableInCommitTimestamps=true``), in order.
 
     :raises UnsupportedFeatureError: a property asks for a feature this engine cannot write.
     """
@@ -387,6 +401,8 @@ def requested_features(configuration: dict | None) -> list[str]:
         requested.append("changeDataFeed")
     if props.column_mapping_mode != "none" and "columnMapping" not in requested:
         requested.append("columnMapping")
+    if props.enable_in_commit_timestamps and "inCommitTimestamp" not in requested:
+        requested.append("inCommitTimestamp")
     return requested
 
 

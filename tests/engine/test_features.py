@@ -109,7 +109,6 @@ def test_writable_when_features_unused(proto):
         "v2Checkpoint",
         "clustering",
         "liquid",
-        "inCommitTimestamp",
         "icebergCompatV2",
         "typeWidening",
         "catalogManaged",
@@ -266,6 +265,19 @@ def test_a_new_table_with_the_change_data_feed_has_the_writer_feature():
     assert F.upgraded_protocol(
         Protocol(1, 2), F.requested_features({"delta.enableChangeDataFeed": "true"})
     ) == Protocol(1, 7, writer_features=["appendOnly", "invariants", "changeDataFeed"])
+
+
+def test_in_commit_timestamps_ask_for_the_writer_feature():
+    on = {"delta.enableInCommitTimestamps": "true"}
+    p = F.protocol_for_new_table(schema(field("id")), on)
+    assert p == Protocol(1, 7, writer_features=["inCommitTimestamp", "appendOnly", "invariants"])
+    F.check_write_supported(p, meta(conf=on))
+    assert F.in_commit_timestamps_active(p, meta(conf=on))
+    assert not F.in_commit_timestamps_active(p, meta())  # supported, not enabled
+    assert not F.in_commit_timestamps_active(Protocol(1, 2), meta(conf=on))  # enabled, not supported
+    assert F.upgraded_protocol(Protocol(1, 2), F.requested_features(on)) == Protocol(
+        1, 7, writer_features=["appendOnly", "invariants", "inCommitTimestamp"]
+    )
 
 
 def test_new_tables_with_constraints_or_generated_columns_have_the_features():

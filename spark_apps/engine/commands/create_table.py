@@ -86,6 +86,13 @@ def validate_properties(properties: dict | None) -> dict:
                     "check the spelling (e.g. delta.appendOnly, delta.checkpointInterval, "
                     "delta.logRetentionDuration) or use a name without the 'delta.' prefix",
                 )
+            if key in (config.IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION, config.IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP):
+                raise InvalidArgumentError(
+                    f"Cannot set table property {key}",
+                    "the engine records it in the commit that enables in-commit timestamps; another value "
+                    "would make time travel by timestamp pick the wrong versions",
+                    f"remove {key}; set delta.enableInCommitTimestamps=true instead",
+                )
             if key in config.BOOL_PROPERTIES:
                 sval = "true" if config.parse_bool_property(key, sval) else "false"
             elif key in config.INTERVAL_PROPERTIES:

@@ -14,7 +14,9 @@ Commit timestamps (time travel by timestamp, history): the ``inCommitTimestamp``
 in-commit timestamps are enabled for that version (``delta.enableInCommitTimestamps=true`` in the
 latest metadata, from ``delta.inCommitTimestampEnablementVersion`` on), otherwise the commit file's
 modification time, made strictly increasing like Delta's ``DeltaHistoryManager`` does (a commit
-whose mtime is not after its predecessor's gets predecessor + 1 ms). A timestamp before the first
+whose mtime is not after its predecessor's gets predecessor + 1 ms). Time travel to a time before
+``delta.inCommitTimestampEnablementTimestamp`` looks only at the versions before the enablement
+version, a later time only at those from it on (PROTOCOL.md). A timestamp before the first
 reconstructable commit raises :class:`VersionNotFoundError`, and so does one after the latest
 commit's timestamp (delta-spark's rule: the version "as of" a time that has not been committed yet
 would change when the next commit lands; its ``canReturnLastCommit`` mode, used by streaming, is not
@@ -47,12 +49,13 @@ from ..actions import (
 )
 from ..config import TableProperties
 from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, VersionNotFoundError
+from ..features import in_commit_timestamps_active
 from ..paths import confine_file_table
 from ..storage import Storage, normalize_table_uri
 from .checkpoint_read import CheckpointReadError
 from .commit_read import commit_info_from_bytes
 from .file_actions import FILE_SCHEMA, REMOVE_SCHEMA, STATS_PARSED
-from .listing import LogListing, LogSegment, list_log, select_segment
+from .listing import LogListing, LogSegment, commit_path, list_log, select_segment
 from .replay import ReplayResult, replay
 
 __all__ = [
@@ -143,6 +146,34 @@ class Snapshot:
             self._commit_info = read_commit_infos(self.storage, self.table_root, [self.version]).get(self.version)
             self._commit_info_loaded = True
         return self._commit_info
+
+    @property
+    def in_commit_timestamp(self) -> int | None:
+        """This version's ``inCommitTimestamp`` (from its commitInfo) when in-commit timestamps are
+        active at this version (protocol feature and ``delta.enableInCommitTimestamps``), else ``None``."""
+        if not in_commit_timestamps_active(self.protocol, self.metadata):
+            return None
+        ci = self.commit_info
+        ict = ci.in_commit_timestamp if ci is not None else None
+        return int(ict) if ict is not None else None
+
+    @property
+    def timestamp(self) -> int | None:
+        """This version's commit timestamp: :attr:`in_commit_timestamp` when there is one, else the
+        commit file's modification time (``None`` when the commit file is gone)."""
+        ict = self.in_commit_timestamp
+        if ict is not None:
+            return ict
+        commits = self.log_segment.commits
+        f = commits[-1] if commits and commits[-1].version == self.version else None
+        if f is None and self.listing is not None:
+            f = self.listing.commit(self.version)
+        if f is not None:
+            return f.mtime_ms
+        try:
+            return self.storage.file_info(commit_path(self.storage, self.table_root, self.version)).mtime_ms
+        except FileNotFoundError:
+            return None
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
         """``[(version, timestamp_ms)]`` of every commit still in the log up to this version."""
@@ -308,6 +339,40 @@ def read_commit_infos(storage: Storage, table_root: str, versions) -> dict[int, 
     return out
 
 
+def _ict_metadata(storage: Storage, listing: LogListing) -> Metadata | None:
+    """The latest metadata when the latest commit carries an ``inCommitTimestamp`` (a metadata-only
+    replay), else ``None``: a table whose commits carry none needs no replay to time its commits."""
+    commits = listing.commits
+    if not commits:
+        return None
+    last = read_commit_infos(storage, listing.table_root, [commits[-1].version]).get(commits[-1].version)
+    if last is None or last.in_commit_timestamp is None:
+        return None
+    seg = select_segment(listing, None)
+    return replay(storage, seg.log_dir, seg.checkpoint, seg.commits, include_files=False).metadata
+
+
+def _file_times(commits) -> dict[int, int]:
+    """``{version: ms}``: commit file modification times made strictly increasing (as Delta's
+    ``DeltaHistoryManager`` does: a time not after its predecessor's becomes predecessor + 1 ms)."""
+    out: dict[int, int] = {}
+    prev: int | None = None
+    for c in commits:
+        ts = c.mtime_ms if prev is None or c.mtime_ms > prev else prev + 1
+        out[c.version] = ts
+        prev = ts
+    return out
+
+
+def _ict_start(metadata: Metadata | None) -> int | None:
+    """The first version timed by its ``inCommitTimestamp`` (0 when enabled at creation), or ``None``
+    when the latest metadata does not enable in-commit timestamps."""
+    props = TableProperties.of(metadata)
+    if not props.enable_in_commit_timestamps:
+        return None
+    return props.in_commit_timestamp_enablement_version or 0
+
+
 def commit_timestamps(
     storage: Storage, listing: LogListing, metadata: Metadata | None = None, versions=None
 ) -> list[tuple[int, int]]:
@@ -322,32 +387,21 @@ def commit_timestamps(
     if not commits:
         return []
     if metadata is None:
-        last = read_commit_infos(storage, listing.table_root, [commits[-1].version]).get(commits[-1].version)
-        if last is not None and last.in_commit_timestamp is not None:
-            seg = select_segment(listing, None)
-            metadata = replay(storage, seg.log_dir, seg.checkpoint, seg.commits, include_files=False).metadata
-    props = TableProperties.of(metadata)
-    enabled, enablement_version = props.enable_in_commit_timestamps, props.in_commit_timestamp_enablement_version
+        metadata = _ict_metadata(storage, listing)
+    start = _ict_start(metadata)
     wanted = None if versions is None else set(versions)
-    # file modification times made strictly increasing (free: they come with the listing)
-    mtimes: list[int] = []
-    prev: int | None = None
-    for c in commits:
-        ts = c.mtime_ms if prev is None or c.mtime_ms > prev else prev + 1
-        mtimes.append(ts)
-        prev = ts
+    mtimes = _file_times(commits)  # free: they come with the listing
     icts = {}
-    if enabled:
-        start = enablement_version if enablement_version is not None else 0
+    if start is not None:
         ict_versions = [c.version for c in commits if c.version >= start and (wanted is None or c.version in wanted)]
         icts = read_commit_infos(storage, listing.table_root, ict_versions)
     out: list[tuple[int, int]] = []
-    for c, mt in zip(commits, mtimes):
+    for c in commits:
         if wanted is not None and c.version not in wanted:
             continue
         ci = icts.get(c.version)
         ict = ci.in_commit_timestamp if ci is not None else None
-        out.append((c.version, int(ict) if ict is not None else mt))
+        out.append((c.version, int(ict) if ict is not None else mtimes[c.version]))
     return out
 
 
@@ -360,13 +414,45 @@ def _when(ms: int) -> str:
     return f"{text} UTC ({ms})"
 
 
-def version_at_timestamp(storage: Storage, listing: LogListing, timestamp_ms: int) -> int:
+def version_at_timestamp(
+    storage: Storage, listing: LogListing, timestamp_ms: int, metadata: Metadata | None = None
+) -> int:
     """The latest reconstructable version whose commit timestamp is ``<= timestamp_ms``; a time after
-    the latest commit's timestamp raises :class:`VersionNotFoundError` (see the module docstring)."""
+    the latest commit's timestamp raises :class:`VersionNotFoundError` (see the module docstring).
+
+    With in-commit timestamps enabled after version 0 (PROTOCOL.md "Recommendations for Readers of
+    Tables with In-Commit Timestamps"): a time at or after ``delta.inCommitTimestampEnablementTimestamp``
+    considers only versions from ``delta.inCommitTimestampEnablementVersion`` on (by their
+    ``inCommitTimestamp``, monotonic, so found by binary search: a few commit files read); an earlier
+    time only the versions before it (by file modification time).
+    """
     earliest = listing.earliest_reconstructable_version
-    stamps = [(v, ts) for v, ts in commit_timestamps(storage, listing) if earliest is None or v >= earliest]
-    if stamps and timestamp_ms > stamps[-1][1]:
-        latest_version, latest_ts = stamps[-1]
+    if metadata is None:
+        metadata = _ict_metadata(storage, listing)
+    mtimes = _file_times(listing.commits)
+    start = _ict_start(metadata)
+    icts: dict[int, int] = {}
+
+    def stamp(version: int) -> int:
+        if start is None or version < start:
+            return mtimes[version]
+        if version not in icts:
+            ci = read_commit_infos(storage, listing.table_root, [version]).get(version)
+            ict = ci.in_commit_timestamp if ci is not None else None
+            icts[version] = int(ict) if ict is not None else mtimes[version]
+        return icts[version]
+
+    versions = [c.version for c in listing.commits if earliest is None or c.version >= earliest]
+    if start is not None and start > 0:
+        enabled_at = TableProperties.of(metadata).in_commit_timestamp_enablement_timestamp
+        if enabled_at is None and start in mtimes:
+            enabled_at = stamp(start)
+        if enabled_at is not None and timestamp_ms < enabled_at:
+            versions = [v for v in versions if v < start]
+        else:
+            versions = [v for v in versions if v >= start]
+    if versions and versions[-1] == listing.commits[-1].version and timestamp_ms > stamp(versions[-1]):
+        latest_version, latest_ts = versions[-1], stamp(versions[-1])
         raise VersionNotFoundError(
             f"The provided timestamp ({_when(timestamp_ms)}) is after the latest version available to "
             f"table '{listing.table_root}' (version {latest_version}, committed at {_when(latest_ts)})",
@@ -375,22 +461,30 @@ def version_at_timestamp(storage: Storage, listing: LogListing, timestamp_ms: in
             "(Delta refuses it too)",
             f"use a timestamp at or before {_when(latest_ts)}, or read the latest version without a timestamp",
         )
-    best = None
-    for v, ts in stamps:
-        if ts <= timestamp_ms:
-            best = v
+    # the last version stamped at or before the time (stamps increase with the version)
+    lo, hi = 0, len(versions)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if stamp(versions[mid]) <= timestamp_ms:
+            lo = mid + 1
         else:
-            break
-    if best is None:
-        first = stamps[0] if stamps else None
+            hi = mid
+    if lo == 0:
+        if versions:
+            cause = f"the earliest available commit (version {versions[0]}) is at {_when(stamp(versions[0]))}"
+        elif start:
+            cause = (
+                f"that is before in-commit timestamps were enabled (version {start}), and the log no longer "
+                "holds a commit from before then"
+            )
+        else:
+            cause = "the log has no commit files"
         raise VersionNotFoundError(
-            f"No version of table '{listing.table_root}' exists at timestamp {timestamp_ms}",
-            f"the earliest available commit (version {first[0]}) is at {first[1]}"
-            if first
-            else "the log has no commit files",
+            f"No version of table '{listing.table_root}' exists at timestamp {_when(timestamp_ms)}",
+            cause,
             "time travel to a later timestamp",
         )
-    return best
+    return versions[lo - 1]
 
 
 def history(storage: Storage, table_root: str, limit: int | None = None) -> list[dict]:

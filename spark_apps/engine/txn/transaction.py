@@ -13,7 +13,10 @@ Algorithm of :meth:`OptimisticTransaction.commit` (after delta-spark's Optimisti
 3. **Isolation level** (:func:`~.isolation.choose_isolation_level`) and ``isBlindAppend`` (read
    nothing, only adds). **commitInfo** first: timestamp, [inCommitTimestamp], operation,
    operationParameters, readVersion, isolationLevel, isBlindAppend, operationMetrics, engineInfo,
-   txnId, userMetadata.
+   txnId, userMetadata. With in-commit timestamps active (protocol feature ``inCommitTimestamp`` and
+   ``delta.enableInCommitTimestamps``): ``inCommitTimestamp`` = max(clock, previous commit's
+   timestamp + 1), and the commit enabling them on an existing table records its version and ICT in
+   ``delta.inCommitTimestampEnablementVersion/Timestamp`` (both redone when step 4 rebases).
 4. **Write** the true next version with put-if-absent. Before each attempt one listing gives the
    log's latest version L (commits and checkpoints): every commit from our attempt's version up to L
    is read and checked (:mod:`.conflicts`, raises the typed conflict) and the attempt moves to L+1.
@@ -35,6 +38,7 @@ conflicts (a retry of the whole operation may help: ``err.retryable``) and for I
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -59,7 +63,11 @@ from ..actions import (
     parse_commit_bytes,
     serialize_actions,
 )
-from ..config import TableProperties
+from ..config import (
+    IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP,
+    IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION,
+    TableProperties,
+)
 from ..errors import (
     AppendOnlyViolationError,
     CommitConflictError,
@@ -69,6 +77,7 @@ from ..errors import (
     InvalidCommitError,
     LogCorruptedError,
 )
+from ..features import in_commit_timestamps_active
 from ..log.file_actions import partition_keys_of
 from ..log.listing import commit_path, latest_version, log_dir_of
 from ..partitions import require_data_column
@@ -578,18 +587,54 @@ class OptimisticTransaction:
         check_write_supported(protocol, metadata)
 
     # ------------------------------------------------------------------ commit
-    def _previous_ict(self) -> int | None:
-        """inCommitTimestamp of the read version (read from its commit file), if any."""
-        if self.read_version < 0:
-            return None
+    def _commit_time(self, version: int, commit_info: dict | None = None) -> int | None:
+        """A commit's timestamp: its ``inCommitTimestamp``, else its file's modification time."""
+        if commit_info is None:
+            try:
+                data = self.storage.read_bytes(commit_path(self.storage, self.table_root, version))
+            except FileNotFoundError:
+                return None
+            commit_info = next((a.values for a in parse_commit_bytes(data) if isinstance(a, CommitInfo)), {})
+        ict = commit_info.get("inCommitTimestamp")
+        if ict is not None:
+            return int(ict)
         try:
-            data = self.storage.read_bytes(commit_path(self.storage, self.table_root, self.read_version))
+            return self.storage.file_info(commit_path(self.storage, self.table_root, version)).mtime_ms
         except FileNotFoundError:
             return None
-        for a in parse_commit_bytes(data):
-            if isinstance(a, CommitInfo):
-                return a.in_commit_timestamp
-        return None
+
+    def _previous_timestamp(self) -> int | None:
+        """The read version's commit timestamp (the snapshot keeps it: its ``inCommitTimestamp``, or
+        the commit file's time before in-commit timestamps were enabled)."""
+        if self.read_version < 0:
+            return None
+        ts = getattr(self.snapshot, "timestamp", None)
+        return ts if isinstance(ts, int) else self._commit_time(self.read_version)
+
+    def _ict_metadata(self, actions: list, enabling: bool, version: int, ict: int) -> list:
+        """``actions`` with the metaData carrying the in-commit timestamp enablement properties:
+        this commit's version and ICT when it enables them on an existing table (recomputed on every
+        attempt: a rebase changes both), else the read metadata's when a new metaData dropped them."""
+        md = next((a for a in actions if isinstance(a, Metadata)), None)
+        if md is None:
+            return actions
+        if enabling:
+            keep = {
+                IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION: str(version),
+                IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP: str(ict),
+            }
+        else:
+            old = (self._read_metadata.configuration or {}) if self._read_metadata is not None else {}
+            keep = {
+                k: old[k]
+                for k in (IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION, IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP)
+                if k in old and k not in (md.configuration or {})
+            }
+        if not keep:
+            return actions
+        new_md = dataclasses.replace(md, configuration={**(md.configuration or {}), **keep})
+        self.new_metadata = new_md
+        return [new_md if a is md else a for a in actions]
 
     def commit(self, actions: Iterable[Any] = (), operation_metrics: dict | None = None) -> CommitResult:
         """Validate and write the commit; retry on lost races after checking for conflicts.
@@ -622,9 +667,20 @@ class OptimisticTransaction:
 
         now = self.clock()
         ci: dict = {"timestamp": now}
-        ict_enabled = TableProperties.of(self.metadata).enable_in_commit_timestamps
+        # in-commit timestamps (PROTOCOL.md): after the previous commit's timestamp, even if the clock
+        # went back; the commit enabling them on an existing table records its version and ICT
+        ict_enabled = in_commit_timestamps_active(self.protocol, self.metadata)
+        enabling = (
+            ict_enabled
+            and self.read_version >= 0
+            and not in_commit_timestamps_active(self._read_protocol, self._read_metadata)
+        )
+        if enabling and self.new_metadata is None:  # a protocol-only enablement: the record needs a metaData
+            self.new_metadata = self.metadata
+            at = sum(isinstance(a, Protocol) for a in final_actions)
+            final_actions = final_actions[:at] + [self.new_metadata] + final_actions[at:]
         if ict_enabled:
-            prev = self._previous_ict()
+            prev = self._previous_timestamp()
             ci["inCommitTimestamp"] = max(now, (prev + 1) if prev is not None else now)
         ci["operation"] = self.operation
         ci["operationParameters"] = _encode_params(self.operation_parameters)
@@ -686,10 +742,10 @@ class OptimisticTransaction:
                         return self.committed
                     check_winning_commit(current, winner)
                     checked.append(v)
-                    if ict_enabled and winner.commit_info.get("inCommitTimestamp") is not None:
-                        ci["inCommitTimestamp"] = max(
-                            ci["inCommitTimestamp"], winner.commit_info["inCommitTimestamp"] + 1
-                        )
+                    if ict_enabled:  # rebased: after the winner's timestamp
+                        won_at = self._commit_time(v, winner.commit_info or {})
+                        if won_at is not None:
+                            ci["inCommitTimestamp"] = max(ci["inCommitTimestamp"], won_at + 1)
                 version = max(version, latest + 1)
             if attempts >= self.max_retries + 1:
                 raise CommitRetriesExhaustedError(
@@ -700,6 +756,8 @@ class OptimisticTransaction:
                     winning_version=version - 1,
                 )
             attempts += 1
+            if ict_enabled and self.read_version >= 0:
+                final_actions = self._ict_metadata(final_actions, enabling, version, ci["inCommitTimestamp"])
             data = serialize_actions([CommitInfo(dict(ci))] + final_actions)
             try:
                 self.storage.write_bytes(commit_path(self.storage, self.table_root, version), data, overwrite=False)

@@ -228,12 +228,9 @@ def test_extra_commit_info_values_are_kept_but_do_not_override(table):
     assert ci["operation"] == "WRITE" and ci["clusterId"] == "c1"
 
 
-def test_in_commit_timestamps_are_first_and_increasing(tmp_path, monkeypatch):
+def test_in_commit_timestamps_are_first_and_increasing(tmp_path):
     """The transaction side of inCommitTimestamp (commitInfo first, ICT > previous ICT even when the
-    clock goes back). The feature gate does not list the feature yet; this test widens it."""
-    from airflow_delta_provider_apps.engine import features
-
-    monkeypatch.setattr(features, "ALLOWED_WRITER_FEATURES", features.ALLOWED_WRITER_FEATURES | {"inCommitTimestamp"})
+    clock goes back); more in test_in_commit_timestamps.py."""
     root = str(tmp_path / "t")
     create_table(
         root,
