@@ -64,7 +64,7 @@ SMALL_TASKS = {  # the issue's "small task" examples, as they appear in the two 
     (QUICKSTART, "append_day"): "24-row append",
     (QUICKSTART, "drop_small"): "one-file delete",
     (QUICKSTART, "checkpoint"): "checkpoint",
-    (PIPELINE, "append_bronze"): "13-row append",
+    (PIPELINE, "load_bronze"): "13-row daily load",
     (PIPELINE, "erase"): "small delete",
     (PIPELINE, "checkpoint"): "checkpoint",
 }
