@@ -20,6 +20,9 @@ Algorithm:
    ``--no-dataplane`` skips them) and the transport bench (bench/transports.py: spark-submit vs
    Spark Connect per DAG task and per MERGE, large sources with peak memory; ``--no-transports``
    skips it, ``--transports-only`` runs it alone).
+6. Then the Spark Connect soak (bench/connect_soak.py, in a child process: one server under 1,000
+   tasks with shared sessions, its processes and RSS beside per-task times; 20 tasks with a
+   session per task for contrast; ``--no-connect-soak`` skips it).
 
 Usage: ``python -m bench [--quick] [--only SUBSTR ...] [--reps N] [--files N] [--out DIR]``.
 """
@@ -218,6 +221,11 @@ def parse_args(argv: list[str] | None):
         action="store_true",
         help="run only the transport bench (spark-submit vs Spark Connect: DAG tasks, MERGE, large sources)",
     )
+    ap.add_argument(
+        "--no-connect-soak",
+        action="store_true",
+        help="skip the Spark Connect soak (bench/connect_soak.py: server processes and memory over 1,000 tasks)",
+    )
     for f in dataclasses.fields(C.Sizes):
         ap.add_argument(
             f"--{f.name.replace('_', '-')}",
@@ -240,7 +248,17 @@ def main(argv: list[str] | None = None) -> int:
         code = _data_plane(a)
     if not a.no_transports and not a.list and code == 0:
         code = _transports(a)
+    if not a.no_connect_soak and not a.list and code == 0:
+        code = _connect_soak(a)
     return code
+
+
+def _connect_soak(a) -> int:
+    """One Spark Connect server under 1,000 tasks with shared sessions (quick: 100): its processes and
+    RSS after 10, 100 and 1,000 tasks beside per-task times; then 20 tasks with a session per task.
+    In a child process: it sets the engine's ``IN_PROCESS_BYTES`` and Airflow's log level for itself."""
+    cmd = [sys.executable, "-m", "bench.connect_soak"] + (["--quick"] if a.quick else [])
+    return subprocess.run(cmd, cwd=REPO).returncode
 
 
 def _transports(a) -> int:
