@@ -135,8 +135,16 @@ def test_a_closed_session_is_replaced_by_the_next_generation(connect_server, tmp
 
 
 def _tree(pid: int) -> tuple[int, int]:
+    """Live processes of the server's tree (zombies left out) and their RSS in MiB."""
     procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    return len(procs), sum(p.memory_info().rss for p in procs if p.is_running()) >> 20
+    live = []
+    for p in procs:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                live.append(p.memory_info().rss)
+        except psutil.NoSuchProcess:
+            pass
+    return len(live), sum(live) >> 20
 
 
 @pytest.mark.parametrize("tasks", [240])
@@ -183,7 +191,8 @@ def test_soak_a_server_stays_flat_over_hundreds_of_tasks(monkeypatch, tmp_path, 
         print(
             f"server after 20 tasks: {procs_warm} processes, {rss_warm} MiB; after {tasks}: {procs_end}, {rss_end} MiB"
         )
-        assert procs_end == procs_warm
+        # a session per task added 2 processes per task; an idle Python worker may come or go
+        assert procs_end <= procs_warm + 1, seen
         assert rss_end - rss_warm < 400, seen
     finally:
         server.stop()
