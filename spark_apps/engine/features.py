@@ -26,10 +26,12 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
                       is true; every rewrite applies a file's deletion vector)
   inCommitTimestamp   always (every commit carries a monotonic ``inCommitTimestamp`` when
                       ``delta.enableInCommitTimestamps`` is true: :mod:`.txn.transaction`)
+  v2Checkpoint        always (checkpoints carry V2 content; UUID-named with sidecars when
+                      ``delta.checkpointPolicy=v2``: :mod:`.log.checkpoint`)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always
   ==================  =======================================================================
 
-  Every other writer feature (rowTracking, v2Checkpoint, clustering,
+  Every other writer feature (rowTracking, clustering,
   icebergCompat*, typeWidening, variantType, catalogManaged, unknown or preview
   names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
 
@@ -80,6 +82,7 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "vacuumProtocolCheck",
         "deletionVectors",
         "inCommitTimestamp",
+        "v2Checkpoint",
     }
 )
 
@@ -371,7 +374,7 @@ _NEW_TABLE_REFUSED_PROPERTIES = {
 def requested_features(configuration: dict | None) -> list[str]:
     """The table features these table properties ask for (``delta.feature.<name>=supported``,
     ``delta.enableDeletionVectors=true``, ``delta.enableChangeDataFeed=true``,
-    ``delta.enableInCommitTimestamps=true``), in order.
+    ``delta.enableInCommitTimestamps=true``, ``delta.checkpointPolicy=v2``), in order.
 
     :raises UnsupportedFeatureError: a property asks for a feature this engine cannot write.
     """
@@ -403,6 +406,8 @@ def requested_features(configuration: dict | None) -> list[str]:
         requested.append("columnMapping")
     if props.enable_in_commit_timestamps and "inCommitTimestamp" not in requested:
         requested.append("inCommitTimestamp")
+    if props.checkpoint_policy == "v2" and "v2Checkpoint" not in requested:
+        requested.append("v2Checkpoint")
     return requested
 
 

@@ -96,6 +96,7 @@ def test_legacy_column_mapping_reader_version_2(monkeypatch):
         Protocol(1, 7, writer_features=["appendOnly", "invariants", "domainMetadata"]),
         p37(["timestampNtz", "vacuumProtocolCheck"], ["timestampNtz", "vacuumProtocolCheck", "appendOnly"]),
         p37([], ["checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns", "columnMapping"]),
+        p37(["v2Checkpoint"], ["v2Checkpoint", "appendOnly", "invariants"]),
     ],
 )
 def test_writable_when_features_unused(proto):
@@ -106,7 +107,6 @@ def test_writable_when_features_unused(proto):
     "feature",
     [
         "rowTracking",
-        "v2Checkpoint",
         "clustering",
         "liquid",
         "icebergCompatV2",

@@ -23,8 +23,16 @@ Rules (PROTOCOL.md "Checkpoints", "Checkpoint Schema"; delta-spark's ``Checkpoin
   is written last, and never moved back to an older version.
 * Written only for a version whose commit exists (post-commit or explicit ``DeltaTable.checkpoint()``),
   and only for tables whose writer features this engine implements (the feature gate).
-* Tables with the ``v2Checkpoint`` feature get V2 content in a classic-named file (allowed by the
-  spec): the same rows plus exactly one ``checkpointMetadata`` row; never multi-part.
+* Tables with the ``v2Checkpoint`` feature get V2 content, never multi-part. With
+  ``delta.checkpointPolicy=v2`` (as delta-spark writes it; PROTOCOL.md "V2 Checkpoint"): sidecar
+  parquet files ``_delta_log/_sidecars/<v>.checkpoint.<i:010d>.<n:010d>.<uuid>.parquet`` (columns
+  ``add``, ``remove``: every file action, ``part_size`` per sidecar), then the top-level
+  ``<v>.checkpoint.<uuid>.parquet`` with the non-file actions, one ``checkpointMetadata`` and one
+  ``sidecar`` action per sidecar; both written put-if-absent, sidecars first, so a crash leaves
+  at most unreferenced sidecars (readers never list ``_sidecars``; log cleanup removes them).
+  ``_last_checkpoint`` then carries ``v2Checkpoint`` {path, sizeInBytes, modificationTime,
+  sidecarFiles}. Otherwise the same rows plus one ``checkpointMetadata`` go into a classic-named
+  file (allowed by the spec).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,7 +48,7 @@ import pyarrow.parquet as pq
 
 from ..actions import snake_case
 from ..config import TableProperties
-from .listing import classic_checkpoint_name, log_dir_of, multipart_checkpoint_name
+from .listing import SIDECAR_DIR_NAME, classic_checkpoint_name, log_dir_of, multipart_checkpoint_name
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +126,10 @@ REMOVE_TYPE = pa.struct([(n, t) for n, t, _ in REMOVE_FIELDS])
 
 CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", STR_MAP)])
 
+SIDECAR_TYPE = pa.struct(
+    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", STR_MAP)]
+)
+
 COLUMN_ORDER = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"]
 
 
@@ -139,6 +152,12 @@ def checkpoint_schema(add_type: pa.DataType = ADD_TYPE, *, v2: bool = False) -> 
 def uses_v2_checkpoints(protocol) -> bool:
     """True when the table has the ``v2Checkpoint`` feature (checkpoints must carry V2 content)."""
     return "v2Checkpoint" in set(protocol.writer_features or ()) | set(protocol.reader_features or ())
+
+
+def writes_sidecars(snapshot) -> bool:
+    """True when checkpoints of ``snapshot`` are UUID-named V2 checkpoints with sidecars: the
+    ``v2Checkpoint`` feature and ``delta.checkpointPolicy=v2``."""
+    return uses_v2_checkpoints(snapshot.protocol) and _properties(snapshot).checkpoint_policy == "v2"
 
 
 # --------------------------------------------------------------------------------------------
@@ -544,7 +563,11 @@ def write_checkpoint(
         table = _sort_file_rows(table, counts["num_non_file_actions"])
     paths: list[str] = []
     total_bytes = 0
-    if num_parts == 1:
+    v2_info = None
+    if writes_sidecars(snapshot):
+        n, total_bytes, v2_info = _write_v2(storage, log_dir, version, table, counts, part_size, paths)
+        counts["num_sidecars"] = len(v2_info["sidecarFiles"])
+    elif num_parts == 1:
         data = _parquet_bytes(table)
         path = storage.join(log_dir, classic_checkpoint_name(version))
         storage.write_bytes(path, data, overwrite=True)
@@ -564,6 +587,8 @@ def write_checkpoint(
         info["parts"] = num_parts
     info["sizeInBytes"] = total_bytes
     info["numOfAddFiles"] = counts["num_add_files"]
+    if v2_info is not None:
+        info["v2Checkpoint"] = v2_info
     updated = False
     if update_last_checkpoint:
         current = read_last_checkpoint(storage, log_dir)
@@ -575,6 +600,54 @@ def write_checkpoint(
     metrics["paths"] = paths
     metrics["last_checkpoint_updated"] = updated
     return metrics
+
+
+def uuid_checkpoint_name(version: int, fmt: str = "parquet") -> str:
+    """``<v:020d>.checkpoint.<uuid>.<fmt>``: a fresh name for a V2 top-level checkpoint."""
+    return f"{version:020d}.checkpoint.{uuid.uuid4()}.{fmt}"
+
+
+def _put_new(storage, path: str, data: bytes, now_ms: int) -> int:
+    """Write ``data`` put-if-absent; its modification time (``now_ms`` if the store gives none)."""
+    storage.write_bytes(path, data, overwrite=False)
+    try:
+        return storage.file_info(path).mtime_ms or now_ms
+    except (OSError, NotImplementedError):
+        return now_ms
+
+
+def _write_v2(storage, log_dir: str, version: int, table: pa.Table, counts: dict, part_size: int, paths: list):
+    """Write the sidecars and then the top-level UUID checkpoint of ``table`` (non-file rows first).
+
+    :returns: ``(number of actions, bytes written, the _last_checkpoint v2Checkpoint object)``
+    """
+    now_ms = int(time.time() * 1000)
+    nf = counts["num_non_file_actions"]
+    head, files = table.slice(0, nf), table.slice(nf).select(["add", "remove"])
+    n_side = math.ceil(files.num_rows / part_size) if files.num_rows else 0
+    sidecars: list[dict] = []
+    total = 0
+    for i in range(n_side):
+        name = f"{version:020d}.checkpoint.{i + 1:010d}.{n_side:010d}.{uuid.uuid4()}.parquet"
+        data = _parquet_bytes(files.slice(i * part_size, part_size))
+        path = storage.join(storage.join(log_dir, SIDECAR_DIR_NAME), name)
+        mtime = _put_new(storage, path, data, now_ms)
+        paths.append(path)
+        total += len(data)
+        sidecars.append({"path": name, "sizeInBytes": len(data), "modificationTime": mtime})
+    schema = head.schema.append(pa.field("sidecar", SIDECAR_TYPE, nullable=True))
+    head = head.append_column("sidecar", pa.nulls(head.num_rows, SIDECAR_TYPE))
+    side_rows = _rows(
+        len(sidecars), "sidecar", pa.array([dict(sc, tags=None) for sc in sidecars], SIDECAR_TYPE), schema
+    )
+    top = pa.concat_tables([head, side_rows])
+    name = uuid_checkpoint_name(version)
+    data = _parquet_bytes(top)
+    mtime = _put_new(storage, storage.join(log_dir, name), data, now_ms)
+    paths.append(storage.join(log_dir, name))
+    total += len(data)
+    v2 = {"path": name, "sizeInBytes": len(data), "modificationTime": mtime, "sidecarFiles": sidecars}
+    return top.num_rows + files.num_rows, total, v2
 
 
 def checkpoint_after_commit(

@@ -52,10 +52,7 @@ TABLES = manifest_tables()  # collection time; the tables are read through confo
 # the tables that cannot be compared row by row, and why (every other table must be deleted from and
 # compared: a table moving between these groups fails the test)
 REFUSED = {  # a writer feature this engine does not implement
-    "delta-golden/v2-checkpoint-parquet",
     "delta-kernel-rs/crc-full",
-    "delta-kernel-rs/v2-checkpoints-parquet-with-sidecars",
-    "delta-rs/checkpoint-v2-table",
     "delta-rs/table_with_liquid_clustering",
 }
 UNREADABLE = {  # log-replay fixtures: the corpus has no data files for them / a gap in the log
@@ -264,4 +261,4 @@ def _unreadable(tmp_path, src: Path, error):
 def test_the_tables_set_apart_are_in_the_corpus(conformance_root):
     dirs = {t["dir"] for t in TABLES}
     assert REFUSED | set(UNREADABLE) <= dirs
-    assert len(dirs - REFUSED - set(UNREADABLE)) == 32  # deleted from and compared row by row
+    assert len(dirs - REFUSED - set(UNREADABLE)) == 35  # deleted from and compared row by row
