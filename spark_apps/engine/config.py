@@ -459,6 +459,11 @@ class TableProperties:
         return self._bool(APPEND_ONLY, False)
 
     @cached_property
+    def enable_type_widening(self) -> bool:
+        """``delta.enableTypeWidening`` (default false)."""
+        return self._bool("delta.enableTypeWidening", False)
+
+    @cached_property
     def enable_in_commit_timestamps(self) -> bool:
         """``delta.enableInCommitTimestamps`` (default false)."""
         return self._bool(ENABLE_IN_COMMIT_TIMESTAMPS, False)

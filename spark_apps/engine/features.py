@@ -28,11 +28,12 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
                       ``delta.enableInCommitTimestamps`` is true: :mod:`.txn.transaction`)
   v2Checkpoint        always (checkpoints carry V2 content; UUID-named with sidecars when
                       ``delta.checkpointPolicy=v2``: :mod:`.log.checkpoint`)
+  typeWidening        always (widened columns are read in the new type; ``change_column_type``)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always
   ==================  =======================================================================
 
   Every other writer feature (rowTracking, clustering,
-  icebergCompat*, typeWidening, variantType, catalogManaged, unknown or preview
+  icebergCompat*, variantType, catalogManaged, unknown or preview
   names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
 
 * New tables: ``(1, 2)``; a ``timestamp_ntz`` column anywhere in the schema needs the
@@ -65,6 +66,7 @@ SUPPORTED_READER_FEATURES: set[str] = {
     "vacuumProtocolCheck",
     "deletionVectors",
     "columnMapping",
+    "typeWidening",
 }
 
 #: writer features that may appear in a table we write to (subject to the "not used" rules above)
@@ -83,6 +85,7 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "deletionVectors",
         "inCommitTimestamp",
         "v2Checkpoint",
+        "typeWidening",
     }
 )
 
@@ -365,7 +368,6 @@ _REMOVE_HINT = {
 
 _NEW_TABLE_REFUSED_PROPERTIES = {
     "delta.enableRowTracking": ("true", "rowTracking"),
-    "delta.enableTypeWidening": ("true", "typeWidening"),
     "delta.enableIcebergCompatV1": ("true", "icebergCompatV1"),
     "delta.enableIcebergCompatV2": ("true", "icebergCompatV2"),
 }
@@ -406,6 +408,8 @@ def requested_features(configuration: dict | None) -> list[str]:
         requested.append("columnMapping")
     if props.enable_in_commit_timestamps and "inCommitTimestamp" not in requested:
         requested.append("inCommitTimestamp")
+    if props.enable_type_widening and "typeWidening" not in requested:
+        requested.append("typeWidening")
     if props.checkpoint_policy == "v2" and "v2Checkpoint" not in requested:
         requested.append("v2Checkpoint")
     return requested

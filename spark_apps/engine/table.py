@@ -262,6 +262,13 @@ class DeltaTable:
 
         return drop_column(self.snapshot(), column, **txn_options).to_dict()
 
+    def change_column_type(self, column: str, new_type, **txn_options) -> dict:
+        """Widen a top-level column's type (metadata only; the protocol's allowed widenings, see
+        :mod:`airflow_delta_provider_apps.engine.schema.widening`); enables type widening."""
+        from .commands.properties import change_column_type
+
+        return change_column_type(self.snapshot(), column, new_type, **txn_options).to_dict()
+
     def drop_constraint(self, name: str, *, if_exists: bool = False, **txn_options) -> dict:
         """DROP CONSTRAINT [IF EXISTS] ``name`` (metadata only)."""
         from .commands.properties import drop_constraint

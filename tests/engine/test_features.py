@@ -110,7 +110,6 @@ def test_writable_when_features_unused(proto):
         "clustering",
         "liquid",
         "icebergCompatV2",
-        "typeWidening",
         "catalogManaged",
         "someFutureFeature",
     ],

@@ -20,7 +20,7 @@ import json
 from .base import Command
 from .result import CommandResult
 
-__all__ = ["set_properties", "add_constraint", "drop_constraint", "rename_column", "drop_column"]
+__all__ = ["set_properties", "add_constraint", "drop_constraint", "rename_column", "drop_column", "change_column_type"]
 
 
 def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
@@ -197,3 +197,58 @@ def drop_column(snapshot, column: str, **txn_options) -> CommandResult:
         return cmd.skipped(None)
     cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string()))
     return cmd.commit([], None, fields={"column": column})
+
+
+def change_column_type(snapshot, column: str, new_type, **txn_options) -> CommandResult:
+    """ALTER COLUMN ``column`` TYPE ``new_type`` (a top-level column; type widening): metadata only.
+    The schema gets the new type and a ``delta.typeChanges`` entry in the column's metadata, the
+    table ``delta.enableTypeWidening=true`` and the ``typeWidening`` reader-writer feature; files
+    keep the old type and are read in the new one. Partition columns are refused (the protocol
+    allows changing them only where the partition value strings stay valid; we do not)."""
+    from .. import features
+    from ..errors import InvalidArgumentError
+    from ..schema.ddl import parse_type
+    from ..schema.types import DataType, StructType
+    from ..schema.widening import TYPE_CHANGES_KEY, is_widening
+
+    target = parse_type(new_type) if isinstance(new_type, str) else new_type
+    if not isinstance(target, DataType):
+        raise InvalidArgumentError(
+            f"Cannot change the type of column '{column}' to {new_type!r}",
+            "the new type is neither a type name nor a data type",
+            "pass a type such as 'BIGINT', 'DOUBLE', 'DECIMAL(12,2)' or 'TIMESTAMP_NTZ'",
+        )
+    schema = snapshot.schema
+    fld = schema.field(column)
+    if fld.name.lower() in {p.lower() for p in snapshot.partition_columns}:
+        raise InvalidArgumentError(
+            f"Cannot change the type of partition column '{fld.name}'",
+            "this engine does not widen partition columns (their values live in the log as strings)",
+            "recreate the table with the wider partition column type",
+        )
+    if not is_widening(fld.type, target):
+        raise InvalidArgumentError(
+            f"Cannot change column '{fld.name}' from {fld.type.to_json()} to {target.to_json()}",
+            "only the protocol's type widenings are allowed (byte->short->int->long, float->double, "
+            "byte/short/int->double, date->timestamp_ntz, wider decimals, integers to wide enough decimals)",
+            "pick a wider type, or rewrite the table (overwrite with overwrite_schema) for other changes",
+        )
+    changes = [*fld.metadata.get(TYPE_CHANGES_KEY, []), {"fromType": fld.type.to_json(), "toType": target.to_json()}]
+    widened = dataclasses.replace(fld, type=target, metadata={**fld.metadata, TYPE_CHANGES_KEY: changes})
+    schema = StructType(tuple(widened if f is fld else f for f in schema.fields))
+    configuration = {**(snapshot.metadata.configuration or {}), "delta.enableTypeWidening": "true"}
+    protocol = features.upgraded_protocol(snapshot.protocol, ["typeWidening"])
+    cmd = Command(
+        snapshot,
+        "CHANGE COLUMN",
+        {"columnName": fld.name, "newType": target.to_json()},
+        txn_options=txn_options,
+    )
+    fields = {"column": fld.name, "from_type": fld.type.to_json(), "to_type": target.to_json()}
+    if cmd.duplicate:
+        return cmd.skipped(None, fields=fields)
+    md = dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string(), configuration=configuration)
+    cmd.txn.update_metadata(md)
+    if protocol != snapshot.protocol:
+        cmd.txn.update_protocol(protocol)
+    return cmd.commit([], None, fields=fields)
