@@ -308,6 +308,19 @@ def _column_named(p: Mapping) -> None:
         raise ValueError("column is required: the name of a top-level column")
 
 
+def _widening_type(p: Mapping) -> None:
+    t = p.get("new_type")
+    if not t or not str(t).strip():
+        raise ValueError("new_type is required: the column's wider type, e.g. BIGINT or DECIMAL(12,2)")
+    from .engine.errors import DeltaError
+    from .engine.schema.ddl import parse_type
+
+    try:
+        parse_type(str(t))
+    except DeltaError as e:
+        raise ValueError(f"new_type={t!r}: {e.problem}; {e.fix}") from None
+
+
 def _new_name_given(p: Mapping) -> None:
     if not p.get("new_name") or not str(p.get("new_name")).strip():
         raise ValueError("new_name is required: the column's new name")
@@ -652,6 +665,17 @@ _OPERATIONS = (
         "airflow_delta_provider_apps.runners:drop_column",
         args=(Arg("column", help="the column to drop"),),
         checks=(_column_named,),
+    ),
+    Operation(
+        "change_column_type",
+        "CHANGE COLUMN",
+        "widen a column's type as the protocol allows (metadata only; enables type widening)",
+        "airflow_delta_provider_apps.runners:change_column_type",
+        args=(
+            Arg("column", help="the top-level column to widen"),
+            Arg("new_type", help="its wider type, e.g. BIGINT, DOUBLE, DECIMAL(12,2), TIMESTAMP_NTZ"),
+        ),
+        checks=(_column_named, _widening_type),
     ),
     Operation(
         "restore",

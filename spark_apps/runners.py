@@ -298,6 +298,11 @@ def drop_column(params: dict, spark=None) -> dict:
     return _from_command(r, params["table_uri"])
 
 
+def change_column_type(params: dict, spark=None) -> dict:
+    r = _table(None, params).change_column_type(params["column"], params["new_type"], **_txn(params))
+    return _from_command(r, params["table_uri"])
+
+
 def restore(params: dict, spark=None) -> dict:
     r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"), **_txn(params))
     return _from_command(r, params["table_uri"])

@@ -868,6 +868,20 @@ class DeltaDropColumnOperator(DeltaBaseOperator):
     default_execution = "local"
 
 
+class DeltaChangeColumnTypeOperator(DeltaBaseOperator):
+    """Widen a top-level column's type (``ALTER TABLE ... ALTER COLUMN ... TYPE``) as the Delta
+    protocol allows: metadata only, in the worker; enables type widening (``delta.typeChanges``,
+    the ``typeWidening`` feature), old files are read in the new type.
+
+    :param table_uri: the table (templated).
+    :param column: the column to widen (templated).
+    :param new_type: its wider type, e.g. ``BIGINT`` (templated; checked at parse time).
+    """
+
+    operation = "change_column_type"
+    default_execution = "local"
+
+
 class DeltaRestoreOperator(DeltaBaseOperator):
     """Make the table's live files those of an older version (``RESTORE``), in one commit.
 

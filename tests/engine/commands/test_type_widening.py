@@ -135,3 +135,22 @@ def test_narrowing_and_partition_columns_refused(tmp_path):
         t.change_column_type("n", "STRING")
     assert t.snapshot().version == 0
     assert "typeWidening" not in (t.snapshot().protocol.writer_features or [])
+
+
+def test_operator_checks_the_type_at_parse_time_and_widens(tmp_path, monkeypatch):
+    pytest.importorskip("airflow")
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaChangeColumnTypeOperator
+
+    with pytest.raises(ValueError, match="new_type='BIGGINT'"):
+        DeltaChangeColumnTypeOperator(task_id="c", table_uri="/t", column="n", new_type="BIGGINT")
+    with pytest.raises(ValueError, match="new_type is required"):
+        DeltaChangeColumnTypeOperator(task_id="c", table_uri="/t", column="n", new_type=" ")
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="id BIGINT, n INT")
+    out = DeltaChangeColumnTypeOperator(
+        task_id="c", table_uri=root, column="n", new_type="BIGINT", execution="local"
+    ).execute({})
+    assert (out["operation"], out["version"]) == ("CHANGE COLUMN", 1)
+    assert DeltaTable.for_path(None, root).snapshot().schema.field("n").type.to_json() == "long"
