@@ -227,3 +227,28 @@ def test_two_provider_versions_on_one_server_use_two_sessions(connect_server, tm
         t.join(timeout=180)
     assert sorted(results["a"][1]) == [1, 3] and sorted(results["b"][1]) == [1, 3], results
     assert results["a"][0] != results["b"][0]
+
+
+def test_connect_mode_overlapping_in_threads_restores_the_switch():
+    """Runs in two threads of one process (these tests) overlap their Connect blocks: the process-wide
+    switch is on while any is inside and as it was once the last leaves (a classic session works after)."""
+    import os
+
+    from airflow_delta_provider_apps.engine.spark.session import connect_mode
+
+    before = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    a_in, a_may_leave = threading.Event(), threading.Event()
+
+    def a():
+        with connect_mode():
+            a_in.set()
+            a_may_leave.wait(10)
+
+    t = threading.Thread(target=a)
+    t.start()
+    a_in.wait(10)
+    with connect_mode():  # enters after a, and a leaves first
+        a_may_leave.set()
+        t.join(10)
+        assert os.environ.get("SPARK_CONNECT_MODE_ENABLED") == "1"  # still inside this block
+    assert os.environ.get("SPARK_CONNECT_MODE_ENABLED") == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from contextlib import contextmanager
 
 DEFAULT_CONF = {
@@ -112,19 +113,31 @@ def _set_conf(session, key: str, value: str) -> None:
 def connect_mode():
     """pyspark's functions (``F.col``, ``Window``, ...) build Connect or classic columns by a process-wide
     switch, the ``SPARK_CONNECT_MODE_ENABLED`` variable (always on with ``pyspark-client`` alone):
-    on inside the block, as it was after. One task runs per worker process; a process that also
-    holds a classic session (the tests) runs its Connect work inside this block only."""
-    before = os.environ.get(_CONNECT_MODE)
-    os.environ[_CONNECT_MODE] = "1"
+    on inside the block, as it was after the last block ends. Counted, so runs in several threads of
+    one process (the tests) overlap safely: the first to enter saves the value, the last to leave
+    restores it. One task runs per worker process; a process that also holds a classic session (the
+    tests) runs its Connect work inside this block only."""
+    global _connect_depth, _connect_before
+    with _connect_lock:
+        if _connect_depth == 0:
+            _connect_before = os.environ.get(_CONNECT_MODE)
+            os.environ[_CONNECT_MODE] = "1"
+        _connect_depth += 1
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(_CONNECT_MODE, None)
-        else:
-            os.environ[_CONNECT_MODE] = before
+        with _connect_lock:
+            _connect_depth -= 1
+            if _connect_depth == 0:
+                if _connect_before is None:
+                    os.environ.pop(_CONNECT_MODE, None)
+                else:
+                    os.environ[_CONNECT_MODE] = _connect_before
 
 
+_connect_lock = threading.Lock()
+_connect_depth = 0
+_connect_before: str | None = None
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 
 
