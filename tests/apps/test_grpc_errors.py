@@ -60,7 +60,10 @@ def _as_pyspark_raises(rpc_error):
     """What pyspark's Connect client raises for an error without Spark's status details."""
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
-    return SparkConnectGrpcException(message=str(rpc_error), grpc_status_code=rpc_error.code())
+    try:
+        return SparkConnectGrpcException(message=str(rpc_error), grpc_status_code=rpc_error.code())
+    except TypeError:  # pyspark 4.0: no status code argument (the message carries the status)
+        return SparkConnectGrpcException(message=str(rpc_error))
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["raw", "as-pyspark-raises-it"])

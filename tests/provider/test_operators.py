@@ -362,7 +362,9 @@ def _succeed(op, events):
     from airflow.sdk.execution_time import task_runner
 
     msg, _ = task_runner._handle_current_task_success(
-        {"outlet_events": events}, SimpleNamespace(task=op, stats_tags={}, rendered_map_index=None)
+        {"outlet_events": events},
+        # Airflow 3.1's runner also reads the ids for its metrics' tags
+        SimpleNamespace(task=op, stats_tags={}, rendered_map_index=None, dag_id="d", task_id=op.task_id),
     )
     return [o.uri for o in msg.task_outlets]
 
