@@ -246,7 +246,9 @@ def _over_connect(env: dict, demo_dir: str, log_path: str, date: str, submitted:
     """Steps 2 and 3 of :func:`demo`, on a Spark Connect server started (and stopped) here."""
     from airflow_delta_provider_apps.connect_server import ConnectServer
 
-    print("\nStarting a local Spark Connect server (from the installed pyspark: its spark-submit runs the server class) ...")
+    print(
+        "\nStarting a local Spark Connect server (from the installed pyspark: its spark-submit runs the server class) ..."
+    )
     try:
         server = ConnectServer()
     except RuntimeError as e:
