@@ -371,9 +371,9 @@ def dag_rows(res: dict) -> tuple[list[dict], list[str]]:
     if sp:
         md.append(
             f"After {sp['runs']} DAG runs on it ({sp['tasks']} tasks with `transport: connect` besides those of "
-            f"the warm-up run), the server held {sp['processes']} Python processes ({_mib(sp['rss'])} MiB, summed PSS): each "
-            "Connect session (one per task) starts its own Python daemon and worker on the server (the "
-            "session's artifacts make its Python environment its own), and they stay after the session ends."
+            f"the warm-up run), the server held {sp['processes']} Python processes ({_mib(sp['rss'])} MiB, summed PSS): the "
+            "tasks share one session (a session's Python daemon and workers stay until the server stops, so "
+            "one per task used to add two processes per task; see bench/results/connect_soak.md)."
         )
     md.append(
         "[1] The first task of a `dag.test()` run also waits for Airflow's in-process execution API to "
