@@ -31,7 +31,10 @@ WRITER = textwrap.dedent(
         spark = build_session(app_name="vacuum-race", master="local[1]")
         spark.range(1).collect()  # the JVM and a Python worker are up before the race starts
     print("ready", flush=True)
+    waited = time.time() + 300  # a test that failed before starting the race must not leave us behind
     while not os.path.exists(start):
+        if time.time() > waited:
+            sys.exit(3)
         time.sleep(0.05)
     end, n, conflicts = time.time() + seconds, 0, 0
     while time.time() < end:
@@ -80,6 +83,16 @@ def test_vacuum_beside_writers_loses_nothing(tmp_path):
         )
         for kind in kinds
     ]
+    try:
+        _race(root, writers, kinds, seconds, start)
+    finally:  # a failed test leaves no writer running
+        for w in writers:
+            if w.poll() is None:
+                w.kill()
+                w.wait(30)
+
+
+def _race(root, writers, kinds, seconds, start):
     for w in writers:  # every writer is set up (Spark started) before the clock starts
         assert w.stdout.readline().strip() == "ready", w.stderr.read()[-3000:]
     start.touch()
