@@ -334,7 +334,7 @@ def vacuum(
             metrics.execution_time_ms = watch.elapsed_ms()
             return CommandResult("VACUUM", root, snapshot.version, False, metrics, None, {**fields, "files": paths})
         started = start.commit([], _Metrics(numFilesToDelete=len(paths), sizeOfDataToDelete=size))
-        if started.version > snapshot.version and paths:
+        if started.version > snapshot.version + 1 and paths:  # something landed before VACUUM START
             # what landed between the plan and VACUUM START (a RESTORE re-adding a file, a writer):
             # nothing the START version needs is deleted
             at_start = load_snapshot(storage, root, version=started.version)
