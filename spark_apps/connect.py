@@ -11,8 +11,8 @@ artifacts make its Python environment its own): one session per task grew a serv
 two processes per task. So runs share server-side sessions: the session id is chosen by the client
 (``sc://...;session_id=<uuid>``), derived from what makes a session's state (:func:`shared_session_key`):
 the server URL (its user and token), the bundle's content (two provider versions never share) and
-the session's Spark conf. Every run of that key attaches to the same session, adds the zip (a no-op
-when the session has it), and its UDFs run on the session's warm Python workers; so a server holds
+the session's Spark conf. Every run of that key attaches to the same session (the first uploads the
+zip, the others find it there), and its UDFs run on the session's warm Python workers; so a server holds
 one session per (provider version, conf) in use, and stays flat over any number of tasks.
 
 * Runs never release a shared session (only their channel closes) and keep nothing in it: no
@@ -134,7 +134,7 @@ class ConnectRun:
                 raise DeltaError("The task was killed", "on_kill interrupted the Spark Connect session", None)
         return self._session
 
-    def _connect(self, session_id: str | None):
+    def _connect(self, session_id: str | None, key: str | None = None):
         from .engine.spark.session import connect_session
 
         self.session_id = session_id
@@ -145,6 +145,8 @@ class ConnectRun:
             app_name=self.app_name,
             session_id=session_id,
             release_on_failure=session_id is None,
+            # the bundle is uploaded once per shared session, not once per run
+            bundle_marker=f"airflow-delta-provider bundle {key}".encode() if key else None,
         )
 
     def _attach(self):
@@ -154,7 +156,7 @@ class ConnectRun:
         first = _known_generation(key)
         for generation in range(first, first + MAX_GENERATIONS):
             try:
-                session = self._connect(_session_id(key, generation))
+                session = self._connect(_session_id(key, generation), key)
             except Exception as e:
                 if not _closed(e):
                     raise

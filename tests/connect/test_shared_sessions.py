@@ -252,3 +252,24 @@ def test_connect_mode_overlapping_in_threads_restores_the_switch():
         t.join(10)
         assert os.environ.get("SPARK_CONNECT_MODE_ENABLED") == "1"  # still inside this block
     assert os.environ.get("SPARK_CONNECT_MODE_ENABLED") == before
+
+
+def test_the_bundle_is_uploaded_once_per_session(connect_server, tmp_path, monkeypatch):
+    """The first run of a key uploads the zip; later runs find it in the session (no upload per task)."""
+    from pyspark.sql.connect.session import SparkSession
+
+    uploads = []
+    real = SparkSession.addArtifacts
+    monkeypatch.setattr(SparkSession, "addArtifacts", lambda self, *a, **k: uploads.append(a) or real(self, *a, **k))
+    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
+    uri = str(tmp_path / "t")
+    conf = {"spark.sql.shuffle.partitions": "7"}  # a key of this test's own
+    zip_path = build_app_bundle().zip_path
+    ConnectRun(connect_server.url, conf=conf, pyfiles=(zip_path,)).run(
+        "create-table", uri, {"schema": "id BIGINT, v BIGINT"}
+    )
+    for i in range(3):
+        r = ConnectRun(connect_server.url, conf=conf, pyfiles=(zip_path,))
+        r.run("write", uri, {"source": _day(tmp_path / f"d{i}.parquet", [i])})
+    assert len(uploads) == 1
+    assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2]

@@ -63,13 +63,16 @@ def connect_session(
     app_name: str = "delta-engine",
     session_id: str | None = None,
     release_on_failure: bool = True,
+    bundle_marker: bytes | None = None,
 ):
     """A Spark Connect session on ``url`` (``sc://...``): the client's retries bounded by
     :data:`CONNECT_RETRY` before its first call, :data:`DEFAULT_CONF`'s runtime properties and
     ``conf`` set on the session, and ``pyfiles`` (the apps' zip) added to the server's Python path
     for this session's UDFs. ``session_id``: attach to (or create) the server's session of that id
-    (a shared one: never released here, see ``airflow_delta_provider_apps.connect``). Works with
-    ``pyspark-client`` alone (no JVM here)."""
+    (a shared one: never released here, see ``airflow_delta_provider_apps.connect``). With
+    ``bundle_marker`` the files are uploaded once per session: after them the marker is cached in the
+    session (a cache artifact, the only kind whose presence a client can ask about), and a session
+    that holds it gets no upload. Works with ``pyspark-client`` alone (no JVM here)."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession
 
@@ -83,14 +86,25 @@ def connect_session(
         settings.update({str(k): str(v) for k, v in (conf or {}).items()})
         for key, value in settings.items():
             _set_conf(session, key, value)
-        if pyfiles:
+        if pyfiles and not _holds_marker(session, bundle_marker):
             session.addArtifacts(*pyfiles, pyfile=True)  # a session that has them: a no-op
+            if bundle_marker is not None:
+                session.client.cache_artifact(bundle_marker)
     except BaseException as e:
         # a server that cannot be reached has no session to release: do not wait on retries for it
         session.release_session_on_close = release_on_failure and "UNAVAILABLE" not in str(e)
         session.stop()
         raise
     return session
+
+
+def _holds_marker(session, marker: bytes | None) -> bool:
+    """Whether the session already cached ``marker`` (then it holds the files added before it)."""
+    if marker is None:
+        return False
+    import hashlib
+
+    return session.client._artifact_manager.is_cached_artifact(hashlib.sha256(marker).hexdigest())
 
 
 def _set_conf(session, key: str, value: str) -> None:
