@@ -245,3 +245,20 @@ def test_a_time_travel_to_vacuumed_files_names_the_vacuum_that_deleted_them(tmp_
     t.vacuum(0, enforce_retention_duration=False)  # versions 7-8: nothing left to delete
     with pytest.raises(DataFileMissingError, match=r"Cannot read version 1.*VACUUM at version 5 \(retention 0 hours\)"):
         check_time_travel(t.snapshot(version=1))
+
+
+def test_a_vacuum_whose_lease_is_stale_deletes_nothing(tmp_path, monkeypatch):
+    """A VACUUM that cannot keep its lease fresh (a stalled process others may think dead) stops
+    deleting: nothing deleted, VACUUM END says FAILED, the next VACUUM deletes the files."""
+    from airflow_delta_provider_apps.engine.commands import vacuum as vacuum_mod
+
+    root = _new_table(tmp_path)
+    _append(root, [1, 2])
+    t = DeltaTable(None, root)
+    t.delete("id = 1 or id = 2")  # the file is removed: VACUUM at retention 0 may delete it
+    monkeypatch.setattr(vacuum_mod, "LEASE_TTL_MS", vacuum_mod.LEASE_MARGIN_MS)  # never fresh
+    stalled = t.vacuum(0, enforce_retention_duration=False)
+    assert (stalled["numFilesToDelete"], stalled["numDeletedFiles"]) == (1, 0)
+    assert t.history()[0]["operationParameters"]["status"] == "FAILED"
+    monkeypatch.undo()
+    assert t.vacuum(0, enforce_retention_duration=False)["numDeletedFiles"] == 1
