@@ -166,27 +166,29 @@ def _first(branches: list, otherwise):
 
 
 def execute_merge(spark, snapshot, plan, src, candidates, source_rows: int | None = None) -> MergeOutcome:
-    """MERGE by joins in Spark (see the module docstring). A matched-only merge (WHEN MATCHED clauses
-    alone) takes the matched pairs first, from an INNER join of the source with the candidates'
-    rows: they are at most as many as the source's rows, so the duplicate check, the clause tallies
-    and the touched files cost a pass over them, not over the table, and only the touched files
-    are read again (:func:`_merge_matched_first`). With NOT MATCHED [BY SOURCE] clauses the source
-    rows or the target rows that match nothing need their clause too: one outer join, persisted
-    (:func:`_merge_outer`). Insert-only merges are one left anti join."""
+    """MERGE by joins in Spark, in two phases as delta-spark's MergeIntoCommand (see the module
+    docstring). Insert-only merges are one left anti join of the source with the candidates' ON
+    columns. Otherwise :func:`_merge_two_phase`: the source joined with the candidates' rows reduced
+    to the columns the ON condition and the clauses' conditions read (with their file and row index)
+    gives the clause tallies, the duplicate-match check and the touched files; then either only the
+    touched files are read whole and joined once more to write them back (copy on write), or, on a
+    table that writes deletion vectors, the same join (carrying the source's columns and the target
+    columns the written rows take) writes the updated and inserted rows and marks the changed ones."""
     from pyspark.sql import functions as F
 
     started = time.monotonic()
     job = _JoinMerge(spark, snapshot, plan).with_source(src, source_rows)
-    codes = job.codes
     if plan.insert_only:
-        joined = job.rows.join(job.target_rows(candidates, against_broadcast=False), job.on(), "left_anti")
+        target = job.target_rows(candidates, columns=job.refs([plan.on], plan.target_alias), shuffle=False)
+        joined = job.rows.join(target, job.on(), "left_anti")
         joined = joined.withColumn("__action", job.case("not_matched", -2))
         per_action = job.tally(joined, multi=False)
         scan_ms = int((time.monotonic() - started) * 1000)
-        return job.write([(joined.filter(F.col("__action").isin(job.inserts)), job.inserts)], [], per_action, scan_ms)
-    if codes["not_matched_by_source"] or codes["not_matched"]:
-        return _merge_outer(job, candidates, started)
-    return _merge_matched_first(job, candidates, started)
+        inserted = sum(n for n, _ in per_action.values())
+        return job.write(
+            [(joined.filter(F.col("__action").isin(job.inserts)), job.inserts)], [], per_action, scan_ms, rows=inserted
+        )
+    return _merge_two_phase(job, candidates, started)
 
 
 class _JoinMerge:
@@ -208,24 +210,78 @@ class _JoinMerge:
         self.updates = [i for i in self.changing if self.clauses[i].clause.action == "update"]
         self.inserts = [i for i in range(len(self.clauses)) if self.clauses[i].clause.action == "insert"]
         self.change_data = writes_change_data(snapshot.metadata)
-        self.src = None
         self._F = F
 
     def with_source(self, src, rows: int | None):
-        """The materialised source; broadcast to the joins when ``rows`` of it (estimated from the
-        schema) fit Spark's broadcast threshold, else the joins shuffle both sides (Spark sizes the
-        target's rows by the file list they are read from, a few rows, and would broadcast the whole
-        table: its own choice is not safe here)."""
-        from ..rewrite.merge import row_width
+        """The materialised source and its row count (None: unknown), see :meth:`source`."""
         from .session import conf_value, memory_bytes
 
-        F = self._F
-        src = src.withColumn("__sp", F.lit(True))
-        threshold = memory_bytes(conf_value(self.spark, "spark.sql.autoBroadcastJoinThreshold", "10m"), plain="")
-        self.broadcast = rows is not None and rows * row_width(self.plan.source_schema) <= threshold
-        self.rows = src  # for an anti join, which never builds its left side
-        self.src = src.hint("broadcast") if self.broadcast else src
+        self.rows = src.withColumn("__sp", self._F.lit(True))  # for an anti join, which never builds its left side
+        self.source_rows = rows
+        self.threshold = memory_bytes(conf_value(self.spark, "spark.sql.autoBroadcastJoinThreshold", "10m"), plain="")
         return self
+
+    def source(self, columns: set[int] | None = None):
+        """``(source rows, broadcast)``: the source's ``columns`` (indices; default all) and ``__sp``,
+        broadcast to the join when its rows (estimated from the schema) fit Spark's broadcast
+        threshold, else the join shuffles both sides (Spark sizes the target's rows by the file list
+        they are read from, a few rows, and would broadcast the whole table: its own choice is not
+        safe here)."""
+        from ..rewrite.merge import row_width
+        from ..schema import StructType
+
+        fields = self.plan.source_schema.fields
+        keep = range(len(fields)) if columns is None else sorted(columns)
+        df = self.rows.select(*[f"__s{i}" for i in keep], "__sp")
+        width = row_width(StructType(tuple(fields[i] for i in keep)))
+        broadcast = self.source_rows is not None and self.source_rows * width <= self.threshold
+        return (df.hint("broadcast") if broadcast else df), broadcast
+
+    def refs(self, trees, relation: str) -> set[int]:
+        """Indices of the top-level columns (of the target's or the source's schema) that ``trees``
+        read from ``relation``."""
+        plan = self.plan
+        schema = plan.target_schema if relation == plan.target_alias else plan.source_schema
+        index = {f.name: i for i, f in enumerate(schema.fields)}
+        return {index[c.path[0]] for t in trees if t is not None for c in t.column_nodes() if c.relation == relation}
+
+    def needed(self, *, writes: bool) -> tuple[set[int], set[int]]:
+        """``(target, source)`` column indices a join must carry: what the ON condition and the
+        clauses' conditions read; with ``writes`` (rows are written from the join) also the whole
+        source, what the assignments read, the target columns an update leaves as they are, and all
+        the target's when the change feed records the rows before the change."""
+        plan = self.plan
+        trees = [plan.on, *(c.condition for c in plan.clauses)]
+        if writes:
+            trees += [v for c in plan.clauses for v in c.values.values()]
+        target, source = self.refs(trees, plan.target_alias), self.refs(trees, plan.source_alias)
+        if writes:
+            names = [f.name for f in plan.target_schema.fields]
+            source = set(range(len(plan.source_schema.fields)))
+            for c in plan.clauses:
+                if c.clause.action == "update":
+                    target |= {j for j, name in enumerate(names) if name not in c.values}
+            if self.change_data:
+                target = set(range(len(names)))
+        return target, source
+
+    def joined(self, src, target, how: str | None = None):
+        """``src`` joined with ``target`` ON the merge condition, each row tagged (``__action``) with
+        its first firing clause (-1: none, a copy; -2: a source row dropped). The join keeps the
+        source's lone rows only with NOT MATCHED clauses, the target's only with NOT MATCHED BY
+        SOURCE clauses, unless ``how`` says otherwise."""
+        F, codes = self._F, self.codes
+        if how is None:
+            nmbs, inserts = bool(codes["not_matched_by_source"]), bool(codes["not_matched"])
+            how = "full_outer" if nmbs and inserts else "right_outer" if nmbs else "left_outer" if inserts else "inner"
+        action = _first(
+            [
+                (F.col("__sp").isNotNull() & F.col("__tp").isNotNull(), self.case("matched", -1)),
+                (F.col("__tp").isNotNull(), self.case("not_matched_by_source", -1)),
+            ],
+            self.case("not_matched", -2),
+        )
+        return src.join(target, self.on(), how).withColumn("__action", action)
 
     def cond(self, i: int):
         c = self.clauses[i].condition
@@ -239,29 +295,29 @@ class _JoinMerge:
     def on(self):
         return to_column(self.plan.on, self.spell)
 
-    def target_rows(self, files, *, against_broadcast: bool = True):
-        """The rows of ``files`` as ``__t<i>`` columns, their file ``__file`` (and, on a table with
-        deletion vectors, their physical index in it, ``__row``), ``__tp`` and a row id ``__rid``;
-        hinted to a shuffle join unless joined to the broadcast source (see with_source)."""
+    def target_rows(self, files, *, columns: set[int] | None = None, shuffle: bool = True):
+        """The rows of ``files``: their ``columns`` (indices into the target schema, default all) as
+        ``__t<i>``, their file ``__file`` and physical index in it ``__row`` (Spark's own
+        ``_metadata`` where its parquet scan reads the files), ``__tp`` and a row id ``__rid``;
+        hinted to a sort-merge join when ``shuffle`` (not joined with a broadcast source)."""
         from .scan import FILE_COLUMN, ROW_COLUMN, scan_files
 
         F, plan, snapshot = self._F, self.plan, self.snapshot
-        dvs = self.deletion_vectors
-        target = scan_files(self.spark, snapshot, files=files, with_file_column=True, with_row_index=dvs).df
-        extra = [FILE_COLUMN, ROW_COLUMN] if dvs else [FILE_COLUMN]
-        if len(plan.target_schema.fields) > len(snapshot.schema.fields):  # merge_schema: columns the files lack
+        fields = plan.target_schema.fields
+        keep = range(len(fields)) if columns is None else sorted(columns)
+        present = [j for j in keep if j < len(snapshot.schema.fields)]
+        names = [fields[j].name for j in present]
+        df = scan_files(self.spark, snapshot, files=files, columns=names, with_file_column=True, with_row_index=True).df
+        cols = [F.col(quote(name)).alias(f"__t{j}") for name, j in zip(names, present)]
+        added = [j for j in keep if j >= len(snapshot.schema.fields)]
+        if added:  # merge_schema: columns the files lack
             from .write import spark_schema
 
-            added = spark_schema(plan.target_schema.to_json()).fields[len(snapshot.schema.fields) :]
-            data = [c for c in target.columns if c not in extra]
-            nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in added]
-            target = target.select(*data, *nulls, *extra)
-        n = len(plan.target_schema.fields)
-        target = _renamed(target, "__t").withColumnRenamed(f"__t{n}", "__file")
-        if dvs:
-            target = target.withColumnRenamed(f"__t{n + 1}", "__row")
-        target = target.withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
-        return target if self.broadcast and against_broadcast else target.hint("merge")
+            types = spark_schema(plan.target_schema.to_json()).fields
+            cols += [F.lit(None).cast(types[j].dataType).alias(f"__t{j}") for j in added]
+        cols += [F.col(FILE_COLUMN).alias("__file"), F.col(ROW_COLUMN).alias("__row")]
+        target = df.select(*cols).withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
+        return target.hint("merge") if shuffle else target
 
     def multi_matches(self, pairs) -> bool:
         """Whether a target row matched more than one source row (a shuffle of the matched pairs only,
@@ -289,27 +345,26 @@ class _JoinMerge:
         agg = rows.groupBy("__action").agg(F.count(F.lit(1)).alias("n"), rows_of.alias("rows")).collect()
         return {r["__action"]: (r["n"], r["rows"]) for r in agg}
 
-    def tally_and_touched(self, rows, *, multi: bool) -> tuple[dict, list[str]]:
-        """:meth:`tally` and the files a changing clause fired in. Without multiple matches both come
-        from one aggregation by clause and file (a pass over the joined rows, not two)."""
+    def tally_and_touched(self, rows, *, multi: bool, touch_matched: bool = False) -> tuple[dict, list[str]]:
+        """:meth:`tally` and the touched files: those a changing clause fired in (and, with
+        ``touch_matched``, those holding a matched row). Without multiple matches both come from one
+        aggregation by clause and file (a pass over the joined rows, not two)."""
         F = self._F
-        if multi or not self.changing or self.plan.insert_only:
-            return self.tally(rows, multi=multi), self.touched_files(rows) if self.changing else []
+        touch = F.col("__action").isin(self.changing)
+        if touch_matched:
+            touch = touch | (F.col("__sp").isNotNull() & F.col("__tp").isNotNull())
+        if multi:
+            found = rows.filter(touch).select("__file").distinct().collect()
+            return self.tally(rows, multi=multi), sorted(r["__file"] for r in found if r["__file"] is not None)
         per_action: dict = {}
         touched = set()
-        for r in rows.groupBy("__action", "__file").agg(F.count(F.lit(1)).alias("n")).collect():
+        grouped = rows.groupBy("__action", "__file", touch.alias("__touch")).agg(F.count(F.lit(1)).alias("n"))
+        for r in grouped.collect():
             n = per_action.get(r["__action"], (0, 0))[0] + r["n"]
             per_action[r["__action"]] = (n, n)
-            if r["__action"] in self.changing and r["__file"] is not None:
+            if r["__touch"] and r["__file"] is not None:
                 touched.add(r["__file"])
         return per_action, sorted(touched)
-
-    def touched_files(self, rows) -> list[str]:
-        F = self._F
-        return [
-            r["__file"]
-            for r in rows.filter(F.col("__action").isin(self.changing)).select("__file").distinct().collect()
-        ]
 
     def rewritten(self, rows, multi: bool, touched: list[str]):
         """The rows written back for the touched files: updated rows and copies (one per target row)."""
@@ -367,7 +422,8 @@ class _JoinMerge:
                 for i in fired
                 if f.name in clauses[i].values
             ]
-            otherwise = F.col(quote(f"__t{j}")) if has_target else F.lit(None)
+            # (a target column the join does not carry is one every firing clause assigns)
+            otherwise = F.col(quote(f"__t{j}")) if has_target and f"__t{j}" in rows.columns else F.lit(None)
             cols.append(_first(branches, otherwise).alias(f.name))
         return rows.select(*cols)
 
@@ -411,7 +467,7 @@ class _JoinMerge:
         return out
 
     def write(
-        self, outputs: list, touched: list[str], per_action: dict, scan_ms: int, changes=None, marked=None
+        self, outputs: list, touched: list[str], per_action: dict, scan_ms: int, changes=None, marked=None, *, rows: int
     ) -> MergeOutcome:
         """The output rows in the table's columns, written through the core writer. ``outputs``:
         ``(rows, clauses)`` pairs: each row takes the values of the clause (of ``clauses``) that
@@ -431,7 +487,7 @@ class _JoinMerge:
             for o in projected[1:]:
                 out = out.unionByName(o)
             out = conform_dataframe(out, plan.target_schema.to_json())
-            out = out.coalesce(self._write_tasks(per_action, spec.target_file_size))
+            out = out.coalesce(self._write_tasks(rows, spec.target_file_size))
             result = write_data_files(out, spec)
             adds, written = list(result.adds), result.num_output_rows
         vectors = {}
@@ -449,15 +505,14 @@ class _JoinMerge:
         rewrite_ms = int((time.monotonic() - started) * 1000)
         return MergeOutcome(touched, adds, written, per_action, scan_ms, rewrite_ms, vectors, changes=cdc)
 
-    def _write_tasks(self, per_action: dict, target_file_size: int) -> int:
-        """At most this many tasks write the output (a task writes at least one file): as many as the
-        rows' estimated bytes need files of the target size, never fewer than the cluster's
-        parallelism. A join's output otherwise has a partition per shuffle partition and a small
-        MERGE would write that many small files."""
+    def _write_tasks(self, rows: int, target_file_size: int) -> int:
+        """At most this many tasks write the output (a task writes at least one file): as many as
+        ``rows`` (the rows to write, estimated) need files of the target size, never fewer than the
+        cluster's parallelism. A join's output otherwise has a partition per shuffle partition and a
+        small MERGE would write that many small files."""
         from ..rewrite.merge import row_width
         from .scan import _default_parallelism
 
-        rows = sum(n for action, (n, _rows) in per_action.items() if action != -2)
         needed = -(-rows * row_width(self.plan.target_schema) // max(1, target_file_size))
         return max(1, needed, _default_parallelism(self.spark))
 
@@ -466,75 +521,81 @@ class _JoinMerge:
         return any(per_action.get(i, (0, 0))[0] for i in self.changing)
 
 
-def _merge_matched_first(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
-    """WHEN MATCHED clauses only: the inner join's pairs first (see :func:`execute_merge`).
-    A touched file's rows are its pairs (updated rows, matched copies) and its rows that matched no
-    source row: those are found against the touched files' matched source rows only (no row of a
-    file matches a source row outside them), so the source is not joined to the table twice."""
+def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
+    """Phase 1: the source joined with the candidates' rows, both reduced to the columns the ON
+    condition and the clauses' conditions read (the target's with ``__file`` and ``__row``), each
+    pair or lone row tagged with its first firing clause, persisted (narrow: a few columns per row).
+    The join keeps the source's unmatched rows only when a NOT MATCHED clause may insert them, the
+    target's only when a NOT MATCHED BY SOURCE clause may change them. From it: the duplicate-match
+    check, the per-clause tallies and the touched files (a changing clause fired in them; with
+    NOT MATCHED clauses also every file holding a matched row, so that in phase 2 a source row that
+    finds no partner in the touched files matched nothing at all, as in delta-spark).
+
+    Phase 2, copy on write: only the touched files are read whole and joined with the whole source
+    once more (right outer, full outer with inserts), each row written back updated or copied, the
+    inserted rows beside them; nothing of this join is persisted. On a table that writes deletion
+    vectors phase 1's join already carries the whole source and the target columns the written rows
+    take (:meth:`_JoinMerge.needed`): the updated and inserted rows are written from it, the
+    changed rows marked in their files' vectors, and no file is read twice."""
+    F, codes = job._F, job.codes
+    dv = job.deletion_vectors
+    inserts = bool(codes["not_matched"])
+    t_cols, s_cols = job.needed(writes=dv)
+    src, broadcast = job.source(None if dv else s_cols)
+    target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast)
+    joined = job.joined(src, target).persist(_spill_level())
+    try:
+        matched = F.col("__sp").isNotNull() & F.col("__tp").isNotNull()
+        multi = job.multi_matches(joined.filter(matched))
+        per_action, touched = job.tally_and_touched(joined, multi=multi, touch_matched=inserts and not dv)
+        scan_ms = int((time.monotonic() - started) * 1000)
+        outputs, inserted, changes, marked = [], None, None, None
+        if dv:
+            rows, written = joined, sum(per_action.get(i, (0, 0))[1] for i in job.updates)
+        elif touched:
+            src, broadcast = job.source()
+            files = _only(candidates, touched)
+            rows = job.joined(
+                src, job.target_rows(files, shuffle=not broadcast), "full_outer" if inserts else "right_outer"
+            )
+            written = _rows_estimate(files)
+        else:  # nothing to rewrite: the inserts alone (no source row matched a candidate row)
+            rows, written = job.rows.withColumn("__action", job.case("not_matched", -2)), 0
+        target_side = "__tp" in rows.columns
+        if touched and target_side:
+            outputs.append((job.rewritten(rows.filter(F.col("__tp").isNotNull()), multi, touched), job.updates))
+        if inserts:
+            lone = F.col("__tp").isNull() if target_side else F.lit(True)
+            inserted = rows.filter(lone & F.col("__action").isin(job.inserts))
+            outputs.append((inserted, job.inserts))
+            written += sum(per_action.get(i, (0, 0))[0] for i in job.inserts)
+        changed = rows.filter(F.col("__tp").isNotNull() & F.col("__action").isin(job.changing)) if target_side else None
+        if job.change_data and job.changed_any(per_action):
+            changes = job.changes(changed, inserted, multi)
+        if dv and touched:
+            marked = (changed, touched, candidates)
+        return job.write(outputs, touched, per_action, scan_ms, changes, marked, rows=written)
+    finally:
+        joined.unpersist()
+
+
+def _only(candidates, paths: list[str]):
+    """The rows of ``candidates`` whose path is in ``paths``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    F = job._F
-    pairs = job.src.join(job.target_rows(candidates), job.on(), "inner")
-    pairs = pairs.withColumn("__action", job.case("matched", -1)).persist(_spill_level())
-    try:
-        multi = job.multi_matches(pairs)
-        per_action, touched = job.tally_and_touched(pairs, multi=multi)
-        outputs, marked = [], None
-        if touched:
-            in_touched = pairs.filter(F.col("__file").isin(touched))
-            outputs.append((job.rewritten(in_touched, multi, touched), job.updates))
-            if job.deletion_vectors:  # the changed rows marked, the others stay where they are
-                marked = (in_touched.filter(F.col("__action").isin(job.changing)), touched, candidates)
-            else:
-                files = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(touched, pa.string())))
-                their_sources = in_touched.select(*[c for c in job.rows.columns if c.startswith("__s")])
-                unmatched = job.target_rows(files, against_broadcast=False).join(their_sources, job.on(), "left_anti")
-                outputs.append((unmatched, []))  # copies
-        changes = None
-        if job.change_data and job.changed_any(per_action):
-            changes = job.changes(in_touched.filter(F.col("__action").isin(job.changing)), None, multi)
-        scan_ms = int((time.monotonic() - started) * 1000)
-        return job.write(outputs, touched, per_action, scan_ms, changes, marked)
-    finally:
-        pairs.unpersist()
+    return candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(paths, pa.string())))
 
 
-def _merge_outer(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
-    """With NOT MATCHED BY SOURCE clauses: every candidate row needs its clause, so one outer join of
-    the source with all of them, persisted, tagged with the first clause that fires."""
-    F, codes = job._F, job.codes
-    how = "full_outer" if codes["not_matched"] else "right_outer"
-    joined = job.src.join(job.target_rows(candidates), job.on(), how)
-    action = _first(
-        [
-            (F.col("__sp").isNotNull() & F.col("__tp").isNotNull(), job.case("matched", -1)),
-            (F.col("__tp").isNotNull(), job.case("not_matched_by_source", -1)),
-        ],
-        job.case("not_matched", -2),
-    )
-    joined = joined.withColumn("__action", action).persist(_spill_level())
-    try:
-        # with or without matched clauses: a copied row must not be doubled
-        multi = job.multi_matches(joined.filter(F.col("__sp").isNotNull() & F.col("__tp").isNotNull()))
-        per_action, touched = job.tally_and_touched(joined, multi=multi)
-        scan_ms = int((time.monotonic() - started) * 1000)
-        outputs = []
-        if touched:
-            outputs.append((job.rewritten(joined.filter(F.col("__tp").isNotNull()), multi, touched), job.updates))
-        inserted = None
-        if job.inserts:
-            inserted = joined.filter(F.col("__tp").isNull() & F.col("__action").isin(job.inserts))
-            outputs.append((inserted, job.inserts))
-        changes, marked = None, None
-        changed = joined.filter(F.col("__tp").isNotNull() & F.col("__action").isin(job.changing))
-        if job.change_data and job.changed_any(per_action):
-            changes = job.changes(changed, inserted, multi)
-        if job.deletion_vectors and touched:
-            marked = (changed, touched, candidates)
-        return job.write(outputs, touched, per_action, scan_ms, changes, marked)
-    finally:
-        joined.unpersist()
+def _rows_estimate(files) -> int:
+    """The rows of ``files`` from their stats' ``numRecords`` (0 where a file has none)."""
+    import pyarrow.compute as pc
+
+    if "stats" not in files.column_names or not files.num_rows:
+        return 0
+    found = pc.extract_regex(files.column("stats"), r'"numRecords":(?P<n>[0-9]+)')
+    counts = pc.cast(pc.struct_field(found, "n"), "int64")
+    return int(pc.sum(counts).as_py() or 0)
 
 
 def mark_file(table, old_vectors: dict, table_root: str):
