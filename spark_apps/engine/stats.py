@@ -150,9 +150,10 @@ class _Leaf:
     keys: tuple[str, ...]  # JSON key path
     type: DataType
     minmax: bool
-    null_count: int = 0
+    null_count: int | None = 0  # None: unknown (a footer without it), then no count is written
     min: Any = None
     max: Any = None
+    bounded: bool = True  # False: some values have no known bound (a footer without min/max)
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,6 +250,42 @@ class StatsCollector:
             leaf.null_count += arr.null_count
             if leaf.minmax and arr.null_count < len(arr):
                 self._fold_minmax(leaf, arr)
+
+    def update_from_parquet(self, metadata) -> StatsCollector:
+        """Fold a written parquet file's footer (``pyarrow.parquet.FileMetaData``) into the stats:
+        its row count and, per top-level leaf column, the row groups' null counts and min/max, so a
+        file another writer wrote (Spark's own) gets its stats without a byte of data read again.
+        A row group without a count or a bound for values it holds leaves the leaf without one
+        (nothing wrong is ever written); float and double columns get no bounds, nested leaves
+        neither bounds nor counts. Returns self."""
+        self.num_records += metadata.num_rows
+        arrow = metadata.schema.to_arrow_schema()
+        columns = {metadata.schema.column(j).path: j for j in range(metadata.num_columns)}
+        for leaf in self._leaves:
+            name = next((c for c in leaf.names[0] if c in columns), None) if len(leaf.names) == 1 else None
+            if name is None or not _flat(arrow.field(name).type):
+                present = len(leaf.names) == 1 and not any(c in arrow.names for c in leaf.names[0])
+                # a column the file lacks is all null; anything else unknown
+                leaf.null_count = (
+                    leaf.null_count + metadata.num_rows if present and leaf.null_count is not None else None
+                )
+                leaf.bounded = leaf.bounded and present
+                continue
+            kind = arrow.field(name).type
+            if pa.types.is_floating(kind):  # parquet-java's float bounds are wrong around NaN (a max
+                leaf.bounded = False  # below the true max was seen): none rather than a wrong one
+            for g in range(metadata.num_row_groups):
+                rg = metadata.row_group(g)
+                st = rg.column(columns[name]).statistics
+                nulls = st.null_count if st is not None and st.has_null_count else None
+                leaf.null_count = None if nulls is None or leaf.null_count is None else leaf.null_count + nulls
+                if not leaf.minmax or (nulls is not None and nulls == rg.num_rows):
+                    continue  # no bound asked, or only nulls here
+                if st is None or not st.has_min_max:
+                    leaf.bounded = False
+                    continue
+                self._fold_minmax(leaf, pa.array([st.min, st.max], kind))
+        return self
 
     def _resolve(self, top: _Lookup, names: tuple, cache: dict):
         level = top
@@ -356,8 +393,9 @@ class StatsCollector:
         maxs: dict = {}
         nulls: dict = {}
         for leaf in self._leaves:
-            _put(nulls, leaf.keys, leaf.null_count)
-            if leaf.minmax:
+            if leaf.null_count is not None:
+                _put(nulls, leaf.keys, leaf.null_count)
+            if leaf.minmax and leaf.bounded:
                 lo = self._render(leaf, leaf.min, is_max=False)
                 hi = self._render(leaf, leaf.max, is_max=True)
                 if lo is not None:
@@ -382,6 +420,10 @@ class StatsCollector:
 def collect_stats(schema: StructType, data: pa.Table | pa.RecordBatch, **kwargs) -> str:
     """One-shot helper: stats JSON for ``data`` (see :class:`StatsCollector` for kwargs)."""
     return StatsCollector(schema, **kwargs).update(data).to_json()
+
+
+def _flat(t: pa.DataType) -> bool:
+    return not (pa.types.is_nested(t) or pa.types.is_dictionary(t))
 
 
 def truncate_max_string(s: str, prefix_length: int) -> str:

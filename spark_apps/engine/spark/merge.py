@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr.sql import quote
+from ..progress import report
 from ..rewrite.merge import duplicate_match_error
 from .columns import to_column
 
@@ -475,7 +476,7 @@ class _JoinMerge:
         change feed's rows (:meth:`changes`), written as change data files. ``marked``: the target rows
         to mark in their files' deletion vectors (:meth:`marked`), on a table that writes them."""
         from ..writer import table_write_spec
-        from .write import conform_dataframe, write_data_files
+        from .write import conform_dataframe, native_write_applies, write_data_files, write_native
 
         started = time.monotonic()
         plan = self.plan
@@ -488,8 +489,11 @@ class _JoinMerge:
                 out = out.unionByName(o)
             out = conform_dataframe(out, plan.target_schema.to_json())
             out = out.coalesce(self._write_tasks(rows, spec.target_file_size))
-            result = write_data_files(out, spec)
+            # Spark's own writer where it writes the table's files exactly (stats from the footers)
+            native = native_write_applies(self.spark, spec) is None
+            result = write_native(out, spec) if native else write_data_files(out, spec)
             adds, written = list(result.adds), result.num_output_rows
+            report("MERGE", "written", files=len(adds), rows=written, native=int(native))
         vectors = {}
         try:
             if changes is not None:
@@ -549,6 +553,7 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
         multi = job.multi_matches(joined.filter(matched))
         per_action, touched = job.tally_and_touched(joined, multi=multi, touch_matched=inserts and not dv)
         scan_ms = int((time.monotonic() - started) * 1000)
+        report("MERGE", "joined", touched=len(touched), multiple_matches=int(multi))
         outputs, inserted, changes, marked = [], None, None, None
         if dv:
             rows, written = joined, sum(per_action.get(i, (0, 0))[1] for i in job.updates)

@@ -223,7 +223,9 @@ def _native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
 
     ``"hive"``: every file sits directly in the folders its log partition values name (hive layout,
     nothing that needs escaping), so Spark's partition discovery yields the log's values; ``"literal"``:
-    all files are in one partition, whose values are added as typed literals. Both need plain relative
+    all files are in one partition, whose values are added as typed literals; ``"joined"``: any other
+    layout (e.g. Spark's own writer's files in a folder of their job), each row's partition values
+    joined from a broadcast table of the files' log values. All need plain relative
     paths, no deletion vectors, no column mapping, no type widening and a filesystem Spark reads
     natively. Opt out with ``spark.airflowDelta.nativeScan=false``."""
     import pyarrow.compute as pc
@@ -255,7 +257,7 @@ def _native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
         return "hive"
     from ..partitions import partition_keys
 
-    return "literal" if len(pc.unique(partition_keys(files, partition_columns))) == 1 else None
+    return "literal" if len(pc.unique(partition_keys(files, partition_columns))) == 1 else "joined"
 
 
 def _hadoop_reads(spark, scheme: str) -> bool:
@@ -317,6 +319,7 @@ def _native_scan(
     from .columns import to_column
 
     partition_columns = list(snapshot.metadata.partition_columns)
+    joined = bool(partition_columns) and how == "joined"
     root = normalize_table_uri(snapshot.table_root).rstrip("/")
     # the snapshot's paths are confined to the root; the one resolver turns them into locations
     paths = file_locations(root, files.column("path"))
@@ -342,7 +345,7 @@ def _native_scan(
         if raise_it:
             spark.conf.set(threshold_conf, str(len(paths) + 1))
         df = reader.parquet(*paths)
-        if with_file_column:  # the log's relative path: what follows the root's path in Spark's URI
+        if with_file_column or joined:  # the log's relative path: what follows the root's path in Spark's URI
             root_path = "/" + root.split("://", 1)[1].split("/", 1)[1].rstrip("/") + "/"
             literal = root_path.replace("\\", "\\\\").replace("'", "\\'")
             df = df.withColumn(
@@ -367,6 +370,12 @@ def _native_scan(
         values = partition_table(files.slice(0, 1), snapshot.schema, partition_columns).to_pylist()[0]
         for name in partition_columns:
             df = df.withColumn(name, F.lit(values[name]).cast(full_schema[name].dataType))
+    elif joined:  # one row per file: its path as the log names it, its typed partition values
+        values = partition_table(files, snapshot.schema, partition_columns)
+        by_file = spark.createDataFrame(values.append_column("__pv_file", files.column("path").combine_chunks()))
+        df = df.join(F.broadcast(by_file), df[FILE_COLUMN] == by_file["__pv_file"]).drop("__pv_file")
+        for name in partition_columns:
+            df = df.withColumn(name, F.col(f"`{name}`").cast(full_schema[name].dataType))
     if expr is not None:
         df = df.filter(to_column(expr))
     return df.select(*[F.col(f"`{f.name}`") for f in out_schema.fields])

@@ -16,6 +16,9 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     # the scan lists exact files from the log: never Spark's distributed listing job (see spark.scan)
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+    # Spark's own parquet writer (spark.write.write_native) writes timestamps as Delta's readers
+    # expect them: INT64 micros (its default, INT96, has no statistics)
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
 

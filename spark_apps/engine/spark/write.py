@@ -241,3 +241,156 @@ def inserted_changes(spark, snapshot, adds: list) -> list:
     )
     rows = scan_files(spark, snapshot, files=files).df.withColumn(CHANGE_TYPE, F.lit(INSERT))
     return list(write_data_files(rows, table_write_spec(snapshot), change_data=True).adds)
+
+
+# --------------------------------------------------------------------------------------------------
+# Spark's own parquet writer (the join-merge's output): stats from the written files' footers
+
+#: ``false`` keeps every write on the core writer (mapInArrow), e.g. to compare the two
+NATIVE_WRITE_CONF = "spark.airflowDelta.nativeWrite"
+#: partition column types whose Hive folder name is Delta's partition value text
+_NATIVE_PARTITION_TYPES = ("string", "byte", "short", "integer", "long", "date", "boolean")
+_NATIVE_TYPES = (*_NATIVE_PARTITION_TYPES, "float", "double", "decimal", "timestamp_ntz", "timestamp", "binary")
+
+
+def native_write_applies(spark, spec: WriteSpec) -> str | None:
+    """Why Spark's own writer cannot write this table's rows exactly as the core writer would
+    (None: it can). It writes plain parquet files; it cannot check NOT NULL, CHECK constraints,
+    compute generated or identity columns, write physical column names, or honour a row constraint,
+    so tables that need one of those keep the core writer. Timestamps need Spark's INT64 micros
+    output (``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``, which our sessions set)."""
+    from ..column_mapping import mode_of
+    from ..constraints import rules_for
+    from ..identity import identities
+    from ..schema import DecimalType, parse_schema
+    from .scan import _NATIVE_SCHEMES, _hadoop_reads
+    from .session import conf_value
+
+    if conf_value(spark, NATIVE_WRITE_CONF, "true").strip().lower() == "false":
+        return f"{NATIVE_WRITE_CONF}=false"
+    root = spec.table_uri
+    scheme = root.split("://", 1)[0] if "://" in root else ""
+    if scheme.lower() not in _NATIVE_SCHEMES and not _hadoop_reads(spark, scheme):
+        return f"Spark has no filesystem for {scheme}://"
+    if mode_of(spec.configuration) != "none":
+        return "column mapping"
+    if spec.row_constraint is not None:
+        return "a row constraint"
+    schema = parse_schema(spec.schema_json)
+    if rules_for(spec.schema_json, spec.configuration) or identities(schema):
+        return "CHECK constraints, generated or identity columns"
+    for f in schema.fields:
+        kind = "decimal" if isinstance(f.type, DecimalType) else getattr(f.type, "name", "")
+        if not f.nullable or kind not in _NATIVE_TYPES:
+            return f"column {f.name} ({'NOT NULL' if not f.nullable else kind or 'nested'})"
+        if f.name in spec.partition_columns and kind not in _NATIVE_PARTITION_TYPES:
+            return f"partition column {f.name} of type {kind}"
+        if kind == "timestamp":
+            out = conf_value(spark, "spark.sql.parquet.outputTimestampType", "INT96").strip().upper()
+            if out != "TIMESTAMP_MICROS":
+                return f"timestamps written as {out}"
+    return None
+
+
+def write_native(df, spec: WriteSpec) -> WriteResult:
+    """Write ``df`` (conformed to the table schema; see :func:`native_write_applies`) with Spark's
+    own parquet writer into a new folder of the table (``<uuid>/``, Hive partition folders below
+    it: a job's own folder, so concurrent jobs never share Spark's ``_temporary``), then read each
+    written file's footer on the driver for its Delta stats (O(files), no data read again) and
+    return the AddFile actions. Nothing is committed: a failed job's files are deleted here, and an
+    uncommitted folder is VACUUM's like any orphan."""
+    import uuid
+
+    from ..paths import new_file_location
+    from ..storage import normalize_table_uri, storage_for
+
+    start = time.time()
+    root = normalize_table_uri(spec.table_uri)
+    folder = uuid.uuid4().hex
+    location = new_file_location(root, folder)
+    storage = storage_for(root)
+    writer = (
+        df.write.mode("errorifexists")
+        .option("compression", "snappy")
+        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")  # no _SUCCESS file
+    )
+    if spec.partition_columns:
+        writer = writer.partitionBy(*spec.partition_columns)
+    try:
+        writer.parquet(location if "://" in location else "file://" + location)
+        adds, rows = _footer_adds(storage, spec, root, folder)
+    except BaseException:
+        _delete_folder(storage, root, folder)
+        raise
+    return WriteResult(
+        adds=adds,
+        num_output_rows=rows,
+        num_output_bytes=sum(a.size for a in adds),
+        write_time_ms=int((time.time() - start) * 1000),
+    )
+
+
+def _footer_adds(storage, spec: WriteSpec, root: str, folder: str) -> tuple[list, int]:
+    """AddFile actions of the parquet files Spark wrote in the table's ``folder`` (their stats from their
+    footers, read in threads); other files there (Hadoop's ``.crc`` checksums) and empty files are
+    deleted."""
+    import pyarrow.parquet as pq
+
+    from .. import partitions
+    from ..paths import new_file_location
+    from ..schema import parse_schema
+    from ..stats import StatsCollector, stats_config_from_properties
+    from ..threads import ThreadPool
+
+    def at(rel: str) -> str:
+        return new_file_location(root, f"{folder}/{rel}")
+
+    listing = storage.list_files(new_file_location(root, folder))
+    paths = listing.column("path").to_pylist()
+    sizes = dict(zip(paths, listing.column("size").to_pylist()))
+    data = [p for p in paths if p.endswith(".parquet") and not p.rsplit("/", 1)[-1].startswith((".", "_"))]
+    for p in set(paths) - set(data):
+        storage.delete(at(p))
+    schema = parse_schema(spec.schema_json)
+    data_schema = schema.without(set(spec.partition_columns))
+    config = stats_config_from_properties(spec.configuration or {})
+
+    def one(rel: str):
+        with storage.open_input_file(at(rel)) as f:
+            md = pq.ParquetFile(f).metadata
+        return rel, md
+
+    with ThreadPool(max_workers=8) as pool:
+        footers = list(pool.map(one, data))
+    adds, rows = [], 0
+    for rel, md in footers:
+        if md.num_rows == 0:  # Spark writes one empty file for an empty input
+            storage.delete(at(rel))
+            continue
+        dirs = rel.split("/")[:-1]
+        values = dict(d.split("=", 1) for d in dirs)
+        pvalues = {c: partitions.hive_unescape(values[partitions.hive_escape(c)]) for c in spec.partition_columns}
+        stats = StatsCollector(data_schema, **config).update_from_parquet(md)
+        adds.append(
+            AddFile(
+                path=partitions.encode_add_path(f"{folder}/{rel}"),
+                partition_values=pvalues,
+                size=int(sizes[rel]),
+                modification_time=int(time.time() * 1000),
+                data_change=bool(spec.data_change),
+                stats=stats.to_json(),
+            )
+        )
+        rows += md.num_rows
+    return adds, rows
+
+
+def _delete_folder(storage, root: str, folder: str) -> None:
+    """Best effort: the files of a failed native write (what is left is VACUUM's)."""
+    from ..paths import new_file_location
+
+    try:
+        for p in storage.list_files(new_file_location(root, folder)).column("path").to_pylist():
+            storage.delete(new_file_location(root, f"{folder}/{p}"))
+    except Exception:  # cleanup must not hide the write's own error
+        pass
