@@ -40,6 +40,7 @@ __all__ = [
     "resolve_columns",
     "domain_action",
     "check_stats_cover",
+    "check_schema_keeps_columns",
     "cube_tags",
     "cube_of",
     "column_parts",
@@ -216,6 +217,30 @@ def check_stats_cover(schema, configuration, resolved: list[tuple[str, tuple]]) 
                 "the protocol requires statistics for clustering columns, and the table collects them only for "
                 "the first delta.dataSkippingNumIndexedCols columns or those in delta.dataSkippingStatsColumns",
                 f"add '{logical}' to delta.dataSkippingStatsColumns, or raise delta.dataSkippingNumIndexedCols",
+            )
+
+
+def check_schema_keeps_columns(snapshot, metadata, actions) -> None:
+    """A commit's new metadata still has every clustering column (the domain this commit writes, else
+    the snapshot's): a schema change (overwrite, RESTORE) may not drop one.
+
+    :raises InvalidCommitError: naming the column; nothing is written
+    """
+    from .errors import InvalidCommitError
+    from .schema import parse_schema
+
+    written = next((a for a in actions if isinstance(a, DomainMetadata) and a.domain == DOMAIN), None)
+    domains = {DOMAIN: written} if written is not None else getattr(snapshot, "domain_metadata", None)
+    paths = domain_paths(domains)
+    if not paths:
+        return
+    schema = parse_schema(metadata.schema_string)
+    for p in paths:
+        if _logical(schema, p) is None:
+            raise InvalidCommitError(
+                f"This commit would drop the clustering column '{'.'.join(p)}'",
+                f"the table is clustered by it (the '{DOMAIN}' domain) and the new schema lacks it",
+                "change the clustering columns first (cluster_by), then change the schema",
             )
 
 

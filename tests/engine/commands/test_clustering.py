@@ -273,3 +273,19 @@ def test_corpus_tables_with_clustering_features(conformance_root):
         read_snapshot_table(snap)  # read as before
         with pytest.raises(UnsupportedFeatureError, match="'rowTracking'"):
             check_write_supported(snap.protocol, snap.metadata)
+
+
+def test_a_schema_change_may_not_drop_a_clustering_column(tmp_path):
+    import dataclasses
+
+    from airflow_delta_provider_apps.engine.errors import InvalidCommitError
+    from airflow_delta_provider_apps.engine.txn import OptimisticTransaction
+
+    root = _clustered(tmp_path, appends=1, rows=5)
+    snap = DeltaTable(None, root).snapshot()
+    schema = {"type": "struct", "fields": [f for f in snap.metadata.schema_json["fields"] if f["name"] != "x"]}
+    txn = OptimisticTransaction(snap.storage, snap.table_root, snap, operation="WRITE")
+    txn.update_metadata(dataclasses.replace(snap.metadata, schema_string=json.dumps(schema)))
+    with pytest.raises(InvalidCommitError, match="drop the clustering column 'x'"):
+        txn.commit([])
+    assert DeltaTable(None, root).version() == snap.version
