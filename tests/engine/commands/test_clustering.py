@@ -203,6 +203,13 @@ def test_cluster_by_on_other_tables(tmp_path):
     assert {"clustering", "domainMetadata"} <= set(t.detail()["protocol"]["writer_features"])
     assert t.optimize()["numRemovedFiles"] == 1 and _rows(plain) == [(1, 2), (2, 3), (3, 1)]
 
+    featured = str(tmp_path / "featured")  # the feature asked for by property: domainMetadata comes with it
+    create_table(featured, schema="x BIGINT")
+    DeltaTable(None, featured).set_properties({"delta.feature.clustering": "supported"})
+    wf = DeltaTable(None, featured).detail()["protocol"]["writer_features"]
+    assert wf.index("domainMetadata") < wf.index("clustering")
+    assert DeltaTable(None, featured).clustering_columns() == []  # clustered, no columns yet
+
     parted = str(tmp_path / "parted")
     create_table(parted, schema="x BIGINT, p STRING", partition_by=["p"])
     with pytest.raises(InvalidArgumentError, match="both partitioned and clustered"):
