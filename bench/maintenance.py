@@ -5,7 +5,10 @@ Cases (issue 16, item 5): optimize 1,000 small files into few, and 600 small fil
 (issue 23 item 8) (ours in process and in Spark ``local[2]``, where files of at most 64 MiB in all are
 compacted by the driver's threads, as a user's task does); Z-order by two columns, then the files a point predicate on each column reads, before
 and after (our skipping on our log; deltalake's Z-order timed on its copy); vacuum of a table with
-10k removed files (ours full and lite, deltalake full); restore of a 100-commit table to version 50.
+10k removed files (ours full and lite, deltalake full); restore of a 100-commit table to version 50;
+a clustered table (issue 34 item 2): the second OPTIMIZE after a 1% append, the bytes it rewrote beside
+the table's size, beside deltalake's Z-order of the same rows (delta-rs does not cluster: re-ordering
+after an append is a Z-order of the whole table there).
 Medians of ``--reps`` runs after one untimed run each, engines alternating, each on a fresh copy.
 """
 
@@ -136,9 +139,14 @@ def _timed(cases: dict, reps: int) -> tuple[dict, dict]:
 
 
 def run(quick: bool, reps: int) -> list[dict]:
+    import json
+
     import deltalake
+    import numpy as np
+    import pyarrow as pa
 
     from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
     from airflow_delta_provider_apps.engine.expr import parse_predicate
     from airflow_delta_provider_apps.engine.expr.skipping import skip_files
 
@@ -209,6 +217,43 @@ def run(quick: bool, reps: int) -> list[dict]:
         times["ours"],
         times["rs"],
         f"a point predicate reads {before[0]} then {after[0]} files on x, {before[1]} then {after[1]} on y (of {total})",
+    )
+
+    # ---- a clustered table: the second OPTIMIZE after a small (1%) append rewrites the appended files
+    rows = n_small * 200
+    late = pa.table(
+        {
+            "x": np.random.default_rng(5).integers(0, 1_000_000, rows // 100),
+            "y": np.arange(rows // 100),
+            "s": ["v"] * (rows // 100),
+        }
+    )
+    clustered, plain = fresh_copy(base, work / "cbase"), fresh_copy(base, work / "pbase")
+    DeltaTable(None, clustered).cluster_by(["x", "y"])
+    first = DeltaTable(None, clustered).optimize(target_size=1 << 20)  # the first OPTIMIZE clusters every file
+    DeltaTable(None, plain).optimize(z_order_by=["x", "y"], target_size=1 << 20)  # the same rows, Z-ordered
+    for t in (clustered, plain):
+        append_arrow(t, late)
+    cases = {
+        "ours": (
+            lambda: DeltaTable(None, h["o"]).optimize(target_size=1 << 20),
+            lambda: h.update(o=fresh_copy(clustered, work / "o")),
+        ),
+        "rs": (
+            lambda: deltalake.DeltaTable(h["r"]).optimize.z_order(["x", "y"], target_size=1 << 20),
+            lambda: h.update(r=fresh_copy(plain, work / "r")),
+        ),
+    }
+    times, outs = _timed(cases, reps)
+    size = DeltaTable(None, h["o"]).detail()["size_in_bytes"]
+    ours_b, rs_b = outs["ours"]["numRemovedBytes"], json.loads(outs["rs"]["filesRemoved"])["totalSize"]
+    row(
+        "clustered table: 2nd OPTIMIZE after a 1% append",
+        times["ours"],
+        times["rs"],
+        f"first OPTIMIZE rewrote {first['numRemovedBytes'] / 1e3:.0f} kB; the second {ours_b / 1e3:.0f} kB of "
+        f"{size / 1e3:.0f} kB ({100 * ours_b / size:.1f}%: the appended files; "
+        f"{outs['ours']['num_files_already_clustered']} files kept); deltalake's Z-order rewrote {rs_b / 1e3:.0f} kB",
     )
 
     # ---- vacuum of 10k removed files

@@ -336,6 +336,18 @@ def _constraint_expression(p: Mapping) -> None:
         raise ValueError("expression is required: the condition every row must satisfy, e.g. amount >= 0")
 
 
+def _partitioned_or_clustered(p: Mapping) -> None:
+    if p.get("partition_by") and p.get("cluster_by"):
+        raise ValueError(
+            "partition_by and cluster_by cannot be combined: a Delta table is either partitioned or clustered"
+        )
+
+
+def _clustering_columns_given(p: Mapping) -> None:
+    if p.get("columns") is None:
+        raise ValueError("columns is required: the clustering columns, e.g. ['id', 'ts'] ([] removes clustering)")
+
+
 def _source_required(p: Mapping) -> None:
     if (not p.get("source") or not str(p.get("source")).strip()) and not p.get("source_query"):
         raise ValueError("no source: pass source= (a file, folder or table URI) and/or source_query= (Spark SQL)")
@@ -444,6 +456,7 @@ _OPERATIONS = (
         args=(
             Arg("schema", "schema", help="DDL string or Delta/Spark schema JSON"),
             Arg("partition_by", "list", help="partition columns"),
+            Arg("cluster_by", "list", help="clustering columns (liquid clustering; not with partition_by)"),
             Arg("properties", "dict", flag="--property", help="table property KEY=VALUE (repeatable)"),
             Arg("description", help="table description"),
             Arg("name", help="table name stored in the metadata"),
@@ -452,7 +465,7 @@ _OPERATIONS = (
         ),
         metrics=("numFiles", "numOutputRows", "numOutputBytes"),
         needs_spark=_needs_source_spark,
-        checks=(_schema_or_source, _source_needs_format),
+        checks=(_schema_or_source, _source_needs_format, _partitioned_or_clustered),
         settled_by_log=_kept_table,
     ),
     Operation(
@@ -587,7 +600,7 @@ _OPERATIONS = (
     Operation(
         "optimize",
         "OPTIMIZE",
-        "compact small files, or Z-order them (rows unchanged)",
+        "compact small files, or Z-order them, or cluster a clustered table incrementally (rows unchanged)",
         "airflow_delta_provider_apps.runners:optimize",
         args=(
             Arg("partition_filter", help="only the partitions matching this condition on partition columns"),
@@ -676,6 +689,20 @@ _OPERATIONS = (
             Arg("new_type", help="its wider type, e.g. BIGINT, DOUBLE, DECIMAL(12,2), TIMESTAMP_NTZ"),
         ),
         checks=(_column_named, _widening_type),
+    ),
+    Operation(
+        "cluster_by",
+        "CLUSTER BY",
+        "set the clustering columns, or remove them with an empty list (metadata only; OPTIMIZE clusters)",
+        "airflow_delta_provider_apps.runners:cluster_by",
+        args=(
+            Arg(
+                "columns",
+                "list",
+                help="the new clustering columns (CLI: --columns a b); an empty list removes them (CLUSTER BY NONE)",
+            ),
+        ),
+        checks=(_clustering_columns_given,),
     ),
     Operation(
         "restore",

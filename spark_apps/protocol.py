@@ -58,12 +58,17 @@ __all__ = [
 ]
 
 
-def check_partitioning(schema, partition_by) -> None:
-    """CREATE TABLE's rule for a literal ``schema`` (DDL, JSON) and its ``partition_by`` (the operators
-    check it at DAG parse time); raises the engine's InvalidArgumentError / InvalidSchemaError."""
+def check_partitioning(schema, partition_by, cluster_by=None, properties=None) -> None:
+    """CREATE TABLE's rule for a literal ``schema`` (DDL, JSON), its ``partition_by`` and ``cluster_by``
+    (the operators check it at DAG parse time); raises the engine's InvalidArgumentError /
+    InvalidSchemaError."""
+    from .engine.clustering import resolve_columns
     from .engine.commands.create_table import to_delta_schema, validate_partition_columns
 
-    validate_partition_columns(to_delta_schema(schema), partition_by)
+    delta_schema = to_delta_schema(schema)
+    parts = validate_partition_columns(delta_schema, partition_by)
+    if cluster_by is not None:
+        resolve_columns(delta_schema, cluster_by, partition_columns=parts, configuration=properties)
 
 
 def error_retryable(error_class: str | None) -> bool | None:

@@ -303,6 +303,11 @@ def change_column_type(params: dict, spark=None) -> dict:
     return _from_command(r, params["table_uri"])
 
 
+def cluster_by(params: dict, spark=None) -> dict:
+    r = _table(None, params).cluster_by(params.get("columns"), **_txn(params))
+    return _from_command(r, params["table_uri"])
+
+
 def restore(params: dict, spark=None) -> dict:
     r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"), **_txn(params))
     return _from_command(r, params["table_uri"])
@@ -330,6 +335,7 @@ def create_table(params: dict, spark=None) -> dict:
         uri,
         schema=params.get("schema"),
         partition_by=params.get("partition_by"),
+        cluster_by=params.get("cluster_by"),
         properties=params.get("properties"),
         description=params.get("description"),
         name=params.get("name"),

@@ -135,17 +135,25 @@ def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
 
 
 def _check_literal_partitioning(operator: str, values: dict) -> None:
-    """A literal ``schema`` and ``partition_by`` of CREATE TABLE must agree: checked at DAG parse time
-    with the engine's own rule (the schema parser is imported only when both are literal)."""
-    schema, partition_by = values.get("schema"), values.get("partition_by")
-    if schema is None or not partition_by:
+    """A literal ``schema`` and its ``partition_by`` / ``cluster_by`` of CREATE TABLE must agree:
+    checked at DAG parse time with the engine's own rules (the schema parser is imported only when
+    they are literal)."""
+    schema, partition_by, cluster_by = values.get("schema"), values.get("partition_by"), values.get("cluster_by")
+    properties = values.get("properties")
+    if schema is None or not (partition_by or cluster_by):
         return
-    if any(ops._is_template(v) or ops._holds_template(v) for v in (schema, partition_by)):
+    if any(ops._is_template(v) or ops._holds_template(v) for v in (schema, partition_by, cluster_by, properties)):
         return
     from airflow_delta_provider_apps.protocol import DeltaError, check_partitioning
 
+    as_list = ops.Arg("partition_by", "list")
     try:
-        check_partitioning(schema, ops.coerce(ops.Arg("partition_by", "list"), partition_by))
+        check_partitioning(
+            schema,
+            ops.coerce(as_list, partition_by),
+            ops.coerce(as_list, cluster_by),
+            ops.coerce(ops.Arg("properties", "dict"), properties),
+        )
     except DeltaError as e:
         raise ValueError(f"{operator}: {e.one_line()}") from None
 
@@ -549,6 +557,9 @@ class DeltaCreateTableOperator(DeltaBaseOperator):
     :param schema: a DDL string (``"id BIGINT, name STRING"``) or a Delta schema JSON (string or dict);
         optional with ``source`` (then the source's schema is used) (templated).
     :param partition_by: partition column names (a list or ``"a, b"``) (templated).
+    :param cluster_by: clustering columns (liquid clustering; a list or ``"a, b"``; not with
+        ``partition_by``) (templated): :class:`DeltaOptimizeOperator` then clusters the table by
+        them, incrementally; :class:`DeltaClusterByOperator` changes them.
     :param properties: table properties, e.g. ``{"delta.appendOnly": "true"}`` (templated).
     :param description: table description (templated).
     :param name: table name stored in the metadata (templated).
@@ -566,7 +577,7 @@ class DeltaCreateTableOperator(DeltaBaseOperator):
             task_id="create_events",
             table_uri="/lake/events",
             schema="id BIGINT, name STRING, amount DOUBLE, dt STRING",
-            partition_by=["dt"],
+            partition_by=["dt"],  # or cluster_by=["id"]: a clustered table (OPTIMIZE clusters it)
             properties={"delta.checkpointInterval": "10"},
             if_not_exists=True,
             conn_id="spark_local",
@@ -751,6 +762,12 @@ class DeltaOptimizeOperator(DeltaBaseOperator):
     """Compact the table's small files into files of about the target size, or Z-order them
     (``OPTIMIZE``); no row changes (``dataChange=false``), so streaming readers skip the commit.
 
+    On a clustered table (``cluster_by``) it clusters instead, incrementally: only the files not yet
+    clustered for the current clustering columns are rewritten, ordered by them (plus small earlier
+    cubes, size-tiered), so a run after a small append rewrites about that append; ``z_order_by`` is
+    refused there. The XCom then also holds ``clustering_columns`` and
+    ``num_files_already_clustered``.
+
     A concurrent append is unaffected; a concurrent DELETE/UPDATE/MERGE of a file it rewrote fails it
     retryably (deleted rows never come back). The XCom holds ``numAddedFiles``, ``numRemovedFiles``,
     bytes, file-size percentiles, ``numBatches``, ``partitionsOptimized``.
@@ -879,6 +896,24 @@ class DeltaChangeColumnTypeOperator(DeltaBaseOperator):
     """
 
     operation = "change_column_type"
+    default_execution = "local"
+
+
+class DeltaClusterByOperator(DeltaBaseOperator):
+    """Set a table's clustering columns (``ALTER TABLE ... CLUSTER BY``), or remove them with
+    ``columns=[]`` (``CLUSTER BY NONE``): metadata only, in the worker. An unpartitioned table that
+    is not clustered becomes clustered; the next :class:`DeltaOptimizeOperator` clusters the files
+    not yet clustered for the new columns.
+
+    :param table_uri: the table (templated).
+    :param columns: the clustering columns, e.g. ``["customer_id", "ts"]`` (templated).
+
+    Example::
+
+        recluster = DeltaClusterByOperator(task_id="cluster_events", table_uri="/lake/events", columns=["id"])
+    """
+
+    operation = "cluster_by"
     default_execution = "local"
 
 

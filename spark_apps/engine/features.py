@@ -29,10 +29,12 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   v2Checkpoint        always (checkpoints carry V2 content; UUID-named with sidecars when
                       ``delta.checkpointPolicy=v2``: :mod:`.log.checkpoint`)
   typeWidening        always (widened columns are read in the new type; ``change_column_type``)
+  clustering          always (with ``domainMetadata``; the columns in the ``delta.clustering``
+                      domain, OPTIMIZE clusters: :mod:`.clustering`)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always
   ==================  =======================================================================
 
-  Every other writer feature (rowTracking, clustering,
+  Every other writer feature (rowTracking,
   icebergCompat*, variantType, catalogManaged, unknown or preview
   names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
 
@@ -86,6 +88,7 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "inCommitTimestamp",
         "v2Checkpoint",
         "typeWidening",
+        "clustering",
     }
 )
 
@@ -412,6 +415,8 @@ def requested_features(configuration: dict | None) -> list[str]:
         requested.append("typeWidening")
     if props.checkpoint_policy == "v2" and "v2Checkpoint" not in requested:
         requested.append("v2Checkpoint")
+    if "clustering" in requested and "domainMetadata" not in requested:  # the protocol requires it
+        requested.insert(requested.index("clustering"), "domainMetadata")
     return requested
 
 

@@ -89,6 +89,7 @@ class DeltaTable:
         app_version=None,
         user_metadata=None,
         target_file_size: int | None = None,
+        cluster_by=None,
     ) -> DeltaTable:
         """CREATE TABLE [IF NOT EXISTS] [AS SELECT] (see :mod:`airflow_delta_provider_apps.engine.commands.create_table`).
 
@@ -98,6 +99,7 @@ class DeltaTable:
         :param schema: DDL string, Spark StructType or Delta schema JSON; with ``source_df`` it may be
             omitted (the source's schema is used)
         :param source_df: DataFrame whose rows are written into version 0 (create-as-select)
+        :param cluster_by: clustering columns (liquid clustering; OPTIMIZE clusters by them)
         """
         from .commands.create_table import create_table
 
@@ -116,6 +118,7 @@ class DeltaTable:
             app_version=app_version,
             user_metadata=user_metadata,
             target_file_size=target_file_size,
+            cluster_by=cluster_by,
         )
         t = cls(spark, table_uri)
         t.last_result = result.to_dict()
@@ -268,6 +271,20 @@ class DeltaTable:
         from .commands.properties import change_column_type
 
         return change_column_type(self.snapshot(), column, new_type, **txn_options).to_dict()
+
+    def cluster_by(self, columns, **txn_options) -> dict:
+        """Set the clustering columns (``ALTER TABLE ... CLUSTER BY``), or remove them with ``None``
+        or ``[]`` (``CLUSTER BY NONE``): metadata only, the ``delta.clustering`` domain; files
+        written before are clustered by the next OPTIMIZE (see :mod:`.clustering`)."""
+        from .commands.properties import cluster_by
+
+        return cluster_by(self.snapshot(), columns, **txn_options).to_dict()
+
+    def clustering_columns(self) -> list[str]:
+        """The table's clustering columns (empty when it is not clustered)."""
+        from .clustering import clustering_columns
+
+        return clustering_columns(self.snapshot()) or []
 
     def drop_constraint(self, name: str, *, if_exists: bool = False, **txn_options) -> dict:
         """DROP CONSTRAINT [IF EXISTS] ``name`` (metadata only)."""

@@ -41,9 +41,20 @@ def interleave(ids: list[np.ndarray], bits: int) -> np.ndarray:
     return out
 
 
-def zorder_indices(table: pa.Table, columns: list[str]) -> np.ndarray:
-    """The row order that sorts ``table`` by the z-order key of ``columns``."""
+def _column(table: pa.Table, column) -> pa.ChunkedArray:
+    """A column by name, or a nested field by its name parts (``["a", "b"]``: ``a.b``)."""
+    if isinstance(column, str):
+        return table.column(column)
+    data = table.column(column[0])
+    for part in column[1:]:
+        data = pc.struct_field(data, part)
+    return data
+
+
+def zorder_indices(table: pa.Table, columns: list) -> np.ndarray:
+    """The row order that sorts ``table`` by the z-order key of ``columns`` (names, or name parts of
+    nested fields)."""
     bits = max(1, 64 // max(len(columns), 1))
     bits = min(bits, 21)  # ranks of up to two million distinct values keep their resolution
-    key = interleave([range_ids(table.column(c), bits) for c in columns], bits)
+    key = interleave([range_ids(_column(table, c), bits) for c in columns], bits)
     return np.argsort(key, kind="stable")

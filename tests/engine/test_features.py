@@ -97,6 +97,7 @@ def test_legacy_column_mapping_reader_version_2(monkeypatch):
         p37(["timestampNtz", "vacuumProtocolCheck"], ["timestampNtz", "vacuumProtocolCheck", "appendOnly"]),
         p37([], ["checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns", "columnMapping"]),
         p37(["v2Checkpoint"], ["v2Checkpoint", "appendOnly", "invariants"]),
+        Protocol(1, 7, writer_features=["appendOnly", "invariants", "domainMetadata", "clustering"]),
     ],
 )
 def test_writable_when_features_unused(proto):
@@ -107,7 +108,6 @@ def test_writable_when_features_unused(proto):
     "feature",
     [
         "rowTracking",
-        "clustering",
         "liquid",
         "icebergCompatV2",
         "catalogManaged",

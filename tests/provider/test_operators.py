@@ -470,3 +470,45 @@ def test_an_operator_that_commits_nothing_refuses_a_commit_identity_by_name():
             DeltaCheckpointOperator(task_id="cp", table_uri="/lake/t", **kwargs)
         assert all(k in str(e.value) for k in kwargs)
     DeltaCheckpointOperator(task_id="cp", table_uri="/lake/t")  # without them: fine
+
+
+def test_cluster_by_is_checked_at_parse_time_and_the_operators_cluster_in_the_worker(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaClusterByOperator, DeltaOptimizeOperator
+    from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    with pytest.raises(ValueError, match="partition_by and cluster_by cannot be combined"):
+        DeltaCreateTableOperator(
+            task_id="c", table_uri="/t", schema="id BIGINT, dt STRING", partition_by="dt", cluster_by="id"
+        )
+    with pytest.raises(ValueError, match=r"Clustering column 'ts' is not in the schema\. Cause: .*Fix: "):
+        DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT", cluster_by=["ts"])
+    with pytest.raises(ValueError, match="Cannot cluster by column 'ok' of type boolean"):
+        DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT, ok BOOLEAN", cluster_by="ok")
+    with pytest.raises(ValueError, match="columns is required"):
+        DeltaClusterByOperator(task_id="k", table_uri="/t")
+    DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT", cluster_by="{{ params.c }}")
+
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    root = str(tmp_path / "t")
+    create = DeltaCreateTableOperator(
+        task_id="c", table_uri=root, schema="id BIGINT, v STRING", cluster_by="id", execution="local"
+    )
+    assert create.operation_params({})["cluster_by"] == ["id"] and "cluster_by" in create.template_fields
+    assert create.execute({})["created"] is True
+    assert DeltaTable(None, root).clustering_columns() == ["id"]
+    for i in range(3):
+        append_arrow(root, pa.table({"id": [3 - i, 10 + i], "v": ["a", "b"]}))
+    out = DeltaOptimizeOperator(task_id="o", table_uri=root, execution="local").execute({})
+    assert out["clustering_columns"] == ["id"] and out["metrics"]["numRemovedFiles"] == 3
+    changed = DeltaClusterByOperator(task_id="k", table_uri=root, columns=["v", "id"]).execute({})
+    assert (changed["operation"], changed["committed"], changed["clustering_columns"]) == (
+        "CLUSTER BY",
+        True,
+        ["v", "id"],
+    )
+    removed = DeltaClusterByOperator(task_id="k", table_uri=root, columns=[]).execute({})
+    assert removed["clustering_columns"] == [] and DeltaTable(None, root).clustering_columns() == []

@@ -5,7 +5,9 @@ Algorithm:
 1. Parse the schema (DDL string, Delta/Spark schema JSON string or dict, a pyspark ``StructType``
    (via its ``.json()``), or a :class:`~airflow_delta_provider_apps.engine.schema.StructType`), and validate:
    partition columns exist (matched case-insensitively, stored with the schema's spelling), are
-   top-level primitive columns, appear once, and are not all of the columns; table properties
+   top-level primitive columns, appear once, and are not all of the columns; clustering columns
+   (``cluster_by``, not with ``partition_by``) exist, have min/max statistics and are listed in the
+   ``delta.clustering`` domain of version 0 (with the ``clustering`` feature); table properties
    (:func:`validate_properties`): ``delta.*`` keys must be ones Delta defines and their values must
    parse (booleans, intervals, positive integers); other keys are kept verbatim.
 2. If the table exists (a readable latest version): with IF NOT EXISTS return its state with
@@ -22,7 +24,7 @@ Algorithm:
    losing create-as-select wrote stay as orphans for VACUUM.
 
 commitInfo: operation ``CREATE TABLE`` (``CREATE TABLE AS SELECT`` with a source),
-operationParameters ``isManaged``, ``description``, ``partitionBy``, ``properties`` as delta-spark
+operationParameters ``isManaged``, ``description``, ``partitionBy``, ``properties`` (``clusterBy``) as delta-spark
 writes them; CTAS metrics ``numFiles``, ``numOutputRows``, ``numOutputBytes``.
 """
 
@@ -192,6 +194,7 @@ def create_table(
     app_version=None,
     user_metadata=None,
     target_file_size: int | None = None,
+    cluster_by=None,
 ) -> CommandResult:
     """Create a Delta table (version 0) at ``table_uri``; see the module docstring.
 
@@ -207,6 +210,8 @@ def create_table(
     :param app_version: SetTransaction version
     :param user_metadata: commitInfo.userMetadata
     :param target_file_size: data file size target for the source rows (bytes)
+    :param cluster_by: clustering columns (liquid clustering: :mod:`..clustering`); not with
+        ``partition_by``
     :raises TableAlreadyExistsError: the table exists and ``if_not_exists`` is false
     """
     from .. import features
@@ -222,6 +227,7 @@ def create_table(
     partition_columns = validate_partition_columns(delta_schema, partition_by)
     configuration = validate_properties(properties)
     config.check_stats_columns(configuration, delta_schema)
+    _clustering(delta_schema, cluster_by, partition_columns, configuration)  # refused before anything is read
 
     existing = existing if if_not_exists else _existing_version(storage, table_root)
     if existing is not None:
@@ -231,6 +237,9 @@ def create_table(
 
     delta_schema, configuration = assign(delta_schema, configuration)  # column mapping: ids, physical names
     protocol = features.protocol_for_new_table(delta_schema.to_json(), configuration)
+    clustering = _clustering(delta_schema, cluster_by, partition_columns, configuration)
+    if clustering is not None:
+        protocol = features.upgraded_protocol(protocol, ["domainMetadata", "clustering"])
     configuration = stored_configuration(configuration, protocol)
     metadata = Metadata(
         id=Metadata.new_id(),
@@ -247,6 +256,8 @@ def create_table(
         "partitionBy": list(partition_columns),
         "properties": dict(configuration),
     }
+    if clustering is not None:
+        params["clusterBy"] = [c for c, _ in clustering]
     options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata}
     cmd = Command(
         None,
@@ -260,6 +271,10 @@ def create_table(
     )
 
     adds: list = []
+    if clustering is not None:
+        from ..clustering import domain_action
+
+        adds.append(domain_action(clustering))
     metrics = None  # a create without data has no write metrics
     if source_df is not None:
         from .write import prepare_dataframe, write_files
@@ -268,7 +283,7 @@ def create_table(
         result = write_files(
             df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
         )
-        adds = result.adds
+        adds += result.adds
         metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)
     try:
         return cmd.commit(adds, metrics, fields={"created": True})
@@ -278,6 +293,15 @@ def create_table(
         if existing is None:
             raise
         return _already_exists(table_root, existing, if_not_exists, operation)
+
+
+def _clustering(schema, cluster_by, partition_columns, configuration) -> list | None:
+    """The checked clustering columns (``(logical, physical path)``), None without ``cluster_by``."""
+    if cluster_by is None:
+        return None
+    from ..clustering import resolve_columns
+
+    return resolve_columns(schema, cluster_by, partition_columns=partition_columns, configuration=configuration)
 
 
 def stored_configuration(configuration: dict, protocol) -> dict:

@@ -10,6 +10,15 @@ Planning (on the driver, from the log only):
   file is not rewritten, and files already big enough stay;
 * Z-order (``z_order_by``): every file of each partition forms one bin, whose rows are sorted by the
   interleaved-bits key of the columns' range ids (:mod:`..zorder`) before they are written again.
+* Clustering (a clustered table with clustering columns, :mod:`..clustering`): incremental. The
+  files not clustered for the current columns (never clustered, clustered for other columns, or
+  with too many deleted rows) form one bin, sorted by the same Z-order curve over the clustering
+  columns, and written as a new ZCube (``clusteringProvider: liquid`` and its ZCube tags). An
+  existing ZCube is merged into it only while it is no larger than what is being clustered
+  (smallest first, size-tiered: a byte is rewritten about log2(appends) times, and the number of
+  cubes stays logarithmic) and smaller than :data:`MAX_MERGED_CUBE_FACTOR` target files; so a
+  second OPTIMIZE after a small append rewrites the appended files (and small cubes), not the
+  table. Files another clustering implementation clustered are left alone (the protocol).
 
 Each bin is read (deletion vectors applied: deleted rows stay deleted) and written through the core
 writer with ``dataChange=false``, by a thread pool or in Spark tasks, one bin per task; files of at
@@ -23,6 +32,7 @@ removed a file OPTIMIZE rewrote fails it (retryable), so deleted rows never come
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -36,7 +46,7 @@ from .base import Command
 from .reads import reads_snapshot_files
 from .result import CommandResult, OptimizeMetrics
 
-__all__ = ["optimize", "plan_bins", "purge_candidates", "MAX_DELETED_ROWS_RATIO"]
+__all__ = ["optimize", "plan_bins", "plan_clustering", "purge_candidates", "MAX_DELETED_ROWS_RATIO"]
 
 
 def _partition_keys(files: pa.Table, partition_columns: list[str]) -> list[tuple]:
@@ -111,6 +121,35 @@ def plan_bins(
     return [b for b in bins if len(b) > 1 or (zorder and b) or (b and purge[b[0]])]
 
 
+#: a ZCube of at least this many target file sizes is never merged again (delta-spark: 100 files)
+MAX_MERGED_CUBE_FACTOR = 100
+
+
+def plan_clustering(files: pa.Table, columns: list[str], purge: np.ndarray, max_cube_bytes: int) -> tuple[list, int]:
+    """Row indices of ``files`` an incremental clustering OPTIMIZE rewrites (see the module
+    docstring), and how many files are already clustered for ``columns`` and kept."""
+    from ..clustering import cube_of
+
+    n = files.num_rows
+    cubes, foreign = cube_of(files, columns)
+    sizes = np.asarray(files.column("size").to_numpy(zero_copy_only=False), dtype=np.int64) if n else []
+    fresh = [i for i in range(n) if not foreign[i] and (cubes[i] is None or purge[i])]
+    members: dict[str, list[int]] = {}
+    for i in range(n):
+        if cubes[i] is not None and not purge[i]:
+            members.setdefault(cubes[i], []).append(i)
+    if not fresh:
+        return [], sum(len(m) for m in members.values())
+    chosen, total = list(fresh), int(sum(sizes[i] for i in fresh))
+    for rows in sorted(members.values(), key=lambda rows: int(sum(sizes[i] for i in rows))):
+        size = int(sum(sizes[i] for i in rows))
+        if size > total or size >= max_cube_bytes:
+            break
+        chosen += rows
+        total += size
+    return sorted(chosen), n - len(chosen) - int(foreign.sum())
+
+
 def _names(value, what: str) -> list[str]:
     """A column name or a list of them."""
     if isinstance(value, str):
@@ -178,6 +217,7 @@ def optimize(
         rows (Delta's ``REORG TABLE ... APPLY (PURGE)``); otherwise files whose vectors remove more
         than :data:`MAX_DELETED_ROWS_RATIO` of their rows are rewritten with the small files
     """
+    from ..clustering import clustering_columns, column_parts
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
     from ..rewrite import compact_bin, in_process
@@ -188,6 +228,14 @@ def optimize(
     if cmd.duplicate:
         return cmd.skipped(None)
     parts = list(snapshot.metadata.partition_columns or [])
+    # a purge rewrites only the files with deletion vectors: compaction's path, even when clustered
+    clustering = None if purge_deletion_vectors else clustering_columns(snapshot)
+    if clustering and z_order_by:
+        raise InvalidArgumentError(
+            "Cannot Z-order a clustered table",
+            f"OPTIMIZE clusters it by its clustering columns ({', '.join(clustering)})",
+            "drop z_order_by, or change the clustering columns (cluster_by)",
+        )
     zorder = _check_columns(snapshot, z_order_by)
     target = resolve_target_file_size(snapshot.properties, target_size)
     min_size = int(min_file_size) if min_file_size is not None else target
@@ -213,12 +261,21 @@ def optimize(
     from ..log.file_actions import partition_keys_of
 
     spelled = partition_keys_of(snapshot.metadata)  # partitionValues keys: physical under column mapping
-    bins = plan_bins(files, spelled, target, min_size, bool(zorder), purge, purge_only=purge_deletion_vectors)
+    fields: dict = {}
+    if clustering:
+        chosen, kept = plan_clustering(files, clustering, purge, MAX_MERGED_CUBE_FACTOR * target)
+        bins = [chosen] if chosen else []
+        zorder = [column_parts(c) for c in clustering]  # the curve's columns, as the data names them
+        fields.update(clustering_columns=clustering, num_files_already_clustered=kept)
+    else:
+        bins = plan_bins(files, spelled, target, min_size, bool(zorder), purge, purge_only=purge_deletion_vectors)
     metrics = OptimizeMetrics(total_considered_files=files.num_rows, num_batches=len(bins))
     chosen_rows = sorted(i for b in bins for i in b)
     metrics.total_files_skipped = files.num_rows - len(chosen_rows)
     cmd.txn.operation_parameters = {"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder)}
-    fields = {"bins": len(bins)}
+    if clustering:
+        cmd.txn.operation_parameters.update(zOrderBy="[]", clusterBy=json.dumps(clustering))
+    fields["bins"] = len(bins)
     if not bins:
         return cmd.unchanged(metrics, fields=fields)
     spec = table_write_spec(snapshot, target_file_size=target, data_change=False)
@@ -235,6 +292,11 @@ def optimize(
             written = [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder), bin_rows) for w in ws]
     removes = removes_for(removed, data_change=False)
     adds = [w.add for w in written]
+    if clustering:  # one new ZCube, recorded on each file it wrote
+        from ..clustering import PROVIDER, cube_tags
+
+        tags = cube_tags(clustering)
+        adds = [dataclasses.replace(a, clustering_provider=PROVIDER, tags={**(a.tags or {}), **tags}) for a in adds]
     metrics.num_removed_files = len(removes)
     metrics.num_added_files = len(adds)
     metrics.num_removed_bytes = int(pc.sum(removed.column("size")).as_py() or 0)

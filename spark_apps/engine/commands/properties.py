@@ -20,7 +20,15 @@ import json
 from .base import Command
 from .result import CommandResult
 
-__all__ = ["set_properties", "add_constraint", "drop_constraint", "rename_column", "drop_column", "change_column_type"]
+__all__ = [
+    "set_properties",
+    "add_constraint",
+    "drop_constraint",
+    "rename_column",
+    "drop_column",
+    "change_column_type",
+    "cluster_by",
+]
 
 
 def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
@@ -36,6 +44,7 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     configuration = {**(snapshot.metadata.configuration or {}), **given}
     if DATA_SKIPPING_STATS_COLUMNS in given:  # an unrelated change is not refused for an older value
         check_stats_columns(configuration, snapshot.schema)
+    _keeps_clustering_stats(snapshot, configuration)
     before, after = mode_of(snapshot.metadata.configuration), mode_of(configuration)
     schema = snapshot.schema
     if before != after:
@@ -63,6 +72,46 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     if protocol != snapshot.protocol:
         cmd.txn.update_protocol(protocol)
     return cmd.commit([], None, fields=fields)
+
+
+def _keeps_clustering_stats(snapshot, configuration: dict) -> None:
+    """New properties must keep statistics on the clustering columns (the protocol requires them)."""
+    from ..clustering import check_stats_cover, clustering_columns, resolve_columns
+
+    columns = clustering_columns(snapshot)
+    if columns:
+        resolved = resolve_columns(snapshot.schema, columns, configuration=snapshot.metadata.configuration)
+        check_stats_cover(snapshot.schema, configuration, resolved)
+
+
+def cluster_by(snapshot, columns, **txn_options) -> CommandResult:
+    """ALTER TABLE CLUSTER BY ``columns`` (``None`` or ``[]``: CLUSTER BY NONE): one commit of the
+    ``delta.clustering`` domain (physical names), adding the ``clustering`` and ``domainMetadata``
+    features to a table without them. Refused on a partitioned table. No file is read or written:
+    the files clustered for other columns become unclustered for these, and the next OPTIMIZE
+    clusters them. A concurrent commit to the domain conflicts."""
+    from .. import features
+    from ..clustering import clustering_columns, domain_action, resolve_columns
+
+    resolved = resolve_columns(
+        snapshot.schema,
+        list(columns or []),
+        partition_columns=snapshot.partition_columns,
+        configuration=snapshot.metadata.configuration,
+    )
+    old = clustering_columns(snapshot)
+    new = [c for c, _ in resolved]
+    params = {"oldClusteringColumns": ",".join(old or []), "newClusteringColumns": ",".join(new)}
+    cmd = Command(snapshot, "CLUSTER BY", params, txn_options=txn_options)
+    fields = {"clustering_columns": new, "previous_clustering_columns": old or []}
+    if cmd.duplicate:
+        return cmd.skipped(None, fields=fields)
+    if old is not None and old == new:
+        return cmd.unchanged(None, fields=fields)
+    protocol = features.upgraded_protocol(snapshot.protocol, ["domainMetadata", "clustering"])
+    if protocol != snapshot.protocol:
+        cmd.txn.update_protocol(protocol)
+    return cmd.commit([domain_action(resolved)], None, fields=fields)
 
 
 def add_constraint(snapshot, name: str, expression: str, **txn_options) -> CommandResult:
@@ -189,8 +238,17 @@ def rename_column(snapshot, column: str, new_name: str, **txn_options) -> Comman
 def drop_column(snapshot, column: str, **txn_options) -> CommandResult:
     """DROP COLUMN (a table with column mapping): the column leaves the schema; its data stays in the
     files, never read again (VACUUM after a rewrite removes it)."""
+    from ..clustering import clustering_columns
     from ..column_mapping import dropped
+    from ..errors import InvalidArgumentError
 
+    clustered = {c.lower() for c in clustering_columns(snapshot) or []}
+    if str(column).lower() in clustered:
+        raise InvalidArgumentError(
+            f"Cannot drop column '{column}': the table is clustered by it",
+            f"its clustering columns are {', '.join(clustering_columns(snapshot))}",
+            "change the clustering columns first (cluster_by), then drop the column",
+        )
     schema = dropped(snapshot.metadata, column)
     cmd = Command(snapshot, "DROP COLUMNS", {"columns": json.dumps([column])}, txn_options=txn_options)
     if cmd.duplicate:

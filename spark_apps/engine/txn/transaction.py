@@ -407,6 +407,10 @@ class OptimisticTransaction:
         if self.new_metadata is not None:  # every schema change passes here: drop, overwrite, merge_schema
             names = [f.get("name") for f in metadata.schema_json.get("fields", [])]
             require_data_column(names, metadata.partition_columns, f"This {self.operation} commit")
+            if self.snapshot is not None:
+                from ..clustering import check_schema_keeps_columns
+
+                check_schema_keeps_columns(self.snapshot, metadata, out)
         self._validate_protocol(protocol)
         self._validate_file_actions(out, metadata)
         self._validate_against_snapshot(out)

@@ -14,8 +14,8 @@ silently from "compared" to "skipped":
   independently with pyarrow's three-valued (Kleene) kernels from a hand translation of the SQL (never
   with our evaluator); the metrics count the deleted rows. Where delta-rs reads the original table
   exactly as we do, it must also read the result as we do.
-* **refused up front** (5 tables, by design): the table uses a writer feature this engine does not
-  implement (v2 checkpoints, clustering). The error names a feature
+* **refused up front** (by design): the table uses a writer feature this engine does not
+  implement (row tracking; the preview name ``liquid``). The error names a feature
   the table's protocol or metadata really has; nothing is written (the folder is byte for byte the
   same) and the rows read afterwards equal the rows before.
 * **not readable** (3 tables: the corpus ships their logs without data files, or with a gap in the log;
