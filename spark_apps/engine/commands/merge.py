@@ -456,6 +456,16 @@ def candidate_predicate(plan: MergePlan, key_values: list) -> object | None:
     return n.Or((matched, *either))
 
 
+def _covers(keys: list, names: list[str], source_alias: str) -> bool:
+    """Whether ON's ``target.k = source.c`` equalities (``=``: a NULL never matches) name every one
+    of the source columns ``names``, whose non-NULL values are unique: then two source rows matching
+    one target row would share all of them, and no target row can match twice."""
+    from ..expr import nodes as n
+
+    equal = {s.path for _t, s, op in keys if op == "=" and isinstance(s, n.Column) and s.relation == source_alias}
+    return all((name,) in equal for name in names)
+
+
 # --------------------------------------------------------------------------------------------------
 # the command
 
@@ -562,8 +572,10 @@ def merge(
         num_source_rows, key_values = local.num_rows, prepared.key_values(MAX_PRUNING_VALUES)
     else:
         materialised, num_source_rows, key_values = source_key_values(spark, source, plan, keys, MAX_PRUNING_VALUES)
+    unique_matches = False  # whether no target row can match two source rows
     if unique_keys:
         names = [source_schema.find(k).name for k in unique_keys]
+        unique_matches = _covers(keys, names, plan.source_alias)
         columns = [f"__s{source_schema.names.index(k)}" for k in names]
         if prepared is not None:
             dup = first_duplicate_key(local, columns)
@@ -586,7 +598,9 @@ def merge(
     if prepared is not None:
         outcome = execute_merge_by_file(spark, prepared, candidates)
     else:
-        outcome = execute_merge(spark, snapshot, plan, materialised, candidates, num_source_rows)
+        outcome = execute_merge(
+            spark, snapshot, plan, materialised, candidates, num_source_rows, unique_matches=unique_matches
+        )
     metrics.scan_time_ms, metrics.rewrite_time_ms = outcome.scan_ms, outcome.rewrite_ms
     for name, value in plan.counts(outcome.per_action).items():
         setattr(metrics, name, value)

@@ -166,7 +166,9 @@ def _first(branches: list, otherwise):
     return otherwise if out is None else out.otherwise(otherwise)
 
 
-def execute_merge(spark, snapshot, plan, src, candidates, source_rows: int | None = None) -> MergeOutcome:
+def execute_merge(
+    spark, snapshot, plan, src, candidates, source_rows: int | None = None, *, unique_matches: bool = False
+) -> MergeOutcome:
     """MERGE by joins in Spark, in two phases as delta-spark's MergeIntoCommand (see the module
     docstring). Insert-only merges are one left anti join of the source with the candidates' ON
     columns. Otherwise :func:`_merge_two_phase`: the source joined with the candidates' rows reduced
@@ -174,13 +176,17 @@ def execute_merge(spark, snapshot, plan, src, candidates, source_rows: int | Non
     gives the clause tallies, the duplicate-match check and the touched files; then either only the
     touched files are read whole and joined once more to write them back (copy on write), or, on a
     table that writes deletion vectors, the same join (carrying the source's columns and the target
-    columns the written rows take) writes the updated and inserted rows and marks the changed ones."""
+    columns the written rows take) writes the updated and inserted rows and marks the changed ones.
+    ``unique_matches``: no target row can match two source rows (the source's keys were checked
+    unique), so the duplicate-match check is skipped."""
     from pyspark.sql import functions as F
 
     started = time.monotonic()
     job = _JoinMerge(spark, snapshot, plan).with_source(src, source_rows)
+    job.unique_matches = unique_matches
     if plan.insert_only:
-        target = job.target_rows(candidates, columns=job.refs([plan.on], plan.target_alias), shuffle=False)
+        ons = job.refs([plan.on], plan.target_alias)
+        target = job.target_rows(candidates, columns=ons, shuffle=False, locate=False, rid=False)
         joined = job.rows.join(target, job.on(), "left_anti")
         joined = joined.withColumn("__action", job.case("not_matched", -2))
         per_action = job.tally(joined, multi=False)
@@ -211,6 +217,7 @@ class _JoinMerge:
         self.updates = [i for i in self.changing if self.clauses[i].clause.action == "update"]
         self.inserts = [i for i in range(len(self.clauses)) if self.clauses[i].clause.action == "insert"]
         self.change_data = writes_change_data(snapshot.metadata)
+        self.unique_matches = False  # see execute_merge
         self._F = F
 
     def with_source(self, src, rows: int | None):
@@ -296,11 +303,13 @@ class _JoinMerge:
     def on(self):
         return to_column(self.plan.on, self.spell)
 
-    def target_rows(self, files, *, columns: set[int] | None = None, shuffle: bool = True):
+    def target_rows(
+        self, files, *, columns: set[int] | None = None, shuffle: bool = True, locate: bool = True, rid: bool = True
+    ):
         """The rows of ``files``: their ``columns`` (indices into the target schema, default all) as
-        ``__t<i>``, their file ``__file`` and physical index in it ``__row`` (Spark's own
-        ``_metadata`` where its parquet scan reads the files), ``__tp`` and a row id ``__rid``;
-        hinted to a sort-merge join when ``shuffle`` (not joined with a broadcast source)."""
+        ``__t<i>``, with ``locate`` their file ``__file`` and physical index in it ``__row`` (Spark's
+        own ``_metadata`` where its parquet scan reads the files), ``__tp``, with ``rid`` a row id
+        ``__rid``; hinted to a sort-merge join when ``shuffle`` (not joined with a broadcast source)."""
         from .scan import FILE_COLUMN, ROW_COLUMN, scan_files
 
         F, plan, snapshot = self._F, self.plan, self.snapshot
@@ -308,7 +317,9 @@ class _JoinMerge:
         keep = range(len(fields)) if columns is None else sorted(columns)
         present = [j for j in keep if j < len(snapshot.schema.fields)]
         names = [fields[j].name for j in present]
-        df = scan_files(self.spark, snapshot, files=files, columns=names, with_file_column=True, with_row_index=True).df
+        df = scan_files(
+            self.spark, snapshot, files=files, columns=names, with_file_column=locate, with_row_index=locate
+        ).df
         cols = [F.col(quote(name)).alias(f"__t{j}") for name, j in zip(names, present)]
         added = [j for j in keep if j >= len(snapshot.schema.fields)]
         if added:  # merge_schema: columns the files lack
@@ -316,8 +327,11 @@ class _JoinMerge:
 
             types = spark_schema(plan.target_schema.to_json()).fields
             cols += [F.lit(None).cast(types[j].dataType).alias(f"__t{j}") for j in added]
-        cols += [F.col(FILE_COLUMN).alias("__file"), F.col(ROW_COLUMN).alias("__row")]
-        target = df.select(*cols).withColumn("__tp", F.lit(True)).withColumn("__rid", F.monotonically_increasing_id())
+        if locate:
+            cols += [F.col(FILE_COLUMN).alias("__file"), F.col(ROW_COLUMN).alias("__row")]
+        target = df.select(*cols).withColumn("__tp", F.lit(True))
+        if rid:
+            target = target.withColumn("__rid", F.monotonically_increasing_id())
         return target.hint("merge") if shuffle else target
 
     def multi_matches(self, pairs) -> bool:
@@ -367,8 +381,9 @@ class _JoinMerge:
                 touched.add(r["__file"])
         return per_action, sorted(touched)
 
-    def rewritten(self, rows, multi: bool, touched: list[str]):
-        """The rows written back for the touched files: updated rows and copies (one per target row)."""
+    def rewritten(self, rows, multi: bool):
+        """The target rows written back: updated rows and, copying on write (``rows`` are the
+        touched files' rows), the unchanged ones (one per target row)."""
         from pyspark.sql import Window
 
         F = self._F
@@ -378,7 +393,7 @@ class _JoinMerge:
             rows = rows.dropDuplicates(["__rid"])
         keep = F.col("__action").isin(self.updates)
         if not self.deletion_vectors:  # the touched files are rewritten: their unchanged rows copied
-            keep = keep | ((F.col("__action") == -1) & F.col("__file").isin(touched))
+            keep = keep | (F.col("__action") == -1)
         return rows.filter(keep)
 
     def marked(self, changed, touched: list[str], candidates) -> dict:
@@ -546,11 +561,15 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
     inserts = bool(codes["not_matched"])
     t_cols, s_cols = job.needed(writes=dv)
     src, broadcast = job.source(None if dv else s_cols)
-    target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast)
-    joined = job.joined(src, target).persist(_spill_level())
+    target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=not job.unique_matches)
+    joined = job.joined(src, target)
+    # read more than once (checks, tallies, writes, marks) unless the tallies are all that is needed
+    persisted = dv or not job.unique_matches
+    if persisted:
+        joined = joined.persist(_spill_level())
     try:
         matched = F.col("__sp").isNotNull() & F.col("__tp").isNotNull()
-        multi = job.multi_matches(joined.filter(matched))
+        multi = False if job.unique_matches else job.multi_matches(joined.filter(matched))
         per_action, touched = job.tally_and_touched(joined, multi=multi, touch_matched=inserts and not dv)
         scan_ms = int((time.monotonic() - started) * 1000)
         report("MERGE", "joined", touched=len(touched), multiple_matches=int(multi))
@@ -560,15 +579,14 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
         elif touched:
             src, broadcast = job.source()
             files = _only(candidates, touched)
-            rows = job.joined(
-                src, job.target_rows(files, shuffle=not broadcast), "full_outer" if inserts else "right_outer"
-            )
+            target = job.target_rows(files, shuffle=not broadcast, locate=False, rid=multi)
+            rows = job.joined(src, target, "full_outer" if inserts else "right_outer")
             written = _rows_estimate(files)
         else:  # nothing to rewrite: the inserts alone (no source row matched a candidate row)
             rows, written = job.rows.withColumn("__action", job.case("not_matched", -2)), 0
         target_side = "__tp" in rows.columns
         if touched and target_side:
-            outputs.append((job.rewritten(rows.filter(F.col("__tp").isNotNull()), multi, touched), job.updates))
+            outputs.append((job.rewritten(rows.filter(F.col("__tp").isNotNull()), multi), job.updates))
         if inserts:
             lone = F.col("__tp").isNull() if target_side else F.lit(True)
             inserted = rows.filter(lone & F.col("__action").isin(job.inserts))
@@ -581,7 +599,8 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
             marked = (changed, touched, candidates)
         return job.write(outputs, touched, per_action, scan_ms, changes, marked, rows=written)
     finally:
-        joined.unpersist()
+        if persisted:
+            joined.unpersist()
 
 
 def _only(candidates, paths: list[str]):
