@@ -29,10 +29,12 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   v2Checkpoint        always (checkpoints carry V2 content; UUID-named with sidecars when
                       ``delta.checkpointPolicy=v2``: :mod:`.log.checkpoint`)
   typeWidening        always (widened columns are read in the new type; ``change_column_type``)
+  rowTracking         always (commits assign row ids and the high water mark; rewrites keep stable
+                      ids in the materialized columns: :mod:`.row_tracking`)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always
   ==================  =======================================================================
 
-  Every other writer feature (rowTracking, clustering,
+  Every other writer feature (clustering,
   icebergCompat*, variantType, catalogManaged, unknown or preview
   names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
 
@@ -86,6 +88,7 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "inCommitTimestamp",
         "v2Checkpoint",
         "typeWidening",
+        "rowTracking",
     }
 )
 
@@ -367,7 +370,6 @@ _REMOVE_HINT = {
 }
 
 _NEW_TABLE_REFUSED_PROPERTIES = {
-    "delta.enableRowTracking": ("true", "rowTracking"),
     "delta.enableIcebergCompatV1": ("true", "icebergCompatV1"),
     "delta.enableIcebergCompatV2": ("true", "icebergCompatV2"),
 }
@@ -412,6 +414,16 @@ def requested_features(configuration: dict | None) -> list[str]:
         requested.append("typeWidening")
     if props.checkpoint_policy == "v2" and "v2Checkpoint" not in requested:
         requested.append("v2Checkpoint")
+    if props.enable_row_tracking and "rowTracking" not in requested:
+        if props.row_tracking_suspended:
+            raise UnsupportedFeatureError(
+                "Cannot enable row tracking while it is suspended",
+                "delta.enableRowTracking=true and delta.rowTrackingSuspended=true are both set",
+                "set delta.rowTrackingSuspended=false (or remove it) to enable row tracking",
+            )
+        requested.append("rowTracking")
+    if "rowTracking" in requested and "domainMetadata" not in requested:  # its high water mark is a domain
+        requested.insert(requested.index("rowTracking"), "domainMetadata")
     return requested
 
 
