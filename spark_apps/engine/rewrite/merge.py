@@ -346,7 +346,9 @@ class PreparedMerge:
     def renamed(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = batch.schema.names
         arrays = [batch.column(i) for i in range(len(names))]
-        return pa.RecordBatch.from_arrays(arrays, names=[f"__t{self.names.index(c)}" for c in names])
+        # row tracking's materialized columns are not the table's: they keep their names
+        position = {c: i for i, c in enumerate(self.names)}
+        return pa.RecordBatch.from_arrays(arrays, names=[f"__t{position[c]}" if c in position else c for c in names])
 
     def pair_batch(self, batch: pa.RecordBatch, trow: np.ndarray, srow: np.ndarray) -> pa.RecordBatch:
         """One row per pair: the target row's columns (``__t<i>``) beside the source row's (``__s<i>``)."""
