@@ -445,6 +445,10 @@ class ConflictChecker:
             why = "this transaction changes the protocol too"
         elif self.current.read_protocol is not None and _is_downgrade(self.current.read_protocol, new):
             why = "it removed protocol features this transaction was based on"
+        elif "rowTracking" in (new.writer_features or ()) and "rowTracking" not in (
+            self.current.read_protocol.writer_features or () if self.current.read_protocol is not None else ()
+        ):
+            why = "it added row tracking, and this transaction's files were prepared without row ids"
         else:
             from ..errors import UnsupportedFeatureError
             from ..features import check_write_supported
