@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .config import TableProperties
@@ -511,18 +512,18 @@ def _stream_file(
 
 
 def _with_row_ids(out: pa.RecordBatch, raw, index: pa.Array, row_tracking: tuple) -> pa.RecordBatch:
-    """``out`` with the stable row id and row commit version columns of its rows."""
-    from .row_tracking import stable_ids
-
+    """``out`` with the stable row id and row commit version columns of its rows (PROTOCOL.md "Row
+    Tracking", reader requirements): the materialized value where the file has one that is not NULL,
+    else ``baseRowId`` + the row's physical index, and ``defaultRowCommitVersion``."""
     row_id, version, base, default = row_tracking
     names = raw.schema.names if raw is not None else ()
-    ids, versions = stable_ids(
-        raw.column(row_id) if row_id in names else None,
-        raw.column(version) if version in names else None,
-        index.to_numpy(),
-        base,
-        default,
-    )
+    index = np.asarray(index.to_numpy(), dtype=np.int64)
+    ids = pa.array(index + int(base), pa.int64())
+    versions = pa.array(np.full(len(index), int(default), dtype=np.int64), pa.int64())
+    if row_id in names:
+        ids = pc.coalesce(raw.column(row_id).cast(pa.int64()), ids)
+    if version in names:
+        versions = pc.coalesce(raw.column(version).cast(pa.int64()), versions)
     return out.append_column(pa.field(row_id, pa.int64()), ids).append_column(pa.field(version, pa.int64()), versions)
 
 

@@ -13,7 +13,7 @@ row commit versions kept by every rewrite. Pure Python + pyarrow.
   commit version is NULL (the new file's default). Inserted rows have NULL in both.
 
 A reader fills a row's stable id as the materialized value when not NULL, else ``baseRowId`` +
-the row's physical index in its file (:func:`stable_ids`).
+the row's physical index in its file (:func:`..reader.iter_data_file_batches`' ``row_tracking``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -46,7 +45,6 @@ __all__ = [
     "materialized_names",
     "new_column_names",
     "for_rewrite",
-    "stable_ids",
     "refuse",
     "refuse_join",
     "with_column_names",
@@ -249,22 +247,6 @@ def for_rewrite(snapshot, files: pa.Table | None = None) -> RowTracking | None:
         )
     )
     return RowTracking(names[0], names[1], ids)
-
-
-def stable_ids(
-    materialized_id: pa.Array | None,
-    materialized_version: pa.Array | None,
-    index: np.ndarray,
-    base_row_id: int,
-    default_version: int,
-) -> tuple[pa.Array, pa.Array]:
-    """Stable row ids and row commit versions of rows at physical positions ``index`` of a file:
-    the materialized values where not NULL, else ``base_row_id + index`` / ``default_version``."""
-    fresh = pa.array(np.asarray(index, dtype=np.int64) + int(base_row_id), pa.int64())
-    default = pa.array(np.full(len(index), int(default_version), dtype=np.int64), pa.int64())
-    ids = fresh if materialized_id is None else pc.coalesce(materialized_id.cast(pa.int64()), fresh)
-    versions = default if materialized_version is None else pc.coalesce(materialized_version.cast(pa.int64()), default)
-    return ids, versions
 
 
 def refuse(protocol: Protocol | None, metadata: Metadata | None, what: str, cause: str, fix: str) -> None:
