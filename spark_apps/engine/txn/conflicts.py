@@ -17,6 +17,7 @@ order, each raising ONE typed error (all subclasses of ``CommitConflictError``):
                               table)                                      -> ConcurrentDeleteReadError
 6. ``check_deleted_deleted`` winner removed a file we also remove      -> ConcurrentDeleteDeleteError
 7. ``check_domain_metadata`` winner touched a metadata domain we touch  -> ConcurrentTransactionError
+                              (not ``delta.rowTracking``: our row ids move above the winner's mark)
 8. ``check_vacuum``          we bring back files a version no longer had (RESTORE) and the winner
                               is a VACUUM START: its deletes may run after our existence check
                               -> ConcurrentVacuumError (a VACUUM already running when we read is
@@ -439,7 +440,8 @@ class ConflictChecker:
             )
         # As Delta and delta-rs do, a protocol change alone is a conflict only when it is incompatible:
         # this transaction changes the protocol too, the winner dropped a feature (a downgrade), or
-        # the new protocol asks for a feature this engine cannot write with.
+        # the new protocol asks for a feature this engine cannot write with, or it adds row tracking
+        # (this transaction's files were prepared without row ids).
         new = w.protocol
         if any(isinstance(a, Protocol) for a in self.current.actions):
             why = "this transaction changes the protocol too"

@@ -16,7 +16,9 @@ Algorithm of :meth:`OptimisticTransaction.commit` (after delta-spark's Optimisti
    txnId, userMetadata. With in-commit timestamps active (protocol feature ``inCommitTimestamp`` and
    ``delta.enableInCommitTimestamps``): ``inCommitTimestamp`` = max(clock, previous commit's
    timestamp + 1), and the commit enabling them on an existing table records its version and ICT in
-   ``delta.inCommitTimestampEnablementVersion/Timestamp`` (both redone when step 4 rebases).
+   ``delta.inCommitTimestampEnablementVersion/Timestamp`` (both redone when step 4 rebases). On a
+   row-tracking table the adds get ``baseRowId``/``defaultRowCommitVersion`` and the high water mark
+   moves (:func:`..row_tracking.assign`), redone on every attempt above the winners' marks.
 4. **Write** the true next version with put-if-absent. Before each attempt one listing gives the
    log's latest version L (commits and checkpoints): every commit from our attempt's version up to L
    is read and checked (:mod:`.conflicts`, raises the typed conflict) and the attempt moves to L+1.
