@@ -111,8 +111,7 @@ def test_dml_and_optimize_keep_stable_ids(tmp_path, dvs):
     assert _ids(t) == after
     assert len(t.snapshot().files.column("path")) == 1
     _check_invariants(t)
-    if not dvs:
-        assert _deltalake_rows(root) == sorted((k, v[2]) for k, v in after.items())
+    assert _deltalake_rows(root) == sorted((k, v[2]) for k, v in after.items())
 
 
 def test_enabling_on_an_existing_table_backfills_every_file(tmp_path):
@@ -249,3 +248,119 @@ def test_an_append_racing_the_enabling_commit_conflicts(tmp_path):
     with pytest.raises(CommitConflictError, match="row tracking"):
         OptimisticTransaction(storage_for(root), root, stale).commit(adds)
     _check_invariants(t)
+
+
+def test_removes_checkpoints_and_restore_carry_the_ids(tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema="id BIGINT, v STRING", properties=TRACKED)
+    append_arrow(root, _batch([1, 2, 3]))
+    before = _ids(t)
+    t.update({"v": "'x'"}, "id = 2")
+    commit = [json.loads(line) for line in open(f"{root}/_delta_log/{t.snapshot().version:020d}.json")]
+    (remove,) = [a["remove"] for a in commit if "remove" in a]
+    assert (remove["baseRowId"], remove["defaultRowCommitVersion"]) == (0, 1)  # its file's values
+    t.checkpoint()
+    s = load_snapshot(storage_for(root), root)  # from the checkpoint: ids and the mark survive it
+    assert s.log_segment.checkpoint_version == s.version
+    assert high_water_mark(s.domain_metadata) == high_water_mark(t.snapshot().domain_metadata)
+    assert read_with_row_ids(s).sort_by("id").to_pylist() == read_with_row_ids(t.snapshot()).sort_by("id").to_pylist()
+    t.restore(1)  # the restored file comes back with its ids
+    assert _ids(t) == before
+    _check_invariants(t)
+
+
+def test_supported_but_not_enabled_assigns_fresh_ids_only(tmp_path):
+    """``delta.feature.rowTracking=supported`` alone: every add gets ids, rewrites keep none (the
+    protocol: writers cannot preserve before row tracking is enabled)."""
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(
+        None, root, schema="id BIGINT, v STRING", properties={"delta.feature.rowTracking": "supported"}
+    )
+    append_arrow(root, _batch([1, 2]))
+    t.update({"v": "'x'"}, "id = 2")
+    s = t.snapshot()
+    assert ROW_ID_COLUMN not in s.metadata.configuration
+    assert sorted(s.files.column("base_row_id").to_pylist()) == [2]  # the rewrite's fresh ids
+    assert high_water_mark(s.domain_metadata) == 3
+    with pytest.raises(DeltaError, match="not enabled"):
+        read_with_row_ids(s)
+
+
+def test_column_mapping(tmp_path):
+    root = str(tmp_path / "t")
+    props = {**TRACKED, "delta.columnMapping.mode": "name"}
+    t = DeltaTable.create(None, root, schema="id BIGINT, v STRING", properties=props)
+    append_arrow(root, _batch([1, 2, 3]))
+    before = _ids(t)
+    t.rename_column("v", "w")
+    t.delete("id = 1")
+    rows = {r["id"]: (r["row_id"], r["row_commit_version"]) for r in read_with_row_ids(t.snapshot()).to_pylist()}
+    assert rows == {2: before[2][:2], 3: before[3][:2]}
+    t.update({"w": "'u'"}, "id = 3")
+    t.optimize()
+    rows = {r["id"]: r["row_id"] for r in read_with_row_ids(t.snapshot()).to_pylist()}
+    assert rows == {2: before[2][0], 3: before[3][0]}
+    _check_invariants(t)
+
+
+def test_another_writers_row_ids_are_read_and_kept(conformance_root, tmp_path):
+    """delta-rs's ``table_with_liquid_clustering`` (written by Databricks: row tracking, deletion
+    vectors, liquid clustering). Read in place: the stable ids are the file's ``baseRowId`` values,
+    under the high water mark; writing it is refused for ``liquid`` (not for row tracking). Then a
+    copy whose log drops the liquid feature and domain (what DROP FEATURE would leave) is written:
+    DELETE, UPDATE and OPTIMIZE keep Databricks' ids, and deltalake reads the same rows."""
+    import shutil
+
+    from airflow_delta_provider_apps.engine.errors import UnsupportedFeatureError
+
+    source = conformance_root / "delta-rs" / "table_with_liquid_clustering"
+    t = DeltaTable.for_path(None, str(source))
+    s = t.snapshot()
+    rows = read_with_row_ids(s).to_pylist()
+    assert sorted((r["id"], r["row_id"], r["row_commit_version"]) for r in rows) == [(i, i, 0) for i in range(10)]
+    assert high_water_mark(s.domain_metadata) == 9
+    with pytest.raises(UnsupportedFeatureError, match="liquid"):
+        t.delete("id = 1")
+
+    root = tmp_path / "t"
+    shutil.copytree(source, root)
+    (root / "_delta_log" / "00000000000000000000.crc").unlink()
+    log = root / "_delta_log" / "00000000000000000000.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    kept = []
+    for a in actions:
+        if a.get("domainMetadata", {}).get("domain") == "delta.liquid":
+            continue
+        if "protocol" in a:
+            a["protocol"]["writerFeatures"].remove("liquid")
+        if "metaData" in a:
+            a["metaData"]["configuration"].pop("delta.liquid.clusteringColumns")
+        kept.append(a)
+    log.write_text("".join(json.dumps(a) + "\n" for a in kept))
+    t = DeltaTable.for_path(None, str(root))
+    t.delete("id = 1")
+    result = t.update({"id": "id + 100"}, "id = 5")
+    t.optimize()
+    got = {r["id"]: (r["row_id"], r["row_commit_version"]) for r in read_with_row_ids(t.snapshot()).to_pylist()}
+    expected = {i: (i, 0) for i in range(10) if i not in (1, 5)}
+    expected[105] = (5, result["version"])
+    assert got == expected
+    assert high_water_mark(t.snapshot().domain_metadata) >= 9
+    _check_invariants(t)
+    deltalake = pytest.importorskip("deltalake")
+    theirs = (
+        deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(root))).execute("SELECT id FROM t").read_all()
+    )
+    assert sorted(theirs.column("id").to_pylist()) == sorted(expected)
+
+
+def test_change_data_files_hold_no_row_tracking_columns(tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(
+        None, root, schema="id BIGINT, v STRING", properties={**TRACKED, "delta.enableChangeDataFeed": "true"}
+    )
+    append_arrow(root, _batch([1, 2]))
+    t.update({"v": "'x'"}, "id = 2")
+    changes = pa.Table.from_batches(list(t.changes(2, 2)))
+    assert changes.column_names[:2] == ["id", "v"] and not any(c.startswith("_row-") for c in changes.column_names)
+    assert sorted(changes.column("_change_type").to_pylist()) == ["update_postimage", "update_preimage"]

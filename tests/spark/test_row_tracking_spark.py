@@ -60,7 +60,7 @@ def test_merge_file_by_file_keeps_stable_ids(spark, tmp_path):
 
 
 def test_spark_tasks_keep_stable_ids(spark, tmp_path, monkeypatch):
-    """DELETE, UPDATE and OPTIMIZE with their files rewritten in Spark tasks (not the driver's threads)."""
+    """DELETE, UPDATE, OPTIMIZE and MERGE with their files rewritten in Spark tasks (not the driver's threads)."""
     from airflow_delta_provider_apps.engine.rewrite import common
 
     monkeypatch.setattr(common, "IN_PROCESS_BYTES", 0)
@@ -73,7 +73,22 @@ def test_spark_tasks_keep_stable_ids(spark, tmp_path, monkeypatch):
     t.optimize()
     after = _ids(root)
     assert after == {2: before[2], 3: before[3], 4: (before[4][0], result["version"], "u"), 5: before[5]}
+    merged = t.upsert(_source(spark, [(3, "m")]), ["id"])  # file by file, in one Spark job
+    assert merged["strategy"] == "file_by_file"
+    after[3] = (after[3][0], merged["version"], "m")
+    assert _ids(root) == after
     assert _theirs(root) == {k: v[2] for k, v in after.items()}
+    assert t.to_df().columns == ["id", "v"]  # the materialized columns are no data columns
+    assert sorted(r["id"] for r in t.to_df(predicate="v = 'm'").collect()) == [3]
+
+
+def test_replace_where_on_a_data_column_keeps_the_other_rows_ids(spark, tmp_path):
+    root = _table(tmp_path, [1, 2, 3])
+    before = _ids(root)
+    DeltaTable.for_path(spark, root).overwrite(_source(spark, [(3, "new")]), replace_where="id = 3")
+    after = _ids(root)
+    assert after[1] == before[1] and after[2] == before[2]
+    assert after[3][0] > max(v[0] for v in before.values())  # a new row: a fresh id
 
 
 def test_a_merge_that_would_join_is_refused_before_writing(spark, tmp_path):
