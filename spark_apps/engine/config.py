@@ -464,6 +464,16 @@ class TableProperties:
         return self._bool("delta.enableTypeWidening", False)
 
     @cached_property
+    def enable_row_tracking(self) -> bool:
+        """``delta.enableRowTracking`` (default false)."""
+        return self._bool("delta.enableRowTracking", False)
+
+    @cached_property
+    def row_tracking_suspended(self) -> bool:
+        """``delta.rowTrackingSuspended`` (default false)."""
+        return self._bool("delta.rowTrackingSuspended", False)
+
+    @cached_property
     def enable_in_commit_timestamps(self) -> bool:
         """``delta.enableInCommitTimestamps`` (default false)."""
         return self._bool(ENABLE_IN_COMMIT_TIMESTAMPS, False)

@@ -31,11 +31,12 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   typeWidening        always (widened columns are read in the new type; ``change_column_type``)
   clustering          always (with ``domainMetadata``; the columns in the ``delta.clustering``
                       domain, OPTIMIZE clusters: :mod:`.clustering`)
+  rowTracking         always (commits assign row ids and the high water mark; rewrites keep stable
+                      ids in the materialized columns: :mod:`.row_tracking`)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always
   ==================  =======================================================================
 
-  Every other writer feature (rowTracking,
-  icebergCompat*, variantType, catalogManaged, unknown or preview
+  Every other writer feature (icebergCompat*, variantType, catalogManaged, unknown or preview
   names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
 
 * New tables: ``(1, 2)``; a ``timestamp_ntz`` column anywhere in the schema needs the
@@ -89,6 +90,7 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "v2Checkpoint",
         "typeWidening",
         "clustering",
+        "rowTracking",
     }
 )
 
@@ -370,7 +372,6 @@ _REMOVE_HINT = {
 }
 
 _NEW_TABLE_REFUSED_PROPERTIES = {
-    "delta.enableRowTracking": ("true", "rowTracking"),
     "delta.enableIcebergCompatV1": ("true", "icebergCompatV1"),
     "delta.enableIcebergCompatV2": ("true", "icebergCompatV2"),
 }
@@ -415,6 +416,16 @@ def requested_features(configuration: dict | None) -> list[str]:
         requested.append("typeWidening")
     if props.checkpoint_policy == "v2" and "v2Checkpoint" not in requested:
         requested.append("v2Checkpoint")
+    if props.enable_row_tracking and "rowTracking" not in requested:
+        if props.row_tracking_suspended:
+            raise UnsupportedFeatureError(
+                "Cannot enable row tracking while it is suspended",
+                "delta.enableRowTracking=true and delta.rowTrackingSuspended=true are both set",
+                "set delta.rowTrackingSuspended=false (or remove it) to enable row tracking",
+            )
+        requested.append("rowTracking")
+    if "rowTracking" in requested and "domainMetadata" not in requested:  # its high water mark is a domain
+        requested.insert(requested.index("rowTracking"), "domainMetadata")
     if "clustering" in requested and "domainMetadata" not in requested:  # the protocol requires it
         requested.insert(requested.index("clustering"), "domainMetadata")
     return requested

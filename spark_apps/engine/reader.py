@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .config import TableProperties
@@ -365,6 +366,7 @@ def iter_data_file_batches(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     row_groups: Any = None,
     row_index: bool = False,
+    row_tracking: tuple | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream one data file in the table schema, one bounded batch at a time (see module docstring).
 
@@ -388,6 +390,10 @@ def iter_data_file_batches(
         not read (a predicate's pushdown; deletion-vector row indexes stay aligned).
     :param row_index: add the column :data:`ROW_INDEX`: each live row's 0-based physical index in
         the file (what a deletion vector holds)
+    :param row_tracking: ``(row id column, row commit version column, baseRowId,
+        defaultRowCommitVersion)``: add those two columns (after the table's, before
+        :data:`ROW_INDEX`) holding each row's stable row id and row commit version
+        (:func:`..row_tracking.stable_ids`)
     """
     if int(batch_rows) < 1:
         raise InvalidArgumentError(
@@ -421,14 +427,17 @@ def iter_data_file_batches(
                 plan.append((f, "null", f.type.to_arrow()))
             else:
                 plan.append((f, "data", file_schema.field(i).name))
-        read_names = sorted({src for _, kind, src in plan if kind == "data"}, key=file_schema.get_field_index)
+        read_names = {src for _, kind, src in plan if kind == "data"}
+        if row_tracking is not None:  # the materialized columns the file has (absent: all NULL)
+            read_names |= {c for c in row_tracking[:2] if file_schema.get_field_index(c) >= 0}
+        read_names = sorted(read_names, key=file_schema.get_field_index)
         deleted = _deleted_rows(storage, table_root, deletion_vector)
     except BaseException:
         _close(pf)
         raise
     keep_groups = row_groups(pf.metadata) if row_groups is not None else None
     return _stream_file(
-        pf, path, location, plan, read_names, num_rows, deleted, mode, batch_rows, keep_groups, row_index
+        pf, path, location, plan, read_names, num_rows, deleted, mode, batch_rows, keep_groups, row_index, row_tracking
     )
 
 
@@ -444,6 +453,7 @@ def _stream_file(
     batch_rows: int,
     keep_groups: list[bool] | None = None,
     row_index: bool = False,
+    row_tracking: tuple | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Read, filter (deletion vector, by physical row index) and conform ``pf`` batch by batch.
 
@@ -472,7 +482,8 @@ def _stream_file(
                         continue
                     n = raw if isinstance(raw, int) else raw.num_rows
                     keep, rows = (None, n) if deleted is None or n == 0 else _kept(deleted, offset, n)
-                    index = pa.array(np.arange(offset, offset + n, dtype=np.int64)) if row_index else None
+                    wants_index = row_index or row_tracking is not None
+                    index = pa.array(np.arange(offset, offset + n, dtype=np.int64)) if wants_index else None
                     offset += n
                     if rows == 0:
                         continue
@@ -486,14 +497,34 @@ def _stream_file(
                     for piece, k, idx in pieces:
                         yielded = True
                         out = _conform_batch(piece, k, plan, mode)
-                        yield out if idx is None else out.append_column(ROW_INDEX, idx)
+                        if row_tracking is not None:
+                            out = _with_row_ids(out, piece, idx, row_tracking)
+                        yield out.append_column(ROW_INDEX, idx) if row_index else out
         except FileNotFoundError:
             raise missing_data_file(path, location) from None
         if not yielded:  # empty file, or every row deleted: one empty batch carries the schema
             out = _conform_batch(None, 0, plan, mode)
+            if row_tracking is not None:
+                out = _with_row_ids(out, None, pa.array([], pa.int64()), row_tracking)
             yield out.append_column(ROW_INDEX, pa.array([], pa.int64())) if row_index else out
     finally:
         _close(pf)
+
+
+def _with_row_ids(out: pa.RecordBatch, raw, index: pa.Array, row_tracking: tuple) -> pa.RecordBatch:
+    """``out`` with the stable row id and row commit version columns of its rows (PROTOCOL.md "Row
+    Tracking", reader requirements): the materialized value where the file has one that is not NULL,
+    else ``baseRowId`` + the row's physical index, and ``defaultRowCommitVersion``."""
+    row_id, version, base, default = row_tracking
+    names = raw.schema.names if raw is not None else ()
+    index = np.asarray(index.to_numpy(), dtype=np.int64)
+    ids = pa.array(index + int(base), pa.int64())
+    versions = pa.array(np.full(len(index), int(default), dtype=np.int64), pa.int64())
+    if row_id in names:
+        ids = pc.coalesce(raw.column(row_id).cast(pa.int64()), ids)
+    if version in names:
+        versions = pc.coalesce(raw.column(version).cast(pa.int64()), versions)
+    return out.append_column(pa.field(row_id, pa.int64()), ids).append_column(pa.field(version, pa.int64()), versions)
 
 
 def _slice(x, start: int, length: int):
@@ -552,6 +583,7 @@ def read_data_file(
     deletion_vector: Any = None,
     *,
     column_mapping_mode: str | None = None,
+    row_tracking: tuple | None = None,
 ) -> pa.Table:
     """Read one data file into the table schema: all of :func:`iter_data_file_batches`' batches as
     one table (field nullability unified: nullable when any batch holds nulls).
@@ -562,6 +594,7 @@ def read_data_file(
     :param deletion_vector: ``add.deletionVector`` (dict with camelCase keys or
         :class:`actions.DeletionVectorDescriptor`), or None.
     :param column_mapping_mode: "none"/"name"/"id"; None infers it from the schema metadata.
+    :param row_tracking: as for :func:`iter_data_file_batches`
     """
     batches = list(
         iter_data_file_batches(
@@ -574,6 +607,7 @@ def read_data_file(
             columns,
             deletion_vector,
             column_mapping_mode=column_mapping_mode,
+            row_tracking=row_tracking,
         )
     )
     return batches_to_table(batches)

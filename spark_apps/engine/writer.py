@@ -85,6 +85,9 @@ class WriteSpec:
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     data_change: bool = True
     row_constraint: Any = None
+    #: row tracking's materialized (row id, row commit version) column names: a rewrite writes them
+    #: into the files after the data columns (not in the schema, no stats); rows without them get NULL
+    row_tracking: tuple | None = None
 
     def __post_init__(self):  # a file with no data column would lose every row written to it
         names = [f["name"] for f in json.loads(self.schema_json).get("fields", [])]
@@ -192,6 +195,8 @@ class TableWriter:
         self.partition_keys = [
             self.partition_fields[c].physical_name if self.mapping != "none" else c for c in self.partition_columns
         ]
+        names = () if change_data else tuple(spec.row_tracking or ())
+        self.materialized = [pa.field(name, pa.int64()) for name in names]
         self._check_not_null_fn = schema_mod.check_not_null
         # CHECK constraints and generated columns (change data: generated values filled, not checked)
         from .constraints import rules_for
@@ -219,7 +224,10 @@ class TableWriter:
 
     @property
     def _file_arrow_schema(self) -> pa.Schema:
-        return self.file_schema if self.file_schema is not None else self.arrow_schema
+        schema = self.file_schema if self.file_schema is not None else self.arrow_schema
+        for f in self.materialized:
+            schema = schema.append(f)
+        return schema
 
     # ---- input
 
@@ -323,6 +331,11 @@ class TableWriter:
             from .column_mapping import to_physical
 
             out = to_physical(out, self.file_schema)
+        for f in self.materialized:  # already physical names
+            have = f.name in batch.schema.names
+            out = out.append_column(
+                f, batch.column(f.name).cast(pa.int64()) if have else pa.nulls(len(out), pa.int64())
+            )
         return out
 
     # ---- files

@@ -107,7 +107,6 @@ def test_writable_when_features_unused(proto):
 @pytest.mark.parametrize(
     "feature",
     [
-        "rowTracking",
         "liquid",
         "icebergCompatV2",
         "catalogManaged",
@@ -236,7 +235,7 @@ def test_new_table_feature_properties():
 @pytest.mark.parametrize(
     "conf,name",
     [
-        ({"delta.feature.rowTracking": "supported"}, "rowTracking"),
+        ({"delta.feature.icebergCompatV2": "supported"}, "icebergCompatV2"),
     ],
 )
 def test_new_table_refuses_features_we_cannot_write(conf, name):

@@ -234,8 +234,10 @@ def create_table(
         return _already_exists(table_root, existing, if_not_exists, operation)
 
     from ..column_mapping import assign
+    from ..row_tracking import with_column_names
 
     delta_schema, configuration = assign(delta_schema, configuration)  # column mapping: ids, physical names
+    configuration = with_column_names(configuration)  # row tracking's materialized columns
     protocol = features.protocol_for_new_table(delta_schema.to_json(), configuration)
     clustering = _clustering(delta_schema, cluster_by, partition_columns, configuration)
     if clustering is not None:

@@ -147,15 +147,18 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
     process. Returns one FileOutcome per file."""
     from ..features import writes_change_data, writes_deletion_vectors
     from ..rewrite import RewriteSpec, in_process, rewrite_files
+    from ..row_tracking import for_rewrite
     from ..writer import table_write_spec
 
+    rows = for_rewrite(snapshot, files)
     spec = RewriteSpec(
-        write=table_write_spec(snapshot),
+        write=table_write_spec(snapshot, row_tracking=rows and (rows.row_id_column, rows.commit_version_column)),
         predicate=predicate,
         updates=tuple(updates),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
         deletion_vectors=writes_deletion_vectors(snapshot.protocol, snapshot.metadata),
         change_data=writes_change_data(snapshot.metadata),
+        row_tracking=rows,
     )
     if spark is not None and not in_process(files):
         from ..spark.rewrite import rewrite_files as spark_rewrite

@@ -498,6 +498,7 @@ def merge(
         first_duplicate_key,
         source_row_limit,
     )
+    from ..row_tracking import for_rewrite, refuse_join
     from ..schema import parse_schema
     from ..spark.merge import (
         check_unique_keys,
@@ -556,8 +557,14 @@ def merge(
         return cmd.skipped(metrics)
 
     keys = key_equalities(plan)
+    rows = for_rewrite(snapshot)  # row tracking: the rows keep their stable ids
     spec = MergeFilesSpec(
-        write=table_write_spec(snapshot, schema_json=plan.target_schema.to_json_string()),
+        write=table_write_spec(
+            snapshot,
+            schema_json=plan.target_schema.to_json_string(),
+            row_tracking=rows and (rows.row_id_column, rows.commit_version_column),
+        ),
+        row_tracking=rows,
         plan=plan,
         keys=tuple(keys),
         column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
@@ -568,6 +575,8 @@ def merge(
     # and merged file by file; otherwise it is materialised in Spark and joined there
     local = small_source(source, plan, source_row_limit(plan.source_schema)) if keys else None
     prepared = PreparedMerge(spec, local) if local is not None else None
+    if prepared is None and not plan.insert_only:
+        refuse_join(snapshot)
     if prepared is not None:
         num_source_rows, key_values = local.num_rows, prepared.key_values(MAX_PRUNING_VALUES)
     else:

@@ -221,6 +221,7 @@ def optimize(
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
     from ..rewrite import compact_bin, in_process
+    from ..row_tracking import for_rewrite
     from ..writer import resolve_target_file_size, table_write_spec
     from .dml import removes_for
 
@@ -278,11 +279,14 @@ def optimize(
     fields["bins"] = len(bins)
     if not bins:
         return cmd.unchanged(metrics, fields=fields)
-    spec = table_write_spec(snapshot, target_file_size=target, data_change=False)
+    removed = files.take(pa.array(chosen_rows, pa.int64()))
+    rows = for_rewrite(snapshot, removed)  # row tracking: the rows keep their stable ids
+    names = rows and (rows.row_id_column, rows.commit_version_column)
+    spec = table_write_spec(snapshot, target_file_size=target, data_change=False, row_tracking=names)
     info = {"write": spec, "column_mapping_mode": snapshot.properties.column_mapping_mode_for(snapshot.schema)}
+    info["row_tracking"] = rows
     wanted = [c for c in ("path", "partition_values", "deletion_vector", "size") if c in files.column_names]
     bin_rows = [files.take(pa.array(b, pa.int64())).select(wanted).to_pylist() for b in bins]
-    removed = files.take(pa.array(chosen_rows, pa.int64()))
     if spark is not None and not in_process(removed):
         from ..spark.optimize import compact_bins
 

@@ -34,7 +34,7 @@ __all__ = [
 def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     """Set ``properties`` on the snapshot's table (see the module docstring); the result's
     ``properties`` field holds what was set, ``protocol`` the protocol after the commit."""
-    from .. import features
+    from .. import features, row_tracking
     from ..column_mapping import assign, mode_of
     from ..config import DATA_SKIPPING_STATS_COLUMNS, check_stats_columns
     from ..errors import InvalidArgumentError
@@ -56,6 +56,7 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
             )
         # the files already use the names: they become the physical names
         schema, configuration = assign(schema, configuration, keep_names=True)
+    configuration = row_tracking.with_column_names(configuration)
     protocol = features.upgraded_protocol(snapshot.protocol, features.requested_features(configuration))
     configuration = stored_configuration(configuration, protocol)
     params = {"properties": json.dumps(given)}
@@ -71,7 +72,10 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     cmd.txn.update_metadata(md)
     if protocol != snapshot.protocol:
         cmd.txn.update_protocol(protocol)
-    return cmd.commit([], None, fields=fields)
+    readds = row_tracking.backfill(snapshot, protocol, md)
+    if readds:  # any concurrent add would land without row ids: it conflicts
+        cmd.read_rows(None)
+    return cmd.commit(readds, None, fields=fields)
 
 
 def _keeps_clustering_stats(snapshot, configuration: dict) -> None:

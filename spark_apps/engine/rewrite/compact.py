@@ -25,6 +25,7 @@ def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], tas
     schema = parse_schema(spec.schema_json)
     storage = storage_for(spec.table_uri)
     parts = list(spec.partition_columns)
+    tracked = snapshot_info.get("row_tracking")  # row tracking: the rows keep their stable ids
 
     def read(r):
         return read_data_file(
@@ -37,9 +38,14 @@ def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], tas
             None,
             r.get("deletion_vector"),
             column_mapping_mode=snapshot_info["column_mapping_mode"],
+            row_tracking=tracked.of(r["path"]) if tracked is not None else None,
         )
 
-    plain = snapshot_info["column_mapping_mode"] in (None, "none") and not any(r.get("deletion_vector") for r in rows)
+    plain = (
+        snapshot_info["column_mapping_mode"] in (None, "none")
+        and not any(r.get("deletion_vector") for r in rows)
+        and tracked is None
+    )
     if plain and len(rows) > 1:
         data = _read_plain(storage, spec, schema, parts, rows, read)
     else:
@@ -49,7 +55,11 @@ def compact_bin(snapshot_info: dict, rows: list[dict], zorder_by: list[str], tas
         data = pa.concat_tables(tables, promote_options="permissive") if tables else None
     if data is None or data.num_rows == 0:
         return []
-    data = data.cast(schema.to_arrow_schema()) if data.schema != schema.to_arrow_schema() else data
+    target = schema.to_arrow_schema()
+    if tracked is not None:
+        target = target.append(pa.field(tracked.row_id_column, pa.int64()))
+        target = target.append(pa.field(tracked.commit_version_column, pa.int64()))
+    data = data.cast(target) if data.schema != target else data
     if zorder_by:
         data = data.take(pa.array(zorder_indices(data, zorder_by)))
     writer = TableWriter(spec, task_id)

@@ -83,6 +83,9 @@ class RewriteSpec:
     column_mapping_mode: str = "none"
     deletion_vectors: bool = False
     change_data: bool = False
+    #: row tracking enabled: the rows written keep their stable row ids and commit versions
+    #: (:class:`..row_tracking.RowTracking`; ``write.row_tracking`` names the same columns)
+    row_tracking: Any = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +101,8 @@ class Bound:
         self.schema = parse_schema(spec.write.schema_json)
         self.predicate = spec.predicate
         self.updates = dict(spec.updates)
+        if self.updates and spec.row_tracking is not None:  # an updated row's commit version is the new file's
+            self.updates[spec.row_tracking.commit_version_column] = n.Literal(None, n.LONG)
         self.probe_columns = sorted({p[0] for p in self.predicate.columns()}) if self.predicate else []
 
 
@@ -235,6 +240,10 @@ class _File:
                 column_mapping_mode=self.spec.column_mapping_mode,
                 row_groups=row_groups,
                 row_index=row_index,
+                # every column read is a rewrite: the rows carry their stable ids
+                row_tracking=self.spec.row_tracking.of(self.path)
+                if columns is None and self.spec.row_tracking is not None
+                else None,
             )
         finally:  # opening the file and reading its footer
             self.clock.read += time.perf_counter_ns() - started

@@ -134,6 +134,9 @@ class MergeFilesSpec:
     deletion_vectors: bool = False
     #: the changed target rows are written to the change data feed too (:mod:`..cdf`)
     change_data: bool = False
+    #: row tracking enabled: rows written keep their stable row ids and commit versions
+    #: (:class:`..row_tracking.RowTracking`; ``write.row_tracking`` names the same columns)
+    row_tracking: Any = None
 
 
 @dataclass
@@ -343,7 +346,9 @@ class PreparedMerge:
     def renamed(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = batch.schema.names
         arrays = [batch.column(i) for i in range(len(names))]
-        return pa.RecordBatch.from_arrays(arrays, names=[f"__t{self.names.index(c)}" for c in names])
+        # row tracking's materialized columns are not the table's: they keep their names
+        position = {c: i for i, c in enumerate(self.names)}
+        return pa.RecordBatch.from_arrays(arrays, names=[f"__t{position[c]}" if c in position else c for c in names])
 
     def pair_batch(self, batch: pa.RecordBatch, trow: np.ndarray, srow: np.ndarray) -> pa.RecordBatch:
         """One row per pair: the target row's columns (``__t<i>``) beside the source row's (``__s<i>``)."""
@@ -438,8 +443,12 @@ class PreparedMerge:
             types = {name: col.type for name, col in columns.items()}
             for name, new in self.values(i, data, types).items():
                 columns[name] = scatter(columns[name], mask, new)
-        result = pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
         updated = [i for i in self.changing if self.clauses[i][0].action == "update"]
+        tracked = self.spec.row_tracking
+        if tracked is not None and updated:  # an updated row keeps its id; its commit version is the new file's
+            name = tracked.commit_version_column
+            columns[name] = pc.if_else(pa.array(np.isin(action, updated)), pa.nulls(m, pa.int64()), columns[name])
+        result = pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
         deleted = [i for i in self.changing if self.clauses[i][0].action == "delete"]
         changes = self.change_rows(batch, result, action, updated, deleted) if self.spec.change_data else None
         if self.spec.deletion_vectors:
@@ -487,6 +496,8 @@ def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, column
         column_mapping_mode=prepared.spec.column_mapping_mode,
         row_index=row_index,
         row_groups=row_groups,
+        # every column read is a rewrite: the rows carry their stable ids
+        row_tracking=tracked.of(path) if columns is None and (tracked := prepared.spec.row_tracking) else None,
     )
 
 

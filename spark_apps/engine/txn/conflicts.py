@@ -17,6 +17,7 @@ order, each raising ONE typed error (all subclasses of ``CommitConflictError``):
                               table)                                      -> ConcurrentDeleteReadError
 6. ``check_deleted_deleted`` winner removed a file we also remove      -> ConcurrentDeleteDeleteError
 7. ``check_domain_metadata`` winner touched a metadata domain we touch  -> ConcurrentTransactionError
+                              (not ``delta.rowTracking``: our row ids move above the winner's mark)
 8. ``check_vacuum``          we bring back files a version no longer had (RESTORE) and the winner
                               is a VACUUM START: its deletes may run after our existence check
                               -> ConcurrentVacuumError (a VACUUM already running when we read is
@@ -439,12 +440,17 @@ class ConflictChecker:
             )
         # As Delta and delta-rs do, a protocol change alone is a conflict only when it is incompatible:
         # this transaction changes the protocol too, the winner dropped a feature (a downgrade), or
-        # the new protocol asks for a feature this engine cannot write with.
+        # the new protocol asks for a feature this engine cannot write with, or it adds row tracking
+        # (this transaction's files were prepared without row ids).
         new = w.protocol
         if any(isinstance(a, Protocol) for a in self.current.actions):
             why = "this transaction changes the protocol too"
         elif self.current.read_protocol is not None and _is_downgrade(self.current.read_protocol, new):
             why = "it removed protocol features this transaction was based on"
+        elif "rowTracking" in (new.writer_features or ()) and "rowTracking" not in (
+            self.current.read_protocol.writer_features or () if self.current.read_protocol is not None else ()
+        ):
+            why = "it added row tracking, and this transaction's files were prepared without row ids"
         else:
             from ..errors import UnsupportedFeatureError
             from ..features import check_write_supported
@@ -574,7 +580,10 @@ class ConflictChecker:
         mine = self.current.domains
         if not mine:
             return
-        hit = next((d.domain for d in self.winner.domains if d.domain in mine), None)
+        # the row tracking mark is merged, not conflicting: the transaction assigns ids above the winner's
+        hit = next(
+            (d.domain for d in self.winner.domains if d.domain in mine and d.domain != "delta.rowTracking"), None
+        )
         if hit is None:
             return
         raise ConcurrentTransactionError(

@@ -16,7 +16,9 @@ Algorithm of :meth:`OptimisticTransaction.commit` (after delta-spark's Optimisti
    txnId, userMetadata. With in-commit timestamps active (protocol feature ``inCommitTimestamp`` and
    ``delta.enableInCommitTimestamps``): ``inCommitTimestamp`` = max(clock, previous commit's
    timestamp + 1), and the commit enabling them on an existing table records its version and ICT in
-   ``delta.inCommitTimestampEnablementVersion/Timestamp`` (both redone when step 4 rebases).
+   ``delta.inCommitTimestampEnablementVersion/Timestamp`` (both redone when step 4 rebases). On a
+   row-tracking table the adds get ``baseRowId``/``defaultRowCommitVersion`` and the high water mark
+   moves (:func:`..row_tracking.assign`), redone on every attempt above the winners' marks.
 4. **Write** the true next version with put-if-absent. Before each attempt one listing gives the
    log's latest version L (commits and checkpoints): every commit from our attempt's version up to L
    is read and checked (:mod:`.conflicts`, raises the typed conflict) and the attempt moves to L+1.
@@ -51,6 +53,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import row_tracking
 from ..actions import (
     AddCDCFile,
     AddFile,
@@ -714,6 +717,13 @@ class OptimisticTransaction:
             read_metadata=self._read_metadata,
         )
 
+        # row tracking: the adds get their row ids on every attempt, above the highest mark seen
+        # (the read snapshot's, then each winner's: a rebase never reuses a winner's ids)
+        row_ids = row_tracking.supported(self.protocol, self.metadata)
+        high_water = row_tracking.high_water_mark(getattr(self.snapshot, "domain_metadata", None))
+        if row_tracking.enabled(self.protocol, self.metadata):
+            ci["tags"] = {**ci.get("tags", {}), row_tracking.PRESERVED_TAG: "true"}
+
         if self.read_version < 0:
             self.storage.mkdirs(log_dir_of(self.storage, self.table_root))
         version = self.read_version + 1
@@ -746,6 +756,7 @@ class OptimisticTransaction:
                         return self.committed
                     check_winning_commit(current, winner)
                     checked.append(v)
+                    high_water = max(high_water, row_tracking.high_water_mark(winner.domains))
                     if ict_enabled:  # rebased: after the winner's timestamp
                         won_at = self._commit_time(v, winner.commit_info or {})
                         if won_at is not None:
@@ -762,7 +773,11 @@ class OptimisticTransaction:
             attempts += 1
             if ict_enabled and self.read_version >= 0:
                 final_actions = self._ict_metadata(final_actions, enabling, version, ci["inCommitTimestamp"])
-            data = serialize_actions([CommitInfo(dict(ci))] + final_actions)
+            written = final_actions
+            if row_ids:
+                live = getattr(self.snapshot, "files", None) if self.snapshot is not None else None
+                written, _ = row_tracking.assign(final_actions, high_water=high_water, version=version, live=live)
+            data = serialize_actions([CommitInfo(dict(ci))] + written)
             try:
                 self.storage.write_bytes(commit_path(self.storage, self.table_root, version), data, overwrite=False)
                 break

@@ -245,8 +245,8 @@ def test_enabling_deletion_vectors_on_an_existing_table_upgrades_its_protocol(tm
     # refused before anything is committed: an unknown key, a feature this engine cannot write
     for bad, error in (
         ({"delta.enableDeletionVector": "true"}, InvalidArgumentError),
-        ({"delta.enableRowTracking": "true"}, UnsupportedFeatureError),
-        ({"delta.feature.rowTracking": "supported"}, UnsupportedFeatureError),
+        ({"delta.enableIcebergCompatV2": "true"}, UnsupportedFeatureError),
+        ({"delta.feature.icebergCompatV2": "supported"}, UnsupportedFeatureError),
     ):
         with pytest.raises(error):
             t.set_properties(bad)

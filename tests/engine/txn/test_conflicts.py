@@ -67,7 +67,7 @@ CASES = [
         "blind append vs upgrade to an unsupported writer feature",
         S,
         [],
-        ("protocol", Protocol(1, 7, writer_features=["appendOnly", "invariants", "rowTracking", "domainMetadata"])),
+        ("protocol", Protocol(1, 7, writer_features=["appendOnly", "invariants", "icebergCompatV2", "domainMetadata"])),
         ("append", "a"),
         ProtocolChangedError,
     ),
@@ -515,7 +515,7 @@ def test_an_upgrade_to_a_feature_this_engine_cannot_write_names_it():
     from airflow_delta_provider_apps.engine.actions import CommitInfo
 
     cur = CurrentTransaction(read_version=5, isolation_level=S, read_protocol=Protocol(1, 2))
-    new = Protocol(1, 7, writer_features=["appendOnly", "invariants", "rowTracking"])  # keeps what (1, 2) implied
+    new = Protocol(1, 7, writer_features=["appendOnly", "invariants", "icebergCompatV2"])  # keeps what (1, 2) implied
     with pytest.raises(ProtocolChangedError) as e:
         ConflictChecker(cur, WinningCommit.from_actions(6, [CommitInfo({"operation": "X"}), new])).check()
-    assert "rowTracking" in e.value.cause
+    assert "icebergCompatV2" in e.value.cause
