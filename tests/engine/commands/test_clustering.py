@@ -266,20 +266,35 @@ def test_concurrent_commits_to_the_clustering_domain_conflict(tmp_path):
     assert len(_rows(root)) == 20
 
 
-def test_corpus_tables_with_clustering_features(conformance_root):
-    """The corpus has no writable clustered table: crc-full (Databricks) also has row tracking, which
-    this engine does not write yet, and delta-rs' table_with_liquid_clustering uses the preview
-    feature name 'liquid'. Clustering is no longer what refuses them."""
+def test_corpus_tables_with_clustering_features(conformance_root, tmp_path):
+    """crc-full (Databricks: clustering with row tracking and deletion vectors, no data yet) is written:
+    a copy takes two appends and an OPTIMIZE, deltalake reads the rows, the new files get row ids from
+    the high-water mark and OPTIMIZE clusters them. delta-rs' table_with_liquid_clustering uses the
+    preview name 'liquid', which stays refused by name."""
+    import shutil
+
     from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
     from airflow_delta_provider_apps.engine.reader import read_snapshot_table
     from airflow_delta_provider_apps.engine.storage import storage_for
 
-    for name in ("delta-kernel-rs/crc-full", "delta-rs/table_with_liquid_clustering"):
-        root = str(conformance_root / name)
-        snap = load_snapshot(storage_for(root), root)
-        read_snapshot_table(snap)  # read as before
-        with pytest.raises(UnsupportedFeatureError, match="'rowTracking'"):
-            check_write_supported(snap.protocol, snap.metadata)
+    liquid = str(conformance_root / "delta-rs/table_with_liquid_clustering")
+    snap = load_snapshot(storage_for(liquid), liquid)
+    read_snapshot_table(snap)  # read as before
+    with pytest.raises(UnsupportedFeatureError, match="'liquid'"):
+        check_write_supported(snap.protocol, snap.metadata)
+
+    root = str(tmp_path / "crc-full")
+    shutil.copytree(conformance_root / "delta-kernel-rs/crc-full", root)
+    t = DeltaTable(None, root)
+    for start in (0, 10):
+        append_arrow(root, pa.table({"id": pa.array(range(start, start + 10), pa.int64())}))
+    files = t.snapshot().files
+    assert sorted(files.column("base_row_id").to_pylist()) == [0, 10]
+    t.optimize()
+    query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(root))  # reads deletion-vector tables
+    got = pa.table(query.execute("SELECT id FROM t").read_all()).column("id").to_pylist()
+    assert sorted(got) == list(range(20))
+    assert t.clustering_columns() == [] and len(t.snapshot().files) >= 1
 
 
 def test_a_schema_change_may_not_drop_a_clustering_column(tmp_path):

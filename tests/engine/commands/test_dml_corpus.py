@@ -15,7 +15,7 @@ silently from "compared" to "skipped":
   with our evaluator); the metrics count the deleted rows. Where delta-rs reads the original table
   exactly as we do, it must also read the result as we do.
 * **refused up front** (by design): the table uses a writer feature this engine does not
-  implement (row tracking; the preview name ``liquid``). The error names a feature
+  implement (the preview name ``liquid``). The error names a feature
   the table's protocol or metadata really has; nothing is written (the folder is byte for byte the
   same) and the rows read afterwards equal the rows before.
 * **not readable** (3 tables: the corpus ships their logs without data files, or with a gap in the log;
@@ -52,7 +52,6 @@ TABLES = manifest_tables()  # collection time; the tables are read through confo
 # the tables that cannot be compared row by row, and why (every other table must be deleted from and
 # compared: a table moving between these groups fails the test)
 REFUSED = {  # a writer feature this engine does not implement
-    "delta-kernel-rs/crc-full",
     "delta-rs/table_with_liquid_clustering",
 }
 UNREADABLE = {  # log-replay fixtures: the corpus has no data files for them / a gap in the log
@@ -261,4 +260,4 @@ def _unreadable(tmp_path, src: Path, error):
 def test_the_tables_set_apart_are_in_the_corpus(conformance_root):
     dirs = {t["dir"] for t in TABLES}
     assert REFUSED | set(UNREADABLE) <= dirs
-    assert len(dirs - REFUSED - set(UNREADABLE)) == 35  # deleted from and compared row by row
+    assert len(dirs - REFUSED - set(UNREADABLE)) == 36  # deleted from and compared row by row
