@@ -391,10 +391,16 @@ class _JoinMerge:
             best = F.max("__action").over(Window.partitionBy("__rid"))
             rows = rows.withColumn("__best", best).filter("__action = __best").drop("__best")
             rows = rows.dropDuplicates(["__rid"])
+        return rows.filter(self.kept())
+
+    def kept(self):
+        """Which target rows (of touched files) are written: updated ones and, copying on write, the
+        unchanged ones too."""
+        F = self._F
         keep = F.col("__action").isin(self.updates)
         if not self.deletion_vectors:  # the touched files are rewritten: their unchanged rows copied
             keep = keep | (F.col("__action") == -1)
-        return rows.filter(keep)
+        return keep
 
     def marked(self, changed, touched: list[str], candidates) -> dict:
         """Touched file -> its new deletion vector: the physical indexes of the target rows a clause
@@ -585,13 +591,19 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
         else:  # nothing to rewrite: the inserts alone (no source row matched a candidate row)
             rows, written = job.rows.withColumn("__action", job.case("not_matched", -2)), 0
         target_side = "__tp" in rows.columns
-        if touched and target_side:
-            outputs.append((job.rewritten(rows.filter(F.col("__tp").isNotNull()), multi), job.updates))
+        lone = F.col("__tp").isNull() if target_side else F.lit(True)
         if inserts:
-            lone = F.col("__tp").isNull() if target_side else F.lit(True)
             inserted = rows.filter(lone & F.col("__action").isin(job.inserts))
-            outputs.append((inserted, job.inserts))
             written += sum(per_action.get(i, (0, 0))[0] for i in job.inserts)
+        if touched and target_side and multi:  # a target row matched twice: written once (a window)
+            outputs.append((job.rewritten(rows.filter(F.col("__tp").isNotNull()), multi), job.updates))
+            if inserts:
+                outputs.append((inserted, job.inserts))
+        elif touched and target_side or inserts:  # one pass over the join: kept rows, each clause's values
+            keep = lone & F.col("__action").isin(job.inserts)
+            if touched and target_side:
+                keep = keep | (F.col("__tp").isNotNull() & job.kept())
+            outputs.append((rows.filter(keep), [*job.updates, *job.inserts]))
         changed = rows.filter(F.col("__tp").isNotNull() & F.col("__action").isin(job.changing)) if target_side else None
         if job.change_data and job.changed_any(per_action):
             changes = job.changes(changed, inserted, multi)
