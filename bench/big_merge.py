@@ -614,7 +614,9 @@ def _f(x, unit: str = "", nd: int = 2) -> str:
     return "-" if x is None else f"{x:,.{nd}f}{unit}"
 
 
-def write(rows: list[dict], res: dict | None, big: dict | None, reps: int, out: Path, runtime: float) -> str:
+def write(
+    rows: list[dict], res: dict | None, big: dict | None, reps: int, out: Path, runtime: float, load0: float
+) -> str:
     out.mkdir(parents=True, exist_ok=True)
     import deltalake
     import pyspark
@@ -623,8 +625,8 @@ def write(rows: list[dict], res: dict | None, big: dict | None, reps: int, out: 
     md = ["# Big MERGE bench (`python -m bench.big_merge`, issue 33)", ""]
     md.append(
         f"*{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {_commit()}, {os.cpu_count()} cores, "
-        f"pyspark {pyspark.__version__}, deltalake {deltalake.__version__}, load average (1 min) at the end "
-        f"{load[0]:.2f}, {runtime:.0f} s*"
+        f"pyspark {pyspark.__version__}, deltalake {deltalake.__version__}, load average (1 min) at the start / "
+        f"end {load0:.2f} / {load[0]:.2f}, {runtime:.0f} s*"
     )
     md.append("")
     if res:
@@ -731,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     big_rows, big_n = (2_000_000, 1_000_000) if a.quick else (20_000_000, 10_000_000)
     reps = a.reps or (1 if a.quick else 3)
     timeout = a.timeout or (300 if a.quick else 900)
-    started = time.time()
+    started, load0 = time.time(), os.getloadavg()[0]
     res = None if a.big_only else run(rows, n, reps, a.only, timeout)
     big = run_big(big_rows, big_n, timeout) if a.big or a.big_only else None
     shutil.rmtree(DATA / "work", ignore_errors=True)
@@ -739,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     out = QUICK_RESULTS if a.quick else RESULTS
     if a.only or a.big_only:
         out = DATA / "results-only"
-    print(write(table, res, big, reps, out, time.time() - started))
+    print(write(table, res, big, reps, out, time.time() - started, load0))
     print(f"wrote {out}/big_merge.md, big_merge.csv ({time.time() - started:.0f} s)")
     ok = (res is None or res["checks"]["ok"]) and (big is None or big["checks"]["ok"])
     return 0 if ok else 1
