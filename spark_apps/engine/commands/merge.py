@@ -501,7 +501,6 @@ def merge(
     from ..row_tracking import for_rewrite, refuse_join
     from ..schema import parse_schema
     from ..spark.merge import (
-        check_unique_keys,
         execute_merge,
         execute_merge_by_file,
         small_source,
@@ -577,21 +576,19 @@ def merge(
     prepared = PreparedMerge(spec, local) if local is not None else None
     if prepared is None and not plan.insert_only:
         refuse_join(snapshot)
+    names = [source_schema.find(k).name for k in unique_keys or []]
+    columns = [f"__s{source_schema.names.index(k)}" for k in names]
     if prepared is not None:
         num_source_rows, key_values = local.num_rows, prepared.key_values(MAX_PRUNING_VALUES)
-    else:
-        materialised, num_source_rows, key_values = source_key_values(spark, source, plan, keys, MAX_PRUNING_VALUES)
-    unique_matches = False  # whether no target row can match two source rows
-    if unique_keys:
-        names = [source_schema.find(k).name for k in unique_keys]
-        unique_matches = _covers(keys, names, plan.source_alias)
-        columns = [f"__s{source_schema.names.index(k)}" for k in names]
-        if prepared is not None:
-            dup = first_duplicate_key(local, columns)
-            if dup is not None:
-                raise duplicate_keys_error(names, dup)
-        else:
-            check_unique_keys(materialised, columns, names)
+        dup = first_duplicate_key(local, columns) if columns else None
+        if dup is not None:
+            raise duplicate_keys_error(names, dup)
+    else:  # the uniqueness check runs in the same pass over the source as the key values
+        materialised, num_source_rows, key_values = source_key_values(
+            spark, source, plan, keys, MAX_PRUNING_VALUES, unique=(columns, names) if columns else None
+        )
+    # whether no target row can match two source rows
+    unique_matches = bool(columns) and _covers(keys, names, plan.source_alias)
     metrics.num_source_rows = num_source_rows
     pred = candidate_predicate(plan, key_values)
     files = snapshot.files

@@ -127,25 +127,44 @@ def _renamed(df, prefix: str):
     return df.toDF(*[f"{prefix}{i}" for i in range(len(df.columns))])
 
 
-def source_key_values(spark, source, plan, keys: list, max_values: int):
+def source_key_values(spark, source, plan, keys: list, max_values: int, *, unique=None):
     """``(materialised prefixed source, row count, [(values or None, min, max, has_null)] per key)``.
 
     :param keys: ``(target column, source expression, op)`` of the ON condition's key equalities
+    :param unique: ``(prefixed columns, names)`` whose non-NULL values must be unique (an upsert's
+        keys): checked in the same pass (one aggregation by them, then one over its groups, where
+        every key is one of those columns), else by :func:`check_unique_keys` after it
     """
     from pyspark.sql import functions as F
 
+    from ..expr import nodes as n
+
     src = _renamed(source, "__s").localCheckpoint(eager=True, storageLevel=_spill_level())
     spell = _speller(plan)
-    aggs = [F.count(F.lit(1)).alias("n")]
+    columns = list(unique[0]) if unique else []
+    grouped = {quote(c) for c in columns}
+    fused = bool(columns) and all(isinstance(s, n.Column) and spell(s) in grouped for _t, s, _op in keys)
+    rows, count = src, F.count(F.lit(1))
+    if fused:  # per distinct key (NULLs grouped too): its rows; the key aggregates run over the groups
+        rows = src.groupBy(*columns).agg(F.count(F.lit(1)).alias("__rows"))
+        count = F.sum("__rows")
+        whole = F.lit(True)
+        for c in columns:
+            whole = whole & F.col(c).isNotNull()
+    aggs = [count.alias("n")]
+    if fused:
+        aggs.append(F.max(F.when(whole, F.col("__rows"))).alias("dup"))
     for i, (_t, s, _op) in enumerate(keys):
-        e = to_column(s, spell)
+        e = F.col(spell(s)) if fused else to_column(s, spell)
         aggs += [
             F.min(e).alias(f"lo{i}"),
             F.max(e).alias(f"hi{i}"),
             F.approx_count_distinct(e).alias(f"nd{i}"),
             F.max(e.isNull().cast("int")).alias(f"nl{i}"),
         ]
-    row = src.agg(*aggs).collect()[0]
+    row = rows.agg(*aggs).collect()[0]
+    if unique and (not fused or (row["dup"] or 0) > 1):
+        check_unique_keys(src, *unique)  # (raises, naming a duplicated key)
     out = []
     for i, (_t, s, _op) in enumerate(keys):
         values = None
@@ -153,7 +172,7 @@ def source_key_values(spark, source, plan, keys: list, max_values: int):
             got = [r[0] for r in src.select(to_column(s, spell)).distinct().limit(max_values + 1).collect()]
             values = got if len(got) <= max_values else None
         out.append((values, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nl{i}"])))
-    return src, int(row["n"]), out
+    return src, int(row["n"] or 0), out
 
 
 def _first(branches: list, otherwise):
