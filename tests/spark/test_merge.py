@@ -524,6 +524,41 @@ def test_merge_with_deletion_vectors_marks_rows_over_existing_vectors(spark, tmp
     assert m["numTargetFilesAdded"] >= 1 and m["numOutputRows"] == 5  # the 3 updated and 2 inserted rows
 
 
+def test_upsert_into_a_deletion_vector_table_writes_only_the_source_rows(spark, tmp_path, execution):
+    """An upsert (keys checked unique) into a DV table: the matched rows are marked over the DELETE's
+    vectors and the source rows written as they are, a partition move included; by join the target
+    is read for its keys only and nothing else is copied."""
+    import glob
+
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(
+        spark, root, schema=DDL, partition_by=["p"], properties={"delta.enableDeletionVectors": "true"}
+    )
+    rows = [(i, i * 10, i % 2) for i in range(40)]
+    t.append(spark.createDataFrame(rows, DDL).repartition(2))
+    t.delete("v % 30 = 0")  # ids 0, 3, 6, ... marked
+    files = set(glob.glob(f"{root}/**/*.parquet", recursive=True))
+    source = [(1, -1, 1), (2, None, 0), (3, -3, 1), (4, -4, 1), (50, -50, 0)]  # 4 moves to p=1; 3 was deleted
+    res = DeltaTable.for_path(spark, root).upsert(spark.createDataFrame(source, DDL), ["id"])
+    want = {r[0]: r for r in rows if (r[1] % 30) != 0} | {r[0]: r for r in source}
+    got = sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    dt = deltalake.DeltaTable(root)
+    theirs = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT id, v, p FROM t").read_all())
+    assert (
+        got
+        == sorted(want.values(), key=_none_first)
+        == sorted((tuple(r.values()) for r in theirs.to_pylist()), key=_none_first)
+    )
+    m = res["metrics"]
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"], m["numTargetRowsDeleted"]) == (3, 2, 0)
+    assert files <= set(glob.glob(f"{root}/**/*.parquet", recursive=True))  # no file removed from disk
+    assert m["numTargetRowsCopied"] == 0 and m["numTargetFilesRemoved"] == 0 and m["numOutputRows"] == 5
+
+
+def _none_first(row):
+    return tuple((v is not None, v) for v in row)
+
+
 @pytest.mark.parametrize("by_source", [False, True])
 def test_merge_records_its_changes_in_every_execution(spark, tmp_path, execution, by_source):
     """A table with the change data feed: every execution (file by file, Spark's join, with NOT

@@ -214,6 +214,8 @@ def execute_merge(
         return job.write(
             [(joined.filter(F.col("__action").isin(job.inserts)), job.inserts)], [], per_action, scan_ms, rows=inserted
         )
+    if job.writes_source_rows() is not None:
+        return _merge_source_rows(job, candidates, started)
     return _merge_two_phase(job, candidates, started)
 
 
@@ -412,6 +414,24 @@ class _JoinMerge:
             rows = rows.dropDuplicates(["__rid"])
         return rows.filter(self.kept())
 
+    def writes_source_rows(self) -> int | None:
+        """The insert clause's index when every source row is written as it is and only the marks
+        need the target: a deletion-vector table (no change feed), no target row matching twice, and
+        the clauses exactly one unconditional WHEN MATCHED update and one unconditional WHEN NOT
+        MATCHED insert of the same values (an upsert whose source has every column); else None."""
+        from ..commands.merge_clauses import MATCHED, NOT_MATCHED
+
+        clauses = self.clauses
+        if not (self.deletion_vectors and self.unique_matches) or self.change_data or len(clauses) != 2:
+            return None
+        if self.source_rows is None:
+            return None
+        update, insert = clauses
+        shape = (update.clause.kind, update.clause.action, insert.clause.kind, insert.clause.action)
+        if shape != (MATCHED, "update", NOT_MATCHED, "insert") or update.condition or insert.condition:
+            return None
+        return 1 if update.values == insert.values else None
+
     def kept(self):
         """Which target rows (of touched files) are written: updated ones and, copying on write, the
         unchanged ones too."""
@@ -421,11 +441,12 @@ class _JoinMerge:
             keep = keep | (F.col("__action") == -1)
         return keep
 
-    def marked(self, changed, touched: list[str], candidates) -> dict:
+    def marked(self, changed, touched: list[str] | None, candidates, *, counts: dict | None = None) -> dict:
         """Touched file -> its new deletion vector: the physical indexes of the target rows a clause
         updated or deleted (``changed``) joined with the file's vector, written in the tasks (one
         group per file: its row indexes only). A file left with no live row is not in the dict: it
-        leaves the table whole."""
+        leaves the table whole. ``touched`` None: any candidate may be; ``counts`` gets each marked
+        file's number of marked rows."""
         import json
 
         import pyarrow as pa
@@ -433,7 +454,9 @@ class _JoinMerge:
 
         from ..storage import normalize_table_uri
 
-        files = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(touched, pa.string())))
+        files = candidates
+        if touched is not None:
+            files = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(touched, pa.string())))
         has_dv = "deletion_vector" in files.column_names
         olds = files.column("deletion_vector").to_pylist() if has_dv else [None] * files.num_rows
         old = {p: json.dumps(d) for p, d in zip(files.column("path").to_pylist(), olds) if d}
@@ -448,8 +471,11 @@ class _JoinMerge:
 
             return next(guard_executor(one()))  # a DeltaError reaches the driver in a form it decodes
 
-        out = changed.select("__file", "__row").groupBy("__file").applyInArrow(fn, "path string, dv string")
-        return {r["path"]: json.loads(r["dv"]) for r in out.collect() if r["dv"] is not None}
+        out = changed.select("__file", "__row").groupBy("__file").applyInArrow(fn, "path string, dv string, rows long")
+        got = out.collect()
+        if counts is not None:
+            counts.update((r["path"], r["rows"]) for r in got)
+        return {r["path"]: json.loads(r["dv"]) for r in got if r["dv"] is not None}
 
     def project(self, rows, fired: list):
         """``rows`` in the table's columns: each takes the values of the clause (of ``fired``) that
@@ -634,6 +660,31 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
             joined.unpersist()
 
 
+def _merge_source_rows(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
+    """An upsert into a deletion-vector table (:meth:`_JoinMerge.writes_source_rows`): the source's
+    ON columns joined with the candidates' (with file and row index) give the matched positions,
+    marked per file in one job whose output also counts them (the updated rows; the rest of the
+    source is inserted); then the source itself is written, each row as the clauses give it. The
+    target is read once, its ON columns only; nothing is persisted."""
+    F = job._F
+    t_cols, s_cols = job.needed(writes=False)
+    src, broadcast = job.source(s_cols)
+    pairs = src.join(job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=False), job.on(), "inner")
+    counts: dict = {}
+    vectors = job.marked(pairs, None, candidates, counts=counts)
+    touched = sorted(counts)
+    updated = sum(counts.values())
+    insert = job.writes_source_rows()
+    inserted = (job.source_rows or 0) - updated
+    per_action = {0: (updated, updated), insert: (inserted, inserted)}
+    scan_ms = int((time.monotonic() - started) * 1000)
+    report("MERGE", "joined", touched=len(touched), multiple_matches=0)
+    rows = job.rows.withColumn("__action", F.lit(insert))
+    outcome = job.write([(rows, [insert])], touched, per_action, scan_ms, rows=job.source_rows or 0)
+    outcome.deletion_vectors = vectors
+    return outcome
+
+
 def _only(candidates, paths: list[str]):
     """The rows of ``candidates`` whose path is in ``paths``."""
     import pyarrow as pa
@@ -682,6 +733,7 @@ def mark_file(table, old_vectors: dict, table_root: str):
         {
             "path": pa.array([path], pa.string()),
             "dv": pa.array([None if vector is None else json.dumps(vector)], pa.string()),
+            "rows": pa.array([len(rows)], pa.int64()),
         }
     )
 
