@@ -19,11 +19,13 @@
    its materialisation): the source travels to the tasks and each candidate file is probed on its
    key columns and rewritten only when a clause changes one of its rows (:mod:`..rewrite.merge`,
    :func:`..spark.merge.execute_merge_by_file`): no join over the table, no shuffle. Otherwise
-   **one join** (:func:`..spark.merge.execute_merge`): the source materialised in Spark and joined
-   to the candidates' rows (file path carried through): insert-only merges use a left anti join
-   against the target's rows and remove no file; matched-only merges an inner join first (the
-   touched files found from the matched pairs, only those read again); otherwise an outer join
-   that preserves the sides whose clauses need them. Either way each target row gets the first clause that fires; a target
+   **by join** (:func:`..spark.merge.execute_merge`, docs/design.md "MERGE's two strategies"): the
+   source materialised in Spark; insert-only merges are a left anti join against the candidates' ON
+   columns and remove no file; otherwise a narrow join (the columns the conditions read, with each
+   target row's file and row index) gives the tallies, the duplicate-match check and the touched
+   files, then only the touched files are joined whole and rewritten, or on a deletion-vector table
+   only the new and changed rows are written and the changed ones marked. Either way each target row
+   gets the first clause that fires; a target
    row that more than one source row would update or delete is Delta's duplicate-match error
    (nothing written); touched files are those where some row is updated or deleted: only they are
    removed and rewritten (their other rows copied), next to the inserted rows.

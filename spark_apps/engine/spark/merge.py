@@ -4,24 +4,22 @@
   reads the same rows, as Delta's MergeIntoMaterializeSource guarantees; on local disk, see
   :func:`_spill_level`) and one aggregation gives its
   row count and, per ``target.k = source expr`` key, min, max, NULLs and an estimate of distinct
-  values; keys with few values get them exactly (a second, small job).
+  values (an upsert's key uniqueness is checked in the same pass); keys with few values get them
+  exactly (a second, small job).
 * :func:`small_source` / :func:`execute_merge_by_file`: a small source read once into Arrow and
   shipped to the tasks, which merge the candidate files one by one (:mod:`..rewrite.merge`); the
   inserts are written on the driver.
-* :func:`execute_merge` (large sources, or no key equality to look up): joins in Spark, with the
-  candidates' rows carrying their file path (``__file``): a matched-only merge takes the INNER join's
-  matched pairs first (duplicate check, clause tallies and touched files over the pairs alone, then
-  only the touched files read again); otherwise one outer join; each row tagged with the first clause
-  that fires (``__action``: the clause's index, -1 copy, -2 drop), the duplicate-match check, the
-  touched files, and the write of the rewritten and inserted rows through the core writer. The source
-  is broadcast when its estimated size fits Spark's threshold, else both sides are shuffled (Spark
-  sizes the scanned table by its file list and would broadcast it). Conditions and values are the
-  bound trees as Columns (:mod:`.columns`) over the joined DataFrame's own column names (``__t<i>`` /
-  ``__s<i>``), so Spark evaluates exactly what was checked, with no SQL text parsed again. On a table
-  that writes deletion vectors the target rows also carry their physical index in their file
-  (``__row``): the changed rows are marked in their files' vectors (one task per touched file,
-  :func:`mark_file`) instead of copying the unchanged ones, and only updated and inserted rows are
-  written.
+* :func:`execute_merge` (large sources, or no key equality to look up): joins in Spark in two phases
+  (docs/design.md, "MERGE's two strategies"): a narrow join of the columns the conditions read, with
+  each target row's file (``__file``) and physical index (``__row``), for the tallies, the
+  duplicate-match check and the touched files; then the touched files alone joined whole and written
+  (copy on write), or on a deletion-vector table the new and changed rows written and the changed ones
+  marked in their files' vectors (:func:`mark_file`). Each row is tagged with the first clause that
+  fires (``__action``: the clause's index, -1 copy, -2 drop). Conditions and values are the bound trees
+  as Columns (:mod:`.columns`) over the joined DataFrame's own column names (``__t<i>`` / ``__s<i>``),
+  so Spark evaluates exactly what was checked, with no SQL text parsed again. The output is written by
+  Spark's own writer where it writes the table's files exactly (:func:`.write.write_native`), else by
+  the core writer.
 """
 
 from __future__ import annotations
