@@ -515,12 +515,21 @@ class DeltaTable:
         ``merge_schema=True`` adds the source's new columns to the table in the same commit.
         """
         from .commands.merge import upsert_condition
-        from .spark.merge import deduplicated
 
         keys = list(key_columns or [])
-        on = upsert_condition(self.snapshot().schema, source.schema.fieldNames(), keys)
-        if dedupe_by is not None:
-            source = deduplicated(source, keys, dedupe_by)
+        if self.spark is None:  # Arrow data, merged in this process
+            from .rewrite.merge import arrow_source, deduplicated_arrow
+
+            source = arrow_source(source)
+            on = upsert_condition(self.snapshot().schema, source.schema.names, keys)
+            if dedupe_by is not None:
+                source = deduplicated_arrow(source, keys, dedupe_by)
+        else:
+            from .spark.merge import deduplicated
+
+            on = upsert_condition(self.snapshot().schema, source.schema.fieldNames(), keys)
+            if dedupe_by is not None:
+                source = deduplicated(source, keys, dedupe_by)
         b = self.merge(source, on, merge_schema=merge_schema).when_matched_update_all().when_not_matched_insert_all()
         if dedupe_by is None:  # the merge refuses duplicate keys on the source it reads once
             b.unique_keys(keys)

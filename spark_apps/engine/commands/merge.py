@@ -486,7 +486,9 @@ def merge(
     unique_keys: list[str] | None = None,
     **txn_options,
 ) -> CommandResult:
-    """MERGE ``source`` (a DataFrame) INTO the snapshot's table ON ``on``; see the module docstring.
+    """MERGE ``source`` INTO the snapshot's table ON ``on``; see the module docstring. ``source``: a
+    Spark DataFrame, or with ``spark`` None Arrow data (a table, record batches) merged file by file
+    in this process, no JVM involved (ON must then equate target and source keys).
 
     :param unique_keys: source columns whose (non-NULL) values must be unique (an upsert's keys)
     """
@@ -496,27 +498,22 @@ def merge(
     from ..rewrite.merge import (
         MergeFilesSpec,
         PreparedMerge,
+        arrow_source,
         duplicate_keys_error,
         first_duplicate_key,
+        prefixed,
         source_row_limit,
     )
     from ..row_tracking import for_rewrite, refuse_join
-    from ..schema import parse_schema
-    from ..spark.merge import (
-        execute_merge,
-        execute_merge_by_file,
-        small_source,
-        source_key_values,
-    )
+    from ..schema import StructType, parse_schema
     from ..writer import table_write_spec
     from .dml import kept_with_deletion_vectors, removes_for
 
-    if spark is None:
-        raise InvalidArgumentError(
-            "MERGE needs Spark", "its source is a DataFrame", "use DeltaTable.for_path(spark, ...)"
-        )
     gate(snapshot.protocol, snapshot.metadata, snapshot.table_root)
-    source_schema = parse_schema(source.schema.jsonValue())
+    arrow = arrow_source(source) if spark is None else None
+    source_schema = (
+        StructType.from_arrow(arrow.schema) if arrow is not None else parse_schema(source.schema.jsonValue())
+    )
     target_schema = evolved_schema(snapshot.schema, source_schema) if merge_schema else snapshot.schema
     configuration = dict(snapshot.metadata.configuration or {})
     if target_schema is not snapshot.schema:  # new columns of a mapped table get their ids now
@@ -574,7 +571,18 @@ def merge(
     )
     # a small source with keys to look up is read once into Arrow (that copy is its materialisation)
     # and merged file by file; otherwise it is materialised in Spark and joined there
-    local = small_source(source, plan, source_row_limit(plan.source_schema)) if keys else None
+    if arrow is not None:
+        if not keys:
+            raise InvalidArgumentError(
+                "A MERGE without Spark needs ON to equate a target column with a source column",
+                f"ON is {on!r}: without such a key every source row would be compared with every target row",
+                "add a key equality (target.k = source.k) to ON, or run the MERGE with a Spark session",
+            )
+        local = prefixed(arrow, plan.source_schema)
+    else:
+        from ..spark.merge import small_source
+
+        local = small_source(source, plan, source_row_limit(plan.source_schema)) if keys else None
     prepared = PreparedMerge(spec, local) if local is not None else None
     if prepared is None and not plan.insert_only:
         refuse_join(snapshot)
@@ -586,6 +594,8 @@ def merge(
         if dup is not None:
             raise duplicate_keys_error(names, dup)
     else:  # the uniqueness check runs in the same pass over the source as the key values
+        from ..spark.merge import source_key_values
+
         materialised, num_source_rows, key_values = source_key_values(
             spark, source, plan, keys, MAX_PRUNING_VALUES, unique=(columns, names) if columns else None
         )
@@ -603,9 +613,17 @@ def merge(
     strategy = "file_by_file" if prepared is not None else "join"
     report("MERGE", "files", table=files.num_rows, candidates=candidates.num_rows, source_rows=num_source_rows)
     report("MERGE", strategy)
-    if prepared is not None:
+    if prepared is not None and spark is None:
+        from ..rewrite.merge import execute_by_file
+
+        outcome = execute_by_file(prepared, candidates)
+    elif prepared is not None:
+        from ..spark.merge import execute_merge_by_file
+
         outcome = execute_merge_by_file(spark, prepared, candidates)
     else:
+        from ..spark.merge import execute_merge
+
         outcome = execute_merge(
             spark, snapshot, plan, materialised, candidates, num_source_rows, unique_matches=unique_matches
         )

@@ -693,3 +693,162 @@ def likely_touched(files: pa.Table, prepared: PreparedMerge) -> list[bool]:
     except Exception:  # only a hint: probing is always correct
         return [False] * count
     return [bool(x) for x in expected >= LIKELY_MATCHES]
+
+
+# --------------------------------------------------------------------------------------------------
+# the by-file executor (in this process, or with Spark tasks handed in)
+
+
+@dataclass
+class MergeOutcome:
+    touched: list[str]
+    adds: list
+    rows_written: int
+    per_action: dict  # clause index (-1 copy, -2 drop) -> (joined rows, distinct target rows)
+    scan_ms: int
+    rewrite_ms: int
+    #: touched file -> its new deletion vector (the file stays in the table with it)
+    deletion_vectors: dict = field(default_factory=dict)
+    #: the change data feed's files (AddCDCFile)
+    changes: list = field(default_factory=list)
+
+
+def execute_by_file(prepared, candidates, *, in_tasks=None) -> MergeOutcome:
+    """MERGE with the (small) source beside every candidate file: each is probed and, when a clause
+    changes one of its rows, rewritten (:func:`merge_file`), in this process's threads when the
+    candidates are small (:func:`..rewrite.in_process`) or there is no Spark (``in_tasks`` None), else
+    by ``in_tasks(likely)`` (one Spark job over the files, dealt to tasks by bytes as DELETE/UPDATE
+    do); the inserts are written here."""
+    import numpy as np
+    import pyarrow as pa
+
+    from .common import in_process
+
+    started = time.monotonic()
+    spec = prepared.spec
+    outcomes: list = []
+    if candidates.num_rows:
+        likely = likely_touched(candidates, prepared)
+        if in_tasks is None or in_process(candidates):
+            outcomes = merge_files(prepared, candidates, likely)
+        else:
+            outcomes = in_tasks(likely)
+    scan_ms = int((time.monotonic() - started) * 1000)
+    started = time.monotonic()
+    touched, adds, changes, written_rows = [], [], [], 0
+    per_action: dict = {}
+    vectors = {o.path: o.deletion_vector for o in outcomes if o.changed and o.deletion_vector is not None}
+    matched = [np.empty(0, np.int64)]
+    for o in outcomes:
+        matched.append(o.matched_source)
+        if not o.changed:
+            continue
+        touched.append(o.path)
+        adds += [w.add for w in o.written]
+        changes += [w.add for w in o.changes]
+        written_rows += o.num_written_rows
+        for i, k in o.clause_rows.items():
+            got = per_action.get(i, (0, 0))[1] + int(k)
+            per_action[i] = (got, got)
+    table, inserted = inserted_rows(prepared, np.unique(np.concatenate(matched)))
+    for i, k in inserted.items():
+        per_action[i] = (k, 0)
+    if table is not None:
+        from ..identity import fill, identities
+        from ..schema import parse_schema
+
+        ids = identities(parse_schema(spec.write.schema_json))
+        if ids:  # assigned here, so that the data and the change feed hold the same values
+            counts: dict = {}
+            table = pa.Table.from_batches([fill(ids, b, 0, counts) for b in table.to_batches()])
+        writer = TableWriter(spec.write, 0)
+        written: list[WrittenFile] = []
+        try:
+            for batch in table.to_batches():
+                written.extend(writer.write(batch))
+            written.extend(writer.finish())
+            if changes:  # a commit with change files has all its changes in them: the inserts too
+                changes += [w.add for w in inserted_changes(spec.write, table)]
+        except BaseException:  # e.g. an insert breaking a CHECK constraint: nothing of this MERGE stays
+            writer.abort()
+            leftover = [*[w.add for w in written], *adds, *changes]
+            discard(writer.storage, spec.write.table_uri, [*outcomes, FileOutcome("", written=_as_written(leftover))])
+            raise
+        adds += [w.add for w in written]
+        written_rows += sum(w.num_rows for w in written)
+    rewrite_ms = int((time.monotonic() - started) * 1000)
+    return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, rewrite_ms, vectors, changes)
+
+
+def _as_written(actions: list) -> list:
+    """Actions as WrittenFile entries (for :func:`..rewrite.discard`)."""
+    from ..writer import WrittenFile
+
+    return [WrittenFile(a, 0) for a in actions]
+
+
+def inserted_changes(write_spec, table) -> list:
+    """The change feed's files of MERGE's inserted rows (``table``, in the target's columns)."""
+    from ..cdf import INSERT, change_rows
+    from ..writer import TableWriter
+
+    writer = TableWriter(write_spec, 0, change_data=True)
+    written = []
+    for batch in table.to_batches():
+        written.extend(writer.write(change_rows(batch, INSERT)))
+    written.extend(writer.finish())
+    return written
+
+
+def arrow_source(data) -> pa.Table:
+    """MERGE's source given as Arrow data (a table, a record batch, a reader or batches) as one table."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    try:
+        batches = list(data)
+    except TypeError:
+        batches = None
+    if not batches or not all(isinstance(b, pa.RecordBatch) for b in batches):
+        raise InvalidArgumentError(
+            f"A MERGE without Spark takes Arrow data as its source, got {type(data).__name__}",
+            "the table was opened without a Spark session, so the source cannot be a DataFrame",
+            "pass a pyarrow Table (or record batches), or open the table with DeltaTable.for_path(spark, ...)",
+        )
+    return pa.Table.from_batches(batches)
+
+
+def prefixed(table: pa.Table, source_schema) -> pa.Table:
+    """``table`` with columns ``__s<i>`` in the Arrow types of ``source_schema`` (the form
+    :class:`PreparedMerge` reads)."""
+    schema = source_schema.to_arrow_schema()
+    want = pa.schema([pa.field(f"__s{i}", f.type, f.nullable) for i, f in enumerate(schema)])
+    return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(want)], schema=want)
+
+
+def deduplicated_arrow(table: pa.Table, key_columns: list[str], dedupe_by: str) -> pa.Table:
+    """:func:`..spark.merge.deduplicated` for Arrow data: one row per key, the greatest ``dedupe_by``
+    (NULLs last); rows with a NULL key never match and are kept as they are."""
+    by_lower = {c.lower(): c for c in table.column_names}
+    if dedupe_by.lower() not in by_lower:
+        raise InvalidArgumentError(
+            f"dedupe_by column '{dedupe_by}' is not in the source",
+            f"the source has {', '.join(table.column_names)}",
+            "name a source column (e.g. an update timestamp)",
+        )
+    keys = [by_lower.get(k.lower(), k) for k in key_columns]
+    order = pc.array_sort_indices(
+        table.column(by_lower[dedupe_by.lower()]), order="descending", null_placement="at_end"
+    )
+    ranked = table.take(order).append_column("__rank", pa.array(np.arange(table.num_rows), pa.int64()))
+    null_key = pc.is_null(ranked.column(keys[0]))
+    for k in keys[1:]:
+        null_key = pc.or_(null_key, pc.is_null(ranked.column(k)))
+    first = ranked.filter(pc.invert(null_key)).group_by(keys).aggregate([("__rank", "min")])
+    keep = pa.concat_arrays(
+        [first.column("__rank_min").combine_chunks(), ranked.filter(null_key).column("__rank").combine_chunks()]
+    )
+    return table.take(order).take(keep)

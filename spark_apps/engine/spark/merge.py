@@ -25,12 +25,11 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr.sql import quote
 from ..progress import report
-from ..rewrite.merge import duplicate_match_error
+from ..rewrite.merge import MergeOutcome, _as_written, duplicate_match_error
 from .columns import to_column
 
 __all__ = [
@@ -43,20 +42,6 @@ __all__ = [
     "MergeOutcome",
     "DuplicateMatchError",
 ]
-
-
-@dataclass
-class MergeOutcome:
-    touched: list[str]
-    adds: list
-    rows_written: int
-    per_action: dict  # clause index (-1 copy, -2 drop) -> (joined rows, distinct target rows)
-    scan_ms: int
-    rewrite_ms: int
-    #: touched file -> its new deletion vector (the file stays in the table with it)
-    deletion_vectors: dict = field(default_factory=dict)
-    #: the change data feed's files (AddCDCFile)
-    changes: list = field(default_factory=list)
 
 
 def deduplicated(source, key_columns: list[str], dedupe_by: str):
@@ -833,93 +818,13 @@ def _plan_size(df) -> int | None:
 
 
 def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
-    """MERGE with the (small) source beside every candidate file: each is probed and, when a clause
-    changes one of its rows, rewritten (:func:`..rewrite.merge.merge_file`), in the driver's threads
-    when the candidates are small (:func:`..rewrite.in_process`), else in ONE Spark job
-    over the files, dealt to tasks by bytes as DELETE/UPDATE do; the inserts are written here."""
-    import numpy as np
-    import pyarrow as pa
+    """:func:`..rewrite.merge.execute_by_file` with Spark tasks for candidates too large for the
+    driver's threads."""
+    from ..rewrite.merge import execute_by_file
 
-    from ..rewrite import in_process
-    from ..rewrite.merge import inserted_rows, likely_touched, merge_files
-    from ..writer import TableWriter, WrittenFile
-
-    started = time.monotonic()
-    spec = prepared.spec
-    outcomes: list = []
-    if candidates.num_rows:
-        likely = likely_touched(candidates, prepared)
-        if in_process(candidates):
-            outcomes = merge_files(prepared, candidates, likely)
-        else:
-            outcomes = _merge_in_tasks(spark, prepared, candidates, likely)
-    scan_ms = int((time.monotonic() - started) * 1000)
-    started = time.monotonic()
-    touched, adds, changes, written_rows = [], [], [], 0
-    per_action: dict = {}
-    vectors = {o.path: o.deletion_vector for o in outcomes if o.changed and o.deletion_vector is not None}
-    matched = [np.empty(0, np.int64)]
-    for o in outcomes:
-        matched.append(o.matched_source)
-        if not o.changed:
-            continue
-        touched.append(o.path)
-        adds += [w.add for w in o.written]
-        changes += [w.add for w in o.changes]
-        written_rows += o.num_written_rows
-        for i, k in o.clause_rows.items():
-            got = per_action.get(i, (0, 0))[1] + int(k)
-            per_action[i] = (got, got)
-    table, inserted = inserted_rows(prepared, np.unique(np.concatenate(matched)))
-    for i, k in inserted.items():
-        per_action[i] = (k, 0)
-    if table is not None:
-        from ..identity import fill, identities
-        from ..schema import parse_schema
-
-        ids = identities(parse_schema(spec.write.schema_json))
-        if ids:  # assigned here, so that the data and the change feed hold the same values
-            counts: dict = {}
-            table = pa.Table.from_batches([fill(ids, b, 0, counts) for b in table.to_batches()])
-        writer = TableWriter(spec.write, 0)
-        written: list[WrittenFile] = []
-        try:
-            for batch in table.to_batches():
-                written.extend(writer.write(batch))
-            written.extend(writer.finish())
-            if changes:  # a commit with change files has all its changes in them: the inserts too
-                changes += [w.add for w in inserted_changes(spec.write, table)]
-        except BaseException:  # e.g. an insert breaking a CHECK constraint: nothing of this MERGE stays
-            from ..rewrite import FileOutcome, discard
-
-            writer.abort()
-            leftover = [*[w.add for w in written], *adds, *changes]
-            discard(writer.storage, spec.write.table_uri, [*outcomes, FileOutcome("", written=_as_written(leftover))])
-            raise
-        adds += [w.add for w in written]
-        written_rows += sum(w.num_rows for w in written)
-    rewrite_ms = int((time.monotonic() - started) * 1000)
-    return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, rewrite_ms, vectors, changes)
-
-
-def _as_written(actions: list) -> list:
-    """Actions as WrittenFile entries (for :func:`..rewrite.discard`)."""
-    from ..writer import WrittenFile
-
-    return [WrittenFile(a, 0) for a in actions]
-
-
-def inserted_changes(write_spec, table) -> list:
-    """The change feed's files of MERGE's inserted rows (``table``, in the target's columns)."""
-    from ..cdf import INSERT, change_rows
-    from ..writer import TableWriter
-
-    writer = TableWriter(write_spec, 0, change_data=True)
-    written = []
-    for batch in table.to_batches():
-        written.extend(writer.write(change_rows(batch, INSERT)))
-    written.extend(writer.finish())
-    return written
+    return execute_by_file(
+        prepared, candidates, in_tasks=lambda likely: _merge_in_tasks(spark, prepared, candidates, likely)
+    )
 
 
 def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:

@@ -1,0 +1,115 @@
+"""MERGE without Spark: a table opened with no session merges Arrow data file by file in this process
+(no JVM is started). Random targets, sources and clause lists (every clause kind, conditions, NULL keys,
+partition moves, deletion vectors, the change data feed) equal the plain-Python reference that the
+Spark MERGE tests use, and deltalake reads the same rows."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from merge_reference import ONS, Duplicate, _assert_changes, _build, _file_rows, _key, clause_lists, reference, row
+
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.commands.create_table import create_table
+from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
+
+deltalake = pytest.importorskip("deltalake")
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int32()), ("p", pa.int32())])
+
+
+def _arrow(rows) -> pa.Table:
+    return pa.Table.from_pylist([dict(r) for r in rows], schema=SCHEMA)
+
+
+def _table(root: str, target, *, partitioned: bool, props: dict | None = None) -> DeltaTable:
+    create_table(
+        root, schema="id BIGINT, v INT, p INT", partition_by=["p"] if partitioned else None, properties=props or {}
+    )
+    if target:
+        append_arrow(root, _arrow(target))
+    return DeltaTable(None, root)
+
+
+def _theirs(root: str, dv: bool) -> list:
+    dt = deltalake.DeltaTable(root)
+    if dv:  # deltalake's DataFusion scan applies deletion vectors
+        return pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all()).to_pylist()
+    return dt.to_pyarrow_table().to_pylist()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(row, max_size=12),
+    st.lists(row, max_size=6),
+    clause_lists(),
+    st.booleans(),
+    st.sampled_from(ONS),
+    st.sampled_from(["", "dv", "cdf"]),
+)
+def test_merge_in_process_equals_the_reference(tmp_path_factory, target, source, clauses, partitioned, on, mode):
+    root = str(tmp_path_factory.mktemp("m") / "t")
+    props = {"": {}, "dv": {"delta.enableDeletionVectors": "true"}, "cdf": {"delta.enableChangeDataFeed": "true"}}
+    t = _table(root, target, partitioned=partitioned, props=props[mode])
+    version, before = t.version(), _file_rows(t.snapshot())
+    try:
+        want, inserted, changed, feed = reference(target, source, clauses, on[1])
+    except Duplicate:
+        with pytest.raises(DeltaError, match="multiple source rows matched"):
+            _build(t, _arrow(source), clauses, on[0]).execute()
+        assert DeltaTable(None, root).version() == version
+        return
+    res = _build(t, _arrow(source), clauses, on[0]).execute()
+    assert res.get("strategy", "file_by_file") == "file_by_file"
+    ours = read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist()
+    assert sorted(ours, key=_key) == sorted(want, key=_key), (clauses, target, source, on[0])
+    assert sorted(_theirs(root, mode == "dv"), key=_key) == sorted(want, key=_key)
+    m = res["metrics"]
+    assert (m["numSourceRows"], m["numTargetRowsInserted"]) == (len(source), inserted)
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsDeleted"]) == (changed["u"], changed["d"])
+    assert m["numOutputRows"] == m["numTargetRowsCopied"] + m["numTargetRowsUpdated"] + inserted
+    removed = [p for p in before if p not in _file_rows(DeltaTable(None, root).snapshot())]
+    assert m["numTargetFilesRemoved"] == len(removed)
+    if mode == "cdf" and res["committed"]:
+        _assert_changes(root, res["version"], feed, True)
+
+
+def test_upsert_in_process_dedupes_and_refuses_duplicate_keys(tmp_path):
+    root = str(tmp_path / "t")
+    t = _table(root, [{"id": 1, "v": 10, "p": 0}, {"id": 2, "v": 20, "p": 1}], partitioned=True)
+    source = pa.table(
+        {
+            "id": pa.array([2, 5, 5, None], pa.int64()),
+            "v": pa.array([-2, 50, 51, 7], pa.int32()),
+            "p": pa.array([0, 1, 1, 0], pa.int32()),
+        }
+    )
+    with pytest.raises(InvalidArgumentError, match="duplicate keys"):
+        t.upsert(source, ["id"])
+    assert DeltaTable(None, root).version() == 1
+    m = t.upsert(source, ["id"], dedupe_by="v")["metrics"]
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (1, 2)
+    got = sorted(_theirs(root, False), key=_key)
+    want = [
+        {"id": None, "v": 7, "p": 0},
+        {"id": 1, "v": 10, "p": 0},
+        {"id": 2, "v": -2, "p": 0},
+        {"id": 5, "v": 51, "p": 1},
+    ]
+    assert got == sorted(want, key=_key)  # id 2 moved to partition 0, the greatest v of id 5 won
+
+
+def test_a_merge_without_spark_needs_keys_and_arrow_data(tmp_path):
+    root = str(tmp_path / "t")
+    t = _table(root, [{"id": 1, "v": 10, "p": 0}], partitioned=False)
+    with pytest.raises(InvalidArgumentError, match="needs ON to equate"):
+        t.merge(_arrow([{"id": 1, "v": 2, "p": 0}]), "target.v < source.v").when_matched_delete().execute()
+    with pytest.raises(InvalidArgumentError, match="takes Arrow data"):
+        t.merge([{"id": 1}], "target.id = source.id").when_matched_delete().execute()
+    assert DeltaTable(None, root).version() == 1
