@@ -565,6 +565,8 @@ _OPERATIONS = (
             "executionTimeMs",
         ),
         needs_spark=True,
+        # execution="local": a parquet or Delta source merged file by file in the worker, no Spark
+        in_process=True,
         checks=(_source_required, _source_needs_format, _merge_how),
     ),
     Operation(

@@ -152,6 +152,8 @@ def read_source(spark, params: dict) -> Source:
         raise InvalidArgumentError(
             f"Source '{source}' not found", "no file or directory at that path", "check --source"
         )
+    if spark is None:  # execution="local": Arrow data read in this process
+        return _read_source_locally(source, fmt, options)
     if fmt == "delta" and str(options.get("readChangeFeed", "")).lower() == "true":
         feed = {k: v for k, v in options.items() if k in CHANGE_FEED_OPTIONS}
         unknown = sorted(set(options) - set(feed))
@@ -178,6 +180,33 @@ def read_source(spark, params: dict) -> Source:
         raise spark_error(e, f"Cannot read source '{source}' as {fmt}") from None
 
 
+def _read_source_locally(source: str, fmt: str, options: dict) -> Source:
+    """A parquet file or folder, or a Delta table (``versionAsOf`` / ``timestampAsOf``), as one Arrow
+    table read in this process: the source of a MERGE run without Spark (``execution="local"``)."""
+    from .engine import DeltaTable
+    from .engine.paths import new_file_location
+    from .engine.reader import read_snapshot_table
+    from .engine.storage import normalize_table_uri, storage_for
+    from .engine.values import parse_version
+
+    if fmt == "delta" and not set(options) - {"versionAsOf", "timestampAsOf"}:
+        version = options.get("versionAsOf")
+        version = parse_version(version, "versionAsOf") if version is not None else None
+        snapshot = DeltaTable(None, source).snapshot(version=version, timestamp=options.get("timestampAsOf"))
+        return Source(read_snapshot_table(snapshot))
+    if fmt == "parquet" and not options:
+        root = normalize_table_uri(source)
+        storage = storage_for(root)
+        listing = storage.list_files(root, skip_hidden=True)
+        paths = [new_file_location(root, p) for p in listing.column("path").to_pylist() if p.endswith(".parquet")]
+        return Source(storage.read_parquet_files(paths or [root]))
+    raise InvalidArgumentError(
+        f"Cannot read a {fmt} source{' with options' if options else ''} without Spark",
+        "execution='local' reads parquet files and Delta tables (a version or a timestamp) in the worker",
+        "use execution='spark', or give a parquet or delta source",
+    )
+
+
 def read_source_spec(spark, params: dict) -> Source:
     """The source of write / create-as-select / merge: ``source`` read as ``source_format``, then
     ``source_query`` (Spark SQL) over it as the temporary view ``source``; a query alone reads what
@@ -186,6 +215,12 @@ def read_source_spec(spark, params: dict) -> Source:
     query = params.get("source_query")
     if not query:
         return src
+    if spark is None:
+        raise InvalidArgumentError(
+            "source_query needs Spark",
+            "execution='local' runs in the worker, where no Spark SQL runs",
+            "use execution='spark', or give the source without a query",
+        )
     try:
         if src.df is None:
             return dataclasses.replace(src, df=spark.sql(query))

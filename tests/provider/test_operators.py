@@ -207,6 +207,58 @@ def test_log_only_operations_run_in_the_worker_process_with_execution_local(tmp_
     assert latest_version(storage_for(root), root) == 3
 
 
+def test_merge_operator_runs_in_the_worker_with_execution_local(tmp_path, monkeypatch):
+    """DeltaMergeOperator(execution="local"): a parquet or Delta source merged file by file in the
+    worker's process (no Spark application); deltalake reads the merged rows; a source that needs
+    Spark (a query, a CSV) is refused before anything is written."""
+    import deltalake
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.exceptions import DeltaPermanentError
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaMergeOperator
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    root = str(tmp_path / "t")
+    DeltaCreateTableOperator(
+        task_id="c", table_uri=root, schema="id BIGINT, v STRING, dt STRING", partition_by=["dt"], execution="local"
+    ).execute({})
+    append_arrow(root, pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"], "dt": ["x", "x", "y"]}))
+    (tmp_path / "src").mkdir()
+    pq.write_table(pa.table({"id": [2, 4], "v": ["B", "D"], "dt": ["y", "y"]}), tmp_path / "src" / "part-0.parquet")
+    res = DeltaMergeOperator(
+        task_id="m", table_uri=root, source=str(tmp_path / "src"), key_columns=["id"], execution="local"
+    ).execute({})
+    assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (1, 1)
+    by_delta = DeltaMergeOperator(
+        task_id="m2",
+        table_uri=root,
+        source=root,
+        source_format="delta",
+        source_options={"versionAsOf": "1"},
+        predicate="target.id = source.id",
+        clauses=[{"when": "matched", "then": "update", "set": {"v": "concat(target.v, '!')"}}],
+        execution="local",
+    ).execute({})
+    assert by_delta["metrics"]["numTargetRowsUpdated"] == 3  # version 1's ids 1, 2, 3
+    rows = sorted(deltalake.DeltaTable(root).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["v"], r["dt"]) for r in rows] == [(1, "a!", "x"), (2, "B!", "y"), (3, "c!", "y"), (4, "D", "y")]
+    version = deltalake.DeltaTable(root).version()
+    with pytest.raises(DeltaPermanentError, match="source_query needs Spark"):
+        DeltaMergeOperator(
+            task_id="q",
+            table_uri=root,
+            source=root,
+            source_format="delta",
+            source_query="SELECT * FROM source",
+            key_columns=["id"],
+            execution="local",
+        ).execute({})
+    assert deltalake.DeltaTable(root).version() == version
+
+
 def test_vacuum_and_restore_operators_run_in_the_worker_by_default(tmp_path, monkeypatch):
     import pyarrow as pa
 
