@@ -86,6 +86,9 @@ ONS = [
     ),
 ]
 
+#: a random MERGE program: target rows, source rows, clauses, partitioned or not, the ON condition
+PROGRAM = (st.lists(row, max_size=12), st.lists(row, max_size=6), clause_lists(), st.booleans(), st.sampled_from(ONS))
+
 
 def _build(t, source, clauses, on=ONS[0][0]):
     b = t.merge(source, on)

@@ -5,11 +5,13 @@ change nothing; NULL keys never match."""
 
 from __future__ import annotations
 
+import glob
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from merge_reference import ONS, Duplicate, _assert_changes, _build, _file_rows, _key, clause_lists, reference, row
+from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError
@@ -38,14 +40,7 @@ def execution(request, monkeypatch):
 @settings(
     max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
-@given(
-    st.lists(row, max_size=12),
-    st.lists(row, max_size=6),
-    clause_lists(),
-    st.booleans(),
-    st.sampled_from(ONS),
-    st.sampled_from(["", "dv", "cdf", "dv+cdf"]),
-)
+@given(*PROGRAM, st.sampled_from(["", "dv", "cdf", "dv+cdf"]))
 def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, source, clauses, partitioned, on, mode):
     """``dv``: the table writes deletion vectors: file by file and by join alike, the changed target
     rows are marked and only the updated and inserted rows written.
@@ -314,20 +309,24 @@ def test_a_target_row_matched_twice_without_a_matched_clause_is_copied_once(spar
     assert got == [(2, 1), (3, 2)]
 
 
-def test_merge_with_deletion_vectors_marks_rows_over_existing_vectors(spark, tmp_path, execution):
-    """A DV table where a DELETE already marked rows: a MERGE (update, delete, insert) adds its own
-    marks to the same files' vectors (file by file and by join) and writes only the updated and
-    inserted rows."""
-    import glob
-
+def _dv_table_after_a_delete(spark, tmp_path):
+    """A partitioned DV table of 40 rows where a DELETE marked ids 0, 3, 6, ...: (root, rows, the
+    parquet files on disk)."""
     root = str(tmp_path / "t")
     t = DeltaTable.create(
         spark, root, schema=DDL, partition_by=["p"], properties={"delta.enableDeletionVectors": "true"}
     )
     rows = [(i, i * 10, i % 2) for i in range(40)]
     t.append(spark.createDataFrame(rows, DDL).repartition(2))
-    t.delete("v % 30 = 0")  # ids 0, 3, 6, ... marked
-    files = set(glob.glob(f"{root}/**/*.parquet", recursive=True))
+    t.delete("v % 30 = 0")
+    return root, rows, set(glob.glob(f"{root}/**/*.parquet", recursive=True))
+
+
+def test_merge_with_deletion_vectors_marks_rows_over_existing_vectors(spark, tmp_path, execution):
+    """A DV table where a DELETE already marked rows: a MERGE (update, delete, insert) adds its own
+    marks to the same files' vectors (file by file and by join) and writes only the updated and
+    inserted rows."""
+    root, rows, files = _dv_table_after_a_delete(spark, tmp_path)
     source = spark.createDataFrame([(i, -i, i % 2) for i in (1, 2, 3, 4, 5, 50)], DDL)
     res = (
         DeltaTable.for_path(spark, root)
@@ -356,16 +355,7 @@ def test_upsert_into_a_deletion_vector_table_writes_only_the_source_rows(spark, 
     """An upsert (keys checked unique) into a DV table: the matched rows are marked over the DELETE's
     vectors and the source rows written as they are, a partition move included; by join the target
     is read for its keys only and nothing else is copied."""
-    import glob
-
-    root = str(tmp_path / "t")
-    t = DeltaTable.create(
-        spark, root, schema=DDL, partition_by=["p"], properties={"delta.enableDeletionVectors": "true"}
-    )
-    rows = [(i, i * 10, i % 2) for i in range(40)]
-    t.append(spark.createDataFrame(rows, DDL).repartition(2))
-    t.delete("v % 30 = 0")  # ids 0, 3, 6, ... marked
-    files = set(glob.glob(f"{root}/**/*.parquet", recursive=True))
+    root, rows, files = _dv_table_after_a_delete(spark, tmp_path)
     source = [(1, -1, 1), (2, None, 0), (3, -3, 1), (4, -4, 1), (50, -50, 0)]  # 4 moves to p=1; 3 was deleted
     res = DeltaTable.for_path(spark, root).upsert(spark.createDataFrame(source, DDL), ["id"])
     want = {r[0]: r for r in rows if (r[1] % 30) != 0} | {r[0]: r for r in source}

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from merge_reference import ONS, Duplicate, _assert_changes, _build, _file_rows, _key, clause_lists, reference, row
+from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
@@ -45,14 +45,7 @@ def _theirs(root: str, dv: bool) -> list:
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
-@given(
-    st.lists(row, max_size=12),
-    st.lists(row, max_size=6),
-    clause_lists(),
-    st.booleans(),
-    st.sampled_from(ONS),
-    st.sampled_from(["", "dv", "cdf"]),
-)
+@given(*PROGRAM, st.sampled_from(["", "dv", "cdf"]))
 def test_merge_in_process_equals_the_reference(tmp_path_factory, target, source, clauses, partitioned, on, mode):
     root = str(tmp_path_factory.mktemp("m") / "t")
     props = {"": {}, "dv": {"delta.enableDeletionVectors": "true"}, "cdf": {"delta.enableChangeDataFeed": "true"}}
