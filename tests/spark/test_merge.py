@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference
+from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference, row
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError
@@ -307,6 +307,38 @@ def test_a_target_row_matched_twice_without_a_matched_clause_is_copied_once(spar
     t.merge(src, "target.id = source.id").when_not_matched_by_source_update({"v": "target.v * 2"}).execute()
     got = sorted((r["id"], r["v"]) for r in DeltaTable.for_path(spark, root).to_df().collect())
     assert got == [(2, 1), (3, 2)]
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(row, max_size=12),
+    st.lists(row, max_size=8, unique_by=lambda r: r["id"] if r["id"] is not None else object()),
+    st.booleans(),
+)
+def test_upsert_by_join_equals_the_reference(spark, tmp_path_factory, monkeypatch, target, source, partitioned):
+    """An upsert by join (keys checked unique: the first phase is the matched pairs alone, the inserts
+    counted as the source rows no pair holds) equals Delta's semantics; NULL keys never match."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+
+    monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    root = str(tmp_path_factory.mktemp("u") / "t")
+    t = DeltaTable.create(spark, root, schema=DDL, partition_by=["p"] if partitioned else None)
+    if target:
+        t.append(spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in target], DDL))
+    res = t.upsert(spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in source], DDL), ["id"])
+    by_key = {r["id"]: r for r in source if r["id"] is not None}
+    want = [by_key.get(r["id"], r) if r["id"] is not None else r for r in target]
+    keys = {r["id"] for r in target if r["id"] is not None}
+    inserted = [r for r in source if r["id"] is None or r["id"] not in keys]
+    got = [r.asDict() for r in DeltaTable.for_path(spark, root).to_df().collect()]
+    assert sorted(got, key=_key) == sorted(want + inserted, key=_key)
+    if source:
+        assert res["strategy"] == "join"
+        m = res["metrics"]
+        assert m["numTargetRowsInserted"] == len(inserted)
+        assert m["numTargetRowsUpdated"] == sum(1 for r in target if r["id"] is not None and r["id"] in by_key)
 
 
 def _dv_table_after_a_delete(spark, tmp_path):

@@ -158,6 +158,10 @@ def source_key_values(spark, source, plan, keys: list, max_values: int, *, uniqu
     return src, int(row["n"] or 0), out
 
 
+#: the most bytes (estimated from the schema) of a narrow source side broadcast to the first phase's inner join
+NARROW_BROADCAST_BYTES = 64 << 20
+
+
 def _first(branches: list, otherwise):
     """The value of the first branch whose condition holds, else ``otherwise`` (Columns)."""
     from pyspark.sql import functions as F
@@ -233,20 +237,26 @@ class _JoinMerge:
         self.threshold = memory_bytes(conf_value(self.spark, "spark.sql.autoBroadcastJoinThreshold", "10m"), plain="")
         return self
 
-    def source(self, columns: set[int] | None = None):
+    def source(self, columns: set[int] | None = None, *, narrow: bool = False):
         """``(source rows, broadcast)``: the source's ``columns`` (indices; default all) and ``__sp``,
         broadcast to the join when its rows (estimated from the schema) fit Spark's broadcast
         threshold, else the join shuffles both sides (Spark sizes the target's rows by the file list
         they are read from, a few rows, and would broadcast the whole table: its own choice is not
-        safe here)."""
+        safe here). ``narrow``: a few key columns joined INNER, broadcast up to
+        :data:`NARROW_BROADCAST_BYTES` (at most a sixteenth of the driver's memory, which builds it)."""
         from ..rewrite.merge import row_width
         from ..schema import StructType
+        from .session import conf_value, memory_bytes
 
         fields = self.plan.source_schema.fields
         keep = range(len(fields)) if columns is None else sorted(columns)
         df = self.rows.select(*[f"__s{i}" for i in keep], "__sp")
         width = row_width(StructType(tuple(fields[i] for i in keep)))
-        broadcast = self.source_rows is not None and self.source_rows * width <= self.threshold
+        limit = self.threshold
+        if narrow:
+            driver = memory_bytes(conf_value(self.spark, "spark.driver.memory", "1g"))
+            limit = max(limit, min(NARROW_BROADCAST_BYTES, driver // 16))
+        broadcast = self.source_rows is not None and self.source_rows * width <= limit
         return (df.hint("broadcast") if broadcast else df), broadcast
 
     def refs(self, trees, relation: str) -> set[int]:
@@ -594,9 +604,19 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
     dv = job.deletion_vectors
     inserts = bool(codes["not_matched"])
     t_cols, s_cols = job.needed(writes=dv)
-    src, broadcast = job.source(None if dv else s_cols)
+    # the matched pairs alone tell the tallies and the touched files when no target row can match twice,
+    # nothing changes unmatched target rows and every unmatched source row is inserted: an inner join,
+    # whose narrow source side may be broadcast up to a larger size (a key column or two)
+    pairs_only = (
+        not dv
+        and job.unique_matches
+        and not codes["not_matched_by_source"]
+        and len(codes["not_matched"]) <= 1
+        and all(job.clauses[i].condition is None for i in codes["not_matched"])
+    )
+    src, broadcast = job.source(None if dv else s_cols, narrow=pairs_only)
     target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=not job.unique_matches)
-    joined = job.joined(src, target)
+    joined = job.joined(src, target, "inner" if pairs_only else None)
     # read more than once (checks, tallies, writes, marks) unless the tallies are all that is needed
     persisted = dv or not job.unique_matches
     if persisted:
@@ -605,6 +625,9 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
         matched = F.col("__sp").isNotNull() & F.col("__tp").isNotNull()
         multi = False if job.unique_matches else job.multi_matches(joined.filter(matched))
         per_action, touched = job.tally_and_touched(joined, multi=multi, touch_matched=inserts and not dv)
+        if pairs_only and inserts:  # the source rows no pair holds (each source row pairs at most once)
+            left = (job.source_rows or 0) - sum(n for n, _rows in per_action.values())
+            per_action[codes["not_matched"][0]] = (left, left)
         scan_ms = int((time.monotonic() - started) * 1000)
         report("MERGE", "joined", touched=len(touched), multiple_matches=int(multi))
         outputs, inserted, changes, marked = [], None, None, None
