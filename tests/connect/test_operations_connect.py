@@ -170,3 +170,26 @@ def test_an_unreachable_server_fails_in_seconds_and_is_retryable(monkeypatch, tm
     # log-only work opens no session: it needs no server
     result = hook.run("checkpoint", uri)
     assert result["transport"] == "connect" and result["version"] == 0
+
+
+def test_a_merge_over_the_collection_cap_runs_as_a_join_over_connect(connect_server, monkeypatch, tmp_path):
+    """A source over the cap (lowered here) is joined on the server: Spark's own scan and writer, the
+    files' stats read by the client from their footers; deltalake reads the merged rows."""
+    cap = {"spark.airflowDelta.merge.maxSourceBytes": "1"}
+    hook = DeltaHook(_connect_conn(monkeypatch, "sc_join", connect_server.url), spark_conf=cap)
+    uri = str(tmp_path / "t")
+    assert hook.run("create-table", uri, schema="id BIGINT, v DOUBLE, dt STRING")["status"] == "ok"
+    day = {i: (float(i), "a") for i in range(50)}
+    hook.run("write", uri, source=_source(tmp_path / "d.parquet", day), source_format="parquet")
+    up = {i: (-1.0, "b") for i in range(40, 60)}
+    r = hook.run("merge", uri, source=_source(tmp_path / "u.parquet", up), key_columns=["id"])
+    assert (r["status"], r["transport"], r["strategy"]) == ("ok", "connect", "join"), r
+    assert (r["metrics"]["numTargetRowsUpdated"], r["metrics"]["numTargetRowsInserted"]) == (10, 10)
+    assert _rows(uri) == {**day, **up}
+    stats = [json.loads(a["add"]["stats"]) for a in _adds(uri, r["version"])]
+    assert stats and all(s["numRecords"] > 0 and "id" in s["minValues"] for s in stats)
+
+
+def _adds(uri: str, version: int) -> list:
+    with open(f"{uri}/_delta_log/{version:020d}.json") as f:
+        return [a for a in map(json.loads, f) if "add" in a]

@@ -121,8 +121,10 @@ def source_key_values(spark, source, plan, keys: list, max_values: int, *, uniqu
     from pyspark.sql import functions as F
 
     from ..expr import nodes as n
+    from .session import active
 
-    src = _renamed(source, "__s").localCheckpoint(eager=True, storageLevel=_spill_level())
+    with active(spark):  # (over Spark Connect the checkpoint's DataFrame binds to the active session)
+        src = _renamed(source, "__s").localCheckpoint(eager=True, storageLevel=_spill_level())
     spell = _speller(plan)
     columns = list(unique[0]) if unique else []
     grouped = {quote(c) for c in columns}

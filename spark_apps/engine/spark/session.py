@@ -158,6 +158,29 @@ _connect_before: str | None = None
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 
 
+@contextmanager
+def active(spark):
+    """``spark`` as this thread's active session inside the block (then the one before): pyspark's
+    Spark Connect client builds the DataFrame of a ``localCheckpoint`` on the *active* session, and a
+    session attached by id (a shared one) is never made active, so without this the call fails
+    (``NO_ACTIVE_OR_DEFAULT_SESSION``) or, worse, binds the rows to another run's session."""
+    if not is_connect(spark):
+        yield spark
+        return
+    from pyspark.sql.connect.session import SparkSession
+
+    local = getattr(SparkSession, "_active_session", None)
+    if local is None:  # a pyspark without the thread-local (not one we support): as it is
+        yield spark
+        return
+    before = getattr(local, "session", None)
+    local.session = spark
+    try:
+        yield spark
+    finally:
+        local.session = before
+
+
 def conf_value(spark, key: str, default: str) -> str:
     """A Spark property as the session sees it (over Connect: the server's), ``default`` when unset."""
     try:

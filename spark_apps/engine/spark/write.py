@@ -310,7 +310,7 @@ def write_native(df, spec: WriteSpec) -> WriteResult:
     location = new_file_location(root, folder)
     storage = storage_for(root)
     writer = (
-        df.write.mode("errorifexists")
+        df.write.mode("error")  # (Spark Connect knows this name only)
         .option("compression", "snappy")
         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")  # no _SUCCESS file
     )
