@@ -210,8 +210,11 @@ def _check_source_schema(params: Mapping, storage, table: str) -> None:
     from .engine.log.snapshot import load_snapshot
     from .engine.schema import StructType
     from .engine.schema.compat import check_write_compatible
+    from .engine.schema.widening import widenable
 
-    target = load_snapshot(storage, table).schema
+    snapshot = load_snapshot(storage, table)
+    target, md = snapshot.schema, snapshot.metadata
+    merge_schema = bool(params.get("merge_schema"))
     source_schema = _source_schema(params, target)
     if source_schema is None:
         return
@@ -220,7 +223,8 @@ def _check_source_schema(params: Mapping, storage, table: str) -> None:
     check_write_compatible(
         StructType(keep(target.fields)) if timestamps else target,
         StructType(keep(source_schema.fields)),
-        merge_schema=bool(params.get("merge_schema")),
+        merge_schema=merge_schema,
+        widen=widenable(target, md.configuration, md.partition_columns, merge_schema),
     )
 
 
@@ -253,5 +257,9 @@ def _check_merge(params: Mapping, storage, table: str) -> None:
             "target_alias": params.get("target_alias") or "target",
             "source_alias": params.get("source_alias") or "source",
         }
-    evolved = evolved_schema(target, source_schema) if params.get("merge_schema") else target
+    from .engine.schema.widening import widenable
+
+    md = snapshot.metadata
+    widen = widenable(target, md.configuration, md.partition_columns, bool(params.get("merge_schema")))
+    evolved = evolved_schema(target, source_schema, widen) if params.get("merge_schema") else target
     bind_plan(snapshot, source_schema, str(on), clauses_from_specs(specs), target_schema=evolved, **aliases)

@@ -243,16 +243,25 @@ def _check_clause_order(clauses: list[MergeClause]) -> None:
     )
 
 
-def evolved_schema(target, source_schema):
+def evolved_schema(target, source_schema, widen: frozenset = frozenset()):
     """``merge_schema=True``: the table's schema plus the source's columns it lacks (nullable, at the end),
-    which ``*_all`` clauses then fill; rows that no clause sets get NULL there. ``target`` itself when
-    the source brings nothing new."""
+    which ``*_all`` clauses then fill; rows that no clause sets get NULL there; a column of ``widen``
+    (:func:`..schema.widening.widenable`) whose source column has a wider type the protocol allows
+    takes that type (``delta.typeChanges``). ``target`` itself when the source brings nothing new."""
     import dataclasses
 
     from ..schema import StructType
+    from ..schema.widening import is_widening, widened
 
     new = [dataclasses.replace(f, nullable=True) for f in source_schema.fields if target.find(f.name) is None]
-    return StructType(tuple(target.fields) + tuple(new)) if new else target
+    fields = list(target.fields)
+    for i, f in enumerate(fields):
+        s = source_schema.find(f.name)
+        if s is not None and f.name.lower() in widen and is_widening(f.type, s.type):
+            fields[i] = widened(f, s.type)
+    if not new and fields == list(target.fields):
+        return target
+    return StructType(tuple(fields) + tuple(new))
 
 
 def bind_plan(
@@ -514,7 +523,14 @@ def merge(
     source_schema = (
         StructType.from_arrow(arrow.schema) if arrow is not None else parse_schema(source.schema.jsonValue())
     )
-    target_schema = evolved_schema(snapshot.schema, source_schema) if merge_schema else snapshot.schema
+    if merge_schema:
+        from ..schema.widening import widenable
+
+        md = snapshot.metadata
+        widen = widenable(snapshot.schema, md.configuration, md.partition_columns, merge_schema)
+        target_schema = evolved_schema(snapshot.schema, source_schema, widen)
+    else:
+        target_schema = snapshot.schema
     configuration = dict(snapshot.metadata.configuration or {})
     if target_schema is not snapshot.schema:  # new columns of a mapped table get their ids now
         from ..column_mapping import assign

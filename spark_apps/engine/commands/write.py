@@ -98,8 +98,11 @@ def _evolve(txn, snapshot, data_schema, merge_schema: bool):
 
     from ..column_mapping import assign
     from ..schema import check_write_compatible
+    from ..schema.widening import widenable
 
-    merged = check_write_compatible(snapshot.schema, data_schema, merge_schema=merge_schema)
+    md = snapshot.metadata
+    widen = widenable(snapshot.schema, md.configuration, md.partition_columns, merge_schema)
+    merged = check_write_compatible(snapshot.schema, data_schema, merge_schema=merge_schema, widen=widen)
     if merged is not snapshot.schema and merged != snapshot.schema:
         merged, conf = assign(merged, dict(snapshot.metadata.configuration or {}))  # new columns' ids
         md = dataclasses.replace(snapshot.metadata, schema_string=merged.to_json_string(), configuration=conf)
@@ -584,7 +587,7 @@ def overwrite(
         prepared = conform_dataframe_to(df, table_schema)
     else:
         table_schema = _evolve(txn, snapshot, data_schema, merge_schema)
-        prepared = prepare_dataframe(df, snapshot.schema, merge_schema=merge_schema)
+        prepared = prepare_dataframe(df, table_schema, merge_schema=merge_schema)
     written = write_files(
         prepared,
         cmd.table_root,

@@ -6,6 +6,7 @@ import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from .types import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
+from .widening import is_widening, widened
 
 # --------------------------------------------------------------------------------------------
 # Write compatibility
@@ -64,9 +65,17 @@ def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
 
 
 def _compare_struct(
-    table: StructType, data: StructType, path: tuple[str, ...], problems: list[str], *, merge: bool, merged: list | None
+    table: StructType,
+    data: StructType,
+    path: tuple[str, ...],
+    problems: list[str],
+    *,
+    merge: bool,
+    merged: list | None,
+    widen: frozenset = frozenset(),
 ) -> None:
-    """Append human-readable problems; with ``merged`` (a list) collect the merged fields."""
+    """Append human-readable problems; with ``merged`` (a list) collect the merged fields; a column of
+    ``widen`` (top level) whose data type is a widening of the table's takes it."""
     data_by_low = {f.name.lower(): f for f in data.fields}
     table_low = {f.name.lower() for f in table.fields}
     for tf in table.fields:
@@ -89,6 +98,10 @@ def _compare_struct(
             _compare_struct(tf.type, df.type, path + (tf.name,), problems, merge=merge, merged=sub_merged)
             if sub_merged is not None:
                 new_type = StructType(tuple(sub_merged))
+        elif not path and tf.name.lower() in widen and is_widening(tf.type, df.type):
+            if merged is not None:
+                merged.append(widened(tf, df.type))
+            continue
         elif not is_safe_upcast(df.type, tf.type):
             problems.append(
                 f"column '{where}' has type {df.type.simple_string()} in the data but "
@@ -106,7 +119,7 @@ def _compare_struct(
 
 
 def check_write_compatible(
-    table_schema: StructType, data_schema: StructType, *, merge_schema: bool = False
+    table_schema: StructType, data_schema: StructType, *, merge_schema: bool = False, widen: frozenset = frozenset()
 ) -> StructType:
     """Schema enforcement for appends/overwrites into an existing table.
 
@@ -119,7 +132,9 @@ def check_write_compatible(
       NOT NULL column is an error ("nullability violation"); whether a present nullable data
       column actually holds nulls for a NOT NULL table column is a data check
       (:func:`check_not_null`), not a schema one, as in Delta;
-    * types must be equal or a safe upcast (:func:`is_safe_upcast`).
+    * types must be equal or a safe upcast (:func:`is_safe_upcast`); a column named in ``widen``
+      (:func:`.widening.widenable`: ``merge_schema`` on a type-widening table) whose data type is a
+      widening of its own takes the wider type, recorded in ``delta.typeChanges``.
 
     :returns: the schema the table has after the write: ``table_schema`` itself when nothing
         changes, else the merged schema (``merge_schema=True`` with new columns).
@@ -127,7 +142,7 @@ def check_write_compatible(
     """
     problems: list[str] = []
     merged: list = []
-    _compare_struct(table_schema, data_schema, (), problems, merge=merge_schema, merged=merged)
+    _compare_struct(table_schema, data_schema, (), problems, merge=merge_schema, merged=merged, widen=widen)
     if problems:
         raise SchemaMismatchError(
             "The data does not match the table schema",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .types import DecimalType, PrimitiveType
 
-__all__ = ["is_widening", "TYPE_CHANGES_KEY"]
+__all__ = ["is_widening", "TYPE_CHANGES_KEY", "widenable", "widened"]
 
 TYPE_CHANGES_KEY = "delta.typeChanges"
 
@@ -41,3 +41,26 @@ def is_widening(from_type, to_type) -> bool:
             k1, k2 = to_type.precision - base, to_type.scale
             return k1 >= k2 >= 0
     return False
+
+
+def widenable(schema, configuration, partition_columns, merge_schema: bool) -> frozenset:
+    """The (lower-case) names of the top-level columns a write's data may widen: with
+    ``merge_schema`` on a table with ``delta.enableTypeWidening=true``, every top-level column that
+    is not a partition column (the protocol widens neither those nor, here, nested fields)."""
+    from ..config import TableProperties
+
+    if not merge_schema or not TableProperties.of(configuration or {}).enable_type_widening:
+        return frozenset()
+    parts = {c.lower() for c in partition_columns or ()}
+    return frozenset(f.name.lower() for f in schema.fields if f.name.lower() not in parts)
+
+
+def widened(field, to_type):
+    """``field`` in ``to_type``, its ``delta.typeChanges`` metadata recording the change."""
+    import dataclasses
+
+    changes = [
+        *(field.metadata or {}).get(TYPE_CHANGES_KEY, []),
+        {"fromType": field.type.to_json(), "toType": to_type.to_json()},
+    ]
+    return dataclasses.replace(field, type=to_type, metadata={**(field.metadata or {}), TYPE_CHANGES_KEY: changes})
