@@ -46,7 +46,6 @@ __all__ = [
     "new_column_names",
     "for_rewrite",
     "refuse",
-    "refuse_join",
     "with_column_names",
     "backfill",
     "read_with_row_ids",
@@ -293,18 +292,3 @@ def read_with_row_ids(snapshot, columns: list[str] | None = None) -> pa.Table:
             [*fields, pa.field("row_id", pa.int64()), pa.field("row_commit_version", pa.int64())]
         ).empty_table()
     return pa.concat_tables(tables, promote_options="permissive")
-
-
-def refuse_join(snapshot) -> None:
-    """MERGE's Spark join does not keep stable row ids yet: refused on a table with row tracking
-    enabled, before anything is written (the file-by-file path keeps them)."""
-    refuse(
-        snapshot.protocol,
-        snapshot.metadata,
-        "MERGE a source this large (or with this ON condition) into",
-        f"the table '{snapshot.table_root}' tracks stable row ids, and a source over the file-by-file "
-        "memory cap, or an ON condition without a key equality (target.k = source.k), runs as a Spark "
-        "join, which does not keep them yet",
-        "merge a smaller source (in several runs, each under the cap: spark.airflowDelta.merge.maxSourceBytes) "
-        "with key equalities in ON, so that it runs file by file; or merge only WHEN NOT MATCHED inserts",
-    )

@@ -1,6 +1,6 @@
 """Row tracking through Spark: MERGE file by file keeps stable row ids and commit versions (updated
 rows keep their id, inserted rows get fresh ones), DELETE/UPDATE/OPTIMIZE in Spark tasks keep them, a
-MERGE that would run as a join is refused before anything is written; a property test of upserts,
+MERGE by join keeps them too; a property test of upserts (file by file and by join),
 deletes, updates and OPTIMIZE against a plain-Python model; deltalake reads the same rows."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
-from airflow_delta_provider_apps.engine.errors import UnsupportedFeatureError
 from airflow_delta_provider_apps.engine.row_tracking import high_water_mark, read_with_row_ids
 
 deltalake = pytest.importorskip("deltalake")
@@ -91,20 +90,25 @@ def test_replace_where_on_a_data_column_keeps_the_other_rows_ids(spark, tmp_path
     assert after[3][0] > max(v[0] for v in before.values())  # a new row: a fresh id
 
 
-def test_a_merge_that_would_join_is_refused_before_writing(spark, tmp_path):
-    root = _table(tmp_path, [1, 2])
-    version = DeltaTable.for_path(None, root).snapshot().version
-    src = _source(spark, [(1, "x")])
-    builder = DeltaTable.for_path(spark, root).merge(src, "target.id <= source.id AND target.id >= source.id")
-    with pytest.raises(UnsupportedFeatureError, match="row tracking") as e:
-        builder.when_matched_update_all().execute()
-    assert "file by file" in str(e.value)
-    assert DeltaTable.for_path(None, root).snapshot().version == version
-    # an insert-only merge copies no row: it runs (as a join) and the new rows get fresh ids
-    DeltaTable.for_path(spark, root).merge(
-        src.selectExpr("id + 10 AS id", "v"), "target.id <= source.id AND target.id >= source.id"
-    ).when_not_matched_insert_all().execute()
-    assert set(_ids(root)) == {1, 2, 11}
+def test_a_merge_by_join_keeps_stable_ids(spark, tmp_path):
+    """ON without a key equality runs as a join: the copied rows keep their ids and commit versions,
+    the updated row its id (its commit version the merge's), the inserted row a fresh id."""
+    root = _table(tmp_path, [1, 2, 3])
+    before = _ids(root)
+    src = _source(spark, [(2, "x"), (7, "y")])
+    result = (
+        DeltaTable.for_path(spark, root)
+        .merge(src, "target.id <= source.id AND target.id >= source.id")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert result["strategy"] == "join"
+    after = _ids(root)
+    assert after[1] == before[1] and after[3] == before[3]  # copied: id and version kept
+    assert after[2] == (before[2][0], result["version"], "x")  # updated: id kept
+    assert after[7][0] > max(v[0] for v in before.values()) and after[7][1] == result["version"]
+    assert _theirs(root) == {1: "v1", 2: "x", 3: "v3", 7: "y"}
 
 
 _ops = st.lists(
@@ -120,8 +124,20 @@ _ops = st.lists(
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=_ops, dvs=st.booleans())
-def test_property_stable_ids_through_merge_delete_update_optimize(spark, tmp_path_factory, ops, dvs):
+@given(ops=_ops, dvs=st.booleans(), join=st.booleans())
+def test_property_stable_ids_through_merge_delete_update_optimize(spark, tmp_path_factory, ops, dvs, join):
+    """``join``: the upserts run as Spark joins (the shipped source's limit set to zero)."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+
+    limit = merge_rewrite.MAX_SOURCE_BYTES
+    merge_rewrite.MAX_SOURCE_BYTES = 0 if join else limit
+    try:
+        _stable_ids_through(spark, tmp_path_factory, ops, dvs)
+    finally:
+        merge_rewrite.MAX_SOURCE_BYTES = limit
+
+
+def _stable_ids_through(spark, tmp_path_factory, ops, dvs):
     root = _table(
         tmp_path_factory.mktemp("rt"), [0, 3, 6, 9], {**TRACKED, "delta.enableDeletionVectors": str(dvs).lower()}
     )

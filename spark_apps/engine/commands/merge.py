@@ -513,7 +513,7 @@ def merge(
         prefixed,
         source_row_limit,
     )
-    from ..row_tracking import for_rewrite, refuse_join
+    from ..row_tracking import for_rewrite
     from ..schema import StructType, parse_schema
     from ..writer import table_write_spec
     from .dml import kept_with_deletion_vectors, removes_for
@@ -600,8 +600,6 @@ def merge(
 
         local = small_source(source, plan, source_row_limit(plan.source_schema)) if keys else None
     prepared = PreparedMerge(spec, local) if local is not None else None
-    if prepared is None and not plan.insert_only:
-        refuse_join(snapshot)
     names = [source_schema.find(k).name for k in unique_keys or []]
     columns = [f"__s{source_schema.names.index(k)}" for k in names]
     if prepared is not None:

@@ -228,6 +228,10 @@ class _JoinMerge:
         self.inserts = [i for i in range(len(self.clauses)) if self.clauses[i].clause.action == "insert"]
         self.change_data = writes_change_data(snapshot.metadata)
         self.unique_matches = False  # see execute_merge
+        from ..row_tracking import for_rewrite
+
+        #: row tracking: the rows written from a target row keep its stable id (and, copied, its commit version)
+        self.row_tracking = for_rewrite(snapshot)
         self._F = F
 
     def with_source(self, src, rows: int | None):
@@ -320,12 +324,20 @@ class _JoinMerge:
         return to_column(self.plan.on, self.spell)
 
     def target_rows(
-        self, files, *, columns: set[int] | None = None, shuffle: bool = True, locate: bool = True, rid: bool = True
+        self,
+        files,
+        *,
+        columns: set[int] | None = None,
+        shuffle: bool = True,
+        locate: bool = True,
+        rid: bool = True,
+        ids: bool = False,
     ):
         """The rows of ``files``: their ``columns`` (indices into the target schema, default all) as
         ``__t<i>``, with ``locate`` their file ``__file`` and physical index in it ``__row`` (Spark's
         own ``_metadata`` where its parquet scan reads the files), ``__tp``, with ``rid`` a row id
-        ``__rid``; hinted to a sort-merge join when ``shuffle`` (not joined with a broadcast source)."""
+        ``__rid``, with ``ids`` on a row-tracking table its stable row id ``__rowid`` and commit version
+        ``__rowcv``; hinted to a sort-merge join when ``shuffle`` (not joined with a broadcast source)."""
         from .scan import FILE_COLUMN, ROW_COLUMN, scan_files
 
         F, plan, snapshot = self._F, self.plan, self.snapshot
@@ -333,8 +345,17 @@ class _JoinMerge:
         keep = range(len(fields)) if columns is None else sorted(columns)
         present = [j for j in keep if j < len(snapshot.schema.fields)]
         names = [fields[j].name for j in present]
+        from ..row_tracking import for_rewrite
+
+        tracking = for_rewrite(snapshot, files) if ids and self.row_tracking is not None else None
         df = scan_files(
-            self.spark, snapshot, files=files, columns=names, with_file_column=locate, with_row_index=locate
+            self.spark,
+            snapshot,
+            files=files,
+            columns=names,
+            with_file_column=locate,
+            with_row_index=locate,
+            row_tracking=tracking,
         ).df
         cols = [F.col(quote(name)).alias(f"__t{j}") for name, j in zip(names, present)]
         added = [j for j in keep if j >= len(snapshot.schema.fields)]
@@ -345,6 +366,11 @@ class _JoinMerge:
             cols += [F.lit(None).cast(types[j].dataType).alias(f"__t{j}") for j in added]
         if locate:
             cols += [F.col(FILE_COLUMN).alias("__file"), F.col(ROW_COLUMN).alias("__row")]
+        if tracking is not None:
+            cols += [
+                F.col(quote(tracking.row_id_column)).alias("__rowid"),
+                F.col(quote(tracking.commit_version_column)).alias("__rowcv"),
+            ]
         target = df.select(*cols).withColumn("__tp", F.lit(True))
         if rid:
             target = target.withColumn("__rid", F.monotonically_increasing_id())
@@ -419,6 +445,8 @@ class _JoinMerge:
         clauses = self.clauses
         if not (self.deletion_vectors and self.unique_matches) or self.change_data or len(clauses) != 2:
             return None
+        if self.row_tracking is not None:  # the updated rows must keep their target row's id
+            return None
         if self.source_rows is None:
             return None
         update, insert = clauses
@@ -487,6 +515,13 @@ class _JoinMerge:
             # (a target column the join does not carry is one every firing clause assigns)
             otherwise = F.col(quote(f"__t{j}")) if has_target and f"__t{j}" in rows.columns else F.lit(None)
             cols.append(_first(branches, otherwise).alias(f.name))
+        rt = self.row_tracking
+        if rt is not None:  # a row from a target row keeps its id; only a copy keeps its commit version
+            carried = "__rowid" in rows.columns
+            none = F.lit(None).cast("long")
+            cols.append((F.col("__rowid") if carried else none).alias(rt.row_id_column))
+            copied = F.when(F.col("__action") == -1, F.col("__rowcv")) if carried else none
+            cols.append(copied.alias(rt.commit_version_column))
         return rows.select(*cols)
 
     def changes(self, changed, inserted, multi: bool):
@@ -542,13 +577,17 @@ class _JoinMerge:
         started = time.monotonic()
         plan = self.plan
         adds, written, cdc = [], 0, []
-        spec = table_write_spec(self.snapshot, schema_json=plan.target_schema.to_json_string())
+        rt = self.row_tracking
+        tracked = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
+        spec = table_write_spec(
+            self.snapshot, schema_json=plan.target_schema.to_json_string(), row_tracking=tracked or None
+        )
         if outputs:
             projected = [self.project(o, fired) for o, fired in outputs]
             out = projected[0]
             for o in projected[1:]:
                 out = out.unionByName(o)
-            out = conform_dataframe(out, plan.target_schema.to_json())
+            out = conform_dataframe(out, plan.target_schema.to_json(), keep=tracked)
             out = out.coalesce(self._write_tasks(rows, spec.target_file_size))
             # Spark's own writer where it writes the table's files exactly (stats from the footers)
             native = native_write_applies(self.spark, spec) is None
@@ -617,7 +656,7 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
         and all(job.clauses[i].condition is None for i in codes["not_matched"])
     )
     src, broadcast = job.source(None if dv else s_cols, narrow=pairs_only)
-    target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=not job.unique_matches)
+    target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=not job.unique_matches, ids=dv)
     joined = job.joined(src, target, "inner" if pairs_only else None)
     # read more than once (checks, tallies, writes, marks) unless the tallies are all that is needed
     persisted = dv or not job.unique_matches
@@ -638,7 +677,7 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
         elif touched:
             src, broadcast = job.source()
             files = _only(candidates, touched)
-            target = job.target_rows(files, shuffle=not broadcast, locate=False, rid=multi)
+            target = job.target_rows(files, shuffle=not broadcast, locate=False, rid=multi, ids=True)
             rows = job.joined(src, target, "full_outer" if inserts else "right_outer")
             written = _rows_estimate(files)
         else:  # nothing to rewrite: the inserts alone (no source row matched a candidate row)

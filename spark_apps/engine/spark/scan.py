@@ -109,6 +109,7 @@ def scan_files(
     num_tasks: int | None = None,
     predicate: str | None = None,
     with_row_index: bool = False,
+    row_tracking=None,
 ) -> ScanResult:
     """Scan a snapshot (or a subset of its live files) into a DataFrame.
 
@@ -122,6 +123,8 @@ def scan_files(
         hold such rows (partition values, min/max stats) are not read at all
     :param with_row_index: append a :data:`ROW_COLUMN` column (long) with each row's 0-based physical index in
         its file, what a deletion vector marks (after ``_file`` when both are asked for)
+    :param row_tracking: a :class:`..row_tracking.RowTracking`: append each row's stable row id and row
+        commit version, under the materialized columns' names (last; read by the Arrow path)
     """
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructField, StructType
@@ -151,6 +154,13 @@ def scan_files(
         from pyspark.sql.types import LongType
 
         out_schema = StructType(list(out_schema.fields) + [StructField(ROW_COLUMN, LongType(), False)])
+    if row_tracking is not None:
+        from pyspark.sql.types import LongType
+
+        tracked = [
+            StructField(c, LongType(), True) for c in (row_tracking.row_id_column, row_tracking.commit_version_column)
+        ]
+        out_schema = StructType(list(out_schema.fields) + tracked)
 
     from ..expr.skipping import is_partition_only
 
@@ -167,7 +177,7 @@ def scan_files(
     # Spark's own reader wins where no data predicate is left (whole partitions, full scans); with a
     # selective data predicate the Arrow path's per-task row-group pruning and filtering measured faster
     data_predicate = expr is not None and not is_partition_only(expr, list(snapshot.metadata.partition_columns))
-    how = None if data_predicate else _native_scan_applies(spark, snapshot, files)
+    how = None if data_predicate or row_tracking is not None else _native_scan_applies(spark, snapshot, files)
     if how is not None:
         df = _native_scan(spark, snapshot, files, full_schema, out_schema, expr, how, with_file_column, with_row_index)
         return ScanResult(df, files)
@@ -195,13 +205,24 @@ def scan_files(
         _mode=mode,
         _pred=expr,  # the bound tree itself: no text round-trip between driver and tasks
         _with_row=with_row_index,
+        _tracking=row_tracking,
     ):
         from airflow_delta_provider_apps.engine.spark.scan import read_files_batches
         from airflow_delta_provider_apps.engine.spark.session import guard_executor
 
         return guard_executor(
             read_files_batches(
-                batches, _root, _schema_json, _parts, _cols, _arrow, _with_file, _mode, _pred, with_row_index=_with_row
+                batches,
+                _root,
+                _schema_json,
+                _parts,
+                _cols,
+                _arrow,
+                _with_file,
+                _mode,
+                _pred,
+                with_row_index=_with_row,
+                row_tracking=_tracking,
             )
         )
 
@@ -400,8 +421,11 @@ def read_files_batches(
     predicate=None,
     *,
     with_row_index: bool = False,
+    row_tracking=None,
 ):
-    """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``.
+    """Executor side: read every file named in ``batches`` and yield Arrow batches in ``arrow_schema``
+    (with ``row_tracking``, a :class:`..row_tracking.RowTracking`, each row's stable row id and commit
+    version last).
 
     Files are streamed (:func:`airflow_delta_provider_apps.engine.reader.iter_data_file_batches`): a task holds about
     one row group and one batch of at most ``MAX_BATCH_ROWS`` rows per file at a time, never a
@@ -449,6 +473,7 @@ def read_files_batches(
                 batch_rows=MAX_BATCH_ROWS,
                 row_groups=row_groups,
                 row_index=with_row_index,
+                row_tracking=row_tracking.of(path) if row_tracking is not None else None,
             ):
                 if expr is not None and b.num_rows:
                     b = b.filter(true_mask(expr, b))
@@ -467,6 +492,9 @@ def read_files_batches(
                     )
                 if index is not None:
                     b = b.append_column(pa.field(ROW_COLUMN, pa.int64(), nullable=False), index)
+                if row_tracking is not None:  # the reader put them after the data columns: last here
+                    names = (row_tracking.row_id_column, row_tracking.commit_version_column)
+                    b = b.select([c for c in b.schema.names if c not in names] + list(names))
                 yield _conform(b, arrow_schema)
 
 

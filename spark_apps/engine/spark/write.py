@@ -74,7 +74,7 @@ def spark_schema(schema_json: str | dict):
     return StructType.fromJson(obj)
 
 
-def conform_dataframe(df, schema_json: str | dict):
+def conform_dataframe(df, schema_json: str | dict, *, keep=()):
     """Select and cast ``df``'s columns to the table schema, in table order.
 
     Column names match case-insensitively (Spark's default), at every nesting level; a table
@@ -84,6 +84,7 @@ def conform_dataframe(df, schema_json: str | dict):
 
     :param df: the DataFrame to write
     :param schema_json: the table's Delta schema JSON
+    :param keep: columns of ``df`` kept after the table's, as they are (row tracking's materialized ids)
     """
     from pyspark.sql import functions as F
 
@@ -96,7 +97,7 @@ def conform_dataframe(df, schema_json: str | dict):
             cols.append(F.lit(None).cast(f.dataType).alias(f.name))
         else:
             cols.append(_conform_column(F.col(_quote(src.name)), src.dataType, f.dataType).alias(f.name))
-    return df.select(*cols)
+    return df.select(*cols, *[F.col(_quote(c)) for c in keep])
 
 
 def _conform_column(col, src_type, dst_type):
@@ -276,6 +277,8 @@ def native_write_applies(spark, spec: WriteSpec) -> str | None:
         return "column mapping"
     if spec.row_constraint is not None:
         return "a row constraint"
+    if spec.row_tracking:
+        return "row tracking (materialized row ids)"
     schema = parse_schema(spec.schema_json)
     if rules_for(spec.schema_json, spec.configuration) or identities(schema):
         return "CHECK constraints, generated or identity columns"
