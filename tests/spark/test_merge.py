@@ -92,6 +92,25 @@ def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, 
         _assert_changes(root, res["version"], feed, not dv)
 
 
+def test_a_join_merge_into_an_empty_table_with_clauses_of_every_kind_only_inserts(spark, tmp_path, monkeypatch):
+    """No candidate file: the join's second phase is the source alone, and only the insert clauses'
+    values are computed from it (a NOT MATCHED BY SOURCE update reads target columns it does not have;
+    found by the property test)."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+
+    monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL)
+    res = (
+        t.merge(spark.createDataFrame([(1, 2, 0)], DDL), "target.id = source.id")
+        .when_not_matched_insert({"id": "source.id", "v": "source.v"})
+        .when_not_matched_by_source_update({"v": "target.v * 2"})
+        .execute()
+    )
+    assert res["strategy"] == "join" and res["metrics"]["numTargetRowsInserted"] == 1
+    assert [tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()] == [(1, 2, None)]
+
+
 def test_upsert_touches_only_the_file_holding_its_key(spark, tmp_path):
     root = str(tmp_path / "t")
     t = DeltaTable.create(spark, root, schema=DDL)

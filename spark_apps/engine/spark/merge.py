@@ -692,10 +692,10 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
             if inserts:
                 outputs.append((inserted, job.inserts))
         elif touched and target_side or inserts:  # one pass over the join: kept rows, each clause's values
-            keep = lone & F.col("__action").isin(job.inserts)
+            keep, fired = lone & F.col("__action").isin(job.inserts), list(job.inserts)
             if touched and target_side:
-                keep = keep | (F.col("__tp").isNotNull() & job.kept())
-            outputs.append((rows.filter(keep), [*job.updates, *job.inserts]))
+                keep, fired = keep | (F.col("__tp").isNotNull() & job.kept()), [*job.updates, *job.inserts]
+            outputs.append((rows.filter(keep), fired))
         changed = rows.filter(F.col("__tp").isNotNull() & F.col("__action").isin(job.changing)) if target_side else None
         if job.change_data and job.changed_any(per_action):
             changes = job.changes(changed, inserted, multi)
