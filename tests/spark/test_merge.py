@@ -111,6 +111,27 @@ def test_a_join_merge_into_an_empty_table_with_clauses_of_every_kind_only_insert
     assert [tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()] == [(1, 2, None)]
 
 
+def test_a_join_merge_that_rewrites_a_file_it_did_not_change_records_only_its_inserts(spark, tmp_path, monkeypatch):
+    """By join with NOT MATCHED clauses a file holding a matched row is rewritten even when no clause
+    changes that row; on a table with the change data feed the commit then carries change files, so its
+    copies never read as inserted rows (found by the property test)."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+
+    monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema=DDL, properties={"delta.enableChangeDataFeed": "true"})
+    t.append(spark.createDataFrame([(0, 1, 0), (1, 1, 0)], DDL).coalesce(1))
+    res = (
+        DeltaTable.for_path(spark, root)
+        .merge(spark.createDataFrame([(0, 9, 0), (5, 5, 0)], DDL), "target.id = source.id")
+        .when_matched_update({"v": "source.v"}, "source.v > 100")
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert res["strategy"] == "join" and res["metrics"]["numTargetRowsInserted"] == 1
+    _assert_changes(root, res["version"], [({"id": 5, "v": 5, "p": 0}, "insert")], True)
+
+
 def test_upsert_touches_only_the_file_holding_its_key(spark, tmp_path):
     root = str(tmp_path / "t")
     t = DeltaTable.create(spark, root, schema=DDL)

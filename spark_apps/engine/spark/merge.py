@@ -697,7 +697,11 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
                 keep, fired = keep | (F.col("__tp").isNotNull() & job.kept()), [*job.updates, *job.inserts]
             outputs.append((rows.filter(keep), fired))
         changed = rows.filter(F.col("__tp").isNotNull() & F.col("__action").isin(job.changing)) if target_side else None
-        if job.change_data and job.changed_any(per_action):
+        # change files hold all of a commit's changes: needed when a clause changed a row, and when
+        # files are rewritten at all (a file holding only matched rows that no clause changed is
+        # rewritten too, and its copies must not read as inserted rows)
+        rewrites = bool(touched) and not dv
+        if job.change_data and (job.changed_any(per_action) or rewrites):
             changes = job.changes(changed, inserted, multi)
         if dv and touched:
             marked = (changed, touched, candidates)
