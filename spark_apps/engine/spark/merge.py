@@ -745,14 +745,14 @@ def _only(candidates, paths: list[str]):
 
 
 def _rows_estimate(files) -> int:
-    """The rows of ``files`` from their stats' ``numRecords`` (0 where a file has none)."""
+    """The rows of ``files`` from their stats' ``numRecords`` (typed checkpoint stats or JSON; 0 where
+    a file has none): :func:`..expr.skipping.stats_table`, the one reader of file stats."""
     import pyarrow.compute as pc
 
-    if "stats" not in files.column_names or not files.num_rows:
-        return 0
-    found = pc.extract_regex(files.column("stats"), r'"numRecords":(?P<n>[0-9]+)')
-    counts = pc.cast(pc.struct_field(found, "n"), "int64")
-    return int(pc.sum(counts).as_py() or 0)
+    from ..expr.skipping import stats_table
+
+    stats = stats_table(files, []) if files.num_rows else None
+    return int(pc.sum(stats.column("numRecords")).as_py() or 0) if stats is not None else 0
 
 
 def mark_file(table, old_vectors: dict, table_root: str):
