@@ -264,12 +264,12 @@ class StatsCollector:
         for leaf in self._leaves:
             name = next((c for c in leaf.names[0] if c in columns), None) if len(leaf.names) == 1 else None
             if name is None or not _flat(arrow.field(name).type):
-                present = len(leaf.names) == 1 and not any(c in arrow.names for c in leaf.names[0])
+                absent = len(leaf.names) == 1 and not any(c in arrow.names for c in leaf.names[0])
                 # a column the file lacks is all null; anything else unknown
                 leaf.null_count = (
-                    leaf.null_count + metadata.num_rows if present and leaf.null_count is not None else None
+                    leaf.null_count + metadata.num_rows if absent and leaf.null_count is not None else None
                 )
-                leaf.bounded = leaf.bounded and present
+                leaf.bounded = leaf.bounded and absent
                 continue
             kind = arrow.field(name).type
             if pa.types.is_floating(kind):  # parquet-java's float bounds are wrong around NaN (a max
