@@ -9,7 +9,7 @@ import glob
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference, row
 
@@ -356,6 +356,12 @@ def test_a_target_row_matched_twice_without_a_matched_clause_is_copied_once(spar
     st.lists(row, max_size=12),
     st.lists(row, max_size=8, unique_by=lambda r: r["id"] if r["id"] is not None else object()),
     st.booleans(),
+)
+# a source row matching two target rows (the target's keys are not unique): counted once as not inserted
+@example(
+    target=[{"id": 0, "v": 1, "p": 0}, {"id": 0, "v": 2, "p": 0}, {"id": None, "v": 3, "p": 0}],
+    source=[{"id": 0, "v": 9, "p": 0}, {"id": None, "v": 4, "p": 0}, {"id": 5, "v": 5, "p": 0}],
+    partitioned=False,
 )
 def test_upsert_by_join_equals_the_reference(spark, tmp_path_factory, monkeypatch, target, source, partitioned):
     """An upsert by join (keys checked unique: the first phase is the matched pairs alone, the inserts

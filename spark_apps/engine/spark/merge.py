@@ -423,6 +423,17 @@ class _JoinMerge:
                 touched.add(r["__file"])
         return per_action, sorted(touched)
 
+    def observed_inserts(self, rows):
+        """``(rows, observation)``: ``rows`` counting, as an action reads them, the lone source rows an
+        insert clause takes (``observation.get["n"]`` after the write): the exact inserted count when
+        phase 1 saw only the matched pairs, where a source row matching two target rows pairs twice."""
+        from pyspark.sql import Observation
+
+        F = self._F
+        lone = F.col("__tp").isNull() & F.col("__action").isin(self.inserts)
+        observation = Observation("merge_inserts")
+        return rows.observe(observation, F.count(F.when(lone, 1)).alias("n")), observation
+
     def rewritten(self, rows, multi: bool):
         """The target rows written back: updated rows and, copying on write (``rows`` are the
         touched files' rows), the unchanged ones (one per target row)."""
@@ -666,8 +677,9 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
         matched = F.col("__sp").isNotNull() & F.col("__tp").isNotNull()
         multi = False if job.unique_matches else job.multi_matches(joined.filter(matched))
         per_action, touched = job.tally_and_touched(joined, multi=multi, touch_matched=inserts and not dv)
-        if pairs_only and inserts:  # the source rows no pair holds (each source row pairs at most once)
-            left = (job.source_rows or 0) - sum(n for n, _rows in per_action.values())
+        inserted_count = None
+        if pairs_only and inserts:  # an estimate until the write counts them: a source row may pair twice
+            left = max(0, (job.source_rows or 0) - sum(n for n, _rows in per_action.values()))
             per_action[codes["not_matched"][0]] = (left, left)
         scan_ms = int((time.monotonic() - started) * 1000)
         report("MERGE", "joined", touched=len(touched), multiple_matches=int(multi))
@@ -680,6 +692,8 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
             target = job.target_rows(files, shuffle=not broadcast, locate=False, rid=multi, ids=True)
             rows = job.joined(src, target, "full_outer" if inserts else "right_outer")
             written = _rows_estimate(files)
+            if pairs_only and inserts:  # the lone source rows, counted by the write as it writes them
+                rows, inserted_count = job.observed_inserts(rows)
         else:  # nothing to rewrite: the inserts alone (no source row matched a candidate row)
             rows, written = job.rows.withColumn("__action", job.case("not_matched", -2)), 0
         target_side = "__tp" in rows.columns
@@ -705,7 +719,11 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
             changes = job.changes(changed, inserted, multi)
         if dv and touched:
             marked = (changed, touched, candidates)
-        return job.write(outputs, touched, per_action, scan_ms, changes, marked, rows=written)
+        outcome = job.write(outputs, touched, per_action, scan_ms, changes, marked, rows=written)
+        if inserted_count is not None:
+            n = int(inserted_count.get.get("n") or 0)
+            per_action[codes["not_matched"][0]] = (n, n)
+        return outcome
     finally:
         if persisted:
             joined.unpersist()
