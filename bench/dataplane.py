@@ -101,12 +101,13 @@ def _dml_breakdown(spark, path: str, command: str, args: tuple, where: str) -> s
     from airflow_delta_provider_apps.engine import DeltaTable
     from airflow_delta_provider_apps.engine import rewrite as rw
     from airflow_delta_provider_apps.engine.commands import dml
+    from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
 
     t0 = time.perf_counter()
     snap = DeltaTable.for_path(spark, path).snapshot()
     t1 = time.perf_counter()
     with rw.record_outcomes() as got:
-        res = getattr(dml, command)(snap, *args, spark=spark)
+        res = getattr(dml, command)(snap, *args, plane=SparkPlane(spark))
     t2 = time.perf_counter()
     m = res.metrics
     phase = m.scan_time_ms + m.rewrite_time_ms  # plan start .. outcomes applied

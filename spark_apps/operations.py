@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .engine.commands import merge_clauses
+from .engine import merge_clauses
 
 __all__ = [
     "Arg",

@@ -224,7 +224,7 @@ def _check_source_schema(params: Mapping, storage, table: str) -> None:
         StructType(keep(target.fields)) if timestamps else target,
         StructType(keep(source_schema.fields)),
         merge_schema=merge_schema,
-        widen=widenable(target, md.configuration, md.partition_columns, merge_schema),
+        widen=widenable(target, snapshot.properties.enable_type_widening, md.partition_columns, merge_schema),
     )
 
 
@@ -260,6 +260,8 @@ def _check_merge(params: Mapping, storage, table: str) -> None:
     from .engine.schema.widening import widenable
 
     md = snapshot.metadata
-    widen = widenable(target, md.configuration, md.partition_columns, bool(params.get("merge_schema")))
+    widen = widenable(
+        target, snapshot.properties.enable_type_widening, md.partition_columns, bool(params.get("merge_schema"))
+    )
     evolved = evolved_schema(target, source_schema, widen) if params.get("merge_schema") else target
     bind_plan(snapshot, source_schema, str(on), clauses_from_specs(specs), target_schema=evolved, **aliases)

@@ -6,7 +6,8 @@
 * ``airflow_delta_provider`` imports no pyspark, and from the bundled apps only their documented
   protocol (``PROVIDER_MAY_IMPORT``);
 * no import cycles between our modules (imports inside functions count too: a lazy import that closes
-  a cycle is still a cycle in the design);
+  a cycle is still a cycle in the design), nor between the engine's folders and top-level modules
+  taken as units; commands reach Spark only through the data plane (``engine.plane``);
 * only ``airflow_delta_provider_apps.engine.storage`` knows the filesystem: no other module (nor the
   bench) imports ``pyarrow.fs`` or touches a storage's ``filesystem``/``fs_path`` (or their private
   forms); everything else goes through the ``Storage`` methods;
@@ -310,6 +311,53 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles():
     assert _cycles(_graph()) == []
+
+
+ENGINE = "airflow_delta_provider_apps.engine"
+
+
+def _folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto the engine's units: each folder (``commands``, ``spark``,
+    ``log``...) and each top-level module (``config``, ``table``...) of the engine is one node."""
+
+    def unit(module: str) -> str | None:
+        rest = module[len(ENGINE) + 1 :] if _within(module, ENGINE) and module != ENGINE else None
+        return rest.split(".")[0] if rest else None
+
+    folded: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        u = unit(module)
+        if u is None:
+            continue
+        folded.setdefault(u, set())
+        for other in imported:
+            v = unit(other)
+            if v is not None and v != u:
+                folded[u].add(v)
+                folded.setdefault(v, set())
+    return folded
+
+
+def test_no_import_loops_between_the_engines_folders():
+    """Layers, not only modules, form no loop: e.g. commands use the data plane's interface
+    (``engine.plane``) and never ``engine.spark``, which never imports commands or the table."""
+    assert _cycles(_folder_graph(_graph())) == []
+
+
+def test_a_planted_folder_loop_is_found():
+    graph = _graph()
+    planted = f"{ENGINE}.spark.merge"
+    graph[planted] = graph[planted] | {f"{ENGINE}.table"}  # the Spark plane using the table's API
+    assert ["spark", "table"] in _cycles(_folder_graph(graph))
+
+
+def test_commands_reach_spark_only_through_the_plane():
+    def rule(module: str, imported: str) -> str | None:
+        if _within(module, f"{ENGINE}.commands") and _within(imported, f"{ENGINE}.spark"):
+            return f"{module} imports {imported} (commands receive a data plane: {ENGINE}.plane)"
+        return None
+
+    assert _violations(rule) == []
 
 
 @pytest.mark.parametrize(

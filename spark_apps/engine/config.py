@@ -46,7 +46,7 @@ from .errors import InvalidArgumentError, InvalidSchemaError
 from .values import MAX_DURATION_MS
 
 if TYPE_CHECKING:
-    from .txn.isolation import IsolationLevel
+    from .isolation import IsolationLevel
 
 MS_PER_SECOND = 1000
 MS_PER_MINUTE = 60 * MS_PER_SECOND
@@ -436,7 +436,7 @@ class TableProperties:
     @cached_property
     def isolation_level(self) -> IsolationLevel | None:
         """``delta.isolationLevel`` (Serializable or WriteSerializable), or ``None`` when unset."""
-        from .txn.isolation import VALID_TABLE_LEVELS, IsolationLevel
+        from .isolation import VALID_TABLE_LEVELS, IsolationLevel
 
         raw = self.get(ISOLATION_LEVEL)
         if raw is None or not raw.strip():

@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .buffers import _np_bools, _pa_ints, _str_scalar
 from .errors import LogCorruptedError
-from .log.file_actions import _np_bools, _pa_ints, _str_scalar
 from .partitions import decode_add_path
 
 __all__ = [

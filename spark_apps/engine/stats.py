@@ -61,6 +61,11 @@ from .config import DEFAULT_NUM_INDEXED_COLS, TableProperties, parse_stats_colum
 from .errors import InvalidArgumentError
 from .schema import DataType, DecimalType, StructType
 
+#: optional last column of a snapshot's files, after the ``FILE_SCHEMA`` ones: the typed stats of a
+#: parquet checkpoint's ``add.stats_parsed`` (its own struct type, physical names; null for files
+#: added by later commits). The ``stats`` JSON stays the reference (checkpoints, conflicts).
+STATS_PARSED = "stats_parsed"
+
 __all__ = [
     "StatsCollector",
     "stats_config_from_properties",

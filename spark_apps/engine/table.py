@@ -38,16 +38,31 @@ from .storage import storage_for, table_location
 from .values import parse_timestamp_ms, parse_version
 
 
+def plane_for(spark):
+    """The data plane (:mod:`.plane`) of a SparkSession (classic or Connect), or of this process (None)."""
+    if spark is None:
+        from .plane import in_process_plane
+
+        return in_process_plane()
+    from .spark.plane import SparkPlane
+
+    return SparkPlane(spark)
+
+
 @translated_methods  # every method raises only our errors (see .foreign): the one place all callers pass
 class DeltaTable:
     """A Delta table at a path. Construct with :meth:`for_path` or :meth:`create`.
 
-    :param spark: a SparkSession, or ``None`` for log-only use
+    :param spark: a SparkSession, or ``None`` for log-only use and Arrow data merged in this process
     :param table_uri: the table location (local path or URI)
+
+    The commands run their data work on :attr:`plane` (:mod:`.plane`): the SparkSession's, or this
+    process's without one. This class is where a plane is chosen; commands only receive it.
     """
 
     def __init__(self, spark, table_uri: str):
         self.spark = spark
+        self.plane = plane_for(spark)
         self.table_uri = table_location(table_uri)
         self.storage = storage_for(self.table_uri)
 
@@ -119,6 +134,7 @@ class DeltaTable:
             user_metadata=user_metadata,
             target_file_size=target_file_size,
             cluster_by=cluster_by,
+            plane=plane_for(spark),
         )
         t = cls(spark, table_uri)
         t.last_result = result.to_dict()
@@ -229,7 +245,7 @@ class DeltaTable:
 
         return optimize(
             self.snapshot(),
-            spark=self.spark,
+            plane=self.plane,
             partition_filter=partition_filter,
             target_size=target_size,
             min_file_size=min_file_size,
@@ -391,6 +407,7 @@ class DeltaTable:
         return append(
             self.snapshot(),
             df,
+            plane=self.plane,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
@@ -419,11 +436,11 @@ class DeltaTable:
         the partitions ``df`` writes to. See :func:`airflow_delta_provider_apps.engine.commands.write.overwrite`."""
         from .commands.write import overwrite
 
-        spark = self._need_spark("Overwriting")
+        self._need_spark("Overwriting")
         return overwrite(
             self.snapshot(),
             df,
-            spark=spark,
+            plane=self.plane,
             replace_where=replace_where,
             overwrite_schema=overwrite_schema,
             partition_overwrite_mode=partition_overwrite_mode,
@@ -449,7 +466,7 @@ class DeltaTable:
         return delete(
             self.snapshot(),
             predicate,
-            spark=self.spark,
+            plane=self.plane,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
@@ -469,7 +486,7 @@ class DeltaTable:
             self.snapshot(),
             updates,
             predicate,
-            spark=self.spark,
+            plane=self.plane,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
@@ -517,19 +534,10 @@ class DeltaTable:
         from .commands.merge import upsert_condition
 
         keys = list(key_columns or [])
-        if self.spark is None:  # Arrow data, merged in this process
-            from .rewrite.merge import arrow_source, deduplicated_arrow
-
-            source = arrow_source(source)
-            on = upsert_condition(self.snapshot().schema, source.schema.names, keys)
-            if dedupe_by is not None:
-                source = deduplicated_arrow(source, keys, dedupe_by)
-        else:
-            from .spark.merge import deduplicated
-
-            on = upsert_condition(self.snapshot().schema, source.schema.fieldNames(), keys)
-            if dedupe_by is not None:
-                source = deduplicated(source, keys, dedupe_by)
+        source = self.plane.held(source)  # Arrow data as one table (read again by the merge)
+        on = upsert_condition(self.snapshot().schema, self.plane.schema_of(source).names, keys)
+        if dedupe_by is not None:
+            source = self.plane.deduplicated(source, keys, dedupe_by)
         b = self.merge(source, on, merge_schema=merge_schema).when_matched_update_all().when_not_matched_insert_all()
         if dedupe_by is None:  # the merge refuses duplicate keys on the source it reads once
             b.unique_keys(keys)

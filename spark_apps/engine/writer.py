@@ -141,6 +141,43 @@ class WrittenFile:
     num_rows: int
 
 
+@dataclass
+class WriteResult:
+    """What a write job produced: the AddFile actions (not committed) and Delta's write metrics."""
+
+    adds: list
+    num_output_rows: int
+    num_output_bytes: int
+    write_time_ms: int
+
+    @property
+    def num_files(self) -> int:
+        return len(self.adds)
+
+    @classmethod
+    def of(cls, written: list[WrittenFile], started: float) -> WriteResult:
+        """The result of files written since ``started`` (``time.monotonic()``)."""
+        import time
+
+        adds = [w.add for w in written]
+        elapsed = int((time.monotonic() - started) * 1000)
+        return cls(adds, sum(w.num_rows for w in written), sum(a.size for a in adds), elapsed)
+
+
+def adds_table(adds: list) -> pa.Table:
+    """Files just written (AddFile actions) as a files table (``path``, ``partition_values``,
+    ``size``: the columns the readers take), to read them back."""
+    return pa.table(
+        {
+            "path": [a.path for a in adds],
+            "partition_values": pa.array(
+                [list((a.partition_values or {}).items()) for a in adds], pa.map_(pa.string(), pa.string())
+            ),
+            "size": pa.array([a.size for a in adds], pa.int64()),
+        }
+    )
+
+
 def write_batches(
     spec: WriteSpec, batches: Iterable[pa.RecordBatch], *, task_id: int = 0, change_data: bool = False
 ) -> Iterator[WrittenFile]:

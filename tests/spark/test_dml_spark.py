@@ -11,6 +11,7 @@ import pytest
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, SchemaMismatchError
+from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
 
 
 @pytest.fixture(autouse=True)
@@ -177,12 +178,12 @@ def test_conflict_delete_vs_append_same_and_other_partition(spark, table):
     other = DeltaTable.for_path(spark, root)
     # an append into another partition lands first: the delete of 2026-01-01 still commits
     other.append(spark.createDataFrame([(5000, dt.date(2026, 2, 1), 1.0, "z")], DDL))
-    delete(snap, "dt = '2026-01-01'", spark=spark)
+    delete(snap, "dt = '2026-01-01'", plane=SparkPlane(spark))
     snap = t.snapshot()
     # an append into the partition the delete reads: Serializable refuses the delete
     other.append(spark.createDataFrame([(5001, dt.date(2026, 1, 2), 1.0, "z")], DDL))
     with pytest.raises(ConcurrentAppendError):
-        delete(snap, "dt = '2026-01-02'", spark=spark)
+        delete(snap, "dt = '2026-01-02'", plane=SparkPlane(spark))
 
 
 def test_arrow_types_round_trip(spark, tmp_path):

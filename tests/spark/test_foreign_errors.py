@@ -19,6 +19,7 @@ from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.merge import MergeClause, merge
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.errors import ConcurrentDeleteReadError, DataFileMissingError, DeltaError
+from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
 
 pytestmark = pytest.mark.spark
 
@@ -93,7 +94,7 @@ def test_a_file_a_concurrent_commit_removed_and_vacuum_deleted_is_a_retryable_co
     source = spark.createDataFrame([(2, 20), (9, 90)], "id BIGINT, v INT")
     clauses = [MergeClause("matched", "update", assignments={"v": "source.v"})]
     with pytest.raises(DeltaError) as e:
-        merge(read, source, "target.id = source.id", clauses, spark=spark)
+        merge(read, source, "target.id = source.id", clauses, plane=SparkPlane(spark))
     _ours(e.value, ConcurrentDeleteReadError, retryable=True)
     assert e.value.winning_version == 3
     assert _files(root) == before and t.version() == 3

@@ -15,6 +15,7 @@ from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_r
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError
+from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
 
 deltalake = pytest.importorskip("deltalake")
 pytestmark = pytest.mark.spark
@@ -261,7 +262,7 @@ def test_concurrent_appends_conflict_only_inside_the_merged_key_range(spark, tmp
     clauses = [MergeClause("matched", "update", None, None), MergeClause("not_matched", "insert", None, None)]
 
     def run(stale):
-        return merge(stale, src, "target.id = source.id", clauses, spark=spark).to_dict()
+        return merge(stale, src, "target.id = source.id", clauses, plane=SparkPlane(spark)).to_dict()
 
     stale = DeltaTable.for_path(spark, root).snapshot()
     t.append(spark.createDataFrame([(500, 5, 0)], DDL))  # a key the source does not hold: no conflict
@@ -291,7 +292,9 @@ def test_concurrent_deletes_conflict_only_on_files_the_merge_read(spark, tmp_pat
     src = spark.createDataFrame([(3, 30, 1), (11, 110, 1)], DDL)  # keys only in partition p=1
 
     def run(stale):
-        return merge(stale, src, "target.id = source.id AND target.p = source.p", clauses, spark=spark).to_dict()
+        return merge(
+            stale, src, "target.id = source.id AND target.p = source.p", clauses, plane=SparkPlane(spark)
+        ).to_dict()
 
     stale = DeltaTable.for_path(spark, root).snapshot()
     DeltaTable.for_path(spark, root).delete("p = 0")  # a file the merge never reads: no conflict

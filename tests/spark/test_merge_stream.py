@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider_apps.engine import DeltaTable
-from airflow_delta_provider_apps.engine.spark.sink import upsert_batches
+from airflow_delta_provider_apps.engine.streaming import upsert_batches
 
 pytestmark = pytest.mark.spark
 

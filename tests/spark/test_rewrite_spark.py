@@ -16,6 +16,7 @@ from airflow_delta_provider_apps.engine import rewrite as rw
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 from airflow_delta_provider_apps.engine.spark import rewrite as spark_rw
+from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
 from airflow_delta_provider_apps.engine.spark.scan import _TASK_COLUMN
 
 pytestmark = pytest.mark.spark
@@ -102,7 +103,7 @@ def test_untouched_files_leave_nothing_behind_in_spark(spark, tmp_path):
     from airflow_delta_provider_apps.engine.commands import dml
 
     before = sorted(_listing(root))
-    r = dml.delete(snap, "s = 'nope' OR d > 5", spark=spark)
+    r = dml.delete(snap, "s = 'nope' OR d > 5", plane=SparkPlane(spark))
     assert r.metrics.num_removed_files == 0 and r.version == snap.version
     assert sorted(_listing(root)) == before
 

@@ -4,7 +4,7 @@ through one skeleton (:mod:`.base`: the gate, the transaction, read registration
 * :mod:`.create_table` - CREATE TABLE [IF NOT EXISTS] [AS SELECT]
 * :mod:`.write` - WRITE (append, overwrite, ``replace_where``, dynamic partition overwrite)
 * :mod:`.dml` - DELETE and UPDATE (files rewritten, or rows marked in deletion vectors)
-* :mod:`.merge` - MERGE (its clause rules in :mod:`.merge_clauses`)
+* :mod:`.merge` - MERGE (its clause rules in :mod:`..merge_clauses`)
 * :mod:`.optimize`, :mod:`.vacuum`, :mod:`.restore`, :mod:`.properties` (SET TBLPROPERTIES)
 * :mod:`.checkpoint` - CHECKPOINT and log cleanup (no commit)
 

@@ -195,6 +195,7 @@ def create_table(
     user_metadata=None,
     target_file_size: int | None = None,
     cluster_by=None,
+    plane=None,
 ) -> CommandResult:
     """Create a Delta table (version 0) at ``table_uri``; see the module docstring.
 
@@ -205,7 +206,9 @@ def create_table(
     :param description: ``metaData.description``
     :param name: ``metaData.name``
     :param if_not_exists: return the existing table (skipped) instead of failing
-    :param source_df: a pyspark DataFrame whose rows become the table's first data (create-as-select)
+    :param source_df: rows that become the table's first data (create-as-select), in ``plane``'s form
+    :param plane: the data plane (:mod:`..plane`) that writes ``source_df`` (a SparkSession's for a
+        DataFrame); None: this process
     :param app_id: SetTransaction application id (with ``app_version``)
     :param app_version: SetTransaction version
     :param user_metadata: commitInfo.userMetadata
@@ -279,11 +282,13 @@ def create_table(
         adds.append(domain_action(clustering))
     metrics = None  # a create without data has no write metrics
     if source_df is not None:
+        from ..plane import in_process_plane
         from .write import prepare_dataframe, write_files
 
-        df = prepare_dataframe(source_df, delta_schema)
+        plane = plane or in_process_plane()
+        df = prepare_dataframe(plane, source_df, delta_schema)
         result = write_files(
-            df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
+            plane, df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
         )
         adds += result.adds
         metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)

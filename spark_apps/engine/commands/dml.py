@@ -13,8 +13,8 @@
    candidate files from metadata alone: no data is read; ``numDeletedRows`` comes from the files'
    stats when every removed file has ``numRecords``.
 5. **Otherwise each candidate file is probed and, when touched, rewritten**
-   (:mod:`airflow_delta_provider_apps.engine.rewrite`) in Spark tasks (:mod:`airflow_delta_provider_apps.engine.spark.rewrite`) or,
-   without a SparkSession, in this process: untouched files are neither removed nor rewritten.
+   (:mod:`airflow_delta_provider_apps.engine.rewrite`) by the command's data plane (:mod:`..plane`: in
+   this process, or in Spark tasks): untouched files are neither removed nor rewritten.
 6. **Commit** ``remove`` (touched files) + ``add`` (rewritten files) atomically. When nothing matches,
    no commit is made and the result carries the snapshot's version.
 
@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from ..actions import RemoveFile
 from ..errors import InvalidArgumentError
+from ..plane import in_process_plane
 from ..progress import report
 from .base import Command
 from .reads import reads_snapshot_files
@@ -104,12 +105,12 @@ def _stats_records(files: pa.Table) -> int | None:
 class _Plan(Command):
     """A DML command on the skeleton (:mod:`.base`): its predicate bound, its candidate files found."""
 
-    def __init__(self, snapshot, operation: str, predicate: str | None, *, spark, txn_options: Mapping):
+    def __init__(self, snapshot, operation: str, predicate: str | None, *, plane, txn_options: Mapping):
         from ..expr import parse_predicate, to_sql
 
         self.schema = snapshot.schema
         self.partition_columns = list(snapshot.metadata.partition_columns or [])
-        self.spark = spark
+        self.plane = plane or in_process_plane()
         super().__init__(snapshot, operation, None, removes_rows=f"{operation} rows of", txn_options=txn_options)
         self.predicate = parse_predicate(predicate, self.schema) if predicate is not None else None
         self.predicate_sql = to_sql(self.predicate) if self.predicate is not None else None
@@ -138,15 +139,14 @@ class _Plan(Command):
         return kept
 
     def rewrite(self, files: pa.Table, updates: tuple = ()) -> list:
-        return rewrite_candidates(self.snapshot, self.spark, self.predicate, files, updates)
+        return rewrite_candidates(self.snapshot, self.plane, self.predicate, files, updates)
 
 
-def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tuple = ()) -> list:
-    """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`): in Spark tasks
-    when ``spark`` is given and the files are not small (:func:`..rewrite.in_process`), else in this
-    process. Returns one FileOutcome per file."""
+def rewrite_candidates(snapshot, plane, predicate, files: pa.Table, updates: tuple = ()) -> list:
+    """Probe ``files`` and rewrite the touched ones (:mod:`airflow_delta_provider_apps.engine.rewrite`)
+    on ``plane``; one FileOutcome per file."""
     from ..features import writes_change_data, writes_deletion_vectors
-    from ..rewrite import RewriteSpec, in_process, rewrite_files
+    from ..rewrite import RewriteSpec
     from ..row_tracking import for_rewrite
     from ..writer import table_write_spec
 
@@ -160,11 +160,7 @@ def rewrite_candidates(snapshot, spark, predicate, files: pa.Table, updates: tup
         change_data=writes_change_data(snapshot.metadata),
         row_tracking=rows,
     )
-    if spark is not None and not in_process(files):
-        from ..spark.rewrite import rewrite_files as spark_rewrite
-
-        return spark_rewrite(spark, spec, files)
-    return rewrite_files(spec, files)
+    return plane.rewrite_files(spec, files)
 
 
 def apply_outcomes(watch: Stopwatch, candidates: pa.Table, outcomes: list, metrics) -> tuple[list, list, int, int]:
@@ -248,17 +244,17 @@ def deletion_vector_counts(removed: pa.Table, kept: pa.Array) -> tuple[int, int,
 
 
 @reads_snapshot_files("DELETE")
-def delete(snapshot, predicate: str | None = None, *, spark=None, **txn_options) -> CommandResult:
+def delete(snapshot, predicate: str | None = None, *, plane=None, **txn_options) -> CommandResult:
     """DELETE FROM the table WHERE ``predicate`` (all rows when None); see the module docstring.
 
     :param snapshot: the table's snapshot to read at (the transaction opens on it)
     :param predicate: Spark SQL condition, e.g. ``dt = '2026-01-01' AND id <= 4``
-    :param spark: a SparkSession to rewrite files with; None rewrites in this process
+    :param plane: the data plane (:mod:`..plane`) that rewrites files; None: this process
     :param txn_options: ``app_id``, ``app_version``, ``user_metadata``
     """
     from ..expr.skipping import is_partition_only
 
-    plan = _Plan(snapshot, "DELETE", predicate, spark=spark, txn_options=txn_options)
+    plan = _Plan(snapshot, "DELETE", predicate, plane=plane, txn_options=txn_options)
     metrics = DeleteMetrics()
     if plan.duplicate:
         return plan.skipped(metrics)
@@ -283,7 +279,7 @@ def delete(snapshot, predicate: str | None = None, *, spark=None, **txn_options)
 
 @reads_snapshot_files("UPDATE")
 def update(
-    snapshot, updates: Mapping[str, str], predicate: str | None = None, *, spark=None, **txn_options
+    snapshot, updates: Mapping[str, str], predicate: str | None = None, *, plane=None, **txn_options
 ) -> CommandResult:
     """UPDATE the table SET ``updates`` WHERE ``predicate``; see the module docstring.
 
@@ -299,7 +295,7 @@ def update(
             "each column to set is a key, its Spark SQL expression the value",
             "pass updates as a dict such as {'v': 'v * 2'}",
         )
-    plan = _Plan(snapshot, "UPDATE", predicate, spark=spark, txn_options=txn_options)
+    plan = _Plan(snapshot, "UPDATE", predicate, plane=plane, txn_options=txn_options)
     bound = bind_assignments(dict(updates or {}), plan.schema)  # errors before anything is read
     from ..identity import refuse_updates
 

@@ -18,8 +18,8 @@
    :data:`..rewrite.merge.MAX_SOURCE_BYTES`, estimated from its schema; read once into Arrow, which is
    its materialisation): the source travels to the tasks and each candidate file is probed on its
    key columns and rewritten only when a clause changes one of its rows (:mod:`..rewrite.merge`,
-   :func:`..spark.merge.execute_merge_by_file`): no join over the table, no shuffle. Otherwise
-   **by join** (:func:`..spark.merge.execute_merge`, docs/design.md "MERGE's two strategies"): the
+   the plane's ``merge_by_file``): no join over the table, no shuffle. Otherwise **by join** (the
+   plane's ``merge_by_join``: Spark's, docs/design.md "MERGE's two strategies"): the
    source materialised in Spark; insert-only merges are a left anti join against the candidates' ON
    columns and remove no file; otherwise a narrow join (the columns the conditions read, with each
    target row's file and row index) gives the tallies, the duplicate-match check and the touched
@@ -44,9 +44,10 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError, InvalidPredicateError
 from ..foreign import translated_methods
+from ..merge_clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, clause_problem, order_problem
+from ..plane import in_process_plane
 from ..progress import report
 from .base import Command, gate
-from .merge_clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, clause_problem, order_problem
 from .reads import reads_snapshot_files
 from .result import CommandResult, MergeMetrics
 
@@ -139,7 +140,7 @@ class MergeBuilder:
             self._source,
             self._predicate,
             self._clauses,
-            spark=self._table.spark,
+            plane=self._table.plane,
             source_alias=self._source_alias,
             target_alias=self._target_alias,
             merge_schema=self._merge_schema,
@@ -488,16 +489,17 @@ def merge(
     on: str,
     clauses: list[MergeClause],
     *,
-    spark,
+    plane=None,
     source_alias: str = "source",
     target_alias: str = "target",
     merge_schema: bool = False,
     unique_keys: list[str] | None = None,
     **txn_options,
 ) -> CommandResult:
-    """MERGE ``source`` INTO the snapshot's table ON ``on``; see the module docstring. ``source``: a
-    Spark DataFrame, or with ``spark`` None Arrow data (a table, record batches) merged file by file
-    in this process, no JVM involved (ON must then equate target and source keys).
+    """MERGE ``source`` INTO the snapshot's table ON ``on``; see the module docstring. ``plane``: the
+    data plane (:mod:`..plane`) that reads, joins and writes the rows; ``source`` its data: a Spark
+    DataFrame, or on the in-process plane (None) Arrow data (a table, record batches) merged file by
+    file in this process, no JVM involved (ON must then equate target and source keys).
 
     :param unique_keys: source columns whose (non-NULL) values must be unique (an upsert's keys)
     """
@@ -507,27 +509,23 @@ def merge(
     from ..rewrite.merge import (
         MergeFilesSpec,
         PreparedMerge,
-        arrow_source,
         duplicate_keys_error,
         first_duplicate_key,
-        prefixed,
         source_row_limit,
     )
     from ..row_tracking import for_rewrite
-    from ..schema import StructType, parse_schema
     from ..writer import table_write_spec
     from .dml import kept_with_deletion_vectors, removes_for
 
     gate(snapshot.protocol, snapshot.metadata, snapshot.table_root)
-    arrow = arrow_source(source) if spark is None else None
-    source_schema = (
-        StructType.from_arrow(arrow.schema) if arrow is not None else parse_schema(source.schema.jsonValue())
-    )
+    plane = plane or in_process_plane()
+    source = plane.held(source)  # read more than once below
+    source_schema = plane.schema_of(source)
     if merge_schema:
         from ..schema.widening import widenable
 
         md = snapshot.metadata
-        widen = widenable(snapshot.schema, md.configuration, md.partition_columns, merge_schema)
+        widen = widenable(snapshot.schema, snapshot.properties.enable_type_widening, md.partition_columns, merge_schema)
         target_schema = evolved_schema(snapshot.schema, source_schema, widen)
     else:
         target_schema = snapshot.schema
@@ -586,19 +584,14 @@ def merge(
         change_data=writes_change_data(snapshot.metadata),
     )
     # a small source with keys to look up is read once into Arrow (that copy is its materialisation)
-    # and merged file by file; otherwise it is materialised in Spark and joined there
-    if arrow is not None:
-        if not keys:
-            raise InvalidArgumentError(
-                "A MERGE without Spark needs ON to equate a target column with a source column",
-                f"ON is {on!r}: without such a key every source row would be compared with every target row",
-                "add a key equality (target.k = source.k) to ON, or run the MERGE with a Spark session",
-            )
-        local = prefixed(arrow, plan.source_schema)
-    else:
-        from ..spark.merge import small_source
-
-        local = small_source(source, plan, source_row_limit(plan.source_schema)) if keys else None
+    # and merged file by file; otherwise the plane materialises it and joins it with the table
+    if not keys and not plane.joins:
+        raise InvalidArgumentError(
+            "A MERGE without Spark needs ON to equate a target column with a source column",
+            f"ON is {on!r}: without such a key every source row would be compared with every target row",
+            "add a key equality (target.k = source.k) to ON, or run the MERGE with a Spark session",
+        )
+    local = plane.merge_source(source, plan, source_row_limit(plan.source_schema)) if keys else None
     prepared = PreparedMerge(spec, local) if local is not None else None
     names = [source_schema.find(k).name for k in unique_keys or []]
     columns = [f"__s{source_schema.names.index(k)}" for k in names]
@@ -608,10 +601,8 @@ def merge(
         if dup is not None:
             raise duplicate_keys_error(names, dup)
     else:  # the uniqueness check runs in the same pass over the source as the key values
-        from ..spark.merge import source_key_values
-
-        materialised, num_source_rows, key_values = source_key_values(
-            spark, source, plan, keys, MAX_PRUNING_VALUES, unique=(columns, names) if columns else None
+        materialised, num_source_rows, key_values = plane.source_key_values(
+            source, plan, keys, MAX_PRUNING_VALUES, unique=(columns, names) if columns else None
         )
     # whether no target row can match two source rows
     unique_matches = bool(columns) and _covers(keys, names, plan.source_alias)
@@ -627,19 +618,11 @@ def merge(
     strategy = "file_by_file" if prepared is not None else "join"
     report("MERGE", "files", table=files.num_rows, candidates=candidates.num_rows, source_rows=num_source_rows)
     report("MERGE", strategy)
-    if prepared is not None and spark is None:
-        from ..rewrite.merge import execute_by_file
-
-        outcome = execute_by_file(prepared, candidates)
-    elif prepared is not None:
-        from ..spark.merge import execute_merge_by_file
-
-        outcome = execute_merge_by_file(spark, prepared, candidates)
+    if prepared is not None:
+        outcome = plane.merge_by_file(prepared, candidates)
     else:
-        from ..spark.merge import execute_merge
-
-        outcome = execute_merge(
-            spark, snapshot, plan, materialised, candidates, num_source_rows, unique_matches=unique_matches
+        outcome = plane.merge_by_join(
+            snapshot, plan, materialised, candidates, num_source_rows, unique_matches=unique_matches
         )
     metrics.scan_time_ms, metrics.rewrite_time_ms = outcome.scan_ms, outcome.rewrite_ms
     for name, value in plan.counts(outcome.per_action).items():

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
-from ..threads import ThreadPool
+from ..plane import in_process_plane
 from .base import Command
 from .reads import reads_snapshot_files
 from .result import CommandResult, OptimizeMetrics
@@ -202,7 +201,7 @@ def _percentiles(sizes: list[int]) -> dict:
 def optimize(
     snapshot,
     *,
-    spark=None,
+    plane=None,
     partition_filter: str | None = None,
     target_size: int | None = None,
     min_file_size: int | None = None,
@@ -211,7 +210,8 @@ def optimize(
     **txn_options,
 ) -> CommandResult:
     """OPTIMIZE the snapshot's table (see the module docstring); ``txn_options``: ``app_id``,
-    ``app_version``, ``user_metadata``.
+    ``app_version``, ``user_metadata``; ``plane``: the data plane (:mod:`..plane`) that compacts the
+    bins, None: this process.
 
     :param purge_deletion_vectors: rewrite only the files with deletion vectors, without their deleted
         rows (Delta's ``REORG TABLE ... APPLY (PURGE)``); otherwise files whose vectors remove more
@@ -220,7 +220,6 @@ def optimize(
     from ..clustering import clustering_columns, column_parts
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
-    from ..rewrite import compact_bin, in_process
     from ..row_tracking import for_rewrite
     from ..writer import resolve_target_file_size, table_write_spec
     from .dml import removes_for
@@ -287,13 +286,7 @@ def optimize(
     info["row_tracking"] = rows
     wanted = [c for c in ("path", "partition_values", "deletion_vector", "size") if c in files.column_names]
     bin_rows = [files.take(pa.array(b, pa.int64())).select(wanted).to_pylist() for b in bins]
-    if spark is not None and not in_process(removed):
-        from ..spark.optimize import compact_bins
-
-        written = compact_bins(spark, info, bin_rows, zorder)
-    else:
-        with ThreadPool(max_workers=os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
-            written = [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder), bin_rows) for w in ws]
+    written = (plane or in_process_plane()).compact_bins(info, bin_rows, zorder)
     removes = removes_for(removed, data_change=False)
     adds = [w.add for w in written]
     if clustering:  # one new ZCube, recorded on each file it wrote

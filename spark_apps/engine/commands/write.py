@@ -11,7 +11,7 @@ Algorithm (delta-spark's WriteIntoDelta, append mode):
    only, no extra columns, missing columns only when nullable) raises :class:`SchemaMismatchError`;
    then the DataFrame is conformed to the table schema (table column order, casts, nulls for the
    missing nullable columns). NOT NULL columns are checked on the data while writing.
-4. Write data files through the Spark data plane (:mod:`airflow_delta_provider_apps.engine.spark.write`): no commit
+4. Write data files through the command's data plane (:mod:`..plane`; Spark's: :mod:`..spark.write`): no commit
    yet, a failure leaves only orphan files.
 5. Commit the AddFile actions (blind append: the transaction read nothing, ``isBlindAppend`` true,
    so only protocol/metadata changes or a concurrent commit of the same app id conflict).
@@ -31,6 +31,7 @@ import json
 from ..actions import AddCDCFile
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..foreign import translated
+from ..plane import in_process_plane
 from ..progress import report
 from ..storage import normalize_table_uri, storage_for
 from ..writer import resolve_target_file_size
@@ -41,29 +42,23 @@ OPERATION_WRITE = "WRITE"
 KNOWN_MODES = ("append", "overwrite")
 
 
-def dataframe_schema(df):
-    """The engine StructType of a pyspark DataFrame's schema."""
-    from ..schema import parse_schema
-
-    return parse_schema(df.schema.jsonValue())
-
-
-def prepare_dataframe(df, table_schema, *, merge_schema: bool = False):
+def prepare_dataframe(plane, df, table_schema, *, merge_schema: bool = False):
     """Schema enforcement then conformance: ``df`` with exactly the table's columns, order and types.
 
-    :param df: the pyspark DataFrame to write
+    :param plane: the data plane (:mod:`..plane`) whose data ``df`` is
+    :param df: the rows to write (a pyspark DataFrame on Spark's plane)
     :param table_schema: the table's :class:`~airflow_delta_provider_apps.engine.schema.StructType`
     :param merge_schema: new data columns extend the schema (the caller commits the new metadata)
     :raises SchemaMismatchError: the data does not fit the table schema (nothing written)
     """
     from ..schema import check_write_compatible
-    from ..spark.write import conform_dataframe
 
-    target = check_write_compatible(table_schema, dataframe_schema(df), merge_schema=merge_schema)
-    return conform_dataframe(df, target.to_json())
+    target = check_write_compatible(table_schema, plane.schema_of(df), merge_schema=merge_schema)
+    return plane.conform(df, target)
 
 
 def write_files(
+    plane,
     df,
     table_root: str,
     table_schema,
@@ -73,12 +68,12 @@ def write_files(
     target_file_size: int | None = None,
     row_constraint=None,
 ):
-    """Write an already conformed DataFrame as data files; returns a
-    :class:`~airflow_delta_provider_apps.engine.spark.write.WriteResult` (AddFile actions, not committed).
+    """Write already conformed rows as data files on ``plane``; returns a
+    :class:`~airflow_delta_provider_apps.engine.writer.WriteResult` (AddFile actions, not committed).
 
     :param row_constraint: bound condition every row must satisfy (checked in the writing tasks)
     """
-    from ..spark.write import WriteSpec, write_data_files
+    from ..writer import WriteSpec
 
     spec = WriteSpec(
         table_uri=table_root,
@@ -88,7 +83,7 @@ def write_files(
         target_file_size=resolve_target_file_size(configuration, target_file_size),
         row_constraint=row_constraint,
     )
-    return write_data_files(df, spec)
+    return plane.write(df, spec)
 
 
 def _evolve(txn, snapshot, data_schema, merge_schema: bool):
@@ -101,7 +96,7 @@ def _evolve(txn, snapshot, data_schema, merge_schema: bool):
     from ..schema.widening import widenable
 
     md = snapshot.metadata
-    widen = widenable(snapshot.schema, md.configuration, md.partition_columns, merge_schema)
+    widen = widenable(snapshot.schema, snapshot.properties.enable_type_widening, md.partition_columns, merge_schema)
     merged = check_write_compatible(snapshot.schema, data_schema, merge_schema=merge_schema, widen=widen)
     if merged is not snapshot.schema and merged != snapshot.schema:
         merged, conf = assign(merged, dict(snapshot.metadata.configuration or {}))  # new columns' ids
@@ -119,6 +114,7 @@ def write(
     app_version: int | None = None,
     user_metadata: str | None = None,
     target_file_size: int | None = None,
+    plane=None,
 ) -> CommandResult:
     """Write ``df`` to the table: ``mode="append"`` or ``"overwrite"`` (full; see :func:`overwrite` for the rest).
 
@@ -142,7 +138,7 @@ def write(
         return overwrite(
             load_snapshot(storage_for(root), root),
             df,
-            spark=df.sparkSession,
+            plane=plane,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
@@ -151,6 +147,7 @@ def write(
     return append(
         table_uri,
         df,
+        plane=plane,
         app_id=app_id,
         app_version=app_version,
         user_metadata=user_metadata,
@@ -237,8 +234,10 @@ def append(
     merge_schema: bool = False,
     on_rerun: str = "apply",
     watermark: tuple[str, int] | None = None,
+    plane=None,
 ) -> CommandResult:
-    """Append of ``df`` (see module docstring). Returns the commit's result and metrics.
+    """Append of ``df`` (see module docstring) on the data plane whose data it is (:mod:`..plane`;
+    None: this process, Arrow data). Returns the commit's result and metrics.
 
     :param table: a table URI (its latest snapshot is read), or the snapshot to append on: its
         version is the transaction's read version
@@ -263,9 +262,11 @@ def append(
         removes, replaced = replaced_output(cmd, app_id)
         if replaced is not None:
             txn.operation_parameters = {**txn.operation_parameters, "replacesVersion": replaced}
-    table_schema = _evolve(txn, snapshot, dataframe_schema(df), merge_schema)
-    prepared = prepare_dataframe(df, table_schema, merge_schema=merge_schema)
+    plane = plane or in_process_plane()
+    table_schema = _evolve(txn, snapshot, plane.schema_of(df), merge_schema)
+    prepared = prepare_dataframe(plane, df, table_schema, merge_schema=merge_schema)
     result = write_files(
+        plane,
         prepared,
         cmd.table_root,
         table_schema,
@@ -300,8 +301,9 @@ def append_arrow(
     """Blind append of Arrow data (a ``pa.Table``, a record batch, a reader or record batches) in
     this process, without Spark: the core writer and one commit. ``table``: a table URI or a
     snapshot, as for :func:`append`. The data is checked against the table before any file is
-    written (:func:`conform_arrow`): the table's columns (identity and generated ones may be left
+    written (:func:`..conform.conform_arrow`): the table's columns (identity and generated ones may be left
     out: the writer assigns or computes them), each with values its type holds."""
+    from ..conform import conform_arrow
     from ..writer import table_write_spec, write_batches
 
     cmd = _open_append(table, app_id, app_version, user_metadata)
@@ -322,177 +324,11 @@ def append_arrow(
     return cmd.commit([w.add for w in written], metrics)
 
 
-def _computed(f) -> bool:
-    """An identity or generated column: the writer fills the NULLs (or the whole column) of it."""
-    return bool({"delta.identity.step", "delta.generationExpression"} & set(f.metadata or {}))
-
-
-def _arrow_kind(t) -> str:
-    """The family of an Arrow type, for what append_arrow converts: within a family a value-checked
-    cast; across families (a string for a number) nothing, as Delta's schema enforcement."""
-    import pyarrow as pa
-
-    if pa.types.is_dictionary(t):
-        return _arrow_kind(t.value_type)
-    if pa.types.is_null(t):
-        return "null"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return "number"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or str(t) == "string_view":
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return "binary"
-    if pa.types.is_date(t) or pa.types.is_timestamp(t):
-        return "datetime"
-    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
-        return "nested"
-    return str(t)
-
-
-def _first_unfit(col, target):
-    """The first value of ``col`` that does not survive a safe cast to ``target`` (binary search over
-    slices: a few casts, not one per value), or None."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    def fits(a) -> bool:
-        try:
-            pc.cast(a, target, safe=True)
-            return True
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return False
-
-    for chunk in col.chunks if isinstance(col, pa.ChunkedArray) else [col]:
-        if fits(chunk):
-            continue
-        lo, hi = 0, len(chunk)  # the first unfit value is in [lo, hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits(chunk.slice(lo, mid - lo)):
-                lo = mid
-            else:
-                hi = mid
-        return chunk[lo].as_py()
-    return None
-
-
-def conform_arrow(table_schema, data) -> list:
-    """Arrow ``data`` as record batches in the table's columns, order and Arrow types, checked before
-    anything is written (the in-process counterpart of :func:`prepare_dataframe`):
-
-    * every table column is there (names case-insensitive), except identity and generated columns,
-      which the writer assigns or computes (they arrive as NULLs);
-    * no other column;
-    * each column's values convert to the table's type: within a family (numbers, dates and
-      timestamps, nested) by a cast that checks every value (an int64 into INT when it fits, a uint64
-      into BIGINT up to 2^63-1); never across families (a string for a number).
-
-    :raises SchemaMismatchError: naming the column, and for a value that does not fit, the value
-    :raises InvalidArgumentError: ``data`` is not Arrow data
-    """
-    import pyarrow as pa
-
-    if isinstance(data, pa.Table):
-        batches = data.to_batches()
-        schema = data.schema
-    elif isinstance(data, pa.RecordBatch):
-        batches, schema = [data], data.schema
-    elif isinstance(data, pa.RecordBatchReader):
-        schema = data.schema
-        batches = list(data)
-    else:
-        try:
-            batches = list(data)
-        except TypeError:
-            batches = None
-        if batches is None or not all(isinstance(b, pa.RecordBatch) for b in batches):
-            raise InvalidArgumentError(
-                f"Cannot append {type(data).__name__} as Arrow data",
-                "append_arrow takes a pyarrow Table, a RecordBatch, a RecordBatchReader or a list of RecordBatches",
-                "convert the data first, e.g. pyarrow.Table.from_pandas(df) or pyarrow.table({...})",
-            )
-        schema = batches[0].schema if batches else None
-    fix = "make the data's columns and types the table's (select, rename or cast them) and append again"
-    names = {}
-    for name in schema.names if schema is not None else []:
-        if name.lower() in names:
-            raise SchemaMismatchError(
-                f"The data has column '{name}' twice", "column names are matched case-insensitively", fix
-            )
-        names[name.lower()] = name
-    table_low = {f.name.lower() for f in table_schema.fields}
-    extra = [n for n in names.values() if n.lower() not in table_low]
-    if extra:
-        raise SchemaMismatchError(
-            "The data does not match the table schema",
-            f"column(s) {', '.join(repr(n) for n in extra)} are not in the table "
-            f"(its columns: {', '.join(table_schema.names)})",
-            "drop them, or append through Spark with merge_schema=True to add them to the table",
-        )
-    missing = [f.name for f in table_schema.fields if f.name.lower() not in names and not _computed(f)]
-    if missing and schema is not None:
-        raise SchemaMismatchError(
-            "The data does not match the table schema",
-            f"column(s) {', '.join(repr(n) for n in missing)} of the table are missing from the data",
-            "add them to the data (NULLs for a nullable column), or append through Spark (DeltaTable.append), "
-            "which writes a missing nullable column as NULL",
-        )
-    target = table_schema.to_arrow_schema()
-    # identity and generated columns may arrive NULL: the writer assigns or computes them
-    target = pa.schema([f.with_nullable(True) if _computed(t) else f for f, t in zip(target, table_schema.fields)])
-    out = []
-    for batch in batches:
-        cols = []
-        for f in target:
-            name = names.get(f.name.lower())
-            if name is None:
-                cols.append(pa.nulls(batch.num_rows, f.type))
-                continue
-            col = batch.column(batch.schema.get_field_index(name))
-            cols.append(_converted(col, f, table_schema.field(f.name)))
-        out.append(pa.RecordBatch.from_arrays(cols, schema=target))
-    return out
-
-
-def _converted(col, field, table_field):
-    """``col`` cast to the table column's Arrow type (see :func:`conform_arrow`)."""
-    import pyarrow as pa
-
-    if col.type == field.type:
-        return col
-    have, want = _arrow_kind(col.type), _arrow_kind(field.type)
-    simple = table_field.type.simple_string()
-    if have != want and have != "null":
-        example = next((v for v in col.to_pylist() if v is not None), None)
-        raise SchemaMismatchError(
-            f"Column '{table_field.name}' has {col.type} values in the data (e.g. {example!r}) but is {simple} in the table",
-            f"a {have} is not converted to a {want} when written (Delta's schema enforcement)",
-            f"convert the column to {simple} before appending (e.g. pyarrow.compute.cast), or fix the source",
-        )
-    bad = _first_unfit(col, field.type)
-    if bad is not None:
-        raise SchemaMismatchError(
-            f"Column '{table_field.name}' holds the value {bad!r}, which {simple} cannot hold",
-            f"it is out of {simple}'s range, or would lose precision, when cast from {col.type}",
-            "fix or filter that value, or store the column as a wider type (e.g. DECIMAL(20,0) for uint64)",
-        )
-    try:
-        return col.cast(field.type, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise SchemaMismatchError(
-            f"Column '{table_field.name}' of type {col.type} in the data cannot be written as {simple}",
-            str(e).splitlines()[0][:300],
-            f"convert the column to {simple} before appending",
-        ) from None
-
-
 def overwrite(
     snapshot,
     df,
     *,
-    spark=None,
+    plane=None,
     replace_where: str | None = None,
     overwrite_schema: bool = False,
     partition_overwrite_mode: str = "static",
@@ -551,7 +387,8 @@ def overwrite(
         txn_options=options,
     )
     txn = cmd.txn
-    data_schema = dataframe_schema(df)
+    plane = plane or in_process_plane()
+    data_schema = plane.schema_of(df)
     if overwrite_schema:
         missing = [c for c in partition_columns if data_schema.find(c) is None]
         if missing:
@@ -584,11 +421,12 @@ def overwrite(
             )
             txn.update_metadata(md)
         table_schema = new_schema
-        prepared = conform_dataframe_to(df, table_schema)
+        prepared = plane.conform(df, table_schema)
     else:
         table_schema = _evolve(txn, snapshot, data_schema, merge_schema)
-        prepared = prepare_dataframe(df, table_schema, merge_schema=merge_schema)
+        prepared = prepare_dataframe(plane, df, table_schema, merge_schema=merge_schema)
     written = write_files(
+        plane,
         prepared,
         cmd.table_root,
         table_schema,
@@ -627,7 +465,7 @@ def overwrite(
             metrics.num_deleted_rows = None
         else:
             # DELETE's rewrite: the files holding matching rows are written back without them
-            outcomes = rewrite_candidates(snapshot, spark, predicate, candidates)
+            outcomes = rewrite_candidates(snapshot, plane, predicate, candidates)
             removes, extra_adds, deleted, copied = apply_outcomes(cmd.watch, candidates, outcomes, metrics)
             metrics.num_deleted_rows, metrics.num_copied_rows = deleted, copied
             touched = pa.array([r.path for r in removes], pa.string())
@@ -635,10 +473,8 @@ def overwrite(
             changes = [a for a in extra_adds if isinstance(a, AddCDCFile)]
             extra_adds = [a for a in extra_adds if not isinstance(a, AddCDCFile)]
             if changes:  # the deleted rows went to change files: the commit's inserts go there too
-                from ..spark.write import inserted_changes
-
                 try:
-                    changes += inserted_changes(df.sparkSession, snapshot, written.adds)
+                    changes += plane.inserted_changes(snapshot, written.adds)
                 except BaseException:  # nothing of this overwrite is committed: its files go
                     from ..rewrite import FileOutcome, discard
                     from ..writer import WrittenFile
@@ -658,18 +494,11 @@ def overwrite(
     return cmd.commit([*removes, *adds, *changes], metrics)
 
 
-def conform_dataframe_to(df, schema):
-    from ..spark.write import conform_dataframe
-
-    return conform_dataframe(df, schema.to_json())
-
-
 __all__ = [
     "overwrite",
     "write",
     "append",
     "append_arrow",
-    "conform_arrow",
     "prepare_dataframe",
     "write_files",
     "resolve_target_file_size",

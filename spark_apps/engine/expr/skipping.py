@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from ..log.file_actions import STATS_PARSED
 from ..partitions import partition_column_array
 from ..schema import StructType
+from ..stats import STATS_PARSED
 from . import nodes as n
 from .evaluate import compare, evaluate
 

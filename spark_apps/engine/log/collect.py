@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from ..buffers import _np_bools, _pa_bools
 from ..errors import LogCorruptedError
-from .file_actions import _child, _np_bools, _pa_bools
+from .file_actions import _child
 
 # ---------------------------------------------------------------------------------------------
 # sources

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..actions import Metadata, camel_case
+from ..buffers import _S_AT, _S_EMPTY, _S_FALSE, _S_TRUE, _np_bools, _pa_bools, _pa_ints, _pa_strings
 from ..config import TableProperties
 from ..errors import LogCorruptedError
 
@@ -47,11 +48,6 @@ FILE_SCHEMA = pa.schema(
         ("clustering_provider", pa.string()),
     ]
 )
-
-#: optional last column of a snapshot's files, after the ``FILE_SCHEMA`` ones: the typed stats of a
-#: parquet checkpoint's ``add.stats_parsed`` (its own struct type, physical names; null for files
-#: added by later commits). The ``stats`` JSON stays the reference (checkpoints, conflicts).
-STATS_PARSED = "stats_parsed"
 
 #: tombstones of a snapshot
 REMOVE_SCHEMA = pa.schema(
@@ -95,69 +91,6 @@ def empty_files() -> pa.Table:
 
 def empty_tombstones() -> pa.Table:
     return _EMPTY_TOMBSTONES
-
-
-# ---------------------------------------------------------------------------------------------
-# numpy <-> arrow through buffers
-#
-# pyarrow imports pandas (~0.25 s) the first time it converts numpy or Python values to arrow
-# (``pa.array``, ``pa.scalar``, a Python scalar passed to a compute function, ``empty_table``) or
-# arrow to numpy (``to_numpy``) when pandas is installed, and ``Table.group_by`` imports it through
-# ``pyarrow.dataset``. The replay goes through buffers instead, so a fresh process that opens a
-# table does not pay for pandas (the slow fallbacks for malformed logs still may).
-
-
-def _pa_ints(values: np.ndarray) -> pa.Array:
-    """An int32/int64 numpy array as an arrow array (zero-copy, no nulls)."""
-    if values.dtype != np.int32:
-        values = values.astype(np.int64, copy=False)
-    values = np.ascontiguousarray(values)
-    type_ = pa.int32() if values.dtype == np.int32 else pa.int64()
-    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
-
-
-def _pa_bools(values: np.ndarray) -> pa.Array:
-    """A numpy bool array as an arrow boolean array (no nulls)."""
-    bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
-    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
-
-
-def _pa_strings(values: list[str]) -> pa.Array:
-    """A list of Python strings as an arrow string array (no nulls)."""
-    enc = [v.encode("utf-8") for v in values]
-    offsets = np.zeros(len(enc) + 1, dtype=np.int32)
-    np.cumsum([len(e) for e in enc], out=offsets[1:])
-    return pa.Array.from_buffers(pa.string(), len(enc), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(enc))])
-
-
-def _str_scalar(value: str) -> pa.Scalar:
-    return _pa_strings([value])[0]
-
-
-_S_EMPTY, _S_AT, _S_NUL, _S_TRUE, _S_FALSE = (_str_scalar(x) for x in ("", "@", "\x00", "true", "false"))
-
-
-def _np_ints(arr: pa.Array) -> np.ndarray:
-    """A signed integer arrow array without nulls as a numpy view (zero-copy)."""
-    width = arr.type.bit_width // 8
-    return np.frombuffer(arr.buffers()[1], dtype=np.dtype(f"<i{width}"), count=len(arr), offset=arr.offset * width)
-
-
-def _bits(buf: pa.Buffer, offset: int, n: int) -> np.ndarray:
-    raw = np.frombuffer(buf, dtype=np.uint8, count=(offset + n + 7) // 8)
-    return np.unpackbits(raw, bitorder="little")[offset : offset + n].view(bool)
-
-
-def _np_bools(arr: pa.Array) -> np.ndarray:
-    """A boolean arrow array as a numpy bool array, null counting as ``False``."""
-    n = len(arr)
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    validity, data = arr.buffers()[:2]
-    out = _bits(data, arr.offset, n)
-    if arr.null_count and validity is not None:
-        out = out & _bits(validity, arr.offset, n)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,22 +53,17 @@ from ..actions import (
     Protocol,
     SetTransaction,
 )
+from ..buffers import _S_EMPTY, _S_NUL, _np_bools, _np_ints, _pa_bools, _pa_ints
 from ..errors import LogCorruptedError, StorageError
+from ..stats import STATS_PARSED
 from ..storage import Storage
 from .checkpoint_read import _read_checkpoint
 from .collect import _Collected, _FileSource
 from .commit_read import _collect_json, _read_all
 from .file_actions import (
-    _S_EMPTY,
-    _S_NUL,
     FILE_SCHEMA,
     REMOVE_SCHEMA,
-    STATS_PARSED,
     _child,
-    _np_bools,
-    _np_ints,
-    _pa_bools,
-    _pa_ints,
     dv_unique_ids,
     empty_files,
     empty_tombstones,

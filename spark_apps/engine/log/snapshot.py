@@ -51,10 +51,11 @@ from ..config import TableProperties
 from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, VersionNotFoundError
 from ..features import in_commit_timestamps_active
 from ..paths import confine_file_table
+from ..stats import STATS_PARSED
 from ..storage import Storage, normalize_table_uri
 from .checkpoint_read import CheckpointReadError
 from .commit_read import commit_info_from_bytes
-from .file_actions import FILE_SCHEMA, REMOVE_SCHEMA, STATS_PARSED
+from .file_actions import FILE_SCHEMA, REMOVE_SCHEMA
 from .listing import LogListing, LogSegment, commit_path, list_log, select_segment
 from .replay import ReplayResult, replay
 

@@ -33,9 +33,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..commands.merge_clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr import nodes as n
+from ..merge_clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from ..writer import TableWriter, WriteSpec, WrittenFile
 from .common import LIKELY_MATCHES, FileOutcome, discard, marked_deletion_vector, numbers, scatter
 

@@ -43,13 +43,12 @@ def is_widening(from_type, to_type) -> bool:
     return False
 
 
-def widenable(schema, configuration, partition_columns, merge_schema: bool) -> frozenset:
+def widenable(schema, enabled: bool, partition_columns, merge_schema: bool) -> frozenset:
     """The (lower-case) names of the top-level columns a write's data may widen: with
-    ``merge_schema`` on a table with ``delta.enableTypeWidening=true``, every top-level column that
-    is not a partition column (the protocol widens neither those nor, here, nested fields)."""
-    from ..config import TableProperties
-
-    if not merge_schema or not TableProperties.of(configuration or {}).enable_type_widening:
+    ``merge_schema`` on a table whose ``delta.enableTypeWidening`` is true (``enabled``), every
+    top-level column that is not a partition column (the protocol widens neither those nor, here,
+    nested fields)."""
+    if not merge_schema or not enabled:
         return frozenset()
     parts = {c.lower() for c in partition_columns or ()}
     return frozenset(f.name.lower() for f in schema.fields if f.name.lower() not in parts)

@@ -451,7 +451,7 @@ class _JoinMerge:
         need the target: a deletion-vector table (no change feed), no target row matching twice, and
         the clauses exactly one unconditional WHEN MATCHED update and one unconditional WHEN NOT
         MATCHED insert of the same values (an upsert whose source has every column); else None."""
-        from ..commands.merge_clauses import MATCHED, NOT_MATCHED
+        from ..merge_clauses import MATCHED, NOT_MATCHED
 
         clauses = self.clauses
         if not (self.deletion_vectors and self.unique_matches) or self.change_data or len(clauses) != 2:

@@ -28,38 +28,29 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 
 import pyarrow as pa
 
 from ..actions import AddCDCFile, AddFile
-from ..writer import DEFAULT_ROW_GROUP_BYTES, DEFAULT_TARGET_FILE_SIZE, WriteSpec, write_batches
+from ..writer import (
+    DEFAULT_ROW_GROUP_BYTES,
+    DEFAULT_TARGET_FILE_SIZE,
+    WriteResult,
+    WriteSpec,
+    adds_table,
+    write_batches,
+)
 from .session import collect_tasks, guard_executor
 
 __all__ = [
     "DEFAULT_ROW_GROUP_BYTES",
     "DEFAULT_TARGET_FILE_SIZE",
     "WriteSpec",
-    "WriteResult",
     "write_data_files",
     "conform_dataframe",
     "write_partition_batches",
 ]
 OUTPUT_SCHEMA = "add_json string, num_rows long"
-
-
-@dataclass
-class WriteResult:
-    """What a write job produced: the AddFile actions (not committed) and Delta's write metrics."""
-
-    adds: list
-    num_output_rows: int
-    num_output_bytes: int
-    write_time_ms: int
-
-    @property
-    def num_files(self) -> int:
-        return len(self.adds)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -222,7 +213,6 @@ def write_partition_batches(spec: WriteSpec, batches, *, task_id: int | None = N
 def inserted_changes(spark, snapshot, adds: list) -> list:
     """The change feed's files of the rows in ``adds`` (files just written, not committed), each
     row an ``insert``: read back from those files in Spark tasks and written as change files."""
-    import pyarrow as pa
     from pyspark.sql import functions as F
 
     from ..cdf import CHANGE_TYPE, INSERT
@@ -231,16 +221,7 @@ def inserted_changes(spark, snapshot, adds: list) -> list:
 
     if not adds:
         return []
-    files = pa.table(
-        {
-            "path": [a.path for a in adds],
-            "partition_values": pa.array(
-                [list((a.partition_values or {}).items()) for a in adds], pa.map_(pa.string(), pa.string())
-            ),
-            "size": pa.array([a.size for a in adds], pa.int64()),
-        }
-    )
-    rows = scan_files(spark, snapshot, files=files).df.withColumn(CHANGE_TYPE, F.lit(INSERT))
+    rows = scan_files(spark, snapshot, files=adds_table(adds)).df.withColumn(CHANGE_TYPE, F.lit(INSERT))
     return list(write_data_files(rows, table_write_spec(snapshot), change_data=True).adds)
 
 

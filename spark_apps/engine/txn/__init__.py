@@ -9,6 +9,7 @@ Public API::
     result = txn.commit(actions, operation_metrics={...})
 """
 
+from ..isolation import IsolationLevel, choose_isolation_level
 from .conflicts import (
     CallablePredicate,
     ConflictChecker,
@@ -20,7 +21,6 @@ from .conflicts import (
     check_winning_commit,
     to_read_predicate,
 )
-from .isolation import IsolationLevel, choose_isolation_level
 from .transaction import CommitResult, OptimisticTransaction
 
 __all__ = [

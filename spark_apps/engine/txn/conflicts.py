@@ -67,9 +67,9 @@ from ..errors import (
     MetadataChangedError,
     ProtocolChangedError,
 )
+from ..isolation import IsolationLevel
 from ..log.commit_read import read_commit
 from ..paths import confine_file_table
-from .isolation import IsolationLevel
 
 # --------------------------------------------------------------------------------------------
 # read predicates

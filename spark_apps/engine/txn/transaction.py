@@ -81,6 +81,7 @@ from ..errors import (
     LogCorruptedError,
 )
 from ..features import in_commit_timestamps_active
+from ..isolation import IsolationLevel, choose_isolation_level
 from ..log.file_actions import partition_keys_of
 from ..log.listing import commit_path, latest_version, log_dir_of
 from ..partitions import require_data_column
@@ -92,7 +93,6 @@ from .conflicts import (
     check_winning_commit,
     to_read_predicate,
 )
-from .isolation import IsolationLevel, choose_isolation_level
 
 log = logging.getLogger(__name__)
 
@@ -104,16 +104,11 @@ ENGINE_INFO = "airflow-delta-provider"
 def _engine_info() -> str:
     """``commitInfo.engineInfo`` (looked up once per process: the package metadata read costs ms)."""
     try:
-        from ..versions import __version__  # type: ignore[attr-defined]
+        from importlib.metadata import version
 
-        return f"{ENGINE_INFO}/{__version__}"
-    except Exception:
-        try:
-            from importlib.metadata import version
-
-            return f"{ENGINE_INFO}/{version('airflow-delta-provider')}"
-        except Exception:
-            return ENGINE_INFO
+        return f"{ENGINE_INFO}/{version('airflow-delta-provider')}"
+    except Exception:  # not installed as a distribution (the apps' zip on a cluster)
+        return ENGINE_INFO
 
 
 @dataclass

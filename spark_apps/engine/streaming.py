@@ -2,7 +2,7 @@
 
 Use with ``foreachBatch``::
 
-    from airflow_delta_provider_apps.engine.spark.sink import upsert_batches
+    from airflow_delta_provider_apps.engine.streaming import upsert_batches
 
     (spark.readStream.schema(schema).parquet("/landing/customers")
         .writeStream.option("checkpointLocation", "/chk/customers")
@@ -18,7 +18,7 @@ and the batch is skipped instead of applied twice.
 
 from __future__ import annotations
 
-from ..errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 __all__ = ["upsert_batches", "QUERY_ID_PROPERTY"]
 
@@ -38,7 +38,7 @@ def upsert_batches(table_uri: str, key_columns, *, dedupe_by: str | None = None,
         raise InvalidArgumentError("upsert_batches needs key columns", "key_columns is empty", "pass e.g. ['id']")
 
     def upsert_batch(batch_df, batch_id: int) -> dict:
-        from ..table import DeltaTable
+        from .table import DeltaTable
 
         spark = batch_df.sparkSession
         query_id = app_id or _query_id(spark)

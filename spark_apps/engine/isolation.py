@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
-from ..actions import AddCDCFile, AddFile, CommitInfo, RemoveFile
-from ..errors import InvalidArgumentError
+from .actions import AddCDCFile, AddFile, CommitInfo, RemoveFile
+from .errors import InvalidArgumentError
 
 
 class IsolationLevel(str, Enum):

@@ -1,0 +1,178 @@
+"""The data plane: the data work a command hands off, behind one interface (docs/design.md "The data
+plane").
+
+A command plans (reads the log, binds predicates, skips files, chooses what to rewrite) and commits;
+the rows themselves are read, joined and written by a :class:`DataPlane`:
+
+* :class:`InProcessPlane` (here) - this process: pyarrow and a thread pool; data is Arrow (a table,
+  record batches). No JVM.
+* ``SparkPlane`` (:mod:`.spark.plane`) - a SparkSession: the per-file work of the in-process plane in
+  Spark tasks when the files are not small, and Spark's own data plane (its Parquet scan, joins and
+  writer) for a MERGE whose source is over the collection cap; data is a DataFrame.
+
+Commands receive a plane and never import :mod:`.spark`; :class:`~.table.DeltaTable` chooses one
+(its SparkSession, or none). Every method leaves nothing committed: the files it writes are the
+command's to commit or discard.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .rewrite import FileOutcome, RewriteSpec
+    from .rewrite.merge import MergeOutcome, PreparedMerge
+    from .schema import StructType
+    from .writer import WriteResult, WriteSpec, WrittenFile
+
+__all__ = ["DataPlane", "InProcessPlane", "in_process_plane"]
+
+
+class DataPlane(Protocol):
+    """The data work of the commands (the names of delta-spark's and delta-rs's steps in brackets)."""
+
+    #: whether a MERGE may join the whole source with the table (else it runs file by file)
+    joins: bool
+
+    # -- data handed in by the caller (a DataFrame, Arrow data)
+    def held(self, data):
+        """``data`` in a form the plane may read more than once (Arrow batches or a reader as one
+        table; a DataFrame as it is)."""
+
+    def schema_of(self, data) -> StructType:
+        """The engine schema of ``data``."""
+
+    def conform(self, data, schema: StructType, *, keep: tuple = ()):
+        """``data`` with exactly ``schema``'s columns, order and types (``keep``: extra columns kept)."""
+
+    def write(self, data, spec: WriteSpec, *, change_data: bool = False) -> WriteResult:
+        """Write conformed ``data`` as new data files (or change data files): their AddFile actions
+        with stats, not committed."""
+
+    def inserted_changes(self, snapshot, adds: list) -> list:
+        """The change feed's files of the rows the data files ``adds`` hold (as inserts)."""
+
+    # -- the table's files
+    def rewrite_files(self, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome]:
+        """Probe ``files`` and rewrite the touched ones (DELETE, UPDATE, ``replace_where``): one
+        :class:`~.rewrite.FileOutcome` per file."""
+
+    def compact_bins(self, info: dict, bins: list[list[dict]], zorder_by: list[str]) -> list[WrittenFile]:
+        """OPTIMIZE: each bin's files read and written again (sorted by the Z-order key when asked)."""
+
+    # -- MERGE
+    def merge_source(self, source, plan, max_rows: int) -> pa.Table | None:
+        """The source as one Arrow table (columns ``__s<i>``) when it is small enough to merge file
+        by file (at most ``max_rows`` rows, and the plane's collection cap), else None."""
+
+    def deduplicated(self, source, key_columns: list[str], dedupe_by: str):
+        """``source`` with one row per key (the greatest ``dedupe_by``); NULL keys kept as they are."""
+
+    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None) -> tuple:
+        """``(materialised source, rows, key values for file skipping)`` of a source joined whole; with
+        ``unique`` ``(columns, names)`` its keys are checked unique in the same pass."""
+
+    def merge_by_file(self, prepared: PreparedMerge, candidates: pa.Table) -> MergeOutcome:
+        """MERGE with the collected source beside every candidate file."""
+
+    def merge_by_join(
+        self, snapshot, plan, source, candidates: pa.Table, num_source_rows: int, *, unique_matches: bool
+    ) -> MergeOutcome:
+        """MERGE as a join of the whole source with the candidate files (two phases)."""
+
+
+class InProcessPlane:
+    """This process: pyarrow, with a thread pool over files. Data is Arrow (a table, record batches,
+    a reader); a MERGE merges file by file (its source is held here whole)."""
+
+    joins = False
+
+    def held(self, data):
+        from .rewrite.merge import arrow_source
+
+        return arrow_source(data)
+
+    def schema_of(self, data) -> StructType:
+        from .rewrite.merge import arrow_source
+        from .schema import StructType
+
+        return StructType.from_arrow(arrow_source(data).schema)
+
+    def conform(self, data, schema: StructType, *, keep: tuple = ()):
+        import pyarrow as pa
+
+        from .conform import conform_arrow
+
+        batches = conform_arrow(schema, data)
+        return pa.Table.from_batches(batches, schema=batches[0].schema if batches else schema.to_arrow_schema())
+
+    def write(self, data, spec: WriteSpec, *, change_data: bool = False) -> WriteResult:
+        from .rewrite.merge import arrow_source
+        from .writer import WriteResult, write_batches
+
+        started = time.monotonic()
+        written = list(write_batches(spec, arrow_source(data).to_batches(), change_data=change_data))
+        return WriteResult.of(written, started)
+
+    def inserted_changes(self, snapshot, adds: list) -> list:
+        from .cdf import INSERT, change_rows
+        from .reader import read_files_batches
+        from .writer import adds_table, table_write_spec, write_batches
+
+        tables = read_files_batches(
+            snapshot.storage,
+            snapshot.table_root,
+            adds_table(adds),
+            snapshot.schema,
+            list(snapshot.metadata.partition_columns or []),
+            column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
+        )
+        batches = (b for t in tables for b in change_rows(t, INSERT).to_batches())
+        return [w.add for w in write_batches(table_write_spec(snapshot), batches, change_data=True)]
+
+    def rewrite_files(self, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome]:
+        from .rewrite import rewrite_files
+
+        return rewrite_files(spec, files)
+
+    def compact_bins(self, info: dict, bins: list[list[dict]], zorder_by: list[str]) -> list[WrittenFile]:
+        from .rewrite import compact_bin
+        from .threads import ThreadPool
+
+        with ThreadPool(max_workers=os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
+            return [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder_by), bins) for w in ws]
+
+    def merge_source(self, source, plan, max_rows: int) -> pa.Table:
+        from .rewrite.merge import arrow_source, prefixed
+
+        return prefixed(arrow_source(source), plan.source_schema)  # held here whatever its size
+
+    def deduplicated(self, source, key_columns: list[str], dedupe_by: str):
+        from .rewrite.merge import arrow_source, deduplicated_arrow
+
+        return deduplicated_arrow(arrow_source(source), key_columns, dedupe_by)
+
+    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None) -> tuple:
+        raise AssertionError("an in-process MERGE always merges file by file")  # merge_source never refuses
+
+    def merge_by_file(self, prepared: PreparedMerge, candidates: pa.Table) -> MergeOutcome:
+        from .rewrite.merge import execute_by_file
+
+        return execute_by_file(prepared, candidates)
+
+    def merge_by_join(
+        self, snapshot, plan, source, candidates: pa.Table, num_source_rows: int, *, unique_matches: bool
+    ) -> MergeOutcome:
+        raise AssertionError("an in-process MERGE always merges file by file")
+
+
+_IN_PROCESS = InProcessPlane()
+
+
+def in_process_plane() -> InProcessPlane:
+    """The in-process plane (stateless: one instance serves every command)."""
+    return _IN_PROCESS

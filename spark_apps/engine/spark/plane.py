@@ -1,0 +1,96 @@
+"""The Spark data plane (:class:`~..plane.DataPlane` over a SparkSession, classic or Connect).
+
+The per-file work (DELETE/UPDATE rewrites, OPTIMIZE's bins, MERGE file by file) runs as the
+in-process plane does, in this process when the files are small (:func:`..rewrite.in_process`),
+else in Spark tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`,
+:mod:`.merge`). Data handed in is a DataFrame: written by the core writer in tasks or by Spark's own
+writer (:mod:`.write`), and a MERGE whose source is over the collection cap runs on Spark's own
+scan, joins and writer (:func:`.merge.execute_merge`).
+"""
+
+from __future__ import annotations
+
+from ..plane import InProcessPlane
+
+__all__ = ["SparkPlane"]
+
+
+class SparkPlane:
+    """The data plane of one SparkSession."""
+
+    joins = True
+
+    def __init__(self, spark):
+        self.spark = spark
+        self._local = InProcessPlane()
+
+    def __repr__(self) -> str:
+        return f"SparkPlane({self.spark!r})"
+
+    def held(self, data):
+        return data
+
+    def schema_of(self, data):
+        from ..schema import parse_schema
+
+        return parse_schema(data.schema.jsonValue())
+
+    def conform(self, data, schema, *, keep: tuple = ()):
+        from .write import conform_dataframe
+
+        return conform_dataframe(data, schema.to_json(), keep=keep)
+
+    def write(self, data, spec, *, change_data: bool = False):
+        from .write import write_data_files
+
+        return write_data_files(data, spec, change_data=change_data)
+
+    def inserted_changes(self, snapshot, adds: list) -> list:
+        from .write import inserted_changes
+
+        return inserted_changes(self.spark, snapshot, adds)
+
+    def rewrite_files(self, spec, files):
+        from ..rewrite import in_process
+
+        if in_process(files):
+            return self._local.rewrite_files(spec, files)
+        from .rewrite import rewrite_files
+
+        return rewrite_files(self.spark, spec, files)
+
+    def compact_bins(self, info: dict, bins: list[list[dict]], zorder_by: list[str]) -> list:
+        from ..rewrite.common import IN_PROCESS_BYTES
+
+        if sum(f.get("size") or 0 for b in bins for f in b) <= IN_PROCESS_BYTES:  # as in_process(files)
+            return self._local.compact_bins(info, bins, zorder_by)
+        from .optimize import compact_bins
+
+        return compact_bins(self.spark, info, bins, zorder_by)
+
+    def merge_source(self, source, plan, max_rows: int):
+        from .merge import small_source
+
+        return small_source(source, plan, max_rows)
+
+    def deduplicated(self, source, key_columns: list[str], dedupe_by: str):
+        from .merge import deduplicated
+
+        return deduplicated(source, key_columns, dedupe_by)
+
+    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None) -> tuple:
+        from .merge import source_key_values
+
+        return source_key_values(self.spark, source, plan, keys, max_values, unique=unique)
+
+    def merge_by_file(self, prepared, candidates):
+        from .merge import execute_merge_by_file
+
+        return execute_merge_by_file(self.spark, prepared, candidates)
+
+    def merge_by_join(self, snapshot, plan, source, candidates, num_source_rows: int, *, unique_matches: bool):
+        from .merge import execute_merge
+
+        return execute_merge(
+            self.spark, snapshot, plan, source, candidates, num_source_rows, unique_matches=unique_matches
+        )
