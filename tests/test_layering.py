@@ -360,6 +360,30 @@ def test_commands_reach_spark_only_through_the_plane():
     assert _violations(rule) == []
 
 
+def _transaction_reach_ins() -> list[str]:
+    found = []
+    for name, path in MODULES.items():
+        if not _within(name, f"{ENGINE}.commands") or name == f"{ENGINE}.commands.base":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "txn":
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: .txn (go through the Command skeleton)")
+    return found
+
+
+def test_commands_change_the_commit_only_through_the_skeleton():
+    """The transaction is the skeleton's (commands/base.py): the commands set parameters, metadata and
+    protocol through its methods, so every command goes through the one pipeline."""
+    assert _transaction_reach_ins() == []
+
+
+def test_a_planted_transaction_reach_in_is_found(monkeypatch):
+    planted = REPO / "spark_apps" / "engine" / "commands" / "planted.py"
+    monkeypatch.setitem(MODULES, f"{ENGINE}.commands.planted", planted)
+    monkeypatch.setattr(Path, "read_text", _reading(planted, "def f(cmd):\n    cmd.txn.update_metadata(None)\n"))
+    assert any("planted.py:2" in f for f in _transaction_reach_ins())
+
+
 @pytest.mark.parametrize(
     "source, expected",
     [

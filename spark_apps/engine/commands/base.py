@@ -115,6 +115,29 @@ class Command:
         """The idempotent-write identity already committed: the command does nothing."""
         return self.txn.is_duplicate()
 
+    # ------------------------------------------------------------------ what the commit carries
+    def set_parameters(self, **parameters) -> None:
+        """Add to (or replace in) the commit's ``operationParameters``, once the plan knows them."""
+        self.txn.operation_parameters = {**self.txn.operation_parameters, **parameters}
+
+    def update_metadata(self, metadata) -> None:
+        """The commit changes the table's metadata (schema, properties) to ``metadata``."""
+        self.txn.update_metadata(metadata)
+
+    def update_protocol(self, protocol) -> None:
+        """The commit upgrades the table's protocol to ``protocol``."""
+        self.txn.update_protocol(protocol)
+
+    @property
+    def metadata(self):
+        """The metadata the commit writes (the snapshot's, or the one :meth:`update_metadata` set)."""
+        return self.txn.metadata
+
+    def app_version(self, app_id: str) -> int | None:
+        """The latest committed ``txn`` version of ``app_id`` (registered as read: a concurrent commit
+        of that application conflicts)."""
+        return self.txn.txn_version(app_id)
+
     # ------------------------------------------------------------------ reads
     def read_rows(self, predicate=None) -> None:
         """The command's outcome depends on the rows matching ``predicate`` (a bound expression of

@@ -114,7 +114,7 @@ class _Plan(Command):
         super().__init__(snapshot, operation, None, removes_rows=f"{operation} rows of", txn_options=txn_options)
         self.predicate = parse_predicate(predicate, self.schema) if predicate is not None else None
         self.predicate_sql = to_sql(self.predicate) if self.predicate is not None else None
-        self.txn.operation_parameters = {"predicate": json.dumps([self.predicate_sql] if self.predicate_sql else [])}
+        self.set_parameters(predicate=json.dumps([self.predicate_sql] if self.predicate_sql else []))
 
     def candidates(self, metrics) -> pa.Table:
         """Skip files and register the read on the transaction; fills the skipping metrics."""

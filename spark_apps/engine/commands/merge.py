@@ -47,7 +47,7 @@ from ..foreign import translated_methods
 from ..merge_clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, clause_problem, order_problem
 from ..plane import in_process_plane
 from ..progress import report
-from .base import Command, gate
+from .base import Command
 from .reads import reads_snapshot_files
 from .result import CommandResult, MergeMetrics
 
@@ -517,7 +517,6 @@ def merge(
     from ..writer import table_write_spec
     from .dml import kept_with_deletion_vectors, removes_for
 
-    gate(snapshot.protocol, snapshot.metadata, snapshot.table_root)
     plane = plane or in_process_plane()
     source = plane.held(source)  # read more than once below
     source_schema = plane.schema_of(source)
@@ -563,7 +562,7 @@ def merge(
         md = dataclasses.replace(
             snapshot.metadata, schema_string=target_schema.to_json_string(), configuration=configuration
         )
-        cmd.txn.update_metadata(md)
+        cmd.update_metadata(md)
     metrics = MergeMetrics()
     if cmd.duplicate:
         return cmd.skipped(metrics)

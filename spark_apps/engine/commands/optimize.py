@@ -272,9 +272,9 @@ def optimize(
     metrics = OptimizeMetrics(total_considered_files=files.num_rows, num_batches=len(bins))
     chosen_rows = sorted(i for b in bins for i in b)
     metrics.total_files_skipped = files.num_rows - len(chosen_rows)
-    cmd.txn.operation_parameters = {"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder)}
+    cmd.set_parameters(predicate=json.dumps(predicates), zOrderBy=json.dumps(zorder))
     if clustering:
-        cmd.txn.operation_parameters.update(zOrderBy="[]", clusterBy=json.dumps(clustering))
+        cmd.set_parameters(zOrderBy="[]", clusterBy=json.dumps(clustering))
     fields["bins"] = len(bins)
     if not bins:
         return cmd.unchanged(metrics, fields=fields)

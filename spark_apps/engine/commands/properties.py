@@ -69,9 +69,9 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     md = dataclasses.replace(snapshot.metadata, configuration=configuration)
     if schema is not snapshot.schema:
         md = dataclasses.replace(md, schema_string=schema.to_json_string())
-    cmd.txn.update_metadata(md)
+    cmd.update_metadata(md)
     if protocol != snapshot.protocol:
-        cmd.txn.update_protocol(protocol)
+        cmd.update_protocol(protocol)
     readds = row_tracking.backfill(snapshot, protocol, md)
     if readds:  # any concurrent add would land without row ids: it conflicts
         cmd.read_rows(None)
@@ -114,7 +114,7 @@ def cluster_by(snapshot, columns, **txn_options) -> CommandResult:
         return cmd.unchanged(None, fields=fields)
     protocol = features.upgraded_protocol(snapshot.protocol, ["domainMetadata", "clustering"])
     if protocol != snapshot.protocol:
-        cmd.txn.update_protocol(protocol)
+        cmd.update_protocol(protocol)
     return cmd.commit([domain_action(resolved)], None, fields=fields)
 
 
@@ -150,9 +150,9 @@ def add_constraint(snapshot, name: str, expression: str, **txn_options) -> Comma
         )
     configuration = {**(snapshot.metadata.configuration or {}), key: expression}
     protocol = features.upgraded_protocol(snapshot.protocol, features.requested_features(configuration))
-    cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, configuration=configuration))
+    cmd.update_metadata(dataclasses.replace(snapshot.metadata, configuration=configuration))
     if protocol != snapshot.protocol:
-        cmd.txn.update_protocol(protocol)
+        cmd.update_protocol(protocol)
     return cmd.commit([], None, fields={**fields, "protocol": protocol.to_json()})
 
 
@@ -181,7 +181,7 @@ def drop_constraint(snapshot, name: str, *, if_exists: bool = False, **txn_optio
     configuration = {
         k: v for k, v in (snapshot.metadata.configuration or {}).items() if k.lower() != CONSTRAINT_PREFIX + short
     }
-    cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, configuration=configuration))
+    cmd.update_metadata(dataclasses.replace(snapshot.metadata, configuration=configuration))
     return cmd.commit([], None, fields=fields)
 
 
@@ -235,7 +235,7 @@ def rename_column(snapshot, column: str, new_name: str, **txn_options) -> Comman
     if cmd.duplicate:
         return cmd.skipped(None)
     md = dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string(), partition_columns=parts)
-    cmd.txn.update_metadata(md)
+    cmd.update_metadata(md)
     return cmd.commit([], None, fields={"column": column, "new_name": new_name})
 
 
@@ -257,7 +257,7 @@ def drop_column(snapshot, column: str, **txn_options) -> CommandResult:
     cmd = Command(snapshot, "DROP COLUMNS", {"columns": json.dumps([column])}, txn_options=txn_options)
     if cmd.duplicate:
         return cmd.skipped(None)
-    cmd.txn.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string()))
+    cmd.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string()))
     return cmd.commit([], None, fields={"column": column})
 
 
@@ -310,7 +310,7 @@ def change_column_type(snapshot, column: str, new_type, **txn_options) -> Comman
     if cmd.duplicate:
         return cmd.skipped(None, fields=fields)
     md = dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string(), configuration=configuration)
-    cmd.txn.update_metadata(md)
+    cmd.update_metadata(md)
     if protocol != snapshot.protocol:
-        cmd.txn.update_protocol(protocol)
+        cmd.update_protocol(protocol)
     return cmd.commit([], None, fields=fields)

@@ -103,17 +103,16 @@ def restore(
             )
     if not to_add.num_rows and not to_remove.num_rows and target.metadata == snapshot.metadata:
         return cmd.unchanged(metrics, fields=fields)
-    txn = cmd.txn
-    txn.operation_parameters = params  # known only now (the version a timestamp resolves to)
+    cmd.set_parameters(**params)  # known only now (the version a timestamp resolves to)
     cmd.read_rows(None)
     if target.metadata != snapshot.metadata:
         from ..identity import kept_high_water_marks
 
         # identity values handed out since stay handed out: the current high water marks are kept
-        txn.update_metadata(kept_high_water_marks(target.metadata, snapshot.metadata))
+        cmd.update_metadata(kept_high_water_marks(target.metadata, snapshot.metadata))
     new, old = snapshot.protocol, target.protocol
     if (old.min_reader_version, old.min_writer_version) > (new.min_reader_version, new.min_writer_version):
-        txn.update_protocol(
+        cmd.update_protocol(
             Protocol(
                 max(old.min_reader_version, new.min_reader_version), max(old.min_writer_version, new.min_writer_version)
             )

@@ -86,7 +86,7 @@ def write_files(
     return plane.write(df, spec)
 
 
-def _evolve(txn, snapshot, data_schema, merge_schema: bool):
+def _evolve(cmd, snapshot, data_schema, merge_schema: bool):
     """The schema the data is written in: the table's, or with ``merge_schema`` the merged one, whose
     new metadata then goes into the same commit. Raises SchemaMismatchError before anything is written."""
     import dataclasses
@@ -101,7 +101,7 @@ def _evolve(txn, snapshot, data_schema, merge_schema: bool):
     if merged is not snapshot.schema and merged != snapshot.schema:
         merged, conf = assign(merged, dict(snapshot.metadata.configuration or {}))  # new columns' ids
         md = dataclasses.replace(snapshot.metadata, schema_string=merged.to_json_string(), configuration=conf)
-        txn.update_metadata(md)
+        cmd.update_metadata(md)
     return merged
 
 
@@ -184,7 +184,7 @@ def replaced_output(cmd: Command, app_id: str) -> tuple[list, int | None]:
     from .dml import removes_for
 
     snapshot = cmd.snapshot
-    prior = cmd.txn.txn_version(app_id)
+    prior = cmd.app_version(app_id)
     if prior is None:
         return [], None
     storage = snapshot.storage
@@ -249,7 +249,7 @@ def append(
         in the same commit (:func:`replaced_output`): a re-run of a task holds one copy of its rows
     """
     cmd = _open_append(table, app_id, app_version, user_metadata, watermark)
-    snapshot, txn = cmd.snapshot, cmd.txn
+    snapshot = cmd.snapshot
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if cmd.duplicate:
         return cmd.skipped(WriteMetrics())
@@ -261,9 +261,9 @@ def append(
     if on_rerun == "replace" and app_id is not None:
         removes, replaced = replaced_output(cmd, app_id)
         if replaced is not None:
-            txn.operation_parameters = {**txn.operation_parameters, "replacesVersion": replaced}
+            cmd.set_parameters(replacesVersion=replaced)
     plane = plane or in_process_plane()
-    table_schema = _evolve(txn, snapshot, plane.schema_of(df), merge_schema)
+    table_schema = _evolve(cmd, snapshot, plane.schema_of(df), merge_schema)
     prepared = prepare_dataframe(plane, df, table_schema, merge_schema=merge_schema)
     result = write_files(
         plane,
@@ -386,7 +386,6 @@ def overwrite(
         append_only_fix="append instead, or set delta.appendOnly=false first",
         txn_options=options,
     )
-    txn = cmd.txn
     plane = plane or in_process_plane()
     data_schema = plane.schema_of(df)
     if overwrite_schema:
@@ -410,7 +409,7 @@ def overwrite(
             "add the columns first (a merge_schema append or MERGE), then overwrite with replace_where",
         )
     if predicate is not None:
-        txn.operation_parameters = {**params, "predicate": json.dumps([to_sql(predicate)])}
+        cmd.set_parameters(predicate=json.dumps([to_sql(predicate)]))
     metrics = OverwriteMetrics()
     if cmd.duplicate:
         return cmd.skipped(metrics)
@@ -419,11 +418,11 @@ def overwrite(
             md = dataclasses.replace(
                 snapshot.metadata, schema_string=new_schema.to_json_string(), configuration=mapped_conf
             )
-            txn.update_metadata(md)
+            cmd.update_metadata(md)
         table_schema = new_schema
         prepared = plane.conform(df, table_schema)
     else:
-        table_schema = _evolve(txn, snapshot, data_schema, merge_schema)
+        table_schema = _evolve(cmd, snapshot, data_schema, merge_schema)
         prepared = prepare_dataframe(plane, df, table_schema, merge_schema=merge_schema)
     written = write_files(
         plane,
