@@ -19,6 +19,9 @@ __all__ = [
     "IN_PROCESS_BYTES",
     "in_process",
     "FileOutcome",
+    "task_schema",
+    "to_task_row",
+    "from_task_row",
     "RewriteRecord",
     "record_outcomes",
     "notify",
@@ -79,6 +82,26 @@ class FileOutcome:
     #: the change data feed's files written for this file's changed rows (AddCDCFile in ``add``)
     changes: list[WrittenFile] = field(default_factory=list)
 
+    #: the counts a per-file task reports (:func:`to_task_row`)
+    TASK_COUNTS = (
+        "num_rows",
+        "num_matched",
+        "probe_ms",
+        "rewrite_ms",
+        "read_ms",
+        "eval_ms",
+        "write_ms",
+        "reads",
+        "discarded",
+    )
+    TASK_EXTRA = (("one_pass", pa.bool_()),)
+
+    def task_extra(self) -> dict:
+        return {"one_pass": self.one_pass}
+
+    def from_task_extra(self, row: dict) -> None:
+        self.one_pass = bool(row["one_pass"])
+
     @property
     def touched(self) -> bool:
         return self.num_matched > 0
@@ -91,6 +114,68 @@ class FileOutcome:
     @property
     def num_written_rows(self) -> int:
         return sum(w.num_rows for w in self.written)
+
+
+# ---------------------------------------------------------------------------------------------
+# an outcome as one row of a per-file task's output (the Spark plane ships them back as such)
+
+#: what every outcome reports of its file, before its kind's own counts (``TASK_COUNTS``)
+_FILE_FIELDS = [
+    ("path", pa.string()),
+    ("written", pa.string()),
+    ("changes", pa.string()),
+    ("dv", pa.string()),
+    ("fully_deleted", pa.bool_()),
+]
+
+
+def task_schema(cls) -> pa.Schema:
+    """The output row of a per-file task reporting ``cls`` outcomes: the file's fields, then the
+    class's ``TASK_COUNTS`` (integers) and ``TASK_EXTRA`` (its own fields, e.g. merge's matches)."""
+    return pa.schema([*_FILE_FIELDS, *((c, pa.int64()) for c in cls.TASK_COUNTS), *cls.TASK_EXTRA])
+
+
+def _files_json(written: list) -> str:
+    import json
+
+    return json.dumps([[w.add.to_json(), w.num_rows] for w in written], separators=(",", ":"))
+
+
+def _files_from_json(text: str | None, action) -> list:
+    import json
+
+    return [WrittenFile(action.from_json(a), int(k)) for a, k in json.loads(text or "[]")]
+
+
+def to_task_row(o) -> dict:
+    """Outcome ``o`` as its task's output row (:func:`task_schema` of its class)."""
+    import json
+
+    row = {
+        "path": o.path,
+        "written": _files_json(o.written),
+        "changes": _files_json(o.changes),
+        "dv": json.dumps(o.deletion_vector) if o.deletion_vector is not None else None,
+        "fully_deleted": o.fully_deleted,
+    }
+    row.update({c: int(getattr(o, c)) for c in type(o).TASK_COUNTS})
+    row.update(o.task_extra())
+    return row
+
+
+def from_task_row(cls, row: dict):
+    """The outcome (of class ``cls``) a task's output row reports (:func:`to_task_row`)."""
+    import json
+
+    from ..actions import AddCDCFile, AddFile
+
+    o = cls(row["path"], **{c: int(row[c] or 0) for c in cls.TASK_COUNTS})
+    o.written = _files_from_json(row["written"], AddFile)
+    o.changes = _files_from_json(row["changes"], AddCDCFile)
+    o.deletion_vector = json.loads(row["dv"]) if row["dv"] else None
+    o.fully_deleted = bool(row["fully_deleted"])
+    o.from_task_extra(row)
+    return o
 
 
 # ---------------------------------------------------------------------------------------------

@@ -159,6 +159,22 @@ class MergeFileOutcome:
     #: the change data feed's files of the file's changed rows
     changes: list[WrittenFile] = field(default_factory=list)
 
+    #: what a per-file task reports (:func:`.common.to_task_row`)
+    TASK_COUNTS = ("num_rows", "changed", "probe_ms", "rewrite_ms")
+    TASK_EXTRA = (("clause_rows", pa.string()), ("matched", pa.binary()))
+
+    def task_extra(self) -> dict:
+        import json
+
+        clause_rows = json.dumps({str(k): int(v) for k, v in self.clause_rows.items()})
+        return {"clause_rows": clause_rows, "matched": self.matched_source.astype("int64").tobytes()}
+
+    def from_task_extra(self, row: dict) -> None:
+        import json
+
+        self.clause_rows = {int(i): int(k) for i, k in json.loads(row["clause_rows"]).items()}
+        self.matched_source = np.frombuffer(row["matched"], dtype=np.int64)
+
     @property
     def touched(self) -> bool:
         return self.changed > 0

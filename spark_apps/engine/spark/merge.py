@@ -810,11 +810,6 @@ def mark_file(table, old_vectors: dict, table_root: str):
 # --------------------------------------------------------------------------------------------------
 # file by file (a small source shipped to the tasks; see engine/rewrite/merge.py)
 
-_FILE_OUTPUT = (
-    "path string, written string, clause_rows string, matched binary, num_rows long, changed long, "
-    "probe_ms long, rewrite_ms long, dv string, fully_deleted boolean, changes string"
-)
-
 
 def small_source(source, plan, max_rows: int):
     """The source as one Arrow table (columns ``__s<i>``, the source schema's Arrow types), read once,
@@ -916,100 +911,34 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
 def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
     """:func:`..rewrite.merge.merge_file` over the candidates in Spark tasks (the source shipped as
     Arrow IPC in the task closure, which PySpark broadcasts when large)."""
-    import json
+    import functools
 
-    import numpy as np
     import pyarrow as pa
 
-    from ..actions import AddCDCFile, AddFile
     from ..rewrite.merge import MergeFileOutcome
-    from ..writer import WrittenFile
-    from .rewrite import listing_for_tasks, task_slices
-    from .session import collect_tasks
+    from .rewrite import run_file_tasks
 
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, prepared.source.schema) as w:
         w.write_table(prepared.source)
-    payload = sink.getvalue().to_pybytes()
-    listing = listing_for_tasks(candidates, min(candidates.num_rows, task_slices(spark)))
-    flags = dict(zip(candidates.column("path").to_pylist(), likely))  # listing rows are in task order
-    listing = listing.append_column("likely", pa.array([flags[p] for p in listing.column("path").to_pylist()]))
-
-    def fn(batches, _spec=prepared.spec, _payload=payload):
-        from airflow_delta_provider_apps.engine.spark.merge import merge_task
-
-        return merge_task(_spec, _payload, batches)
-
-    rows = collect_tasks(spark.createDataFrame(listing), fn, _FILE_OUTPUT)
-    out = []
-    for r in rows:
-        o = MergeFileOutcome(r["path"], num_rows=r["num_rows"], changed=r["changed"])
-        o.clause_rows = {int(i): int(k) for i, k in json.loads(r["clause_rows"]).items()}
-        o.matched_source = np.frombuffer(r["matched"], dtype=np.int64)
-        o.written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]
-        o.changes = [WrittenFile(AddCDCFile.from_json(a), int(k)) for a, k in json.loads(r["changes"] or "[]")]
-        o.probe_ms, o.rewrite_ms = r["probe_ms"], r["rewrite_ms"]
-        o.deletion_vector = json.loads(r["dv"]) if r["dv"] else None
-        o.fully_deleted = bool(r["fully_deleted"])
-        out.append(o)
-    return out
+    worker = functools.partial(_FileMerger, prepared.spec, sink.getvalue().to_pybytes())
+    return run_file_tasks(spark, candidates, likely, worker, MergeFileOutcome)
 
 
-def merge_task(spec, payload: bytes, batches):
-    """Executor side: merge every file named in ``batches``; one output row per file."""
-    import json
+class _FileMerger:
+    """MERGE's per-file work in a task (:func:`..rewrite.merge.merge_file`), the source read once."""
 
-    import pyarrow as pa
+    def __init__(self, spec, payload: bytes):
+        import pyarrow as pa
 
-    from .rewrite import task_id_of
-    from .scan import _as_dict
-    from .session import guard_executor
+        from ..rewrite.merge import PreparedMerge
 
-    schema = pa.schema(
-        [
-            ("path", pa.string()),
-            ("written", pa.string()),
-            ("clause_rows", pa.string()),
-            ("matched", pa.binary()),
-            ("num_rows", pa.int64()),
-            ("changed", pa.int64()),
-            ("probe_ms", pa.int64()),
-            ("rewrite_ms", pa.int64()),
-            ("dv", pa.string()),
-            ("fully_deleted", pa.bool_()),
-            ("changes", pa.string()),
-        ]
-    )
+        self.prepared = PreparedMerge(spec, pa.ipc.open_stream(payload).read_all())
+        self.table_uri = spec.write.table_uri
 
-    def run():
-        from ..rewrite.merge import PreparedMerge, merge_file
-        from ..storage import storage_for
+    def __call__(self, storage, path, partition_values, deletion_vector, likely, task_id):
+        from ..rewrite.merge import merge_file
 
-        source = pa.ipc.open_stream(payload).read_all()
-        prepared = PreparedMerge(spec, source)
-        storage = storage_for(spec.write.table_uri)
-        task = task_id_of()
-        for batch in batches:
-            names = batch.schema.names
-            paths = batch.column("path").to_pylist()
-            pvs = batch.column("partition_values").to_pylist()
-            dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
-            likely = batch.column("likely").to_pylist()
-            for path, pv, dv, lk in zip(paths, pvs, dvs, likely):
-                o = merge_file(prepared, storage, path, _as_dict(pv), dv, task_id=task, likely=bool(lk))
-                row = {
-                    "path": o.path,
-                    "written": json.dumps([[w.add.to_json(), w.num_rows] for w in o.written], separators=(",", ":")),
-                    "clause_rows": json.dumps({str(k): int(v) for k, v in o.clause_rows.items()}),
-                    "matched": o.matched_source.astype("int64").tobytes(),
-                    "num_rows": o.num_rows,
-                    "changed": o.changed,
-                    "probe_ms": o.probe_ms,
-                    "rewrite_ms": o.rewrite_ms,
-                    "dv": json.dumps(o.deletion_vector) if o.deletion_vector is not None else None,
-                    "fully_deleted": o.fully_deleted,
-                    "changes": json.dumps([[w.add.to_json(), w.num_rows] for w in o.changes], separators=(",", ":")),
-                }
-                yield pa.RecordBatch.from_pylist([row], schema=schema)
-
-    return guard_executor(run())
+        return merge_file(
+            self.prepared, storage, path, partition_values, deletion_vector, task_id=task_id, likely=likely
+        )

@@ -12,30 +12,20 @@ wrote, its time split), which the driver collects.
 
 from __future__ import annotations
 
-import json
+import functools
 import time
 
 import pyarrow as pa
 
-from ..actions import AddCDCFile, AddFile
 from ..rewrite import FileOutcome, RewriteSpec
-from ..writer import WrittenFile
+from ..rewrite.common import from_task_row, task_schema, to_task_row
 from .scan import _TASK_COLUMN, _as_dict, _default_parallelism, _files_table
 from .session import collect_tasks, guard_executor
 
-__all__ = ["rewrite_files"]
+__all__ = ["rewrite_files", "run_file_tasks"]
 
-_COUNTS = ("num_rows", "num_matched", "probe_ms", "rewrite_ms", "read_ms", "eval_ms", "write_ms", "reads", "discarded")
-_ARROW_OUTPUT = pa.schema(
-    [("path", pa.string()), ("written", pa.string()), ("one_pass", pa.bool_())]
-    + [("dv", pa.string()), ("fully_deleted", pa.bool_()), ("changes", pa.string())]
-    + [(c, pa.int64()) for c in _COUNTS]
-)
-OUTPUT_SCHEMA = (
-    "path string, written string, one_pass boolean, dv string, fully_deleted boolean, changes string, "
-    + ", ".join(f"{c} long" for c in _COUNTS)
-)
 _LIKELY = "likely"
+_DDL_TYPES = {pa.string(): "string", pa.bool_(): "boolean", pa.int64(): "long", pa.binary(): "binary"}
 
 
 def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome]:
@@ -47,31 +37,80 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
     if files.num_rows == 0:
         return []
     started = time.perf_counter_ns()
-    n_tasks = min(files.num_rows, task_slices(spark))
-    listing = listing_for_tasks(files, n_tasks)
     likely = likely_touched(
         files, parse_schema(spec.write.schema_json), list(spec.write.partition_columns), spec.predicate
     )
-    listing = listing.append_column(_LIKELY, pa.array(likely, pa.bool_()))
-
-    def fn(batches, _spec=spec):
-        from airflow_delta_provider_apps.engine.spark.rewrite import rewrite_task
-
-        return rewrite_task(_spec, batches)
-
-    rows = collect_tasks(spark.createDataFrame(listing), fn, OUTPUT_SCHEMA)
-    outcomes = []
-    for r in rows:
-        written = [WrittenFile(AddFile.from_json(a), int(k)) for a, k in json.loads(r["written"] or "[]")]
-        o = FileOutcome(r["path"], written=written, one_pass=bool(r["one_pass"]))
-        o.changes = [WrittenFile(AddCDCFile.from_json(a), int(k)) for a, k in json.loads(r["changes"] or "[]")]
-        o.deletion_vector = json.loads(r["dv"]) if r["dv"] else None
-        o.fully_deleted = bool(r["fully_deleted"])
-        for c in _COUNTS:
-            setattr(o, c, int(r[c] or 0))
-        outcomes.append(o)
+    outcomes = run_file_tasks(spark, files, likely, functools.partial(_Rewriter, spec), FileOutcome)
     notify(outcomes, (time.perf_counter_ns() - started) // 1_000_000)
     return outcomes
+
+
+def run_file_tasks(spark, files: pa.Table, likely: list[bool], worker, outcome_class) -> list:
+    """The per-file work of a command over ``files`` in Spark tasks, in ONE job: the files dealt to
+    the tasks by bytes (:func:`listing_for_tasks`), each with its plan flag (``likely``: rewrite in
+    one pass, else probe first). ``worker`` (picklable; called once per task, on the executor)
+    returns ``fn(storage, path, partition_values, deletion_vector, likely, task_id)`` giving the
+    file's outcome, an ``outcome_class`` shipped back as one row (:func:`..rewrite.common.to_task_row`)."""
+    listing = listing_for_tasks(files, min(files.num_rows, task_slices(spark)))
+    flags = dict(zip(files.column("path").to_pylist(), likely))  # listing rows are in task order
+    paths = listing.column("path").to_pylist()
+    listing = listing.append_column(_LIKELY, pa.array([bool(flags[p]) for p in paths], pa.bool_()))
+    schema = task_schema(outcome_class)
+    ddl = ", ".join(f"{f.name} {_DDL_TYPES[f.type]}" for f in schema)
+
+    def fn(batches, _worker=worker, _schema=schema):
+        from airflow_delta_provider_apps.engine.spark.rewrite import file_task
+
+        return file_task(_worker, _schema, batches)
+
+    rows = collect_tasks(spark.createDataFrame(listing), fn, ddl)
+    return [from_task_row(outcome_class, r.asDict()) for r in rows]
+
+
+def file_task(worker, schema: pa.Schema, batches):
+    """Executor side of :func:`run_file_tasks`: the worker over every file named in ``batches``, one
+    output row per file."""
+
+    def run():
+        from ..storage import storage_for
+
+        work = worker()
+        storage = storage_for(work.table_uri)
+        task = task_id_of()
+        for batch in batches:
+            names = batch.schema.names
+            paths = batch.column("path").to_pylist()
+            pvs = batch.column("partition_values").to_pylist()
+            dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
+            likely = batch.column(_LIKELY).to_pylist()
+            for path, pv, dv, lk in zip(paths, pvs, dvs, likely):
+                o = work(storage, path, _as_dict(pv), dv, bool(lk), task)
+                yield pa.RecordBatch.from_pylist([to_task_row(o)], schema=schema)
+
+    return guard_executor(run())
+
+
+class _Rewriter:
+    """DELETE/UPDATE's per-file work in a task (:func:`..rewrite.rewrite_file`), its bound plan built once."""
+
+    def __init__(self, spec: RewriteSpec):
+        from ..rewrite import Bound
+
+        self.spec, self.bound, self.table_uri = spec, Bound(spec), spec.write.table_uri
+
+    def __call__(self, storage, path, partition_values, deletion_vector, likely, task_id):
+        from ..rewrite import rewrite_file
+
+        return rewrite_file(
+            self.spec,
+            storage,
+            path,
+            partition_values,
+            deletion_vector,
+            task_id=task_id,
+            bound=self.bound,
+            likely=likely,
+        )
 
 
 def task_slices(spark) -> int:
@@ -125,33 +164,3 @@ def task_id_of() -> int:
         return tc.partitionId() if tc is not None else 0
     except Exception:  # not inside a Spark task
         return 0
-
-
-def rewrite_task(spec: RewriteSpec, batches):
-    """Executor side: rewrite every file named in ``batches``; yield one output row per file."""
-
-    def run():
-        from ..rewrite import Bound, rewrite_file
-        from ..storage import storage_for
-
-        storage = storage_for(spec.write.table_uri)
-        bound = Bound(spec)
-        task = task_id_of()
-        for batch in batches:
-            names = batch.schema.names
-            paths = batch.column("path").to_pylist()
-            pvs = batch.column("partition_values").to_pylist()
-            dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
-            likely = batch.column(_LIKELY).to_pylist() if _LIKELY in names else [False] * len(paths)
-            for path, pv, dv, lk in zip(paths, pvs, dvs, likely):
-                o = rewrite_file(spec, storage, path, _as_dict(pv), dv, task_id=task, bound=bound, likely=bool(lk))
-                row = {c: getattr(o, c) for c in _COUNTS}
-                row["path"] = o.path
-                row["one_pass"] = o.one_pass
-                row["dv"] = json.dumps(o.deletion_vector) if o.deletion_vector is not None else None
-                row["fully_deleted"] = o.fully_deleted
-                row["written"] = json.dumps([[w.add.to_json(), w.num_rows] for w in o.written], separators=(",", ":"))
-                row["changes"] = json.dumps([[w.add.to_json(), w.num_rows] for w in o.changes], separators=(",", ":"))
-                yield pa.RecordBatch.from_pylist([row], schema=_ARROW_OUTPUT)
-
-    return guard_executor(run())
