@@ -184,6 +184,25 @@ class MergeFileOutcome:
         return sum(w.num_rows for w in self.written)
 
 
+def first_firing(conditions: list[tuple[int, Any]], otherwise: int):
+    """Delta's clause order as one expression of the predicate model: the index of the first clause
+    whose condition is TRUE (a clause without one always fires), else ``otherwise``. ``conditions``:
+    ``(clause index, bound condition or None)`` in clause order. ``CASE WHEN c1 THEN i1 ... ELSE
+    otherwise END``: each condition sees only the rows no earlier clause took. Every data plane
+    evaluates this one tree (pyarrow here, Spark through :func:`..spark.columns.to_column`)."""
+    from ..schema.types import LONG
+
+    branches = []
+    for i, cond in conditions:
+        if cond is None:  # always fires: the clauses after it never do
+            otherwise = i
+            break
+        branches.append((cond, n.Literal(i, LONG)))
+    if not branches:
+        return n.Literal(otherwise, LONG)
+    return n.Case(tuple(branches), n.Literal(otherwise, LONG), LONG)
+
+
 def _as_array(value, length: int, t: pa.DataType) -> pa.Array:
     if isinstance(value, pa.ChunkedArray):
         value = value.combine_chunks()
@@ -378,24 +397,15 @@ class PreparedMerge:
     # ---- the clauses
 
     def first_firing(self, codes: list[int], data: pa.RecordBatch) -> np.ndarray:
-        """Per row of ``data``: the first clause of ``codes`` whose condition is TRUE, else -1. Each
-        condition sees only the rows no earlier clause took (as Spark's CASE WHEN)."""
-        from ..expr import true_mask
+        """Per row of ``data``: the first clause of ``codes`` whose condition is TRUE, else -1
+        (:func:`first_firing`, evaluated here)."""
+        from ..expr import evaluate
 
-        out = np.full(data.num_rows, -1, dtype=np.int64)
-        open_rows = np.arange(data.num_rows)
-        for i in codes:
-            if not len(open_rows):
-                break
-            cond = self.clauses[i][1]
-            if cond is None:
-                out[open_rows] = i
-                break
-            sub = data if len(open_rows) == data.num_rows else data.take(pa.array(open_rows))
-            hit = np.asarray(true_mask(cond, sub).to_numpy(zero_copy_only=False), dtype=bool)
-            out[open_rows[hit]] = i
-            open_rows = open_rows[~hit]
-        return out
+        if not codes or data.num_rows == 0:
+            return np.full(data.num_rows, -1, dtype=np.int64)
+        case = first_firing([(i, self.clauses[i][1]) for i in codes], -1)
+        got = _as_array(evaluate(case, data), data.num_rows, pa.int64())
+        return np.asarray(got.to_numpy(zero_copy_only=False), dtype=np.int64)
 
     def values(self, i: int, data: pa.RecordBatch | pa.Table, types: Mapping[str, pa.DataType]) -> dict:
         """Clause ``i``'s assignments evaluated on ``data`` (one row per row it sets), in ``types``."""

@@ -311,14 +311,13 @@ class _JoinMerge:
         )
         return src.join(target, self.on(), how).withColumn("__action", action)
 
-    def cond(self, i: int):
-        c = self.clauses[i].condition
-        return self._F.lit(True) if c is None else to_column(c, self.spell)
-
     def case(self, kind: str, otherwise: int):
-        """The first clause of ``kind`` whose condition holds, as its index; else ``otherwise``."""
-        F = self._F
-        return _first([(self.cond(i), F.lit(i)) for i in self.codes[kind]], F.lit(otherwise))
+        """The first clause of ``kind`` whose condition holds, as its index; else ``otherwise``
+        (:func:`..rewrite.merge.first_firing`, as a Column)."""
+        from ..rewrite.merge import first_firing
+
+        conditions = [(i, self.clauses[i].condition) for i in self.codes[kind]]
+        return to_column(first_firing(conditions, otherwise), self.spell)
 
     def on(self):
         return to_column(self.plan.on, self.spell)
