@@ -174,8 +174,13 @@ class DeltaTable:
         return v
 
     def detail(self) -> dict:
-        """The table's current state (see the module docstring for the keys)."""
-        return snapshot_detail(self.snapshot(), self.table_uri)
+        """The table's current state (see the module docstring for the keys); ``checksum`` says
+        whether the version's checksum file agrees with the replayed state (``ok``, ``mismatch: ...``,
+        or None without one: :func:`.log.checksum.verify`)."""
+        from .log.checksum import verify
+
+        snap = self.snapshot()
+        return {**snapshot_detail(snap, self.table_uri), "checksum": verify(snap)}
 
     def history(self, limit: int | None = None) -> list[dict]:
         """commitInfo of each version, newest first (``limit`` newest only)."""

@@ -803,8 +803,20 @@ class OptimisticTransaction:
         )
         self.committed = result
         if self.post_commit_enabled:
+            if version == self.read_version + 1:  # the state is the read one plus ours: its checksum
+                self._write_checksum(version, written, ci)
             self._post_commit(result)
         return result
+
+    def _write_checksum(self, version: int, actions: list, commit_info: dict) -> None:
+        """``<version>.crc`` (:mod:`..log.checksum`); best effort, never raises."""
+        try:
+            from ..log.checksum import next_state, write_checksum
+
+            state = next_state(self.snapshot if self.read_version >= 0 else None, actions, commit_info)
+            write_checksum(self.storage, self.table_root, version, state)
+        except Exception as e:
+            log.warning("the checksum of version %s was not written: %s", version, e)
 
     def _winning_commit(self, version: int) -> WinningCommit:
         """A commit this transaction did not read; unreadable (cleaned up) is a retryable conflict."""

@@ -129,7 +129,9 @@ def test_crc_compactions_and_orphan_temp_files(tmp_path):
     assert f"{1:020d}.crc" not in names and f"{5:020d}.crc" not in names
     assert f"{1:020d}.{2:020d}.compacted.json" not in names and f"{4:020d}.{5:020d}.compacted.json" not in names
     assert f".{_commit(7)}.abc.tmp" not in names and ".young.tmp" in names
-    assert m["num_deleted_temp_files"] == 1 and m["num_deleted_checksums"] == 2
+    # every commit wrote its checksum: those of versions 0-5 (below the kept checkpoint) go, 6's stays
+    assert m["num_deleted_temp_files"] == 1 and m["num_deleted_checksums"] == 6
+    assert f"{6:020d}.crc" in names
     assert snapshot(root).version == 6
 
 
