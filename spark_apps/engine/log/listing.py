@@ -41,6 +41,7 @@ from ..storage import FileInfo, Storage
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 CLASSIC_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 MULTIPART_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+COMPACTED_RE = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 UUID_CHECKPOINT_RE = re.compile(
     r"^(\d{20})\.checkpoint\."
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.(json|parquet)$"
@@ -103,6 +104,16 @@ class Checkpoint:
         return [f.path for f in self.files]
 
 
+@dataclass(frozen=True)
+class Compaction:
+    """A log compaction file ``<start>.<end>.compacted.json``: the reconciled actions of commits
+    ``start..end`` (no commitInfo). ``file.version`` is ``end``: a replay reads it in their place."""
+
+    start: int
+    end: int
+    file: LogFile
+
+
 @dataclass
 class LogListing:
     """Everything recognised in ``_delta_log/``.
@@ -117,6 +128,7 @@ class LogListing:
     commits: list[LogFile] = field(default_factory=list)
     checkpoints: list[Checkpoint] = field(default_factory=list)
     last_checkpoint: dict | None = None
+    compactions: list[Compaction] = field(default_factory=list)
 
     @property
     def commit_versions(self) -> list[int]:
@@ -192,9 +204,10 @@ class LogSegment:
         return self.checkpoint.version if self.checkpoint else None
 
 
-def _classify(files: list[FileInfo]) -> tuple[list[LogFile], list[Checkpoint]]:
+def _classify(files: list[FileInfo]) -> tuple[list[LogFile], list[Checkpoint], list[Compaction]]:
     commits: dict[int, LogFile] = {}
     checkpoints: list[Checkpoint] = []
+    compactions: list[Compaction] = []
     multipart: dict[tuple[int, int], dict[int, LogFile]] = {}
     for f in files:
         name = f.name
@@ -220,11 +233,17 @@ def _classify(files: list[FileInfo]) -> tuple[list[LogFile], list[Checkpoint]]:
         if m:
             v = int(m.group(1))
             checkpoints.append(Checkpoint(v, "uuid", m.group(3), (LogFile.of(v, f),)))
+            continue
+        m = COMPACTED_RE.match(name)
+        if m and int(m.group(1)) < int(m.group(2)):
+            start, end = int(m.group(1)), int(m.group(2))
+            compactions.append(Compaction(start, end, LogFile.of(end, f)))
     for (v, parts), got in multipart.items():
         if len(got) == parts:  # complete set only
             checkpoints.append(Checkpoint(v, "multipart", "parquet", tuple(got[i] for i in range(1, parts + 1))))
     checkpoints.sort(key=lambda c: (c.version, c.kind, c.files[0].name))
-    return [commits[v] for v in sorted(commits)], checkpoints
+    compactions.sort(key=lambda c: (c.start, c.end))
+    return [commits[v] for v in sorted(commits)], checkpoints, compactions
 
 
 def list_log(storage: Storage, table_root: str, *, read_hint: bool = True) -> LogListing:
@@ -235,7 +254,7 @@ def list_log(storage: Storage, table_root: str, *, read_hint: bool = True) -> Lo
     """
     log_dir = log_dir_of(storage, table_root)
     files = storage.list_dir(log_dir)
-    commits, checkpoints = _classify(files)
+    commits, checkpoints, compactions = _classify(files)
     if not commits and not checkpoints:
         raise TableNotFoundError(
             f"No Delta table at '{table_root}'",
@@ -249,7 +268,7 @@ def list_log(storage: Storage, table_root: str, *, read_hint: bool = True) -> Lo
         from .last_checkpoint import read_last_checkpoint
 
         hint = read_last_checkpoint(storage, log_dir)
-    return LogListing(table_root, log_dir, commits, checkpoints, hint)
+    return LogListing(table_root, log_dir, commits, checkpoints, hint, compactions)
 
 
 def latest_version(storage: Storage, table_root: str) -> int | None:
@@ -309,10 +328,27 @@ def select_segment(listing: LogListing, version: int | None = None) -> LogSegmen
             f"commit {missing[0]} ({commit_file_name(missing[0])}) is missing and no checkpoint covers it",
             "restore the missing commit or checkpoint files from a backup",
         )
-    return LogSegment(
-        listing.table_root,
-        listing.log_dir,
-        version,
-        cp,
-        tuple(idx[v][0] for v in needed),
-    )
+    return LogSegment(listing.table_root, listing.log_dir, version, cp, _with_compactions(listing, needed, idx))
+
+
+def _with_compactions(listing: LogListing, needed: range, idx: dict) -> tuple[LogFile, ...]:
+    """The files to replay for the commits ``needed``: each run of them that a compaction file covers
+    read as that one file (the widest from each start), the rest as the commits themselves. The last
+    commit is always read itself (its commitInfo is the snapshot's); every covered commit exists too
+    (a compaction only stands in for a log that is whole)."""
+    widest: dict[int, Compaction] = {}
+    for c in listing.compactions:
+        usable = needed.start <= c.start and c.end < needed.stop - 1
+        if usable and (c.start not in widest or c.end > widest[c.start].end):
+            widest[c.start] = c
+    out: list[LogFile] = []
+    v = needed.start
+    while v < needed.stop:
+        c = widest.get(v)
+        if c is not None:
+            out.append(c.file)
+            v = c.end + 1
+        else:
+            out.append(idx[v][0])
+            v += 1
+    return tuple(out)

@@ -127,6 +127,7 @@ def replay(
                 f"'{e.filename or (e.args[0] if e.args else e)}' was listed but is gone (log cleanup running?)",
                 "retry; if it persists, the log is damaged and must be restored",
             ) from None
+        datas = [_in_log_order(d) if c.name.endswith(".compacted.json") else d for c, d in zip(commits, datas)]
         _collect_json([(c.version, d) for c, d in zip(commits, datas)], coll, include_files=include_files)
     res = ReplayResult()
     # non-file actions, in log order (checkpoint ones first, then by line order)
@@ -159,6 +160,14 @@ def replay(
         )
     res.files, res.tombstones = _reconcile_files(coll.sources, partition_keys_of(res.metadata))
     return res
+
+
+def _in_log_order(data: bytes) -> bytes:
+    """A log compaction file's lines for a replay in which the last action of a key wins. The
+    protocol has one action per key in it (any order then replays alike); Databricks writes the
+    commits newest first without reconciling them, so the first action of a key is the newest: read
+    backwards, it is the last."""
+    return b"\n".join(reversed(data.splitlines()))
 
 
 #: a selection of rows that forms at most this many runs is taken as zero-copy slices

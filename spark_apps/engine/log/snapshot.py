@@ -294,7 +294,9 @@ def load_snapshot(
         # a broken/incomplete checkpoint: fall back to older checkpoints or the commits if possible
         remaining = [c for c in listing.checkpoints if c is not segment.checkpoint]
         while True:
-            fallback = LogListing(listing.table_root, listing.log_dir, listing.commits, remaining, None)
+            fallback = LogListing(
+                listing.table_root, listing.log_dir, listing.commits, remaining, None, listing.compactions
+            )
             try:
                 seg = select_segment(fallback, segment.version)
             except DeltaError:

@@ -840,7 +840,8 @@ class OptimisticTransaction:
 
     # ------------------------------------------------------------------ post-commit
     def _post_commit(self, result: CommitResult) -> None:
-        """Checkpoint every ``delta.checkpointInterval`` versions, then expired-log cleanup.
+        """Checkpoint every ``delta.checkpointInterval`` versions, then expired-log cleanup; on a
+        table whose checkpoints are further apart, a log compaction every ``SPAN`` versions.
 
         Runs only after the commit file exists; an error is logged and recorded in the result,
         never raised (the commit has landed)."""
@@ -850,6 +851,10 @@ class OptimisticTransaction:
         except DeltaError as e:
             result.post_commit_error = str(e)
             return
+        from ..log.compaction import SPAN, compaction_due, write_compaction
+
+        if compaction_due(result.version, interval):  # checkpoints far apart: the span in one file
+            write_compaction(self.storage, self.table_root, result.version - SPAN + 1, result.version)
         if result.version == 0 or result.version % interval != 0:
             return
         try:
