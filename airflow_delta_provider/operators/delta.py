@@ -886,12 +886,12 @@ class DeltaDropColumnOperator(DeltaBaseOperator):
 
 
 class DeltaChangeColumnTypeOperator(DeltaBaseOperator):
-    """Widen a top-level column's type (``ALTER TABLE ... ALTER COLUMN ... TYPE``) as the Delta
-    protocol allows: metadata only, in the worker; enables type widening (``delta.typeChanges``,
-    the ``typeWidening`` feature), old files are read in the new type.
+    """Widen a column's type (``ALTER TABLE ... ALTER COLUMN ... TYPE``) as the Delta protocol
+    allows: metadata only, in the worker; enables type widening (``delta.typeChanges``, the
+    ``typeWidening`` feature), old files are read in the new type.
 
     :param table_uri: the table (templated).
-    :param column: the column to widen (templated).
+    :param column: the column to widen, or a struct field by its dotted path ``s.x`` (templated).
     :param new_type: its wider type, e.g. ``BIGINT`` (templated; checked at parse time).
     """
 

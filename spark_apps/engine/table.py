@@ -287,7 +287,7 @@ class DeltaTable:
         return drop_column(self.snapshot(), column, **txn_options).to_dict()
 
     def change_column_type(self, column: str, new_type, **txn_options) -> dict:
-        """Widen a top-level column's type (metadata only; the protocol's allowed widenings, see
+        """Widen a column's type, or a struct field's by its dotted path (metadata only; the protocol's allowed widenings, see
         :mod:`airflow_delta_provider_apps.engine.schema.widening`); enables type widening."""
         from .commands.properties import change_column_type
 

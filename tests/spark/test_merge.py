@@ -544,3 +544,22 @@ def test_merge_computes_generated_columns_and_checks_constraints(spark, tmp_path
     assert DeltaTable.for_path(spark, root).version() == version
     if execution != "join":  # (a failed Spark write job may leave its finished tasks' files: VACUUM's)
         assert set(glob.glob(f"{root}/**/*.parquet", recursive=True)) == files
+
+
+def test_an_upsert_copies_struct_array_and_map_columns(spark, tmp_path, execution):
+    """Whole nested columns are copied by update_all / insert_all, file by file and by join; on a
+    type-widening table with merge_schema a struct's field widens (its own ``delta.typeChanges``)."""
+    root = str(tmp_path / "t")
+    ddl = "id BIGINT, s STRUCT<x: INT, y: STRING>, a ARRAY<INT>, m MAP<STRING, INT>"
+    t = DeltaTable.create(spark, root, schema=ddl, properties={"delta.enableTypeWidening": "true"})
+    t.append(spark.createDataFrame([(1, (1, "a"), [1], {"k": 1}), (2, (2, "b"), [2, 2], None)], ddl))
+    src_ddl = "id BIGINT, s STRUCT<x: BIGINT, y: STRING>, a ARRAY<INT>, m MAP<STRING, INT>"
+    src = spark.createDataFrame([(2, (2**40, None), None, {"z": 26}), (3, None, [3], {})], src_ddl)
+    res = DeltaTable.for_path(spark, root).upsert(src, ["id"], merge_schema=True)
+    assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (1, 1)
+    got = {r["id"]: r.asDict(recursive=True) for r in DeltaTable.for_path(spark, root).to_df().collect()}
+    assert got[1] == {"id": 1, "s": {"x": 1, "y": "a"}, "a": [1], "m": {"k": 1}}
+    assert got[2] == {"id": 2, "s": {"x": 2**40, "y": None}, "a": None, "m": {"z": 26}}
+    assert got[3] == {"id": 3, "s": None, "a": [3], "m": {}}
+    x = DeltaTable.for_path(spark, root).snapshot().schema.field("s").type.field("x")
+    assert (x.type.to_json(), x.metadata["delta.typeChanges"]) == ("long", [{"fromType": "integer", "toType": "long"}])

@@ -247,19 +247,19 @@ def _check_clause_order(clauses: list[MergeClause]) -> None:
 def evolved_schema(target, source_schema, widen: frozenset = frozenset()):
     """``merge_schema=True``: the table's schema plus the source's columns it lacks (nullable, at the end),
     which ``*_all`` clauses then fill; rows that no clause sets get NULL there; a column of ``widen``
-    (:func:`..schema.widening.widenable`) whose source column has a wider type the protocol allows
-    takes that type (``delta.typeChanges``). ``target`` itself when the source brings nothing new."""
+    (:func:`..schema.widening.widenable`) takes its source column's wider types where the protocol
+    allows, in its nested struct fields too (``delta.typeChanges``). ``target`` itself when the source brings nothing new."""
     import dataclasses
 
     from ..schema import StructType
-    from ..schema.widening import is_widening, widened
+    from ..schema.widening import widened_to
 
     new = [dataclasses.replace(f, nullable=True) for f in source_schema.fields if target.find(f.name) is None]
     fields = list(target.fields)
     for i, f in enumerate(fields):
         s = source_schema.find(f.name)
-        if s is not None and f.name.lower() in widen and is_widening(f.type, s.type):
-            fields[i] = widened(f, s.type)
+        if s is not None and f.name.lower() in widen:
+            fields[i] = widened_to(f, s.type) or f
     if not new and fields == list(target.fields):
         return target
     return StructType(tuple(fields) + tuple(new))

@@ -261,8 +261,27 @@ def drop_column(snapshot, column: str, **txn_options) -> CommandResult:
     return cmd.commit([], None, fields={"column": column})
 
 
+def _field_path(schema, column: str) -> list:
+    """The fields from the top level down to ``column``: a top-level name, else a dotted path through
+    structs (``a.b.c``). KeyError naming what is missing."""
+    from ..schema.types import StructType
+
+    top = schema.find(column)
+    if top is not None:
+        return [top]
+    path, struct = [], schema
+    for part in column.split("."):
+        f = struct.find(part) if isinstance(struct, StructType) else None
+        if f is None:
+            raise KeyError(column)
+        path.append(f)
+        struct = f.type
+    return path
+
+
 def change_column_type(snapshot, column: str, new_type, **txn_options) -> CommandResult:
-    """ALTER COLUMN ``column`` TYPE ``new_type`` (a top-level column; type widening): metadata only.
+    """ALTER COLUMN ``column`` TYPE ``new_type`` (type widening; a top-level column, or a field nested in
+    structs named by its dotted path ``a.b``): metadata only.
     The schema gets the new type and a ``delta.typeChanges`` entry in the column's metadata, the
     table ``delta.enableTypeWidening=true`` and the ``typeWidening`` reader-writer feature; files
     keep the old type and are read in the new one. Partition columns are refused (the protocol
@@ -281,8 +300,9 @@ def change_column_type(snapshot, column: str, new_type, **txn_options) -> Comman
             "pass a type such as 'BIGINT', 'DOUBLE', 'DECIMAL(12,2)' or 'TIMESTAMP_NTZ'",
         )
     schema = snapshot.schema
-    fld = schema.field(column)
-    if fld.name.lower() in {p.lower() for p in snapshot.partition_columns}:
+    path = _field_path(schema, column)
+    fld = path[-1]
+    if len(path) == 1 and fld.name.lower() in {p.lower() for p in snapshot.partition_columns}:
         raise InvalidArgumentError(
             f"Cannot change the type of partition column '{fld.name}'",
             "this engine does not widen partition columns (their values live in the log as strings)",
@@ -296,17 +316,21 @@ def change_column_type(snapshot, column: str, new_type, **txn_options) -> Comman
             "pick a wider type, or rewrite the table (overwrite with overwrite_schema) for other changes",
         )
     changes = [*fld.metadata.get(TYPE_CHANGES_KEY, []), {"fromType": fld.type.to_json(), "toType": target.to_json()}]
-    widened = dataclasses.replace(fld, type=target, metadata={**fld.metadata, TYPE_CHANGES_KEY: changes})
-    schema = StructType(tuple(widened if f is fld else f for f in schema.fields))
+    new = dataclasses.replace(fld, type=target, metadata={**fld.metadata, TYPE_CHANGES_KEY: changes})
+    for parent in reversed(path[:-1]):  # each enclosing struct takes its changed field
+        members = tuple(new if f is path[path.index(parent) + 1] else f for f in parent.type.fields)
+        new = dataclasses.replace(parent, type=StructType(members))
+    schema = StructType(tuple(new if f is path[0] else f for f in schema.fields))
+    name = ".".join(f.name for f in path)
     configuration = {**(snapshot.metadata.configuration or {}), "delta.enableTypeWidening": "true"}
     protocol = features.upgraded_protocol(snapshot.protocol, ["typeWidening"])
     cmd = Command(
         snapshot,
         "CHANGE COLUMN",
-        {"columnName": fld.name, "newType": target.to_json()},
+        {"columnName": name, "newType": target.to_json()},
         txn_options=txn_options,
     )
-    fields = {"column": fld.name, "from_type": fld.type.to_json(), "to_type": target.to_json()}
+    fields = {"column": name, "from_type": fld.type.to_json(), "to_type": target.to_json()}
     if cmd.duplicate:
         return cmd.skipped(None, fields=fields)
     md = dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string(), configuration=configuration)

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 
 from ..errors import InvalidPredicateError
-from ..schema import DataType, DecimalType, PrimitiveType, StructType
+from ..schema import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructType
 from . import nodes as n
 from .literals import LexedText, UnterminatedString, extract_strings
 
@@ -263,9 +263,15 @@ def _parse_sql(text: str, what: str):
 
 def _bind(schema: StructType, text: str, what: str, relations: Mapping[str, StructType] | None = None) -> n.Expr:
     tree, lexed, lists = _parse_sql(text, what)
+    exp, top = _sqlglot()[0], tree
+    while isinstance(top, exp.Paren):
+        top = top.this
+    # a value that is a column as it is (SET s = source.s) may be a struct, an array or a map: it is
+    # copied, never computed on; anything else works on primitive columns
+    whole = what == "expression" and isinstance(top, (exp.Column, exp.Dot))
     try:
         with _recursion_room():
-            e = _Binder(schema, text, lexed, relations, lists).bind(tree)
+            e = _Binder(schema, text, lexed, relations, lists, whole_columns=whole).bind(tree)
     except RecursionError:
         raise _too_deep(text, what) from None
     if depth(e) > MAX_DEPTH:
@@ -441,11 +447,19 @@ def _can_store(src: DataType, dst: DataType) -> bool:
         return True
     if {src.name, dst.name} == {"timestamp", "timestamp_ntz"}:
         return True
+    if isinstance(src, StructType) and isinstance(dst, StructType):  # field by field, by position
+        return len(src.fields) == len(dst.fields) and all(
+            a.name.lower() == b.name.lower() and _can_store(a.type, b.type) for a, b in zip(src.fields, dst.fields)
+        )
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return _can_store(src.element_type, dst.element_type)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        return _can_store(src.key_type, dst.key_type) and _can_store(src.value_type, dst.value_type)
     return False
 
 
 def store_assign(value: n.Expr, target: DataType, where: str) -> n.Expr:
-    if value.type == target:
+    if value.type == target or value.type.simple_string() == target.simple_string():  # field metadata aside
         return value
     if isinstance(value, n.Literal):
         return cast_literal(value, target, where)
@@ -631,7 +645,10 @@ class _Binder:
         lexed: LexedText,
         relations: Mapping[str, StructType] | None = None,
         lists: Mapping[str, list[tuple[str, str, str, str]]] | None = None,
+        *,
+        whole_columns: bool = False,
     ):
+        self.whole_columns = whole_columns  # a nested-typed column may be the whole value
         self.schema = schema
         self.relations = dict(relations or {})
         self.text = _clip(text)
@@ -770,7 +787,7 @@ class _Binder:
                         "quote a column name that contains dots with backticks, e.g. `a.b`",
                     )
                 fields = field.type.fields
-        if not isinstance(field.type, (PrimitiveType, DecimalType)):
+        if not isinstance(field.type, (PrimitiveType, DecimalType)) and not self.whole_columns:
             raise _err(
                 f"Column '{'.'.join(path)}' of type {field.type.simple_string()} cannot be used in '{self.text}'",
                 "conditions work on primitive columns (nested struct fields included)",

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from .types import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
-from .widening import is_widening, widened
+from .widening import widened_to
 
 # --------------------------------------------------------------------------------------------
 # Write compatibility
@@ -75,7 +75,7 @@ def _compare_struct(
     widen: frozenset = frozenset(),
 ) -> None:
     """Append human-readable problems; with ``merged`` (a list) collect the merged fields; a column of
-    ``widen`` (top level) whose data type is a widening of the table's takes it."""
+    ``widen`` (top level) takes the data's wider types, its nested fields' too (:func:`.widening.widened_to`)."""
     data_by_low = {f.name.lower(): f for f in data.fields}
     table_low = {f.name.lower() for f in table.fields}
     for tf in table.fields:
@@ -92,16 +92,14 @@ def _compare_struct(
         md = tf.metadata or {}
         if "delta.identity.step" in md and str(md.get("delta.identity.allowExplicitInsert", "false")).lower() != "true":
             problems.append(f"column '{where}' is GENERATED ALWAYS AS IDENTITY: leave it out, the table assigns it")
+        if not path and tf.name.lower() in widen:  # the data's wider types (nested ones too) taken
+            tf = widened_to(tf, df.type) or tf
         new_type = tf.type
         if isinstance(tf.type, StructType) and isinstance(df.type, StructType):
             sub_merged: list | None = [] if merged is not None else None
             _compare_struct(tf.type, df.type, path + (tf.name,), problems, merge=merge, merged=sub_merged)
             if sub_merged is not None:
                 new_type = StructType(tuple(sub_merged))
-        elif not path and tf.name.lower() in widen and is_widening(tf.type, df.type):
-            if merged is not None:
-                merged.append(widened(tf, df.type))
-            continue
         elif not is_safe_upcast(df.type, tf.type):
             problems.append(
                 f"column '{where}' has type {df.type.simple_string()} in the data but "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .types import DecimalType, PrimitiveType
 
-__all__ = ["is_widening", "TYPE_CHANGES_KEY", "widenable", "widened"]
+__all__ = ["is_widening", "TYPE_CHANGES_KEY", "widenable", "widened", "widened_to"]
 
 TYPE_CHANGES_KEY = "delta.typeChanges"
 
@@ -44,10 +44,10 @@ def is_widening(from_type, to_type) -> bool:
 
 
 def widenable(schema, enabled: bool, partition_columns, merge_schema: bool) -> frozenset:
-    """The (lower-case) names of the top-level columns a write's data may widen: with
-    ``merge_schema`` on a table whose ``delta.enableTypeWidening`` is true (``enabled``), every
-    top-level column that is not a partition column (the protocol widens neither those nor, here,
-    nested fields)."""
+    """The (lower-case) names of the top-level columns a write's data may widen (with the fields
+    nested in their structs: :func:`widened_to`): with ``merge_schema`` on a table whose
+    ``delta.enableTypeWidening`` is true (``enabled``), every top-level column that is not a
+    partition column (their values live in the log as strings)."""
     if not merge_schema or not enabled:
         return frozenset()
     parts = {c.lower() for c in partition_columns or ()}
@@ -63,3 +63,25 @@ def widened(field, to_type):
         {"fromType": field.type.to_json(), "toType": to_type.to_json()},
     ]
     return dataclasses.replace(field, type=to_type, metadata={**(field.metadata or {}), TYPE_CHANGES_KEY: changes})
+
+
+def widened_to(field, data_type):
+    """``field`` widened as data of ``data_type`` needs: to ``data_type`` itself when that is a widening
+    of its type, or, in a struct, each nested field alike (each change recorded on the field it
+    changed); None when nothing widens. Array elements and map keys and values are not widened."""
+    import dataclasses
+
+    from .types import StructType
+
+    if is_widening(field.type, data_type):
+        return widened(field, data_type)
+    if isinstance(field.type, StructType) and isinstance(data_type, StructType):
+        out, changed = [], False
+        for f in field.type.fields:
+            d = data_type.find(f.name)
+            w = widened_to(f, d.type) if d is not None else None
+            out.append(w or f)
+            changed = changed or w is not None
+        if changed:
+            return dataclasses.replace(field, type=StructType(tuple(out)))
+    return None

@@ -106,3 +106,39 @@ def test_a_merge_without_spark_needs_keys_and_arrow_data(tmp_path):
     with pytest.raises(InvalidArgumentError, match="takes Arrow data"):
         t.merge([{"id": 1}], "target.id = source.id").when_matched_delete().execute()
     assert DeltaTable(None, root).version() == 1
+
+
+def test_upsert_and_update_copy_struct_array_and_map_columns(tmp_path):
+    """A value that is a whole nested column (``update_all`` / ``insert_all`` copy ``source.s``) is
+    copied as it is: MERGE and UPDATE on tables with struct, array and map columns."""
+    root = str(tmp_path / "t")
+    create_table(
+        root,
+        schema="id BIGINT, s STRUCT<x: INT, y: STRING>, a ARRAY<INT>, m MAP<STRING, INT>, t STRUCT<x: INT, y: STRING>",
+    )
+    sx = pa.struct([("x", pa.int32()), ("y", pa.string())])
+
+    def rows(data):
+        return pa.table(
+            {
+                "id": pa.array([r[0] for r in data], pa.int64()),
+                "s": pa.array([r[1] for r in data], sx),
+                "a": pa.array([r[2] for r in data], pa.list_(pa.int32())),
+                "m": pa.array([r[3] for r in data], pa.map_(pa.string(), pa.int32())),
+                "t": pa.array([None] * len(data), sx),
+            }
+        )
+
+    append_arrow(root, rows([(1, {"x": 1, "y": "a"}, [1], [("k", 1)]), (2, {"x": 2, "y": "b"}, [2, 2], None)]))
+    t = DeltaTable(None, root)
+    res = t.upsert(rows([(2, {"x": 20, "y": None}, None, [("z", 26)]), (3, None, [3], [])]), ["id"])
+    assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (1, 1)
+    t.update({"t": "s"}, "id <= 2")  # a struct column copied into another
+    got = {r["id"]: r for r in read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist()}
+    assert got[1] == {"id": 1, "s": {"x": 1, "y": "a"}, "a": [1], "m": [("k", 1)], "t": {"x": 1, "y": "a"}}
+    assert got[2] == {"id": 2, "s": {"x": 20, "y": None}, "a": None, "m": [("z", 26)], "t": {"x": 20, "y": None}}
+    assert got[3] == {"id": 3, "s": None, "a": [3], "m": [], "t": None}
+    theirs = {r["id"]: r for r in deltalake.DeltaTable(root).to_pyarrow_table().to_pylist()}
+    assert theirs == got
+    with pytest.raises(InvalidArgumentError, match="cannot be used"):  # conditions still need primitives
+        t.delete("s = s")

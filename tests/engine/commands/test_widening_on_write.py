@@ -68,3 +68,55 @@ def test_a_partition_column_is_never_widened(tmp_path):
     t.upsert(_source(p_type=pa.int64()), ["id"], merge_schema=True)
     schema = DeltaTable(None, root).snapshot().schema
     assert (schema.find("p").type.name, schema.find("v").type.name) == ("integer", "long")
+
+
+def _struct_table(root: str) -> DeltaTable:
+    props = {"delta.enableTypeWidening": "true"}
+    create_table(root, schema="id BIGINT, s STRUCT<x: INT, y: STRING>", properties=props)
+    s = pa.StructArray.from_arrays(
+        [pa.array([1, 2], pa.int32()), pa.array(["a", "b"])],
+        fields=[pa.field("x", pa.int32()), pa.field("y", pa.string())],
+    )
+    append_arrow(root, pa.table({"id": pa.array([1, 2], pa.int64()), "s": s}))
+    return DeltaTable(None, root)
+
+
+def test_an_upsert_widens_a_field_nested_in_a_struct(tmp_path):
+    """The source's ``s.x`` is BIGINT: with merge_schema the nested field widens (its own
+    ``delta.typeChanges``), the old file's values read as BIGINT, the new value past INT's range kept."""
+    root = str(tmp_path / "t")
+    t = _struct_table(root)
+    s = pa.StructArray.from_arrays(
+        [pa.array([2**40, 3], pa.int64()), pa.array(["B", "c"])],
+        fields=[pa.field("x", pa.int64()), pa.field("y", pa.string())],
+    )
+    t.upsert(pa.table({"id": pa.array([2, 3], pa.int64()), "s": s}), ["id"], merge_schema=True)
+    snap = DeltaTable(None, root).snapshot()
+    x = snap.schema.field("s").type.field("x")
+    assert x.type.to_json() == "long"
+    assert x.metadata["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
+    assert snap.schema.field("s").metadata.get("delta.typeChanges") is None  # recorded on the field it changed
+    got = sorted(read_snapshot_table(snap).to_pylist(), key=lambda r: r["id"])
+    assert got == [
+        {"id": 1, "s": {"x": 1, "y": "a"}},
+        {"id": 2, "s": {"x": 2**40, "y": "B"}},
+        {"id": 3, "s": {"x": 3, "y": "c"}},
+    ]
+    assert snap.protocol.min_writer_version == 7 and "typeWidening" in snap.protocol.writer_features
+
+
+def test_a_nested_field_widened_by_its_path_and_a_narrowing_refused(tmp_path):
+    root = str(tmp_path / "t")
+    t = _struct_table(root)
+    res = t.change_column_type("s.x", "BIGINT")
+    assert res["column"] == "s.x"
+    x = DeltaTable(None, root).snapshot().schema.field("s").type.field("x")
+    assert (x.type.to_json(), x.metadata["delta.typeChanges"]) == ("long", [{"fromType": "integer", "toType": "long"}])
+    rows = read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist()
+    assert sorted(r["s"]["x"] for r in rows) == [1, 2]
+    with pytest.raises(DeltaError, match="only the protocol's type widenings"):
+        t.change_column_type("s.y", "INT")
+    version = DeltaTable(None, root).version()
+    with pytest.raises(DeltaError):
+        t.change_column_type("s.nope", "BIGINT")
+    assert DeltaTable(None, root).version() == version
