@@ -286,7 +286,7 @@ def create_table(
         from .write import prepare_dataframe, write_files
 
         plane = plane or in_process_plane()
-        df = prepare_dataframe(plane, source_df, delta_schema)
+        df = prepare_dataframe(plane, plane.held(source_df), delta_schema)
         result = write_files(
             plane, df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
         )

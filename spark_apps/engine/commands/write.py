@@ -116,10 +116,11 @@ def write(
     target_file_size: int | None = None,
     plane=None,
 ) -> CommandResult:
-    """Write ``df`` to the table: ``mode="append"`` or ``"overwrite"`` (full; see :func:`overwrite` for the rest).
+    """Write ``df`` to the table on ``plane`` (:mod:`..plane`; None: this process): ``mode="append"`` or
+    ``"overwrite"`` (full; see :func:`overwrite` for the rest).
 
     :param table_uri: the table location
-    :param df: a pyspark DataFrame
+    :param df: the rows: a pyspark DataFrame on Spark's plane, Arrow data on the in-process one
     :param mode: ``append`` or ``overwrite``
     :param app_id: SetTransaction application id for an idempotent write (with ``app_version``)
     :param app_version: SetTransaction version; a version already committed for ``app_id`` is skipped
@@ -263,6 +264,7 @@ def append(
         if replaced is not None:
             cmd.set_parameters(replacesVersion=replaced)
     plane = plane or in_process_plane()
+    df = plane.held(df)  # read more than once below (a reader or batches: held as one table)
     table_schema = _evolve(cmd, snapshot, plane.schema_of(df), merge_schema)
     prepared = prepare_dataframe(plane, df, table_schema, merge_schema=merge_schema)
     result = write_files(
@@ -387,6 +389,7 @@ def overwrite(
         txn_options=options,
     )
     plane = plane or in_process_plane()
+    df = plane.held(df)  # read more than once below
     data_schema = plane.schema_of(df)
     if overwrite_schema:
         missing = [c for c in partition_columns if data_schema.find(c) is None]

@@ -447,20 +447,39 @@ def _can_store(src: DataType, dst: DataType) -> bool:
         return True
     if {src.name, dst.name} == {"timestamp", "timestamp_ntz"}:
         return True
-    if isinstance(src, StructType) and isinstance(dst, StructType):  # field by field, by position
-        return len(src.fields) == len(dst.fields) and all(
-            a.name.lower() == b.name.lower() and _can_store(a.type, b.type) for a, b in zip(src.fields, dst.fields)
-        )
-    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
-        return _can_store(src.element_type, dst.element_type)
-    if isinstance(src, MapType) and isinstance(dst, MapType):
-        return _can_store(src.key_type, dst.key_type) and _can_store(src.value_type, dst.value_type)
     return False
 
 
+def _copies_into(src: DataType, dst: DataType) -> bool:
+    """A nested value (struct, array, map) of type ``src`` stored as it is in ``dst``: the same shape
+    and leaf types (field names equal, field metadata aside), and no NULL where ``dst`` forbids one.
+    Nested values are copied, never cast (a cast inside one is refused: cast it explicitly)."""
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        return len(src.fields) == len(dst.fields) and all(
+            a.name == b.name and (b.nullable or not a.nullable) and _copies_into(a.type, b.type)
+            for a, b in zip(src.fields, dst.fields)
+        )
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return (dst.contains_null or not src.contains_null) and _copies_into(src.element_type, dst.element_type)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        nulls_ok = dst.value_contains_null or not src.value_contains_null
+        return nulls_ok and _copies_into(src.key_type, dst.key_type) and _copies_into(src.value_type, dst.value_type)
+    return src == dst
+
+
 def store_assign(value: n.Expr, target: DataType, where: str) -> n.Expr:
-    if value.type == target or value.type.simple_string() == target.simple_string():  # field metadata aside
+    if value.type == target:
         return value
+    if isinstance(target, (StructType, ArrayType, MapType)) and not isinstance(value, n.Literal):
+        if _copies_into(value.type, target):
+            return value
+        raise _err(
+            f"Cannot assign a {value.type.simple_string()} to {where} of type {target.simple_string()}",
+            "a struct, array or map is copied as it is: its fields, their order, types and NOT NULLs must "
+            "match the column's",
+            "make the source's column match the table's (cast it there), or widen the table's column first "
+            "(change_column_type, or merge_schema on a type-widening table)",
+        )
     if isinstance(value, n.Literal):
         return cast_literal(value, target, where)
     if not _can_store(value.type, target):

@@ -720,12 +720,61 @@ def _merge_two_phase(job: _JoinMerge, candidates, started: float) -> MergeOutcom
             marked = (changed, touched, candidates)
         outcome = job.write(outputs, touched, per_action, scan_ms, changes, marked, rows=written)
         if inserted_count is not None:
-            n = int(inserted_count.get.get("n") or 0)
+            try:
+                n = _observed(inserted_count, "n")
+            except BaseException:  # the files written are never committed: deleted
+                _discard(job, [*outcome.adds, *outcome.changes])
+                raise
             per_action[codes["not_matched"][0]] = (n, n)
         return outcome
     finally:
         if persisted:
             joined.unpersist()
+
+
+#: how long the observed metrics of a finished write may take to arrive (they come with its end)
+OBSERVED_TIMEOUT_S = 120.0
+
+
+def _observed(observation, name: str) -> int:
+    """Metric ``name`` of an Observation whose write has finished. Classic pyspark's ``get`` waits
+    without a bound for metrics that never come: it runs in a daemon thread, and a wait past
+    :data:`OBSERVED_TIMEOUT_S` is a retryable error, never a hang."""
+    import threading
+
+    from ..errors import DeltaError
+
+    got: dict = {}
+
+    def wait():
+        try:
+            got["value"] = observation.get
+        except BaseException as e:  # handed to the caller
+            got["error"] = e
+
+    waiter = threading.Thread(target=wait, name="delta-observed-metrics", daemon=True)
+    waiter.start()
+    waiter.join(OBSERVED_TIMEOUT_S)
+    if "error" in got:
+        raise got["error"]
+    if "value" not in got:
+        late = DeltaError(
+            "Spark did not report the MERGE's inserted-row count",
+            f"the write finished, but its observed metrics did not arrive within {OBSERVED_TIMEOUT_S:.0f} s",
+            "retry the task (nothing was committed)",
+        )
+        late.retryable = True  # Spark's side, not the input's
+        raise late
+    return int(got["value"].get(name) or 0)
+
+
+def _discard(job: _JoinMerge, actions: list) -> None:
+    """Delete files this MERGE wrote and will not commit."""
+    from ..rewrite import FileOutcome, discard
+    from ..storage import storage_for
+
+    uri = job.snapshot.table_root
+    discard(storage_for(uri), uri, [FileOutcome("", written=_as_written(actions))])
 
 
 def _merge_source_rows(job: _JoinMerge, candidates, started: float) -> MergeOutcome:

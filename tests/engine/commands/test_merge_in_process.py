@@ -142,3 +142,39 @@ def test_upsert_and_update_copy_struct_array_and_map_columns(tmp_path):
     assert theirs == got
     with pytest.raises(InvalidArgumentError, match="cannot be used"):  # conditions still need primitives
         t.delete("s = s")
+
+
+def test_nested_values_that_do_not_copy_as_they_are_are_refused_before_anything_is_written(tmp_path):
+    """A nested value is copied, never cast: another leaf type, another field name or a NULL where
+    the column forbids one is a clear error at binding (Spark would cast or fail while writing)."""
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT, s STRUCT<x: BIGINT NOT NULL, y: STRING>")
+    sx = pa.struct([pa.field("x", pa.int64(), nullable=False), ("y", pa.string())])
+    append_arrow(root, pa.table({"id": pa.array([1], pa.int64()), "s": pa.array([{"x": 1, "y": "a"}], sx)}))
+    t = DeltaTable(None, root)
+    version = t.version()
+    for struct in (
+        pa.struct([pa.field("x", pa.int32(), nullable=False), ("y", pa.string())]),  # INT into BIGINT
+        pa.struct([pa.field("X", pa.int64(), nullable=False), ("y", pa.string())]),  # another name
+        pa.struct([pa.field("x", pa.int64()), ("y", pa.string())]),  # x may be NULL
+    ):
+        source = pa.table({"id": pa.array([1, 2], pa.int64()), "s": pa.array([{"x": 5, "y": "b"}] * 2, struct)})
+        with pytest.raises(InvalidArgumentError, match="is copied as it is"):
+            t.upsert(source, ["id"])
+    assert DeltaTable(None, root).version() == version
+
+
+def test_one_shot_arrow_inputs_are_read_once_by_append_overwrite_and_create(tmp_path):
+    """A RecordBatchReader (or a generator of batches) can be read only once: the in-process plane holds
+    it before the schema check, so the rows are written, never an empty commit."""
+    from airflow_delta_provider_apps.engine.commands.write import append, overwrite
+
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array([1, 2, 3], pa.int32())})
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT, v INT", source_df=rows.to_reader())
+    assert read_snapshot_table(DeltaTable(None, root).snapshot()).num_rows == 3
+    append(root, rows.to_reader())
+    append(root, iter(rows.to_batches()))
+    assert read_snapshot_table(DeltaTable(None, root).snapshot()).num_rows == 9
+    overwrite(DeltaTable(None, root).snapshot(), rows.slice(0, 1).to_reader())
+    assert read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist() == [{"id": 1, "v": 1}]
