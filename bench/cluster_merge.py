@@ -20,7 +20,8 @@ bench, without ``--big50``; ``--no-cluster-merge`` skips it there).
   compared between them: it should not grow with the source (the driver plans from the log's file
   list and commits; the rows stay in the executors).
 * **Memory** (MiB, ``VmHWM``, big_merge's ``Peaks``, reset at each upsert's start): the driver's
-  Python process, its JVM, and the executors: the largest sampled sum of the resident sets of
+  Python process, its JVM (and its used heap after a full GC at the upsert's end: what the driver
+  still holds, where the resident set mostly shows how far the JVM grew its heap), and the executors: the largest sampled sum of the resident sets of
   everything the workers started (executor JVMs and their Python workers); none for local[2], whose
   tasks run in the driver's JVM. **Phases**: the engine's progress reports
   (``engine.progress``) timestamped: ``commit s`` is from the last report (files rewritten) to the
@@ -70,6 +71,7 @@ FIELDS = [
     "strategy",
     "driver_python_mib",
     "driver_jvm_mib",
+    "driver_heap_mib",
     "executors_mib",
     "commit_s",
     "rows_ok",
@@ -236,13 +238,15 @@ def _driver(job: dict) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     spark.sparkContext.addPyFile(job["zip"])
     _wait_for_executors(spark, len(job["workers"]))
-    warm, first = Path(job["work"]) / "warm", job["runs"][0]
-    spark.read.parquet(first["source"]).limit(1000).write.mode("overwrite").parquet(str(warm / "source"))
-    _ours(spark, fresh_copy(first["target"], warm / "t"), str(warm / "source"))
+    # the warm-up on the small target (a 1000-row upsert into a big one rewrites every file)
+    warm = Path(job["work"]) / "warm"
+    spark.read.parquet(job["runs"][0]["source"]).limit(1000).write.mode("overwrite").parquet(str(warm / "source"))
+    _ours(spark, fresh_copy(job["warm_target"], warm / "t"), str(warm / "source"))
     shutil.rmtree(warm, ignore_errors=True)
     out = []
     for run in job["runs"]:
         table = fresh_copy(run["target"], Path(run["table"]))
+        load = os.getloadavg()[0]
         events: list[tuple[float, str]] = []
         with (
             ClusterPeaks(job["workers"]) as peaks,
@@ -251,10 +255,15 @@ def _driver(job: dict) -> dict:
             t0 = time.perf_counter()
             r = _ours(spark, table, run["source"])
             t1 = time.perf_counter()
+        jvm = spark.sparkContext._jvm  # what the driver's heap still holds after the run (a full GC first)
+        jvm.java.lang.System.gc()
+        heap = jvm.java.lang.Runtime.getRuntime().totalMemory() - jvm.java.lang.Runtime.getRuntime().freeMemory()
         out.append(
             {
                 **run,
                 "seconds": t1 - t0,
+                "driver_heap_mib": round(heap / MiB, 1),
+                "load": round(load, 2),
                 "strategy": r.get("strategy", ""),
                 "note": _ours_note(r),
                 "phases": " ".join(f"{p}@{t - t0:.1f}" for t, p in events),
@@ -269,10 +278,13 @@ def _driver(job: dict) -> dict:
     return {"runs": out}
 
 
-def run_config(name: str, master: str, workers: list[int], runs: list[dict], bundle: str, timeout: float) -> list[dict]:
-    """``runs`` in a fresh driver process on ``master``; then deltalake checks every result."""
+def run_config(
+    name: str, master: str, workers: list[int], runs: list[dict], common: dict, timeout: float
+) -> list[dict]:
+    """``runs`` in a fresh driver process on ``master``; then deltalake checks every result.
+    ``common``: the apps' zip and the warm-up's target."""
     work = WORK / name.replace(" ", "_").replace("[", "").replace("]", "")
-    job = {"name": name, "master": master, "workers": workers, "zip": bundle, "work": str(work)}
+    job = {"name": name, "master": master, "workers": workers, "work": str(work), **common}
     job["runs"] = [{**r, "table": str(work / f"t{i}")} for i, r in enumerate(runs)]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     m = run_measured(
@@ -280,7 +292,7 @@ def run_config(name: str, master: str, workers: list[int], runs: list[dict], bun
         env=env,
         cwd=str(REPO),
         timeout=timeout,
-        log_path=DATA / "logs" / f"cluster-{work.name}.log",
+        log_path=DATA / "logs" / f"cluster-{work.name}-{runs[0]['target_rows']}.log",
     )
     if m.status != "ok" or not m.result:
         shutil.rmtree(work, ignore_errors=True)
@@ -337,10 +349,16 @@ def summarize(samples: list[dict]) -> list[dict]:
                 "strategy": ok[-1]["strategy"] if ok else "",
                 "driver_python_mib": most("peak_python_mib"),
                 "driver_jvm_mib": most("peak_jvm_mib"),
+                "driver_heap_mib": most("driver_heap_mib"),
                 "executors_mib": most("executors_mib"),
                 "commit_s": statistics.median([s["commit_s"] for s in ok if s.get("commit_s") is not None] or [0]),
                 "rows_ok": bool(ok) and len(ok) == len(ss) and all(s["rows_ok"] for s in ok),
-                "note": (f"{ok[-1]['note']}; reports at s: {ok[-1]['phases']}" if ok else ss[-1].get("error", ""))
+                "note": (
+                    f"{ok[-1]['note']}; reports at s: {ok[-1]['phases']}; load average (1 min) at the start "
+                    + " / ".join(f"{s['load']:.1f}" for s in ok)
+                    if ok
+                    else ss[-1].get("error", "")
+                )
                 + "".join(f"; rows {s['checksums']} != {s['expected']}" for s in ok if not s["rows_ok"]),
             }
         )
@@ -354,39 +372,41 @@ def _f(x, nd: int = 0) -> str:
 def _findings(rows: list[dict]) -> str:
     """What the cluster changes, in sentences from the numbers."""
     by = {(r["configuration"], r["target_rows"], r["source_rows"]): r for r in rows if r["runs"]}
-    sizes = sorted({(t, s) for _c, t, s in by if t == min(t for _c, t, _s in by)})
+    target = min((t for _c, t, _s in by), default=0)
+    sizes = sorted({s for _c, t, s in by if t == target})
     if len(sizes) < 2:
         return ""
-    (target, small), (_, large) = sizes[0], sizes[-1]
-    clusters = [c for c in SHAPES if SHAPES[c] and (c, target, small) in by and (c, target, large) in by]
-    text = []
-    for c in clusters:
-        a, b = by[(c, target, small)], by[(c, target, large)]
-        text.append(
-            f"on {c}, a {large / small:.0f}x larger source moved the driver's Python peak from "
-            f"{_f(a['driver_python_mib'])} to {_f(b['driver_python_mib'])} MiB and its JVM's from "
-            f"{_f(a['driver_jvm_mib'])} to {_f(b['driver_jvm_mib'])} MiB, while the executors' went from "
-            f"{_f(a['executors_mib'])} to {_f(b['executors_mib'])} MiB"
-        )
-    big = [r for r in rows if r["target_rows"] > target and r["runs"]]
-    big_text = "".join(
-        f" The {r['source_rows']:,}-row source into {r['target_rows']:,} rows took {_f(r['seconds'], 1)} s on "
-        f"{r['configuration']} (driver Python {_f(r['driver_python_mib'])} MiB, JVM {_f(r['driver_jvm_mib'])} MiB"
-        + (f", executors {_f(r['executors_mib'])} MiB)." if r["executors_mib"] else ").")
-        for r in big
-    )
+    large = sizes[-1]
     times = ", ".join(
         f"{_f(by[(c, target, large)]['seconds'], 1)} s on {c}" for c in SHAPES if (c, target, large) in by
     )
+    driver = []
+    for r in sorted((r for r in rows if r["runs"] and SHAPES[r["configuration"]]), key=lambda r: r["source_rows"]):
+        driver.append(
+            f"{r['source_rows'] / 1e6:g}M into {r['target_rows'] / 1e6:g}M on {r['configuration']}: Python "
+            f"{_f(r['driver_python_mib'])}, JVM {_f(r['driver_jvm_mib'])} ({_f(r['driver_heap_mib'])} held after GC), "
+            f"executors {_f(r['executors_mib'])}"
+        )
+    on = [r for r in rows if r["runs"] and SHAPES[r["configuration"]]]
+
+    def span(key):
+        v = [r[key] for r in on if r[key] is not None]
+        return f"{_f(min(v))}-{_f(max(v))}" if v else "-"
+
+    biggest = max(r["target_rows"] for r in on) if on else 0
     ok = all(r["rows_ok"] for r in rows)
     return (
-        f"What the cluster changes: where the work runs, not how fast it is here. The {large:,}-row upsert took "
-        f"{times}: on 2 cores a cluster adds executor JVMs, a shuffle over loopback and task shipping on the "
-        "same two cores, so two 1-core workers cannot be expected to beat one 2-core worker or local[2]. The driver plans from "
-        "the log's file list and commits; the rows stay in the executors: "
-        + "; ".join(text)
-        + f".{big_text} So more workers (on more machines) would add cores where the rows are without adding to "
-        "the driver, which stays at its default 1g. "
+        f"What the cluster changes: where the rows are worked on, not the speed here. The {large:,}-row upsert "
+        f"took {times}; on 2 cores a cluster only adds executor JVMs, a shuffle over loopback and task shipping "
+        "to the same two cores, so neither shape can be expected to beat local[2], and the differences between the shapes "
+        "move with this machine's load (see the load averages in the notes). On the clusters the driver "
+        "plans from the log's file list and commits, and the rows stay in the executors (MiB: "
+        + "; ".join(driver)
+        + f"). Over every size on a cluster the driver's Python peaks at {span('driver_python_mib')} MiB; its JVM's "
+        f"resident set at {span('driver_jvm_mib')} MiB (a JVM grows its heap toward its 1g limit as garbage "
+        f"accrues) while what it holds after a full GC is {span('driver_heap_mib')} MiB; the default 1g driver "
+        f"ran a {biggest:,}-row target. More workers on more machines would add cores where the rows are, "
+        "without adding to the driver. "
         + (
             "Rows are right in every run (deltalake's checksums equal the expected ones)."
             if ok
@@ -413,21 +433,23 @@ def write(rows: list[dict], out: Path, reps: int, runtime: float, load0: float) 
         "in a fresh process: on local[2], and on a standalone master with one 2-core worker (6g) or two 1-core "
         "workers (3g each) started on loopback; default 1g driver and 1g executors, the apps shipped as a zip "
         "(`addPyFile`), the source always joined in Spark (`spark.airflowDelta.merge.maxSourceBytes=1`, so the "
-        f"sizes run the same plan), one warm-up upsert first. Seconds: median of {reps} (each on a fresh copy; "
+        f"sizes run the same plan), one 1000-row warm-up upsert into a 500k-row copy first. Seconds: median of {reps} (each on a fresh copy; "
         "the 50M-row target: one run). Peaks (MiB, each process's VmHWM reset at the upsert's start): the "
-        "driver's Python and JVM; *executors*: the largest sum of the resident sets of the executor JVMs and "
+        "driver's Python and JVM; *driver heap after GC*: the driver JVM's used heap after a full GC at the "
+        "upsert's end (what it still holds); *executors*: the largest sum of the resident sets of the executor JVMs and "
         "their Python workers (local[2]: -, its tasks run in the driver's JVM). "
         "*commit s*: from the engine's last progress report (files rewritten) to the upsert's return, driver "
         "only. *rows ok*: deltalake's row count, distinct ids and sum of n equal the expected ones.",
         "",
         "| configuration | target rows | source rows | time s | strategy | driver Python MiB | driver JVM MiB "
-        "| executors MiB | commit s | rows ok |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---|",
+        "| driver heap after GC MiB | executors MiB | commit s | rows ok |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         md.append(
             f"| {r['configuration']} | {r['target_rows']:,} | {r['source_rows']:,} | {_f(r['seconds'], 2)} | "
-            f"{r['strategy']} | {_f(r['driver_python_mib'])} | {_f(r['driver_jvm_mib'])} | {_f(r['executors_mib'])} | "
+            f"{r['strategy']} | {_f(r['driver_python_mib'])} | {_f(r['driver_jvm_mib'])} | {_f(r['driver_heap_mib'])} | "
+            f"{_f(r['executors_mib'])} | "
             f"{_f(r['commit_s'], 2)} | {'yes' if r['rows_ok'] else '**NO**'} |"
         )
     md += ["", _findings(rows), "", "Notes (the last run of each row):", ""]
@@ -460,12 +482,13 @@ def main(argv: list[str] | None = None) -> int:
     rows, small, large = (500_000, 50_000, 200_000) if a.quick else (5_000_000, 500_000, 2_000_000)
     _log("preparing the target and the sources (big_merge's cache) ...")
     main_runs = [r for n in (small, large) for r in _runs(_child({"kind": "prepare", "rows": rows, "n": n}), reps)]
-    bundle = build_app_bundle().zip_path
+    warm = _child({"kind": "prepare", "rows": 500_000, "n": 50_000})["target"]
+    common = {"zip": build_app_bundle().zip_path, "warm_target": warm}
     samples = []
     for name, shape in SHAPES.items():
         _log(f"{name} ...")
         with _cluster(shape) as (master, workers):
-            samples += run_config(name, master, workers, main_runs, bundle, timeout)
+            samples += run_config(name, master, workers, main_runs, common, timeout)
     if a.big50:
         big_rows, big_n = (2_000_000, 1_000_000) if a.quick else (50_000_000, 5_000_000)
         _log(f"--big50: preparing the {big_rows:,}-row target and the {big_n:,}-row source (cached) ...")
@@ -473,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ["2 workers x 1 core"] + (["local[2]"] if a.big50_local else []):
             _log(f"--big50 on {name} ...")
             with _cluster(SHAPES[name]) as (master, workers):
-                samples += run_config(name, master, workers, big, bundle, 3 * timeout)
+                samples += run_config(name, master, workers, big, common, 3 * timeout)
     shutil.rmtree(WORK, ignore_errors=True)
     table = summarize(samples)
     out = QUICK_RESULTS if a.quick else RESULTS
