@@ -429,7 +429,7 @@ def write(rows: list[dict], out: Path, reps: int, runtime: float, load0: float) 
         f"{load0:.2f} / {load[0]:.2f}, {runtime:.0f} s*",
         "",
         "big_merge's upsert (`DeltaTable.for_path(spark, path).upsert(spark.read.parquet(source), ['id'])`: "
-        "ids shuffled over 20 files, half the source updating ids spread over every file, half new) by a driver "
+        "ids shuffled over 20 appends, which deltalake writes as 20 files, or 60 for the 50M-row target, half the source updating ids spread over every file, half new) by a driver "
         "in a fresh process: on local[2], and on a standalone master with one 2-core worker (6g) or two 1-core "
         "workers (3g each) started on loopback; default 1g driver and 1g executors, the apps shipped as a zip "
         "(`addPyFile`), the source always joined in Spark (`spark.airflowDelta.merge.maxSourceBytes=1`, so the "
