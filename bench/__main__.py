@@ -17,7 +17,8 @@ Algorithm:
    (``bench/results`` for a full run; ``bench/data/results-quick`` for ``--quick``).
 5. Then the data-plane benches (bench/dataplane.py, merge.py, big_merge.py, maintenance.py,
    deletion_vectors.py, object_store.py;
-   ``--no-dataplane`` skips them, ``--no-big-merge`` only big_merge.py) and the transport bench (bench/transports.py: spark-submit vs
+   ``--no-dataplane`` skips them, ``--no-big-merge`` only big_merge.py,
+   ``--no-cluster-merge`` only cluster_merge.py) and the transport bench (bench/transports.py: spark-submit vs
    Spark Connect per DAG task and per MERGE, large sources with peak memory; ``--no-transports``
    skips it, ``--transports-only`` runs it alone).
 6. Then the Spark Connect soak (bench/connect_soak.py, in a child process: one server under 1,000
@@ -219,6 +220,11 @@ def parse_args(argv: list[str] | None):
         help="skip the big MERGE bench (bench/big_merge.py: a 2M-row upsert into 5M rows, with floors and memory)",
     )
     ap.add_argument(
+        "--no-cluster-merge",
+        action="store_true",
+        help="skip the standalone-cluster MERGE bench (bench/cluster_merge.py: the same upsert on 1 and 2 workers)",
+    )
+    ap.add_argument(
         "--no-transports", action="store_true", help="skip the transport bench (bench/transports.py: DAGs, MERGE)"
     )
     ap.add_argument(
@@ -277,15 +283,17 @@ def _transports(a) -> int:
 def _data_plane(a) -> int:
     """The data-plane bench (scans, appends, DELETE, UPDATE), the MERGE bench on the same table, the big
     MERGE bench (a 2M-row upsert beside Spark's floors, with peak memory; ``--no-big-merge`` skips it),
+    the same upsert on a Spark standalone cluster (``--no-cluster-merge`` skips it),
     then the maintenance bench (OPTIMIZE, Z-order, VACUUM, RESTORE), the deletion-vector bench, then the
     object-store bench (S3 server)."""
-    from . import big_merge, dataplane, deletion_vectors, maintenance, merge, object_store
+    from . import big_merge, cluster_merge, dataplane, deletion_vectors, maintenance, merge, object_store
 
     args = ["--quick"] if a.quick else []
     return (
         dataplane.main(args)
         or merge.main(args)
         or (0 if a.no_big_merge else big_merge.main(args))
+        or (0 if a.no_cluster_merge else cluster_merge.main(args))
         or maintenance.main(args)
         or deletion_vectors.main(args)
         or object_store.main(args)
