@@ -18,6 +18,7 @@ from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.errors import StorageError
+from airflow_delta_provider_apps.engine.log.checksum import verify
 from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 from airflow_delta_provider_apps.engine.storage import ObjectStoreStorage, storage_for
@@ -152,11 +153,16 @@ def test_eight_processes_racing_commits_lose_and_double_nothing(store):
     # The log holds exactly one commit per version, each adding one file.
     snap = load_snapshot(storage_for(root), root)
     assert snap.version == writers * commits and snap.num_files == writers * commits
-    # No probe object, temp file or directory marker is left in the log (checkpoints every 10 versions).
+    # No probe object, temp file or directory marker is left in the log (checkpoints every 10 versions;
+    # the checksum of each version whose commit did not have to rebase, each agreeing with the log).
     log = store.keys("race/_delta_log/")
-    assert [k for k in log if not k.endswith((".checkpoint.parquet", "_last_checkpoint"))] == [
+    assert [k for k in log if not k.endswith((".checkpoint.parquet", "_last_checkpoint", ".crc"))] == [
         f"race/_delta_log/{v:020d}.json" for v in range(writers * commits + 1)
     ]
+    checksums = [int(k.rsplit("/", 1)[1].split(".")[0]) for k in log if k.endswith(".crc")]
+    assert 0 in checksums and set(checksums) <= set(range(writers * commits + 1))
+    for v in checksums:
+        assert verify(load_snapshot(storage_for(root), root, version=v)) == "ok", v
 
 
 def test_a_server_that_ignores_conditional_writes_is_refused_before_anything_is_written(s3_server, monkeypatch):

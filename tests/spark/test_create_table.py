@@ -147,7 +147,11 @@ def test_if_not_exists_and_already_exists(tmp_path):
     d = DeltaTable.for_path(None, root).detail()
     assert d["version"] == 0 and d["description"] == "first"
     assert [f["name"] for f in d["schema"]["fields"]] == ["a"]
-    assert sorted(os.listdir(os.path.join(root, "_delta_log"))) == ["00000000000000000000.json"]
+    # the failed creates wrote nothing: the one commit and its checksum
+    assert sorted(os.listdir(os.path.join(root, "_delta_log"))) == [
+        "00000000000000000000.crc",
+        "00000000000000000000.json",
+    ]
 
 
 @pytest.mark.parametrize(
