@@ -4,7 +4,8 @@
 data-plane bench). Cases (issue 15, item 8):
 
 * on the data-plane table (5M rows, 20 ``dt`` partitions, every file spanning the whole id range):
-  merge 50k rows (half updates, half inserts); an upsert into one partition; an insert-only merge;
+  merge 50k rows (half updates, half inserts), plain and with conditions on both clauses; an upsert
+  into one partition; an insert-only merge;
   a matched-only delete merge; NOT MATCHED BY SOURCE limited to one partition (sync one day);
 * on tables clustered by ``id`` (files of 250k consecutive ids, written by deltalake): an upsert of 1
   row (must touch 1 file), and the same 50k-row merge (updates inside one file's id range, inserts
@@ -200,6 +201,15 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         )
     finally:
         spark.conf.unset("spark.airflowDelta.merge.maxSourceBytes")
+    # the same upsert with conditions on both clauses (each evaluated per matched pair / lone row)
+    case(
+        f"conditional upsert of {2 * half} rows (update if newer, insert some)",
+        base,
+        src,
+        src_a,
+        on_day,
+        [("matched", "update_all", "source.v > target.v"), ("not_matched", "insert_all", "source.n < 50")],
+    )
     day = "DATE '2026-01-05'"
     d_src, d_a = both(updates.unionByName(inserts).filter(f"dt = {day}"))
     case("upsert into one partition of 20", base, d_src, d_a, on_day, upsert)
