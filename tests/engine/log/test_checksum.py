@@ -8,7 +8,7 @@ import json
 import os
 
 import deltalake
-import pyarrow as pa
+from command_programs import rows, run, steps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,25 +47,12 @@ def _written(root: str, version: int) -> dict | None:
     }
 
 
-def _rows(ids) -> pa.Table:
-    return pa.table({"id": pa.array(ids, pa.int64()), "p": pa.array([i % 3 for i in ids], pa.int32())})
-
-
-STEP = st.one_of(
-    st.tuples(st.just("append"), st.lists(st.integers(0, 40), min_size=1, max_size=8)),
-    st.tuples(st.just("delete"), st.integers(0, 40)),
-    st.tuples(st.just("update"), st.integers(0, 40)),
-    st.tuples(st.just("upsert"), st.lists(st.integers(0, 60), min_size=1, max_size=6, unique=True)),
-    st.tuples(st.just("optimize"), st.just(None)),
-    st.tuples(st.just("properties"), st.sampled_from(["2", "10"])),
-    st.tuples(st.just("idempotent"), st.integers(1, 3)),
-    st.tuples(st.just("restore"), st.integers(0, 3)),
-)
+STEP = steps("append", "delete", "update", "upsert", "optimize", "properties", "idempotent", "restore")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(STEP, min_size=1, max_size=8), st.booleans(), st.booleans(), st.booleans())
-def test_every_versions_checksum_equals_the_replayed_state(tmp_path_factory, steps, partitioned, dv, row_ids):
+def test_every_versions_checksum_equals_the_replayed_state(tmp_path_factory, program, partitioned, dv, row_ids):
     """DML, MERGE, OPTIMIZE, RESTORE, property changes, idempotent appends (txns), checkpoints between
     commits, deletion vectors and row tracking (its domain's high water mark moving every commit)."""
     root = str(tmp_path_factory.mktemp("crc") / "t")
@@ -74,23 +61,7 @@ def test_every_versions_checksum_equals_the_replayed_state(tmp_path_factory, ste
         props["delta.enableRowTracking"] = "true"
     create_table(root, schema="id BIGINT, p INT", partition_by=["p"] if partitioned else None, properties=props)
     t = DeltaTable.for_path(None, root)
-    for kind, arg in steps:
-        if kind == "append":
-            append_arrow(root, _rows(arg))
-        elif kind == "delete":
-            t.delete(f"id < {arg}")
-        elif kind == "update":
-            t.update({"id": "id + 100"}, f"id = {arg}")
-        elif kind == "upsert":
-            t.upsert(_rows(arg), ["id"])
-        elif kind == "optimize":
-            t.optimize()
-        elif kind == "properties":
-            t.set_properties({"delta.checkpointInterval": arg})  # "2": checkpoints between the commits
-        elif kind == "idempotent":
-            append_arrow(root, _rows([arg]), app_id="job", app_version=arg)
-        else:
-            t.restore(version=min(arg, t.version()))
+    run(t, root, program)
     latest = t.version()
     for v in range(latest + 1):
         assert _written(root, v) == _replayed(root, v), f"version {v}"
@@ -102,8 +73,8 @@ def test_a_commit_rebased_over_a_concurrent_one_writes_no_checksum(tmp_path):
     root = str(tmp_path / "t")
     create_table(root, schema="id BIGINT, p INT")
     stale = load_snapshot(storage_for(root), root)
-    append_arrow(root, _rows([1, 2]))  # version 1, checksum written
-    append_arrow(stale, _rows([3]))  # read version 0, lands at 2 after checking 1: no checksum
+    append_arrow(root, rows([1, 2]))  # version 1, checksum written
+    append_arrow(stale, rows([3]))  # read version 0, lands at 2 after checking 1: no checksum
     assert _written(root, 1) == _replayed(root, 1)
     assert not os.path.exists(checksum_path(storage_for(root), root, 2))
     assert DeltaTable.for_path(None, root).detail()["checksum"] is None
@@ -112,7 +83,7 @@ def test_a_commit_rebased_over_a_concurrent_one_writes_no_checksum(tmp_path):
 def test_a_checksum_is_never_overwritten_and_a_broken_one_is_ignored(tmp_path):
     root = str(tmp_path / "t")
     create_table(root, schema="id BIGINT, p INT")
-    append_arrow(root, _rows([1, 2, 3]))
+    append_arrow(root, rows([1, 2, 3]))
     storage = storage_for(root)
     path = checksum_path(storage, root, 1)
     before = open(path).read()

@@ -10,12 +10,12 @@ import os
 import deltalake
 import pyarrow as pa
 import pyarrow.compute as pc
+from command_programs import run, steps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
-from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.log.compaction import SPAN, compacted_actions, compaction_due
 from airflow_delta_provider_apps.engine.log.listing import LogListing, list_log, select_segment
 from airflow_delta_provider_apps.engine.log.replay import replay
@@ -53,23 +53,12 @@ def _both(root: str, version: int) -> tuple[dict, dict, bool]:
     return _state(ours), _state(theirs), used
 
 
-def _rows(ids) -> pa.Table:
-    return pa.table({"id": pa.array(ids, pa.int64()), "p": pa.array([i % 3 for i in ids], pa.int32())})
-
-
-STEP = st.one_of(
-    st.tuples(st.just("append"), st.lists(st.integers(0, 40), min_size=1, max_size=6)),
-    st.tuples(st.just("delete"), st.integers(0, 40)),
-    st.tuples(st.just("update"), st.integers(0, 40)),
-    st.tuples(st.just("upsert"), st.lists(st.integers(0, 60), min_size=1, max_size=5, unique=True)),
-    st.tuples(st.just("optimize"), st.just(None)),
-    st.tuples(st.just("idempotent"), st.integers(1, 4)),
-)
+STEP = steps("append", "delete", "update", "upsert", "optimize", "idempotent")
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(STEP, min_size=SPAN + 2, max_size=3 * SPAN), st.booleans(), st.booleans())
-def test_every_snapshot_through_compactions_equals_the_commits_replay(tmp_path_factory, steps, dv, row_ids):
+def test_every_snapshot_through_compactions_equals_the_commits_replay(tmp_path_factory, program, dv, row_ids):
     root = str(tmp_path_factory.mktemp("lc") / "t")
     props = {"delta.checkpointInterval": "25"}  # checkpoints further apart than a span
     if dv:
@@ -78,19 +67,7 @@ def test_every_snapshot_through_compactions_equals_the_commits_replay(tmp_path_f
         props["delta.enableRowTracking"] = "true"
     create_table(root, schema="id BIGINT, p INT", properties=props)
     t = DeltaTable.for_path(None, root)
-    for kind, arg in steps:
-        if kind == "append":
-            append_arrow(root, _rows(arg))
-        elif kind == "delete":
-            t.delete(f"id < {arg}")
-        elif kind == "update":
-            t.update({"id": "id + 100"}, f"id = {arg}")
-        elif kind == "upsert":
-            t.upsert(_rows(arg), ["id"])
-        elif kind == "optimize":
-            t.optimize()
-        else:
-            append_arrow(root, _rows([arg]), app_id="job", app_version=arg)
+    run(t, root, program)
     latest = t.version()
     names = os.listdir(os.path.join(root, "_delta_log"))
     want = {f"{v - SPAN + 1:020d}.{v:020d}.compacted.json" for v in range(1, latest + 1) if compaction_due(v, 25)}
