@@ -68,7 +68,8 @@ class AirflowHome:
                 f"dag run {dag_id} did not complete (exit {proc.returncode}); log: {log_path}\n"
                 + log_path.read_text()[-3000:]
             )
-        return json.loads(lines[-1])
+        # the summary object itself: a library's log line (OpenLineage) may land on the same stdout line
+        return json.JSONDecoder().raw_decode(lines[-1])[0]
 
     def state_store(self, dag_id: str, key: str) -> dict[str, object]:
         """{task_id: value} of the task state store rows with ``key`` (read straight from SQLite)."""
