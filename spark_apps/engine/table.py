@@ -118,8 +118,6 @@ class DeltaTable:
         """
         from .commands.create_table import create_table
 
-        if schema is None and source_df is not None:
-            schema = source_df.schema.jsonValue()
         result = create_table(
             table_uri,
             schema=schema,

@@ -366,14 +366,18 @@ def test_a_target_row_matched_twice_without_a_matched_clause_is_copied_once(spar
     source=[{"id": 0, "v": 9, "p": 0}, {"id": None, "v": 4, "p": 0}, {"id": 5, "v": 5, "p": 0}],
     partitioned=False,
 )
-def test_upsert_by_join_equals_the_reference(spark, tmp_path_factory, monkeypatch, target, source, partitioned):
+@pytest.mark.parametrize("dv", [False, True], ids=["plain", "dv"])
+def test_upsert_by_join_equals_the_reference(spark, tmp_path_factory, monkeypatch, dv, target, source, partitioned):
     """An upsert by join (keys checked unique: the first phase is the matched pairs alone, the inserts
-    counted as the source rows no pair holds) equals Delta's semantics; NULL keys never match."""
+    counted as the source rows no pair holds; on a deletion-vector table the matched rows marked and
+    the source rows written) equals Delta's semantics; NULL keys never match, and a target holding a
+    key twice has both rows updated."""
     from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     root = str(tmp_path_factory.mktemp("u") / "t")
-    t = DeltaTable.create(spark, root, schema=DDL, partition_by=["p"] if partitioned else None)
+    props = {"delta.enableDeletionVectors": "true"} if dv else None
+    t = DeltaTable.create(spark, root, schema=DDL, partition_by=["p"] if partitioned else None, properties=props)
     if target:
         t.append(spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in target], DDL))
     res = t.upsert(spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in source], DDL), ["id"])
@@ -563,3 +567,52 @@ def test_an_upsert_copies_struct_array_and_map_columns(spark, tmp_path, executio
     assert got[3] == {"id": 3, "s": None, "a": [3], "m": {}}
     x = DeltaTable.for_path(spark, root).snapshot().schema.field("s").type.field("x")
     assert (x.type.to_json(), x.metadata["delta.typeChanges"]) == ("long", [{"fromType": "integer", "toType": "long"}])
+
+
+def test_a_stable_source_is_read_where_it_lies_and_any_other_is_materialised(spark, tmp_path, monkeypatch):
+    """A deterministic scan of files is read by both phases of the join where it lies (no copy); rows
+    made in the driver, a random column or ``materializeSource=all`` are materialised first. Either
+    way the upsert by join (plain and deletion-vector tables) equals the reference, and a key repeated
+    in a Parquet source is refused before anything is written."""
+    from pyspark.sql import functions as F
+
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.spark import merge as spark_merge
+
+    src_path = str(tmp_path / "src")
+    spark.createDataFrame([(i, -i, i % 2) for i in range(0, 60, 3)], DDL).coalesce(2).write.parquet(src_path)
+    parquet = spark.read.parquet(src_path)
+    assert spark_merge.stable_source(spark, parquet)
+    assert spark_merge.stable_source(spark, parquet.where("id > 3").select("id", "v"))
+    assert not spark_merge.stable_source(spark, spark.createDataFrame([(1, 1, 1)], DDL))
+    assert not spark_merge.stable_source(spark, parquet.withColumn("v", (F.rand() * 10).cast("int")))
+    spark.conf.set(spark_merge.MATERIALIZE_CONF, "all")
+    try:
+        assert not spark_merge.stable_source(spark, parquet)
+    finally:
+        spark.conf.unset(spark_merge.MATERIALIZE_CONF)
+
+    checkpoints = []
+    real = type(parquet).localCheckpoint
+    monkeypatch.setattr(type(parquet), "localCheckpoint", lambda df, *a, **k: checkpoints.append(1) or real(df, *a, **k))
+    monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    source = {i: (i, -i, i % 2) for i in range(0, 60, 3)}
+    for props in (None, {"delta.enableDeletionVectors": "true"}):
+        root = str(tmp_path / f"t{bool(props)}")
+        t = DeltaTable.create(spark, root, schema=DDL, properties=props)
+        t.append(spark.createDataFrame([(i, i, 0) for i in range(40)], DDL).repartition(3))
+        res = DeltaTable.for_path(spark, root).upsert(spark.read.parquet(src_path), ["id"])
+        assert res["strategy"] == "join" and checkpoints == []
+        want = {i: (i, i, 0) for i in range(40)} | source
+        assert sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()) == sorted(want.values())
+        m = res["metrics"]
+        assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (14, 6)
+    DeltaTable.for_path(spark, root).upsert(spark.createDataFrame([(1, 1, 1)], DDL), ["id"])
+    assert checkpoints == [1]  # rows from the driver: materialised
+
+    dup_path = str(tmp_path / "dup")
+    spark.createDataFrame([(5, 1, 0), (7, 1, 0), (5, 2, 0)], DDL).write.parquet(dup_path)
+    before = DeltaTable.for_path(spark, root).version()
+    with pytest.raises(DeltaError, match="more than once|duplicate"):
+        DeltaTable.for_path(spark, root).upsert(spark.read.parquet(dup_path), ["id"])
+    assert DeltaTable.for_path(spark, root).version() == before

@@ -200,7 +200,8 @@ def create_table(
     """Create a Delta table (version 0) at ``table_uri``; see the module docstring.
 
     :param table_uri: table location (local path or URI)
-    :param schema: DDL string, Delta/Spark schema JSON (str or dict), pyspark or engine StructType
+    :param schema: DDL string, Delta/Spark schema JSON (str or dict), pyspark or engine StructType;
+        None with ``source_df``: the source's
     :param partition_by: partition column names
     :param properties: table properties (``delta.*`` validated)
     :param description: ``metaData.description``
@@ -222,6 +223,13 @@ def create_table(
     table_root = table_location(table_uri)
     storage = storage_for(table_root)
     operation = OPERATION_CTAS if source_df is not None else OPERATION_CREATE
+    if source_df is not None:
+        from ..plane import in_process_plane
+
+        plane = plane or in_process_plane()
+        source_df = plane.held(source_df)  # (a one-shot reader is read once, here)
+        if schema is None:  # the source's own
+            schema = plane.schema_of(source_df)
 
     existing = _existing_version(storage, table_root) if if_not_exists else None
     if existing is not None and schema is None:  # kept, and no schema of ours to check: nothing to read
@@ -282,11 +290,9 @@ def create_table(
         adds.append(domain_action(clustering))
     metrics = None  # a create without data has no write metrics
     if source_df is not None:
-        from ..plane import in_process_plane
         from .write import prepare_dataframe, write_files
 
-        plane = plane or in_process_plane()
-        df = prepare_dataframe(plane, plane.held(source_df), delta_schema)
+        df = prepare_dataframe(plane, source_df, delta_schema)
         result = write_files(
             plane, df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
         )

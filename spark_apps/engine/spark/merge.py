@@ -1,11 +1,12 @@
 """MERGE's data plane in Spark (the plan and the commit are :mod:`..commands.merge`).
 
-* :func:`source_key_values`: the source is materialised once (``localCheckpoint``: every later use
-  reads the same rows, as Delta's MergeIntoMaterializeSource guarantees; on local disk, see
-  :func:`_spill_level`) and one aggregation gives its
-  row count and, per ``target.k = source expr`` key, min, max, NULLs and an estimate of distinct
-  values (an upsert's key uniqueness is checked in the same pass); keys with few values get them
-  exactly (a second, small job).
+* :func:`source_key_values`: a source whose reads could differ is materialised once
+  (``localCheckpoint`` on local disk: every later use reads the same rows, as Delta's
+  MergeIntoMaterializeSource guarantees); a deterministic scan of files is read where it lies
+  (:func:`stable_source`). One aggregation gives its row count and, per ``target.k = source expr``
+  key, min, max, NULLs and an estimate of distinct values; keys with few values get them exactly (a
+  second, small job); an upsert's keys are checked unique in Arrow on the driver when they fit
+  :func:`narrow_limit` (else by one aggregation).
 * :func:`small_source` / :func:`execute_merge_by_file`: a small source read once into Arrow and
   shipped to the tasks, which merge the candidate files one by one (:mod:`..rewrite.merge`); the
   inserts are written on the driver.
@@ -68,12 +69,22 @@ def deduplicated(source, key_columns: list[str], dedupe_by: str):
     return ranked.filter("__rank = 1").drop("__rank")
 
 
-def check_unique_keys(src, columns: list[str], names: list[str]) -> None:
-    """Refuse a materialised (prefixed) source holding a non-NULL key twice (one aggregation)."""
+def check_unique_keys(src, columns: list[str], names: list[str], *, rows=None, key_bytes=0, plan=None) -> None:
+    """Refuse a (prefixed) source holding a non-NULL key twice. When its ``rows`` keys (fixed widths
+    from the ``plan``'s source schema, plus ``key_bytes`` of strings) fit :func:`narrow_limit`, the
+    key columns are read into Arrow and checked here (no shuffle); else one aggregation by them."""
     from pyspark.sql import functions as F
 
-    from ..rewrite.merge import duplicate_keys_error
+    from ..rewrite.merge import duplicate_keys_error, first_duplicate_key, fixed_width
 
+    if rows is not None and plan is not None:
+        fields = [plan.source_schema.fields[int(c[3:])] for c in columns]
+        width = sum(4 if getattr(f.type, "name", "") in ("string", "binary") else fixed_width(f.type) for f in fields)
+        if rows * (width + 1) + key_bytes <= narrow_limit(src.sparkSession):
+            dup = first_duplicate_key(src.select(*[quote(c) for c in columns]).toArrow(), columns)
+            if dup is not None:
+                raise duplicate_keys_error(names, dup)
+            return
     cols = [F.col(c) for c in columns]
     not_null = F.lit(True)
     for c in cols:
@@ -111,45 +122,46 @@ def _renamed(df, prefix: str):
 
 
 def source_key_values(spark, source, plan, keys: list, max_values: int, *, unique=None):
-    """``(materialised prefixed source, row count, [(values or None, min, max, has_null)] per key)``.
+    """``(prefixed source, row count, [(values or None, min, max, has_null)] per key)``.
+
+    The source is read where it lies when :func:`stable_source` says every read gives the same rows
+    (a deterministic scan of files, or rows held in the plan); otherwise it is materialised once
+    (``localCheckpoint`` on local disk, :func:`_spill_level`), as Delta's MergeIntoMaterializeSource
+    does, so that the two phases of the join and the checks all see the same rows. One aggregation
+    gives its row count and, per ``target.k = source expr`` key, min, max, NULLs and an estimate of
+    distinct values; keys with few values get them exactly (a second, small job).
 
     :param keys: ``(target column, source expression, op)`` of the ON condition's key equalities
     :param unique: ``(prefixed columns, names)`` whose non-NULL values must be unique (an upsert's
-        keys): checked in the same pass (one aggregation by them, then one over its groups, where
-        every key is one of those columns), else by :func:`check_unique_keys` after it
+        keys): :func:`check_unique_keys` after the aggregation
     """
     from pyspark.sql import functions as F
 
-    from ..expr import nodes as n
     from .session import active
 
-    with active(spark):  # (over Spark Connect the checkpoint's DataFrame binds to the active session)
-        src = _renamed(source, "__s").localCheckpoint(eager=True, storageLevel=_spill_level())
+    renamed = _renamed(source, "__s")
+    if stable_source(spark, source):
+        src = renamed
+    else:
+        with active(spark):  # (over Spark Connect the checkpoint's DataFrame binds to the active session)
+            src = renamed.localCheckpoint(eager=True, storageLevel=_spill_level())
     spell = _speller(plan)
-    columns = list(unique[0]) if unique else []
-    grouped = {quote(c) for c in columns}
-    fused = bool(columns) and all(isinstance(s, n.Column) and spell(s) in grouped for _t, s, _op in keys)
-    rows, count = src, F.count(F.lit(1))
-    if fused:  # per distinct key (NULLs grouped too): its rows; the key aggregates run over the groups
-        rows = src.groupBy(*columns).agg(F.count(F.lit(1)).alias("__rows"))
-        count = F.sum("__rows")
-        whole = F.lit(True)
-        for c in columns:
-            whole = whole & F.col(c).isNotNull()
-    aggs = [count.alias("n")]
-    if fused:
-        aggs.append(F.max(F.when(whole, F.col("__rows"))).alias("dup"))
+    aggs = [F.count(F.lit(1)).alias("n")]
     for i, (_t, s, _op) in enumerate(keys):
-        e = F.col(spell(s)) if fused else to_column(s, spell)
+        e = to_column(s, spell)
         aggs += [
             F.min(e).alias(f"lo{i}"),
             F.max(e).alias(f"hi{i}"),
             F.approx_count_distinct(e).alias(f"nd{i}"),
             F.max(e.isNull().cast("int")).alias(f"nl{i}"),
         ]
-    row = rows.agg(*aggs).collect()[0]
-    if unique and (not fused or (row["dup"] or 0) > 1):
-        check_unique_keys(src, *unique)  # (raises, naming a duplicated key)
+    varying = [c for c in (unique[0] if unique else []) if _variable_width(plan, c)]
+    aggs += [F.sum(F.octet_length(F.col(quote(c)))).alias(f"vb{j}") for j, c in enumerate(varying)]
+    row = src.agg(*aggs).collect()[0]
+    rows = int(row["n"] or 0)
+    if unique:
+        key_bytes = sum(int(row[f"vb{j}"] or 0) for j in range(len(varying)))
+        check_unique_keys(src, *unique, rows=rows, key_bytes=key_bytes, plan=plan)
     out = []
     for i, (_t, s, _op) in enumerate(keys):
         values = None
@@ -157,7 +169,73 @@ def source_key_values(spark, source, plan, keys: list, max_values: int, *, uniqu
             got = [r[0] for r in src.select(to_column(s, spell)).distinct().limit(max_values + 1).collect()]
             values = got if len(got) <= max_values else None
         out.append((values, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nl{i}"])))
-    return src, int(row["n"] or 0), out
+    return src, rows, out
+
+
+#: Spark property: ``all`` materialises every MERGE source joined in Spark, even a stable scan of files
+#: (``auto``, the default: only sources whose reads could differ, see :func:`stable_source`)
+MATERIALIZE_CONF = "spark.airflowDelta.merge.materializeSource"
+
+#: the logical plan nodes of a source that reads the same rows every time: a scan of files (their
+#: listing is fixed when the DataFrame is made; Spark itself assumes data files do not change under
+#: a query), rows held in the plan, and deterministic operators over them
+_STABLE_LEAVES = {"LogicalRelation", "LocalRelation", "OneRowRelation"}
+
+
+def stable_source(spark, source) -> bool:
+    """Whether every read of ``source`` gives the same rows, so MERGE can read it more than once
+    instead of materialising it: a classic session, :data:`MATERIALIZE_CONF` not ``all``, and a
+    deterministic optimized plan whose leaves are file scans (``HadoopFsRelation``) or rows held in
+    the plan. Over Spark Connect (no plan to inspect here) and for anything else (an RDD, a JDBC or
+    streaming relation, a non-deterministic expression), False."""
+    from .session import conf_value
+
+    if conf_value(spark, MATERIALIZE_CONF, "auto").strip().lower() == "all":
+        return False
+    nodes = _plan_nodes(source)
+    if not nodes or not nodes[0][1].deterministic():
+        return False
+    leaves = [(kind, node) for kind, node in nodes if node.children().isEmpty()]
+    return all(
+        kind in _STABLE_LEAVES
+        and (kind != "LogicalRelation" or node.relation().getClass().getSimpleName() == "HadoopFsRelation")
+        for kind, node in leaves
+    )
+
+
+def _plan_nodes(df) -> list:
+    """``(class name, node)`` of every node of ``df``'s optimized logical plan, root first (classic
+    Spark; [] over Spark Connect, which has no JVM here, or where the internal API moved)."""
+    from .session import is_connect
+
+    if is_connect(df.sparkSession):
+        return []
+    try:
+        out, todo = [], [df._jdf.queryExecution().optimizedPlan()]
+        while todo:
+            node = todo.pop()
+            out.append((node.getClass().getSimpleName(), node))
+            children = node.children()
+            todo += [children.apply(i) for i in range(children.size() - 1, -1, -1)]
+        return out
+    except Exception:  # an internal API that moved
+        return []
+
+
+def _variable_width(plan, column: str) -> bool:
+    """Whether prefixed source column ``column`` (``__s<i>``) holds strings or binary values."""
+    field = plan.source_schema.fields[int(column[3:])]
+    return getattr(field.type, "name", "") in ("string", "binary")
+
+
+def narrow_limit(spark) -> int:
+    """The most bytes of a source's few key columns the driver holds (as a broadcast join's build side,
+    or as Arrow to check the keys unique): :data:`NARROW_BROADCAST_BYTES`, at most a sixteenth of the
+    driver's memory."""
+    from .session import conf_value, memory_bytes
+
+    driver = memory_bytes(conf_value(spark, "spark.driver.memory", "1g"))
+    return min(NARROW_BROADCAST_BYTES, driver // 16)
 
 
 #: the most bytes (estimated from the schema) of a narrow source side broadcast to the first phase's inner join
@@ -235,7 +313,8 @@ class _JoinMerge:
         self._F = F
 
     def with_source(self, src, rows: int | None):
-        """The materialised source and its row count (None: unknown), see :meth:`source`."""
+        """The source (as :func:`source_key_values` returned it) and its row count (None: unknown), see
+        :meth:`source`."""
         from .session import conf_value, memory_bytes
 
         self.rows = src.withColumn("__sp", self._F.lit(True))  # for an anti join, which never builds its left side
@@ -249,10 +328,9 @@ class _JoinMerge:
         threshold, else the join shuffles both sides (Spark sizes the target's rows by the file list
         they are read from, a few rows, and would broadcast the whole table: its own choice is not
         safe here). ``narrow``: a few key columns joined INNER, broadcast up to
-        :data:`NARROW_BROADCAST_BYTES` (at most a sixteenth of the driver's memory, which builds it)."""
+        :func:`narrow_limit` (the driver builds it)."""
         from ..rewrite.merge import row_width
         from ..schema import StructType
-        from .session import conf_value, memory_bytes
 
         fields = self.plan.source_schema.fields
         keep = range(len(fields)) if columns is None else sorted(columns)
@@ -260,8 +338,7 @@ class _JoinMerge:
         width = row_width(StructType(tuple(fields[i] for i in keep)))
         limit = self.threshold
         if narrow:
-            driver = memory_bytes(conf_value(self.spark, "spark.driver.memory", "1g"))
-            limit = max(limit, min(NARROW_BROADCAST_BYTES, driver // 16))
+            limit = max(limit, narrow_limit(self.spark))
         broadcast = self.source_rows is not None and self.source_rows * width <= limit
         return (df.hint("broadcast") if broadcast else df), broadcast
 
@@ -621,14 +698,15 @@ class _JoinMerge:
 
     def _write_tasks(self, rows: int, target_file_size: int) -> int:
         """At most this many tasks write the output (a task writes at least one file): as many as
-        ``rows`` (the rows to write, estimated) need files of the target size, never fewer than the
-        cluster's parallelism. A join's output otherwise has a partition per shuffle partition and a
+        ``rows`` (the rows to write, estimated) need files of the target size, rounded up to a multiple
+        of the cluster's parallelism. A join's output otherwise has a partition per shuffle partition and a
         small MERGE would write that many small files."""
         from ..rewrite.merge import row_width
         from .scan import _default_parallelism
 
         needed = -(-rows * row_width(self.plan.target_schema) // max(1, target_file_size))
-        return max(1, needed, _default_parallelism(self.spark))
+        cores = max(1, _default_parallelism(self.spark))
+        return -(-max(1, needed) // cores) * cores  # whole rounds: 3 tasks on 2 cores leave one idle half the time
 
     def changed_any(self, per_action: dict) -> bool:
         """Whether a clause updated or deleted a row (then the commit's changes go to change files)."""
@@ -779,16 +857,28 @@ def _discard(job: _JoinMerge, actions: list) -> None:
 
 def _merge_source_rows(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
     """An upsert into a deletion-vector table (:meth:`_JoinMerge.writes_source_rows`): the source's
-    ON columns joined with the candidates' (with file and row index) give the matched positions,
-    marked per file in one job whose output also counts them (the updated rows; the rest of the
-    source is inserted); then the source itself is written, each row as the clauses give it. The
-    target is read once, its ON columns only; nothing is persisted."""
-    F = job._F
+    ON columns joined with the candidates' (with file and row index) give the matched pairs (kept on
+    local disk: a few narrow columns), marked per file in one job whose output also counts them (the
+    updated rows; the rest of the source is inserted); then the source itself is written, each row
+    as the clauses give it. The target is read once, its ON columns only.
+
+    Writing each source row once is right only when no source row matched two target rows (the
+    target may hold a key twice, and Delta updates each such row): the pairs are checked first (one
+    aggregation by the source's ON columns), and if one did, the MERGE runs in two phases instead."""
+    from pyspark.sql import functions as F
+
     t_cols, s_cols = job.needed(writes=False)
     src, broadcast = job.source(s_cols)
-    pairs = src.join(job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=False), job.on(), "inner")
-    counts: dict = {}
-    vectors = job.marked(pairs, None, candidates, counts=counts)
+    target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=False)
+    pairs = src.join(target, job.on(), "inner").persist(_spill_level())
+    try:
+        keys = [F.col(f"__s{i}") for i in sorted(s_cols)]
+        if pairs.groupBy(*keys).count().filter("count > 1").limit(1).count():
+            return _merge_two_phase(job, candidates, started)
+        counts: dict = {}
+        vectors = job.marked(pairs, None, candidates, counts=counts)
+    finally:
+        pairs.unpersist()
     touched = sorted(counts)
     updated = sum(counts.values())
     insert = job.writes_source_rows()
@@ -870,6 +960,8 @@ def small_source(source, plan, max_rows: int):
     renamed = _renamed(source, "__s")
     cap = collect_cap(source.sparkSession)
     size = _plan_size(renamed)
+    if size is not None and size > cap and _bare_scan(renamed):  # its files alone are over the cap
+        return None
     if size is None or size * 32 > cap:  # not clearly small (compressed files may grow 10x as Arrow)
         rows, nbytes = _measured(renamed, plan.source_schema)
         if rows > max_rows or nbytes > cap:
@@ -930,6 +1022,23 @@ def _measured(df, schema) -> tuple[int, int]:
     row = df.agg(*aggs).collect()[0]
     rows = int(row["n"])
     return rows, rows * fixed + sum(int(row[a] or 0) for a in row.asDict() if a != "n")
+
+
+def _bare_scan(df) -> bool:
+    """Whether ``df`` is columns of a scan of Parquet or ORC files, nothing filtered: then Spark's
+    size estimate (from the files' bytes, which encode and compress the rows) is below their Arrow
+    size."""
+
+    def columnar(node) -> bool:
+        try:
+            return node.relation().fileFormat().getClass().getSimpleName() in ("ParquetFileFormat", "OrcFileFormat")
+        except Exception:  # not a file relation
+            return False
+
+    nodes = _plan_nodes(df)
+    return bool(nodes) and all(
+        kind == "Project" or (kind == "LogicalRelation" and columnar(node)) for kind, node in nodes
+    )
 
 
 def _plan_size(df) -> int | None:

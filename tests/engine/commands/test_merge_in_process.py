@@ -178,3 +178,17 @@ def test_one_shot_arrow_inputs_are_read_once_by_append_overwrite_and_create(tmp_
     assert read_snapshot_table(DeltaTable(None, root).snapshot()).num_rows == 9
     overwrite(DeltaTable(None, root).snapshot(), rows.slice(0, 1).to_reader())
     assert read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist() == [{"id": 1, "v": 1}]
+
+
+def test_create_as_select_without_spark_takes_the_arrow_sources_schema(tmp_path):
+    """``DeltaTable.create(None, path, source_df=...)`` with no schema: the table takes the Arrow
+    source's schema (the table API once read a pyspark schema from it and failed), a one-shot reader
+    included, and deltalake reads the rows."""
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "s": pa.array(["a", None, "c"], pa.string())})
+    for name, data in (("table", rows), ("reader", rows.to_reader())):
+        root = str(tmp_path / name)
+        DeltaTable.create(None, root, source_df=data, partition_by=["s"])
+        theirs = deltalake.DeltaTable(root)
+        got = theirs.to_pyarrow_table().sort_by("id")
+        assert got.column("id").to_pylist() == [1, 2, 3] and got.column("s").to_pylist() == ["a", None, "c"]
+        assert theirs.metadata().partition_columns == ["s"]
