@@ -4,8 +4,8 @@
 data-plane bench). Cases (issue 15, item 8):
 
 * on the data-plane table (5M rows, 20 ``dt`` partitions, every file spanning the whole id range):
-  merge 50k rows (half updates, half inserts), plain and with conditions on both clauses; an upsert
-  into one partition; an insert-only merge;
+  merge 50k rows (half updates, half inserts), plain, with conditions on both clauses and keyed by
+  16-character hex strings (a copy of the table with that key column); an upsert into one partition; an insert-only merge;
   a matched-only delete merge; NOT MATCHED BY SOURCE limited to one partition (sync one day);
 * on tables clustered by ``id`` (files of 250k consecutive ids, written by deltalake): an upsert of 1
   row (must touch 1 file), and the same 50k-row merge (updates inside one file's id range, inserts
@@ -77,6 +77,34 @@ def _clustered_rows(ids):
             "n": pa.array(ids % 100, pa.int64()),
         }
     )
+
+
+def hex_keys(ids):
+    """16-character hex keys, one per id (the id's 64-bit multiplicative hash): string keys spread over
+    every file, as UUID or hashed business keys are."""
+    import numpy as np
+    import pyarrow as pa
+
+    hashed = np.asarray(ids, dtype=np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return pa.array(np.char.mod("%016x", hashed).astype(object), pa.string())
+
+
+def string_keyed(base: str) -> str:
+    """A deltalake-written copy of the table at ``base`` with a ``key`` string column (:func:`hex_keys`
+    of its ids) first, partitioned the same way (cached)."""
+    import deltalake
+
+    path = DATA / f"string_keyed_{Path(base).parent.name}"
+    if (path / "done").exists():
+        return str(path / "t")
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    dt = deltalake.DeltaTable(base)
+    table = dt.to_pyarrow_table()
+    table = table.add_column(0, "key", hex_keys(table.column("id").to_numpy()))
+    deltalake.write_deltalake(str(path / "t"), table, partition_by=dt.metadata().partition_columns)
+    (path / "done").write_text("ok")
+    return str(path / "t")
 
 
 def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[dict]:
@@ -210,6 +238,12 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         on_day,
         [("matched", "update_all", "source.v > target.v"), ("not_matched", "insert_all", "source.n < 50")],
     )
+    # the same upsert keyed by a 16-character hex string instead of a long (ids hashed: every file spans them)
+    if wanted("string keys"):
+        k_a = src_a.add_column(0, "key", hex_keys(src_a.column("id").to_numpy()))
+        k_src, k_a = both(spark.createDataFrame(k_a))
+        on_key = "target.key = source.key AND target.dt = source.dt"
+        case(f"upsert of {2 * half} rows by string keys", string_keyed(base), k_src, k_a, on_key, upsert)
     day = "DATE '2026-01-05'"
     d_src, d_a = both(updates.unionByName(inserts).filter(f"dt = {day}"))
     case("upsert into one partition of 20", base, d_src, d_a, on_day, upsert)

@@ -194,6 +194,20 @@ def write_batches(
         raise
 
 
+def empty_change_file(spec: WriteSpec, partition_values: dict | None = None) -> AddCDCFile:
+    """A change data file of no rows (in the partition ``partition_values``, keyed and serialized as
+    the log's): what a commit that rewrote data files without changing a row carries on a table that
+    records the change data feed. A version with change data files is read from them alone, so the
+    feed shows no change; without one its readers take the rewrite's removes and adds for deletes
+    and inserts."""
+    writer = TableWriter(spec, 0, change_data=True)
+    key = tuple((partition_values or {}).get(k) for k in writer.partition_keys)
+    part = writer._part(key)
+    for _closed in writer._open(part):  # (no other file is open)
+        pass
+    return writer._close(part).add
+
+
 class TableWriter:
     """Writes one task's rows into rolling parquet files: a file per partition value it holds, at
     most :data:`MAX_OPEN_FILES` open at a time.

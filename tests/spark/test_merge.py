@@ -114,8 +114,9 @@ def test_a_join_merge_into_an_empty_table_with_clauses_of_every_kind_only_insert
 
 def test_a_join_merge_that_rewrites_a_file_it_did_not_change_records_only_its_inserts(spark, tmp_path, monkeypatch):
     """By join with NOT MATCHED clauses a file holding a matched row is rewritten even when no clause
-    changes that row; on a table with the change data feed the commit then carries change files, so its
-    copies never read as inserted rows (found by the property test)."""
+    changes that row; on a table with the change data feed the commit then carries change files (an
+    empty one when nothing changed), so its copies never read as deleted and inserted rows (both found
+    by the property test)."""
     from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
@@ -131,6 +132,23 @@ def test_a_join_merge_that_rewrites_a_file_it_did_not_change_records_only_its_in
     )
     assert res["strategy"] == "join" and res["metrics"]["numTargetRowsInserted"] == 1
     _assert_changes(root, res["version"], [({"id": 5, "v": 5, "p": 0}, "insert")], True)
+    # every source row matched and no clause fired: the file is rewritten as it was, and an empty
+    # change file says that nothing changed (without one the rewrite read as 2 deletes and 2 inserts)
+    res = (
+        DeltaTable.for_path(spark, root)
+        .merge(spark.createDataFrame([(0, 9, 0), (1, 9, 0)], DDL), "target.id <=> source.id")
+        .when_matched_update({"v": "source.v"}, "source.v > 100")
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    m = res["metrics"]
+    assert res["committed"] and m["numTargetRowsCopied"] >= 2 and m["numTargetChangeFilesAdded"] == 1
+    _assert_changes(root, res["version"], [], True)
+    assert sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()) == [
+        (0, 1, 0),
+        (1, 1, 0),
+        (5, 5, 0),
+    ]
 
 
 def test_upsert_touches_only_the_file_holding_its_key(spark, tmp_path):
@@ -594,7 +612,9 @@ def test_a_stable_source_is_read_where_it_lies_and_any_other_is_materialised(spa
 
     checkpoints = []
     real = type(parquet).localCheckpoint
-    monkeypatch.setattr(type(parquet), "localCheckpoint", lambda df, *a, **k: checkpoints.append(1) or real(df, *a, **k))
+    monkeypatch.setattr(
+        type(parquet), "localCheckpoint", lambda df, *a, **k: checkpoints.append(1) or real(df, *a, **k)
+    )
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     source = {i: (i, -i, i % 2) for i in range(0, 60, 3)}
     for props in (None, {"delta.enableDeletionVectors": "true"}):
@@ -607,6 +627,7 @@ def test_a_stable_source_is_read_where_it_lies_and_any_other_is_materialised(spa
         assert sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()) == sorted(want.values())
         m = res["metrics"]
         assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (14, 6)
+        assert m["numTargetRowsCopied"] == (0 if props else 40 - 14)  # copy on write: the three files' other rows
     DeltaTable.for_path(spark, root).upsert(spark.createDataFrame([(1, 1, 1)], DDL), ["id"])
     assert checkpoints == [1]  # rows from the driver: materialised
 

@@ -643,8 +643,13 @@ def merge(
         outcome.rows_written - metrics.num_target_rows_updated - (metrics.num_target_rows_inserted)
     )
     metrics.num_output_rows = outcome.rows_written
-    metrics.num_target_change_files_added = len(outcome.changes)
-    adds += outcome.changes
+    changes = list(outcome.changes)
+    if spec.change_data and touched.num_rows and not changes:  # files rewritten, no row changed
+        from ..writer import empty_change_file
+
+        changes.append(empty_change_file(spec.write, dict(touched.column("partition_values")[0].as_py() or [])))
+    metrics.num_target_change_files_added = len(changes)
+    adds += changes
     fields = {"strategy": strategy}
     if not removes and not adds:
         return cmd.unchanged(metrics, fields=fields)

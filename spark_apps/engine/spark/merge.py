@@ -283,6 +283,8 @@ def execute_merge(
         )
     if job.writes_source_rows() is not None:
         return _merge_source_rows(job, candidates, started)
+    if job.upsert() is not None:
+        return _merge_upsert(job, candidates, started)
     return _merge_two_phase(job, candidates, started)
 
 
@@ -522,17 +524,17 @@ class _JoinMerge:
             rows = rows.dropDuplicates(["__rid"])
         return rows.filter(self.kept())
 
-    def writes_source_rows(self) -> int | None:
-        """The insert clause's index when every source row is written as it is and only the marks
-        need the target: a deletion-vector table (no change feed), no target row matching twice, and
+    def upsert(self) -> int | None:
+        """The insert clause's index when this MERGE is an upsert whose written rows are the source's
+        own: no target row can match twice (the source's keys were checked unique), the row count of
+        the source known, no change feed and no row tracking (the rows would need the target's), and
         the clauses exactly one unconditional WHEN MATCHED update and one unconditional WHEN NOT
-        MATCHED insert of the same values (an upsert whose source has every column); else None."""
+        MATCHED insert of the same values (an insert sets every column, so the update does too).
+        Then a matched target row's new values are its source row's, whichever clause fires."""
         from ..merge_clauses import MATCHED, NOT_MATCHED
 
         clauses = self.clauses
-        if not (self.deletion_vectors and self.unique_matches) or self.change_data or len(clauses) != 2:
-            return None
-        if self.row_tracking is not None:  # the updated rows must keep their target row's id
+        if not self.unique_matches or self.change_data or self.row_tracking is not None or len(clauses) != 2:
             return None
         if self.source_rows is None:
             return None
@@ -541,6 +543,43 @@ class _JoinMerge:
         if shape != (MATCHED, "update", NOT_MATCHED, "insert") or update.condition or insert.condition:
             return None
         return 1 if update.values == insert.values else None
+
+    def writes_source_rows(self) -> int | None:
+        """:meth:`upsert` on a table that writes deletion vectors: the source rows are written as they
+        are and only the marks need the target (:func:`_merge_source_rows`)."""
+        return self.upsert() if self.deletion_vectors else None
+
+    def pairs_tally(self, pairs, keys: list[str], candidates) -> tuple[dict, list[str]] | None:
+        """:meth:`tally_and_touched` of an inner join's matched pairs, ``None`` when a source row
+        matched two target rows (the target holds its key twice): one job, grouping each source row's
+        pairs (by ``keys``, the source's ON columns, which hold its unique key) to their count and a
+        file, then by clause and file. A file travels as the 64-bit hash of its path (the first
+        grouping moves a row per matched source row), named again from the ``candidates``' paths."""
+        F = self._F
+        names = self._hashed_paths(candidates)
+        file = F.xxhash64("__file") if names is not None else F.col("__file")
+        per_row = pairs.groupBy(*keys).agg(
+            F.count(F.lit(1)).alias("n"), F.first(file).alias("__f"), F.first("__action").alias("__action")
+        )
+        grouped = per_row.groupBy("__action", "__f").agg(F.sum("n").alias("n"), F.max("n").alias("most"))
+        per_action: dict = {}
+        touched = set()
+        for r in grouped.collect():
+            if r["most"] > 1:
+                return None
+            n = per_action.get(r["__action"], (0, 0))[0] + r["n"]
+            per_action[r["__action"]] = (n, n)
+            touched.add(r["__f"] if names is None else names[r["__f"]])
+        return per_action, sorted(touched)
+
+    def _hashed_paths(self, candidates) -> dict | None:
+        """``{xxhash64(path): path}`` of the candidates' paths as Spark hashes them (one small job),
+        or None when two collide (then the paths themselves are grouped)."""
+        F = self._F
+        paths = candidates.column("path").to_pylist()
+        df = self.spark.createDataFrame([(p,) for p in paths], "__file string")
+        names = {r["h"]: r["__file"] for r in df.select("__file", F.xxhash64("__file").alias("h")).collect()}
+        return names if len(names) == len(set(paths)) else None
 
     def kept(self):
         """Which target rows (of touched files) are written: updated ones and, copying on write, the
@@ -551,12 +590,19 @@ class _JoinMerge:
             keep = keep | (F.col("__action") == -1)
         return keep
 
-    def marked(self, changed, touched: list[str] | None, candidates, *, counts: dict | None = None) -> dict:
+    def marked(
+        self, changed, touched: list[str] | None, candidates, *, counts: dict | None = None, once_by=None
+    ) -> dict | None:
         """Touched file -> its new deletion vector: the physical indexes of the target rows a clause
         updated or deleted (``changed``) joined with the file's vector, written in the tasks (one
         group per file: its row indexes only). A file left with no live row is not in the dict: it
         leaves the table whole. ``touched`` None: any candidate may be; ``counts`` gets each marked
-        file's number of marked rows."""
+        file's number of marked rows.
+
+        ``once_by``: the source's ON columns of matched pairs (``changed``), which hold its unique
+        key: each source row's pairs are first reduced to one (its count, file and row; the file as
+        the 64-bit hash of its path, named again in the task) in the same job, and None is returned
+        when a source row matched two target rows (vectors written by then are never committed)."""
         import json
 
         import pyarrow as pa
@@ -564,6 +610,7 @@ class _JoinMerge:
 
         from ..storage import normalize_table_uri
 
+        F = self._F
         files = candidates
         if touched is not None:
             files = candidates.filter(pc.is_in(candidates.column("path"), value_set=pa.array(touched, pa.string())))
@@ -571,18 +618,37 @@ class _JoinMerge:
         olds = files.column("deletion_vector").to_pylist() if has_dv else [None] * files.num_rows
         old = {p: json.dumps(d) for p, d in zip(files.column("path").to_pylist(), olds) if d}
         root = normalize_table_uri(self.snapshot.table_root)
+        names = self._hashed_paths(candidates) if once_by else None
+        rows = changed.select("__file", "__row")
+        if once_by:
+            file = F.xxhash64("__file") if names is not None else F.col("__file")
+            rows = changed.groupBy(*once_by).agg(
+                F.count(F.lit(1)).alias("__n"), F.first(file).alias("__file"), F.first("__row").alias("__row")
+            )
 
         def fn(table):  # one argument, as applyInArrow requires: the rest is in its closure
             from airflow_delta_provider_apps.engine.spark.merge import mark_file
             from airflow_delta_provider_apps.engine.spark.session import guard_executor
 
             def one():
+                if "__n" in table.column_names:
+                    if pc.max(table.column("__n")).as_py() > 1:  # a source row matched twice: no vector
+                        none = pa.array([None], pa.string())
+                        yield pa.table({"path": none, "dv": none, "rows": pa.array([-1], pa.int64())})
+                        return
+                    if names is not None:
+                        path = names[table.column("__file")[0].as_py()]
+                        named = pa.table({"__file": pa.array([path] * table.num_rows), "__row": table.column("__row")})
+                        yield mark_file(named, old, root)
+                        return
                 yield mark_file(table, old, root)
 
             return next(guard_executor(one()))  # a DeltaError reaches the driver in a form it decodes
 
-        out = changed.select("__file", "__row").groupBy("__file").applyInArrow(fn, "path string, dv string, rows long")
+        out = rows.groupBy("__file").applyInArrow(fn, "path string, dv string, rows long")
         got = out.collect()
+        if any(r["rows"] < 0 for r in got):
+            return None
         if counts is not None:
             counts.update((r["path"], r["rows"]) for r in got)
         return {r["path"]: json.loads(r["dv"]) for r in got if r["dv"] is not None}
@@ -857,28 +923,23 @@ def _discard(job: _JoinMerge, actions: list) -> None:
 
 def _merge_source_rows(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
     """An upsert into a deletion-vector table (:meth:`_JoinMerge.writes_source_rows`): the source's
-    ON columns joined with the candidates' (with file and row index) give the matched pairs (kept on
-    local disk: a few narrow columns), marked per file in one job whose output also counts them (the
-    updated rows; the rest of the source is inserted); then the source itself is written, each row
-    as the clauses give it. The target is read once, its ON columns only.
+    ON columns joined with the candidates' (with file and row index) give the matched pairs, marked
+    per file in one job whose output also counts them (the updated rows; the rest of the source is
+    inserted); then the source itself is written, each row as the clauses give it. The target is
+    read once, its ON columns only; nothing is persisted.
 
     Writing each source row once is right only when no source row matched two target rows (the
-    target may hold a key twice, and Delta updates each such row): the pairs are checked first (one
-    aggregation by the source's ON columns), and if one did, the MERGE runs in two phases instead."""
+    target may hold a key twice, and Delta updates each such row): the marking job counts each
+    source row's pairs first, and if one had two, the MERGE runs in two phases instead."""
     from pyspark.sql import functions as F
 
     t_cols, s_cols = job.needed(writes=False)
-    src, broadcast = job.source(s_cols)
-    target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=False)
-    pairs = src.join(target, job.on(), "inner").persist(_spill_level())
-    try:
-        keys = [F.col(f"__s{i}") for i in sorted(s_cols)]
-        if pairs.groupBy(*keys).count().filter("count > 1").limit(1).count():
-            return _merge_two_phase(job, candidates, started)
-        counts: dict = {}
-        vectors = job.marked(pairs, None, candidates, counts=counts)
-    finally:
-        pairs.unpersist()
+    src, broadcast = job.source(s_cols, narrow=True)
+    pairs = src.join(job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=False), job.on(), "inner")
+    counts: dict = {}
+    vectors = job.marked(pairs, None, candidates, counts=counts, once_by=[f"__s{i}" for i in sorted(s_cols)])
+    if vectors is None:  # a source row matched two target rows: each is updated, by the two phases
+        return _merge_two_phase(job, candidates, started)
     touched = sorted(counts)
     updated = sum(counts.values())
     insert = job.writes_source_rows()
@@ -890,6 +951,40 @@ def _merge_source_rows(job: _JoinMerge, candidates, started: float) -> MergeOutc
     outcome = job.write([(rows, [insert])], touched, per_action, scan_ms, rows=job.source_rows or 0)
     outcome.deletion_vectors = vectors
     return outcome
+
+
+def _merge_upsert(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
+    """A copy-on-write upsert (:meth:`_JoinMerge.upsert`). Phase 1: the source's ON columns joined
+    (inner; broadcast up to :func:`narrow_limit`) with the candidates' ON columns and file give the
+    matched pairs, counted per source row in one job (:meth:`_JoinMerge.pairs_tally`): the touched
+    files and the updated rows. Phase 2 writes the touched files' rows that no source row matches (a
+    left anti join with the source's ON columns, broadcast the same way) beside the source rows
+    themselves, each an update or an insert of the same values: the whole rows of the target and the
+    source are never joined. A source row that matched two target rows (the target holds its key
+    twice, and each is updated) sends the MERGE to :func:`_merge_two_phase`."""
+    F = job._F
+    t_cols, s_cols = job.needed(writes=False)
+    keys, broadcast = job.source(s_cols, narrow=True)
+    target = job.target_rows(candidates, columns=t_cols, shuffle=not broadcast, rid=False)
+    tally = job.pairs_tally(job.joined(keys, target, "inner"), [f"__s{i}" for i in sorted(s_cols)], candidates)
+    if tally is None:
+        return _merge_two_phase(job, candidates, started)
+    counted, touched = tally
+    insert = job.upsert()
+    updated = sum(n for n, _rows in counted.values())
+    inserted = (job.source_rows or 0) - updated
+    per_action = {0: (updated, updated), insert: (inserted, inserted)}
+    scan_ms = int((time.monotonic() - started) * 1000)
+    report("MERGE", "joined", touched=len(touched), multiple_matches=0)
+    outputs = [(job.rows.withColumn("__action", F.lit(insert)), [insert])]
+    written = job.source_rows or 0
+    if touched:
+        files = _only(candidates, touched)
+        whole = job.target_rows(files, shuffle=not broadcast, locate=False, rid=False)
+        copies = whole.join(keys, job.on(), "left_anti").withColumn("__action", F.lit(-1))
+        outputs.insert(0, (copies, []))
+        written += max(0, _rows_estimate(files) - updated)
+    return job.write(outputs, touched, per_action, scan_ms, rows=written)
 
 
 def _only(candidates, paths: list[str]):
