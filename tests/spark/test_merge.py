@@ -604,6 +604,23 @@ def test_a_stable_source_is_read_where_it_lies_and_any_other_is_materialised(spa
     assert spark_merge.stable_source(spark, parquet.where("id > 3").select("id", "v"))
     assert not spark_merge.stable_source(spark, spark.createDataFrame([(1, 1, 1)], DDL))
     assert not spark_merge.stable_source(spark, parquet.withColumn("v", (F.rand() * 10).cast("int")))
+    # user code, row_number over possible ties, a subquery over driver rows, skipped files: copied
+    assert not spark_merge.stable_source(spark, parquet.withColumn("v", F.udf(lambda x: x, "int")("v")))
+    from pyspark.sql import Window
+
+    ranked = parquet.withColumn("r", F.row_number().over(Window.partitionBy("p").orderBy("v")))
+    assert not spark_merge.stable_source(spark, ranked)
+    spark.createDataFrame([(30,)], "m long").createOrReplaceTempView("driver_rows")
+    parquet.createOrReplaceTempView("landing")
+    assert spark_merge.stable_source(spark, spark.sql("SELECT * FROM landing WHERE id > (SELECT max(id) FROM landing)"))
+    assert not spark_merge.stable_source(
+        spark, spark.sql("SELECT * FROM landing WHERE id > (SELECT m FROM driver_rows)")
+    )
+    spark.conf.set("spark.sql.files.ignoreMissingFiles", "true")
+    try:
+        assert not spark_merge.stable_source(spark, parquet)
+    finally:
+        spark.conf.unset("spark.sql.files.ignoreMissingFiles")
     spark.conf.set(spark_merge.MATERIALIZE_CONF, "all")
     try:
         assert not spark_merge.stable_source(spark, parquet)

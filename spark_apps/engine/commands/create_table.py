@@ -223,6 +223,10 @@ def create_table(
     table_root = table_location(table_uri)
     storage = storage_for(table_root)
     operation = OPERATION_CTAS if source_df is not None else OPERATION_CREATE
+
+    existing = _existing_version(storage, table_root) if if_not_exists else None
+    if existing is not None and schema is None:  # kept, and no schema of ours to check: nothing to read
+        return _already_exists(table_root, existing, if_not_exists, operation)
     if source_df is not None:
         from ..plane import in_process_plane
 
@@ -230,10 +234,6 @@ def create_table(
         source_df = plane.held(source_df)  # (a one-shot reader is read once, here)
         if schema is None:  # the source's own
             schema = plane.schema_of(source_df)
-
-    existing = _existing_version(storage, table_root) if if_not_exists else None
-    if existing is not None and schema is None:  # kept, and no schema of ours to check: nothing to read
-        return _already_exists(table_root, existing, if_not_exists, operation)
     delta_schema = to_delta_schema(schema)
     partition_columns = validate_partition_columns(delta_schema, partition_by)
     configuration = validate_properties(properties)

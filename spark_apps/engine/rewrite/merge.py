@@ -94,7 +94,10 @@ def first_duplicate_key(table: pa.Table, columns: list[str]) -> list | None:
     same = None
     for c in columns:
         col = keys.column(c)
-        eq = pc.equal(col.slice(1), col.slice(0, keys.num_rows - 1))
+        after, before = col.slice(1), col.slice(0, keys.num_rows - 1)
+        eq = pc.equal(after, before)
+        if pa.types.is_floating(col.type):  # NaN equals NaN as a key (as Spark's grouping has it)
+            eq = pc.or_(eq, pc.and_(pc.is_nan(after), pc.is_nan(before)))
         same = eq if same is None else pc.and_(same, eq)
     at = pc.index(same, True).as_py()
     return None if at < 0 else [keys.column(c)[at].as_py() for c in columns]

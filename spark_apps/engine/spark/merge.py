@@ -70,9 +70,10 @@ def deduplicated(source, key_columns: list[str], dedupe_by: str):
 
 
 def check_unique_keys(src, columns: list[str], names: list[str], *, rows=None, key_bytes=0, plan=None) -> None:
-    """Refuse a (prefixed) source holding a non-NULL key twice. When its ``rows`` keys (fixed widths
-    from the ``plan``'s source schema, plus ``key_bytes`` of strings) fit :func:`narrow_limit`, the
-    key columns are read into Arrow and checked here (no shuffle); else one aggregation by them."""
+    """Refuse a (prefixed) source holding a non-NULL key twice. When its ``rows`` flat keys (fixed
+    widths from the ``plan``'s source schema, plus ``key_bytes`` of strings), with the sort's index
+    and copy, fit :func:`narrow_limit`, the key columns are read into Arrow and checked here (no
+    shuffle); else one aggregation by them."""
     from pyspark.sql import functions as F
 
     from ..rewrite.merge import duplicate_keys_error, first_duplicate_key, fixed_width
@@ -80,7 +81,9 @@ def check_unique_keys(src, columns: list[str], names: list[str], *, rows=None, k
     if rows is not None and plan is not None:
         fields = [plan.source_schema.fields[int(c[3:])] for c in columns]
         width = sum(4 if getattr(f.type, "name", "") in ("string", "binary") else fixed_width(f.type) for f in fields)
-        if rows * (width + 1) + key_bytes <= narrow_limit(src.sparkSession):
+        flat = all(getattr(f.type, "name", "") for f in fields)  # (Arrow cannot sort nested keys)
+        # the keys, their validity, the sort's 8-byte index and the sorted copy
+        if flat and rows * (2 * width + 9) + 2 * key_bytes <= narrow_limit(src.sparkSession):
             dup = first_duplicate_key(src.select(*[quote(c) for c in columns]).toArrow(), columns)
             if dup is not None:
                 raise duplicate_keys_error(names, dup)
@@ -176,36 +179,83 @@ def source_key_values(spark, source, plan, keys: list, max_values: int, *, uniqu
 #: (``auto``, the default: only sources whose reads could differ, see :func:`stable_source`)
 MATERIALIZE_CONF = "spark.airflowDelta.merge.materializeSource"
 
-#: the logical plan nodes of a source that reads the same rows every time: a scan of files (their
-#: listing is fixed when the DataFrame is made; Spark itself assumes data files do not change under
-#: a query), rows held in the plan, and deterministic operators over them
-_STABLE_LEAVES = {"LogicalRelation", "LocalRelation", "OneRowRelation"}
+#: the logical plan nodes a source that reads the same rows every time may hold: scans of files listed
+#: once (their listing is fixed when the DataFrame is made; Spark itself assumes data files do not
+#: change under a query), rows held in the plan, and relational operators whose output is a function
+#: of their input's rows (no Window: ``row_number`` over ties may pick other rows in another read; no
+#: Limit: which rows it keeps is not fixed)
+_STABLE_NODES = {
+    "LogicalRelation",
+    "LocalRelation",
+    "OneRowRelation",
+    "Project",
+    "Filter",
+    "Join",
+    "Union",
+    "Aggregate",
+    "Deduplicate",
+    "Distinct",
+    "Sort",
+    "Repartition",
+    "RepartitionByExpression",
+    "SubqueryAlias",
+}
+#: expressions whose determinism Spark takes on trust (user code; Delta materialises for them too)
+_TRUSTED_EXPRESSIONS = {"PythonUDF", "ScalaUDF", "ScalaUDAF", "PythonUDAF", "HiveSimpleUDF", "HiveGenericUDF"}
+#: settings under which a later read may silently skip files an earlier one read
+_IGNORING_FILES = ("spark.sql.files.ignoreMissingFiles", "spark.sql.files.ignoreCorruptFiles")
 
 
 def stable_source(spark, source) -> bool:
     """Whether every read of ``source`` gives the same rows, so MERGE can read it more than once
-    instead of materialising it: a classic session, :data:`MATERIALIZE_CONF` not ``all``, and a
-    deterministic optimized plan whose leaves are file scans (``HadoopFsRelation``) or rows held in
-    the plan. Over Spark Connect (no plan to inspect here) and for anything else (an RDD, a JDBC or
-    streaming relation, a non-deterministic expression), False."""
+    instead of materialising it: a classic session, :data:`MATERIALIZE_CONF` not ``all``, no setting
+    that skips unreadable files, and an optimized plan (subqueries included) that is deterministic,
+    made of :data:`_STABLE_NODES` with no user-defined function, whose file scans list their files
+    once (``InMemoryFileIndex``: a partitioned catalog table lists its partitions again per query).
+    Over Spark Connect (no plan to inspect here) and for anything else, False."""
     from .session import conf_value
 
     if conf_value(spark, MATERIALIZE_CONF, "auto").strip().lower() == "all":
         return False
-    nodes = _plan_nodes(source)
-    if not nodes or not nodes[0][1].deterministic():
+    if any(conf_value(spark, key, "false").strip().lower() == "true" for key in _IGNORING_FILES):
         return False
-    leaves = [(kind, node) for kind, node in nodes if node.children().isEmpty()]
-    return all(
-        kind in _STABLE_LEAVES
-        and (kind != "LogicalRelation" or node.relation().getClass().getSimpleName() == "HadoopFsRelation")
-        for kind, node in leaves
-    )
+    nodes = _plan_nodes(source, subqueries=True)
+    if not nodes:
+        return False
+    try:
+        if not nodes[0][1].deterministic():
+            return False
+        for kind, node in nodes:
+            if kind not in _STABLE_NODES or _calls_user_code(node):
+                return False
+            if kind == "LogicalRelation":
+                relation = node.relation()
+                if relation.getClass().getSimpleName() != "HadoopFsRelation":
+                    return False
+                if relation.location().getClass().getSimpleName() != "InMemoryFileIndex":
+                    return False
+        return True
+    except Exception:  # an internal API that moved: materialise
+        return False
 
 
-def _plan_nodes(df) -> list:
-    """``(class name, node)`` of every node of ``df``'s optimized logical plan, root first (classic
-    Spark; [] over Spark Connect, which has no JVM here, or where the internal API moved)."""
+def _calls_user_code(node) -> bool:
+    """Whether an expression of plan ``node`` calls a user-defined function."""
+    expressions = node.expressions()
+    todo = [expressions.apply(i) for i in range(expressions.size())]
+    while todo:
+        e = todo.pop()
+        if e.getClass().getSimpleName() in _TRUSTED_EXPRESSIONS:
+            return True
+        children = e.children()
+        todo += [children.apply(i) for i in range(children.size())]
+    return False
+
+
+def _plan_nodes(df, *, subqueries: bool = False) -> list:
+    """``(class name, node)`` of every node of ``df``'s optimized logical plan, root first, with
+    ``subqueries`` also those of the subqueries its expressions hold (classic Spark; [] over Spark
+    Connect, which has no JVM here, or where the internal API moved)."""
     from .session import is_connect
 
     if is_connect(df.sparkSession):
@@ -217,6 +267,9 @@ def _plan_nodes(df) -> list:
             out.append((node.getClass().getSimpleName(), node))
             children = node.children()
             todo += [children.apply(i) for i in range(children.size() - 1, -1, -1)]
+            if subqueries:
+                inner = node.subqueries()
+                todo += [inner.apply(i) for i in range(inner.size())]
         return out
     except Exception:  # an internal API that moved
         return []
@@ -647,7 +700,8 @@ class _JoinMerge:
 
         out = rows.groupBy("__file").applyInArrow(fn, "path string, dv string, rows long")
         got = out.collect()
-        if any(r["rows"] < 0 for r in got):
+        if any(r["rows"] < 0 for r in got):  # the vectors the other files got are never committed
+            _discard_vectors(root, [json.loads(r["dv"]) for r in got if r["dv"] is not None])
             return None
         if counts is not None:
             counts.update((r["path"], r["rows"]) for r in got)
@@ -910,6 +964,22 @@ def _observed(observation, name: str) -> int:
         late.retryable = True  # Spark's side, not the input's
         raise late
     return int(got["value"].get(name) or 0)
+
+
+def _discard_vectors(table_root: str, vectors: list) -> None:
+    """Delete the deletion-vector files of ``vectors`` (descriptors; inline ones have none), best
+    effort: one left behind is an orphan VACUUM removes."""
+    from ..dv import dv_file_path
+    from ..storage import storage_for
+
+    storage = storage_for(table_root)
+    for dv in vectors:
+        if dv.get("storageType") == "i":
+            continue
+        try:
+            storage.delete(dv_file_path(table_root, dv))
+        except Exception:  # cleanup must not hide why the MERGE changed its plan
+            pass
 
 
 def _discard(job: _JoinMerge, actions: list) -> None:

@@ -192,3 +192,31 @@ def test_create_as_select_without_spark_takes_the_arrow_sources_schema(tmp_path)
         got = theirs.to_pyarrow_table().sort_by("id")
         assert got.column("id").to_pylist() == [1, 2, 3] and got.column("s").to_pylist() == ["a", None, "c"]
         assert theirs.metadata().partition_columns == ["s"]
+
+
+def test_create_as_select_if_not_exists_leaves_the_source_unread_when_the_table_exists(tmp_path):
+    """IF NOT EXISTS over an existing table is a no-op: a one-shot reader is not read."""
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, source_df=rows)
+    reader = rows.to_reader()
+    t = DeltaTable.create(None, root, source_df=reader, if_not_exists=True)
+    assert t.last_result["skipped"] and reader.read_all().num_rows == 2
+    assert deltalake.DeltaTable(root).version() == 0
+
+
+def test_a_key_held_twice_is_found_with_nulls_nans_and_several_columns():
+    """The upsert's uniqueness check (sorted keys, neighbours compared): NULL keys never count, NaN
+    equals NaN (as in Spark's grouping), a key is all its columns."""
+    from airflow_delta_provider_apps.engine.rewrite.merge import first_duplicate_key
+
+    nan = float("nan")
+    assert first_duplicate_key(pa.table({"a": [nan, 1.0, 2.0]}), ["a"]) is None
+    got = first_duplicate_key(pa.table({"a": [nan, 1.0, nan]}), ["a"])
+    assert got is not None and got[0] != got[0]  # NaN
+    assert first_duplicate_key(pa.table({"a": [None, None, 1]}), ["a"]) is None
+    two = pa.table({"a": [1, 2, 1, 1], "b": ["x", "y", "z", "x"]})
+    assert first_duplicate_key(two, ["a", "b"]) == [1, "x"]
+    assert first_duplicate_key(two.slice(0, 3), ["a", "b"]) is None
+    chunked = pa.concat_tables([two.slice(0, 2), two.slice(2)])
+    assert first_duplicate_key(chunked, ["a", "b"]) == [1, "x"]
