@@ -34,8 +34,8 @@ it after the MERGE bench, without ``--big``; ``--no-big-merge`` skips it there).
   at least what it held when the run started.
 * ``--big``: a 10M-row source into 20M rows (1M-row files): ours in a fresh child process (its own
   local[2] session, default 1g driver, one 1000-row warm-up upsert first, a timeout) beside
-  deltalake, once each: does it complete, its time and peak memory. Opt-in: it takes several
-  minutes on 2 cores.
+  deltalake and Spark's plain floor (its own process and session likewise), once each: does it
+  complete, its time and peak memory. Opt-in: it takes several minutes on 2 cores.
 
 Medians of ``--reps`` (default 3; the cases alternate, the first one moving each repetition);
 ``--quick``: 500k rows / 200k source (``--big``: 2M / 1M), one repetition. Results:
@@ -79,6 +79,7 @@ TITLES = {
     "floor_dv": "Spark floor for deletion vectors: key scan, positions per file, write the source",
     "big_ours": "ours, plain table (own process)",
     "big_deltalake": "deltalake (own process)",
+    "big_floor": "Spark floor: full outer join, write all rows (own process)",
 }
 
 
@@ -464,26 +465,39 @@ def _checks(prep: dict, work: Path, wanted: list[str], samples: dict) -> dict:
 # --big: ours and deltalake in fresh processes
 
 
-def _big_ours_worker(job: dict) -> dict:
-    """In the child: a local[2] session (default memory), one 1000-row warm-up upsert on a scratch
-    copy, then the timed upsert with its peaks."""
+def _big_worker(job: dict) -> dict:
+    """In the child: a local[2] session (default memory), one warm-up on 1000 source rows (ours: an
+    upsert on a scratch copy; the floor: its own query), then the timed run with its peaks (``big_ours``
+    our upsert, ``big_floor`` Spark's floor on the same files)."""
     spark = _session()
-    warm = Path(job["work"]) / "warm"
-    src = str(Path(job["work"]) / "warm_source")
-    spark.read.parquet(job["source"]).limit(1000).write.mode("overwrite").parquet(src)
-    _ours(spark, fresh_copy(job["target"], warm), src)
-    shutil.rmtree(warm, ignore_errors=True)
-    table = fresh_copy(job["target"], Path(job["work"]) / "ours")
+    work = Path(job["work"])
+    prep = job["prep"]
+    src = str(work / "warm_source")
+    spark.read.parquet(prep["source"]).limit(1000).write.mode("overwrite").parquet(src)
+    if job["kind"] == "big_ours":
+        warm = work / "warm"
+        _ours(spark, fresh_copy(prep["target"], warm), src)
+        shutil.rmtree(warm, ignore_errors=True)
+        table = fresh_copy(prep["target"], work / "ours")
+    else:
+        _floor_plain(spark, {**prep, "source": src}, str(work / "floor_warm"))
     with Peaks() as peaks:
         t0 = time.perf_counter()
-        r = _ours(spark, table, job["source"])
+        if job["kind"] == "big_ours":
+            r = _ours(spark, table, prep["source"])
+        else:
+            r = _floor_plain(spark, prep, str(work / "floor"))
         seconds = time.perf_counter() - t0
+    if job["kind"] == "big_floor":
+        r["rows"] = _parquet_rows(str(work / "floor"))
+        r["note"] = f"{r['rows']:,} rows written; {_floor_note(r)}"
     spark.stop()
     return {
         "seconds": seconds,
         "strategy": r.get("strategy", ""),
-        "note": _ours_note(r),
+        "note": _ours_note(r) if job["kind"] == "big_ours" else r["note"],
         "metrics": r.get("metrics", {}),
+        "rows": r.get("rows"),
         **peaks.result(),
     }
 
@@ -494,39 +508,43 @@ def run_big(rows: int, n: int, timeout: float) -> dict:
     prep = _child({"kind": "prepare", "rows": rows, "n": n})
     work = DATA / "big_work"
     samples = {}
-    _log(f"--big: ours (timeout {timeout:.0f} s) ...")
-    job = {"kind": "big_ours", "target": prep["target"], "source": prep["source"], "work": str(work)}
-    m = run_measured(
-        [sys.executable, "-m", "bench.big_merge", "--worker", json.dumps(job)],
-        cwd=str(REPO),
-        timeout=timeout,
-        log_path=DATA / "logs" / "big-ours.log",
-    )
-    r = m.result or {}
-    samples["big_ours"] = {
-        "status": m.status,
-        "error": m.error,
-        **r,
-        # the whole child (session start and warm-up included), from outside: a failed run's peaks
-        "process_peak_jvm_mib": round(m.peak.get("jvm", 0) / MiB, 1) or None,
-        "process_peak_python_mib": round(m.peak.get("task", 0) / MiB, 1) or None,
-    }
-    if m.status != "ok":
-        samples["big_ours"].update(
-            peak_jvm_mib=samples["big_ours"]["process_peak_jvm_mib"],
-            peak_python_mib=samples["big_ours"]["process_peak_python_mib"],
+    for kind in ("big_ours", "big_floor"):
+        _log(f"--big: {kind} (timeout {timeout:.0f} s) ...")
+        job = {"kind": kind, "prep": prep, "work": str(work)}
+        m = run_measured(
+            [sys.executable, "-m", "bench.big_merge", "--worker", json.dumps(job)],
+            cwd=str(REPO),
+            timeout=timeout,
+            log_path=DATA / "logs" / f"{kind.replace('_', '-')}.log",
         )
-    _log(f"--big ours: {json.dumps(samples['big_ours'], default=str)[:600]}")
+        r = m.result or {}
+        samples[kind] = {
+            "status": m.status,
+            "error": m.error,
+            **r,
+            # the whole child (session start and warm-up included), from outside: a failed run's peaks
+            "process_peak_jvm_mib": round(m.peak.get("jvm", 0) / MiB, 1) or None,
+            "process_peak_python_mib": round(m.peak.get("task", 0) / MiB, 1) or None,
+        }
+        if m.status != "ok":
+            samples[kind].update(
+                peak_jvm_mib=samples[kind]["process_peak_jvm_mib"],
+                peak_python_mib=samples[kind]["process_peak_python_mib"],
+            )
+        _log(f"--big {kind}: {json.dumps(samples[kind], default=str)[:600]}")
     _log(f"--big: deltalake (timeout {timeout:.0f} s) ...")
     table = fresh_copy(prep["target"], work / "deltalake")
     samples["big_deltalake"] = _deltalake(table, prep["source"], DATA / "logs" / "big-deltalake.log", timeout)
     _log(f"--big deltalake: {json.dumps(samples['big_deltalake'], default=str)[:600]}")
     tables = [c for c in ("ours", "deltalake") if samples[f"big_{c}"]["status"] == "ok"]
+    floor = samples["big_floor"]
     sums = _child({"kind": "checksums", "paths": [str(work / t) for t in tables]})["checksums"] if tables else []
     checks = {"expected": prep["expected"], "tables": dict(zip(tables, sums, strict=True)), "problems": []}
     for t, got in checks["tables"].items():
         if got != prep["expected"]:
             checks["problems"].append(f"big {t}: {got} (expected {prep['expected']})")
+    if floor["status"] == "ok" and floor.get("rows") != prep["expected"]["rows"]:
+        checks["problems"].append(f"big floor: {floor.get('rows')} rows written (expected {prep['expected']['rows']})")
     checks["ok"] = not checks["problems"]
     shutil.rmtree(work, ignore_errors=True)
     return {"prep": prep, "samples": samples, "checks": checks}
@@ -594,8 +612,11 @@ def summarize(res: dict, big: dict | None) -> list[dict]:
             }
         )
     bd = (big or {}).get("samples", {}).get("big_deltalake")
+    bf = (big or {}).get("samples", {}).get("big_floor")
     for r in rows:
-        if r["case"] == "big_ours":
+        if r["case"] in ("big_ours", "big_deltalake"):
+            r["vs_floor"] = r["seconds"] / bf["seconds"] if r["seconds"] and bf and bf.get("seconds") else None
+        if r["case"] in ("big_ours", "big_floor"):
             r["vs_deltalake"] = r["seconds"] / bd["seconds"] if r["seconds"] and bd and bd.get("seconds") else None
         elif r["case"] == "big_deltalake":
             r["vs_deltalake"] = None
@@ -682,7 +703,7 @@ def write(
             f"`--big`: {p['updates'] + p['inserts']:,}-row source into {p['expected']['rows'] - p['inserts']:,} rows "
             f"({len(p['files'])} files), one run each in a fresh process: ours in its own local[2] session "
             "(default 1g driver, after one 1000-row warm-up upsert; peaks during the timed upsert, or over the "
-            "whole process if it failed), deltalake as above.",
+            "whole process if it failed), Spark's plain floor the same way in its own session, deltalake as above.",
         ]
     text = "\n".join(md) + "\n"
     (out / "big_merge.md").write_text(text)
@@ -712,7 +733,7 @@ def worker(job: dict) -> int:
     elif job["kind"] == "checksums":
         out = {"checksums": checksums(job["paths"])}
     else:
-        out = _big_ours_worker(job)
+        out = _big_worker(job)
     print(json.dumps({"status": "ok", **out}, default=str), flush=True)
     return 0
 

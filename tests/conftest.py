@@ -55,6 +55,17 @@ def spark():
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+@pytest.fixture
+def file_tasks(spark):
+    """DELETE, UPDATE, OPTIMIZE and file-by-file MERGE do their per-file work in Spark tasks whatever
+    its size (on this local master they would use the driver's threads)."""
+    from airflow_delta_provider_apps.engine.spark.session import FILE_WORK_CONF
+
+    spark.conf.set(FILE_WORK_CONF, "tasks")
+    yield
+    spark.conf.unset(FILE_WORK_CONF)
+
+
 @pytest.fixture(scope="session")
 def connect_server():
     from airflow_delta_provider_apps.connect_server import ConnectServer

@@ -273,3 +273,19 @@ def test_the_bundle_is_uploaded_once_per_session(connect_server, tmp_path, monke
         r.run("write", uri, {"source": _day(tmp_path / f"d{i}.parquet", [i])})
     assert len(uploads) == 1
     assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2]
+
+
+def test_over_connect_only_small_per_file_work_stays_in_the_client(connect_server):
+    """The client of a Connect server is not where its executors are: per-file work over more than
+    IN_PROCESS_BYTES goes to the server's Spark tasks, whatever the server's master."""
+    import uuid
+
+    from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
+
+    spark = _raw_session(connect_server.url, str(uuid.uuid4()))
+    try:
+        plane = SparkPlane(spark)
+        limit = rewrite_common.IN_PROCESS_BYTES
+        assert plane.in_driver(limit) and not plane.in_driver(limit + 1)
+    finally:
+        spark.stop()

@@ -25,10 +25,7 @@ def _ours(t):
     return sorted((r["id"], r["v"]) for r in t.to_df().select("id", "v").collect())
 
 
-def test_a_clustered_table_through_spark(spark, tmp_path, monkeypatch):
-    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
-
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)  # OPTIMIZE's bin in a Spark task
+def test_a_clustered_table_through_spark(spark, tmp_path, file_tasks):  # OPTIMIZE's bin in a Spark task
     root = str(tmp_path / "t")
     source = spark.range(0, 400).selectExpr("id * 7 % 400 AS id", "CAST(id % 13 AS STRING) AS v").repartition(4)
     t = DeltaTable.create(spark, root, source_df=source, cluster_by=["id"])

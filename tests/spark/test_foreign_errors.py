@@ -27,14 +27,13 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(params=["join", "tasks"])
 def execution(request, monkeypatch):
     """MERGE as Spark's join (forced by a zero limit on the shipped source) or file by file in Spark
-    tasks (forced by a zero in-process limit)."""
-    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
+    tasks (the ``file_tasks`` fixture)."""
     from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
 
     if request.param == "join":
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     else:
-        monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
+        request.getfixturevalue("file_tasks")
     return request.param
 
 

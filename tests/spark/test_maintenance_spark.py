@@ -18,12 +18,8 @@ deltalake = pytest.importorskip("deltalake")
 pytestmark = pytest.mark.spark
 
 
-def test_optimize_in_spark_on_a_deltalake_table(spark, tmp_path, monkeypatch):
-    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
-
-    # small bins are compacted by the driver's threads (rewrite.common.IN_PROCESS_BYTES): this test is
-    # about the Spark tasks
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
+def test_optimize_in_spark_on_a_deltalake_table(spark, tmp_path, file_tasks):
+    # the bins in Spark tasks (file_tasks): on a local master the driver's threads would compact them
     root = str(tmp_path / "t")
     rng = np.random.default_rng(3)
     for _ in range(6):
@@ -74,3 +70,18 @@ def test_vacuum_after_histories_with_merges(spark, tmp_path_factory, history, re
     (upserts through Spark): versions inside the retention read the same rows in deltalake."""
     root, t, outside, hidden = run_history(tmp_path_factory.mktemp("vm"), history, spark=spark)
     check_vacuum(root, t, outside, hidden, retention_h, ahead_h, mode)
+
+
+def test_a_local_master_does_per_file_work_in_the_driver_at_any_size(spark):
+    """On a local master the executors are this machine's cores: DELETE, UPDATE, OPTIMIZE and a
+    file-by-file MERGE use the driver's threads whatever the files' size, unless fileWork=tasks."""
+    from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
+    from airflow_delta_provider_apps.engine.spark.session import FILE_WORK_CONF
+
+    plane = SparkPlane(spark)
+    assert plane.in_driver(0) and plane.in_driver(1 << 40)
+    spark.conf.set(FILE_WORK_CONF, "tasks")
+    try:
+        assert not plane.in_driver(0) and not plane.in_driver(1 << 40)
+    finally:
+        spark.conf.unset(FILE_WORK_CONF)

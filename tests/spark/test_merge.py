@@ -6,14 +6,17 @@ change nothing; NULL keys never match."""
 from __future__ import annotations
 
 import glob
+import os
 
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference, row
+from txn_helpers import snapshot
 
 from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.dv import dv_file_path
 from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError
 from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
 
@@ -26,13 +29,12 @@ DDL = "id BIGINT, v INT, p INT"
 @pytest.fixture(params=["threads", "tasks", "join"])
 def execution(request, monkeypatch):
     """Every execution of MERGE: file by file in the driver's threads (small candidates), file by file
-    in Spark tasks (forced by a zero in-process limit), and Spark's join (forced by a zero size
-    limit for the shipped source)."""
-    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
+    in Spark tasks (the ``file_tasks`` fixture), and Spark's join (forced by a zero size limit for
+    the shipped source)."""
     from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
 
     if request.param == "tasks":
-        monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
+        request.getfixturevalue("file_tasks")
     if request.param == "join":
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     return request.param
@@ -410,6 +412,12 @@ def test_upsert_by_join_equals_the_reference(spark, tmp_path_factory, monkeypatc
         m = res["metrics"]
         assert m["numTargetRowsInserted"] == len(inserted)
         assert m["numTargetRowsUpdated"] == sum(1 for r in target if r["id"] is not None and r["id"] in by_key)
+    # every deletion vector file on disk is one the table holds: those a fallback to the two phases
+    # left uncommitted are deleted
+    on_disk = {os.path.basename(f) for f in glob.glob(f"{root}/**/deletion_vector_*.bin", recursive=True)}
+    vectors = snapshot(root).files.column("deletion_vector").to_pylist()
+    held = {os.path.basename(dv_file_path(root, dv)) for dv in vectors if dv and dv["storageType"] != "i"}
+    assert on_disk == held
 
 
 def _dv_table_after_a_delete(spark, tmp_path):

@@ -23,12 +23,9 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(autouse=True)
-def _in_spark_tasks(monkeypatch):
-    """These tables are small: without this, DELETE and UPDATE rewrite them in the driver's threads
-    (rewrite.common.IN_PROCESS_BYTES); the tests here are about the Spark tasks."""
-    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
-
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
+def _in_spark_tasks(file_tasks):
+    """The tests here are about the Spark tasks: without this, DELETE and UPDATE on a local master
+    rewrite in the driver's threads."""
 
 
 DDL = "p INT, i BIGINT, d DOUBLE, s STRING"

@@ -58,11 +58,8 @@ def test_merge_file_by_file_keeps_stable_ids(spark, tmp_path):
     assert _theirs(root) == {k: v[2] for k, v in after.items()}
 
 
-def test_spark_tasks_keep_stable_ids(spark, tmp_path, monkeypatch):
+def test_spark_tasks_keep_stable_ids(spark, tmp_path, file_tasks):
     """DELETE, UPDATE, OPTIMIZE and MERGE with their files rewritten in Spark tasks (not the driver's threads)."""
-    from airflow_delta_provider_apps.engine.rewrite import common
-
-    monkeypatch.setattr(common, "IN_PROCESS_BYTES", 0)
     root = _table(tmp_path, [1, 2, 3])
     append_arrow(root, pa.table({"id": pa.array([4, 5], pa.int64()), "v": ["v4", "v5"]}))
     t = DeltaTable.for_path(spark, root)

@@ -5,8 +5,8 @@ or in this process), behind one surface.
   and rewritten without the deleted rows or with the updated values when a row matches;
 * :mod:`.merge` - MERGE file by file with a small source: key pairs found per file, clauses applied;
 * :mod:`.compact` - OPTIMIZE's bins: files read and written again with the same rows;
-* :mod:`.common` - what they share: a file's outcome, the run observers, when a run stays in this
-  process (:func:`in_process`), and the array helpers.
+* :mod:`.common` - what they share: a file's outcome, the run observers, the bytes of a set of
+  files (:func:`files_bytes`, which decide where a run goes), and the array helpers.
 
 Spark runs them through :mod:`..spark.rewrite`, :mod:`..spark.merge` and :mod:`..spark.optimize`.
 """
@@ -16,7 +16,7 @@ from .common import (
     FileOutcome,
     RewriteRecord,
     discard,
-    in_process,
+    files_bytes,
     notify,
     record_outcomes,
 )
@@ -31,7 +31,7 @@ __all__ = [
     "Bound",
     "compact_bin",
     "discard",
-    "in_process",
+    "files_bytes",
     "likely_touched",
     "notify",
     "record_outcomes",

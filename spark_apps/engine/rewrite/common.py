@@ -17,7 +17,7 @@ from ..writer import WrittenFile
 __all__ = [
     "LIKELY_MATCHES",
     "IN_PROCESS_BYTES",
-    "in_process",
+    "files_bytes",
     "FileOutcome",
     "task_schema",
     "to_task_row",
@@ -37,18 +37,19 @@ LIKELY_MATCHES = 3.0
 matching independently, a file expected to hold 3 matches holds none with probability ~5%."""
 
 
-#: candidate files up to this many bytes in all are rewritten (DELETE, UPDATE) or merged (MERGE) by
-#: threads of the driver (over Spark Connect, the task's own process): a Spark job, and the Python
-#: worker a fresh application or Connect session starts for it, costs more than the work
+#: candidate files up to this many bytes in all are rewritten (DELETE, UPDATE), compacted (OPTIMIZE) or
+#: merged (MERGE) by threads of the driver (over Spark Connect, the task's own process), even when
+#: larger ones go to Spark tasks: a Spark job, and the Python worker a fresh application or Connect
+#: session starts for it, costs more than the work (the choice: ``spark.plane.SparkPlane.in_driver``)
 IN_PROCESS_BYTES = 64 << 20
 
 
-def in_process(files: pa.Table) -> bool:
-    """Whether ``files`` (rows of ``snapshot.files``) are few bytes enough for :data:`IN_PROCESS_BYTES`."""
+def files_bytes(files: pa.Table) -> int:
+    """The bytes of ``files`` (rows of ``snapshot.files``)."""
     import pyarrow.compute as pc
 
     total = pc.sum(files.column("size")).as_py() if "size" in files.column_names and files.num_rows else 0
-    return (total or 0) <= IN_PROCESS_BYTES
+    return int(total or 0)
 
 
 @dataclass

@@ -47,6 +47,7 @@ __all__ = [
     "inserted_rows",
     "source_row_limit",
     "likely_touched",
+    "TouchStreak",
     "merge_files",
     "duplicate_match_error",
     "duplicate_keys_error",
@@ -547,10 +548,11 @@ def merge_file(
     deletion_vector: Any = None,
     *,
     task_id: int = 0,
-    likely: bool = False,
+    likely: bool | None = False,
 ) -> MergeFileOutcome:
     """Probe one candidate file, and rewrite it when a clause changes one of its rows; a file
-    ``likely`` touched (:func:`likely_touched`) is read once, without the probe."""
+    ``likely`` touched (:func:`likely_touched`, or :class:`TouchStreak` where its stats give no
+    estimate) is read once, without the probe."""
 
     out = MergeFileOutcome(path)
     started = time.perf_counter_ns()
@@ -630,7 +632,7 @@ def merge_file(
 
 
 def merge_files(
-    prepared: PreparedMerge, files: pa.Table, likely: list[bool], *, max_workers: int | None = None
+    prepared: PreparedMerge, files: pa.Table, likely: list[bool | None], *, max_workers: int | None = None
 ) -> list[MergeFileOutcome]:
     """:func:`merge_file` over ``files`` (rows of ``snapshot.files``) in this process, in parallel
     across files; when one fails, what the others wrote is deleted and the error raised."""
@@ -645,10 +647,12 @@ def merge_files(
     has_dv = "deletion_vector" in files.column_names
     rows = files.select(["path", "partition_values"] + (["deletion_vector"] if has_dv else [])).to_pylist()
 
+    streak = TouchStreak()  # shared by the threads: what one learns, the next file uses
+
     def one(i: int) -> MergeFileOutcome:
         r = rows[i]
-        return merge_file(
-            prepared, storage, r["path"], dict(r["partition_values"] or []), r.get("deletion_vector"), likely=likely[i]
+        return streak.merge(
+            prepared, storage, r["path"], dict(r["partition_values"] or []), r.get("deletion_vector"), likely[i], 0
         )
 
     workers = max(1, min(len(rows), max_workers or os.cpu_count() or 1))
@@ -696,17 +700,19 @@ def inserted_rows(prepared: PreparedMerge, matched: np.ndarray) -> tuple[pa.Tabl
     return table, counts
 
 
-def likely_touched(files: pa.Table, prepared: PreparedMerge) -> list[bool]:
+def likely_touched(files: pa.Table, prepared: PreparedMerge) -> list[bool | None]:
     """Per candidate file, whether its stats say source rows likely match some of its rows (then it
     is read once, with no probe): for each key on a data column of a number or date type, the
     source's distinct values inside the file's ``[min, max]`` times the file's density of values
     there (``numRecords / (max - min + 1)``, at most 1) estimates its matches; at least
-    :data:`~.rewrite.LIKELY_MATCHES` on any key is likely. No stats, no estimate: probed (correct
-    either way; only the cost differs)."""
+    :data:`~.rewrite.LIKELY_MATCHES` on any key is likely. None where no key gives an estimate (no
+    stats, or keys such as strings whose density the stats cannot tell): :class:`TouchStreak`
+    decides as the files are merged. Correct either way; only the cost differs."""
     from ..expr.skipping import stats_table
 
     count = files.num_rows
     expected = np.zeros(count)
+    known = np.zeros(count, dtype=bool)
     parts = {c.lower() for c in prepared.spec.write.partition_columns}
     try:
         for j, name in enumerate(prepared.key_targets):
@@ -727,10 +733,34 @@ def likely_touched(files: pa.Table, prepared: PreparedMerge) -> list[bool]:
             values = np.sort(values)
             inside = np.searchsorted(values, hi, "right") - np.searchsorted(values, lo, "left")
             density = np.minimum(1.0, records / np.maximum(hi - lo + 1.0, 1.0))
-            expected = np.maximum(expected, np.nan_to_num(inside * density, nan=0.0))
+            estimate = inside * density
+            known |= ~np.isnan(estimate)
+            expected = np.maximum(expected, np.nan_to_num(estimate, nan=0.0))
     except Exception:  # only a hint: probing is always correct
         return [False] * count
-    return [bool(x) for x in expected >= LIKELY_MATCHES]
+    return [bool(x) if k else None for x, k in zip(expected >= LIKELY_MATCHES, known)]
+
+
+class TouchStreak:
+    """Whether a candidate file with no estimate from its stats (:func:`likely_touched` None) is read
+    once or probed first, learnt from the files merged before it by the same worker (a thread pool,
+    or one Spark task): once the last :attr:`RUN` files were all changed, the next is read at once;
+    a file read at once that no clause changed (its output deleted) sends the worker back to
+    probing. Keys spread over every file (string keys of a whole-range table) then cost one read per
+    file after the first few, keys clustered in few files a probe of each other file."""
+
+    RUN = 2
+
+    def __init__(self):
+        self.streak = 0
+
+    def merge(self, prepared, storage, path, partition_values, deletion_vector, likely, task_id) -> MergeFileOutcome:
+        """:func:`merge_file`, the plan taken from ``likely`` or the streak; the outcome teaches it."""
+        once = likely if likely is not None else self.streak >= self.RUN
+        out = merge_file(prepared, storage, path, partition_values, deletion_vector, task_id=task_id, likely=once)
+        if likely is None:  # files decided by their stats teach nothing about the others
+            self.streak = self.streak + 1 if out.changed else 0
+        return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -753,21 +783,18 @@ class MergeOutcome:
 
 def execute_by_file(prepared, candidates, *, in_tasks=None) -> MergeOutcome:
     """MERGE with the (small) source beside every candidate file: each is probed and, when a clause
-    changes one of its rows, rewritten (:func:`merge_file`), in this process's threads when the
-    candidates are small (:func:`..rewrite.in_process`) or there is no Spark (``in_tasks`` None), else
-    by ``in_tasks(likely)`` (one Spark job over the files, dealt to tasks by bytes as DELETE/UPDATE
-    do); the inserts are written here."""
+    changes one of its rows, rewritten (:func:`merge_file`), in this process's threads (``in_tasks``
+    None: the plane chose them), else by ``in_tasks(likely)`` (one Spark job over the files, dealt to
+    tasks by bytes as DELETE/UPDATE do); the inserts are written here."""
     import numpy as np
     import pyarrow as pa
-
-    from .common import in_process
 
     started = time.monotonic()
     spec = prepared.spec
     outcomes: list = []
     if candidates.num_rows:
         likely = likely_touched(candidates, prepared)
-        if in_tasks is None or in_process(candidates):
+        if in_tasks is None:
             outcomes = merge_files(prepared, candidates, likely)
         else:
             outcomes = in_tasks(likely)

@@ -1221,8 +1221,8 @@ def _plan_size(df) -> int | None:
 
 
 def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
-    """:func:`..rewrite.merge.execute_by_file` with Spark tasks for candidates too large for the
-    driver's threads."""
+    """:func:`..rewrite.merge.execute_by_file` in Spark tasks (where the plane sends candidates too
+    large for the driver's threads, :meth:`.plane.SparkPlane.in_driver`)."""
     from ..rewrite.merge import execute_by_file
 
     return execute_by_file(
@@ -1230,7 +1230,7 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
     )
 
 
-def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
+def _merge_in_tasks(spark, prepared, candidates, likely: list[bool | None]) -> list:
     """:func:`..rewrite.merge.merge_file` over the candidates in Spark tasks (the source shipped as
     Arrow IPC in the task closure, which PySpark broadcasts when large)."""
     import functools
@@ -1248,19 +1248,17 @@ def _merge_in_tasks(spark, prepared, candidates, likely: list[bool]) -> list:
 
 
 class _FileMerger:
-    """MERGE's per-file work in a task (:func:`..rewrite.merge.merge_file`), the source read once."""
+    """MERGE's per-file work in a task (:func:`..rewrite.merge.merge_file`), the source read once;
+    the task's files share one :class:`..rewrite.merge.TouchStreak`."""
 
     def __init__(self, spec, payload: bytes):
         import pyarrow as pa
 
-        from ..rewrite.merge import PreparedMerge
+        from ..rewrite.merge import PreparedMerge, TouchStreak
 
         self.prepared = PreparedMerge(spec, pa.ipc.open_stream(payload).read_all())
         self.table_uri = spec.write.table_uri
+        self.streak = TouchStreak()
 
     def __call__(self, storage, path, partition_values, deletion_vector, likely, task_id):
-        from ..rewrite.merge import merge_file
-
-        return merge_file(
-            self.prepared, storage, path, partition_values, deletion_vector, task_id=task_id, likely=likely
-        )
+        return self.streak.merge(self.prepared, storage, path, partition_values, deletion_vector, likely, task_id)

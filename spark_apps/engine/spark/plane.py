@@ -1,7 +1,8 @@
 """The Spark data plane (:class:`~..plane.DataPlane` over a SparkSession, classic or Connect).
 
 The per-file work (DELETE/UPDATE rewrites, OPTIMIZE's bins, MERGE file by file) runs as the
-in-process plane does, in this process when the files are small (:func:`..rewrite.in_process`),
+in-process plane does, in this process's threads when the files are small
+(:data:`..rewrite.common.IN_PROCESS_BYTES`) or the master is local (:meth:`SparkPlane.in_driver`),
 else in Spark tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`,
 :mod:`.merge`). Data handed in is a DataFrame: written by the core writer in tasks or by Spark's own
 writer (:mod:`.write`), and a MERGE whose source is over the collection cap runs on Spark's own
@@ -23,6 +24,24 @@ class SparkPlane:
     def __init__(self, spark):
         self.spark = spark
         self._local = InProcessPlane()
+        self._local_master: bool | None = None
+
+    def in_driver(self, size: int) -> bool:
+        """Whether per-file work over ``size`` bytes of files runs in this process's threads, not in
+        Spark tasks: when they are small (a job, and the Python workers it starts, cost more than the
+        work), or at any size on a local master (the executors are this machine's cores, which the
+        threads use as well; a job adds its scheduling and the shipping of its inputs), unless
+        :data:`.session.FILE_WORK_CONF` is ``tasks``."""
+        from ..rewrite.common import IN_PROCESS_BYTES
+        from .session import FILE_WORK_CONF, conf_value, local_master
+
+        if conf_value(self.spark, FILE_WORK_CONF, "auto").strip().lower() == "tasks":
+            return False
+        if size <= IN_PROCESS_BYTES:
+            return True
+        if self._local_master is None:
+            self._local_master = local_master(self.spark)
+        return self._local_master
 
     def __repr__(self) -> str:
         return f"SparkPlane({self.spark!r})"
@@ -51,18 +70,16 @@ class SparkPlane:
         return inserted_changes(self.spark, snapshot, adds)
 
     def rewrite_files(self, spec, files):
-        from ..rewrite import in_process
+        from ..rewrite.common import files_bytes
 
-        if in_process(files):
+        if self.in_driver(files_bytes(files)):
             return self._local.rewrite_files(spec, files)
         from .rewrite import rewrite_files
 
         return rewrite_files(self.spark, spec, files)
 
     def compact_bins(self, info: dict, bins: list[list[dict]], zorder_by: list[str]) -> list:
-        from ..rewrite.common import IN_PROCESS_BYTES
-
-        if sum(f.get("size") or 0 for b in bins for f in b) <= IN_PROCESS_BYTES:  # as in_process(files)
+        if self.in_driver(sum(f.get("size") or 0 for b in bins for f in b)):
             return self._local.compact_bins(info, bins, zorder_by)
         from .optimize import compact_bins
 
@@ -84,6 +101,10 @@ class SparkPlane:
         return source_key_values(self.spark, source, plan, keys, max_values, unique=unique)
 
     def merge_by_file(self, prepared, candidates):
+        from ..rewrite.common import files_bytes
+
+        if self.in_driver(files_bytes(candidates)):
+            return self._local.merge_by_file(prepared, candidates)
         from .merge import execute_merge_by_file
 
         return execute_merge_by_file(self.spark, prepared, candidates)

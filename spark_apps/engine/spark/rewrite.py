@@ -48,13 +48,14 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
 def run_file_tasks(spark, files: pa.Table, likely: list[bool], worker, outcome_class) -> list:
     """The per-file work of a command over ``files`` in Spark tasks, in ONE job: the files dealt to
     the tasks by bytes (:func:`listing_for_tasks`), each with its plan flag (``likely``: rewrite in
-    one pass, else probe first). ``worker`` (picklable; called once per task, on the executor)
+    one pass, else probe first; None: no estimate). ``worker`` (picklable; called once per task, on the executor)
     returns ``fn(storage, path, partition_values, deletion_vector, likely, task_id)`` giving the
     file's outcome, an ``outcome_class`` shipped back as one row (:func:`..rewrite.common.to_task_row`)."""
     listing = listing_for_tasks(files, min(files.num_rows, task_slices(spark)))
     flags = dict(zip(files.column("path").to_pylist(), likely))  # listing rows are in task order
     paths = listing.column("path").to_pylist()
-    listing = listing.append_column(_LIKELY, pa.array([bool(flags[p]) for p in paths], pa.bool_()))
+    # None: no estimate from the stats (the worker decides as it goes, see rewrite.merge.TouchStreak)
+    listing = listing.append_column(_LIKELY, pa.array([flags[p] for p in paths], pa.bool_()))
     schema = task_schema(outcome_class)
     ddl = ", ".join(f"{f.name} {_DDL_TYPES[f.type]}" for f in schema)
 
@@ -84,7 +85,7 @@ def file_task(worker, schema: pa.Schema, batches):
             dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
             likely = batch.column(_LIKELY).to_pylist()
             for path, pv, dv, lk in zip(paths, pvs, dvs, likely):
-                o = work(storage, path, _as_dict(pv), dv, bool(lk), task)
+                o = work(storage, path, _as_dict(pv), dv, lk, task)
                 yield pa.RecordBatch.from_pylist([to_task_row(o)], schema=schema)
 
     return guard_executor(run())
@@ -109,7 +110,7 @@ class _Rewriter:
             deletion_vector,
             task_id=task_id,
             bound=self.bound,
-            likely=likely,
+            likely=bool(likely),
         )
 
 

@@ -207,6 +207,25 @@ def memory_bytes(text: str, *, plain: str = "m", strict: bool = False) -> int:
     return int(float(number) * _UNITS[unit if unit or suffix else plain])
 
 
+#: Spark property: where DELETE, UPDATE, OPTIMIZE and a file-by-file MERGE do their per-file work.
+#: ``auto`` (the default): this process's threads when the files are small
+#: (:data:`..rewrite.common.IN_PROCESS_BYTES`) or the master is local, else Spark tasks; ``tasks``:
+#: Spark tasks whatever the size
+FILE_WORK_CONF = "spark.airflowDelta.fileWork"
+
+
+def local_master(spark) -> bool:
+    """Whether ``spark`` is a classic session on a local master (``local``, ``local[N]``, ``local[*]``,
+    ``local[N,F]``): its executors are threads of this machine's JVM, on the cores this process has."""
+    if is_connect(spark):
+        return False
+    try:
+        master = str(spark.sparkContext.master).strip().lower()
+    except Exception:  # no SparkContext to ask
+        return False
+    return master == "local" or master.startswith("local[")
+
+
 def is_connect(spark) -> bool:
     """Whether ``spark`` is a Spark Connect session (no SparkContext, no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")

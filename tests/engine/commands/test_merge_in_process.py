@@ -220,3 +220,61 @@ def test_a_key_held_twice_is_found_with_nulls_nans_and_several_columns():
     assert first_duplicate_key(two.slice(0, 3), ["a", "b"]) is None
     chunked = pa.concat_tables([two.slice(0, 2), two.slice(2)])
     assert first_duplicate_key(chunked, ["a", "b"]) == [1, "x"]
+
+
+def _string_keyed(root: str, files: list[list[str]]) -> DeltaTable:
+    create_table(root, schema="k STRING, v INT")
+    for keys in files:  # one file per append
+        append_arrow(root, pa.table({"k": keys, "v": pa.array([0] * len(keys), pa.int32())}))
+    return DeltaTable(None, root)
+
+
+def _merged_files(monkeypatch, table: DeltaTable, source: pa.Table) -> list:
+    """MERGE (upsert by ``k``), returning its per-file outcomes in the order the files were merged."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as rm
+
+    seen: list = []
+    real = rm.merge_file
+
+    def observed(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(rm, "merge_file", observed)
+    monkeypatch.setattr("os.cpu_count", lambda: 1)  # one thread: the files in listing order
+    table.merge(source, "target.k = source.k").when_matched_update_all().when_not_matched_insert_all().execute()
+    return seen
+
+
+def test_string_keys_spread_over_every_file_are_probed_only_until_files_keep_being_touched(tmp_path, monkeypatch):
+    """String keys give no match estimate from min/max stats: the first files are probed (key column,
+    then the whole file), and once RUN in a row were changed the rest are read once; a file read once
+    that no clause changed sends the worker back to probing. Rows stay right either way."""
+    from airflow_delta_provider_apps.engine.rewrite.merge import TouchStreak
+
+    spread = [[f"{i:04d}" for i in range(f, 400, 8)] for f in range(8)]  # every file spans the range
+    t = _string_keyed(str(tmp_path / "spread"), spread)
+    source = pa.table(
+        {"k": ["0000", "0001", "0002", "0003", "0004", "0005", "0006", "0007"], "v": pa.array([1] * 8, pa.int32())}
+    )
+    got = _merged_files(monkeypatch, t, source)
+    run = TouchStreak.RUN
+    assert [o.reads for o in got] == [2] * run + [1] * (8 - run) and all(o.changed == 1 for o in got)
+    rows = sorted(deltalake.DeltaTable(str(tmp_path / "spread")).to_pyarrow_table().to_pylist(), key=lambda r: r["k"])
+    assert [r["v"] for r in rows[:8]] == [1] * 8 and all(r["v"] == 0 for r in rows[8:]) and len(rows) == 400
+
+    # files of clustered keys (even numbers), the source matching the first RUN files and the last,
+    # and inserting an odd key inside each other file's range (so no file is skipped): the file after
+    # the streak is read once for nothing (its output deleted), the ones after it are probed again
+    clustered = [[f"{f}{i:03d}" for i in range(0, 100, 2)] for f in range(8)]
+    t = _string_keyed(str(tmp_path / "clustered"), clustered)
+    keys = [f"{f}000" if f < run or f == 7 else f"{f}001" for f in range(8)]
+    source = pa.table({"k": keys, "v": pa.array([1] * len(keys), pa.int32())})
+    got = _merged_files(monkeypatch, t, source)
+    assert [(o.reads, bool(o.changed)) for o in got] == (
+        [(2, True)] * run + [(1, False)] + [(1, False)] * (8 - run - 2) + [(2, True)]
+    )
+    assert all(not o.written for o in got if not o.changed)
+    rows = deltalake.DeltaTable(str(tmp_path / "clustered")).to_pyarrow_table().to_pylist()
+    assert sorted(r["k"] for r in rows if r["v"] == 1) == sorted(keys) and len(rows) == 400 + 8 - run - 1
