@@ -72,9 +72,10 @@ class DataPlane(Protocol):
     def deduplicated(self, source, key_columns: list[str], dedupe_by: str):
         """``source`` with one row per key (the greatest ``dedupe_by``); NULL keys kept as they are."""
 
-    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None) -> tuple:
-        """``(materialised source, rows, key values for file skipping)`` of a source joined whole; with
-        ``unique`` ``(columns, names)`` its keys are checked unique in the same pass."""
+    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None, refuse=True) -> tuple:
+        """``(materialised source, rows, key values for file skipping, unique)`` of a source joined
+        whole; with ``unique`` ``(columns, names)`` its keys are checked unique in the same pass: a
+        key held twice is refused (``refuse``) or reported (``unique`` False; None: not checked)."""
 
     def merge_by_file(self, prepared: PreparedMerge, candidates: pa.Table) -> MergeOutcome:
         """MERGE with the collected source beside every candidate file."""
@@ -156,7 +157,7 @@ class InProcessPlane:
 
         return deduplicated_arrow(arrow_source(source), key_columns, dedupe_by)
 
-    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None) -> tuple:
+    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None, refuse=True) -> tuple:
         raise AssertionError("an in-process MERGE always merges file by file")  # merge_source never refuses
 
     def merge_by_file(self, prepared: PreparedMerge, candidates: pa.Table) -> MergeOutcome:

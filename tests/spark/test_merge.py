@@ -420,6 +420,46 @@ def test_upsert_by_join_equals_the_reference(spark, tmp_path_factory, monkeypatc
     assert on_disk == held
 
 
+@pytest.mark.parametrize("dv", [False, True], ids=["plain", "dv"])
+def test_an_upsert_written_as_clauses_joins_right_whether_or_not_its_keys_are_unique(spark, tmp_path, monkeypatch, dv):
+    """UPDATE * / INSERT * by join without key_columns: the source's ON keys are asked whether they
+    are unique (then it runs as an upsert); keys held twice that match no target row are all
+    inserted, NULL keys never match, and a key held twice that matches a target row fails."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+
+    monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    root = str(tmp_path / "t")
+    props = {"delta.enableDeletionVectors": "true"} if dv else None
+    t = DeltaTable.create(spark, root, schema=DDL, properties=props)
+    for part in (range(0, 5), range(5, 10)):
+        t.append(spark.createDataFrame([(i, i, 0) for i in part], DDL))
+
+    def upsert(rows):
+        src = spark.createDataFrame(rows, DDL)
+        b = DeltaTable.for_path(spark, root).merge(src, "target.id = source.id")
+        return b.when_matched_update_all().when_not_matched_insert_all().execute()
+
+    def rows():
+        return sorted((tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()), key=str)
+
+    res = upsert([(i, 100 + i, 0) for i in range(5, 15)])
+    want = [(i, i, 0) for i in range(5)] + [(i, 100 + i, 0) for i in range(5, 15)]
+    assert rows() == sorted(want, key=str) and res["strategy"] == "join"
+    assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (5, 5)
+    res = upsert([(20, 1, 0), (20, 2, 0), (None, 3, 0), (None, 4, 0), (0, 50, 0)])
+    want = [(0, 50, 0)] + want[1:] + [(20, 1, 0), (20, 2, 0), (None, 3, 0), (None, 4, 0)]
+    assert rows() == sorted(want, key=str)
+    assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (1, 4)
+    version = DeltaTable.for_path(spark, root).version()
+    with pytest.raises(DeltaError, match="multiple source rows matched"):
+        upsert([(1, 7, 0), (1, 8, 0)])
+    assert DeltaTable.for_path(spark, root).version() == version and rows() == sorted(want, key=str)
+    theirs = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(root)).execute("SELECT id, v, p FROM t")
+    assert sorted((tuple(r.values()) for r in pa.table(theirs.read_all()).to_pylist()), key=str) == sorted(
+        want, key=str
+    )
+
+
 def _dv_table_after_a_delete(spark, tmp_path):
     """A partitioned DV table of 40 rows where a DELETE marked ids 0, 3, 6, ...: (root, rows, the
     parquet files on disk)."""

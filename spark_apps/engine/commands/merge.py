@@ -226,6 +226,18 @@ class MergePlan:
     def insert_only(self) -> bool:
         return all(c.clause.kind == NOT_MATCHED for c in self.clauses)
 
+    @property
+    def upsert_shaped(self) -> bool:
+        """Whether the clauses are one unconditional WHEN MATCHED update and one unconditional WHEN NOT
+        MATCHED insert of the same values: with unique source keys, every row written is a source row."""
+        if len(self.clauses) != 2:
+            return False
+        update, insert = self.clauses
+        shape = (update.clause.kind, update.clause.action, insert.clause.kind, insert.clause.action)
+        if shape != (MATCHED, "update", NOT_MATCHED, "insert") or update.condition or insert.condition:
+            return False
+        return update.values == insert.values
+
 
 def _check_clause_order(clauses: list[MergeClause]) -> None:
     problem = order_problem((c.kind, c.condition is not None) for c in clauses)
@@ -468,6 +480,19 @@ def candidate_predicate(plan: MergePlan, key_values: list) -> object | None:
     return n.Or((matched, *either))
 
 
+def _equated_source_columns(keys: list, source_alias: str) -> list[str]:
+    """The top-level source columns ON's ``target.k = source.c`` equalities (``=``) name; empty when a
+    key is anything else (a ``<=>`` or an expression), which a unique check of them would not cover."""
+    from ..expr import nodes as n
+
+    out = []
+    for _t, s, op in keys:
+        if op != "=" or not isinstance(s, n.Column) or s.relation != source_alias or len(s.path) != 1:
+            return []
+        out.append(s.path[0])
+    return list(dict.fromkeys(out))
+
+
 def _covers(keys: list, names: list[str], source_alias: str) -> bool:
     """Whether ON's ``target.k = source.c`` equalities (``=``: a NULL never matches) name every one
     of the source columns ``names``, whose non-NULL values are unique: then two source rows matching
@@ -600,9 +625,15 @@ def merge(
         if dup is not None:
             raise duplicate_keys_error(names, dup)
     else:  # the uniqueness check runs in the same pass over the source as the key values
-        materialised, num_source_rows, key_values = plane.source_key_values(
-            source, plan, keys, MAX_PRUNING_VALUES, unique=(columns, names) if columns else None
+        asked = [] if columns or not plan.upsert_shaped else _equated_source_columns(keys, plan.source_alias)
+        if asked:  # an upsert by clauses: are its ON keys unique? (then it joins as key_columns does)
+            names = [source_schema.find(k).name for k in asked]
+            columns = [f"__s{source_schema.names.index(k)}" for k in names]
+        materialised, num_source_rows, key_values, distinct = plane.source_key_values(
+            source, plan, keys, MAX_PRUNING_VALUES, unique=(columns, names) if columns else None, refuse=not asked
         )
+        if asked and not distinct:
+            columns = []
     # whether no target row can match two source rows
     unique_matches = bool(columns) and _covers(keys, names, plan.source_alias)
     metrics.num_source_rows = num_source_rows

@@ -69,11 +69,13 @@ def deduplicated(source, key_columns: list[str], dedupe_by: str):
     return ranked.filter("__rank = 1").drop("__rank")
 
 
-def check_unique_keys(src, columns: list[str], names: list[str], *, rows=None, key_bytes=0, plan=None) -> None:
-    """Refuse a (prefixed) source holding a non-NULL key twice. When its ``rows`` flat keys (fixed
-    widths from the ``plan``'s source schema, plus ``key_bytes`` of strings), with the sort's index
-    and copy, fit :func:`narrow_limit`, the key columns are read into Arrow and checked here (no
-    shuffle); else one aggregation by them."""
+def check_unique_keys(
+    src, columns: list[str], names: list[str], *, rows=None, key_bytes=0, plan=None, refuse=True
+) -> bool:
+    """Whether a (prefixed) source holds each non-NULL key once; one held twice is refused
+    (``refuse``), else False. When its ``rows`` flat keys (fixed widths from the ``plan``'s source
+    schema, plus ``key_bytes`` of strings), with the sort's index and copy, fit :func:`narrow_limit`,
+    the key columns are read into Arrow and checked here (no shuffle); else one aggregation by them."""
     from pyspark.sql import functions as F
 
     from ..rewrite.merge import duplicate_keys_error, first_duplicate_key, fixed_width
@@ -85,16 +87,17 @@ def check_unique_keys(src, columns: list[str], names: list[str], *, rows=None, k
         # the keys, their validity, the sort's 8-byte index and the sorted copy
         if flat and rows * (2 * width + 9) + 2 * key_bytes <= narrow_limit(src.sparkSession):
             dup = first_duplicate_key(src.select(*[quote(c) for c in columns]).toArrow(), columns)
-            if dup is not None:
+            if dup is not None and refuse:
                 raise duplicate_keys_error(names, dup)
-            return
+            return dup is None
     cols = [F.col(c) for c in columns]
     not_null = F.lit(True)
     for c in cols:
         not_null = not_null & c.isNotNull()
     dup = src.filter(not_null).groupBy(*cols).count().filter("count > 1").limit(1).collect()
-    if dup:
+    if dup and refuse:
         raise duplicate_keys_error(names, [dup[0][i] for i in range(len(columns))])
+    return not dup
 
 
 def _speller(plan):
@@ -124,8 +127,8 @@ def _renamed(df, prefix: str):
     return df.toDF(*[f"{prefix}{i}" for i in range(len(df.columns))])
 
 
-def source_key_values(spark, source, plan, keys: list, max_values: int, *, unique=None):
-    """``(prefixed source, row count, [(values or None, min, max, has_null)] per key)``.
+def source_key_values(spark, source, plan, keys: list, max_values: int, *, unique=None, refuse=True):
+    """``(prefixed source, row count, [(values or None, min, max, has_null)] per key, unique)``.
 
     The source is read where it lies when :func:`stable_source` says every read gives the same rows
     (a deterministic scan of files, or rows held in the plan); otherwise it is materialised once
@@ -136,7 +139,8 @@ def source_key_values(spark, source, plan, keys: list, max_values: int, *, uniqu
 
     :param keys: ``(target column, source expression, op)`` of the ON condition's key equalities
     :param unique: ``(prefixed columns, names)`` whose non-NULL values must be unique (an upsert's
-        keys): :func:`check_unique_keys` after the aggregation
+        keys; ``refuse`` False: whose uniqueness is asked): :func:`check_unique_keys` after the
+        aggregation; the last item of the result says whether they are (None: not asked)
     """
     from pyspark.sql import functions as F
 
@@ -162,9 +166,10 @@ def source_key_values(spark, source, plan, keys: list, max_values: int, *, uniqu
     aggs += [F.sum(F.octet_length(F.col(quote(c)))).alias(f"vb{j}") for j, c in enumerate(varying)]
     row = src.agg(*aggs).collect()[0]
     rows = int(row["n"] or 0)
+    distinct = None
     if unique:
         key_bytes = sum(int(row[f"vb{j}"] or 0) for j in range(len(varying)))
-        check_unique_keys(src, *unique, rows=rows, key_bytes=key_bytes, plan=plan)
+        distinct = check_unique_keys(src, *unique, rows=rows, key_bytes=key_bytes, plan=plan, refuse=refuse)
     out = []
     for i, (_t, s, _op) in enumerate(keys):
         values = None
@@ -172,7 +177,7 @@ def source_key_values(spark, source, plan, keys: list, max_values: int, *, uniqu
             got = [r[0] for r in src.select(to_column(s, spell)).distinct().limit(max_values + 1).collect()]
             values = got if len(got) <= max_values else None
         out.append((values, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nl{i}"])))
-    return src, rows, out
+    return src, rows, out, distinct
 
 
 #: Spark property: ``all`` materialises every MERGE source joined in Spark, even a stable scan of files
@@ -582,20 +587,14 @@ class _JoinMerge:
         own: no target row can match twice (the source's keys were checked unique), the row count of
         the source known, no change feed and no row tracking (the rows would need the target's), and
         the clauses exactly one unconditional WHEN MATCHED update and one unconditional WHEN NOT
-        MATCHED insert of the same values (an insert sets every column, so the update does too).
-        Then a matched target row's new values are its source row's, whichever clause fires."""
-        from ..merge_clauses import MATCHED, NOT_MATCHED
-
-        clauses = self.clauses
-        if not self.unique_matches or self.change_data or self.row_tracking is not None or len(clauses) != 2:
+        MATCHED insert of the same values (``plan.upsert_shaped``; an insert sets every column, so the
+        update does too). Then a matched target row's new values are its source row's, whichever
+        clause fires."""
+        if not self.unique_matches or self.change_data or self.row_tracking is not None:
             return None
-        if self.source_rows is None:
+        if self.source_rows is None or not self.plan.upsert_shaped:
             return None
-        update, insert = clauses
-        shape = (update.clause.kind, update.clause.action, insert.clause.kind, insert.clause.action)
-        if shape != (MATCHED, "update", NOT_MATCHED, "insert") or update.condition or insert.condition:
-            return None
-        return 1 if update.values == insert.values else None
+        return 1
 
     def writes_source_rows(self) -> int | None:
         """:meth:`upsert` on a table that writes deletion vectors: the source rows are written as they

@@ -95,10 +95,10 @@ class SparkPlane:
 
         return deduplicated(source, key_columns, dedupe_by)
 
-    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None) -> tuple:
+    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None, refuse=True) -> tuple:
         from .merge import source_key_values
 
-        return source_key_values(self.spark, source, plan, keys, max_values, unique=unique)
+        return source_key_values(self.spark, source, plan, keys, max_values, unique=unique, refuse=refuse)
 
     def merge_by_file(self, prepared, candidates):
         from ..rewrite.common import files_bytes
