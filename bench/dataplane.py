@@ -101,18 +101,21 @@ def _dml_breakdown(spark, path: str, command: str, args: tuple, where: str) -> s
     from airflow_delta_provider_apps.engine import DeltaTable
     from airflow_delta_provider_apps.engine import rewrite as rw
     from airflow_delta_provider_apps.engine.commands import dml
-    from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
+    from airflow_delta_provider_apps.engine.rewrite.common import files_bytes
+    from airflow_delta_provider_apps.engine.table import plane_for
 
     t0 = time.perf_counter()
     snap = DeltaTable.for_path(spark, path).snapshot()
     t1 = time.perf_counter()
     with rw.record_outcomes() as got:
-        res = getattr(dml, command)(snap, *args, plane=SparkPlane(spark))
+        res = getattr(dml, command)(snap, *args, plane=plane_for(spark))
     t2 = time.perf_counter()
     m = res.metrics
     phase = m.scan_time_ms + m.rewrite_time_ms  # plan start .. outcomes applied
     read, ev, write = (sum(getattr(o, k) for o in got) for k in ("read_ms", "eval_ms", "write_ms"))
     cores = spark.sparkContext.defaultParallelism if spark is not None else (os.cpu_count() or 1)
+    # whether the driver's threads did the work (as on this local master), not Spark tasks
+    threads = spark is None or plane_for(spark).in_driver(files_bytes(snap.files))
     ideal = (read + ev + write) / max(1, min(cores, len(got)))
     one = sum(o.one_pass for o in got)
     reads = sum(o.reads for o in got)
@@ -122,7 +125,7 @@ def _dml_breakdown(spark, path: str, command: str, args: tuple, where: str) -> s
         f"rewrite {got.wall_ms} + commit {max(0, m.execution_time_ms - phase)} (+ rest); rewrite work over "
         f"{len(got)} files ({one} one pass, {reads} file reads), summed: read {read} / evaluate {ev} / "
         f"write {write} ms, i.e. {ideal:.0f} ms on {min(cores, len(got))} cores; "
-        f"{'Spark job' if spark is not None else 'pool'} overhead ~{max(0, got.wall_ms - ideal):.0f} ms"
+        f"{'Spark job' if spark is not None and not threads else 'pool'} overhead ~{max(0, got.wall_ms - ideal):.0f} ms"
     )
 
 

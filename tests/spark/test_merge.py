@@ -460,6 +460,31 @@ def test_an_upsert_written_as_clauses_joins_right_whether_or_not_its_keys_are_un
     )
 
 
+def test_source_keys_over_the_drivers_bound_are_checked_unique_by_spark(spark, tmp_path, monkeypatch):
+    """Keys too many for the driver (a zero bound here) are checked by Spark: an upsert's key held
+    twice is refused, naming it, before anything is written; UPDATE * / INSERT * over a source
+    holding a key twice that matches nothing inserts both rows."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.spark import merge as spark_merge
+
+    monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    monkeypatch.setattr(spark_merge, "narrow_limit", lambda _spark: 0)
+    root = str(tmp_path / "t")
+    DeltaTable.create(spark, root, schema=DDL).append(spark.createDataFrame([(1, 1, 0), (2, 2, 0)], DDL))
+    t = DeltaTable.for_path(spark, root)
+    with pytest.raises(InvalidArgumentError, match="id=3"):
+        t.upsert(spark.createDataFrame([(3, 30, 0), (3, 31, 0), (None, 5, 0), (None, 6, 0)], DDL), ["id"])
+    assert t.version() == 1
+    src = spark.createDataFrame([(1, 10, 0), (4, 40, 0), (4, 41, 0)], DDL)
+    res = t.merge(src, "target.id = source.id").when_matched_update_all().when_not_matched_insert_all().execute()
+    got = sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    assert got == [(1, 10, 0), (2, 2, 0), (4, 40, 0), (4, 41, 0)] and res["strategy"] == "join"
+    assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (1, 2)
+    res = t.upsert(spark.createDataFrame([(2, 20, 0), (5, 50, 0)], DDL), ["id"])
+    got = sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
+    assert got == [(1, 10, 0), (2, 20, 0), (4, 40, 0), (4, 41, 0), (5, 50, 0)]
+
+
 def _dv_table_after_a_delete(spark, tmp_path):
     """A partitioned DV table of 40 rows where a DELETE marked ids 0, 3, 6, ...: (root, rows, the
     parquet files on disk)."""

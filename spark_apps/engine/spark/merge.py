@@ -75,7 +75,7 @@ def check_unique_keys(
     """Whether a (prefixed) source holds each non-NULL key once; one held twice is refused
     (``refuse``), else False. When its ``rows`` flat keys (fixed widths from the ``plan``'s source
     schema, plus ``key_bytes`` of strings), with the sort's index and copy, fit :func:`narrow_limit`,
-    the key columns are read into Arrow and checked here (no shuffle); else one aggregation by them."""
+    the key columns are read into Arrow and checked here (no shuffle); else by a distinct count of them."""
     from pyspark.sql import functions as F
 
     from ..rewrite.merge import duplicate_keys_error, first_duplicate_key, fixed_width
@@ -94,10 +94,15 @@ def check_unique_keys(
     not_null = F.lit(True)
     for c in cols:
         not_null = not_null & c.isNotNull()
+    # one aggregation: as many distinct non-NULL keys as rows holding one (a distinct count's partial
+    # aggregation shuffles less than grouping every key); only a duplicate is then looked for
+    got = src.agg(F.count(F.when(not_null, 1)).alias("n"), F.count_distinct(*cols).alias("d")).collect()[0]
+    if got["n"] == got["d"]:
+        return True
+    if not refuse:
+        return False
     dup = src.filter(not_null).groupBy(*cols).count().filter("count > 1").limit(1).collect()
-    if dup and refuse:
-        raise duplicate_keys_error(names, [dup[0][i] for i in range(len(columns))])
-    return not dup
+    raise duplicate_keys_error(names, [dup[0][i] for i in range(len(columns))])
 
 
 def _speller(plan):
