@@ -479,8 +479,9 @@ def _big_worker(job: dict) -> dict:
         _ours(spark, fresh_copy(prep["target"], warm), src)
         shutil.rmtree(warm, ignore_errors=True)
         table = fresh_copy(prep["target"], work / "ours")
-    else:
-        _floor_plain(spark, {**prep, "source": src}, str(work / "floor_warm"))
+    else:  # one file and the small source, as the in-session warm-up
+        small = {**prep, "files": prep["files"][:1], "source": src, "source_bytes": 0, "target_bytes": 0}
+        _floor_plain(spark, small, str(work / "floor_warm"))
     # the warm-up's upsert is merged file by file in this process's threads (a local master), and
     # Arrow's allocator keeps what it freed: handed back, so that the peak is the timed run's
     import gc

@@ -196,6 +196,9 @@ def progress_text(event: dict) -> str:
         return f"{op}: the source is read once and merged file by file"
     if phase == "join":
         return f"{op}: the source is joined with the candidate files in Spark"
+    if phase == "upsert":
+        how = "marked in deletion vectors" if event.get("deletion_vectors") else "dropped from their files"
+        return f"{op}: an upsert: only the keys are joined, the matched rows {how}, the source rows written"
     if phase == "written":
         return f"{op}: {event.get('files')} files written, {event.get('rows')} rows"
     counts = ", ".join(f"{k} {v}" for k, v in event.items() if k not in ("operation", "phase"))

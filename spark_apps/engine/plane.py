@@ -92,6 +92,10 @@ class InProcessPlane:
 
     joins = False
 
+    def __init__(self, threads: int | None = None):
+        #: files worked on at once (None: one per core of this machine)
+        self.threads = threads
+
     def held(self, data):
         from .rewrite.merge import arrow_source
 
@@ -138,13 +142,13 @@ class InProcessPlane:
     def rewrite_files(self, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome]:
         from .rewrite import rewrite_files
 
-        return rewrite_files(spec, files)
+        return rewrite_files(spec, files, max_workers=self.threads)
 
     def compact_bins(self, info: dict, bins: list[list[dict]], zorder_by: list[str]) -> list[WrittenFile]:
         from .rewrite import compact_bin
         from .threads import ThreadPool
 
-        with ThreadPool(max_workers=os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
+        with ThreadPool(max_workers=self.threads or os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
             return [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder_by), bins) for w in ws]
 
     def merge_source(self, source, plan, max_rows: int) -> pa.Table:
@@ -163,7 +167,7 @@ class InProcessPlane:
     def merge_by_file(self, prepared: PreparedMerge, candidates: pa.Table) -> MergeOutcome:
         from .rewrite.merge import execute_by_file
 
-        return execute_by_file(prepared, candidates)
+        return execute_by_file(prepared, candidates, max_workers=self.threads)
 
     def merge_by_join(
         self, snapshot, plan, source, candidates: pa.Table, num_source_rows: int, *, unique_matches: bool
@@ -175,5 +179,5 @@ _IN_PROCESS = InProcessPlane()
 
 
 def in_process_plane() -> InProcessPlane:
-    """The in-process plane (stateless: one instance serves every command)."""
+    """The in-process plane (no state but its thread count: one instance serves every command)."""
     return _IN_PROCESS

@@ -684,6 +684,7 @@ def test_the_task_log_shows_the_apps_phases_and_a_metrics_summary_not_sparks_cha
         "26/11/24 00:10:57 WARN NativeCodeLoader: Unable to load native-hadoop library\n",
         'DELTA_PROGRESS {"operation":"DELETE","phase":"files","table":20,"candidates":3,"bytes":100}\n',
         'DELTA_PROGRESS {"operation":"DELETE","phase":"rewritten","files":1,"matched":12}\n',
+        'DELTA_PROGRESS {"operation":"MERGE","phase":"upsert","deletion_vectors":1}\n',
         '{"status":"ok","operation":"DELETE","version":4,"metrics":{"numDeletedRows":12}}\n',
     ]
     logged: list = []
@@ -693,6 +694,7 @@ def test_the_task_log_shows_the_apps_phases_and_a_metrics_summary_not_sparks_cha
     assert logged == [
         "DELETE: 3 of 20 files to read after skipping\n",
         "DELETE: 1 files rewritten, 12 rows matched\n",
+        "MERGE: an upsert: only the keys are joined, the matched rows marked in deletion vectors, the source rows written\n",
         lines[-1],
     ]
     assert hook.app_output.result["version"] == 4 and hook.hidden_noise_lines == 3

@@ -85,3 +85,61 @@ def test_a_local_master_does_per_file_work_in_the_driver_at_any_size(spark):
         assert not plane.in_driver(0) and not plane.in_driver(1 << 40)
     finally:
         spark.conf.unset(FILE_WORK_CONF)
+
+
+class _Session:  # a classic session's face, for the master's name alone
+    def __init__(self, master):
+        self.sparkContext = type("Context", (), {"master": master})()
+
+
+@pytest.mark.parametrize(
+    "master, local",
+    [("local", True), ("local[2]", True), ("local[*]", True), ("local[4,2]", True), ("local-cluster[2,1,1024]", False)]
+    + [("spark://h:7077", False), ("yarn", False), ("k8s://https://h", False)],
+)
+def test_which_masters_are_local(master, local):
+    """Only a local master's executors are the driver's own cores (local-cluster starts worker JVMs)."""
+    from airflow_delta_provider_apps.engine.spark.session import local_master
+
+    assert local_master(_Session(master)) is local
+
+
+def test_delete_update_merge_and_optimize_over_the_size_limit_stay_in_the_driver_on_a_local_master(
+    spark, tmp_path, monkeypatch
+):
+    """Files over the in-process size limit (a negative limit here): no Spark job runs the per-file
+    work on this local master, one does with fileWork=tasks; the rows are the same either way."""
+    from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
+    from airflow_delta_provider_apps.engine.spark import optimize as spark_optimize
+    from airflow_delta_provider_apps.engine.spark import rewrite as spark_rewrite
+    from airflow_delta_provider_apps.engine.spark.session import FILE_WORK_CONF, collect_tasks
+
+    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
+    jobs: list = []
+
+    def counted(*args, **kwargs):  # the per-file jobs (DELETE, UPDATE, MERGE by file; OPTIMIZE)
+        jobs.append(1)
+        return collect_tasks(*args, **kwargs)
+
+    monkeypatch.setattr(spark_rewrite, "collect_tasks", counted)
+    monkeypatch.setattr(spark_optimize, "collect_tasks", counted)
+
+    def run(root: str) -> list:
+        t = DeltaTable.create(spark, root, schema="id BIGINT, v BIGINT")
+        for part in range(3):
+            t.append(spark.range(part * 10, part * 10 + 10).selectExpr("id", "id AS v"))
+        t.delete("id % 7 = 0")
+        t.update({"v": "v + 100"}, "id % 5 = 0")
+        t.merge(
+            spark.range(25, 35).selectExpr("id", "-id AS v"), "target.id = source.id"
+        ).when_matched_update_all().when_not_matched_insert_all().execute()
+        t.optimize()
+        return sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
+
+    here = run(str(tmp_path / "driver"))
+    assert jobs == []
+    spark.conf.set(FILE_WORK_CONF, "tasks")
+    try:
+        assert run(str(tmp_path / "tasks")) == here and len(jobs) == 4
+    finally:
+        spark.conf.unset(FILE_WORK_CONF)

@@ -18,6 +18,7 @@ from txn_helpers import snapshot
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.dv import dv_file_path
 from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError
+from airflow_delta_provider_apps.engine.progress import reporting_to
 from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
 
 deltalake = pytest.importorskip("deltalake")
@@ -434,10 +435,13 @@ def test_an_upsert_written_as_clauses_joins_right_whether_or_not_its_keys_are_un
     for part in (range(0, 5), range(5, 10)):
         t.append(spark.createDataFrame([(i, i, 0) for i in part], DDL))
 
+    plans: list = []
+
     def upsert(rows):
         src = spark.createDataFrame(rows, DDL)
         b = DeltaTable.for_path(spark, root).merge(src, "target.id = source.id")
-        return b.when_matched_update_all().when_not_matched_insert_all().execute()
+        with reporting_to(lambda e: plans.append(e["phase"]) if e["phase"] in ("upsert", "joined") else None):
+            return b.when_matched_update_all().when_not_matched_insert_all().execute()
 
     def rows():
         return sorted((tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()), key=str)
@@ -445,8 +449,11 @@ def test_an_upsert_written_as_clauses_joins_right_whether_or_not_its_keys_are_un
     res = upsert([(i, 100 + i, 0) for i in range(5, 15)])
     want = [(i, i, 0) for i in range(5)] + [(i, 100 + i, 0) for i in range(5, 15)]
     assert rows() == sorted(want, key=str) and res["strategy"] == "join"
+    assert plans == ["upsert", "joined"]  # the keys were found unique: the upsert plan ran
     assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (5, 5)
+    plans.clear()
     res = upsert([(20, 1, 0), (20, 2, 0), (None, 3, 0), (None, 4, 0), (0, 50, 0)])
+    assert plans == ["joined"]  # id 20 twice: the general plan
     want = [(0, 50, 0)] + want[1:] + [(20, 1, 0), (20, 2, 0), (None, 3, 0), (None, 4, 0)]
     assert rows() == sorted(want, key=str)
     assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (1, 4)
@@ -480,9 +487,10 @@ def test_source_keys_over_the_drivers_bound_are_checked_unique_by_spark(spark, t
     got = sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
     assert got == [(1, 10, 0), (2, 2, 0), (4, 40, 0), (4, 41, 0)] and res["strategy"] == "join"
     assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (1, 2)
-    res = t.upsert(spark.createDataFrame([(2, 20, 0), (5, 50, 0)], DDL), ["id"])
-    got = sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect())
-    assert got == [(1, 10, 0), (2, 20, 0), (4, 40, 0), (4, 41, 0), (5, 50, 0)]
+    res = t.upsert(spark.createDataFrame([(2, 20, 0), (5, 50, 0), (None, 7, 0), (None, 8, 0)], DDL), ["id"])
+    got = sorted((tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()), key=str)
+    want = [(1, 10, 0), (2, 20, 0), (4, 40, 0), (4, 41, 0), (5, 50, 0), (None, 7, 0), (None, 8, 0)]
+    assert got == sorted(want, key=str)  # NULL keys held twice are no duplicate: both inserted
 
 
 def _dv_table_after_a_delete(spark, tmp_path):

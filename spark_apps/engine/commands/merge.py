@@ -229,7 +229,8 @@ class MergePlan:
     @property
     def upsert_shaped(self) -> bool:
         """Whether the clauses are one unconditional WHEN MATCHED update and one unconditional WHEN NOT
-        MATCHED insert of the same values: with unique source keys, every row written is a source row."""
+        MATCHED insert of the same values: with unique source keys, every row updated or inserted is a
+        source row as it is."""
         if len(self.clauses) != 2:
             return False
         update, insert = self.clauses

@@ -22,8 +22,9 @@ Planning (on the driver, from the log only):
 
 Each bin is read (deletion vectors applied: deleted rows stay deleted) and written through the core
 writer with ``dataChange=false``, by a thread pool or in Spark tasks, one bin per task; files of at
-most :data:`..rewrite.common.IN_PROCESS_BYTES` in all are compacted by the driver's threads even with
-Spark (a Spark job costs more than the work, as for DELETE and UPDATE). One commit
+most :data:`..rewrite.common.IN_PROCESS_BYTES` in all, and any on a local master, are compacted by the
+driver's threads even with Spark (a Spark job costs more than the work, as for DELETE and UPDATE;
+``spark.airflowDelta.fileWork=tasks`` sends every bin to tasks). One commit
 removes the bins' files and adds the new ones (both ``dataChange=false``), operation ``OPTIMIZE``
 with Delta's parameters and metrics. The files it rewrote are registered as read and nothing else:
 a concurrent append lands and OPTIMIZE still commits; a concurrent DELETE, UPDATE or MERGE that

@@ -40,7 +40,8 @@ matching independently, a file expected to hold 3 matches holds none with probab
 #: candidate files up to this many bytes in all are rewritten (DELETE, UPDATE), compacted (OPTIMIZE) or
 #: merged (MERGE) by threads of the driver (over Spark Connect, the task's own process), even when
 #: larger ones go to Spark tasks: a Spark job, and the Python worker a fresh application or Connect
-#: session starts for it, costs more than the work (the choice: ``spark.plane.SparkPlane.in_driver``)
+#: session starts for it, costs more than the work (the choice, which ``spark.airflowDelta.fileWork=tasks``
+#: overrides: ``spark.plane.SparkPlane.in_driver``)
 IN_PROCESS_BYTES = 64 << 20
 
 

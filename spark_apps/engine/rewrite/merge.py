@@ -781,11 +781,12 @@ class MergeOutcome:
     changes: list = field(default_factory=list)
 
 
-def execute_by_file(prepared, candidates, *, in_tasks=None) -> MergeOutcome:
+def execute_by_file(prepared, candidates, *, in_tasks=None, max_workers: int | None = None) -> MergeOutcome:
     """MERGE with the (small) source beside every candidate file: each is probed and, when a clause
     changes one of its rows, rewritten (:func:`merge_file`), in this process's threads (``in_tasks``
     None: the plane chose them), else by ``in_tasks(likely)`` (one Spark job over the files, dealt to
-    tasks by bytes as DELETE/UPDATE do); the inserts are written here."""
+    tasks by bytes as DELETE/UPDATE do; ``max_workers`` threads, default one per core); the inserts
+    are written here."""
     import numpy as np
     import pyarrow as pa
 
@@ -795,7 +796,7 @@ def execute_by_file(prepared, candidates, *, in_tasks=None) -> MergeOutcome:
     if candidates.num_rows:
         likely = likely_touched(candidates, prepared)
         if in_tasks is None:
-            outcomes = merge_files(prepared, candidates, likely)
+            outcomes = merge_files(prepared, candidates, likely, max_workers=max_workers)
         else:
             outcomes = in_tasks(likely)
     scan_ms = int((time.monotonic() - started) * 1000)

@@ -2,8 +2,8 @@
 
 The per-file work (DELETE/UPDATE rewrites, OPTIMIZE's bins, MERGE file by file) runs as the
 in-process plane does, in this process's threads when the files are small
-(:data:`..rewrite.common.IN_PROCESS_BYTES`) or the master is local (:meth:`SparkPlane.in_driver`),
-else in Spark tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`,
+(:data:`..rewrite.common.IN_PROCESS_BYTES`) or the master is local (:meth:`SparkPlane.in_driver`;
+``spark.airflowDelta.fileWork=tasks`` overrides both), else in Spark tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`,
 :mod:`.merge`). Data handed in is a DataFrame: written by the core writer in tasks or by Spark's own
 writer (:mod:`.write`), and a MERGE whose source is over the collection cap runs on Spark's own
 scan, joins and writer (:func:`.merge.execute_merge`).
@@ -23,25 +23,38 @@ class SparkPlane:
 
     def __init__(self, spark):
         self.spark = spark
-        self._local = InProcessPlane()
         self._local_master: bool | None = None
+        self._here: InProcessPlane | None = None
+
+    @property
+    def _local(self) -> InProcessPlane:
+        """This process's plane: on a local master as many threads as it has cores (``local[N]``: N),
+        else one per core of this machine."""
+        if self._here is None:
+            from .scan import _default_parallelism
+
+            self._here = InProcessPlane(_default_parallelism(self.spark) if self._is_local() else None)
+        return self._here
+
+    def _is_local(self) -> bool:
+        from .session import local_master
+
+        if self._local_master is None:
+            self._local_master = local_master(self.spark)
+        return self._local_master
 
     def in_driver(self, size: int) -> bool:
         """Whether per-file work over ``size`` bytes of files runs in this process's threads, not in
         Spark tasks: when they are small (a job, and the Python workers it starts, cost more than the
         work), or at any size on a local master (the executors are this machine's cores, which the
-        threads use as well; a job adds its scheduling and the shipping of its inputs), unless
-        :data:`.session.FILE_WORK_CONF` is ``tasks``."""
+        threads use, as many as the master has; a job adds its scheduling and the shipping of its
+        inputs), unless :data:`.session.FILE_WORK_CONF` is ``tasks``."""
         from ..rewrite.common import IN_PROCESS_BYTES
-        from .session import FILE_WORK_CONF, conf_value, local_master
+        from .session import FILE_WORK_CONF, conf_value
 
         if conf_value(self.spark, FILE_WORK_CONF, "auto").strip().lower() == "tasks":
             return False
-        if size <= IN_PROCESS_BYTES:
-            return True
-        if self._local_master is None:
-            self._local_master = local_master(self.spark)
-        return self._local_master
+        return size <= IN_PROCESS_BYTES or self._is_local()
 
     def __repr__(self) -> str:
         return f"SparkPlane({self.spark!r})"

@@ -230,7 +230,8 @@ def _string_keyed(root: str, files: list[list[str]]) -> DeltaTable:
 
 
 def _merged_files(monkeypatch, table: DeltaTable, source: pa.Table) -> list:
-    """MERGE (upsert by ``k``), returning its per-file outcomes in the order the files were merged."""
+    """MERGE (upsert by ``k``), returning per file, in the order they were merged, its outcome and
+    whether it was read once (True) or probed first."""
     from airflow_delta_provider_apps.engine.rewrite import merge as rm
 
     seen: list = []
@@ -238,7 +239,7 @@ def _merged_files(monkeypatch, table: DeltaTable, source: pa.Table) -> list:
 
     def observed(*args, **kwargs):
         out = real(*args, **kwargs)
-        seen.append(out)
+        seen.append((out, kwargs["likely"]))
         return out
 
     monkeypatch.setattr(rm, "merge_file", observed)
@@ -260,7 +261,8 @@ def test_string_keys_spread_over_every_file_are_probed_only_until_files_keep_bei
     )
     got = _merged_files(monkeypatch, t, source)
     run = TouchStreak.RUN
-    assert [o.reads for o in got] == [2] * run + [1] * (8 - run) and all(o.changed == 1 for o in got)
+    assert [once for _o, once in got] == [False] * run + [True] * (8 - run)
+    assert [o.reads for o, _ in got] == [2] * run + [1] * (8 - run) and all(o.changed == 1 for o, _ in got)
     rows = sorted(deltalake.DeltaTable(str(tmp_path / "spread")).to_pyarrow_table().to_pylist(), key=lambda r: r["k"])
     assert [r["v"] for r in rows[:8]] == [1] * 8 and all(r["v"] == 0 for r in rows[8:]) and len(rows) == 400
 
@@ -272,9 +274,10 @@ def test_string_keys_spread_over_every_file_are_probed_only_until_files_keep_bei
     keys = [f"{f}000" if f < run or f == 7 else f"{f}001" for f in range(8)]
     source = pa.table({"k": keys, "v": pa.array([1] * len(keys), pa.int32())})
     got = _merged_files(monkeypatch, t, source)
-    assert [(o.reads, bool(o.changed)) for o in got] == (
+    assert [once for _o, once in got] == [False] * run + [True] + [False] * (8 - run - 1)
+    assert [(o.reads, bool(o.changed)) for o, _ in got] == (
         [(2, True)] * run + [(1, False)] + [(1, False)] * (8 - run - 2) + [(2, True)]
     )
-    assert all(not o.written for o in got if not o.changed)
+    assert all(not o.written for o, _ in got if not o.changed)
     rows = deltalake.DeltaTable(str(tmp_path / "clustered")).to_pyarrow_table().to_pylist()
     assert sorted(r["k"] for r in rows if r["v"] == 1) == sorted(keys) and len(rows) == 400 + 8 - run - 1
