@@ -324,6 +324,11 @@ def _floor_dv(spark, prep: dict, out: str) -> dict:
     return {"files": per_file.num_rows, "matched": sum(per_file.column("matched").to_pylist()), "write_tasks": parts}
 
 
+def _warm_prep(prep: dict, source: str) -> dict:
+    """``prep`` cut to one target file and the small ``source``: what a floor's warm-up runs on."""
+    return {**prep, "files": prep["files"][:1], "source": source, "source_bytes": 0, "target_bytes": 0}
+
+
 def _write_tasks(spark, nbytes: int) -> int:
     """At least the default parallelism (both cores write), else one task per 128 MiB of output."""
     return max(spark.sparkContext.defaultParallelism, -(-nbytes // FILE_BYTES))
@@ -395,7 +400,7 @@ def run(rows: int, n: int, reps: int, only: list[str] | None, timeout: float) ->
             finally:
                 spark.conf.unset("spark.airflowDelta.merge.maxSourceBytes")
         if any(c.startswith("floor") for c in wanted):
-            small = {**prep, "files": prep["files"][:1], "source": warm_src, "source_bytes": 0, "target_bytes": 0}
+            small = _warm_prep(prep, warm_src)
             _floor_plain(spark, small, str(work / "warm_floor"))
             _floor_dv(spark, small, str(work / "warm_floor"))
         for i in range(reps):
@@ -480,7 +485,7 @@ def _big_worker(job: dict) -> dict:
         shutil.rmtree(warm, ignore_errors=True)
         table = fresh_copy(prep["target"], work / "ours")
     else:  # one file and the small source, as the in-session warm-up
-        small = {**prep, "files": prep["files"][:1], "source": src, "source_bytes": 0, "target_bytes": 0}
+        small = _warm_prep(prep, src)
         _floor_plain(spark, small, str(work / "floor_warm"))
     # the warm-up's upsert is merged file by file in this process's threads (a local master), and
     # Arrow's allocator keeps what it freed: handed back, so that the peak is the timed run's

@@ -481,6 +481,12 @@ def candidate_predicate(plan: MergePlan, key_values: list) -> object | None:
     return n.Or((matched, *either))
 
 
+def _source_columns(source_schema, keys: list[str]) -> tuple[list[str], list[str]]:
+    """The source columns ``keys`` as the schema names them, and as the join names them (``__s<i>``)."""
+    names = [source_schema.find(k).name for k in keys]
+    return names, [f"__s{source_schema.names.index(k)}" for k in names]
+
+
 def _equated_source_columns(keys: list, source_alias: str) -> list[str]:
     """The top-level source columns ON's ``target.k = source.c`` equalities (``=``) name; empty when a
     key is anything else (a ``<=>`` or an expression), which a unique check of them would not cover."""
@@ -618,8 +624,7 @@ def merge(
         )
     local = plane.merge_source(source, plan, source_row_limit(plan.source_schema)) if keys else None
     prepared = PreparedMerge(spec, local) if local is not None else None
-    names = [source_schema.find(k).name for k in unique_keys or []]
-    columns = [f"__s{source_schema.names.index(k)}" for k in names]
+    names, columns = _source_columns(source_schema, unique_keys or [])
     if prepared is not None:
         num_source_rows, key_values = local.num_rows, prepared.key_values(MAX_PRUNING_VALUES)
         dup = first_duplicate_key(local, columns) if columns else None
@@ -628,8 +633,7 @@ def merge(
     else:  # the uniqueness check runs in the same pass over the source as the key values
         asked = [] if columns or not plan.upsert_shaped else _equated_source_columns(keys, plan.source_alias)
         if asked:  # an upsert by clauses: are its ON keys unique? (then it joins as key_columns does)
-            names = [source_schema.find(k).name for k in asked]
-            columns = [f"__s{source_schema.names.index(k)}" for k in names]
+            names, columns = _source_columns(source_schema, asked)
         materialised, num_source_rows, key_values, distinct = plane.source_key_values(
             source, plan, keys, MAX_PRUNING_VALUES, unique=(columns, names) if columns else None, refuse=not asked
         )

@@ -603,6 +603,14 @@ class _JoinMerge:
             return None
         return 1
 
+    def upsert_actions(self, updated: int, touched: list[str]) -> dict:
+        """The per-clause tallies of an upsert (:meth:`upsert`) that updated ``updated`` target rows
+        in the ``touched`` files (the rest of the source is inserted), reported to the task log."""
+        inserted = (self.source_rows or 0) - updated
+        report("MERGE", "upsert", deletion_vectors=int(self.deletion_vectors))
+        report("MERGE", "joined", touched=len(touched), multiple_matches=0)
+        return {0: (updated, updated), self.upsert(): (inserted, inserted)}
+
     def writes_source_rows(self) -> int | None:
         """:meth:`upsert` on a table that writes deletion vectors: the source rows are written as they
         are and only the marks need the target (:func:`_merge_source_rows`)."""
@@ -1017,13 +1025,9 @@ def _merge_source_rows(job: _JoinMerge, candidates, started: float) -> MergeOutc
     if vectors is None:  # a source row matched two target rows: each is updated, by the two phases
         return _merge_two_phase(job, candidates, started)
     touched = sorted(counts)
-    updated = sum(counts.values())
     insert = job.writes_source_rows()
-    inserted = (job.source_rows or 0) - updated
-    per_action = {0: (updated, updated), insert: (inserted, inserted)}
     scan_ms = int((time.monotonic() - started) * 1000)
-    report("MERGE", "upsert", deletion_vectors=1)
-    report("MERGE", "joined", touched=len(touched), multiple_matches=0)
+    per_action = job.upsert_actions(sum(counts.values()), touched)
     rows = job.rows.withColumn("__action", F.lit(insert))
     outcome = job.write([(rows, [insert])], touched, per_action, scan_ms, rows=job.source_rows or 0)
     outcome.deletion_vectors = vectors
@@ -1049,11 +1053,8 @@ def _merge_upsert(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
     counted, touched = tally
     insert = job.upsert()
     updated = sum(n for n, _rows in counted.values())
-    inserted = (job.source_rows or 0) - updated
-    per_action = {0: (updated, updated), insert: (inserted, inserted)}
     scan_ms = int((time.monotonic() - started) * 1000)
-    report("MERGE", "upsert", deletion_vectors=0)
-    report("MERGE", "joined", touched=len(touched), multiple_matches=0)
+    per_action = job.upsert_actions(updated, touched)
     outputs = [(job.rows.withColumn("__action", F.lit(insert)), [insert])]
     written = job.source_rows or 0
     if touched:
