@@ -36,6 +36,15 @@ def snake_case(name: str) -> str:
     return "".join("_" + ch.lower() if ch.isupper() else ch for ch in name)
 
 
+def _string_map(action: str, key: str, value) -> dict:
+    """A map field given as Arrow's map form (a list of ``(key, value)`` pairs, what ``to_pylist()``
+    returns for a map column) as the JSON object the protocol requires; anything else is refused
+    before it reaches a commit (a list written as-is makes the table unreadable to every reader)."""
+    if isinstance(value, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value):
+        return {str(k): v for k, v in value}
+    raise TypeError(f"{action}.{key} must be a map of strings, got {type(value).__name__}: {value!r:.200}")
+
+
 class _Action:
     """Mixin: generic snake_case <-> camelCase mapping for flat dataclass actions."""
 
@@ -44,6 +53,8 @@ class _Action:
     _NESTED: ClassVar[dict[str, Any]] = {}
     # fields whose JSON key is not the plain camelCase of the field name
     _RENAMED: ClassVar[dict[str, str]] = {}
+    # fields the protocol types as a map of strings: always written as a JSON object
+    _MAPS: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def _key(cls, f: str) -> str:
@@ -67,6 +78,8 @@ class _Action:
                 continue
             if name in nested:
                 v = v.to_json()
+            elif name in self._MAPS and not isinstance(v, dict):
+                v = _string_map(self.ACTION_KEY, key, v)
             out[key] = v
         return out
 
@@ -170,6 +183,7 @@ class Metadata(_Action):
 @dataclass(frozen=True)
 class AddFile(_Action):
     ACTION_KEY: ClassVar[str] = "add"
+    _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
     _NESTED: ClassVar[dict] = {"deletion_vector": DeletionVectorDescriptor}
     path: str
     partition_values: dict
@@ -212,6 +226,7 @@ class AddFile(_Action):
 @dataclass(frozen=True)
 class RemoveFile(_Action):
     ACTION_KEY: ClassVar[str] = "remove"
+    _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
     _NESTED: ClassVar[dict] = {"deletion_vector": DeletionVectorDescriptor}
     path: str
     data_change: bool = True
@@ -233,6 +248,7 @@ class RemoveFile(_Action):
 @dataclass(frozen=True)
 class AddCDCFile(_Action):
     ACTION_KEY: ClassVar[str] = "cdc"
+    _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
     path: str
     partition_values: dict
     size: int
@@ -259,6 +275,7 @@ class DomainMetadata(_Action):
 @dataclass(frozen=True)
 class Sidecar(_Action):
     ACTION_KEY: ClassVar[str] = "sidecar"
+    _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
     path: str
     size_in_bytes: int
     modification_time: int
@@ -268,6 +285,7 @@ class Sidecar(_Action):
 @dataclass(frozen=True)
 class CheckpointMetadata(_Action):
     ACTION_KEY: ClassVar[str] = "checkpointMetadata"
+    _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
     version: int
     tags: dict | None = None
 

@@ -221,3 +221,17 @@ def test_add_remove_carries_extended_metadata():
     assert rm.path == add.path and rm.deletion_vector == add.deletion_vector
     assert rm.extended_file_metadata is True and rm.size == add.size and rm.base_row_id == 7
     assert rm.to_json_dict()["remove"]["deletionTimestamp"] == 99
+
+
+def test_map_fields_are_written_as_json_objects_whatever_form_they_came_in():
+    # Arrow's to_pylist() gives a map column as a list of pairs: written as-is, every reader refused the table
+    pairs = [("ZCUBE_ID", "z1"), ("ZCUBE_ZORDER_CURVE", "zorder")]
+    add = AddFile(path="a", partition_values=[("p", "1")], size=1, modification_time=0, data_change=True, tags=pairs)
+    wire = add.to_json_dict()["add"]
+    assert wire["tags"] == {"ZCUBE_ID": "z1", "ZCUBE_ZORDER_CURVE": "zorder"}
+    assert wire["partitionValues"] == {"p": "1"}
+    remove = RemoveFile(path="a", tags=pairs, partition_values=[])
+    assert remove.to_json()["tags"] == dict(pairs) and remove.to_json()["partitionValues"] == {}
+    assert AddCDCFile(path="c", partition_values=[], size=1, tags=pairs).to_json()["tags"] == dict(pairs)
+    with pytest.raises(TypeError, match="add.tags must be a map of strings"):
+        AddFile(path="a", partition_values={}, size=1, modification_time=0, data_change=True, tags="x=1").to_json()

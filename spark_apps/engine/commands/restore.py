@@ -117,6 +117,6 @@ def restore(
                 max(old.min_reader_version, new.min_reader_version), max(old.min_writer_version, new.min_writer_version)
             )
         )
-    adds = [add_from_row(r) for r in to_add.to_pylist()]
+    adds = [add_from_row(r) for r in to_add.to_pylist(maps_as_pydicts="lossy")]
     adds = [a.__class__(**{**a.__dict__, "data_change": True}) for a in adds]
     return cmd.commit([*removes_for(to_remove), *adds], metrics, fields=fields)

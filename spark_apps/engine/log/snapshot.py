@@ -207,8 +207,15 @@ def _dv(d: dict | None) -> DeletionVectorDescriptor | None:
 def add_from_row(r: dict) -> AddFile:
     """A FILE_SCHEMA row (snake_case columns = AddFile fields) as an AddFile."""
     r = {k: v for k, v in r.items() if k != STATS_PARSED}  # typed copy of ``stats``: not an AddFile field
+    tags = r.get("tags")
     return AddFile(
-        **{**r, "partition_values": dict(r["partition_values"] or {}), "deletion_vector": _dv(r["deletion_vector"])}
+        **{
+            **r,
+            # maps as dicts whichever way the row was made (``to_pylist()`` gives a list of pairs)
+            "partition_values": dict(r["partition_values"] or {}),
+            "tags": dict(tags) if tags else None,
+            "deletion_vector": _dv(r["deletion_vector"]),
+        }
     )
 
 
@@ -217,6 +224,8 @@ def _remove_from_row(r: dict) -> RemoveFile:
     return RemoveFile(
         **{
             **r,
+            "partition_values": None if r.get("partition_values") is None else dict(r["partition_values"]),
+            "tags": dict(r["tags"]) if r.get("tags") else None,
             "data_change": True if r["data_change"] is None else r["data_change"],
             "deletion_vector": _dv(r["deletion_vector"]),
         }
