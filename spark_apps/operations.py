@@ -391,6 +391,11 @@ def _some_properties(p: Mapping) -> None:
         )
 
 
+def _history_limit(p: Mapping) -> None:
+    if p.get("limit") is not None and p["limit"] < 0:
+        raise ValueError(f"limit={p['limit']}: pass a number of commits from 0 up, or none for every commit")
+
+
 def _version_or_timestamp(p: Mapping) -> None:
     if (p.get("version") is None) == (p.get("timestamp") is None):
         raise ValueError("pass exactly one of version and timestamp")
@@ -433,6 +438,7 @@ _OPERATIONS = (
         "airflow_delta_provider_apps.runners:history",
         args=(Arg("limit", "int", help="newest N commits"),),
         commits=False,
+        checks=(_history_limit,),
     ),
     Operation(
         "read",

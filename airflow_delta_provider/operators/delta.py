@@ -956,3 +956,54 @@ class DeltaCheckpointOperator(DeltaBaseOperator):
     def transaction_identity(self, context) -> dict[str, Any]:
         # A checkpoint makes no commit, so there is no SetTransaction to carry.
         return {}
+
+
+class DeltaDescribeOperator(DeltaBaseOperator):
+    """The table's current state (``DESCRIBE DETAIL``), read from its log in the worker: no Spark
+    (``execution="local"`` is its default, on every connection type), no commit, nothing written.
+    The XCom's ``detail`` holds ``version``, ``num_files``, ``size_in_bytes``, ``partition_columns``,
+    ``schema`` (Delta's schema JSON), ``protocol``, ``configuration``, ``id``, ``name``,
+    ``description``, ``created_time`` and ``checksum`` (whether the version's checksum file agrees
+    with the replayed state; None without one).
+
+    :param table_uri: the table (templated).
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments (no ``app_id``,
+        ``app_version`` or ``user_metadata``: nothing is committed).
+
+    Example::
+
+        describe = DeltaDescribeOperator(task_id="describe_silver", table_uri="/lake/silver/customers")
+    """
+
+    operation = "describe"
+    default_execution = "local"
+
+
+#: the newest commits a DeltaHistoryOperator puts in its XCom unless ``limit=`` says otherwise: the
+#: XCom lives in Airflow's metadata database, and a table's log may hold thousands of commits
+HISTORY_LIMIT = 100
+
+
+class DeltaHistoryOperator(DeltaBaseOperator):
+    """The table's commits, newest first (``DESCRIBE HISTORY``), read from its log in the worker: no
+    Spark (``execution="local"`` is its default, on every connection type), no commit, nothing
+    written. The XCom's ``history`` is a list of each commit's ``commitInfo`` (``operation``,
+    ``operationParameters``, ``operationMetrics``, ``userMetadata``, ``txnId``, ...) plus its
+    ``version`` and ``timestamp`` (the one time travel uses, in ms); ``version`` is the newest.
+
+    :param table_uri: the table (templated).
+    :param limit: the newest N commits (templated; default 100, ``None`` for every commit the log
+        still holds).
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments (no ``app_id``,
+        ``app_version`` or ``user_metadata``: nothing is committed).
+
+    Example::
+
+        history = DeltaHistoryOperator(task_id="silver_history", table_uri="/lake/silver/customers", limit=10)
+    """
+
+    operation = "history"
+    default_execution = "local"
+
+    def __init__(self, *, limit: int | str | None = HISTORY_LIMIT, **kwargs: Any) -> None:
+        super().__init__(limit=limit, **kwargs)

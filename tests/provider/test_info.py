@@ -41,7 +41,16 @@ def test_entry_point_is_installed():
     "section,expected",
     [
         ("hooks", {"DeltaHook"}),
-        ("operators", {"DeltaCreateTableOperator", "DeltaWriteOperator", "DeltaCheckpointOperator"}),
+        (
+            "operators",
+            {
+                "DeltaCreateTableOperator",
+                "DeltaWriteOperator",
+                "DeltaCheckpointOperator",
+                "DeltaDescribeOperator",
+                "DeltaHistoryOperator",
+            },
+        ),
         ("sensors", {"DeltaTableVersionSensor"}),
         ("triggers", {"DeltaTableVersionTrigger"}),
     ],
