@@ -264,4 +264,12 @@ def _check_merge(params: Mapping, storage, table: str) -> None:
         target, snapshot.properties.enable_type_widening, md.partition_columns, bool(params.get("merge_schema"))
     )
     evolved = evolved_schema(target, source_schema, widen) if params.get("merge_schema") else target
-    bind_plan(snapshot, source_schema, str(on), clauses_from_specs(specs), target_schema=evolved, **aliases)
+    bind_plan(
+        snapshot,
+        source_schema,
+        str(on),
+        clauses_from_specs(specs),
+        target_schema=evolved,
+        merge_schema=bool(params.get("merge_schema")),
+        **aliases,
+    )

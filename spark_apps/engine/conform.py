@@ -5,13 +5,10 @@ in-process plane; :func:`.spark.write.conform_dataframe` is Spark's)."""
 from __future__ import annotations
 
 from .errors import InvalidArgumentError, SchemaMismatchError
+from .schema.compat import computed as _computed
+from .schema.compat import may_leave_out
 
 __all__ = ["conform_arrow"]
-
-
-def _computed(f) -> bool:
-    """An identity or generated column: the writer fills the NULLs (or the whole column) of it."""
-    return bool({"delta.identity.step", "delta.generationExpression"} & set(f.metadata or {}))
 
 
 def _arrow_kind(t) -> str:
@@ -69,8 +66,9 @@ def conform_arrow(table_schema, data) -> list:
     """Arrow ``data`` as record batches in the table's columns, order and Arrow types, checked before
     anything is written (the in-process counterpart of :func:`..commands.write.prepare_dataframe`):
 
-    * every table column is there (names case-insensitive), except identity and generated columns,
-      which the writer assigns or computes (they arrive as NULLs);
+    * every table column is there (names case-insensitive), except those written rows may leave out
+      (:func:`.schema.compat.may_leave_out`, the rule Spark's appends follow): a nullable column
+      is written NULL, identity and generated ones the writer assigns or computes;
     * no other column;
     * each column's values convert to the table's type: within a family (numbers, dates and
       timestamps, nested) by a cast that checks every value (an int64 into INT when it fits, a uint64
@@ -118,13 +116,12 @@ def conform_arrow(table_schema, data) -> list:
             f"(its columns: {', '.join(table_schema.names)})",
             "drop them, or append through Spark with merge_schema=True to add them to the table",
         )
-    missing = [f.name for f in table_schema.fields if f.name.lower() not in names and not _computed(f)]
+    missing = [f.name for f in table_schema.fields if f.name.lower() not in names and not may_leave_out(f)]
     if missing and schema is not None:
         raise SchemaMismatchError(
-            "The data does not match the table schema",
-            f"column(s) {', '.join(repr(n) for n in missing)} of the table are missing from the data",
-            "add them to the data (NULLs for a nullable column), or append through Spark (DeltaTable.append), "
-            "which writes a missing nullable column as NULL",
+            f"NOT NULL column(s) {', '.join(repr(n) for n in missing)} of the table are missing from the data",
+            "a column the data leaves out is written as NULL, which a NOT NULL column refuses",
+            "add them to the data with their values",
         )
     target = table_schema.to_arrow_schema()
     # identity and generated columns may arrive NULL: the writer assigns or computes them

@@ -532,7 +532,9 @@ class DeltaTable:
 
         Duplicate keys in the source fail clearly (nothing written), unless ``dedupe_by`` names a
         column: then the row with its greatest value per key is kept. NULL keys never match.
-        ``merge_schema=True`` adds the source's new columns to the table in the same commit.
+        ``merge_schema=True`` adds the source's new columns to the table in the same commit, and lets
+        the source leave out table columns: kept in updated rows, NULL in inserted ones (delta-spark's
+        schema evolution; a NOT NULL column left out is refused).
         """
         from .commands.merge import upsert_condition
 

@@ -117,6 +117,16 @@ def test_merge_binds_on_the_clauses_and_keys_before_submitting(tmp_path, table):
     preflight("merge", {**base, "source_format": "csv", "key_columns": ["nope"]})
 
 
+def test_an_upsert_whose_source_leaves_a_column_out_needs_merge_schema_before_submitting(tmp_path, table):
+    """As the app binds it (delta-spark's rule): without merge_schema update_all / insert_all need every
+    table column in the source; with it the column is left unchanged / NULL."""
+    src = _parquet_source(tmp_path, {"id": [1, 2], "value": ["x", "y"]})
+    base = {"table_uri": table, "source": src, "source_format": "parquet", "key_columns": ["id"]}
+    with pytest.raises(InvalidArgumentError, match="WHEN MATCHED update_all: the source has no column p"):
+        preflight("merge", base)
+    preflight("merge", {**base, "merge_schema": True})
+
+
 def test_merge_operator_with_a_merge_condition_passes_preflight_and_a_bad_one_fails_before_submitting(tmp_path, table):
     from airflow_delta_provider.exceptions import DeltaPermanentError
     from airflow_delta_provider.operators.delta import DeltaMergeOperator

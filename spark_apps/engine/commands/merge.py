@@ -6,7 +6,9 @@
    matched: the source only; not matched by source: the target only) and its assignments, cast to the
    target column's type as UPDATE / INSERT do (NOT NULL and impossible casts refused here). Clause
    order rules are Delta's: any number of each kind, evaluated in order, only the last of a kind may
-   omit its condition. ``*_all`` clauses pair columns by name.
+   omit its condition. ``*_all`` clauses pair columns by name; a target column the source leaves out
+   is, as in delta-spark, refused without ``merge_schema`` and with it kept by an update and NULL in
+   an insert (:func:`bind_plan`).
 2. **Candidate target files** (:func:`candidate_predicate`): the files that can hold a matched row
    are pruned by partition values and min/max stats with (a) the ON condition's target-only conjuncts
    and (b) the source's own values for every ``target.k = <source expression>`` conjunct (its distinct
@@ -287,12 +289,17 @@ def bind_plan(
     target_alias: str,
     source_alias: str,
     target_schema=None,
+    merge_schema: bool = False,
 ):
     """Bind every text of the merge to the schemas (step 1 of the module docstring); ``target_schema``:
-    the table's schema after this merge (evolved), default the snapshot's."""
+    the table's schema after this merge (evolved), default the snapshot's. ``*_all`` clauses follow
+    delta-spark on target columns the source leaves out: refused without ``merge_schema`` (schema
+    evolution); with it, left unchanged by ``update_all`` and NULL in ``insert_all`` (a NOT NULL one
+    refused). Identity and generated columns the source leaves out are assigned or computed."""
     from ..constraints import stale_generated
     from ..expr.parse import bind_assignments_over, parse_over
     from ..expr.sql import quote as quote_name
+    from ..schema.compat import computed, may_leave_out
 
     if not str(target_alias).strip() or not str(source_alias).strip():
         raise InvalidArgumentError("MERGE aliases cannot be empty", None, "pass e.g. target_alias='t'")
@@ -315,12 +322,22 @@ def bind_plan(
         if c.action in ("update", "insert"):
             texts = c.assignments
             if texts is None:  # *_all: by column name, from the source
-                missing = [f.name for f in target.fields if source_schema.find(f.name) is None and not _generated(f)]
-                if missing and c.action == "update":
+                left_out = [f for f in target.fields if source_schema.find(f.name) is None and not computed(f)]
+                what = f"WHEN {c.kind.upper().replace('_', ' ')} {c.action}_all"
+                if left_out and not merge_schema:
                     raise InvalidArgumentError(
-                        f"WHEN MATCHED update_all: the source has no column {', '.join(missing)}",
-                        "update_all sets every target column from the source column of the same name",
-                        "add the columns to the source, or list the assignments with when_matched_update",
+                        f"{what}: the source has no column {', '.join(f.name for f in left_out)}",
+                        f"without merge_schema, {c.action}_all sets every target column from the source "
+                        "column of the same name (Delta's rule without schema evolution)",
+                        "add the columns to the source, or pass merge_schema=True to leave them unchanged in "
+                        f"updated rows and NULL in inserted ones, or name the columns with when_{c.kind}_{c.action}",
+                    )
+                not_null = [f.name for f in left_out if not may_leave_out(f)] if c.action == "insert" else []
+                if not_null:
+                    raise InvalidArgumentError(
+                        f"{what}: the source has no column {', '.join(not_null)}, which the table holds NOT NULL",
+                        "a column the source leaves out is inserted as NULL",
+                        "add the columns to the source with their values, or list the insert's values",
                     )
                 texts = {
                     f.name: f"{quote_name(source_alias)}.{quote_name(source_schema.find(f.name).name)}"
@@ -344,21 +361,16 @@ def bind_plan(
     return MergePlan(bound_on, out, target, source_schema, target_alias, source_alias)
 
 
-def _generated(f) -> bool:
-    from ..constraints import GENERATION_EXPRESSION
-
-    return GENERATION_EXPRESSION in (f.metadata or {})
-
-
 def _complete_insert(values: dict, target) -> dict:
     """An INSERT sets every target column: the ones not given are NULL, which a NOT NULL column refuses."""
     from ..expr import nodes as n
+    from ..schema.compat import may_leave_out
 
     out = {}
     for f in target.fields:
         if f.name in values:
             out[f.name] = values[f.name]
-        elif not f.nullable and not _generated(f) and "delta.identity.step" not in (f.metadata or {}):
+        elif not may_leave_out(f):
             # (a generated column left NULL is computed, an identity column assigned)
             raise InvalidPredicateError(
                 f"WHEN NOT MATCHED insert gives no value for NOT NULL column '{f.name}'",
@@ -573,6 +585,7 @@ def merge(
         target_alias=target_alias,
         source_alias=source_alias,
         target_schema=target_schema,
+        merge_schema=merge_schema,
     )
     params = {
         "predicate": json.dumps([to_sql(plan.on)]),

@@ -15,6 +15,18 @@ from .widening import widened_to
 _INT_RANK = {"byte": 1, "short": 2, "integer": 3, "long": 4}
 
 
+def computed(field: StructField) -> bool:
+    """An identity or generated column: the writer assigns or computes it, so data may leave it out."""
+    return bool({"delta.identity.step", "delta.generationExpression"} & set(field.metadata or {}))
+
+
+def may_leave_out(field: StructField) -> bool:
+    """Whether written rows may leave ``field`` out (the one rule for appends, in process and in Spark,
+    and for MERGE's inserts): a nullable column is written NULL, a computed one (:func:`computed`) is
+    filled by the writer; a NOT NULL column has no value to take."""
+    return field.nullable or computed(field)
+
+
 def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
     """True when values of ``data_type`` can be written into a ``table_type`` column without loss.
 
@@ -82,9 +94,7 @@ def _compare_struct(
         where = ".".join(path + (tf.name,))
         df = data_by_low.get(tf.name.lower())
         if df is None:
-            # a generated or identity column the data leaves out is computed by the writer
-            md = tf.metadata or {}
-            if not tf.nullable and "delta.generationExpression" not in md and "delta.identity.step" not in md:
+            if not may_leave_out(tf):
                 problems.append(f"missing non-nullable column '{where}' ({tf.type.simple_string()} NOT NULL)")
             if merged is not None:
                 merged.append(tf)
