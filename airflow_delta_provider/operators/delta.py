@@ -205,8 +205,10 @@ class DeltaBaseOperator(BaseOperator):
         ``spark_connect`` connection or a ``delta_spark`` master ``sc://host:port``;
         ``"local"``: run it in the worker process, no Spark application, no cluster wait: for
         operations that only touch the table's log (create without data, checkpoint, log cleanup, a
-        DELETE by partition), and for DELETE and UPDATE on tables the worker can rewrite itself (files
-        rewritten by a thread pool, no Spark).
+        DELETE by partition, describe, history), for DELETE, UPDATE and OPTIMIZE on tables the worker
+        can rewrite itself (files rewritten by a thread pool, no Spark), and for a MERGE of a parquet
+        or Delta source the worker can hold, with a key equality in ON (merged file by file). WRITE
+        refuses it at DAG parse time; what else needs Spark fails before anything is written.
     :param deferrable: free the worker slot while the Spark application runs (default: Airflow's
         ``[operators] default_deferrable``): in cluster deploy mode the task submits the driver, defers
         to :class:`~airflow_delta_provider.triggers.delta.DeltaSparkDriverTrigger` on the triggerer,
