@@ -486,3 +486,51 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
     if reader:
         return Protocol(min_reader_version=3, min_writer_version=7, reader_features=reader, writer_features=writer)
     return Protocol(min_reader_version=1, min_writer_version=7, writer_features=writer)
+
+
+def protocol_features(protocol: Protocol | None) -> set[str]:
+    """Every feature ``protocol`` lists or implies (legacy versions included); empty for None."""
+    if protocol is None:
+        return set()
+    rv, wv = protocol.min_reader_version, protocol.min_writer_version
+    writer = _features(protocol.writer_features) if wv >= 7 else legacy_writer_features(wv)
+    reader = _features(protocol.reader_features) if rv >= 3 else (["columnMapping"] if rv == 2 else [])
+    return {*writer, *reader}
+
+
+# ---------------------------------------------------------------------------------------------
+# readers that are not ours
+
+#: What other common readers cannot do with a table whose protocol lists a feature: per feature, per
+#: reader, a clause. Measured (tests/interop/test_reader_support.py keeps it true) with deltalake
+#: 1.6.6: "read" is ``to_pyarrow_table``/``to_pyarrow_dataset``, "query" its ``QueryBuilder``, then
+#: ``load_cdf`` and a ``write_deltalake`` append. delta-kernel-rs and DuckDB's ``delta_scan`` read every
+#: feature we write; so does Spark with delta-spark 4.x. Polars reads through deltalake: its answer
+#: is deltalake's read.
+_DL_READ = "cannot read it with to_pyarrow_table/to_pyarrow_dataset (its QueryBuilder can)"
+OUTSIDE_READER_REFUSALS: dict[str, dict[str, str]] = {
+    "typeWidening": {"deltalake": "cannot read, query, load_cdf or append to it", "Polars": "cannot read it"},
+    "vacuumProtocolCheck": {"deltalake": "cannot read, query, load_cdf or append to it", "Polars": "cannot read it"},
+    "v2Checkpoint": {"deltalake": _DL_READ, "Polars": "cannot read it"},
+    "deletionVectors": {"deltalake": _DL_READ, "Polars": "cannot read it"},
+    "columnMapping": {"deltalake": _DL_READ + ", nor load_cdf", "Polars": "cannot read it"},
+    "inCommitTimestamp": {"deltalake": "cannot append to it"},
+    "rowTracking": {"deltalake": "cannot append to it"},
+    "clustering": {"deltalake": "cannot append to it"},
+    "identityColumns": {"deltalake": "cannot append to it"},
+}
+
+
+def reader_warnings(before: Protocol | None, after: Protocol | None) -> list[dict]:
+    """For each feature ``after`` adds to ``before`` (None: a new table) that a common reader refuses
+    (:data:`OUTSIDE_READER_REFUSALS`): ``{"feature", "readers", "message"}``, the message naming each
+    reader and what it cannot do."""
+    added = protocol_features(after) - protocol_features(before)
+    out = []
+    for feature, refusals in OUTSIDE_READER_REFUSALS.items():
+        if feature in added:
+            said = "; ".join(f"{reader} {what}" for reader, what in refusals.items())
+            out.append(
+                {"feature": feature, "readers": list(refusals), "message": f"feature '{feature}' turned on: {said}"}
+            )
+    return out
