@@ -403,14 +403,6 @@ def overwrite(
 
         new_schema, mapped_conf = assign(data_schema.validate(), dict(snapshot.metadata.configuration or {}))
     predicate = parse_predicate(replace_where, snapshot.schema) if replace_where is not None else None
-    from ..features import writes_change_data
-
-    if predicate is not None and merge_schema and writes_change_data(snapshot.metadata):
-        raise InvalidArgumentError(
-            "replace_where with merge_schema is not supported on a table recording the change data feed",
-            "the change rows of the rows written would miss the new columns",
-            "add the columns first (a merge_schema append or MERGE), then overwrite with replace_where",
-        )
     if predicate is not None:
         cmd.set_parameters(predicate=json.dumps([to_sql(predicate)]))
     metrics = OverwriteMetrics()
@@ -466,8 +458,11 @@ def overwrite(
             removes = removes_for(candidates)
             metrics.num_deleted_rows = None
         else:
-            # DELETE's rewrite: the files holding matching rows are written back without them
-            outcomes = rewrite_candidates(snapshot, plane, predicate, candidates)
+            # DELETE's rewrite: the files holding matching rows are written back without them, in
+            # the schema this commit leaves (merge_schema's new columns NULL in the kept rows and in
+            # the change rows, which then share one schema with the inserts, as delta-spark writes)
+            evolved = dataclasses.replace(snapshot, metadata=cmd.metadata)
+            outcomes = rewrite_candidates(evolved, plane, predicate, candidates)
             removes, extra_adds, deleted, copied = apply_outcomes(cmd.watch, candidates, outcomes, metrics)
             metrics.num_deleted_rows, metrics.num_copied_rows = deleted, copied
             touched = pa.array([r.path for r in removes], pa.string())
@@ -476,7 +471,7 @@ def overwrite(
             extra_adds = [a for a in extra_adds if not isinstance(a, AddCDCFile)]
             if changes:  # the deleted rows went to change files: the commit's inserts go there too
                 try:
-                    changes += plane.inserted_changes(snapshot, written.adds)
+                    changes += plane.inserted_changes(evolved, written.adds)
                 except BaseException:  # nothing of this overwrite is committed: its files go
                     from ..rewrite import FileOutcome, discard
                     from ..writer import WrittenFile

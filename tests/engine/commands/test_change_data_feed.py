@@ -10,18 +10,20 @@ vectors). Also a table written by delta-spark with deletion vectors and CDF, and
 from __future__ import annotations
 
 import collections
+import datetime
 import glob
 import json
 import math
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_strategies import ARROW, predicates, rows, table_of
 
 from airflow_delta_provider_apps.engine import DeltaTable, cdf
-from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.commands.write import append_arrow, overwrite
 from airflow_delta_provider_apps.engine.errors import DeltaError
 from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
@@ -180,3 +182,88 @@ def test_change_ranges_are_checked_before_reading(tmp_path):
         cdf.plan_changes(storage, root, 3, 2)
     with pytest.raises(DeltaError, match="non-negative integer"):
         cdf.plan_changes(storage, root, 2.5)
+
+
+DAY = datetime.date(2026, 1, 3)
+
+
+@pytest.mark.parametrize(
+    "adds_column, properties",
+    [
+        (True, {}),
+        (False, {}),
+        (True, {"delta.columnMapping.mode": "name"}),
+        (True, {"delta.enableDeletionVectors": "true"}),
+    ],
+    ids=["new-column", "same-columns", "new-column-mapped", "new-column-deletion-vectors"],
+)
+def test_replace_where_with_merge_schema_records_the_replaced_and_written_rows(tmp_path, adds_column, properties):
+    """The README's rerunnable daily load after a schema change: ``replace_where`` on a data column
+    with ``merge_schema`` on a table recording the feed. The commit adds the source's new column; its
+    changes are the replaced rows as deletes (the new column NULL) and the written rows as inserts,
+    in change files of one schema (none for the deletes through deletion vectors), read alike by
+    our reader, by deltalake's ``load_cdf`` (where it reads the table) and by a plain-Python model."""
+    root = str(tmp_path / "t")
+    schema = "order_id BIGINT, order_date DATE, region STRING, quantity INT"
+    t = DeltaTable.create(None, root, schema=schema, partition_by=["region"], properties={**CDF, **properties})
+    names = ["order_id", "order_date", "region", "quantity"]
+    live = [
+        dict(zip(names, (i, datetime.date(2026, 1, 1 + i % 3), ("eu", "us")[i % 2], i * 10), strict=True))
+        for i in range(12)
+    ]
+    for part in (live[:6], live[6:]):
+        append_arrow(root, pa.Table.from_pylist(part, schema=_ORDERS))
+    source = [
+        {"order_id": 5, "order_date": DAY, "region": "eu", "quantity": 55},  # an order of the day, restated
+        {"order_id": 100, "order_date": DAY, "region": "eu", "quantity": 1},
+    ]
+    source_schema = _ORDERS
+    if adds_column:
+        source = [dict(source[0], channel="web"), dict(source[1], channel=None)]
+        source_schema = _ORDERS.append(pa.field("channel", pa.string()))
+    res = overwrite(
+        DeltaTable(None, root).snapshot(),
+        pa.Table.from_pylist(source, schema=source_schema),
+        replace_where=f"order_date = '{DAY}' AND region = 'eu'",
+        merge_schema=True,
+    )
+    version = res.version
+    # the plain-Python model: the day's rows of that region go, the source's come
+    replaced = [r for r in live if r["order_date"] == DAY and r["region"] == "eu"]
+    assert replaced and len(replaced) < sum(r["region"] == "eu" for r in live)  # files rewritten, rows kept
+    columns = names + (["channel"] if adds_column else [])
+    blank = dict.fromkeys(columns)
+    expected = sorted(
+        [(*({**blank, **r}[c] for c in columns), "delete") for r in replaced]
+        + [(*({**blank, **r}[c] for c in columns), "insert") for r in source]
+    )
+
+    def rows_of(table: pa.Table) -> list:
+        return sorted((*(r[c] for c in columns), r[cdf.CHANGE_TYPE]) for r in table.to_pylist())
+
+    assert rows_of(pa.table(t.changes(version, version))) == expected
+    after = load_snapshot(storage_for(root), root)
+    assert after.schema.names == columns
+    kept = [r for r in live if r not in replaced]
+    assert sorted(tuple(r.values()) for r in read_snapshot_table(after).to_pylist()) == sorted(
+        tuple({**blank, **r}[c] for c in columns) for r in kept + source
+    )
+    # the feed replayed from the start is the table (rows of older versions read with the new column NULL)
+    assert _replayed(_changes(root, 0), columns) == collections.Counter(
+        _canon(r, columns) for r in read_snapshot_table(after).to_pylist()
+    )
+    cdc = glob.glob(f"{root}/_change_data/**/*.parquet", recursive=True)
+    if "delta.enableDeletionVectors" in properties:
+        assert res.metrics.num_deleted_rows == len(replaced)
+        return
+    # one schema for the commit's change files: the table's new one, with _change_type
+    in_files = tuple(f.physical_name for f in after.schema.fields if f.name != "region")  # partition values: paths
+    assert cdc and {tuple(pq.read_schema(f).names) for f in cdc} == {(*in_files, cdf.CHANGE_TYPE)}
+    if not properties:  # deltalake reads no change feed under column mapping, nor deletion vectors
+        theirs = pa.table(deltalake.DeltaTable(root).load_cdf(starting_version=version, ending_version=version))
+        assert rows_of(theirs) == expected
+
+
+_ORDERS = pa.schema(
+    [("order_id", pa.int64()), ("order_date", pa.date32()), ("region", pa.string()), ("quantity", pa.int32())]
+)
