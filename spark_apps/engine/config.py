@@ -166,6 +166,18 @@ OTHER_PROPERTIES = frozenset(
     }
 )
 PREFIX_PROPERTIES = (CONSTRAINT_PREFIX, FEATURE_PREFIX)
+# Properties the engine alone sets (delta-spark refuses them from users: maxColumnId is not
+# user-configurable, the materialized row tracking column names are no user property and a commit
+# keeps the table's own): property -> why another value breaks the table.
+SYSTEM_PROPERTIES = {
+    "delta.columnMapping.maxColumnId": "it is the highest column id the table gave out; another value would "
+    "give a new column an id an existing column holds, or skip ids",
+    "delta.rowTracking.materializedRowIdColumnName": "it names the hidden data file column that holds each "
+    "row's stable row id; another name (or none) would change the stable row id of every rewritten row",
+    "delta.rowTracking.materializedRowCommitVersionColumnName": "it names the hidden data file column that "
+    "holds each row's commit version; another name (or none) would change the row commit version of every "
+    "rewritten row",
+}
 KNOWN_DELTA_PROPERTIES = (
     BOOL_PROPERTIES | INTERVAL_PROPERTIES | POSITIVE_INT_PROPERTIES | INT_PROPERTIES | OTHER_PROPERTIES
 )

@@ -182,6 +182,42 @@ def test_suspended_and_enabled_together_is_refused(tmp_path):
         )
 
 
+@pytest.mark.parametrize("key", [ROW_ID_COLUMN, COMMIT_VERSION_COLUMN, "delta.columnMapping.maxColumnId"])
+def test_properties_only_the_engine_sets_are_refused(tmp_path, key):
+    """delta-spark refuses these from users (the materialized column names are no user property, a
+    commit keeps the table's own; maxColumnId is not user-configurable): at CREATE, and on a table
+    with or without them, in any case of the key, before anything is written; the ids stay."""
+    from functools import partial
+
+    from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+
+    def refused(call, root):
+        before = {p.name: p.read_bytes() for p in (tmp_path / root).rglob("*") if p.is_file()}
+        with pytest.raises(InvalidArgumentError) as e:
+            call()
+        assert e.value.problem == f"Cannot set table property {key}: the engine alone sets it"
+        assert "delta-spark refuses it too" in e.value.cause and f"remove {key}" in e.value.fix
+        assert {p.name: p.read_bytes() for p in (tmp_path / root).rglob("*") if p.is_file()} == before
+
+    props = {**TRACKED, "delta.columnMapping.mode": "name"}
+    refused(
+        lambda: DeltaTable.create(None, str(tmp_path / "n"), schema="id BIGINT", properties={**props, key: "x"}), "n"
+    )
+    assert not (tmp_path / "n").exists()
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema="id BIGINT, v STRING", properties=props)
+    append_arrow(root, _batch([1, 2, 3]))
+    t.update({"v": "'u'"}, "id = 2")  # row 2's id now lives in the materialized column
+    ids, config = _ids(t), t.snapshot().metadata.configuration
+    for value in ["x", config.get(key, "7"), "99"]:  # even the value it has
+        refused(partial(t.set_properties, {key.upper(): value}), "t")
+        refused(partial(t.set_properties, {"delta.appendOnly": "false", key: value}), "t")
+    assert _ids(t) == ids and t.snapshot().metadata.configuration == config
+    plain = str(tmp_path / "p")  # a table without row tracking or column mapping alike
+    p = DeltaTable.create(None, plain, schema="id BIGINT")
+    refused(lambda: p.set_properties({key: "x"}), "p")
+
+
 # ---------------------------------------------------------------------------------------------
 # property: stable ids through DELETE, UPDATE and OPTIMIZE against a plain-Python model
 

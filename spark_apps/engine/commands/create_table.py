@@ -58,7 +58,8 @@ def validate_properties(properties: dict | None) -> dict:
     Keys are matched case-insensitively and stored with Delta's spelling
     (``delta.appendonly`` -> ``delta.appendOnly``); boolean values are normalised to ``true``/``false``.
 
-    :raises InvalidArgumentError: unknown ``delta.*`` key or a value that does not parse
+    :raises InvalidArgumentError: unknown ``delta.*`` key, one the engine alone sets
+        (:data:`..config.SYSTEM_PROPERTIES`), or a value that does not parse
     """
     if properties is None:
         return {}
@@ -87,6 +88,12 @@ def validate_properties(properties: dict | None) -> dict:
                     "properties starting with 'delta.' are reserved for the ones Delta defines",
                     "check the spelling (e.g. delta.appendOnly, delta.checkpointInterval, "
                     "delta.logRetentionDuration) or use a name without the 'delta.' prefix",
+                )
+            if key in config.SYSTEM_PROPERTIES:
+                raise InvalidArgumentError(
+                    f"Cannot set table property {key}: the engine alone sets it",
+                    f"{config.SYSTEM_PROPERTIES[key]} (delta-spark refuses it too)",
+                    f"remove {key} from the properties; the engine sets it when the table needs it",
                 )
             if key in (config.IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION, config.IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP):
                 raise InvalidArgumentError(
