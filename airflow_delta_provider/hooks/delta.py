@@ -27,7 +27,9 @@ from airflow_delta_provider.hooks.outcome import (
     AppOutput,
     engine_error_retryable,
     metrics_summary,
+    reader_warning_text,
     resolve_outcome,
+    schema_change_text,
 )
 from airflow_delta_provider.hooks.submit import (
     SparkSubmitOptions,
@@ -241,6 +243,11 @@ class DeltaHook(BaseHook):
             unchanged,
             metrics_summary(operation, result.get("metrics") or {}),
         )
+        # what the commit did to the schema, and the features it turned on that other readers refuse
+        for change in result.get("schema_changes") or []:
+            self.log.info("Delta %s on %s: schema change: %s", operation, table_uri, schema_change_text(change))
+        for warning in result.get("reader_warnings") or []:
+            self.log.warning("Delta %s on %s: other readers: %s", operation, table_uri, reader_warning_text(warning))
 
     def result_from_log(self, table_uri: str, params: dict) -> dict | None:
         """The result of this run's commit, found in the table's log by its SetTransaction identity

@@ -22,7 +22,9 @@ __all__ = [
     "engine_error_retryable",
     "metrics_summary",
     "progress_text",
+    "reader_warning_text",
     "resolve_outcome",
+    "schema_change_text",
 ]
 
 # The app's failure line; design.md names it "DELTA_ERROR <Class>: msg" (and, in one place,
@@ -181,6 +183,24 @@ def metrics_summary(operation: str, metrics: dict) -> str:
         names = ()
     shown = [f"{k}={metrics[k]}" for k in names if k in metrics]
     return "; " + ", ".join(shown) if shown else ""
+
+
+def schema_change_text(change: dict) -> str:
+    """One entry of a result's ``schema_changes`` as a line a person reads:
+    ``column quantity widened from integer to long``."""
+    kind, column = change.get("change"), change.get("column")
+    if kind == "widened":
+        return f"column {column} widened from {change.get('from')} to {change.get('to')}"
+    if kind == "retyped":
+        return f"column {column} changed type from {change.get('from')} to {change.get('to')}"
+    if kind == "renamed":
+        return f"column {change.get('from')} renamed to {column}"
+    return f"column {column} {kind}" + (f" ({change['type']})" if change.get("type") else "")
+
+
+def reader_warning_text(warning: dict) -> str:
+    """One entry of a result's ``reader_warnings`` as a line: what turned on, who refuses what."""
+    return str(warning.get("message") or f"feature '{warning.get('feature')}' turned on: {warning.get('readers')}")
 
 
 def progress_text(event: dict) -> str:

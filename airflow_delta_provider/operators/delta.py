@@ -18,7 +18,8 @@ Rules (after Airflow's SparkSubmitOperator):
   :meth:`DeltaBaseOperator.transaction_identity` is the one place where deriving them from the task
   context (dag, task, logical date) will be added.
 * Asset events: when an outlet is the table's Asset (:func:`delta_asset`), its event carries
-  ``{"version", "operation", ...}`` as extra. A run that changed nothing emits none, nor does an
+  ``{"version", "operation", ...}`` as extra, and ``schema_changes`` / ``reader_warnings`` when the commit
+  changed columns or turned on a feature other readers refuse. A run that changed nothing emits none, nor does an
   outlet a Delta watcher of the table watches (the watcher announces every commit once).
 * An argument the operator does not take fails the DAG import with the closest accepted name.
 """
@@ -524,6 +525,9 @@ class DeltaBaseOperator(BaseOperator):
                     "skipped": bool(result.get("skipped")),
                     "committed": bool(result.get("committed", not result.get("skipped"))),
                     "metrics": main,
+                    # the columns the commit added or changed, the features it turned on that other
+                    # readers refuse: only when there are some
+                    **{k: result[k] for k in ("schema_changes", "reader_warnings") if result.get(k)},
                 }
                 if hasattr(events[outlet], "add_partitions"):  # Airflow 3.2+: asset partitions
                     keys = self._partition_keys(result) if keys is None else keys
