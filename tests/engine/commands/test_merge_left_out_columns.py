@@ -201,3 +201,21 @@ def test_append_arrow_writes_a_left_out_nullable_column_as_null(tmp_path):
     with pytest.raises(SchemaMismatchError, match="missing non-nullable column 'order_id'"):
         write(root, pa.table({"amount": pa.array([3], pa.int32())}))
     assert DeltaTable.for_path(None, root).version() == 2 and set((tmp_path / "t").glob("*.parquet")) == files
+
+
+def test_a_partition_column_left_out_keeps_updated_rows_in_their_partition(tmp_path):
+    """With merge_schema an upsert whose source lacks the partition column updates rows where they are
+    and inserts its new rows into the NULL partition, as the reference says."""
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema=DDL, partition_by=["day"])
+    append_arrow(root, pa.concat_tables([_day(1), _day(2)]))
+    source = _day(2, n=4, bump=5).drop_columns(["day"])
+    DeltaTable.for_path(None, root).upsert(source, ["order_id"], merge_schema=True)
+    model = _model(pa.concat_tables([_day(1), _day(2)]).to_pylist(), source)
+    assert _sorted(_rows(root)) == _sorted(model)
+    assert {r["order_id"]: r["day"] for r in _rows(root) if r["order_id"] >= 20} == {20: 2, 21: 2, 22: 2, 23: None}
+    parts = {
+        tuple(sorted(p))
+        for p in DeltaTable.for_path(None, root).snapshot().files.column("partition_values").to_pylist()
+    }
+    assert (("day", None),) in parts
