@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider_apps import cli
@@ -116,4 +117,46 @@ def test_replace_where_on_a_data_column_records_its_deletes_and_inserts(spark, t
         (4, "keep"),
         (10, "old"),
         (11, "old"),
+    ]
+
+
+def test_replace_where_with_merge_schema_adds_the_column_to_the_change_rows(spark, tmp_path):
+    """The rerunnable daily load after a schema change, through Spark: ``replace_where`` on a data
+    column with ``merge_schema`` adds the source's new column in the same commit; the replaced rows
+    are deletes with it NULL, the written rows inserts with their values, in change files of the new
+    schema; Spark's reading of the feed, ours and deltalake's ``load_cdf`` agree with the model."""
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="id BIGINT, v STRING", properties=CDF)
+    t.append(spark.createDataFrame([(i, "old" if i % 2 else "keep") for i in range(6)], "id BIGINT, v STRING"))
+    res = t.overwrite(
+        spark.createDataFrame([(10, "old", "web"), (11, "old", None)], "id BIGINT, v STRING, channel STRING"),
+        replace_where="v = 'old'",
+        merge_schema=True,
+    )
+    version = res["version"]
+    expected = [
+        (1, "old", None, "delete"),
+        (3, "old", None, "delete"),
+        (5, "old", None, "delete"),
+        (10, "old", "web", "insert"),
+        (11, "old", None, "insert"),
+    ]
+    ours = sorted((r["id"], r["v"], r["channel"], r["_change_type"]) for r in pa.table(t.changes(version)).to_pylist())
+    assert ours == expected
+    assert sorted(tuple(r)[:4] for r in t.changes_df(version).collect()) == expected
+    deltalake = pytest.importorskip("deltalake")
+    theirs = pa.table(deltalake.DeltaTable(root).load_cdf(starting_version=version))
+    assert sorted((r["id"], r["v"], r["channel"], r["_change_type"]) for r in theirs.to_pylist()) == expected
+    with open(f"{root}/_delta_log/{version:020d}.json") as f:
+        actions = [json.loads(line) for line in f]
+    schema = json.loads(next(a["metaData"] for a in actions if "metaData" in a)["schemaString"])
+    assert [c["name"] for c in schema["fields"]] == ["id", "v", "channel"]
+    cdc = [a["cdc"]["path"] for a in actions if "cdc" in a]
+    assert cdc and {tuple(pq.read_schema(f"{root}/{p}").names) for p in cdc} == {("id", "v", "channel", "_change_type")}
+    assert sorted(tuple(r) for r in t.to_df().collect()) == [
+        (0, "keep", None),
+        (2, "keep", None),
+        (4, "keep", None),
+        (10, "old", "web"),
+        (11, "old", None),
     ]
