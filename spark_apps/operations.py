@@ -24,7 +24,7 @@ no pyspark): the Airflow side reads it at DAG parse time.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,10 @@ class Arg:
     :param help: one line for ``--help`` and the docs
     :param operator: an argument of the operators (False: the operator sets it itself, e.g. ``rerun``
         from its ``on_rerun``)
+    :param sql: it holds Spark SQL, named as the engine's parser names it (``predicate``, ``condition``,
+        ``merge condition``, ``expression``): each literal text is parsed by that parser in
+        :func:`check_params` (an ``updates`` argument's values are expressions; a ``clauses``
+        argument's conditions are conditions, its ``set`` and ``values`` expressions)
     """
 
     name: str
@@ -75,6 +79,7 @@ class Arg:
     flag: str | None = None
     help: str = ""
     operator: bool = True
+    sql: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -261,6 +266,7 @@ def check_params(op: Operation, params: Mapping, *, skip_templates: bool = False
         if skip_templates and (_is_template(value) or _holds_template(value)):
             continue
         out[arg.name] = coerce(arg, value)
+        _check_sql(arg, out[arg.name], skip_templates)
     if not skip_templates or not any(_is_template(v) or _holds_template(v) for v in out.values()):
         for check in (_conditions_not_blank, *op.checks):
             check(out)
@@ -279,6 +285,43 @@ def _conditions_not_blank(p: Mapping) -> None:
                 check_text(p[name], "predicate")
             except InvalidArgumentError as e:
                 raise ValueError(f"{name}: {e.one_line()}") from None
+
+
+def _sql_texts(arg: Arg, value: Any) -> Iterator[tuple[str, str, Any]]:
+    """``(where, what, text)`` of each Spark SQL text in an argument's coerced value (see ``Arg.sql``)."""
+    if not arg.sql or value is None:
+        return
+    if arg.kind == "updates":
+        yield from ((f"{arg.name}[{col!r}]", "expression", text) for col, text in value.items())
+    elif arg.kind == "clauses":
+        for i, clause in enumerate(value):
+            if clause.get("condition") is not None:
+                yield f"{arg.name}[{i}].condition", arg.sql, clause["condition"]
+            for key in ("set", "values"):
+                texts = clause.get(key) or {}
+                yield from ((f"{arg.name}[{i}].{key}[{col!r}]", "expression", t) for col, t in texts.items())
+    else:
+        yield arg.name, arg.sql, value
+
+
+def _check_sql(arg: Arg, value: Any, skip_templates: bool) -> None:
+    """Each Spark SQL text of the argument parsed by the engine's own parser (syntax, nesting,
+    subqueries: what is knowable without the table's schema, which the engine binds against when it
+    runs): a literal one at DAG parse time, a templated one after rendering. Blank text is left to
+    ``_conditions_not_blank`` and the operations' checks, which say what an empty one means."""
+    texts = [(w, what, str(t)) for w, what, t in _sql_texts(arg, value) if t is not None]
+    texts = [t for t in texts if t[2].strip() and not (skip_templates and _is_template(t[2]))]
+    if not texts:
+        return
+    # the parser (and sqlglot) are imported only when there is literal SQL to check
+    from .engine.errors import InvalidArgumentError
+    from .engine.expr.parse import check_syntax
+
+    for where, what, text in texts:
+        try:
+            check_syntax(text, what)
+        except InvalidArgumentError as e:
+            raise ValueError(f"{where}: {e.one_line()}") from None
 
 
 def _holds_template(value: Any) -> bool:
@@ -421,7 +464,7 @@ SOURCE_ARGS = (
     Arg("source_query", help="Spark SQL over the source (a temporary view named `source`), e.g. a filter or join"),
     Arg("target_file_size", "int", templated=False, help="bytes per data file"),
 )
-PREDICATE = Arg("predicate", help="Spark SQL condition, e.g. dt = '2026-01-01' AND id <= 4")
+PREDICATE = Arg("predicate", help="Spark SQL condition, e.g. dt = '2026-01-01' AND id <= 4", sql="predicate")
 
 _OPERATIONS = (
     Operation(
@@ -482,7 +525,7 @@ _OPERATIONS = (
         args=(
             Arg("mode", default="append", choices=("append", "overwrite"), help="append | overwrite"),
             *SOURCE_ARGS,
-            Arg("replace_where", help="overwrite only the rows matching this Spark SQL condition"),
+            Arg("replace_where", help="overwrite only the rows matching this Spark SQL condition", sql="predicate"),
             Arg("partition_overwrite_mode", default="static", choices=("static", "dynamic"), help="static | dynamic"),
             Arg("overwrite_schema", "bool", default=False, templated=False, help="replace the schema (overwrite)"),
             Arg("merge_schema", "bool", default=False, templated=False, help="add new columns, widen types"),
@@ -526,7 +569,13 @@ _OPERATIONS = (
         "set columns to expressions on the rows matching a predicate",
         "airflow_delta_provider_apps.runners:update",
         args=(
-            Arg("updates", "updates", flag="--set", help="COLUMN=EXPRESSION (repeatable), e.g. --set v='v * 2'"),
+            Arg(
+                "updates",
+                "updates",
+                flag="--set",
+                help="COLUMN=EXPRESSION (repeatable), e.g. --set v='v * 2'",
+                sql="expression",
+            ),
             PREDICATE,
         ),
         metrics=(
@@ -552,8 +601,17 @@ _OPERATIONS = (
         "airflow_delta_provider_apps.runners:merge",
         args=(
             *SOURCE_ARGS,
-            Arg("predicate", help="the merge condition over target and source, e.g. target.id = source.id"),
-            Arg("clauses", "clauses", help='WHEN clauses as JSON: [{"when": "matched", "then": "update_all"}, ...]'),
+            Arg(
+                "predicate",
+                help="the merge condition over target and source, e.g. target.id = source.id",
+                sql="merge condition",
+            ),
+            Arg(
+                "clauses",
+                "clauses",
+                help='WHEN clauses as JSON: [{"when": "matched", "then": "update_all"}, ...]',
+                sql="condition",
+            ),
             Arg("key_columns", "list", help="upsert by these key columns (update all matched, insert all new)"),
             Arg("dedupe_by", help="upsert: keep the source row with the greatest value of this column per key"),
             Arg("source_alias", default="source", help="the source's alias in conditions"),
@@ -611,7 +669,11 @@ _OPERATIONS = (
         "compact small files, or Z-order them, or cluster a clustered table incrementally (rows unchanged)",
         "airflow_delta_provider_apps.runners:optimize",
         args=(
-            Arg("partition_filter", help="only the partitions matching this condition on partition columns"),
+            Arg(
+                "partition_filter",
+                help="only the partitions matching this condition on partition columns",
+                sql="predicate",
+            ),
             Arg("target_size", "int", help="bytes per file written (default: delta.targetFileSize)"),
             Arg("min_file_size", "int", help="files smaller than this are compacted (default: the target size)"),
             Arg("z_order_by", "list", help="cluster the rows by these data columns"),
@@ -656,7 +718,7 @@ _OPERATIONS = (
         "airflow_delta_provider_apps.runners:add_constraint",
         args=(
             Arg("name", help="the constraint's name (letters, digits, underscores)"),
-            Arg("expression", help="Spark SQL condition every row must satisfy, e.g. amount >= 0"),
+            Arg("expression", help="Spark SQL condition every row must satisfy, e.g. amount >= 0", sql="condition"),
         ),
         checks=(_constraint_named, _constraint_expression),
     ),

@@ -564,3 +564,142 @@ def test_cluster_by_is_checked_at_parse_time_and_the_operators_cluster_in_the_wo
     )
     removed = DeltaClusterByOperator(task_id="k", table_uri=root, columns=[]).execute({})
     assert removed["clustering_columns"] == [] and DeltaTable(None, root).clustering_columns() == []
+
+
+# one broken literal text per argument holding Spark SQL: (operator, its arguments, where, what, text)
+_BROKEN_SQL = [
+    ("DeltaDeleteOperator", {}, "predicate", "predicate", "status = 'cancelled' AND"),
+    ("DeltaUpdateOperator", {"updates": {"v": "v * 2"}}, "predicate", "predicate", "id IN (1, 2"),
+    ("DeltaUpdateOperator", {"predicate": "id = 1"}, "updates['v']", "expression", "upper(v"),
+    ("DeltaWriteOperator", {"source": "/in/{{ ds }}", "mode": "overwrite"}, "replace_where", "predicate", "dt = '1"),
+    (
+        "DeltaMergeOperator",
+        {"source": "/in", "clauses": [{"when": "matched", "then": "update_all"}]},
+        "predicate",
+        "merge condition",
+        "target.id = source.id AND",
+    ),
+    ("DeltaMergeOperator", {"source": "/in"}, "clauses[1].condition", "condition", "source.v >"),
+    ("DeltaMergeOperator", {"source": "/in"}, "clauses[0].set['v']", "expression", "source.v +"),
+    ("DeltaOptimizeOperator", {}, "partition_filter", "predicate", "dt = '2026-01-01' OR"),
+    ("DeltaAddConstraintOperator", {"name": "positive"}, "expression", "condition", "amount >="),
+    ("DeltaDeleteOperator", {}, "predicate", "predicate", "id IN (SELECT id FROM other)"),
+]
+
+
+def _with_sql(operator: str, given: dict, where: str, text: str) -> dict:
+    """The operator's arguments with ``text`` put where ``where`` says (a top-level argument, an
+    UPDATE assignment, or a MERGE clause's condition or assignment)."""
+    if where.startswith("updates"):
+        return {**given, "updates": {"v": text}}
+    if where.startswith("clauses"):
+        clauses = [
+            {"when": "matched", "then": "update", "set": {"v": "source.v"}},
+            {"when": "matched", "then": "delete", "condition": "source.gone"},
+        ]
+        if where == "clauses[1].condition":
+            clauses[1]["condition"] = text
+        else:
+            clauses[0]["set"] = {"v": text}
+        return {**given, "predicate": "target.id = source.id", "clauses": clauses}
+    return {**given, where: text}
+
+
+@pytest.mark.parametrize(("operator", "given", "where", "what", "text"), _BROKEN_SQL)
+def test_broken_literal_sql_fails_the_dag_import_with_the_engines_own_error(operator, given, where, what, text):
+    import time
+
+    from airflow_delta_provider.operators import delta
+    from airflow_delta_provider_apps.engine.errors import InvalidPredicateError
+    from airflow_delta_provider_apps.engine.expr import parse_expression, parse_predicate
+    from airflow_delta_provider_apps.engine.schema import parse_schema
+
+    cls = getattr(delta, operator)
+    started = time.monotonic()
+    with pytest.raises(ValueError) as raised:
+        cls(task_id="t", table_uri="/lake/t", **_with_sql(operator, given, where, text))
+    assert time.monotonic() - started < 5  # at parse time, no Spark (a first sqlglot import included)
+    message = str(raised.value)
+    assert message.startswith(f"{operator}: {where}: ")
+    assert f"'{text}'" in message and "Fix: " in message
+    if "SELECT" not in text:  # a subquery is refused as such, a syntax error names what is missing
+        assert f"Cannot parse the {what} '{text}'. Cause: " in message
+    # what the engine says of the same text when the task runs, over a schema with every column named
+    schema = parse_schema("id BIGINT, v STRING, status STRING, dt DATE, amount INT")
+    with pytest.raises(InvalidPredicateError) as at_run:
+        (parse_expression if what == "expression" else parse_predicate)(text.replace("source.", ""), schema)
+    assert (at_run.value.cause or at_run.value.problem).replace("source.", "") in message.replace("source.", "")
+
+
+def test_valid_literal_sql_is_accepted_at_parse_time():
+    from airflow_delta_provider.operators.delta import (
+        DeltaAddConstraintOperator,
+        DeltaDeleteOperator,
+        DeltaMergeOperator,
+        DeltaOptimizeOperator,
+        DeltaUpdateOperator,
+    )
+
+    many = ", ".join(f"'c{i}'" for i in range(500))  # a GDPR erasure's IN list
+    for predicate in (
+        "dt BETWEEN '2026-01-01' AND '2026-01-31' AND status <> 'it''s'",
+        "`odd name` <=> NULL OR upper(status) LIKE 'CANCEL%'",
+        f"customer_id IN ({many})",
+        "CAST(ts AS DATE) = DATE'2026-01-01' AND NOT (amount > 10 * 2)",
+    ):
+        assert DeltaDeleteOperator(task_id="d", table_uri="/t", predicate=predicate).predicate == predicate
+    DeltaUpdateOperator(task_id="u", table_uri="/t", updates={"v": "coalesce(v, 0) * 2", "s": "'done'"})
+    DeltaMergeOperator(
+        task_id="m",
+        table_uri="/t",
+        source="/in",
+        predicate="t.id = s.id AND t.dt = s.dt",
+        target_alias="t",
+        source_alias="s",
+        clauses=[
+            {"when": "matched", "condition": "s.deleted", "then": "delete"},
+            {"when": "not_matched", "then": "insert", "values": {"id": "s.id", "v": "s.v || '!'"}},
+        ],
+    )
+    DeltaOptimizeOperator(task_id="o", table_uri="/t", partition_filter="dt >= '2026-01-01'")
+    DeltaAddConstraintOperator(task_id="c", table_uri="/t", name="positive", expression="amount >= 0")
+
+
+def test_templated_sql_is_checked_after_rendering_before_anything_runs(monkeypatch):
+    import re
+
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaDeleteOperator, DeltaMergeOperator
+
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    monkeypatch.setattr(DeltaHook, "run_in_process", lambda *a, **k: pytest.fail("the app was started"))
+    delete = DeltaDeleteOperator(task_id="d", table_uri="/lake/t", predicate="status = '{{ params.s }}' AND")
+    merge = DeltaMergeOperator(  # a literal clause beside a templated one: each text is judged on its own
+        task_id="m",
+        table_uri="/lake/t",
+        source="/in",
+        predicate="target.id = source.id",
+        clauses=[
+            {"when": "matched", "condition": "source.dt = '{{ ds }}' AND", "then": "update_all"},
+            {"when": "not_matched", "then": "insert_all"},
+        ],
+    )
+    for op, where in ((delete, "predicate"), (merge, "clauses[0].condition")):
+        op.render_template_fields({"params": {"s": "cancelled"}, "ds": "2026-01-01"})
+        with pytest.raises(
+            DeltaConfigurationError, match=rf"{re.escape(where)}: Cannot parse the .* an operand is missing"
+        ):
+            op.execute({})
+        assert "hook" not in op.__dict__  # no connection read, nothing submitted
+    assert delete.predicate == "status = 'cancelled' AND"
+    with pytest.raises(ValueError, match=r"clauses\[1\]\.condition: Cannot parse the condition 'source\.v >'"):
+        DeltaMergeOperator(
+            task_id="m",
+            table_uri="/lake/t",
+            source="/in/{{ ds }}",
+            predicate="target.id = source.id",
+            clauses=[
+                {"when": "matched", "condition": "source.dt = '{{ ds }}'", "then": "update_all"},
+                {"when": "matched", "condition": "source.v >", "then": "delete"},
+            ],
+        )

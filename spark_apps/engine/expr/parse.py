@@ -46,7 +46,15 @@ from ..schema import ArrayType, DataType, DecimalType, MapType, PrimitiveType, S
 from . import nodes as n
 from .literals import LexedText, UnterminatedString, extract_strings
 
-__all__ = ["check_text", "parse_predicate", "parse_expression", "bind_assignments", "cast_literal", "common_type"]
+__all__ = [
+    "check_text",
+    "check_syntax",
+    "parse_predicate",
+    "parse_expression",
+    "bind_assignments",
+    "cast_literal",
+    "common_type",
+]
 
 #: deepest nesting accepted: parentheses in the text, and levels of the bound tree (AND/OR chains count
 #: as one level however long). Every consumer (evaluation, skipping, rendering, pickling to Spark tasks)
@@ -259,6 +267,14 @@ def _parse_sql(text: str, what: str):
     if tree.find(exp.Select, exp.Subquery, exp.Exists) is not None:
         raise _err(f"Subqueries are not supported in '{_clip(text)}'", None, "use a condition over the table's columns")
     return tree, lexed, lists
+
+
+def check_syntax(text: str, what: str = "predicate") -> None:
+    """Refuse what is wrong with ``text`` before any table is known (blank or unterminated text,
+    nesting too deep, syntax, subqueries), with the errors :func:`parse_predicate` and
+    :func:`parse_expression` raise for it: the parse-time check of a DAG's literal SQL. Columns,
+    types and functions are bound to the table's schema later, by those."""
+    _parse_sql(text, what)
 
 
 def _bind(schema: StructType, text: str, what: str, relations: Mapping[str, StructType] | None = None) -> n.Expr:
