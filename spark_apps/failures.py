@@ -23,6 +23,12 @@ class SparkInfrastructureError(DeltaError):
 
 
 _PATTERNS = [
+    # Spark Connect: tasks starting together on a fresh session raced to upload the same bundle (the
+    # server checks that the file is absent, then moves its copy into place); a retry finds it there
+    (
+        re.compile(r"FileAlreadyExistsException\W+\S*/artifacts-|Duplicate Artifact: pyfiles/"),
+        "another task uploaded the same code bundle to the Spark Connect session at the same moment",
+    ),
     # Spark Connect (gRPC): the server is gone, or came back without this run's session
     (
         re.compile(r"(INVALID_HANDLE\.SESSION_|SESSION_CHANGED|INVALID_HANDLE\.OPERATION_ABANDONED)"),

@@ -106,7 +106,8 @@ def build_app_bundle(cache_dir: str | None = None) -> AppBundle:
     digest = h.hexdigest()[:16]
     version = _dist_version()
     target = os.path.join(cache_dir or default_bundle_dir(), f"{version}-{digest}")
-    zip_path = os.path.join(target, f"{APP_PACKAGE}.zip")
+    # the hash in the name: a Spark Connect server that holds a file of this name holds these bytes
+    zip_path = os.path.join(target, f"{APP_PACKAGE}-{digest}.zip")
     launcher_path = os.path.join(target, LAUNCHER_NAME)
     jar_path = os.path.join(target, RUNNER_JAR_NAME)
     if not (os.path.isfile(zip_path) and os.path.isfile(launcher_path) and os.path.isfile(jar_path)):

@@ -4,7 +4,7 @@ Data flow (one :meth:`SubmitTransport.run`)::
 
     connection (type "spark"/"delta_spark": local[*], yarn, spark://, k8s://) + hook config
       -> spark-submit settings (master, deploy mode, binary, conf)          submit_settings()
-      -> the bundled apps: airflow_delta_provider_apps.zip (--py-files) + launcher   build_app_bundle()
+      -> the bundled apps: airflow_delta_provider_apps-<hash>.zip (--py-files), launcher  build_app_bundle()
       -> application args: <operation> --table-uri U --result-uri R --spec-json J
       -> SparkSubmitHook.submit()  (its own Popen, log streaming, on_kill, yarn/k8s/standalone handling)
       -> result: the --result-uri file first, else the last result line captured from stdout

@@ -95,7 +95,9 @@ def test_local_connection_command(monkeypatch, bundle_dir):
     assert confs["spark.pyspark.driver.python"] == sys.executable
     assert "--deploy-mode" not in cmd
     (py_files,) = _flag(cmd, "--py-files")
-    assert py_files.endswith("airflow_delta_provider_apps.zip") and py_files.startswith(bundle_dir)
+    assert py_files == build_app_bundle(bundle_dir).zip_path and py_files.startswith(bundle_dir)
+    # its name holds its content's hash (a Spark Connect session holding that name holds these bytes)
+    assert os.path.basename(py_files) == f"airflow_delta_provider_apps-{build_app_bundle(bundle_dir).digest}.zip"
     assert _flag(cmd, "--name") == ["delta-write"]
     assert os.path.dirname(application) == os.path.dirname(py_files)
     args = _app_args(cmd, application)
