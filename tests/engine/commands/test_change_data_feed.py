@@ -194,14 +194,16 @@ DAY = datetime.date(2026, 1, 3)
         (False, {}),
         (True, {"delta.columnMapping.mode": "name"}),
         (True, {"delta.enableDeletionVectors": "true"}),
+        (True, {"delta.enableTypeWidening": "true"}),
     ],
-    ids=["new-column", "same-columns", "new-column-mapped", "new-column-deletion-vectors"],
+    ids=["new-column", "same-columns", "new-column-mapped", "new-column-deletion-vectors", "new-column-widened"],
 )
 def test_replace_where_with_merge_schema_records_the_replaced_and_written_rows(tmp_path, adds_column, properties):
     """The README's rerunnable daily load after a schema change: ``replace_where`` on a data column
     with ``merge_schema`` on a table recording the feed. The commit adds the source's new column; its
     changes are the replaced rows as deletes (the new column NULL) and the written rows as inserts,
-    in change files of one schema (none for the deletes through deletion vectors), read alike by
+    in change files of one schema (none for the deletes through deletion vectors; with type widening
+    a wider source column widens the table's, the deleted rows' values too), read alike by
     our reader, by deltalake's ``load_cdf`` (where it reads the table) and by a plain-Python model."""
     root = str(tmp_path / "t")
     schema = "order_id BIGINT, order_date DATE, region STRING, quantity INT"
@@ -221,6 +223,9 @@ def test_replace_where_with_merge_schema_records_the_replaced_and_written_rows(t
     if adds_column:
         source = [dict(source[0], channel="web"), dict(source[1], channel=None)]
         source_schema = _ORDERS.append(pa.field("channel", pa.string()))
+    if "delta.enableTypeWidening" in properties:  # quantity INT -> BIGINT in the same commit
+        source[0]["quantity"] = 2**40
+        source_schema = source_schema.set(3, pa.field("quantity", pa.int64()))
     res = overwrite(
         DeltaTable(None, root).snapshot(),
         pa.Table.from_pylist(source, schema=source_schema),
@@ -257,9 +262,11 @@ def test_replace_where_with_merge_schema_records_the_replaced_and_written_rows(t
         assert res.metrics.num_deleted_rows == len(replaced)
         return
     # one schema for the commit's change files: the table's new one, with _change_type
-    in_files = tuple(f.physical_name for f in after.schema.fields if f.name != "region")  # partition values: paths
-    assert cdc and {tuple(pq.read_schema(f).names) for f in cdc} == {(*in_files, cdf.CHANGE_TYPE)}
-    if not properties:  # deltalake reads no change feed under column mapping, nor deletion vectors
+    in_files = [(f.physical_name, f.type.to_arrow()) for f in after.schema.fields if f.name != "region"]  # in paths
+    assert cdc and [[(f.name, f.type) for f in pq.read_schema(p)] for p in cdc] == len(cdc) * [
+        [*in_files, (cdf.CHANGE_TYPE, pa.string())]
+    ]
+    if not properties:  # deltalake reads no change feed under column mapping, type widening or deletion vectors
         theirs = pa.table(deltalake.DeltaTable(root).load_cdf(starting_version=version, ending_version=version))
         assert rows_of(theirs) == expected
 
