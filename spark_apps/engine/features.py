@@ -502,22 +502,31 @@ def protocol_features(protocol: Protocol | None) -> set[str]:
 # readers that are not ours
 
 #: What other common readers cannot do with a table whose protocol lists a feature: per feature, per
-#: reader, a clause. Measured (tests/interop/test_reader_support.py keeps it true) with deltalake
-#: 1.6.6: "read" is ``to_pyarrow_table``/``to_pyarrow_dataset``, "query" its ``QueryBuilder``, then
-#: ``load_cdf`` and a ``write_deltalake`` append. delta-kernel-rs and DuckDB's ``delta_scan`` read every
-#: feature we write; so does Spark with delta-spark 4.x. Polars reads through deltalake: its answer
-#: is deltalake's read.
-_DL_READ = "cannot read it with to_pyarrow_table/to_pyarrow_dataset (its QueryBuilder can)"
-OUTSIDE_READER_REFUSALS: dict[str, dict[str, str]] = {
-    "typeWidening": {"deltalake": "cannot read, query, load_cdf or append to it", "Polars": "cannot read it"},
-    "vacuumProtocolCheck": {"deltalake": "cannot read, query, load_cdf or append to it", "Polars": "cannot read it"},
-    "v2Checkpoint": {"deltalake": _DL_READ, "Polars": "cannot read it"},
-    "deletionVectors": {"deltalake": _DL_READ, "Polars": "cannot read it"},
-    "columnMapping": {"deltalake": _DL_READ + ", nor load_cdf", "Polars": "cannot read it"},
-    "inCommitTimestamp": {"deltalake": "cannot append to it"},
-    "rowTracking": {"deltalake": "cannot append to it"},
-    "clustering": {"deltalake": "cannot append to it"},
-    "identityColumns": {"deltalake": "cannot append to it"},
+#: reader, the refused operations (:data:`OUTSIDE_READER_OPERATIONS`). Measured with deltalake 1.6.6;
+#: delta-kernel-rs and DuckDB's ``delta_scan`` read every feature we write
+#: (tests/interop/test_reader_support.py keeps this true and prints the README's table). Polars reads
+#: through deltalake: its answer is deltalake's read. Spark with delta-spark 4.x reads them all.
+OUTSIDE_READER_REFUSALS: dict[str, dict[str, tuple[str, ...]]] = {
+    "typeWidening": {"deltalake": ("read", "query", "load_cdf", "append"), "Polars": ("read",)},
+    "vacuumProtocolCheck": {"deltalake": ("read", "query", "load_cdf", "append"), "Polars": ("read",)},
+    "v2Checkpoint": {"deltalake": ("read",), "Polars": ("read",)},
+    "deletionVectors": {"deltalake": ("read",), "Polars": ("read",)},
+    "columnMapping": {"deltalake": ("read", "load_cdf"), "Polars": ("read",)},
+    "inCommitTimestamp": {"deltalake": ("append",)},
+    "rowTracking": {"deltalake": ("append",)},
+    "clustering": {"deltalake": ("append",)},
+    "identityColumns": {"deltalake": ("append",)},
+}
+
+#: the operations of :data:`OUTSIDE_READER_REFUSALS`, per reader, as a warning names them
+OUTSIDE_READER_OPERATIONS: dict[str, dict[str, str]] = {
+    "deltalake": {
+        "read": "read it with to_pyarrow_table/to_pyarrow_dataset",
+        "query": "query it with QueryBuilder",
+        "load_cdf": "read its change feed with load_cdf",
+        "append": "append to it with write_deltalake",
+    },
+    "Polars": {"read": "read it"},
 }
 
 
@@ -528,9 +537,18 @@ def reader_warnings(before: Protocol | None, after: Protocol | None) -> list[dic
     added = protocol_features(after) - protocol_features(before)
     out = []
     for feature, refusals in OUTSIDE_READER_REFUSALS.items():
-        if feature in added:
-            said = "; ".join(f"{reader} {what}" for reader, what in refusals.items())
-            out.append(
-                {"feature": feature, "readers": list(refusals), "message": f"feature '{feature}' turned on: {said}"}
-            )
+        if feature not in added:
+            continue
+        said = []
+        for reader, operations in refusals.items():
+            words = [OUTSIDE_READER_OPERATIONS[reader][o] for o in operations]
+            listed = ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+            said.append(f"{reader} cannot {listed}")
+        out.append(
+            {
+                "feature": feature,
+                "readers": list(refusals),
+                "message": f"feature '{feature}' turned on: {'; '.join(said)}",
+            }
+        )
     return out

@@ -92,7 +92,7 @@ def test_turning_on_type_widening_warns_of_the_readers_it_locks_out(tmp_path, ca
     assert (warning["feature"], warning["readers"]) == ("typeWidening", ["deltalake", "Polars"])
     (line,) = _lines(records, "warning")
     assert line.startswith(f"Delta change_column_type on {root}: other readers: feature 'typeWidening' turned on")
-    assert "deltalake cannot read, query, load_cdf or append to it; Polars cannot read it" in line
+    assert "or append to it with write_deltalake; Polars cannot read it" in line
     # a second widening: the schema change is reported, no warning (the feature was on already)
     again = DeltaChangeColumnTypeOperator(task_id="c2", table_uri=root, column="quantity", new_type="DECIMAL(22,0)")
     _, extra, records = _run(again, capsys)

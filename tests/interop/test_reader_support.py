@@ -1,0 +1,200 @@
+"""Which other readers read a table with each feature we write (issue 40 item 6): the claims behind the
+README's reader table and the task log's reader warnings (``features.OUTSIDE_READER_REFUSALS``), measured.
+
+For each feature a table is created with it (and the change data feed), written twice and the feature put
+to use (a deletion vector, a V2 checkpoint, a widened column, a renamed mapped column, a clustering
+OPTIMIZE...). Then each reader is tried: deltalake 1.6.6 (``to_pyarrow_table`` as "read", its
+``QueryBuilder`` as "query", ``load_cdf``, a ``write_deltalake`` append), delta-kernel-rs and DuckDB's
+``delta_scan``. What a reader refuses must be exactly what we claim; what it reads must equal our rows
+(our change rows for ``load_cdf``; after a deltalake append, our read holds the appended row).
+
+``python tests/interop/test_reader_support.py`` measures again and prints the README's table.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script too
+
+from outside_readers import duckdb_table, kernel_table, sorted_rows
+
+from airflow_delta_provider_apps.engine import DeltaTable
+from airflow_delta_provider_apps.engine.commands.create_table import create_table
+from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.features import OUTSIDE_READER_REFUSALS
+from airflow_delta_provider_apps.engine.reader import read_snapshot_table
+
+pytestmark = pytest.mark.interop
+
+SCHEMA = "id BIGINT, p INT"
+#: feature -> (table properties, schema, the step that puts the feature to use)
+FEATURES: dict[str, tuple[dict, str, str | None]] = {
+    "(none)": ({}, SCHEMA, None),
+    "appendOnly": ({"delta.appendOnly": "true"}, SCHEMA, None),
+    "changeDataFeed": ({}, SCHEMA, "delete"),
+    "checkConstraints": ({"delta.constraints.positive": "id >= 0"}, SCHEMA, None),
+    "generatedColumns": ({}, SCHEMA + ", g BIGINT GENERATED ALWAYS AS (id * 2)", None),
+    "identityColumns": ({}, "k BIGINT GENERATED ALWAYS AS IDENTITY, " + SCHEMA, None),
+    "timestampNtz": ({}, SCHEMA + ", t TIMESTAMP_NTZ", None),
+    "columnMapping": ({"delta.columnMapping.mode": "name"}, SCHEMA, "rename"),
+    "deletionVectors": ({"delta.enableDeletionVectors": "true"}, SCHEMA, "delete"),
+    "v2Checkpoint": ({"delta.checkpointPolicy": "v2"}, SCHEMA, "checkpoint"),
+    "typeWidening": ({"delta.enableTypeWidening": "true"}, SCHEMA, "widen"),
+    "inCommitTimestamp": ({"delta.enableInCommitTimestamps": "true"}, SCHEMA, None),
+    "rowTracking": ({"delta.enableRowTracking": "true"}, SCHEMA, "delete"),
+    "clustering": ({}, SCHEMA, "optimize"),
+    "vacuumProtocolCheck": ({"delta.feature.vacuumProtocolCheck": "supported"}, SCHEMA, None),
+}
+DELTALAKE_OPERATIONS = ("read", "query", "load_cdf", "append")
+
+
+def build(root: str, feature: str) -> DeltaTable:
+    properties, schema, use = FEATURES[feature]
+    cluster_by = ["id"] if feature == "clustering" else None
+    create_table(
+        root, schema=schema, properties={**properties, "delta.enableChangeDataFeed": "true"}, cluster_by=cluster_by
+    )
+    t = DeltaTable(None, root)
+    for ids in ([1, 2, 3], [4, 5]):
+        rows = {"id": pa.array(ids, pa.int64()), "p": pa.array([i % 2 for i in ids], pa.int32())}
+        if "TIMESTAMP_NTZ" in schema:
+            rows["t"] = pa.array([1_700_000_000_000_000 + i for i in ids], pa.timestamp("us"))
+        append_arrow(root, pa.table(rows))
+    if use == "delete":
+        t.delete("id = 2")
+    elif use == "rename":
+        t.rename_column("p", "q")
+    elif use == "checkpoint":
+        t.checkpoint()
+        append_arrow(root, pa.table({"id": pa.array([6], pa.int64()), "p": pa.array([0], pa.int32())}))
+    elif use == "widen":
+        t.change_column_type("p", "BIGINT")
+    elif use == "optimize":
+        t.optimize()
+    return t
+
+
+def _ours(t: DeltaTable) -> tuple[list[str], list[tuple]]:
+    table = read_snapshot_table(t.snapshot())
+    return table.column_names, sorted_rows(table, table.column_names)
+
+
+def _tried(read) -> bool:
+    """True when the reader did it; False when it refused (raised). Rows that differ from ours are not
+    a refusal: the test fails."""
+    try:
+        read()
+    except AssertionError:
+        raise
+    except Exception:
+        return False
+    return True
+
+
+def measure(root: str, t: DeltaTable) -> dict[str, bool]:
+    """Which readers read the table (and deltalake's operations), each checked against our rows."""
+    import deltalake
+    from deltalake import QueryBuilder
+
+    columns, ours = _ours(t)
+    got: dict[str, bool] = {}
+
+    def same(name: str, table) -> None:
+        assert sorted_rows(pa.table(table), columns) == ours, name
+
+    got["delta-kernel-rs"] = _tried(lambda: same("kernel", kernel_table(root, columns)))
+    got["DuckDB"] = _tried(lambda: same("duckdb", duckdb_table(root, columns)))
+    got["read"] = _tried(lambda: same("to_pyarrow_table", deltalake.DeltaTable(root).to_pyarrow_table(columns=columns)))
+    select = ", ".join(f'"{c}"' for c in columns)
+    got["query"] = _tried(
+        lambda: same(
+            "query", QueryBuilder().register("t", deltalake.DeltaTable(root)).execute(f"SELECT {select} FROM t")
+        )
+    )
+    change_columns = ["id", "_change_type", "_commit_version"]
+    our_changes = sorted_rows(t.changes(0).read_all(), change_columns)
+
+    def load_cdf():
+        theirs = pa.table(deltalake.DeltaTable(root).load_cdf(starting_version=0).read_all())
+        assert sorted_rows(theirs, change_columns) == our_changes, "load_cdf"
+
+    got["load_cdf"] = _tried(load_cdf)
+    one = read_snapshot_table(t.snapshot()).slice(0, 1)
+
+    def append():
+        deltalake.write_deltalake(root, one, mode="append")
+        # an append deltalake committed must read back right
+        assert _ours(t)[1] == sorted(
+            ours + sorted_rows(one, columns), key=lambda r: tuple((v is not None, v) for v in r)
+        )
+
+    got["append"] = _tried(append)
+    return got
+
+
+def claimed(feature: str) -> dict[str, bool]:
+    """What we claim (``OUTSIDE_READER_REFUSALS``): kernel and DuckDB read everything."""
+    refused = OUTSIDE_READER_REFUSALS.get(feature, {}).get("deltalake", ())
+    return {"delta-kernel-rs": True, "DuckDB": True, **{op: op not in refused for op in DELTALAKE_OPERATIONS}}
+
+
+@pytest.mark.parametrize("feature", list(FEATURES))
+def test_other_readers_read_or_refuse_as_we_claim(tmp_path, feature):
+    pytest.importorskip("deltalake")
+    pytest.importorskip("delta_kernel_rust_sharing_wrapper")
+    pytest.importorskip("duckdb_extension_delta")
+    root = str(tmp_path / "t")
+    t = build(root, feature)
+    assert feature == "(none)" or feature in _protocol_features(t), feature  # the case has the feature
+    assert measure(root, t) == claimed(feature)
+
+
+def test_every_feature_we_warn_of_is_measured():
+    assert set(OUTSIDE_READER_REFUSALS) <= set(FEATURES)
+
+
+def _protocol_features(t: DeltaTable) -> set[str]:
+    from airflow_delta_provider_apps.engine.features import protocol_features
+
+    return protocol_features(t.snapshot().protocol)
+
+
+def readme_table(results: dict[str, dict[str, bool]]) -> str:
+    """The README's table from measured results."""
+    import deltalake
+
+    def deltalake_cell(got: dict[str, bool]) -> str:
+        refused = [op for op in DELTALAKE_OPERATIONS if not got[op]]
+        if not refused:
+            return "yes"
+        if "read" not in refused:
+            return f"reads; no {', '.join(refused)}"
+        return "no" + (f" ({', '.join(refused)}; QueryBuilder reads)" if got["query"] else f" ({', '.join(refused)})")
+
+    head = (
+        f"| Feature | ours | deltalake {deltalake.__version__} | Polars | delta-kernel-rs | DuckDB `delta_scan` "
+        "| Spark + delta-spark 4.x |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|"]
+    for feature, got in results.items():
+        polars = "no" if not got["read"] else "yes"
+        kernel = "yes" if got["delta-kernel-rs"] else "no"
+        duck = "yes" if got["DuckDB"] else "no"
+        lines.append(f"| {feature} | yes | {deltalake_cell(got)} | {polars} | {kernel} | {duck} | yes |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    measured = {}
+    for name in FEATURES:
+        root = os.path.join(tempfile.mkdtemp(), "t")
+        measured[name] = measure(root, build(root, name))
+        assert measured[name] == claimed(name), (name, measured[name])
+    print(readme_table(measured))
