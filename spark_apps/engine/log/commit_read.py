@@ -175,12 +175,12 @@ def _collect_json(
         v = int(line_versions[i])
         if text.startswith(_COMMIT_INFO_PREFIX) or text.startswith(_CDC_PREFIX):
             # not replayed, but a torn or malformed line means a damaged commit: refuse it
-            obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
+            obj = load_action_line(text, f"{_source(v, where)} has a line that is")
             if text.startswith(_CDC_PREFIX):
                 try:
                     action_from_json(obj)
                 except LogCorruptedError as e:
-                    raise LogCorruptedError(f"Commit {v} of the table: {e.problem}", e.cause, e.fix) from None
+                    raise LogCorruptedError(f"{_source(v, where)}: {e.problem}", e.cause, e.fix) from None
             else:
                 coll.last_commit_info_line = (v, text)
             blank.append(i)
@@ -188,9 +188,9 @@ def _collect_json(
         if not text.strip(_WS):
             continue  # blank line: the JSON reader skips it
         blank.append(i)
-        obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
+        obj = load_action_line(text, f"{_source(v, where)} has a line that is")
         if not isinstance(obj, dict):
-            continue
+            raise _wrong_shape(v, where, text, "a line that is not a JSON object")
         if "add" in obj or "remove" in obj:  # unusual formatting of a file action: let arrow parse it
             blank.pop()
             keep_extra.append(i)
@@ -206,7 +206,7 @@ def _collect_json(
         try:
             a = action_from_json(obj)
         except LogCorruptedError as e:
-            raise LogCorruptedError(f"Commit {v} of the table: {e.problem}", e.cause, e.fix) from None
+            raise LogCorruptedError(f"{_source(v, where)}: {e.problem}", e.cause, e.fix) from None
         if a is not None:
             coll.actions.append((base + i, v, a))
     if blank:
@@ -238,13 +238,16 @@ def _collect_json(
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         texts = [bytes(raw[starts[i] : ends[i]]).decode("utf-8", "replace") for i in file_lines.tolist()]
         t = _parse_file_lines_slow(texts, line_versions[file_lines], where)
-    _check_partition_keys(t, coll, orders, raw, starts, ends, file_lines, line_versions)
+    _check_partition_keys(t, coll, orders, raw, starts, ends, file_lines, line_versions, where)
     for kind in ("add", "remove"):
         if kind in t.column_names:
+            _check_paths(t.column(kind), kind, raw, starts, ends, file_lines, line_versions, where)
             _add_struct_rows(t.column(kind), kind, coll, True, orders, in_checkpoint=in_checkpoint)
 
 
-def _check_partition_keys(t: pa.Table, coll: _Collected, orders, raw, starts, ends, file_lines, versions) -> None:
+def _check_partition_keys(
+    t: pa.Table, coll: _Collected, orders, raw, starts, ends, file_lines, versions, where: str | None
+) -> None:
     """An ``add`` must name every partition column of the metaData in effect at its line (a NULL value
     is a key with a null value). The JSON reader turns an absent key into NULL too, so only the adds
     holding a NULL partition value are re-read exactly, to tell the two apart."""
@@ -278,11 +281,41 @@ def _check_partition_keys(t: pa.Table, coll: _Collected, orders, raw, starts, en
         missing = [k for k in keys if k not in given]
         if missing:
             raise LogCorruptedError(
-                f"Commit {int(versions[i])} of the table adds '{(obj.get('add') or {}).get('path')}' without a "
+                f"{_source(int(versions[i]), where)} adds '{(obj.get('add') or {}).get('path')}' without a "
                 f"value for partition column(s) {', '.join(missing)}",
                 f"its partitionValues name only {sorted(given) or 'nothing'}",
                 "repair the log: every add names every partition column (a null value as null)",
             )
+
+
+def _check_paths(col, kind: str, raw, starts, ends, file_lines, versions, where: str | None) -> None:
+    """Every ``add``/``remove`` of a JSON file names its ``path`` (a file action without one would be
+    dropped, and with it the file)."""
+    if col.null_count == len(col):
+        return
+    path = pc.struct_field(col, "path") if col.type.get_field_index("path") >= 0 else pa.nulls(len(col))
+    bad = pc.indices_nonzero(pc.and_(pc.is_valid(col), pc.is_null(path)))
+    if len(bad):
+        i = int(file_lines[bad[0].as_py()])
+        raise _wrong_shape(int(versions[i]), where, bytes(raw[starts[i] : ends[i]]), f"an '{kind}' without a 'path'")
+
+
+def _source(version: int, where: str | None) -> str:
+    """The log file a line came from, for errors: ``where`` when the caller named it (a compaction
+    or JSON checkpoint file), else the commit file of ``version``."""
+    return f"The log file {where}" if where else f"Commit {version} of the table ({version:020d}.json)"
+
+
+def _wrong_shape(version: int, where: str | None, text, what: str) -> LogCorruptedError:
+    """A line that is JSON but no action: the file is damaged (never skipped: it may be an add)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return LogCorruptedError(
+        f"{_source(version, where)} has {what}",
+        f"the line is {text[:200]!r}; every line of a Delta log file is one action: a JSON object with one "
+        "key naming the action, whose value is an object",
+        "restore the file from a backup",
+    )
 
 
 def _json_block_size(total: int) -> int:
@@ -294,9 +327,11 @@ def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | 
     """Fallback when the vectorised parse fails (type conflicts, bad JSON): per line, with errors."""
     adds, removes = [], []
     for text, v in zip(texts, versions.tolist()):
-        obj = load_action_line(text, f"Commit {v} of the table ({where or f'{v:020d}.json'}) has a line that is")
+        obj = load_action_line(text, f"{_source(v, where)} has a line that is")
         a = obj.get("add") if isinstance(obj, dict) else None
         r = obj.get("remove") if isinstance(obj, dict) else None
+        if not isinstance(obj, dict) or not isinstance(a if "add" in obj else r, dict):
+            raise _wrong_shape(v, where, text, "a file action whose value is not a JSON object")
         for target, val, schema in ((adds, a, FILE_SCHEMA), (removes, r, REMOVE_SCHEMA)):
             if isinstance(val, dict):
                 row = {}

@@ -7,7 +7,9 @@ compaction per :data:`SPAN` commits cuts that to a file per span. So after commi
 span (``v % SPAN == 0``, no checkpoint due at ``v``) the transaction writes the compaction of
 ``v - SPAN + 1 .. v``: spans start right after checkpoints at multiples of :data:`SPAN`, where a
 snapshot's replay starts. Reading: :func:`.listing.select_segment`
-substitutes them (:func:`.listing._with_compactions`). Log cleanup deletes them with the commits.
+substitutes them (:func:`.listing._with_compactions`); a replay that cannot parse one (torn, not
+JSON, no actions) reads the commits it covers instead and logs a warning naming it
+(:func:`.replay._collect_commits`). Log cleanup deletes them with the commits.
 
 The content: per logical file ``(path, deletion vector id)`` the newest add or remove of the range,
 per ``appId`` the newest txn, per domain the newest domainMetadata (a removal kept: it must hide an

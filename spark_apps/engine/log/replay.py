@@ -40,6 +40,7 @@ later commits) so data skipping need not parse those files' JSON stats.
 """
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,7 +72,9 @@ from .file_actions import (
     partition_keys_of,
     stats_only_parsed,
 )
-from .listing import Checkpoint, LogFile
+from .listing import COMPACTED_RE, Checkpoint, LogFile, commit_file_name
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # result
@@ -127,8 +130,7 @@ def replay(
                 f"'{e.filename or (e.args[0] if e.args else e)}' was listed but is gone (log cleanup running?)",
                 "retry; if it persists, the log is damaged and must be restored",
             ) from None
-        datas = [_in_log_order(d) if c.name.endswith(".compacted.json") else d for c, d in zip(commits, datas)]
-        _collect_json([(c.version, d) for c, d in zip(commits, datas)], coll, include_files=include_files)
+        _collect_commits(storage, log_dir, list(commits), datas, coll, include_files)
     res = ReplayResult()
     # non-file actions, in log order (checkpoint ones first, then by line order)
     cp_actions = coll.actions[:n_cp_actions]
@@ -160,6 +162,51 @@ def replay(
         )
     res.files, res.tombstones = _reconcile_files(coll.sources, partition_keys_of(res.metadata))
     return res
+
+
+def _collect_commits(storage: Storage, log_dir: str, commits: list, datas: list, coll, include_files: bool) -> None:
+    """The JSON commits and log compaction files of a segment into ``coll``, in log order. Each
+    compaction file is parsed on its own: one that cannot be (torn, not JSON, actions of the wrong
+    shape) is an optimisation lost, not a damaged table, so its commits are read in its place (they
+    must still be there; else its own error stands) and a warning names the skipped file."""
+    run: list[tuple[int, bytes]] = []
+    for c, data in zip(commits, datas):
+        m = COMPACTED_RE.match(c.name)
+        if m is None:
+            run.append((c.version, data))
+            continue
+        if run:
+            _collect_json(run, coll, include_files=include_files)
+            run = []
+        mark = (len(coll.actions), len(coll.sources), coll.next_order, coll.last_commit_info_line)
+        try:
+            if not data:  # a torn write (ours writes a newline at least): reading the commits is always right
+                raise LogCorruptedError(
+                    f"The log file {c.name} is empty",
+                    "its write did not finish",
+                    "restore the commits it covers, or it, from a backup",
+                )
+            _collect_json([(c.version, _in_log_order(data))], coll, where=c.name, include_files=include_files)
+            continue
+        except LogCorruptedError as e:
+            damaged = e
+        del coll.actions[mark[0] :], coll.sources[mark[1] :]  # undo what it collected before failing
+        coll.next_order, coll.last_commit_info_line = mark[2], mark[3]
+        covered = range(int(m.group(1)), int(m.group(2)) + 1)
+        try:
+            run = [(v, storage.read_bytes(storage.join(log_dir, commit_file_name(v)))) for v in covered]
+        except FileNotFoundError:
+            raise damaged from None
+        log.warning(
+            "Skipped the damaged log compaction file %s (%s: %s); reading commits %d..%d in its place",
+            c.path,
+            damaged.problem,
+            damaged.cause,
+            covered.start,
+            covered.stop - 1,
+        )
+    if run:
+        _collect_json(run, coll, include_files=include_files)
 
 
 def _in_log_order(data: bytes) -> bytes:

@@ -5,17 +5,21 @@ replayed from the JSON commits alone (our random command sequences, and kernel's
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import deltalake
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from command_programs import run, steps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
+from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.errors import LogCorruptedError
 from airflow_delta_provider_apps.engine.log.compaction import SPAN, compacted_actions, compaction_due
 from airflow_delta_provider_apps.engine.log.listing import LogListing, list_log, select_segment
 from airflow_delta_provider_apps.engine.log.replay import replay
@@ -139,3 +143,78 @@ def test_compacted_actions_keep_the_newest_action_of_each_key():
         {"add": {"path": "b", "size": 2, "deletionVector": dv}},
         {"add": {"path": "a", "size": 3}},
     ]
+
+
+def _damaged(data: bytes) -> list[tuple[str, bytes]]:
+    """Ways a compaction file is found broken: torn mid-line, emptied, not JSON, JSON but no actions."""
+    return [
+        ("torn", data[: len(data) - 30]),
+        ("empty", b""),
+        ("garbage", b"\x00\xff not json at all\n"),
+        ("not an object", data + b"[1, 2]\n"),
+        ("an add that is no object", b'{"add": 5}\n' + data),
+        ("an add without a path", data + b'{"add": {"size": 3, "dataChange": true}}\n'),
+        ("a remove without a path", b'{"remove": {"deletionTimestamp": 1}}\n'),
+    ]
+
+
+@pytest.mark.parametrize("kind", [k for k, _ in _damaged(b"")])
+def test_a_damaged_compaction_is_skipped_for_its_commits(tmp_path, caplog, kind):
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT", properties={"delta.checkpointInterval": "25"})
+    for i in range(SPAN + 2):  # commit SPAN writes the compaction of 1..SPAN, read from SPAN + 1 on
+        append_arrow(root, pa.table({"id": [i]}))
+    name = f"{1:020d}.{SPAN:020d}.compacted.json"
+    path = os.path.join(root, "_delta_log", name)
+    whole = open(path, "rb").read()
+    want = list(range(SPAN + 2))
+    t = DeltaTable.for_path(None, root)
+    assert sorted(read_snapshot_table(t.snapshot()).column("id").to_pylist()) == want
+    open(path, "wb").write(dict(_damaged(whole))[kind])
+    caplog.set_level(logging.WARNING, logger="airflow_delta_provider_apps.engine")
+    assert sorted(read_snapshot_table(load_snapshot(storage_for(root), root)).column("id").to_pylist()) == want
+    warned = [r.getMessage() for r in caplog.records if name in r.getMessage()]
+    assert warned and "Skipped the damaged log compaction file" in warned[0]
+    assert f"reading commits 1..{SPAN} in its place" in warned[0]
+    assert not any(f"{SPAN:020d}.json" in r.getMessage() for r in caplog.records)  # the intact commit not blamed
+    # the table can be written, and its older versions read, through the damaged file
+    append_arrow(root, pa.table({"id": [99]}))
+    assert sorted(read_snapshot_table(t.snapshot()).column("id").to_pylist()) == [*want, 99]
+    old = read_snapshot_table(load_snapshot(storage_for(root), root, version=SPAN + 1))
+    assert sorted(old.column("id").to_pylist()) == want[:-1]
+    theirs = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(root)).execute("SELECT id FROM t")
+    assert sorted(pa.table(theirs.read_all()).column("id").to_pylist()) == [*want, 99]
+
+
+def test_a_damaged_compaction_whose_commits_are_gone_names_itself(tmp_path):
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT", properties={"delta.checkpointInterval": "25"})
+    for i in range(SPAN + 1):
+        append_arrow(root, pa.table({"id": [i]}))
+    name = f"{1:020d}.{SPAN:020d}.compacted.json"
+    open(os.path.join(root, "_delta_log", name), "wb").write(b"garbage\n")
+    listing = list_log(storage_for(root), root)
+    seg = select_segment(listing)
+    assert [f.name for f in seg.commits][1] == name
+    os.remove(os.path.join(root, "_delta_log", f"{3:020d}.json"))  # gone after the listing
+    with pytest.raises(LogCorruptedError) as e:
+        replay(storage_for(root), seg.log_dir, seg.checkpoint, seg.commits)
+    assert e.value.problem == f"The log file {name} has a line that is not valid JSON"
+
+
+def test_a_commit_line_that_is_no_action_names_the_commit(tmp_path):
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1]}))
+    path = os.path.join(root, "_delta_log", f"{1:020d}.json")
+    whole = open(path, "rb").read()
+    for line, what in [
+        (b"[1]", "a line that is not a JSON object"),
+        (b'{"add": "x"}', "a file action whose value is not a JSON object"),
+        (b'{"remove": {"size": 1}}', "an 'remove' without a 'path'"),
+    ]:
+        open(path, "wb").write(whole + line + b"\n")
+        with pytest.raises(LogCorruptedError) as e:
+            load_snapshot(storage_for(root), root)
+        assert e.value.problem == f"Commit 1 of the table ({1:020d}.json) has {what}"
+        assert line.decode() in e.value.cause and e.value.fix
