@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,7 @@ __all__ = [
     "read_files_batches",
     "read_snapshot_table",
     "conform_array",
+    "file_conformer",
     "iter_data_file_batches",
     "batches_to_table",
     "DEFAULT_BATCH_ROWS",
@@ -570,6 +571,30 @@ def _conform_batch(raw: pa.RecordBatch | None, rows: int, plan: list, mode: str)
         arrays.append(arr)
         fields.append(pa.field(f.name, arr.type, nullable=f.nullable or arr.null_count > 0))
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def file_conformer(fields: Sequence[StructField], mode: str = "none") -> Callable[[pa.Table], pa.Table]:
+    """For data files read whole by pyarrow (each with its own columns and types, as its writer left
+    them): a function giving a file's table as the table's ``fields``, columns matched and conformed
+    batch by batch as :func:`iter_data_file_batches` does (a zone-less timestamp read as UTC,
+    nanoseconds as microseconds, a narrower integer widened, names case-insensitive), a column the
+    file lacks all NULL. Files of different writers then share one schema and can be combined. A
+    file already in the table's columns and types (as we write them) is returned as it is."""
+    names = [f.name for f in fields]
+    types = [f.type.to_arrow() for f in fields]
+
+    def conform(raw: pa.Table) -> pa.Table:
+        if raw.schema.names == names and raw.schema.types == types:
+            return raw
+        m = _Match(list(raw.schema), mode)
+        plan = []
+        for f in fields:
+            i = m.find(f)
+            plan.append((f, "null", f.type.to_arrow()) if i is None else (f, "data", raw.schema.field(i).name))
+        batches = [_conform_batch(b, b.num_rows, plan, mode) for b in raw.to_batches()]
+        return batches_to_table(batches or [_conform_batch(None, 0, plan, mode)])
+
+    return conform
 
 
 def read_data_file(

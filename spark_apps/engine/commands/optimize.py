@@ -49,13 +49,21 @@ from .result import CommandResult, OptimizeMetrics
 __all__ = ["optimize", "plan_bins", "plan_clustering", "purge_candidates", "MAX_DELETED_ROWS_RATIO"]
 
 
-def _partition_keys(files: pa.Table, partition_columns: list[str]) -> list[tuple]:
-    """Per file, its partition values (the log's text) in ``partition_columns`` order: one map
-    lookup per column over the whole column, not a Python dict per file."""
+def _partition_keys(files: pa.Table, partition_columns: list[str], types: list) -> list[tuple]:
+    """Per file, its partition values in ``partition_columns`` order, typed by the columns' Delta
+    ``types``: writers spell one value in different ways (delta-spark a timestamp as
+    ``2021-09-08 11:11:11``, we as ``2021-09-08T11:11:11.000000Z``), and one partition's files belong
+    in one bin. One map lookup and parse per column over the whole column, not a Python dict per file."""
     if not partition_columns:
         return [()] * files.num_rows
+    from ..partitions import partition_column_array
+
     maps = files.column("partition_values")
-    columns = [pc.map_lookup(maps, pa.scalar(c), "first").to_pylist() for c in partition_columns]
+    columns = []
+    for c, t in zip(partition_columns, types):
+        values = partition_column_array(pc.map_lookup(maps, pa.scalar(c), "first"), t)
+        # a float by its repr: NaN one key (NaN != NaN), -0.0 and 0.0 two
+        columns.append(values.to_pylist() if not pa.types.is_floating(values.type) else map(repr, values.to_pylist()))
     return list(zip(*columns))
 
 
@@ -88,19 +96,21 @@ def purge_candidates(files: pa.Table, ratio: float | None) -> np.ndarray:
 def plan_bins(
     files: pa.Table,
     partition_columns: list[str],
+    partition_types: list,
     target: int,
     min_file_size: int,
     zorder: bool,
     purge: np.ndarray | None = None,
     purge_only: bool = False,
 ) -> list[list[int]]:
-    """Row indices of ``files`` per bin (see the module docstring). ``purge`` flags files that must
+    """Row indices of ``files`` per bin (see the module docstring), grouped by partition (the values
+    of ``partition_columns`` typed by ``partition_types``, their Delta types). ``purge`` flags files that must
     be rewritten whatever their size (their deleted rows dropped), alone if need be; ``purge_only``
     rewrites only those."""
     sizes = np.asarray(files.column("size").to_numpy(zero_copy_only=False), dtype=np.int64) if files.num_rows else []
     purge = np.zeros(files.num_rows, dtype=bool) if purge is None else purge
     groups: dict[tuple, list[int]] = {}
-    for i, key in enumerate(_partition_keys(files, partition_columns)):
+    for i, key in enumerate(_partition_keys(files, partition_columns, partition_types)):
         groups.setdefault(key, []).append(i)
     bins: list[list[int]] = []
     for _key, rows in sorted(groups.items(), key=lambda kv: str(kv[0])):
@@ -262,6 +272,7 @@ def optimize(
     from ..log.file_actions import partition_keys_of
 
     spelled = partition_keys_of(snapshot.metadata)  # partitionValues keys: physical under column mapping
+    types = [snapshot.schema.find(c).type for c in parts]
     fields: dict = {}
     if clustering:
         chosen, kept = plan_clustering(files, clustering, purge, MAX_MERGED_CUBE_FACTOR * target)
@@ -269,7 +280,9 @@ def optimize(
         zorder = [column_parts(c) for c in clustering]  # the curve's columns, as the data names them
         fields.update(clustering_columns=clustering, num_files_already_clustered=kept)
     else:
-        bins = plan_bins(files, spelled, target, min_size, bool(zorder), purge, purge_only=purge_deletion_vectors)
+        bins = plan_bins(
+            files, spelled, types, target, min_size, bool(zorder), purge, purge_only=purge_deletion_vectors
+        )
     metrics = OptimizeMetrics(total_considered_files=files.num_rows, num_batches=len(bins))
     chosen_rows = sorted(i for b in bins for i in b)
     metrics.total_files_skipped = files.num_rows - len(chosen_rows)
@@ -299,7 +312,7 @@ def optimize(
     metrics.num_added_files = len(adds)
     metrics.num_removed_bytes = int(pc.sum(removed.column("size")).as_py() or 0)
     metrics.num_added_bytes = sum(a.size for a in adds)
-    metrics.partitions_optimized = len({k for k in _partition_keys(removed, spelled)})
+    metrics.partitions_optimized = len({k for k in _partition_keys(removed, spelled, types)})
     sizes = _percentiles([a.size for a in adds])
     for k, v in sizes.items():
         setattr(metrics, f"{k}_file_size", v)

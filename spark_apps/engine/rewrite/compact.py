@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from ..partitions import partition_column_array
 from ..paths import file_locations
-from ..reader import partition_lookup, read_data_file
+from ..reader import file_conformer, partition_lookup, read_data_file
 from ..schema import parse_schema
 from ..storage import is_local, storage_for
 from ..threads import ThreadPool
@@ -77,18 +77,20 @@ _BATCH_ROWS = 1 << 16
 
 
 def _read_plain(storage, spec, schema, parts, rows, read) -> pa.Table:
-    """A bin of files without deletion vectors or column mapping: each file's own columns read whole
-    by pyarrow (no per-file conforming: a bin of small files is mostly per-file overhead, and this
-    costs a fifth of the general reader's), one after the other from a local disk, several at a
-    time from an object store (latency-bound), each decoded in one thread (no contention), then the columns by name
-    (NULLs for columns a file lacks, types cast to the table's) and the bin's one partition, typed
-    from the log's text as every reader types it."""
+    """A bin of files without deletion vectors or column mapping: each file read whole by pyarrow
+    (not streamed: a bin of small files is mostly per-file overhead, and this costs a fifth of the
+    general reader's), one after the other from a local disk, several at a time from an object
+    store (latency-bound), each decoded in one thread (no contention) and conformed to the table's
+    columns before the files are combined (:func:`..reader.file_conformer`: another writer's file may
+    store a column in another type, e.g. ``timestamp[ns]`` without a zone), then the bin's one
+    partition, typed from the log's text as every reader types it."""
     locations = file_locations(spec.table_uri, pa.array([r["path"] for r in rows], pa.string()))
+    conform = file_conformer([f for f in schema.fields if f.name not in parts])
 
     def one(i: int) -> pa.Table:
         try:
             with storage.open_input_file(locations[i]) as f:
-                return pq.ParquetFile(f).read(use_threads=False)
+                return conform(pq.ParquetFile(f).read(use_threads=False))
         except FileNotFoundError:  # name the file as every reader does (DataFileMissingError)
             read(rows[i])
             raise
@@ -100,16 +102,11 @@ def _read_plain(storage, spec, schema, parts, rows, read) -> pa.Table:
             tables = list(pool.map(one, range(len(rows))))
     raw = pa.concat_tables(tables, promote_options="permissive")
     pvals = partition_lookup(dict(rows[0]["partition_values"] or {}), schema, "none", rows[0]["path"])
-    fields = {f.name: f for f in schema.fields}
-    columns = []
-    for f in schema.to_arrow_schema():
-        if f.name in parts:
-            columns.append(partition_column_array(pvals(fields[f.name]), fields[f.name].type, length=raw.num_rows))
-        elif f.name in raw.column_names:
-            columns.append(raw.column(f.name).cast(f.type))
-        else:
-            columns.append(pa.nulls(raw.num_rows, f.type))
-    return pa.table(columns, schema=schema.to_arrow_schema())
+    columns = [
+        partition_column_array(pvals(f), f.type, length=raw.num_rows) if f.name in parts else raw.column(f.name)
+        for f in schema.fields
+    ]
+    return pa.table(columns, names=schema.names)  # nullability as the data holds it: compact_bin casts
 
 
 #: files of one bin read at once from an object store
