@@ -165,8 +165,8 @@ def _protocol_features(t: DeltaTable) -> set[str]:
 
 
 def readme_table(results: dict[str, dict[str, bool]]) -> str:
-    """The README's table from measured results."""
-    import deltalake
+    """The README's table from measured results (the versions are the installed ones)."""
+    from importlib.metadata import version
 
     def deltalake_cell(got: dict[str, bool]) -> str:
         refused = [op for op in DELTALAKE_OPERATIONS if not got[op]]
@@ -174,18 +174,21 @@ def readme_table(results: dict[str, dict[str, bool]]) -> str:
             return "yes"
         if "read" not in refused:
             return f"reads; no {', '.join(refused)}"
-        return "no" + (f" ({', '.join(refused)}; QueryBuilder reads)" if got["query"] else f" ({', '.join(refused)})")
+        return "no" + (f" ({', '.join(refused)}; `QueryBuilder` reads)" if got["query"] else f" ({', '.join(refused)})")
+
+    def yes(ok: bool) -> str:
+        return "yes" if ok else "no"
 
     head = (
-        f"| Feature | ours | deltalake {deltalake.__version__} | Polars | delta-kernel-rs | DuckDB `delta_scan` "
+        f"| Feature | ours | deltalake {version('deltalake')} | Polars | "
+        f"delta-kernel-rs ({version('delta-kernel-rust-sharing-wrapper')}) | DuckDB {version('duckdb')} `delta_scan` "
         "| Spark + delta-spark 4.x |"
     )
     lines = [head, "|---|---|---|---|---|---|---|"]
     for feature, got in results.items():
-        polars = "no" if not got["read"] else "yes"
-        kernel = "yes" if got["delta-kernel-rs"] else "no"
-        duck = "yes" if got["DuckDB"] else "no"
-        lines.append(f"| {feature} | yes | {deltalake_cell(got)} | {polars} | {kernel} | {duck} | yes |")
+        name = "none (a plain table)" if feature == "(none)" else f"`{feature}`"
+        cells = [name, "yes", deltalake_cell(got), yes(got["read"]), yes(got["delta-kernel-rs"]), yes(got["DuckDB"])]
+        lines.append("| " + " | ".join([*cells, "yes"]) + " |")
     return "\n".join(lines)
 
 
