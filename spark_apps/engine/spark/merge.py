@@ -712,6 +712,9 @@ class _JoinMerge:
 
             return next(guard_executor(one()))  # a DeltaError reaches the driver in a form it decodes
 
+        from .session import ensure_python_workers
+
+        ensure_python_workers(rows.sparkSession)
         out = rows.groupBy("__file").applyInArrow(fn, "path string, dv string, rows long")
         got = out.collect()
         if any(r["rows"] < 0 for r in got):  # the vectors the other files got are never committed

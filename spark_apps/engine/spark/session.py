@@ -274,6 +274,70 @@ def delta_error_from(exc: BaseException):
     return decoded(exc)
 
 
+# --------------------------------------------------------------------------------------------------
+# The Python a classic session's workers start: the engine's tasks import pyarrow (and this package).
+
+#: pyspark's worker Python when ``PYSPARK_PYTHON`` is unset (``SparkContext.pythonExec``)
+_PYSPARK_DEFAULT_PYTHON = "python3"
+#: worker Python -> why it cannot run the engine's tasks (None: it can); asked once per process
+_worker_python_problems: dict[str, str | None] = {}
+
+
+def ensure_python_workers(spark) -> None:
+    """Before the engine's Python tasks run on ``spark``, the Python its workers start is one that can
+    run them. On a classic session on a local master that is ``SparkContext.pythonExec``
+    (``PYSPARK_PYTHON`` when the context started, else ``python3`` on the PATH, often without
+    pyarrow): when nothing chose it, the workers use this driver's own interpreter, as the sessions
+    :func:`build_session` starts do; a Python that was chosen is checked to import pyarrow (once per
+    process), and one that cannot is refused here, naming what to set, instead of a task failing with
+    ``No module named 'pyarrow'``. Over Spark Connect and on a cluster the workers' Python lives on
+    other machines: nothing to check from here."""
+    if is_connect(spark) or not local_master(spark):
+        return
+    import sys
+
+    sc = spark.sparkContext
+    python = str(getattr(sc, "pythonExec", None) or "")
+    if not os.environ.get("PYSPARK_PYTHON") and python in ("", _PYSPARK_DEFAULT_PYTHON):
+        sc.pythonExec = sys.executable  # read when each Python function is wrapped, i.e. from the next job on
+        return
+    if python not in _worker_python_problems:
+        _worker_python_problems[python] = _python_problem(python)
+    problem = _worker_python_problems[python]
+    if problem is None:
+        return
+    from ..errors import InvalidArgumentError
+
+    raise InvalidArgumentError(
+        f"The Python workers of this Spark session cannot run the engine's tasks: '{python}' {problem}",
+        "on a local master the workers start the Python that PYSPARK_PYTHON named when the session started "
+        "(spark.pyspark.python under spark-submit), and the engine's tasks import pyarrow",
+        f"set PYSPARK_PYTHON to a Python with pyarrow before the session starts (this driver's: "
+        f"PYSPARK_PYTHON={sys.executable}), or leave it unset so that the workers use this driver's Python",
+    )
+
+
+def _python_problem(python: str) -> str | None:
+    """Why ``python`` (a path, or a name on the PATH) cannot import pyarrow; None when it can."""
+    import shutil
+    import subprocess
+    import sys
+
+    found = shutil.which(python)
+    if found is None:
+        return "is not found (no such executable, nor on the PATH)"
+    if os.path.abspath(found) == os.path.abspath(sys.executable):  # this interpreter runs pyarrow already
+        return None
+    try:
+        run = subprocess.run([found, "-c", "import pyarrow"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"cannot be started ({e})"
+    if run.returncode == 0:
+        return None
+    last = (run.stderr.strip().splitlines() or ["exit code " + str(run.returncode)])[-1]
+    return f"cannot import pyarrow ({last})"
+
+
 def map_in_arrow(df, fn, schema):
     """``df.mapInArrow(fn, schema)``, the one way the engine runs its code in executors.
 
@@ -285,6 +349,7 @@ def map_in_arrow(df, fn, schema):
     """
     from ..storage import executor_env
 
+    ensure_python_workers(df.sparkSession)
     env = executor_env()
     if env:
         inner = fn
