@@ -148,3 +148,56 @@ def test_listing_deals_every_file_once_with_balanced_bytes(n, tasks):
         assert got[(t * n) // tasks : ((t + 1) * n) // tasks] == [t] * (((t + 1) * n) // tasks - (t * n) // tasks)
     per_task = [sum(s for s, k in zip(out.column("size").to_pylist(), got) if k == t) for t in range(tasks)]
     assert max(per_task) - min(per_task) <= max(sizes)
+
+
+def test_append_optimize_delete_merge_through_spark_on_another_writers_table(spark, tmp_path, conformance_root):
+    """delta-rs' checkpoint-v2-table stores ``created_at`` as ``timestamp[ns]`` without a zone; ours
+    is ``timestamp[us, tz=UTC]``. After a Spark append of one of its own rows, OPTIMIZE (in Spark tasks)
+    combines its files with ours, DELETE and MERGE rewrite them: the rows follow a plain-Python model
+    (``id`` is an identity column: the writer's, compared apart)."""
+    import datetime
+
+    root = str(tmp_path / "t")
+    shutil.copytree(conformance_root / "delta-rs" / "checkpoint-v2-table", root)  # the corpus stays untouched
+    t = DeltaTable.for_path(spark, root)
+
+    def rows():
+        return read_snapshot_table(t.snapshot()).to_pylist()
+
+    def model(rs):
+        return sorted(((r["name"], r["created_at"]) for r in rs), key=repr)
+
+    before = rows()
+    first = before[0]
+    schema = "name STRING, created_at TIMESTAMP"
+    t.append(spark.createDataFrame([(first["name"], first["created_at"])], schema))  # id left to the writer
+    expected = [*before, first]
+    after = rows()
+    assert model(after) == model(expected)
+    ids = [r["id"] for r in after]
+    assert None not in ids and len(set(ids)) == len(set(r["id"] for r in before)) + 1
+
+    result = t.optimize()
+    assert result["metrics"]["numRemovedFiles"] >= 2  # their files and ours, in one bin
+    assert sorted(map(repr, rows())) == sorted(map(repr, after))
+
+    t.delete(f"name = '{first['name']}'")
+    expected = [r for r in after if r["name"] != first["name"]]
+    assert model(rows()) == model(expected)
+
+    current = rows()
+    later = datetime.datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=datetime.UTC)
+    source = spark.createDataFrame([(current[0]["name"], later), ("someone new", later)], schema)
+    (
+        t.merge(source, "target.name = source.name")
+        .when_matched_update({"created_at": "source.created_at"})
+        .when_not_matched_insert({"name": "source.name", "created_at": "source.created_at"})
+        .execute()
+    )
+    expected = [{**r, "created_at": later} if r["name"] == current[0]["name"] else r for r in current]
+    expected.append({"name": "someone new", "created_at": later})
+    final = rows()
+    assert model(final) == model(expected)
+    assert len({r["id"] for r in final}) == len(final)  # the inserted row's identity is a new one
+    # Spark's scan reads what our reader reads
+    assert model(t.to_df().toArrow().to_pylist()) == model(final)
