@@ -66,9 +66,10 @@ class Arg:
     :param operator: an argument of the operators (False: the operator sets it itself, e.g. ``rerun``
         from its ``on_rerun``)
     :param sql: it holds Spark SQL, named as the engine's parser names it (``predicate``, ``condition``,
-        ``merge condition``, ``expression``): each literal text is parsed by that parser in
-        :func:`check_params` (an ``updates`` argument's values are expressions; a ``clauses``
-        argument's conditions are conditions, its ``set`` and ``values`` expressions)
+        ``merge condition``, ``expression``; ``schema``: a DDL or JSON schema): each literal text is
+        parsed by the engine's parser in :func:`check_params` (an ``updates`` argument's values are
+        expressions; a ``clauses`` argument's conditions are conditions, its ``set`` and ``values``
+        expressions)
     """
 
     name: str
@@ -305,22 +306,24 @@ def _sql_texts(arg: Arg, value: Any) -> Iterator[tuple[str, str, Any]]:
 
 
 def _check_sql(arg: Arg, value: Any, skip_templates: bool) -> None:
-    """Each Spark SQL text of the argument parsed by the engine's own parser (syntax, nesting,
-    subqueries: what is knowable without the table's schema, which the engine binds against when it
-    runs): a literal one at DAG parse time, a templated one after rendering. Blank text is left to
-    ``_conditions_not_blank`` and the operations' checks, which say what an empty one means."""
+    """Each Spark SQL text of the argument parsed by the engine's own parser (a schema whole; a
+    condition or expression for syntax, nesting and subqueries: what is knowable without the table's
+    schema, which the engine binds it to when it runs): a literal one at DAG parse time, a templated
+    one after rendering. Blank text is left to ``_conditions_not_blank`` and the operations' checks,
+    which say what an empty one means."""
     texts = [(w, what, str(t)) for w, what, t in _sql_texts(arg, value) if t is not None]
     texts = [t for t in texts if t[2].strip() and not (skip_templates and _is_template(t[2]))]
     if not texts:
         return
     # the parser (and sqlglot) are imported only when there is literal SQL to check
-    from .engine.errors import InvalidArgumentError
+    from .engine.errors import DeltaError
     from .engine.expr.parse import check_syntax
+    from .engine.schema import parse_schema
 
     for where, what, text in texts:
         try:
-            check_syntax(text, what)
-        except InvalidArgumentError as e:
+            parse_schema(text) if what == "schema" else check_syntax(text, what)
+        except DeltaError as e:
             raise ValueError(f"{where}: {e.one_line()}") from None
 
 
@@ -503,7 +506,7 @@ _OPERATIONS = (
         "CREATE TABLE [IF NOT EXISTS] [AS SELECT]",
         "airflow_delta_provider_apps.runners:create_table",
         args=(
-            Arg("schema", "schema", help="DDL string or Delta/Spark schema JSON"),
+            Arg("schema", "schema", help="DDL string or Delta/Spark schema JSON", sql="schema"),
             Arg("partition_by", "list", help="partition columns"),
             Arg("cluster_by", "list", help="clustering columns (liquid clustering; not with partition_by)"),
             Arg("properties", "dict", flag="--property", help="table property KEY=VALUE (repeatable)"),

@@ -703,3 +703,18 @@ def test_templated_sql_is_checked_after_rendering_before_anything_runs(monkeypat
                 {"when": "matched", "condition": "source.v >", "then": "delete"},
             ],
         )
+
+
+def test_a_broken_literal_schema_fails_the_dag_import_with_the_engines_own_error():
+    from airflow_delta_provider_apps.engine.errors import InvalidSchemaError
+    from airflow_delta_provider_apps.engine.schema import parse_schema
+
+    for schema in ("id BIGNT, v STRING", "id BIGINT, v STRUCT<a INT", {"type": "struct"}):
+        with pytest.raises(InvalidSchemaError) as at_run:
+            parse_schema(schema)
+        with pytest.raises(ValueError) as raised:
+            DeltaCreateTableOperator(task_id="c", table_uri="/t", schema=schema)
+        assert str(raised.value) == f"DeltaCreateTableOperator: schema: {at_run.value.one_line()}"
+    # a templated schema is parsed after rendering; a good one constructs
+    DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT, v {{ params.t }}")
+    DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT NOT NULL, tags ARRAY<STRING>")
