@@ -66,6 +66,17 @@ def deltalake_table(root: str, columns: list[str] | None = None) -> pa.Table:
     return deltalake.DeltaTable(root).to_pyarrow_table(columns=columns)
 
 
+def deltalake_scan(root: str) -> pa.Table:
+    """The rows deltalake reads, deletion vectors applied: its DataFusion scan where the table has
+    the feature (``to_pyarrow_table`` refuses it)."""
+    import deltalake
+
+    dt = deltalake.DeltaTable(root)
+    if "deletionVectors" in (dt.protocol().reader_features or []):
+        return pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
+    return dt.to_pyarrow_table()
+
+
 def sorted_rows(table: pa.Table, columns: list[str]) -> list[tuple]:
     """``columns`` of ``table`` as sorted tuples (order-free comparison; NULLs sort first)."""
     cols = [table.column(c).to_pylist() for c in columns]

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from conformance_location import manifest_tables
+from outside_readers import deltalake_scan
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import (
@@ -134,12 +135,7 @@ STEPS = [
 
 def _deltalake_rows(root) -> Counter | None:
     try:
-        import deltalake
-
-        dt = deltalake.DeltaTable(str(root))
-        if "deletionVectors" in (dt.protocol().reader_features or []):  # its DataFusion scan reads them
-            return _counter(pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all()))
-        return _counter(dt.to_pyarrow_table())
+        return _counter(deltalake_scan(str(root)))
     except Exception:  # delta-rs cannot read this table (a feature, a type): no cross-check
         return None
 

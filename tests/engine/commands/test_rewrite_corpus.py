@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conformance_location import manifest_tables
-from outside_readers import deltalake_table
+from outside_readers import deltalake_scan
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
@@ -103,14 +103,7 @@ def _fresh(type_name: str, values: list):
 
 def _deltalake_counter(root, columns: list[str]) -> Counter | None:
     try:
-        import deltalake
-
-        dt = deltalake.DeltaTable(str(root))
-        if "deletionVectors" in (dt.protocol().reader_features or []):  # its DataFusion scan reads them
-            table = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
-        else:
-            table = deltalake_table(str(root))
-        return _counter(table.to_pylist(), columns)
+        return _counter(deltalake_scan(str(root)).to_pylist(), columns)
     except Exception:  # delta-rs cannot read this table (a feature, a type): no cross-check
         return None
 
