@@ -165,7 +165,8 @@ class WatchStep:
     :param version: the latest version (``None``: no table yet).
     :param watermark: the last version looked at (store it; the next step starts after it).
     :param commits: the new commits that passed the filters, oldest first: ``{"version", "operation",
-        "timestamp", "metrics", "partition_keys"}``.
+        "timestamp", "metrics", "partition_keys"}``, and ``schema_changes`` / ``reader_warnings`` when
+        the commit has some.
     :param error: one-line error (problem, cause, fix) when the log cannot be read.
     """
 
@@ -193,6 +194,7 @@ def watch_step(
     log cleanup removed are passed over."""
     from airflow_delta_provider_apps.protocol import (
         DeltaError,
+        commit_changes,
         commit_partition_keys,
         latest_version,
         numbers,
@@ -228,6 +230,8 @@ def watch_step(
                         "timestamp": ci.in_commit_timestamp or ci.timestamp,
                         "metrics": numbers(ci.get("operationMetrics") or {}),
                         "partition_keys": commit_partition_keys(table_uri, v) or [],
+                        # the columns it added or changed, the features it turned on that readers refuse
+                        **commit_changes(table_uri, v),
                     }
                 )
             return WatchStep(latest, last, tuple(commits))

@@ -11,7 +11,7 @@ location, a client killed after the commit): then the commit is the result (``sk
 
 from __future__ import annotations
 
-__all__ = ["landed_result"]
+__all__ = ["commit_changes", "landed_result"]
 
 
 def landed_result(table_uri: str, app_id: str, app_version: int, *, any_version: bool = False) -> dict | None:
@@ -67,7 +67,19 @@ def landed_result(table_uri: str, app_id: str, app_version: int, *, any_version:
         app_version=txn.version,
         from_log=True,
         committed=False,
+        **commit_changes(table_uri, commit.version),
     )
+
+
+def commit_changes(table_uri: str, version: int) -> dict:
+    """``schema_changes`` and ``reader_warnings`` of commit ``version``, as the commit's own result has
+    them (:func:`.engine.log.commit_changes.commit_changes`): for a result recovered from the log and
+    the Delta watcher's events."""
+    from .engine.log.commit_changes import commit_changes as of_commit
+    from .engine.storage import storage_for, table_location
+
+    root = table_location(table_uri)
+    return of_commit(storage_for(root), root, version)
 
 
 #: a commit that changed more partitions than this gets one Asset event without a partition key

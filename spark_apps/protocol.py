@@ -14,6 +14,8 @@ internals can move without touching the provider (``tests/test_layering.py`` enf
   the server (a ``spark_connect`` connection);
 * the read-only log API the sensor and the hook use: :func:`latest_version`,
   :func:`read_commit_infos`, :func:`storage_for`, :func:`normalize_table_uri`, :class:`DeltaError`;
+  what one commit changed: :func:`commit_partition_keys`, :func:`commit_changes` (its schema changes
+  and reader warnings);
 * :func:`storage_settings`: object-store credentials for a block of work in the worker or the
   triggerer (from an Airflow connection), without touching the process environment.
 """
@@ -28,7 +30,7 @@ from .engine.log.snapshot import read_commit_infos
 from .engine.progress import reporting_to as progress_to
 from .engine.storage import normalize_table_uri, storage_for, storage_settings, table_location
 from .failures import infrastructure_cause
-from .landed import commit_partition_keys, landed_result
+from .landed import commit_changes, commit_partition_keys, landed_result
 from .preflight import preflight
 from .run_lease import wait_for_earlier_run
 from .runners import numbers
@@ -37,6 +39,7 @@ from .versions import install_problem
 __all__ = [
     "ConnectRun",
     "check_partitioning",
+    "commit_changes",
     "commit_partition_keys",
     "DeltaError",
     "error_retryable",

@@ -17,9 +17,9 @@ With ``watch=True`` (what :func:`delta_table_watcher` builds) it never ends: eve
 it runs :func:`~airflow_delta_provider.version_decision.watch_step` and yields one event per poll
 that found new commits passing the filters (``per_commit=True``: one event per commit): ``{"status": "commit", "table_uri",
 "first_version", "last_version", "commits": [{"version", "operation", "timestamp", "metrics",
-"partition_keys"}]}``. Its watermark (the last version announced or passed over) lives in the
-watched asset's state store (Airflow 3.3+), so a restarted triggerer continues where the last one
-stopped. A watermark is stored one poll after its events were handed to the triggerer, by when they
+"partition_keys"}]}`` (and ``schema_changes`` / ``reader_warnings`` in a commit that has some). Its
+watermark (the last version announced or passed over) lives in the watched asset's state store
+(Airflow 3.3+), so a restarted triggerer continues where the last one stopped. A watermark is stored one poll after its events were handed to the triggerer, by when they
 are in the database: a triggerer killed in between announces those commits again on restart (never
 fewer). Without an asset state store (Airflow 3.1-3.2) the watermark lives in memory: a restarted
 triggerer starts from ``baseline`` if given, else from the table's latest version.

@@ -111,3 +111,31 @@ def test_a_property_change_that_turns_on_deletion_vectors_warns(tmp_path, capsys
     assert "schema_changes" not in extra
     (line,) = _lines(records, "warning")
     assert "deltalake cannot read it with to_pyarrow_table/to_pyarrow_dataset" in line
+
+
+def test_the_watchers_events_and_a_result_recovered_from_the_log_carry_them_too(tmp_path):
+    """A watched table's consumers get the watcher's event (the operator emits none): each commit in it
+    names its schema changes, whoever made the commit; a retry that finds its commit in the log
+    reports them as the first try did."""
+    from airflow_delta_provider.version_decision import watch_step
+    from airflow_delta_provider_apps.engine.commands.write import append
+    from airflow_delta_provider_apps.protocol import landed_result
+
+    root = str(tmp_path / "orders")
+    _orders(root)
+    first = append(
+        root,
+        pa.table({"order_id": pa.array([5], pa.int64()), "channel": ["web"]}),
+        merge_schema=True,
+        app_id="daily",
+        app_version=6,
+    ).to_dict()
+    DeltaTable(None, root).change_column_type("quantity", "BIGINT")
+    step = watch_step(root, 1)
+    assert [c["version"] for c in step.commits] == [2, 3]
+    added, widened = step.commits
+    assert added["schema_changes"] == [{"change": "added", "column": "channel", "type": "string"}]
+    assert "reader_warnings" not in added
+    assert widened["schema_changes"] == [{"change": "widened", "column": "quantity", "from": "integer", "to": "long"}]
+    assert [w["feature"] for w in widened["reader_warnings"]] == ["typeWidening"]
+    assert landed_result(root, "daily", 6)["schema_changes"] == first["schema_changes"]

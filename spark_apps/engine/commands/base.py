@@ -233,21 +233,15 @@ class Command:
 
     def _changes(self) -> dict:
         """What this commit changed that people and other readers must hear of, computed here once for
-        every command: ``schema_changes`` (the columns added, widened, retyped, renamed, dropped:
-        :func:`..schema.changes.schema_changes`) and ``reader_warnings`` (features it turned on that a
-        common reader refuses: :func:`..features.reader_warnings`); each only when not empty."""
-        from ..features import reader_warnings
-        from ..schema import StructType
-        from ..schema.changes import schema_changes
+        every command (:func:`..log.commit_changes.changes_between`): ``schema_changes`` (the columns
+        added, widened, retyped, renamed, dropped) and ``reader_warnings`` (features it turned on that a
+        common reader refuses); each only when not empty."""
+        from ..log.commit_changes import changes_between
 
-        out: dict = {}
-        before, after = self.snapshot, self.txn.new_metadata
-        if after is not None and before is not None and after.schema_string != before.metadata.schema_string:
-            changes = schema_changes(before.schema, StructType.from_json(after.schema_json))
-            if changes:
-                out["schema_changes"] = changes
-        if self.txn.new_protocol is not None:
-            warnings = reader_warnings(before.protocol if before is not None else None, self.txn.protocol)
-            if warnings:
-                out["reader_warnings"] = warnings
-        return out
+        before = self.snapshot
+        return changes_between(
+            before.metadata if before is not None else None,
+            before.protocol if before is not None else None,
+            self.txn.new_metadata,
+            self.txn.new_protocol,
+        )

@@ -243,3 +243,40 @@ def test_the_schema_diff_walks_arrays_and_maps_and_matches_names_case_insensitiv
         {"change": "widened", "column": "m.value", "from": "float", "to": "double"},
     ]
     assert schema_changes(old, old) == [] and schema_changes(None, new) == []
+
+
+def test_a_commit_read_back_from_the_log_tells_the_same_as_its_result(tmp_path):
+    """commit_changes (the watcher's events, a result recovered from the log) reads a commit in the log
+    and finds what the commit's own result said, for commits of ours and of another writer."""
+    import deltalake
+
+    from airflow_delta_provider_apps.engine.log.commit_changes import commit_changes
+    from airflow_delta_provider_apps.engine.storage import storage_for
+
+    root = str(tmp_path / "t")
+    t = _orders(root)
+    storage = storage_for(root)
+    results = [
+        create_table(
+            str(tmp_path / "w"), schema="id BIGINT", properties={"delta.enableTypeWidening": "true"}
+        ).to_dict(),
+        t.change_column_type("quantity", "BIGINT"),
+        append(
+            root, pa.table({"order_id": pa.array([7], pa.int64()), "channel": ["web"]}), merge_schema=True
+        ).to_dict(),
+        t.set_properties({"delta.enableDeletionVectors": "true"}),
+        append(root, pa.table({"order_id": pa.array([8], pa.int64())})).to_dict(),  # changes nothing
+    ]
+    for r in results:
+        expected = {k: r[k] for k in ("schema_changes", "reader_warnings") if k in r}
+        assert commit_changes(storage_for(r["table_uri"]), r["table_uri"], r["version"]) == expected, r["operation"]
+    assert commit_changes(storage, root, 99) == {}  # no such commit
+
+    other = str(tmp_path / "other")  # a commit deltalake made: its schema evolution is found too
+    deltalake.write_deltalake(other, pa.table({"id": pa.array([1], pa.int64())}))
+    deltalake.write_deltalake(
+        other, pa.table({"id": pa.array([2], pa.int64()), "note": ["x"]}), mode="append", schema_mode="merge"
+    )
+    assert commit_changes(storage_for(other), other, 1) == {
+        "schema_changes": [{"change": "added", "column": "note", "type": "string"}]
+    }
