@@ -156,7 +156,7 @@ def resolve_columns(schema, columns, *, partition_columns=(), configuration=None
     if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) and c.strip() for c in columns):
         raise InvalidArgumentError(
             f"cluster_by must be column names, got {columns!r}",
-            None,
+            f"it is a {type(columns).__name__}, or holds something other than non-empty strings",
             "pass a column name or a list of them, e.g. ['id', 'ts']",
         )
     if partition_columns and columns:
@@ -193,7 +193,12 @@ def resolve_columns(schema, columns, *, partition_columns=(), configuration=None
             )
         logical = ".".join(_quote(n) for n in names)
         if any(p == tuple(path) for _, p in out):
-            raise InvalidArgumentError(f"Clustering column '{logical}' is listed twice", None, "list it once")
+            raise InvalidArgumentError(
+                f"Clustering column '{logical}' is listed twice",
+                f"the columns given are {', '.join(repr(str(c)) for c in columns)}, and names match "
+                "case-insensitively (as Delta resolves them); a table clusters by each column once",
+                f"list '{logical}' once",
+            )
         out.append((logical, tuple(path)))
     check_stats_cover(schema, configuration, out)
     return out

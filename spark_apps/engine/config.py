@@ -394,7 +394,7 @@ class TableProperties:
         if n <= 0:
             raise InvalidArgumentError(
                 f"Table property {CHECKPOINT_INTERVAL}='{v}' is not a positive integer",
-                None,
+                "it is the number of commits between checkpoints, so a whole number of 1 or more",
                 f"set {CHECKPOINT_INTERVAL} to a positive integer such as 10",
             )
         return n
@@ -409,7 +409,8 @@ class TableProperties:
         if s not in CHECKPOINT_POLICIES:
             raise InvalidArgumentError(
                 f"Table property {CHECKPOINT_POLICY}='{v}' is not a checkpoint policy",
-                None,
+                f"Delta defines only {' and '.join(repr(p) for p in CHECKPOINT_POLICIES)} "
+                "(classic: one parquet checkpoint; v2: a checkpoint manifest with sidecar files)",
                 f"set {CHECKPOINT_POLICY} to 'classic' or 'v2'",
             )
         return s
@@ -521,7 +522,7 @@ class TableProperties:
         if s not in COLUMN_MAPPING_MODES:
             raise InvalidArgumentError(
                 f"Table property {COLUMN_MAPPING_MODE}='{v}' is not a column mapping mode",
-                None,
+                f"Delta defines only {', '.join(repr(m) for m in COLUMN_MAPPING_MODES)} (how data files name columns)",
                 f"set {COLUMN_MAPPING_MODE} to 'none', 'name' or 'id'",
             )
         return s
@@ -551,7 +552,8 @@ class TableProperties:
         if n is None or n <= 0:
             raise InvalidArgumentError(
                 f"Table property {TARGET_FILE_SIZE}='{v}' is not a positive size in bytes",
-                None,
+                "it is the size writes and OPTIMIZE aim data files at: a number of bytes above 0, or one with a "
+                "unit (kb, mb, gb)",
                 f"set {TARGET_FILE_SIZE} to a number of bytes such as 134217728, or with a unit such as '128mb'",
             )
         return n

@@ -11,7 +11,12 @@ import pytest
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
-from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError, SchemaMismatchError
+from airflow_delta_provider_apps.engine.errors import (
+    DeltaError,
+    InvalidArgumentError,
+    InvalidPredicateError,
+    SchemaMismatchError,
+)
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 from airflow_delta_provider_apps.engine.storage import LocalStorage
 
@@ -302,3 +307,93 @@ def test_append_arrow_computes_a_generated_column_the_data_leaves_out(tmp_path):
     append_arrow(root, pa.table({"day": [datetime.date(2024, 5, 1), datetime.date(2026, 1, 2)]}))
     rows = read_snapshot_table(DeltaTable.for_path(None, root).snapshot()).to_pylist()
     assert sorted((r["day"].year, r["y"]) for r in rows) == [(2024, 2024), (2026, 2026)]
+
+
+# ------------------------------------------------------------------ issue 40.2: messages that said too little
+
+
+def _refused(root: str, call, kind=InvalidArgumentError, *, log_only: bool = False) -> DeltaError:
+    """``call`` fails with ``kind`` saying problem, cause and fix, and leaves the table as it was
+    (``log_only``: its log; a MERGE may have written a file of rewritten rows no commit names)."""
+
+    def state():
+        return {k: v for k, v in table_bytes(root).items() if not log_only or k.startswith("_delta_log")}
+
+    before = state()
+    with pytest.raises(kind) as e:
+        call()
+    ours(e.value)
+    assert state() == before
+    return e.value
+
+
+def test_changing_the_type_of_a_missing_column_names_what_is_there(tmp_path):
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(None, root, schema="id BIGINT, s STRUCT<a: INT>")
+    for column, cause in [
+        ("nope", "the table has no column 'nope'; its columns are id, s"),
+        ("s.b", "the struct 's' has no field 'b'; its fields are a"),
+        ("id.x", "'id' is bigint, not a struct with fields"),
+    ]:
+        e = _refused(root, lambda c=column: t.change_column_type(c, "BIGINT"))
+        assert e.problem == f"Cannot change the type of column '{column}': no such column"
+        assert e.cause == cause and "dotted path" in e.fix
+
+
+@pytest.mark.parametrize("merge_schema", [True, False])
+def test_an_upsert_value_past_the_columns_type_names_the_value_and_column(tmp_path, merge_schema):
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="id BIGINT, p INT, v INT", partition_by=["p"])
+    append_arrow(root, pa.table({"id": [1], "p": pa.array([1], pa.int32()), "v": pa.array([1], pa.int32())}))
+    t = DeltaTable.for_path(None, root)
+    for column, rows in [
+        ("p", {"id": [2, 3], "p": [5, 2**40], "v": [0, 0]}),
+        ("v", {"id": [1, 2], "p": [1, 1], "v": [7, -(2**33)]}),
+    ]:
+        source = pa.table({k: pa.array(v, pa.int64()) for k, v in rows.items()})
+        bad = rows[column][1]
+        upsert = lambda s=source: t.upsert(s, ["id"], merge_schema=merge_schema)  # noqa: E731
+        e = _refused(root, upsert, SchemaMismatchError, log_only=column == "v")  # "v": id 1's file is rewritten
+        assert e.problem == f"Cannot write the value {bad} into column '{column}' of type integer"
+        assert "the long value does not convert to integer" in e.cause and str(bad) in e.cause
+        assert "CAST_OVERFLOW_IN_TABLE_INSERT" in e.cause
+        assert "change_column_type" in e.fix and "division" not in e.fix and "x / y" not in e.fix
+    # an UPDATE's assignment alike; a failing expression gets the advice of its own failure
+    e = _refused(root, lambda: t.update({"v": "v * 10000000000"}), SchemaMismatchError)
+    assert e.problem == "Cannot write the value 10000000000 into column 'v' of type integer"
+    e = _refused(root, lambda: t.update({"v": "v / (id - 1)"}), InvalidPredicateError)
+    assert "DIVIDE_BY_ZERO" in e.cause and e.fix == "guard the division (e.g. CASE WHEN y <> 0 THEN x / y END)"
+    e = _refused(root, lambda: t.delete("v * 2147483647 * 4 > 0"), InvalidPredicateError)
+    assert "overflow" in e.cause.lower() and "wider type" in e.fix
+    assert sorted(read_snapshot_table(t.snapshot()).column("id").to_pylist()) == [1]
+
+
+def test_a_clustering_column_listed_twice_says_why(tmp_path):
+    root = str(tmp_path / "t")
+    with pytest.raises(InvalidArgumentError) as e:
+        DeltaTable.create(None, root, schema="id BIGINT, v INT", cluster_by=["id", "ID"])
+    ours(e.value)
+    assert e.value.problem == "Clustering column 'id' is listed twice" and not os.path.exists(root)
+    assert "'id', 'ID'" in e.value.cause and "case-insensitively" in e.value.cause and e.value.fix == "list 'id' once"
+    t = DeltaTable.create(None, root, schema="id BIGINT, v INT", cluster_by=["id"])
+    e = _refused(root, lambda: t.cluster_by(["v", "v"]))
+    assert e.problem == "Clustering column 'v' is listed twice"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "cause"),
+    [
+        ("delta.checkpointPolicy", "v3", "Delta defines only 'classic' and 'v2'"),
+        ("delta.columnMapping.mode", "names", "Delta defines only 'none', 'name', 'id'"),
+        ("delta.targetFileSize", "big", "a number of bytes above 0"),
+    ],
+)
+def test_a_property_value_out_of_its_set_says_which_values_there_are(tmp_path, key, value, cause):
+    root = str(tmp_path / "t")
+    with pytest.raises(InvalidArgumentError) as e:
+        DeltaTable.create(None, root, schema="id BIGINT", properties={key: value})
+    ours(e.value)
+    assert e.value.problem.startswith(f"Table property {key}='{value}' is not") and cause in e.value.cause
+    assert not os.path.exists(root)
+    t = DeltaTable.create(None, root, schema="id BIGINT")
+    assert cause in _refused(root, lambda: t.set_properties({key: value})).cause

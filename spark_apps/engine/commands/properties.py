@@ -263,17 +263,29 @@ def drop_column(snapshot, column: str, **txn_options) -> CommandResult:
 
 def _field_path(schema, column: str) -> list:
     """The fields from the top level down to ``column``: a top-level name, else a dotted path through
-    structs (``a.b.c``). KeyError naming what is missing."""
+    structs (``a.b.c``). InvalidArgumentError naming the part that is missing and what is there."""
+    from ..errors import InvalidArgumentError
     from ..schema.types import StructType
 
     top = schema.find(column)
     if top is not None:
         return [top]
     path, struct = [], schema
-    for part in column.split("."):
+    for part in str(column).split("."):
         f = struct.find(part) if isinstance(struct, StructType) else None
         if f is None:
-            raise KeyError(column)
+            if not path:
+                cause = f"the table has no column '{part}'; its columns are {', '.join(schema.names)}"
+            elif isinstance(struct, StructType):
+                names = ", ".join(x.name for x in struct.fields)
+                cause = f"the struct '{'.'.join(x.name for x in path)}' has no field '{part}'; its fields are {names}"
+            else:
+                cause = f"'{'.'.join(x.name for x in path)}' is {struct.simple_string()}, not a struct with fields"
+            raise InvalidArgumentError(
+                f"Cannot change the type of column '{column}': no such column",
+                cause,
+                "check the name; name a field nested in structs by its dotted path (address.zip)",
+            )
         path.append(f)
         struct = f.type
     return path

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidPredicateError
+from ..errors import InvalidPredicateError, SchemaMismatchError
 from ..schema import DataType, DecimalType
 from . import nodes as n
 
@@ -53,6 +53,20 @@ def arrow_type(t: DataType) -> pa.DataType:
 
 class _AnsiError(Exception):
     """A value Spark's ANSI mode refuses (bad cast, overflow, division by zero)."""
+
+
+class _StoreError(Exception):
+    """A value that does not fit the column it is assigned to: ``(StoreCast node, the value, error)``."""
+
+
+#: what the engine or Arrow says about a value out of a type's range
+_OVERFLOW = (
+    "CAST_OVERFLOW",
+    "NUMERIC_VALUE_OUT_OF_RANGE",
+    "NUMERIC_OUT_OF_SUPPORTED_RANGE",
+    "not in range",
+    "overflow",
+)
 
 
 def evaluate(expr: n.Expr, data: pa.RecordBatch | pa.Table) -> pa.Array | pa.ChunkedArray:
@@ -68,6 +82,17 @@ def evaluate(expr: n.Expr, data: pa.RecordBatch | pa.Table) -> pa.Array | pa.Chu
             data = batches[0]
     try:
         out = _Eval(data).eval(expr)
+    except _StoreError as e:
+        node, bad, err = e.args
+        t = n.type_name(node.type)
+        raise SchemaMismatchError(
+            f"Cannot write the value {bad!r} into {node.where} of type {t}",
+            f"the {n.type_name(node.child.type)} value does not convert to {t} ({_first_line(err)}): a value set "
+            "into a column is cast to the column's type, and one that does not fit is refused, as Spark's ANSI "
+            "store assignment refuses it (CAST_OVERFLOW_IN_TABLE_INSERT)",
+            "fix or filter that value in the source, or widen the column to a type that holds it first "
+            "(change_column_type; a partition column cannot be widened: recreate the table)",
+        ) from None
     except (
         _AnsiError,
         pa.ArrowInvalid,
@@ -78,10 +103,49 @@ def evaluate(expr: n.Expr, data: pa.RecordBatch | pa.Table) -> pa.Array | pa.Chu
     ) as e:
         raise InvalidPredicateError(
             "Cannot evaluate the expression on the table's rows",
-            f"{type(e).__name__}: {str(e).splitlines()[0]} (Spark's ANSI mode refuses it too)",
-            "guard the expression (e.g. CASE WHEN y <> 0 THEN x / y END) or cast explicitly",
+            f"{type(e).__name__}: {_first_line(e)} (Spark's ANSI mode refuses it too)",
+            _fix_for(e),
         ) from None
     return _broadcast(out, data.num_rows, expr.type)
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _fix_for(e: Exception) -> str:
+    """The advice for an expression a value made fail, by what failed."""
+    text = str(e)
+    if isinstance(e, ZeroDivisionError) or "DIVIDE_BY_ZERO" in text or "REMAINDER_BY_ZERO" in text:
+        return "guard the division (e.g. CASE WHEN y <> 0 THEN x / y END)"
+    if isinstance(e, OverflowError) or any(w in text for w in _OVERFLOW):
+        return "compute in a wider type (e.g. CAST(x AS BIGINT), or DECIMAL), or filter out the values that overflow"
+    if "CAST_INVALID_INPUT" in text:
+        return "fix or filter the values that do not convert, or guard the cast (CASE WHEN ... THEN CAST(...) END)"
+    return "fix the expression for these values, or cast explicitly where the types differ"
+
+
+def _first_failing(value: pa.Array, fn: Callable) -> object:
+    """The first value of ``value`` on which ``fn`` (of an array) raises (binary search over slices:
+    a few calls, not one per value), or None."""
+
+    def ok(a) -> bool:
+        try:
+            fn(a)
+            return True
+        except (_AnsiError, pa.ArrowInvalid, OverflowError, decimal.DecimalException):
+            return False
+
+    lo, hi = 0, len(value)  # the first failing value is in [lo, hi)
+    if ok(value):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(value.slice(lo, mid - lo)):
+            lo = mid
+        else:
+            hi = mid
+    return value[lo].as_py()
 
 
 def true_mask(expr: n.Expr, data: pa.RecordBatch | pa.Table) -> pa.Array:
@@ -195,6 +259,14 @@ class _Eval:
 
     def _Cast(self, e: n.Cast):
         return cast(self.arr(e.child), e.child.type, e.type)
+
+    def _StoreCast(self, e: n.StoreCast):
+        value = self.arr(e.child)
+        try:
+            return cast(value, e.child.type, e.type)
+        except (_AnsiError, pa.ArrowInvalid, OverflowError, decimal.DecimalException) as err:
+            bad = _first_failing(value, lambda a: cast(a, e.child.type, e.type))
+            raise _StoreError(e, bad, err) from None
 
     # ---- logic
     def _And(self, e: n.And):

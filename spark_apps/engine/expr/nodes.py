@@ -120,6 +120,14 @@ class Cast(Expr):
         return (self.child,)
 
 
+@dataclass(frozen=True)
+class StoreCast(Cast):
+    """A value assigned to a table column, cast to the column's type (Spark's store assignment);
+    ``where`` names the column (``column 'p'``) for a value that does not fit it."""
+
+    where: str = ""
+
+
 COMPARISONS = ("=", "<=>", "!=", "<", "<=", ">", ">=")
 FLIPPED = {"=": "=", "<=>": "<=>", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}

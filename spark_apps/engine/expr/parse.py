@@ -504,7 +504,7 @@ def store_assign(value: n.Expr, target: DataType, where: str) -> n.Expr:
             "Spark's store assignment (ANSI) does not cast it implicitly",
             f"cast it explicitly, e.g. CAST(... AS {n.type_name(target).upper()})",
         )
-    return n.Cast(value, target)
+    return n.StoreCast(value, target, where)
 
 
 _TS_RE = re.compile(
