@@ -28,6 +28,7 @@ from typing import Any
 from airflow.exceptions import AirflowNotFoundException
 
 from .exceptions import DeltaConfigurationError
+from .hooks.connections import missing_connection
 
 SECRET_NAMES = {
     "AWS_SECRET_ACCESS_KEY",
@@ -46,7 +47,8 @@ def storage_env(hook, conn_id: str | None) -> dict[str, str]:
     try:
         conn = hook.get_connection(conn_id)
     except AirflowNotFoundException:
-        raise DeltaConfigurationError(
+        raise missing_connection(
+            conn_id,
             f"Storage connection '{conn_id}' does not exist",
             "storage_conn_id names the connection holding the object store's credentials",
             "define it (type aws, google_cloud_platform, wasb or adls) or leave storage_conn_id unset to use "

@@ -9,7 +9,12 @@ port, token as password, user id as login, ``use_ssl`` extra).
 from __future__ import annotations
 
 import copy
+import difflib
+import os
+import sys
 from urllib.parse import urlparse
+
+from airflow_delta_provider.exceptions import DeltaConfigurationError
 
 __all__ = [
     "CONNECT_CONN_TYPE",
@@ -18,8 +23,10 @@ __all__ = [
     "as_spark_connection",
     "connect_url",
     "connection_extra",
+    "connection_ids",
     "is_connect",
     "master_from_connection",
+    "missing_connection",
     "redacted_url",
 ]
 
@@ -92,3 +99,58 @@ def redacted_url(url: str) -> str:
     """``sc://host:port`` of a Connect URL: what a log line or an error may show (no token)."""
     parsed = urlparse(url)
     return f"{parsed.scheme}://{parsed.netloc.rpartition('@')[2]}"
+
+
+def connection_ids() -> list[str]:
+    """The ids of the connections this process can list, sorted: the ``AIRFLOW_CONN_*`` variables
+    (Airflow's prefix) and, outside a task, the metadata database's. A task cannot list more: Airflow
+    3 keeps it off the database (it asks the API server for one id at a time), and secrets backends
+    have no listing."""
+    from airflow.secrets.environment_variables import CONN_ENV_PREFIX
+
+    ids = set()
+    for name in os.environ:
+        if name.startswith(CONN_ENV_PREFIX):  # AIRFLOW_CONN_<ID>, or AIRFLOW_CONN__<TEAM>___<ID>
+            ids.add(name[len(CONN_ENV_PREFIX) :].rpartition("___")[2].lower())
+    if not _in_task():
+        ids.update(_database_connection_ids())
+    return sorted(i for i in ids if i)
+
+
+def _in_task() -> bool:
+    """Whether this process runs a task (its supervisor's channel is set), where the database is off limits."""
+    runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
+    return getattr(runner, "SUPERVISOR_COMMS", None) is not None
+
+
+def _database_connection_ids() -> list[str]:
+    """The metadata database's connection ids: one query of its table on Airflow's engine (the ORM's
+    set-up of every model would cost about a second)."""
+    try:
+        from airflow import settings
+        from airflow.models.connection import Connection
+        from sqlalchemy import select
+
+        with settings.engine.connect() as db:
+            return list(db.execute(select(Connection.__table__.c.conn_id)).scalars())
+    except Exception:  # no database here (or not set up): the variables are what can be listed
+        return []
+
+
+def missing_connection(conn_id: str, problem: str, cause: str, define: str) -> DeltaConfigurationError:
+    """The error for a connection id Airflow does not know (permanent: a retry finds no more):
+    ``problem`` and ``cause`` as given; the fix suggests the closest ids there are ("did you mean"),
+    else lists them, else says how to ``define`` it."""
+    known = connection_ids()
+    close = difflib.get_close_matches(conn_id.lower(), known, n=3, cutoff=0.75)
+    scope = (
+        "" if not _in_task() else " (a task lists only AIRFLOW_CONN_* variables; `airflow connections list` shows all)"
+    )
+    if close:
+        fix = f"did you mean {' or '.join(repr(c) for c in close)}? Correct the conn_id, or {define}"
+    elif known:
+        shown = ", ".join(repr(c) for c in known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
+        fix = f"use one of the connections there are{scope}: {shown}; or {define}"
+    else:
+        fix = f"{define}; no connection was found to suggest{scope}"
+    return DeltaConfigurationError(problem, cause, fix)

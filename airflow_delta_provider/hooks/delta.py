@@ -21,7 +21,7 @@ from airflow.sdk import BaseHook
 from airflow_delta_provider.exceptions import AirflowNotFoundException, DeltaConfigurationError, DeltaTaskError
 from airflow_delta_provider.hooks.bundle import AppBundle, build_app_bundle, clear_bundle_cache
 from airflow_delta_provider.hooks.connect import ConnectTransport
-from airflow_delta_provider.hooks.connections import DELTA_SPARK_CONN_TYPE, is_connect
+from airflow_delta_provider.hooks.connections import DELTA_SPARK_CONN_TYPE, is_connect, missing_connection
 from airflow_delta_provider.hooks.driver import SubmittedDriver
 from airflow_delta_provider.hooks.outcome import (
     AppOutput,
@@ -98,13 +98,21 @@ class DeltaHook(BaseHook):
 
     def get_conn(self):
         """The Airflow connection (raises a clear error when it does not exist)."""
+        return self.spark_connection(self.conn_id)
+
+    @classmethod
+    def spark_connection(cls, conn_id: str):
+        """The Airflow connection ``conn_id``: one lookup, no hook needed (an operator checks it before
+        anything else). A missing one raises a permanent error suggesting the closest ids there are."""
         try:
-            return self.get_connection(self.conn_id)
+            return cls.get_connection(conn_id)
         except AirflowNotFoundException:
-            raise DeltaConfigurationError(
-                f"Spark connection '{self.conn_id}' does not exist",
-                "DeltaHook needs a connection (type 'spark', 'delta_spark' or 'spark_connect') to know how to reach Spark",
-                f'define it, e.g. AIRFLOW_CONN_{self.conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[*]"}}\'',
+            raise missing_connection(
+                conn_id,
+                f"Spark connection '{conn_id}' does not exist",
+                "DeltaHook needs a connection (type 'spark', 'delta_spark' or 'spark_connect') to know how to reach "
+                "Spark, and Airflow has none of this id",
+                f'define it, e.g. AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[*]"}}\'',
             ) from None
 
     def storage_env(self) -> dict[str, str]:

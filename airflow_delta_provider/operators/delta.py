@@ -384,6 +384,8 @@ class DeltaBaseOperator(BaseOperator):
             self._annotate_asset_events(context, landed)
             self._last_result = landed
             return landed
+        if self.execution != "local":  # a missing (misspelt) conn_id fails now: before the source or Spark
+            DeltaHook.spark_connection(self.conn_id)
         self.preflight(params)
         if self.operation == "write" and params.get("mode") == "append" and self.app_id is None:
             params["rerun"] = "replace" if self.on_rerun == "replace" else "apply"  # the derived identity

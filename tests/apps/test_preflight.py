@@ -54,10 +54,11 @@ def test_create_table_checks(tmp_path, table):
         preflight("create-table", {"table_uri": new, "source": "/no/such/file.parquet"})
 
 
-def test_operator_fails_before_submitting(tmp_path):
+def test_operator_fails_before_submitting(tmp_path, monkeypatch):
     from airflow_delta_provider.exceptions import DeltaPermanentError
     from airflow_delta_provider.operators.delta import DeltaDeleteOperator
 
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')  # resolved first
     op = DeltaDeleteOperator(task_id="d", table_uri=str(tmp_path / "missing"), predicate="id = 1")
     with pytest.raises(DeltaPermanentError, match="TableNotFoundError"):
         op.execute({})
@@ -127,10 +128,13 @@ def test_an_upsert_whose_source_leaves_a_column_out_needs_merge_schema_before_su
     preflight("merge", {**base, "merge_schema": True})
 
 
-def test_merge_operator_with_a_merge_condition_passes_preflight_and_a_bad_one_fails_before_submitting(tmp_path, table):
+def test_merge_operator_with_a_merge_condition_passes_preflight_and_a_bad_one_fails_before_submitting(
+    tmp_path, table, monkeypatch
+):
     from airflow_delta_provider.exceptions import DeltaPermanentError
     from airflow_delta_provider.operators.delta import DeltaMergeOperator
 
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')  # resolved first
     src = _parquet_source(tmp_path, {"id": [1], "value": ["x"], "p": ["a"]})
     clauses = [{"when": "matched", "then": "update_all"}]
     good = DeltaMergeOperator(

@@ -75,6 +75,7 @@ def test_a_retry_after_the_commit_landed_reports_it_without_submitting(tmp_path,
     skip = DeltaWriteOperator(task_id="load", table_uri=root, source="/x.parquet", retries=2, on_rerun="skip")
     assert skip.execute(cleared)["version"] == 1
     # the default: a cleared run is applied again (here it would submit: the boundary refuses)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')  # resolved first
     again = DeltaDeleteOperator(task_id="load", table_uri=root, predicate="id = 1", retries=2)
     with pytest.raises(pytest.fail.Exception, match="spark-submit was called"):
         again.execute(cleared)
