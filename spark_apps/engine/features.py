@@ -502,15 +502,15 @@ def protocol_features(protocol: Protocol | None) -> set[str]:
 # readers that are not ours
 
 #: What other common readers cannot do with a table whose protocol lists a feature: per feature, per
-#: reader, the refused operations (:data:`OUTSIDE_READER_OPERATIONS`). Measured with deltalake 1.6.6;
-#: delta-kernel-rs and DuckDB's ``delta_scan`` read every feature we write
-#: (tests/interop/test_reader_support.py keeps this true and prints the README's table). Polars reads
-#: through deltalake: its answer is deltalake's read. Spark with delta-spark 4.x reads them all.
+#: reader, the refused operations (:data:`OUTSIDE_READER_OPERATIONS`). Measured with deltalake 1.6.6
+#: and Polars 2.1.0 (``read_delta``/``scan_delta``); delta-kernel-rs and DuckDB's ``delta_scan`` read
+#: every feature we write (tests/interop/test_reader_support.py keeps this true and prints the README's
+#: table). Spark with delta-spark 4.x reads them all.
 OUTSIDE_READER_REFUSALS: dict[str, dict[str, tuple[str, ...]]] = {
     "typeWidening": {"deltalake": ("read", "query", "load_cdf", "append"), "Polars": ("read",)},
     "vacuumProtocolCheck": {"deltalake": ("read", "query", "load_cdf", "append"), "Polars": ("read",)},
     "v2Checkpoint": {"deltalake": ("read",), "Polars": ("read",)},
-    "deletionVectors": {"deltalake": ("read",), "Polars": ("read",)},
+    "deletionVectors": {"deltalake": ("read",)},
     "columnMapping": {"deltalake": ("read", "load_cdf"), "Polars": ("read",)},
     "inCommitTimestamp": {"deltalake": ("append",)},
     "rowTracking": {"deltalake": ("append",)},

@@ -4,8 +4,8 @@ README's reader table and the task log's reader warnings (``features.OUTSIDE_REA
 For each feature a table is created with it (and the change data feed), written twice and the feature put
 to use (a deletion vector, a V2 checkpoint, a widened column, a renamed mapped column, a clustering
 OPTIMIZE...). Then each reader is tried: deltalake 1.6.6 (``to_pyarrow_table`` as "read", its
-``QueryBuilder`` as "query", ``load_cdf``, a ``write_deltalake`` append), delta-kernel-rs and DuckDB's
-``delta_scan``. What a reader refuses must be exactly what we claim; what it reads must equal our rows
+``QueryBuilder`` as "query", ``load_cdf``, a ``write_deltalake`` append), delta-kernel-rs, DuckDB's
+``delta_scan`` and, where it is installed (it is not in the test extra), Polars' ``read_delta``. What a reader refuses must be exactly what we claim; what it reads must equal our rows
 (our change rows for ``load_cdf``; after a deltalake append, our read holds the appended row).
 
 ``python tests/interop/test_reader_support.py`` measures again and prints the README's table.
@@ -133,14 +133,25 @@ def measure(root: str, t: DeltaTable) -> dict[str, bool]:
             ours + sorted_rows(one, columns), key=lambda r: tuple((v is not None, v) for v in r)
         )
 
+    try:  # Polars is not in the test extra: checked where it is installed
+        import polars
+    except ImportError:
+        polars = None
+    if polars is not None:
+        got["Polars"] = _tried(lambda: same("polars", polars.read_delta(root).select(columns).to_arrow()))
     got["append"] = _tried(append)
     return got
 
 
-def claimed(feature: str) -> dict[str, bool]:
-    """What we claim (``OUTSIDE_READER_REFUSALS``): kernel and DuckDB read everything."""
-    refused = OUTSIDE_READER_REFUSALS.get(feature, {}).get("deltalake", ())
-    return {"delta-kernel-rs": True, "DuckDB": True, **{op: op not in refused for op in DELTALAKE_OPERATIONS}}
+def claimed(feature: str, polars: bool) -> dict[str, bool]:
+    """What we claim (``OUTSIDE_READER_REFUSALS``): kernel and DuckDB read everything; Polars when
+    ``polars`` (it is installed)."""
+    refusals = OUTSIDE_READER_REFUSALS.get(feature, {})
+    refused = refusals.get("deltalake", ())
+    out = {"delta-kernel-rs": True, "DuckDB": True, **{op: op not in refused for op in DELTALAKE_OPERATIONS}}
+    if polars:
+        out["Polars"] = "read" not in refusals.get("Polars", ())
+    return out
 
 
 @pytest.mark.parametrize("feature", list(FEATURES))
@@ -151,7 +162,8 @@ def test_other_readers_read_or_refuse_as_we_claim(tmp_path, feature):
     root = str(tmp_path / "t")
     t = build(root, feature)
     assert feature == "(none)" or feature in _protocol_features(t), feature  # the case has the feature
-    assert measure(root, t) == claimed(feature)
+    got = measure(root, t)
+    assert got == claimed(feature, "Polars" in got)
 
 
 def test_every_feature_we_warn_of_is_measured():
@@ -165,7 +177,7 @@ def _protocol_features(t: DeltaTable) -> set[str]:
 
 
 def readme_table(results: dict[str, dict[str, bool]]) -> str:
-    """The README's table from measured results (the versions are the installed ones)."""
+    """The README's table from measured results (the versions are the installed ones; Polars must be)."""
     from importlib.metadata import version
 
     def deltalake_cell(got: dict[str, bool]) -> str:
@@ -180,14 +192,14 @@ def readme_table(results: dict[str, dict[str, bool]]) -> str:
         return "yes" if ok else "no"
 
     head = (
-        f"| Feature | ours | deltalake {version('deltalake')} | Polars | "
+        f"| Feature | ours | deltalake {version('deltalake')} | Polars {version('polars')} | "
         f"delta-kernel-rs ({version('delta-kernel-rust-sharing-wrapper')}) | DuckDB {version('duckdb')} `delta_scan` "
         "| Spark + delta-spark 4.x |"
     )
     lines = [head, "|---|---|---|---|---|---|---|"]
     for feature, got in results.items():
         name = "none (a plain table)" if feature == "(none)" else f"`{feature}`"
-        cells = [name, "yes", deltalake_cell(got), yes(got["read"]), yes(got["delta-kernel-rs"]), yes(got["DuckDB"])]
+        cells = [name, "yes", deltalake_cell(got), yes(got["Polars"]), yes(got["delta-kernel-rs"]), yes(got["DuckDB"])]
         lines.append("| " + " | ".join([*cells, "yes"]) + " |")
     return "\n".join(lines)
 
@@ -199,5 +211,5 @@ if __name__ == "__main__":
     for name in FEATURES:
         root = os.path.join(tempfile.mkdtemp(), "t")
         measured[name] = measure(root, build(root, name))
-        assert measured[name] == claimed(name), (name, measured[name])
+        assert measured[name] == claimed(name, "Polars" in measured[name]), (name, measured[name])
     print(readme_table(measured))
