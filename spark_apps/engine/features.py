@@ -518,6 +518,9 @@ OUTSIDE_READER_REFUSALS: dict[str, dict[str, tuple[str, ...]]] = {
     "identityColumns": {"deltalake": ("append",)},
 }
 
+#: the versions :data:`OUTSIDE_READER_REFUSALS` was measured with (a warning names them: newer ones may read more)
+OUTSIDE_READER_VERSIONS: dict[str, str] = {"deltalake": "1.6.6", "Polars": "2.1.0"}
+
 #: the operations of :data:`OUTSIDE_READER_REFUSALS`, per reader, as a warning names them
 OUTSIDE_READER_OPERATIONS: dict[str, dict[str, str]] = {
     "deltalake": {
@@ -543,7 +546,7 @@ def reader_warnings(before: Protocol | None, after: Protocol | None) -> list[dic
         for reader, operations in refusals.items():
             words = [OUTSIDE_READER_OPERATIONS[reader][o] for o in operations]
             listed = ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
-            said.append(f"{reader} cannot {listed}")
+            said.append(f"{reader} {OUTSIDE_READER_VERSIONS[reader]} cannot {listed}")
         out.append(
             {
                 "feature": feature,

@@ -166,8 +166,20 @@ def test_other_readers_read_or_refuse_as_we_claim(tmp_path, feature):
     assert got == claimed(feature, "Polars" in got)
 
 
-def test_every_feature_we_warn_of_is_measured():
+def test_every_feature_we_warn_of_is_measured_with_the_versions_the_warnings_name():
+    """A warning names the reader versions the claims were measured with: an upgrade of deltalake (or
+    of Polars where installed) fails here until the claims are measured again."""
+    from importlib.metadata import version
+
+    from airflow_delta_provider_apps.engine.features import OUTSIDE_READER_VERSIONS
+
     assert set(OUTSIDE_READER_REFUSALS) <= set(FEATURES)
+    assert version("deltalake") == OUTSIDE_READER_VERSIONS["deltalake"]
+    try:
+        import polars
+    except ImportError:
+        return
+    assert polars.__version__ == OUTSIDE_READER_VERSIONS["Polars"]
 
 
 def _protocol_features(t: DeltaTable) -> set[str]:

@@ -92,7 +92,7 @@ def test_turning_on_type_widening_warns_of_the_readers_it_locks_out(tmp_path, ca
     assert (warning["feature"], warning["readers"]) == ("typeWidening", ["deltalake", "Polars"])
     (line,) = _lines(records, "warning")
     assert line.startswith(f"Delta change_column_type on {root}: other readers: feature 'typeWidening' turned on")
-    assert "or append to it with write_deltalake; Polars cannot read it" in line
+    assert "or append to it with write_deltalake; Polars 2.1.0 cannot read it" in line
     # a second widening: the schema change is reported, no warning (the feature was on already)
     again = DeltaChangeColumnTypeOperator(task_id="c2", table_uri=root, column="quantity", new_type="DECIMAL(22,0)")
     _, extra, records = _run(again, capsys)
@@ -110,7 +110,7 @@ def test_a_property_change_that_turns_on_deletion_vectors_warns(tmp_path, capsys
     assert [w["feature"] for w in extra["reader_warnings"]] == ["deletionVectors"]
     assert "schema_changes" not in extra
     (line,) = _lines(records, "warning")
-    assert "deltalake cannot read it with to_pyarrow_table/to_pyarrow_dataset" in line
+    assert "deltalake 1.6.6 cannot read it with to_pyarrow_table/to_pyarrow_dataset" in line
 
 
 def test_the_watchers_events_and_a_result_recovered_from_the_log_carry_them_too(tmp_path):

@@ -119,7 +119,7 @@ def test_change_column_type_reports_the_widening_and_warns_once_of_type_widening
     (warning,) = first["reader_warnings"]
     assert warning["feature"] == "typeWidening" and warning["readers"] == ["deltalake", "Polars"]
     assert warning["message"].startswith(
-        "feature 'typeWidening' turned on: deltalake cannot read it with to_pyarrow_table"
+        "feature 'typeWidening' turned on: deltalake 1.6.6 cannot read it with to_pyarrow_table"
     )
     create_table(str(tmp_path / "n"), schema="a STRUCT<b: INT>")
     nested = DeltaTable(None, str(tmp_path / "n")).change_column_type("a.b", "DECIMAL(12,2)")
