@@ -320,7 +320,8 @@ def change_column_type(snapshot, column: str, new_type, **txn_options) -> Comman
             "this engine does not widen partition columns (their values live in the log as strings)",
             "recreate the table with the wider partition column type",
         )
-    if not is_widening(fld.type, target):
+    already = fld.type == target  # a rerun of the same change: nothing to do, as delta-spark
+    if not already and not is_widening(fld.type, target):
         raise InvalidArgumentError(
             f"Cannot change column '{fld.name}' from {fld.type.to_json()} to {target.to_json()}",
             "only the protocol's type widenings are allowed (byte->short->int->long, float->double, "
@@ -345,6 +346,8 @@ def change_column_type(snapshot, column: str, new_type, **txn_options) -> Comman
     fields = {"column": name, "from_type": fld.type.to_json(), "to_type": target.to_json()}
     if cmd.duplicate:
         return cmd.skipped(None, fields=fields)
+    if already:
+        return cmd.unchanged(None, fields=fields)
     md = dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string(), configuration=configuration)
     cmd.update_metadata(md)
     if protocol != snapshot.protocol:
