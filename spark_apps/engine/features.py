@@ -33,7 +33,12 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
                       domain, OPTIMIZE clusters: :mod:`.clustering`)
   rowTracking         always (commits assign row ids and the high water mark; rewrites keep stable
                       ids in the materialized columns: :mod:`.row_tracking`)
-  timestampNtz, domainMetadata, vacuumProtocolCheck: always
+  checkpointProtection always (log cleanup keeps the checkpoints before
+                      ``delta.requireCheckpointProtectionBeforeVersion`` unless it truncates over
+                      protocols it supports; a checkpoint is written only at a version whose
+                      protocol passes this gate: :mod:`.log.cleanup`, :mod:`.log.checkpoint`)
+  timestampNtz, domainMetadata, vacuumProtocolCheck: always (VACUUM and log cleanup run this gate
+                      before they delete, VACUUM again at its ``VACUUM START`` version)
   ==================  =======================================================================
 
   Every other writer feature (icebergCompat*, variantType, catalogManaged, unknown or preview
@@ -91,6 +96,7 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "typeWidening",
         "clustering",
         "rowTracking",
+        "checkpointProtection",
     }
 )
 

@@ -17,10 +17,21 @@ Algorithm (:func:`cleanup_expired_logs`):
    when no remaining checkpoint references them and they are older than ``threshold`` and a day
    (:data:`SIDECAR_MIN_AGE_MS`: a checkpoint writer may be between its sidecars and its top-level
    file). If a remaining checkpoint's references cannot be read, no sidecar is deleted.
-6. Orphan temp files (``.<name>.<uuid>.tmp``: the put-if-absent temp file of a commit or checkpoint
+6. **Checkpoint protection** (the ``checkpointProtection`` writer feature, Delta's RFC and
+   delta-spark's ``MetadataCleanup.metadataCleanupAllowed``): with
+   ``delta.requireCheckpointProtectionBeforeVersion`` = P, a cleanup whose protected checkpoint is
+   before P (it would truncate history only partly before P) runs only when this engine supports
+   (reads and writes) the protocol of every version it removes and of the checkpoint it keeps;
+   otherwise no commit or checkpoint is deleted (``protection_skipped`` says why). A cleanup up to
+   P or past it runs in one go. Within one version the commit goes before its checkpoint (rule d).
+7. Orphan temp files (``.<name>.<uuid>.tmp``: the put-if-absent temp file of a commit or checkpoint
    whose writer was killed) older than the threshold are deleted whether or not step 3 found a
    checkpoint: nothing reads them, and a young table never has an old checkpoint. A young one is
    never deleted (see :data:`TEMP_FILE_MIN_AGE_MS`): its writer may be publishing it right now.
+
+Before anything is deleted the table's own protocol must be one this engine writes
+(:func:`..features.check_write_supported`: cleanup is a writer operation, the
+``vacuumProtocolCheck`` rule applied to every path that deletes files).
 
 Deleting oldest first keeps the table readable at every step: a crash midway leaves a checkpoint
 plus every later commit. Time travel to versions before the protected checkpoint is no longer
@@ -33,7 +44,10 @@ import re
 import time
 
 from ..config import MS_PER_DAY, TableProperties
-from .listing import COMMIT_RE, SIDECAR_DIR_NAME, list_log, log_dir_of
+from .listing import COMMIT_RE, SIDECAR_DIR_NAME, commit_file_name, list_log, log_dir_of
+
+#: the table property of the ``checkpointProtection`` feature (Delta's name)
+PROTECTION_PROPERTY = "delta.requireCheckpointProtectionBeforeVersion"
 
 _CRC_RE = re.compile(r"^(\d{20})\.crc$")
 _CHECKPOINT_ANY_RE = re.compile(r"^(\d{20})\.checkpoint(\..+)?\.(parquet|json)$")
@@ -52,6 +66,54 @@ TEMP_FILE_MIN_AGE_MS = 60 * 60 * 1000
 
 #: an unreferenced sidecar younger than this may belong to a checkpoint being written: kept
 SIDECAR_MIN_AGE_MS = MS_PER_DAY
+
+
+def checkpoint_protection_version(protocol, metadata) -> int:
+    """``delta.requireCheckpointProtectionBeforeVersion`` when the protocol has ``checkpointProtection``
+    (0: nothing protected), as delta-spark's ``getCheckpointProtectionVersion``."""
+    if protocol is None or "checkpointProtection" not in (protocol.writer_features or ()):
+        return 0
+    raw = ((getattr(metadata, "configuration", None) or {}).get(PROTECTION_PROPERTY) or "0").strip()
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        from ..errors import LogCorruptedError
+
+        raise LogCorruptedError(
+            f"The table's {PROTECTION_PROPERTY} is '{raw}', not a version",
+            "checkpointProtection needs it to know which checkpoints it protects",
+            f"set {PROTECTION_PROPERTY} to a version number with the engine that dropped the feature",
+        ) from None
+
+
+def _protocols_supported(storage, table_root: str, first: int, last: int) -> str | None:
+    """None when this engine writes the protocol (with its metadata) of every version from
+    ``first`` to ``last``; else why not. Commits that carry neither protocol nor metaData are
+    skipped unparsed."""
+    from .. import features
+    from ..actions import Metadata, Protocol
+    from ..errors import DeltaError
+    from .commit_read import read_commit
+    from .snapshot import load_table_metadata
+
+    try:
+        state = load_table_metadata(storage, table_root, first)
+        protocol, metadata = state.protocol, state.metadata
+        features.check_write_supported(protocol, metadata)
+        log_dir = log_dir_of(storage, table_root)
+        for v in range(first + 1, last + 1):
+            data = storage.read_bytes(storage.join(log_dir, commit_file_name(v)))
+            if b'"metaData"' not in data and b'"protocol"' not in data:
+                continue
+            for a in read_commit(v, data).actions:
+                if isinstance(a, Protocol):
+                    protocol = a
+                elif isinstance(a, Metadata):
+                    metadata = a
+            features.check_write_supported(protocol, metadata)
+    except (DeltaError, OSError) as e:
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def _sidecar_refs(storage, path: str) -> set[str] | None:
@@ -102,8 +164,17 @@ def cleanup_expired_logs(
     :returns: metrics: ``threshold_ms``, ``cutoff_version``, ``checkpoint_version``,
         ``num_deleted_commits``, ``num_deleted_checkpoint_files``, ``num_deleted_checksums``,
         ``num_deleted_compactions``, ``num_deleted_temp_files``, ``num_deleted_sidecars``,
-        ``num_deleted_files``, ``deleted``
+        ``num_deleted_files``, ``deleted``, ``protection_skipped`` (why checkpoint protection kept
+        the commits and checkpoints, or None)
     """
+    from .. import features
+
+    if snapshot is None:
+        from .snapshot import load_table_metadata
+
+        snapshot = load_table_metadata(storage, table_root)
+    # a writer operation: the table's protocol must be one this engine writes (vacuumProtocolCheck)
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
     if retention_ms is None:
         retention = TableProperties.of(getattr(snapshot, "metadata", None)).log_retention_ms
@@ -123,6 +194,7 @@ def cleanup_expired_logs(
         "num_deleted_files": 0,
         "deleted": [],
         "dry_run": dry_run,
+        "protection_skipped": None,
     }
     listing = list_log(storage, table_root, read_hint=False)
     ts_prev = None
@@ -139,6 +211,18 @@ def cleanup_expired_logs(
     # without a protected checkpoint no log file may go (the table must stay reconstructable), but
     # orphan temp files still do (step 5)
     keep_from = protected.version if protected is not None else None
+    protect_before = checkpoint_protection_version(snapshot.protocol, snapshot.metadata)
+    if keep_from is not None and keep_from < protect_before and listing.commits:
+        # a partial truncation before the protected version: only over protocols we support
+        first = min(listing.commits[0].version, keep_from)
+        why = _protocols_supported(storage, table_root, first, keep_from)
+        if why is not None:
+            metrics["protection_skipped"] = (
+                f"checkpointProtection: {PROTECTION_PROPERTY} is {protect_before} and this cleanup would "
+                f"truncate only up to version {keep_from}, over versions whose protocol this engine does "
+                f"not support ({why})"
+            )
+            keep_from = None
     metrics["checkpoint_version"] = keep_from
     temp_cutoff = min(threshold, now_ms - TEMP_FILE_MIN_AGE_MS)
 

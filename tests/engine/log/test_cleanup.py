@@ -169,3 +169,84 @@ def test_post_commit_cleanup_can_be_disabled(tmp_path):
     res = append(root, [3], "a")
     assert res.checkpoint is not None and res.cleanup is None
     assert len([n for n in _names(root) if n.endswith(".json")]) == 4
+
+
+def _protected_table(tmp_path, unsupported_history: bool):
+    """checkpointProtection with delta.requireCheckpointProtectionBeforeVersion=8; checkpoints at 4, 8,
+    12. With ``unsupported_history``, versions 1 and 2 carry a protocol with a writer feature this
+    engine does not know (as a feature another engine dropped at version 2 leaves behind)."""
+    import json
+
+    from airflow_delta_provider_apps.engine.actions import Protocol
+
+    root = str(tmp_path / "t")
+    proto = Protocol(1, 7, None, ["appendOnly", "invariants", "checkpointProtection"])
+    create_table(
+        root,
+        configuration={
+            "delta.checkpointInterval": "4",
+            "delta.enableExpiredLogCleanup": "false",
+            "delta.requireCheckpointProtectionBeforeVersion": "8",
+        },
+        protocol=proto,
+    )
+    for v in (1, 2):
+        features = list(proto.writer_features) + (["someFutureFeature"] if v == 1 and unsupported_history else [])
+        body = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": features}}
+        with open(os.path.join(_log(root), _commit(v)), "w") as f:
+            f.write(json.dumps(body) + "\n")
+    for i in range(3, 13):
+        append(root, [i], "a")
+    for v in range(13):
+        age = (40 - v) * DAY if v <= 9 else DAY
+        _age(root, _commit(v), age)
+        if v in (4, 8, 12):
+            _age(root, f"{v:020d}.checkpoint.parquet", age)
+    return root
+
+
+@pytest.mark.parametrize("unsupported_history", [True, False])
+def test_checkpoint_protection_partial_truncation_only_over_supported_protocols(tmp_path, unsupported_history):
+    """Truncating only part of the history before the protected version (cutoff 5: up to checkpoint 4
+    < 8) is allowed only when we support every protocol it removes; up to 8 it runs in one go."""
+    root = _protected_table(tmp_path, unsupported_history)
+    ids = read_ids(root)
+    # now is such that versions 0..5 are past the 30-day retention: the kept checkpoint would be 4
+    now = NOW - 4 * DAY
+    m = cleanup_expired_logs(storage_for(root), root, snapshot(root), now_ms=now)
+    assert m["cutoff_version"] == 5
+    commits = [n for n in _names(root) if n.endswith(".json")]
+    if unsupported_history:
+        assert m["num_deleted_files"] == 0 and "someFutureFeature" in m["protection_skipped"]
+        assert "requireCheckpointProtectionBeforeVersion is 8" in m["protection_skipped"]
+        assert commits == [_commit(v) for v in range(13)]
+    else:
+        assert m["protection_skipped"] is None and m["num_deleted_commits"] == 4
+        assert commits == [_commit(v) for v in range(4, 13)]
+    # a cleanup that reaches the protected version truncates everything before it in one go
+    m = cleanup_expired_logs(storage_for(root), root, snapshot(root), now_ms=NOW)
+    assert m["checkpoint_version"] == 8 and m["protection_skipped"] is None
+    assert [n for n in _names(root) if n.endswith(".json")] == [_commit(v) for v in range(8, 13)]
+    assert f"{4:020d}.checkpoint.parquet" not in _names(root)
+    assert read_ids(root) == ids and snapshot(root, version=8).version == 8
+
+
+def test_cleanup_refuses_a_table_it_cannot_write_before_deleting(tmp_path):
+    """Log cleanup deletes files: the table's protocol must pass the writer gate first."""
+    import json
+
+    from airflow_delta_provider_apps.engine.errors import UnsupportedFeatureError
+
+    root = _table(tmp_path, 4, 2)
+    body = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureFeature"]}}
+    with open(os.path.join(_log(root), _commit(5)), "w") as f:
+        f.write(json.dumps(body) + "\n")
+    for n in os.listdir(_log(root)):
+        if not n.startswith("_"):
+            _age(root, n, 40 * DAY)
+    before = _names(root)
+    with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
+        cleanup_expired_logs(storage_for(root), root, snapshot(root, version=4 + 1), now_ms=NOW)
+    with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
+        cleanup_expired_logs(storage_for(root), root, None, now_ms=NOW)
+    assert _names(root) == before
