@@ -579,13 +579,9 @@ class OptimisticTransaction:
 
     @staticmethod
     def _check_features(protocol: Protocol, metadata: Metadata) -> None:
-        try:
-            from ..features import check_write_supported  # H1's feature gate
-        except ImportError:
-            try:
-                from ..features import check_can_write as check_write_supported  # type: ignore
-            except ImportError:
-                return
+        """The feature gate: every commit writes only tables whose features this engine honours."""
+        from ..features import check_write_supported
+
         check_write_supported(protocol, metadata)
 
     # ------------------------------------------------------------------ commit
