@@ -216,10 +216,15 @@ class DeltaTable:
         dry_run: bool = False,
         enforce_retention_duration: bool = True,
         mode: str = "full",
+        keep_versions=None,
+        inventory: str | None = None,
         **txn_options,
     ) -> dict:
         """Delete files no version inside the retention needs (see
-        :mod:`airflow_delta_provider_apps.engine.commands.vacuum`); no Spark needed."""
+        :mod:`airflow_delta_provider_apps.engine.commands.vacuum`); no Spark needed.
+        ``keep_versions``: versions whose files are kept whatever their age (deltalake's name);
+        ``inventory``: a Delta table or parquet path listing the table's files, used instead of
+        listing (delta-spark's ``VACUUM ... USING INVENTORY``)."""
         from .commands.vacuum import vacuum
 
         return vacuum(
@@ -228,6 +233,8 @@ class DeltaTable:
             dry_run=dry_run,
             enforce_retention_duration=enforce_retention_duration,
             mode=mode,
+            keep_versions=keep_versions,
+            inventory=inventory,
             **txn_options,
         ).to_dict()
 

@@ -16,10 +16,26 @@ files no commit ever named (failed writes). ``mode="lite"`` (Delta 3.3's VACUUM 
 candidates from the removes of the log's JSON commits instead, which needs every commit since the
 last VACUUM (or since version 0): when log cleanup took some, it refuses, naming the versions.
 
+``keep_versions=[...]`` (deltalake's name and meaning): every file those versions read (their live
+files and deletion vectors) is kept whatever its age, so time travel to them works after VACUUM.
+Each must be a version of the table up to the snapshot's.
+
+``inventory`` (delta-spark's ``VACUUM ... USING INVENTORY``): the path of a Delta table, or of a
+parquet file or directory, with delta-spark's columns ``path`` (string, the full location),
+``length`` (long), ``isDir`` (boolean), ``modificationTime`` (long, ms), e.g. an S3 Inventory
+report; it replaces full mode's listing. As in delta-spark, rows whose path is not under the table
+root, directories and hidden paths are ignored, and a path listed twice counts with its newest
+modification time. It is read in batches; each batch's set difference against the needed files
+is one Arrow ``is_in``, so memory holds the needed files and the candidates, never the inventory.
+
 The retention defaults to ``delta.deletedFileRetentionDuration`` (7 days); a shorter one is refused
 unless ``enforce_retention_duration=False``. A run commits ``VACUUM START`` and ``VACUUM END``
 (commitInfo only, Delta's operationParameters and metrics) around the deletes, which run in
 parallel; empty directories left behind are removed. ``dry_run=True`` only reports.
+
+``vacuumProtocolCheck``: the writer gate (:func:`..features.check_write_supported`) runs on every
+table before anything is planned, and again on the ``VACUUM START`` version when another commit
+landed in between (a protocol change there may protect files we would delete).
 
 **Against RESTORE and other writers** (Delta's own VACUUM is not transactional; this one is): no
 interleaving deletes a file that a committed version references, at any retention the check allows.
@@ -160,9 +176,9 @@ def _retention_ms(snapshot, retention_hours, enforce: bool) -> int:
     return ms
 
 
-def _needed(snapshot, cutoff_ms: int) -> set[str]:
-    """Full locations of every file a version inside the retention reads: live files, unexpired
-    tombstones, and the deletion vectors of both."""
+def _needed(snapshot, cutoff_ms: int, kept: pa.Array | None = None) -> pa.Array:
+    """Full locations (unique, Arrow) of every file a version inside the retention reads: live files,
+    unexpired tombstones, and the deletion vectors of both; plus ``kept`` (the keep_versions' files)."""
     from ..dv import dv_file_path
     from ..paths import file_locations
 
@@ -170,14 +186,55 @@ def _needed(snapshot, cutoff_ms: int) -> set[str]:
     if tomb.num_rows:
         ts = pc.fill_null(tomb.column("deletion_timestamp"), 0)
         tomb = tomb.filter(pc.greater(ts, cutoff_ms))
-    needed = set(file_locations(snapshot.table_root, files.column("path")))
-    needed.update(file_locations(snapshot.table_root, tomb.column("path")))
+    needed = file_locations(snapshot.table_root, files.column("path"))
+    needed += file_locations(snapshot.table_root, tomb.column("path"))
     for t in (files, tomb):
         if "deletion_vector" in t.column_names and t.column("deletion_vector").null_count < t.num_rows:
             for dv in t.column("deletion_vector").to_pylist():
                 if dv and dv.get("storageType") in ("u", "p"):
-                    needed.add(dv_file_path(snapshot.table_root, dv))
-    return needed
+                    needed.append(dv_file_path(snapshot.table_root, dv))
+    arrays = [pa.array(needed, pa.string())] + ([kept] if kept is not None else [])
+    return pc.unique(pa.concat_arrays(arrays))
+
+
+def _kept_files(snapshot, keep_versions) -> pa.Array | None:
+    """The files (and deletion vectors) the ``keep_versions`` read, as full locations; each version
+    checked first (an int, at most the snapshot's version, still in the log)."""
+    from ..errors import DeltaError
+    from ..log.snapshot import load_snapshot
+
+    if keep_versions is None:
+        return None
+    if isinstance(keep_versions, (int, str)) or not hasattr(keep_versions, "__iter__"):
+        keep_versions = [keep_versions]
+    versions = []
+    for v in keep_versions:
+        if isinstance(v, bool) or not isinstance(v, int) and not (isinstance(v, str) and v.strip().isdigit()):
+            raise InvalidArgumentError(
+                f"keep_versions holds {v!r}, which is not a table version",
+                "keep_versions lists the versions whose files VACUUM must keep",
+                "pass whole numbers, e.g. keep_versions=[3, 7]",
+            )
+        versions.append(int(v))
+    out = []
+    for v in sorted(set(versions)):
+        if v < 0 or v > snapshot.version:
+            raise InvalidArgumentError(
+                f"keep_versions names version {v}, which the table does not have",
+                f"the table's versions end at {snapshot.version}",
+                f"keep versions from 0 to {snapshot.version} that the log still holds",
+            )
+        try:
+            old = load_snapshot(snapshot.storage, snapshot.table_root, version=v)
+        except DeltaError as e:
+            raise InvalidArgumentError(
+                f"keep_versions names version {v}, which can no longer be read",
+                str(e),
+                "keep only versions that time travel can still read (log cleanup removed older ones)",
+            ) from e
+        # its live files and their deletion vectors: the tombstone cutoff is never reached at 2**62
+        out.append(_needed(old, 2**62))
+    return pc.unique(pa.concat_arrays(out)) if out else pa.array([], pa.string())
 
 
 def _listed(storage, root: str) -> pa.Table:
@@ -267,17 +324,125 @@ class _Metrics(dict):
         return dict(self)
 
 
-def _plan(snapshot, mode: str, cutoff: int) -> pa.Table:
+INVENTORY_COLUMNS = {"path": pa.string(), "length": pa.int64(), "isDir": pa.bool_(), "modificationTime": pa.int64()}
+
+
+def _inventory_batches(location: str, storage_options: dict | None = None):
+    """A function that yields the inventory's batches (only its four columns, in their types),
+    after checking, before anything is written, that it exists and has delta-spark's columns."""
+    import pyarrow.parquet as pq
+
+    from .. import features
+    from ..log.listing import latest_version
+    from ..log.snapshot import load_snapshot
+    from ..reader import read_files_batches
+    from ..storage import storage_for, table_location
+
+    loc = table_location(location)
+    st = storage_for(loc, **(storage_options or {}))
+    names = list(INVENTORY_COLUMNS)
+    if latest_version(st, loc) is not None:  # a Delta table: its live rows
+        snap = load_snapshot(st, loc)
+        features.check_read_supported(snap.protocol, snap.metadata)
+        have = {f.name: f.type.to_arrow() for f in snap.schema.fields}
+
+        def batches():
+            mode = snap.properties.column_mapping_mode_for(snap.schema)
+            yield from read_files_batches(
+                st, loc, snap.files, snap.schema, snap.metadata.partition_columns, names, column_mapping_mode=mode
+            )
+    else:
+        try:
+            files = [st.file_info(loc).path]  # one parquet file
+        except (FileNotFoundError, IsADirectoryError):  # a directory (a prefix) of them
+            files = [f"{loc.rstrip('/')}/{p}" for p in st.list_files(loc, skip_hidden=True).column("path").to_pylist()]
+        files = [f for f in files if not f.endswith(".crc")]
+        if not files:
+            raise InvalidArgumentError(
+                f"VACUUM inventory '{location}' holds nothing",
+                "it is neither a Delta table nor a parquet file or a directory of them",
+                "pass the path of the inventory's Delta table or parquet files",
+            )
+        with st.open_input_file(files[0]) as fh:
+            have = {f.name: f.type for f in pq.ParquetFile(fh).schema_arrow}
+
+        def batches():
+            for f in files:
+                with st.open_input_file(f) as fh:
+                    for b in pq.ParquetFile(fh).iter_batches(batch_size=65_536, columns=names):
+                        yield pa.Table.from_batches([b])
+
+    kinds = {
+        "path": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+        "length": pa.types.is_integer,
+        "isDir": pa.types.is_boolean,
+    }
+    kinds["modificationTime"] = pa.types.is_integer
+    bad = [n for n, ok in kinds.items() if n not in have or not ok(have[n])]
+    if bad:
+        raise InvalidArgumentError(
+            f"VACUUM inventory '{location}' does not have the inventory's columns",
+            f"{', '.join(bad)} missing or of another type (it has {', '.join(f'{n} {t}' for n, t in have.items())})",
+            "give a table with path STRING (the full location), length LONG, isDir BOOLEAN, "
+            "modificationTime LONG (milliseconds), as delta-spark's VACUUM ... USING INVENTORY",
+        )
+
+    def typed():
+        for t in batches():
+            yield t.select(names).cast(pa.schema(list(INVENTORY_COLUMNS.items())))
+
+    return typed
+
+
+def _inventory_candidates(batches, root: str, needed: pa.Array) -> pa.Table:
+    """Full mode's listing taken from an inventory (delta-spark's ``getFilesFromInventory``): its
+    files under the root, not hidden, not needed; a path listed twice with its newest time."""
+    from ..storage import hidden_mask, is_local
+
+    prefixes = [root.rstrip("/") + "/"]
+    if is_local(root):  # a local inventory may name files as Spark does, file:/ or file:///
+        prefixes += ["file:" + prefixes[0], "file://" + prefixes[0]]
+    parts = []
+    for t in batches():
+        t = t.filter(pc.invert(pc.fill_null(t.column("isDir"), False)))
+        for prefix in prefixes:
+            under = t.filter(pc.fill_null(pc.starts_with(t.column("path"), prefix), False))
+            if not under.num_rows:
+                continue
+            rel = pc.utf8_slice_codeunits(under.column("path"), len(prefix))
+            keep = pc.invert(hidden_mask(rel, not_hidden=NOT_HIDDEN))
+            full = pc.binary_join_element_wise(prefixes[0], rel, "")
+            keep = pc.and_(keep, pc.invert(pc.is_in(full, value_set=needed)))
+            parts.append(
+                pa.table(
+                    {"path": full, "size": under.column("length"), "mtime_ms": under.column("modificationTime")}
+                ).filter(keep)
+            )
+    schema = pa.schema([("path", pa.string()), ("size", pa.int64()), ("mtime_ms", pa.int64())])
+    if not parts:
+        return schema.empty_table()
+    cands = pa.concat_tables(parts).cast(schema)
+    agg = cands.group_by("path").aggregate([("size", "max"), ("mtime_ms", "max")])
+    out = pa.table({"path": agg["path"], "size": agg["size_max"], "mtime_ms": agg["mtime_ms_max"]})
+    return out.sort_by("path")
+
+
+def _plan(snapshot, mode: str, cutoff: int, kept: pa.Array | None = None, inventory=None) -> pa.Table:
     """``path``, ``size``, ``mtime_ms`` of the files this snapshot's VACUUM may delete."""
     storage, root = snapshot.storage, snapshot.table_root
-    candidates = _listed(storage, root) if mode == "full" else _lite_candidates(snapshot, cutoff)
-    return _unneeded(candidates, snapshot, cutoff, old_only=True)
+    if inventory is not None:
+        candidates = _inventory_candidates(inventory, root, _needed(snapshot, cutoff, kept))
+    elif mode == "full":
+        candidates = _listed(storage, root)
+    else:
+        candidates = _lite_candidates(snapshot, cutoff)
+    return _unneeded(candidates, snapshot, cutoff, kept, old_only=True)
 
 
-def _unneeded(candidates: pa.Table, snapshot, cutoff: int, *, old_only: bool = False) -> pa.Table:
+def _unneeded(candidates: pa.Table, snapshot, cutoff: int, kept=None, *, old_only: bool = False) -> pa.Table:
     if not candidates.num_rows:
         return candidates
-    needed = pa.array(sorted(_needed(snapshot, cutoff)), pa.string())
+    needed = _needed(snapshot, cutoff, kept)
     keep = pc.invert(pc.is_in(candidates.column("path"), value_set=needed))
     if old_only:
         keep = pc.and_(keep, pc.less(candidates.column("mtime_ms"), cutoff))
@@ -291,12 +456,16 @@ def vacuum(
     dry_run: bool = False,
     enforce_retention_duration: bool = True,
     mode: str = "full",
+    keep_versions=None,
+    inventory: str | None = None,
+    inventory_options: dict | None = None,
     now_ms: int | None = None,
     **txn_options,
 ) -> CommandResult:
     """VACUUM the snapshot's table (see the module docstring). ``txn_options``: ``app_id``,
     ``app_version`` (committed with ``VACUUM END``: a retry after it landed does nothing) and
-    ``user_metadata`` (on both commits)."""
+    ``user_metadata`` (on both commits). ``inventory_options``: storage options for the inventory's
+    location when it is not the table's (e.g. another bucket)."""
     from .. import features
     from ..log.snapshot import load_snapshot
 
@@ -315,18 +484,33 @@ def vacuum(
     # the identity goes into VACUUM END only (it marks a finished run); userMetadata into both
     start_options = {k: v for k, v in txn_options.items() if k not in ("app_id", "app_version")}
     start = Command(snapshot, "VACUUM START", params, txn_options=start_options)
-    if "vacuumProtocolCheck" in (snapshot.protocol.writer_features or ()):
-        features.check_read_supported(snapshot.protocol, snapshot.metadata)
+    # vacuumProtocolCheck: the writer gate on every table, not only those with the feature (the
+    # Command above ran it too; stated here so VACUUM never depends on it)
+    features.check_write_supported(snapshot.protocol, snapshot.metadata)
+    if inventory is not None and mode != "full":
+        raise InvalidArgumentError(
+            "VACUUM with an inventory and mode='lite' is refused",
+            "the inventory replaces full mode's listing; lite mode reads its candidates from the log",
+            "drop mode='lite' (or the inventory)",
+        )
+    kept = _kept_files(snapshot, keep_versions)
+    batches = _inventory_batches(inventory, inventory_options) if inventory is not None else None
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now_ms - retention
     storage, root = snapshot.storage, snapshot.table_root
     fields = {"mode": mode, "dry_run": dry_run, "retention_hours": retention / 3_600_000, "cutoff_ms": cutoff}
+    if keep_versions is not None:
+        fields["keep_versions"] = sorted(
+            {int(v) for v in ([keep_versions] if isinstance(keep_versions, (int, str)) else keep_versions)}
+        )
+    if inventory is not None:
+        fields["inventory"] = inventory
     probe = Command(snapshot, "VACUUM END", txn_options=txn_options)
     if probe.duplicate:
         return probe.skipped(VacuumMetrics(), fields=fields)
     lease = None if dry_run else _Lease(storage, root)
     try:
-        candidates = _plan(snapshot, mode, cutoff)
+        candidates = _plan(snapshot, mode, cutoff, kept, batches)
         paths = candidates.column("path").to_pylist()
         size = int(pc.sum(candidates.column("size")).as_py() or 0) if candidates.num_rows else 0
         metrics = VacuumMetrics(num_files_to_delete=len(paths), size_of_data_to_delete=size)
@@ -336,9 +520,10 @@ def vacuum(
         started = start.commit([], _Metrics(numFilesToDelete=len(paths), sizeOfDataToDelete=size))
         if started.version > snapshot.version + 1 and paths:  # something landed before VACUUM START
             # what landed between the plan and VACUUM START (a RESTORE re-adding a file, a writer):
-            # nothing the START version needs is deleted
+            # nothing the START version needs is deleted, and its protocol passes the gate again
             at_start = load_snapshot(storage, root, version=started.version)
-            paths = _unneeded(candidates, at_start, cutoff).column("path").to_pylist()
+            features.check_write_supported(at_start.protocol, at_start.metadata)
+            paths = _unneeded(candidates, at_start, cutoff, kept).column("path").to_pylist()
 
         def delete(chunk: list[str]) -> list[str]:
             done = []

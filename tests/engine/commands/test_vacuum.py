@@ -262,3 +262,159 @@ def test_a_vacuum_whose_lease_is_stale_deletes_nothing(tmp_path, monkeypatch):
     assert t.history()[0]["operationParameters"]["status"] == "FAILED"
     monkeypatch.undo()
     assert t.vacuum(0, enforce_retention_duration=False)["numDeletedFiles"] == 1
+
+
+def _history_for_keep(tmp_path):
+    """v1 [1,2] a; v2 [3,4] b; v3 delete b; v4 optimize; v5 update: every old version lost files."""
+    root = _new_table(tmp_path)
+    _append(root, [1, 2])
+    _append(root, [3, 4], "b")
+    t = DeltaTable(None, root)
+    t.delete("p = 'b'")
+    _append(root, [5])
+    t.optimize()
+    t.update({"v": "v + 1"}, "id < 3")
+    return root, t
+
+
+def test_keep_versions_keeps_what_those_versions_read(tmp_path):
+    from airflow_delta_provider_apps.engine.commands.vacuum import check_time_travel
+    from airflow_delta_provider_apps.engine.errors import DataFileMissingError
+    from airflow_delta_provider_apps.engine.reader import read_snapshot_table
+
+    root, t = _history_for_keep(tmp_path)
+    latest = t.version()
+    before = {v: _rows(root, v) for v in range(latest + 1)}
+    _age(root, 30 * 86400)
+    res = t.vacuum(0, enforce_retention_duration=False, keep_versions=[4, "2", 4])
+    assert res["keep_versions"] == [2, 4] and res["metrics"]["numDeletedFiles"] > 0
+    # the kept versions still read what they read (deltalake, an independent reader), and through us
+    for v in (2, 4, latest):
+        assert _rows(root, v) == before[v]
+        check_time_travel(t.snapshot(version=v))
+        assert read_snapshot_table(t.snapshot(version=v)).num_rows == len(before[v])
+    with pytest.raises(DataFileMissingError, match="Cannot read version 5"):  # OPTIMIZE's file, not kept
+        check_time_travel(t.snapshot(version=5))
+    # a later VACUUM without keep_versions deletes what only they needed
+    again = vacuum(t.snapshot(), 0, enforce_retention_duration=False)
+    assert again.metrics.num_deleted_files > 0
+    with pytest.raises(DataFileMissingError, match="Cannot read version 2"):
+        check_time_travel(t.snapshot(version=2))
+
+
+@pytest.mark.parametrize(
+    ("keep", "message"), [([99], "version 99, which the table does not have"), (["x"], "not a table version")]
+)
+def test_keep_versions_refused_before_anything_is_written(tmp_path, keep, message):
+    root, t = _history_for_keep(tmp_path)
+    version = t.version()
+    with pytest.raises(InvalidArgumentError, match=message):
+        t.vacuum(0, enforce_retention_duration=False, keep_versions=keep)
+    assert t.version() == version and not os.path.exists(os.path.join(root, "_delta_vacuum"))
+
+
+def _plant(root):
+    """Files a listing VACUUM judges: old and young orphans, a hidden file, a _change_data file."""
+    for rel, old in (
+        ("p=a/orphan-old.parquet", True),
+        ("p=a/orphan-young.parquet", False),
+        ("_staging/hidden.parquet", True),
+        ("_change_data/cdc-old.parquet", True),
+        ("p=a/.hidden-old.crc", True),
+    ):
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(b"x")
+        # old: a month ago; young: after any cutoff these tests use (retention 0 cuts at "now")
+        os.utime(path, (time.time() + (-30 * 86400 if old else 86400),) * 2)
+
+
+def _inventory_of(root, spark_style: bool = False):
+    """The table's files as S3 Inventory / delta-spark's inventory holds them, computed by os.walk:
+    full paths, directories as rows, plus a row outside the table and a duplicate."""
+    import pyarrow as pa
+
+    rows = []
+    for d, dirs, names in os.walk(root):
+        for n in dirs:
+            rows.append((os.path.join(d, n), 0, True, 0))
+        for n in names:
+            p = os.path.join(d, n)
+            st = os.stat(p)
+            rows.append((p, st.st_size, False, int(st.st_mtime * 1000)))
+    rows.append((root + "-other/part-0.parquet", 1, False, 0))  # another table's file
+    rows.append(rows[-2])  # listed twice
+    if spark_style:
+        rows = [("file:" + p, *r) for p, *r in rows]
+    cols = list(zip(*rows))
+    return pa.table(
+        {"path": list(cols[0]), "length": list(cols[1]), "isDir": list(cols[2]), "modificationTime": list(cols[3])}
+    )
+
+
+@pytest.mark.parametrize("kind", ["parquet", "delta"])
+def test_inventory_gives_the_listings_deletions(tmp_path, kind):
+    import pyarrow.parquet as pq
+
+    root, t = _history_for_keep(tmp_path)
+    _age(root, 30 * 86400)
+    _plant(root)
+    inv = str(tmp_path / "inventory")
+    if kind == "parquet":
+        os.makedirs(inv)
+        table = _inventory_of(root, spark_style=True)
+        half = table.num_rows // 2  # two files, as an inventory report is split
+        pq.write_table(table.slice(0, half), os.path.join(inv, "a.parquet"))
+        pq.write_table(table.slice(half), os.path.join(inv, "b.parquet"))
+    else:
+        deltalake.write_deltalake(inv, _inventory_of(root))
+    snap = t.snapshot()
+    listed = vacuum(snap, 0, enforce_retention_duration=False, dry_run=True).fields["files"]
+    from_inventory = vacuum(snap, 0, enforce_retention_duration=False, dry_run=True, inventory=inv).fields["files"]
+    assert (
+        from_inventory == listed and any("orphan-old" in p for p in listed) and any("_change_data" in p for p in listed)
+    )
+    assert not any("young" in p or "_staging" in p or ".hidden" in p for p in listed), listed
+    kept = _rows(root)
+    planned = vacuum(snap, 0, enforce_retention_duration=False, dry_run=True, keep_versions=[4]).fields["files"]
+    assert set(planned) < set(listed)  # version 4's files are kept
+    res = t.vacuum(0, enforce_retention_duration=False, inventory=inv, keep_versions=[4])
+    assert res["metrics"]["numDeletedFiles"] == len(planned) and res["inventory"] == inv
+    assert not any(os.path.exists(p) for p in planned) and all(os.path.exists(p) for p in set(listed) - set(planned))
+    assert _rows(root) == kept and os.path.exists(os.path.join(root, "_staging/hidden.parquet"))
+    left = vacuum(t.snapshot(), 0, enforce_retention_duration=False, dry_run=True).fields["files"]
+    assert left == sorted(set(listed) - set(planned))
+
+
+def test_inventory_with_the_wrong_columns_is_refused_before_anything_is_written(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root, t = _history_for_keep(tmp_path)
+    version = t.version()
+    bad = str(tmp_path / "bad.parquet")
+    pq.write_table(pa.table({"path": ["x"], "size": [1], "isDir": [False], "modificationTime": ["0"]}), bad)
+    with pytest.raises(InvalidArgumentError, match="length, modificationTime missing or of another type"):
+        t.vacuum(0, enforce_retention_duration=False, inventory=bad)
+    with pytest.raises(InvalidArgumentError, match="lite"):
+        t.vacuum(0, enforce_retention_duration=False, inventory=bad, mode="lite")
+    assert t.version() == version and not os.path.exists(os.path.join(root, "_delta_vacuum"))
+
+
+def test_vacuum_refuses_a_table_whose_writer_protocol_it_does_not_support(tmp_path):
+    """vacuumProtocolCheck: VACUUM checks the writer protocol before deleting, feature or not."""
+    import json
+
+    from airflow_delta_provider_apps.engine.errors import UnsupportedFeatureError
+
+    root, t = _history_for_keep(tmp_path)
+    _age(root, 30 * 86400)
+    _plant(root)
+    commit = os.path.join(root, "_delta_log", f"{t.version() + 1:020d}.json")
+    body = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureFeature"]}}
+    with open(commit, "w") as f:
+        f.write(json.dumps(body) + "\n")
+    with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
+        vacuum(t.snapshot(), 0, enforce_retention_duration=False)
+    assert os.path.exists(os.path.join(root, "p=a/orphan-old.parquet"))
