@@ -657,6 +657,12 @@ _OPERATIONS = (
                 choices=("full", "lite"),
                 help="full (list the table) | lite (the log's removes)",
             ),
+            Arg("keep_versions", "list", help="keep every file these versions read, whatever its age (deltalake's)"),
+            Arg(
+                "inventory",
+                help="a Delta table or parquet path of (path, length, isDir, modificationTime) used instead of "
+                "listing (delta-spark's USING INVENTORY)",
+            ),
         ),
         metrics=(
             "numFilesToDelete",

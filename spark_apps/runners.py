@@ -291,6 +291,8 @@ def vacuum(params: dict, spark=None) -> dict:
         dry_run=bool(params.get("dry_run")),
         enforce_retention_duration=params.get("enforce_retention_duration") is not False,
         mode=params.get("mode") or "full",
+        keep_versions=params.get("keep_versions"),
+        inventory=params.get("inventory"),
         **_txn(params),
     )
     return _from_command(r, params["table_uri"])

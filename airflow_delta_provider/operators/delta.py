@@ -755,6 +755,12 @@ class DeltaVacuumOperator(DeltaBaseOperator):
     :param dry_run: report the files (``files``) and their size, delete nothing.
     :param mode: ``"full"`` (list the table's files; also finds files no commit named) or ``"lite"``
         (the removes of the log: cheaper on huge tables; refused when log cleanup took commits it needs).
+    :param keep_versions: versions whose files are kept whatever their age (deltalake's
+        ``keep_versions``): time travel to them keeps working (templated).
+    :param inventory: the path of a Delta table or parquet files listing the table's files, with
+        delta-spark's inventory columns ``path`` (full location), ``length``, ``isDir``,
+        ``modificationTime`` (ms), e.g. an S3 Inventory report: read instead of listing the table
+        (delta-spark's ``VACUUM ... USING INVENTORY``; templated).
     :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
 
     Example::

@@ -718,3 +718,51 @@ def test_a_broken_literal_schema_fails_the_dag_import_with_the_engines_own_error
     # a templated schema is parsed after rendering; a good one constructs
     DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT, v {{ params.t }}")
     DeltaCreateTableOperator(task_id="c", table_uri="/t", schema="id BIGINT NOT NULL, tags ARRAY<STRING>")
+
+
+def test_vacuum_operator_and_cli_keep_versions_and_inventory(tmp_path, monkeypatch, capsys):
+    """keep_versions and inventory through the operator (in the worker) and the CLI: the file only
+    version 1 reads is kept while version 1 is kept; the inventory plans what the listing plans."""
+    import json
+    import os
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.hooks.delta import DeltaHook
+    from airflow_delta_provider.operators.delta import DeltaVacuumOperator
+    from airflow_delta_provider_apps import cli
+    from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("spark-submit was called"))
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1]}))
+    DeltaTable(None, root).delete("id = 1")  # version 2: version 1's file is a tombstone
+    rows = []
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            os.utime(p, (time.time() - 30 * 86400,) * 2)
+            rows.append((p, os.path.getsize(p), False, int(os.path.getmtime(p) * 1000)))
+    inv = str(tmp_path / "inventory.parquet")
+    cols = list(zip(*rows))
+    pq.write_table(pa.table(dict(zip(["path", "length", "isDir", "modificationTime"], cols))), inv)
+    common = dict(table_uri=root, retention_hours="0", enforce_retention_duration=False, dry_run=True)
+    listed = DeltaVacuumOperator(task_id="v", **common).execute({})["files"]
+    assert len(listed) == 1 and listed[0].endswith(".parquet")
+    assert DeltaVacuumOperator(task_id="v", inventory=inv, **common).execute({})["files"] == listed
+    kept = DeltaVacuumOperator(task_id="v", keep_versions="{{ params.keep }}", **common)
+    assert "keep_versions" in kept.template_fields and "inventory" in kept.template_fields
+    kept.keep_versions = "1"  # as rendered
+    assert kept.execute({})["files"] == []
+    argv = ["vacuum", "--table-uri", root, "--retention-hours", "0", "--no-enforce-retention-duration"]
+    assert cli.main([*argv, "--keep-versions", "1", "--inventory", inv]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["metrics"]["numDeletedFiles"] == 0 and res["keep_versions"] == [1] and os.path.exists(listed[0])
+    assert cli.main([*argv, "--inventory", inv]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["metrics"]["numDeletedFiles"] == 1
+    assert not os.path.exists(listed[0])

@@ -68,7 +68,7 @@ import pyarrow.compute as pc
 from ..errors import ConcurrentVacuumError, InvalidArgumentError
 from ..paths import new_file_location
 from ..threads import ThreadPool
-from ..values import parse_retention_hours
+from ..values import parse_retention_hours, parse_version
 from .base import Command
 from .result import CommandResult, Stopwatch, VacuumMetrics
 
@@ -197,6 +197,13 @@ def _needed(snapshot, cutoff_ms: int, kept: pa.Array | None = None) -> pa.Array:
     return pc.unique(pa.concat_arrays(arrays))
 
 
+def _as_list(values) -> list:
+    """One value or several: a list (a string is one value, ``"3"``, or several, ``"3,7"``)."""
+    if isinstance(values, str):
+        return [v for v in values.split(",") if v.strip()]
+    return list(values) if hasattr(values, "__iter__") else [values]
+
+
 def _kept_files(snapshot, keep_versions) -> pa.Array | None:
     """The files (and deletion vectors) the ``keep_versions`` read, as full locations; each version
     checked first (an int, at most the snapshot's version, still in the log)."""
@@ -205,17 +212,8 @@ def _kept_files(snapshot, keep_versions) -> pa.Array | None:
 
     if keep_versions is None:
         return None
-    if isinstance(keep_versions, (int, str)) or not hasattr(keep_versions, "__iter__"):
-        keep_versions = [keep_versions]
-    versions = []
-    for v in keep_versions:
-        if isinstance(v, bool) or not isinstance(v, int) and not (isinstance(v, str) and v.strip().isdigit()):
-            raise InvalidArgumentError(
-                f"keep_versions holds {v!r}, which is not a table version",
-                "keep_versions lists the versions whose files VACUUM must keep",
-                "pass whole numbers, e.g. keep_versions=[3, 7]",
-            )
-        versions.append(int(v))
+    keep_versions = _as_list(keep_versions)
+    versions = [parse_version(v, "keep_versions") for v in keep_versions]
     out = []
     for v in sorted(set(versions)):
         if v < 0 or v > snapshot.version:
@@ -500,9 +498,7 @@ def vacuum(
     storage, root = snapshot.storage, snapshot.table_root
     fields = {"mode": mode, "dry_run": dry_run, "retention_hours": retention / 3_600_000, "cutoff_ms": cutoff}
     if keep_versions is not None:
-        fields["keep_versions"] = sorted(
-            {int(v) for v in ([keep_versions] if isinstance(keep_versions, (int, str)) else keep_versions)}
-        )
+        fields["keep_versions"] = sorted({parse_version(v) for v in _as_list(keep_versions)})
     if inventory is not None:
         fields["inventory"] = inventory
     probe = Command(snapshot, "VACUUM END", txn_options=txn_options)
