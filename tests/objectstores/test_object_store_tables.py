@@ -249,3 +249,58 @@ def test_the_version_sensor_polls_the_store_with_its_connection(s3, monkeypatch)
     d = decide(root, 0, storage_conn_id="lake_s3_t")
     assert (d.fired, d.version, d.error) == (True, 1, None)
     assert [op["operation"] for op in d.operations] == ["WRITE"]
+
+
+def test_vacuum_with_an_s3_inventory_deletes_what_the_listing_deletes(s3):
+    """delta-spark's VACUUM ... USING INVENTORY on S3: an inventory report (parquet in the bucket,
+    made from the bucket's own LIST as S3 Inventory would: s3:// paths, sizes, times, another
+    prefix's objects too) plans the same deletions as listing the table, and VACUUM with it deletes
+    exactly those."""
+    import io
+
+    import boto3
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider_apps.engine.commands.vacuum import vacuum
+
+    root = s3.uri("events")
+    create_table(root, schema="id BIGINT, p STRING", partition_by=["p"])
+    append_arrow(root, pa.table({"id": list(range(6)), "p": ["a", "b"] * 3}))
+    t = DeltaTable(None, root)
+    t.delete("p = 'b'")
+    client = boto3.client("s3", **_boto(s3))
+    for key in ("events/p=a/orphan.parquet", "events/_staging/hidden.parquet", "other/part-0.parquet"):
+        client.put_object(Bucket=s3.bucket, Key=key, Body=b"x")
+    rows = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket):
+        for o in page.get("Contents", []):
+            rows.append((f"s3://{s3.bucket}/{o['Key']}", o["Size"], False, int(o["LastModified"].timestamp() * 1000)))
+    inventory = pa.table(dict(zip(["path", "length", "isDir", "modificationTime"], map(list, zip(*rows)))))
+    buf = io.BytesIO()
+    pq.write_table(inventory, buf)
+    client.put_object(Bucket=s3.bucket, Key="inventory/data/report.parquet", Body=buf.getvalue())
+    inv = f"s3://{s3.bucket}/inventory/data"
+
+    later = int(time.time() * 1000) + 3_600_000  # every object is older than retention 0 then
+    snap = load_snapshot(storage_for(root), root)
+    listed = vacuum(snap, 0, enforce_retention_duration=False, dry_run=True, now_ms=later).fields["files"]
+    planned = vacuum(snap, 0, enforce_retention_duration=False, dry_run=True, now_ms=later, inventory=inv)
+    assert planned.fields["files"] == listed and f"{root}/p=a/orphan.parquet" in listed
+    assert len([p for p in listed if "/p=b/" in p]) == 1 and not any("_staging" in p or "other/" in p for p in listed)
+    expected = _rows(root)
+    done = vacuum(snap, 0, enforce_retention_duration=False, now_ms=later, inventory=inv)
+    assert done.metrics.num_deleted_files == len(listed)
+    keys = set(s3.keys())
+    assert not any(p.removeprefix(f"s3://{s3.bucket}/") in keys for p in listed)
+    assert {"events/_staging/hidden.parquet", "other/part-0.parquet", "inventory/data/report.parquet"} <= keys
+    assert _rows(root) == expected == _theirs(s3, root)
+
+
+def _boto(s3) -> dict:
+    o = s3.deltalake_options
+    return {
+        "endpoint_url": o["AWS_ENDPOINT_URL"],
+        "region_name": o["AWS_REGION"],
+        "aws_access_key_id": o["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": o["AWS_SECRET_ACCESS_KEY"],
+    }
