@@ -186,7 +186,7 @@ def run_checked(operation: str, table_uri: str, params: dict, *, spark_factory=N
         full = ops.check_params(op, {**op.defaults(), **given, "operation": op.name, "table_uri": table_uri})
     except ValueError as e:
         raise InvalidArgumentError(f"Bad parameters for {op.name}", str(e), "fix the argument") from None
-    needs_spark = op.spark_needed(full) and not op.settled(full)
+    needs_spark = op.spark_required(full)
     if needs_spark and spark_factory is None and not op.runs_in_process(full):
         raise InvalidArgumentError(
             f"'{op.name}' cannot run in the worker process with these arguments",
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
         params = parse_args(argv)
         result_uri = params.get("result_uri") or result_uri
         op = ops.get(params["operation"])
-        needs_spark = op.spark_needed(params) and not op.settled(params)
+        needs_spark = op.spark_required(params)
         if spark is None and (needs_spark or under_spark_submit()):
             spark = _session(params)
         _load_storage_env(params.pop("storage_env_file", None))

@@ -112,6 +112,13 @@ class Operation:
     def spark_needed(self, params: Mapping) -> bool:
         return self.needs_spark(params) if callable(self.needs_spark) else bool(self.needs_spark)
 
+    def spark_required(self, params: Mapping) -> bool:
+        """Whether these parameters need a SparkSession: they read or write data
+        (``needs_spark``) and the table's log does not settle them (``settled_by_log``). The one rule
+        for where an operation runs: the operators' ``execution="auto"`` runs it in the worker when
+        False, and the CLI then starts no session outside spark-submit."""
+        return self.spark_needed(params) and not self.settled(params)
+
     def runs_in_process(self, params: Mapping) -> bool:
         """Whether these parameters can run without Spark (``execution="local"``)."""
         return self.in_process or not self.spark_needed(params)
@@ -451,6 +458,24 @@ def _needs_source_spark(p: Mapping) -> bool:
     return bool(p.get("source") or p.get("source_query"))
 
 
+def _whole_files_deleted(p: Mapping) -> bool:
+    """DELETE whose predicate names partition columns only: each file matches entirely or not at
+    all, so the engine removes whole files from the log without reading them (the rule
+    ``engine.commands.dml.delete`` applies, on the table's schema and partition columns)."""
+    if p.get("predicate") is None or not p.get("table_uri"):
+        return False
+    from .engine.expr import parse_predicate  # the engine's log and parser (imported only when asked)
+    from .engine.expr.skipping import is_partition_only
+    from .engine.log.snapshot import load_table_metadata
+    from .engine.schema import parse_schema
+    from .engine.storage import storage_for, table_location
+
+    root = table_location(str(p["table_uri"]))
+    metadata = load_table_metadata(storage_for(root), root).metadata
+    predicate = parse_predicate(str(p["predicate"]), parse_schema(metadata.schema_string))
+    return is_partition_only(predicate, list(metadata.partition_columns or []))
+
+
 def _kept_table(p: Mapping) -> bool:
     """CREATE TABLE IF NOT EXISTS where a table is: kept, its source never read."""
     if not p.get("if_not_exists") or not p.get("table_uri"):
@@ -565,6 +590,7 @@ _OPERATIONS = (
         ),
         needs_spark=lambda p: p.get("predicate") is not None,
         in_process=True,
+        settled_by_log=_whole_files_deleted,
     ),
     Operation(
         "update",

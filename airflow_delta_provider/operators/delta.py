@@ -46,9 +46,11 @@ except ImportError:  # Airflow 3.1
 from airflow_delta_provider_apps import operations as ops
 
 SOURCE_FORMATS = ops.SOURCE_FORMATS
-#: "spark": on the connection's Spark (spark-submit, or Spark Connect for a spark_connect connection or
-#: an sc:// master); "spark-submit" is its earlier name; "local": in the worker's process, no Spark
-EXECUTIONS = ("spark", "spark-submit", "local")
+#: "auto": in the worker's process when the operation's parameters need no Spark, else on the
+#: connection's Spark; "spark": on the connection's Spark (spark-submit, or Spark Connect for a
+#: spark_connect connection or an sc:// master); "spark-submit" is its earlier name; "local": in the
+#: worker's process, no Spark
+EXECUTIONS = ("auto", "spark", "spark-submit", "local")
 RERUNS = ("replace", "apply", "skip")
 _BASE_TEMPLATE_FIELDS = ("table_uri", "spark_conf", "submit_options", "app_id", "app_version", "user_metadata")
 
@@ -200,10 +202,17 @@ class DeltaBaseOperator(BaseOperator):
         applies (see :mod:`airflow_delta_provider.storage_connections`). They reach the app through
         the spark-submit process's environment (client mode) or a file only this user can read
         (cluster mode), never the command line, the task log or XCom.
-    :param execution: ``"spark"`` (default; ``"spark-submit"`` is its earlier name): run the bundled app
+    :param execution: ``"auto"`` (default): in the worker process when these parameters need no
+        Spark (the registry's ``spark_required``: CREATE TABLE from a schema, checkpoint and log
+        cleanup, table properties, clustering columns, column renames, drops and type changes,
+        constraints, RESTORE, a DELETE whose predicate names partition columns only or no predicate,
+        CREATE TABLE IF NOT EXISTS where a table is; also when the worker can reach the table's
+        store), else as ``"spark"``, on every connection type;
+        ``"spark"`` (``"spark-submit"`` is its earlier name): run the bundled app
         on the connection's Spark: a Spark application by spark-submit on a ``spark``/``delta_spark``
         connection, or over Spark Connect (this task is the client, the work runs on the server) on a
-        ``spark_connect`` connection or a ``delta_spark`` master ``sc://host:port``;
+        ``spark_connect`` connection or a ``delta_spark`` master ``sc://host:port``, whatever the
+        parameters (Spark forced);
         ``"local"``: run it in the worker process, no Spark application, no cluster wait: for
         operations that only touch the table's log (create without data, checkpoint, log cleanup, a
         DELETE by partition, describe, history), for DELETE, UPDATE and OPTIMIZE on tables the worker
@@ -220,7 +229,7 @@ class DeltaBaseOperator(BaseOperator):
 
     operation: ClassVar[str] = ""
     #: where it runs unless ``execution=`` says otherwise
-    default_execution: ClassVar[str] = "spark"
+    default_execution: ClassVar[str] = "auto"
     template_fields: Sequence[str] = _BASE_TEMPLATE_FIELDS
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#00add4"
@@ -253,7 +262,7 @@ class DeltaBaseOperator(BaseOperator):
         if execution == "local" and op.needs_spark is True and not op.in_process:
             raise ValueError(
                 f"{type(self).__name__}: execution='local' is not available: '{op.name}' reads or writes "
-                "data, which needs Spark; use execution='spark' (the default)"
+                "data, which needs Spark; use execution='auto' (the default) or 'spark'"
             )
         self.execution = execution
         values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.operator_args}
@@ -384,14 +393,13 @@ class DeltaBaseOperator(BaseOperator):
             self._annotate_asset_events(context, landed)
             self._last_result = landed
             return landed
-        if self.execution != "local":  # a missing (misspelt) conn_id fails now: before the source or Spark
+        in_worker = self.runs_in_worker(params)
+        if not in_worker:  # a missing (misspelt) conn_id fails now: before the source or Spark
             DeltaHook.spark_connection(self.conn_id)
         self.preflight(params)
         if self.operation == "write" and params.get("mode") == "append" and self.app_id is None:
             params["rerun"] = "replace" if self.on_rerun == "replace" else "apply"  # the derived identity
-        # the table's log settles it (e.g. CREATE TABLE IF NOT EXISTS where a table is): no Spark
-        settled = ops.get(self.operation).settled({**params, "table_uri": self.table_uri})
-        if self.execution == "local" or settled:
+        if in_worker:
             result = self.hook.run_in_process(self.operation, self.table_uri, **params, **identity)
         elif self.deferrable and self._can_defer():
             result = self.hook.start(self.operation, self.table_uri, **params, **identity)
@@ -407,6 +415,45 @@ class DeltaBaseOperator(BaseOperator):
         else:
             result = self.hook.run(self.operation, self.table_uri, **params, **identity)
         return self._report(context, result)
+
+    def runs_in_worker(self, params: dict) -> bool:
+        """Whether this run goes to the worker's process (no Spark): ``execution="local"`` always,
+        ``"spark"`` never; ``"auto"`` when the registry says these parameters need no Spark
+        (:meth:`~airflow_delta_provider_apps.operations.Operation.spark_required`, the rule the CLI
+        follows too: log-only work, a DELETE of whole files by partition values, CREATE TABLE IF NOT
+        EXISTS where a table is) and this worker can read the table's store."""
+        if self.execution != "auto":
+            return self.execution == "local"
+        if ops.get(self.operation).spark_required({**params, "table_uri": self.table_uri}):
+            return False
+        if not self._worker_reaches_table():
+            return False
+        self.log.info(
+            "Delta %s on %s runs in this worker: it needs no Spark (execution='spark' forces Spark)",
+            self.operation,
+            self.table_uri,
+        )
+        return True
+
+    def _worker_reaches_table(self) -> bool:
+        """A table on a local path, or one whose log this worker can list (an object store with
+        credentials here); else the run goes to Spark, whose driver may hold the credentials."""
+        from airflow_delta_provider_apps.protocol import (
+            latest_version,
+            normalize_table_uri,
+            storage_for,
+            table_location,
+        )
+
+        root = table_location(self.table_uri)
+        if "://" not in normalize_table_uri(root):  # a local path (the engine's is_local)
+            return True
+        try:
+            latest_version(storage_for(root), root)
+        except Exception as e:  # e.g. no credentials for this store in the worker
+            self.log.info("Delta %s on %s runs on Spark: this worker cannot read its log (%s)", self.operation, root, e)
+            return False
+        return True
 
     def _report(self, context, result: dict) -> dict:
         self._annotate_asset_events(context, result)

@@ -29,10 +29,11 @@ def test_the_quickstart_over_a_spark_connect_connection(airflow_home, connect_se
     )
     assert summary["state"] == "success", summary
     tasks = {t: v["xcom"] for t, v in summary["tasks"].items()}
-    spark_tasks = ("create_table", "append_day", "flag_large", "drop_small", "upsert_changes")
+    spark_tasks = ("append_day", "flag_large", "drop_small", "upsert_changes")
     for task in spark_tasks:
         assert tasks[task]["transport"] == "connect" and "submit_seconds" not in tasks[task], tasks[task]
-    assert [tasks[t]["version"] for t in spark_tasks] == [0, 1, 2, 3, 4]
+    assert [tasks[t]["version"] for t in ("create_table", *spark_tasks)] == [0, 1, 2, 3, 4]
+    assert tasks["create_table"]["transport"] == "local"  # from a schema: in the worker (execution="auto")
     assert tasks["flag_large"]["metrics"]["numUpdatedRows"] == 3
     assert tasks["drop_small"]["metrics"]["numDeletedRows"] == 2
     m = tasks["upsert_changes"]["metrics"]
