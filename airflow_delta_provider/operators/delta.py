@@ -422,16 +422,18 @@ class DeltaBaseOperator(BaseOperator):
         (:meth:`~airflow_delta_provider_apps.operations.Operation.spark_required`, the rule the CLI
         follows too: log-only work, a DELETE of whole files by partition values, CREATE TABLE IF NOT
         EXISTS where a table is) and this worker can read the table's store."""
-        if self.execution != "auto":
-            return self.execution == "local"
-        if ops.get(self.operation).spark_required({**params, "table_uri": self.table_uri}):
+        if self.execution not in ("auto", "local"):
             return False
-        if not self._worker_reaches_table():
+        if self.execution == "auto" and (
+            ops.get(self.operation).spark_required({**params, "table_uri": self.table_uri})
+            or not self._worker_reaches_table()
+        ):
             return False
         self.log.info(
-            "Delta %s on %s runs in this worker: it needs no Spark (execution='spark' forces Spark)",
+            "Delta %s on %s runs in this worker: it needs no Spark (execution=%r; 'spark' forces Spark)",
             self.operation,
             self.table_uri,
+            self.execution,
         )
         return True
 
