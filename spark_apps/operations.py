@@ -323,13 +323,15 @@ def _check_sql(arg: Arg, value: Any, skip_templates: bool) -> None:
     if not texts:
         return
     # the parser (and sqlglot) are imported only when there is literal SQL to check
+    from .engine.defaults import check_defaults
     from .engine.errors import DeltaError
     from .engine.expr.parse import check_syntax
     from .engine.schema import parse_schema
 
     for where, what, text in texts:
         try:
-            parse_schema(text) if what == "schema" else check_syntax(text, what)
+            # a schema's DEFAULTs checked against their columns' types (DDL and JSON forms alike)
+            check_defaults(parse_schema(text)) if what == "schema" else check_syntax(text, what)
         except DeltaError as e:
             raise ValueError(f"{where}: {e.one_line()}") from None
 

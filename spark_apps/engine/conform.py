@@ -4,6 +4,7 @@ in-process plane; :func:`.spark.write.conform_dataframe` is Spark's)."""
 
 from __future__ import annotations
 
+from .defaults import default_value
 from .errors import InvalidArgumentError, SchemaMismatchError
 from .schema.compat import computed as _computed
 from .schema.compat import may_leave_out
@@ -67,8 +68,9 @@ def conform_arrow(table_schema, data) -> list:
     anything is written (the in-process counterpart of :func:`..commands.write.prepare_dataframe`):
 
     * every table column is there (names case-insensitive), except those written rows may leave out
-      (:func:`.schema.compat.may_leave_out`, the rule Spark's appends follow): a nullable column
-      is written NULL, identity and generated ones the writer assigns or computes;
+      (:func:`.schema.compat.may_leave_out`, the rule Spark's appends follow): a column with a
+      DEFAULT gets its value, a nullable column is written NULL, identity and generated ones the
+      writer assigns or computes;
     * no other column;
     * each column's values convert to the table's type: within a family (numbers, dates and
       timestamps, nested) by a cast that checks every value (an int64 into INT when it fits, a uint64
@@ -126,13 +128,19 @@ def conform_arrow(table_schema, data) -> list:
     target = table_schema.to_arrow_schema()
     # identity and generated columns may arrive NULL: the writer assigns or computes them
     target = pa.schema([f.with_nullable(True) if _computed(t) else f for f, t in zip(target, table_schema.fields)])
+    # the value of each column the data leaves out (its DEFAULT's, else NULL), evaluated once
+    fill = {
+        f.name: pa.scalar(default_value(t), f.type)
+        for f, t in zip(target, table_schema.fields)
+        if f.name.lower() not in names
+    }
     out = []
     for batch in batches:
         cols = []
         for f in target:
             name = names.get(f.name.lower())
             if name is None:
-                cols.append(pa.nulls(batch.num_rows, f.type))
+                cols.append(pa.repeat(fill[f.name], batch.num_rows))
                 continue
             col = batch.column(batch.schema.get_field_index(name))
             cols.append(_converted(col, f, table_schema.field(f.name)))

@@ -39,6 +39,11 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
                       protocol passes this gate: :mod:`.log.cleanup`, :mod:`.log.checkpoint`)
   timestampNtz, domainMetadata, vacuumProtocolCheck: always (VACUUM and log cleanup run this gate
                       before they delete, VACUUM again at its ``VACUUM START`` version)
+  allowColumnDefaults always (rows that leave a column out get its ``CURRENT_DEFAULT``:
+                      :mod:`.defaults`); a schema with a default needs the feature
+  collations,         always (collation metadata is kept; data skipping uses no binary min/max
+  collations-preview  of a collated column: :mod:`.schema.collations`); a schema with a
+                      non-binary collation needs one of them
   ==================  =======================================================================
 
   Every other writer feature (icebergCompat*, variantType, catalogManaged, unknown or preview
@@ -97,6 +102,9 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "clustering",
         "rowTracking",
         "checkpointProtection",
+        "allowColumnDefaults",
+        "collations",
+        "collations-preview",
     }
 )
 
@@ -308,6 +316,36 @@ def check_write_supported(protocol: Protocol, metadata: Metadata | None = None) 
                 f"write with an engine that enforces '{f}' (e.g. Spark with delta-spark), or remove "
                 f"its use from the table ({_REMOVE_HINT.get(f, 'see the Delta documentation')})",
             )
+    _check_schema_features(features, metadata)
+
+
+def _check_schema_features(features: list[str], metadata: Metadata | None) -> None:
+    """A schema that uses column defaults or collations needs their feature in the protocol
+    (PROTOCOL.md "Default Columns", the collations RFC): checked on every commit's protocol and metadata."""
+    from .defaults import FEATURE
+    from .schema.collations import COLLATION_FEATURES, collated_columns
+    from .schema.types import DEFAULT_KEY
+
+    if metadata is None:
+        return
+    schema = _schema_dict(metadata)
+    with_default = _columns_with_metadata(schema, DEFAULT_KEY)
+    if with_default and FEATURE not in features:
+        raise UnsupportedFeatureError(
+            f"Cannot write column DEFAULTs ({', '.join(with_default)}) to a table without the '{FEATURE}' feature",
+            f"a column's {DEFAULT_KEY} needs the '{FEATURE}' writer feature in the table's protocol",
+            f"set the table property delta.feature.{FEATURE}=supported (set_properties, or create the table "
+            "with it), then write again",
+        )
+    collated = collated_columns(_model(schema))
+    if collated and not any(f in features for f in COLLATION_FEATURES):
+        raise UnsupportedFeatureError(
+            f"Cannot write collated string columns ({', '.join(collated)}) to a table without the 'collations' feature",
+            "a non-binary collation in a column's __COLLATIONS metadata needs the 'collations' (or "
+            "'collations-preview') writer feature",
+            "set the table property delta.feature.collations=supported, or remove the collation "
+            "metadata from the columns",
+        )
 
 
 def writes_deletion_vectors(protocol: Protocol, metadata: Metadata | None) -> bool:
@@ -365,6 +403,8 @@ _KNOWN_FEATURES = frozenset(
         "vacuumProtocolCheck",
         "catalogManaged",
         "allowColumnDefaults",
+        "collations",
+        "collations-preview",
     }
 )
 
@@ -434,6 +474,9 @@ def requested_features(configuration: dict | None) -> list[str]:
         requested.insert(requested.index("rowTracking"), "domainMetadata")
     if "clustering" in requested and "domainMetadata" not in requested:  # the protocol requires it
         requested.insert(requested.index("clustering"), "domainMetadata")
+    for f in ("collations", "collations-preview"):  # the collations RFC requires domainMetadata
+        if f in requested and "domainMetadata" not in requested:
+            requested.insert(requested.index(f), "domainMetadata")
     return requested
 
 
@@ -478,6 +521,7 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
         requested.append("deletionVectors")
     if schema_has_timestamp_ntz(schema) and "timestampNtz" not in requested:
         requested.append("timestampNtz")
+    _new_table_schema_features(schema, requested)
     # features a (1,2) table has anyway need no table-features protocol
     extra = [f for f in requested if f not in ("appendOnly", "invariants")]
     if not extra:
@@ -492,6 +536,28 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
     if reader:
         return Protocol(min_reader_version=3, min_writer_version=7, reader_features=reader, writer_features=writer)
     return Protocol(min_reader_version=1, min_writer_version=7, writer_features=writer)
+
+
+def _new_table_schema_features(schema: dict, requested: list[str]) -> None:
+    """The features a new table's schema needs, added to ``requested`` (in place). A DEFAULT needs
+    ``allowColumnDefaults`` asked for explicitly, as delta-spark's CREATE TABLE does
+    (WRONG_COLUMN_DEFAULTS_FOR_DELTA_FEATURE_NOT_ENABLED); a collated string gets ``collations``
+    and the ``domainMetadata`` it requires, as delta kernel enables them from the schema."""
+    from .defaults import FEATURE
+    from .schema.collations import COLLATION_FEATURES, collated_columns
+    from .schema.types import DEFAULT_KEY
+
+    with_default = _columns_with_metadata(schema, DEFAULT_KEY)
+    if with_default and FEATURE not in requested:
+        raise UnsupportedFeatureError(
+            f"Cannot create the table: column(s) {', '.join(with_default)} have a DEFAULT but the "
+            f"'{FEATURE}' feature is not enabled",
+            "Delta writes defaults only on tables that enable the feature explicitly (as delta-spark's "
+            "CREATE TABLE requires)",
+            f"add the table property delta.feature.{FEATURE}=supported to the CREATE",
+        )
+    if collated_columns(_model(schema)) and not any(f in requested for f in COLLATION_FEATURES):
+        requested += [f for f in ("domainMetadata", "collations") if f not in requested]
 
 
 def protocol_features(protocol: Protocol | None) -> set[str]:

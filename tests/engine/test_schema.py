@@ -295,7 +295,7 @@ def test_ddl_keyword_names_comments_and_layout():
 @pytest.mark.parametrize(
     "bad,needles",
     [
-        ("x INT DEFAULT 5", ["'x'", "DEFAULT 5"]),
+        ("x INT DEFAULT 5 DEFAULT 6", ["'x'", "DEFAULT 6"]),  # one DEFAULT
         ("s STRUCT<y: INT GENERATED ALWAYS AS (1)>", ["'s.y'", "GENERATED ALWAYS AS (1)"]),
         ("x INT CHECK (x > 0)", ["'x'", "CHECK"]),
         ("x STRING COLLATE UTF8_LCASE", ["'x'", "COLLATE UTF8_LCASE"]),

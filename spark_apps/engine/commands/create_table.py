@@ -34,6 +34,7 @@ import time
 
 from .. import config
 from ..actions import Metadata
+from ..defaults import check_defaults
 from ..errors import (
     CommitConflictError,
     DeltaError,
@@ -245,6 +246,7 @@ def create_table(
     partition_columns = validate_partition_columns(delta_schema, partition_by)
     configuration = validate_properties(properties)
     config.check_stats_columns(configuration, delta_schema)
+    check_defaults(delta_schema)  # every DEFAULT usable and of its column's type
     _clustering(delta_schema, cluster_by, partition_columns, configuration)  # refused before anything is read
 
     existing = existing if if_not_exists else _existing_version(storage, table_root)

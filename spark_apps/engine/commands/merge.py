@@ -362,7 +362,9 @@ def bind_plan(
 
 
 def _complete_insert(values: dict, target) -> dict:
-    """An INSERT sets every target column: the ones not given are NULL, which a NOT NULL column refuses."""
+    """An INSERT sets every target column: the ones not given get their DEFAULT, else NULL, which a NOT
+    NULL column refuses (:func:`..schema.compat.may_leave_out`)."""
+    from ..defaults import default_value
     from ..expr import nodes as n
     from ..schema.compat import may_leave_out
 
@@ -378,7 +380,7 @@ def _complete_insert(values: dict, target) -> dict:
                 f"set '{f.name}' in the insert's values (or use insert_all with a source column of that name)",
             )
         else:
-            out[f.name] = n.Literal(None, f.type)
+            out[f.name] = n.Literal(default_value(f), f.type)
     return out
 
 

@@ -24,6 +24,8 @@ Bounds are loosened where writers loosen them: a string maximum that ends with a
 may be truncated to the millisecond (+999 us); float/double maxima do not bound NaN (Spark orders
 NaN above every number), so they are not used. ``tightBounds = false`` (files with deletion
 vectors) leaves min/max valid bounds but nullCount unreliable, so ``IS NOT NULL`` keeps those files.
+A string column with a non-binary collation (``__COLLATIONS``: UTF8_LCASE, UNICODE_CI ...) has no
+usable min/max: Spark collects them in the collation's order, not the bytes' (its nullCount is used).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import pyarrow.json as pajson
 
 from ..partitions import partition_column_array
 from ..schema import StructType
+from ..schema.collations import non_binary_collation
 from ..stats import STATS_PARSED
 from . import nodes as n
 from .evaluate import compare, evaluate
@@ -419,8 +422,8 @@ class _Stats:
             v = self.ptable.column(c.path[0]).combine_chunks()
             return v, v
         st = self._table
-        if st is None:
-            return None, None
+        if st is None or _collated(self.schema, c.path):
+            return None, None  # a collated column's min/max may be in its collation's order, not bytes'
         path = c.physical_path or c.path
         lo, hi = _get(st, "minValues", path), _get(st, "maxValues", path)
         if hi is not None:
@@ -458,6 +461,18 @@ class _Stats:
         if st is None or "tightBounds" not in st.column_names:
             return None
         return pc.fill_null(pc.equal(st.column("tightBounds").combine_chunks(), False), False)
+
+
+def _collated(schema: StructType | None, path: tuple[str, ...]) -> bool:
+    """Whether the column at ``path`` (names, case-insensitive) is a string with a non-binary collation."""
+    f = None
+    t = schema
+    for name in path:
+        f = t.find(name) if isinstance(t, StructType) else None
+        if f is None:
+            return False
+        t = f.type
+    return f is not None and non_binary_collation(f) is not None
 
 
 def _literal_for(target, lit: n.Literal):
@@ -713,7 +728,7 @@ def row_groups_may_match(
     for c in predicate.column_nodes():
         if len(c.path) != 1 or c.path[0].lower() in parts:
             continue
-        if c.type.name not in _ROW_GROUP_STAT_TYPES or c.path in leaf:
+        if c.type.name not in _ROW_GROUP_STAT_TYPES or c.path in leaf or _collated(schema, c.path):
             continue
         physical = (c.physical_path or c.path)[0]
         if physical not in names:

@@ -1,7 +1,8 @@
 """The Delta schema: model, JSON and Arrow forms, DDL parsing, write compatibility (one package).
 
 Modules: :mod:`.types` (the model and its JSON and Arrow forms, both ways),
-:mod:`.ddl` (Spark DDL via sqlglot, :func:`parse_schema`), :mod:`.compat` (enforcement on write).
+:mod:`.ddl` (Spark DDL via sqlglot, :func:`parse_schema`), :mod:`.compat` (enforcement on write),
+:mod:`.collations` (string collations).
 
 Rules (PROTOCOL.md "Schema Serialization Format", Spark's ``DataType.json``):
 
@@ -28,9 +29,10 @@ Rules (PROTOCOL.md "Schema Serialization Format", Spark's ``DataType.json``):
   TIMESTAMP/TIMESTAMP_LTZ timestamp (UTC-adjusted), TIMESTAMP_NTZ / TIMESTAMP WITHOUT TIME ZONE
   timestamp_ntz, DECIMAL/DEC/NUMERIC[(p[,s])] (default 10,0), VOID, VARIANT, ARRAY<t>, MAP<k, v>,
   STRUCT<name[:] t [NOT NULL] [COMMENT 's'], ...>. ``NOT NULL`` sets nullable false; ``COMMENT``
-  goes to metadata ``{"comment": ...}``; ``CHAR(n)``/``VARCHAR(n)`` become ``string`` with Spark's
+  goes to metadata ``{"comment": ...}``; ``DEFAULT expr`` to ``CURRENT_DEFAULT`` (evaluated by ``engine.defaults``);
+  ``GENERATED ...`` to identity / generation metadata; ``CHAR(n)``/``VARCHAR(n)`` become ``string`` with Spark's
   ``__CHAR_VARCHAR_TYPE_STRING`` metadata (as Delta stores them). Anything else (INTERVAL,
-  DATETIME, DEFAULT/GENERATED/CHECK/COLLATE clauses, key constraints, ...) is an
+  DATETIME, CHECK/COLLATE clauses, key constraints, ...) is an
   :class:`InvalidSchemaError` naming the column and the type or clause.
   :func:`parse_column_paths` reads comma-separated column references (``a, b.c, `x.y`.z``) with
   the same tokenizer; stats.py uses it for ``delta.dataSkippingStatsColumns``.

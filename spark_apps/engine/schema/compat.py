@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..errors import SchemaMismatchError
-from .types import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
+from .types import DEFAULT_KEY, ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
 from .widening import widened_to
 
 # --------------------------------------------------------------------------------------------
@@ -22,9 +22,10 @@ def computed(field: StructField) -> bool:
 
 def may_leave_out(field: StructField) -> bool:
     """Whether written rows may leave ``field`` out (the one rule for appends, in process and in Spark,
-    and for MERGE's inserts): a nullable column is written NULL, a computed one (:func:`computed`) is
-    filled by the writer; a NOT NULL column has no value to take."""
-    return field.nullable or computed(field)
+    and for MERGE's inserts): a column with a DEFAULT takes its value (``engine.defaults.default_value``),
+    a nullable one is written NULL, a computed one (:func:`computed`) is filled by the writer; a NOT NULL
+    column without a default has no value to take."""
+    return field.nullable or computed(field) or field.default is not None
 
 
 def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
@@ -122,6 +123,12 @@ def _compare_struct(
         where = ".".join(path + (f.name,))
         if not merge:
             problems.append(f"extra column '{where}' ({f.type.simple_string()}) is not in the table")
+        elif DEFAULT_KEY in (f.metadata or {}):
+            # PROTOCOL.md "Default Columns": a column is never added with its default in one go
+            problems.append(
+                f"new column '{where}' carries a DEFAULT ({f.metadata[DEFAULT_KEY]!r}), which a column "
+                "cannot get in the command that adds it (Delta's rule: add it, then set its default)"
+            )
         elif merged is not None:
             merged.append(StructField(f.name, f.type, True, f.metadata))
 

@@ -18,6 +18,7 @@ from ..errors import InvalidSchemaError
 from .types import (
     _PRIMITIVES,
     CHAR_VARCHAR_KEY,
+    DEFAULT_KEY,
     PRIMITIVE_NAMES,
     STRING,
     ArrayType,
@@ -275,12 +276,15 @@ def _field_from_sqlglot(node, parent: str) -> StructField:
         elif isinstance(k, exp.ComputedColumnConstraint) and not parent:
             # GENERATED ALWAYS AS (expression): engine.constraints computes and checks it
             md["delta.generationExpression"] = k.this.sql(dialect=dialect)
+        elif isinstance(k, exp.DefaultColumnConstraint) and not parent and DEFAULT_KEY not in md:
+            # DEFAULT expression: rows that leave the column out get its value (engine.defaults)
+            md[DEFAULT_KEY] = k.this.sql(dialect=dialect)
         else:
             _raise(
                 f"Column '{where}' has a clause this engine cannot honour: {c.sql(dialect=dialect)}",
-                "supported: NOT NULL, one COMMENT, GENERATED ALWAYS AS (expression) and GENERATED ALWAYS / "
-                "BY DEFAULT AS IDENTITY on a top-level BIGINT column (no DEFAULT, CHECK, COLLATE or key "
-                "constraints)",
+                "supported: NOT NULL, one COMMENT, and on a top-level column one DEFAULT expression, "
+                "GENERATED ALWAYS AS (expression), GENERATED ALWAYS / BY DEFAULT AS IDENTITY (BIGINT) "
+                "(no CHECK, COLLATE or key constraints)",
             )
     return StructField(name, t, nullable, md)
 

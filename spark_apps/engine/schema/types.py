@@ -22,6 +22,8 @@ from ..errors import InvalidSchemaError
 
 MAX_DECIMAL_PRECISION = 38
 CHAR_VARCHAR_KEY = "__CHAR_VARCHAR_TYPE_STRING"
+#: a column's DEFAULT, Spark SQL text (PROTOCOL.md "Default Columns"; evaluated by engine.defaults)
+DEFAULT_KEY = "CURRENT_DEFAULT"
 
 
 # --------------------------------------------------------------------------------------------
@@ -161,6 +163,12 @@ class StructField:
     @property
     def comment(self) -> str | None:
         return self.metadata.get("comment")
+
+    @property
+    def default(self) -> str | None:
+        """The column's DEFAULT expression text, or None."""
+        v = self.metadata.get(DEFAULT_KEY)
+        return None if v is None else str(v)
 
     @property
     def physical_name(self) -> str:

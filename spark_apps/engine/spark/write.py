@@ -69,8 +69,9 @@ def conform_dataframe(df, schema_json: str | dict, *, keep=()):
     """Select and cast ``df``'s columns to the table schema, in table order.
 
     Column names match case-insensitively (Spark's default), at every nesting level; a table
-    column missing from ``df`` becomes a typed null (the command has already checked it is
-    nullable). Structs are rebuilt field by field BY NAME (Spark's struct cast is positional, which
+    column missing from ``df`` gets the value rows that leave it out get
+    (:func:`..defaults.default_value`: its DEFAULT's, else a typed null; the command has
+    already checked it may be left out). Structs are rebuilt field by field BY NAME (Spark's struct cast is positional, which
     would silently swap same-typed fields given in another order), also inside arrays and maps.
 
     :param df: the DataFrame to write
@@ -79,13 +80,17 @@ def conform_dataframe(df, schema_json: str | dict, *, keep=()):
     """
     from pyspark.sql import functions as F
 
+    from ..defaults import default_value
+    from ..schema import StructType as DeltaStruct
+
     target = spark_schema(schema_json)
     by_lower = {f.name.lower(): f for f in df.schema.fields}
+    table = DeltaStruct.from_json(json.loads(schema_json) if isinstance(schema_json, str) else schema_json)
     cols = []
     for f in target.fields:
         src = by_lower.get(f.name.lower())
         if src is None:
-            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+            cols.append(F.lit(default_value(table.field(f.name))).cast(f.dataType).alias(f.name))
         else:
             cols.append(_conform_column(F.col(_quote(src.name)), src.dataType, f.dataType).alias(f.name))
     return df.select(*cols, *[F.col(_quote(c)) for c in keep])
