@@ -808,7 +808,7 @@ class DeltaVacuumOperator(DeltaBaseOperator):
         ``keep_versions``): time travel to them keeps working (templated).
     :param inventory: the path of a Delta table or parquet files listing the table's files, with
         delta-spark's inventory columns ``path`` (full location), ``length``, ``isDir``,
-        ``modificationTime`` (ms), e.g. an S3 Inventory report: read instead of listing the table
+        ``modificationTime`` (ms), e.g. an S3 Inventory report reshaped to them: read instead of listing the table
         (delta-spark's ``VACUUM ... USING INVENTORY``; templated).
     :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
 

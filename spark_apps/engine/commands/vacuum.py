@@ -23,10 +23,11 @@ Each must be a version of the table up to the snapshot's.
 ``inventory`` (delta-spark's ``VACUUM ... USING INVENTORY``): the path of a Delta table, or of a
 parquet file or directory, with delta-spark's columns ``path`` (string, the full location),
 ``length`` (long), ``isDir`` (boolean), ``modificationTime`` (long, ms), e.g. an S3 Inventory
-report; it replaces full mode's listing. As in delta-spark, rows whose path is not under the table
-root, directories and hidden paths are ignored, and a path listed twice counts with its newest
-modification time. It is read in batches; each batch's set difference against the needed files
-is one Arrow ``is_in``, so memory holds the needed files and the candidates, never the inventory.
+report reshaped to them; it replaces full mode's listing. As in delta-spark, rows whose path is not
+under the table root, directories and hidden paths are ignored, and a path listed twice counts with
+its newest modification time. It is read in batches (gathered to the needed files' count); each
+one's set difference against the needed files is one Arrow ``is_in``, so memory holds the needed
+files and the candidates, never the inventory.
 
 The retention defaults to ``delta.deletedFileRetentionDuration`` (7 days); a shorter one is refused
 unless ``enforce_retention_duration=False``. A run commits ``VACUUM START`` and ``VACUUM END``
@@ -400,7 +401,16 @@ def _inventory_candidates(batches, root: str, needed: pa.Array) -> pa.Table:
     prefixes = [root.rstrip("/") + "/"]
     if is_local(root):  # a local inventory may name files as Spark does, file:/ or file:///
         prefixes += ["file:" + prefixes[0], "file://" + prefixes[0]]
-    parts = []
+    # is_in hashes its value set on every call: batches are gathered to at least the needed files'
+    # count, so the inventory costs about two hash passes over its rows whatever the batch size
+    chunk = max(65_536, len(needed))
+    parts, pending, rows = [], [], 0
+
+    def flush():
+        t = pa.concat_tables(pending)
+        pending.clear()
+        parts.append(t.filter(pc.invert(pc.is_in(t.column("path"), value_set=needed))))
+
     for t in batches():
         t = t.filter(pc.invert(pc.fill_null(t.column("isDir"), False)))
         for prefix in prefixes:
@@ -408,14 +418,18 @@ def _inventory_candidates(batches, root: str, needed: pa.Array) -> pa.Table:
             if not under.num_rows:
                 continue
             rel = pc.utf8_slice_codeunits(under.column("path"), len(prefix))
-            keep = pc.invert(hidden_mask(rel, not_hidden=NOT_HIDDEN))
             full = pc.binary_join_element_wise(prefixes[0], rel, "")
-            keep = pc.and_(keep, pc.invert(pc.is_in(full, value_set=needed)))
-            parts.append(
-                pa.table(
-                    {"path": full, "size": under.column("length"), "mtime_ms": under.column("modificationTime")}
-                ).filter(keep)
+            files = pa.table(
+                {"path": full, "size": under.column("length"), "mtime_ms": under.column("modificationTime")}
             )
+            files = files.filter(pc.invert(hidden_mask(rel, not_hidden=NOT_HIDDEN)))
+            pending.append(files)
+            rows += files.num_rows
+            if rows >= chunk:
+                flush()
+                rows = 0
+    if pending:
+        flush()
     schema = pa.schema([("path", pa.string()), ("size", pa.int64()), ("mtime_ms", pa.int64())])
     if not parts:
         return schema.empty_table()
