@@ -168,10 +168,12 @@ def _session(params: dict):
 def run(params: dict, spark=None) -> dict:
     """Run one operation (its registry runner); returns the result dict (without printing)."""
     from airflow_delta_provider_apps.engine.storage import table_location
+    from airflow_delta_provider_apps.engine.txn.transaction import commit_provenance
 
     op = ops.get(params["operation"])
     params = dict(params, table_uri=table_location(params["table_uri"]))
-    return ops.load_runner(op)(params, spark)
+    with commit_provenance(params.get("airflow_task")):  # commitInfo.airflow of its commits
+        return ops.load_runner(op)(params, spark)
 
 
 def run_checked(operation: str, table_uri: str, params: dict, *, spark_factory=None) -> dict:

@@ -168,6 +168,13 @@ COMMIT_ARGS = (
     Arg("app_id", help="idempotent-write application id (with app_version)"),
     Arg("app_version", "int", help="idempotent-write version: a version already committed for app_id is skipped"),
     Arg("user_metadata", help="commitInfo.userMetadata"),
+    Arg(
+        "airflow_task",
+        "dict",
+        templated=False,
+        help="the committing Airflow task instance (dag_id, task_id, run_id, map_index, try_number), "
+        "recorded as commitInfo.airflow",
+    ),
 )
 
 

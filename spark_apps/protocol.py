@@ -16,6 +16,10 @@ internals can move without touching the provider (``tests/test_layering.py`` enf
   :func:`read_commit_infos`, :func:`storage_for`, :func:`normalize_table_uri`, :class:`DeltaError`;
   what one commit changed: :func:`commit_partition_keys`, :func:`commit_changes` (its schema changes
   and reader warnings);
+* :func:`table_view`: a table's history, files, health and advice from its log (the UI plugin's
+  page), :func:`rows_changed`: the rows a commit wrote, updated and deleted (asset events);
+* :func:`sync_catalog`: a table's name in a catalog, synced after a commit (:func:`parse_table_name`
+  checks the name);
 * :func:`storage_settings`: object-store credentials for a block of work in the worker or the
   triggerer (from an Airflow connection), without touching the process environment.
 """
@@ -24,11 +28,13 @@ from __future__ import annotations
 
 from .connect import ConnectRun
 from .engine import errors as _errors
+from .engine.catalog import parse_table_name, sync_catalog
 from .engine.errors import DeltaError
 from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
 from .engine.progress import reporting_to as progress_to
 from .engine.storage import normalize_table_uri, storage_for, storage_settings, table_location
+from .engine.table_view import rows_changed, table_view
 from .failures import infrastructure_cause
 from .landed import commit_changes, commit_partition_keys, landed_result
 from .preflight import preflight
@@ -39,6 +45,8 @@ from .versions import install_problem
 __all__ = [
     "ConnectRun",
     "check_partitioning",
+    "parse_table_name",
+    "sync_catalog",
     "commit_changes",
     "commit_partition_keys",
     "DeltaError",
@@ -52,11 +60,13 @@ __all__ = [
     "preflight",
     "progress_to",
     "read_commit_infos",
+    "rows_changed",
     "run_in_process",
     "storage_for",
     "storage_settings",
     "table_location",
     "table_schema",
+    "table_view",
     "wait_for_earlier_run",
 ]
 

@@ -127,6 +127,34 @@ def task_instance_identity(context, retries: int | None) -> tuple[str, int] | No
     return app_id, max(1, max_tries - int(retries or 0) + 1)
 
 
+def airflow_task(context) -> dict[str, Any] | None:
+    """The running task instance as its commits record it (``commitInfo.airflow``): ``dag_id``,
+    ``task_id``, ``run_id``, ``map_index``, ``try_number``; None outside a task instance."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    if ti is None or not getattr(ti, "dag_id", None):
+        return None
+    run_id = context.get("run_id") or getattr(ti, "run_id", None)
+    out = {"dag_id": str(ti.dag_id), "task_id": str(ti.task_id), "run_id": None if run_id is None else str(run_id)}
+    for name in ("map_index", "try_number"):
+        value = getattr(ti, name, None)
+        if isinstance(value, int):
+            out[name] = value
+    return out
+
+
+def readable_rows(operation: str | None, metrics: dict) -> dict[str, int]:
+    """``rows_written`` / ``rows_updated`` / ``rows_deleted`` of a commit's metrics (those it has)."""
+    from airflow_delta_provider_apps.protocol import rows_changed
+
+    return {f"rows_{k}": v for k, v in rows_changed(operation, metrics).items()}
+
+
+def committer(context) -> dict[str, Any]:
+    """``dag_id``, ``task_id``, ``run_id`` of the task instance that committed (an asset event's extra)."""
+    task = airflow_task(context) or {}
+    return {k: task[k] for k in ("dag_id", "task_id", "run_id") if task.get(k) is not None}
+
+
 def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
     """A relative table location is refused (it would resolve differently on each worker)."""
     from airflow_delta_provider_apps.protocol import DeltaError, table_location
@@ -329,14 +357,18 @@ class DeltaBaseOperator(BaseOperator):
                 f"got app_id={self.app_id!r}, app_version={self.app_version!r}",
                 "pass both (an application id and this run's version number) or neither",
             )
+        # the task instance its commits record (commitInfo.airflow: the UI view links the version to it)
+        task = {"airflow_task": airflow_task(context)} if ops.get(self.operation).commits else {}
+        if not task.get("airflow_task"):
+            task = {}
         if self.app_id is None and ops.get(self.operation).commits:
             derived = task_instance_identity(context, self.retries)
             if derived is not None:
                 app_id, app_version = derived
                 if self.on_rerun == "skip":
                     app_version = 1  # every run of this task instance is the first: any commit of it counts
-                return {"app_id": app_id, "app_version": app_version, "user_metadata": self.user_metadata}
-        return {"app_id": self.app_id, "app_version": app_version, "user_metadata": self.user_metadata}
+                return {"app_id": app_id, "app_version": app_version, "user_metadata": self.user_metadata, **task}
+        return {"app_id": self.app_id, "app_version": app_version, "user_metadata": self.user_metadata, **task}
 
     def landed(self, identity: dict[str, Any]) -> dict | None:
         """The earlier commit of this identity already in the table's log (read here, no Spark), as a
@@ -569,10 +601,15 @@ class DeltaBaseOperator(BaseOperator):
         for outlet in self.outlets:
             if isinstance(outlet, Asset) and _same_table(outlet.uri, self.table_uri):
                 metrics = result.get("metrics") or {}
+                # this task instance's commit, or an earlier try's (a retry after it landed reports it)
+                ours = bool(result.get("committed") or result.get("skipped") or result.get("from_log"))
                 main = {k: metrics[k] for k in ops.get(self.operation).metrics if k in metrics}
                 events[outlet].extra = {
+                    # what a person scans for first: the version, the operation, the rows, who wrote it
                     "version": result.get("version"),
                     "operation": result.get("operation"),
+                    **readable_rows(result.get("operation"), metrics),
+                    **(committer(context) if ours else {}),
                     "skipped": bool(result.get("skipped")),
                     "committed": bool(result.get("committed", not result.get("skipped"))),
                     "metrics": main,

@@ -13,7 +13,8 @@ Algorithm of :meth:`OptimisticTransaction.commit` (after delta-spark's Optimisti
 3. **Isolation level** (:func:`~.isolation.choose_isolation_level`) and ``isBlindAppend`` (read
    nothing, only adds). **commitInfo** first: timestamp, [inCommitTimestamp], operation,
    operationParameters, readVersion, isolationLevel, isBlindAppend, operationMetrics, engineInfo,
-   txnId, userMetadata. With in-commit timestamps active (protocol feature ``inCommitTimestamp`` and
+   txnId, userMetadata, airflow (the task instance: :func:`commit_provenance`). With in-commit
+   timestamps active (protocol feature ``inCommitTimestamp`` and
    ``delta.enableInCommitTimestamps``): ``inCommitTimestamp`` = max(clock, previous commit's
    timestamp + 1), and the commit enabling them on an existing table records its version and ICT in
    ``delta.inCommitTimestampEnablementVersion/Timestamp`` (both redone when step 4 rebases). On a
@@ -46,7 +47,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +101,32 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RETRIES = 50
 ENGINE_INFO = "airflow-delta-provider"
+
+
+#: the orchestrator's task instance that commits (``commitInfo.airflow``): set by the app for the run
+#: (:func:`commit_provenance`), a context variable so that concurrent runs in one process keep theirs
+_PROVENANCE: ContextVar[Mapping[str, Any] | None] = ContextVar("delta_commit_provenance", default=None)
+
+
+@contextmanager
+def commit_provenance(task: Mapping[str, Any] | None) -> Iterator[None]:
+    """Every commit made inside records ``task`` (the Airflow task instance: ``dag_id``, ``task_id``,
+    ``run_id``, ``map_index``, ``try_number``) as ``commitInfo.airflow``: the UI view links each
+    version to the task instance that wrote it. None or empty: nothing recorded."""
+    task = {k: _whole(v) if k in ("map_index", "try_number") else v for k, v in (task or {}).items()}
+    token = _PROVENANCE.set(task or None)
+    try:
+        yield
+    finally:
+        _PROVENANCE.reset(token)
+
+
+def _whole(value: Any) -> Any:
+    """A number passed as text (the command line's KEY=VALUE) as the number it is."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
 
 
 @functools.cache
@@ -690,6 +719,8 @@ class OptimisticTransaction:
         if self.user_metadata is not None:
             ci["userMetadata"] = self.user_metadata
         ci["engineInfo"] = self.engine_info
+        if _PROVENANCE.get():
+            ci["airflow"] = dict(_PROVENANCE.get())
         ci["txnId"] = str(uuid.uuid4())
         for k, v in extra_ci.items():
             ci.setdefault(k, v)
