@@ -217,6 +217,12 @@ def test_checkpoint_protection_partial_truncation_only_over_supported_protocols(
     assert m["cutoff_version"] == 5
     commits = [n for n in _names(root) if n.endswith(".json")]
     if unsupported_history:
+        # rule b: no checkpoint at a version before 8 whose protocol we do not support
+        from airflow_delta_provider_apps.engine.errors import UnsupportedFeatureError
+        from airflow_delta_provider_apps.engine.log.checkpoint import write_checkpoint
+
+        with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
+            write_checkpoint(storage_for(root), root, snapshot(root, version=1), update_last_checkpoint=False)
         assert m["num_deleted_files"] == 0 and "someFutureFeature" in m["protection_skipped"]
         assert "requireCheckpointProtectionBeforeVersion is 8" in m["protection_skipped"]
         assert commits == [_commit(v) for v in range(13)]
