@@ -4,7 +4,8 @@ Rules:
 
 * This module imports nothing from Airflow or from the engine: Airflow calls it while it is still
   configuring itself, so it must be cheap and side-effect free.
-* ``connection-types`` registers only the provider's own type, ``delta_spark`` ("Delta Lake
+* ``connection-types`` registers the provider's own types: ``delta_glue`` and ``delta_hive_metastore``
+  (the catalogs, :mod:`airflow_delta_provider.hooks.catalog`) and ``delta_spark`` ("Delta Lake
   (Spark)"): a ``spark`` connection whose form also shows the result folder. The ``spark`` type stays
   the apache-spark provider's (registering a second hook for it would make the two providers fight
   over it); Delta operators take either, and read ``delta_result_dir`` from either's extras.
@@ -80,6 +81,39 @@ def get_provider_info() -> dict:
                     "queue": {"label": "YARN queue", "schema": {"type": ["string", "null"]}},
                     "namespace": {"label": "Kubernetes namespace", "schema": {"type": ["string", "null"]}},
                 },
-            }
+            },
+            # the catalogs that record a table's name (catalog_conn_id): one type per catalog
+            {
+                "hook-class-name": "airflow_delta_provider.hooks.catalog.DeltaGlueHook",
+                "hook-name": "Delta Lake catalog (AWS Glue)",
+                "connection-type": "delta_glue",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "port", "extra"],
+                    "relabeling": {"host": "Endpoint URL", "login": "Access key id", "password": "Secret access key"},
+                    "placeholders": {"host": "empty for AWS; a Glue-compatible endpoint otherwise"},
+                },
+                "conn-fields": {
+                    "region_name": {"label": "Region", "schema": {"type": ["string", "null"]}},
+                    "catalog_id": {
+                        "label": "Catalog id",
+                        "description": "another account's Data Catalog (default: the caller's)",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                },
+            },
+            {
+                "hook-class-name": "airflow_delta_provider.hooks.catalog.DeltaHiveMetastoreHook",
+                "hook-name": "Delta Lake catalog (Hive metastore)",
+                "connection-type": "delta_hive_metastore",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "login", "password"],
+                    "relabeling": {"host": "Metastore host (thrift)"},
+                    "placeholders": {
+                        "host": "empty: the metastore database of the spark_conf extra",
+                        "port": "9083",
+                        "extra": '{"spark_conf": {"spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:..."}}',
+                    },
+                },
+            },
         ],
     }

@@ -43,6 +43,19 @@ from airflow_delta_provider.hooks.transport import LocalTransport, Transport
 from airflow_delta_provider_apps.operations import OPERATIONS
 
 
+def driver_env(spark_conf: dict[str, Any] | None, submit_options: SparkSubmitOptions | dict | None) -> dict[str, str]:
+    """The environment a hook gives the Spark app's driver besides ``storage_conn_id``'s:
+    ``submit_options.env_vars`` (client mode) and ``spark_conf``'s ``spark.yarn.appMasterEnv.*`` and
+    ``spark.kubernetes.driverEnv.*`` (cluster mode), so that work done in the worker (log reads,
+    in-process runs) reaches the object store as the app would."""
+    env = {str(k): str(v) for k, v in SparkSubmitOptions.coerce(submit_options).env_vars.items()}
+    for key, value in (spark_conf or {}).items():
+        for prefix in ("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv."):
+            if str(key).startswith(prefix):
+                env[str(key)[len(prefix) :]] = str(value)
+    return env
+
+
 class DeltaHook(BaseHook):
     """Run the bundled Delta apps over any Airflow Spark connection: spark-submit or Spark Connect.
 
@@ -126,10 +139,11 @@ class DeltaHook(BaseHook):
 
     def storage_context(self):
         """A context manager in which this worker reaches the object store with ``storage_conn_id``'s
-        credentials (log reads, in-process runs), leaving the process environment as it is."""
+        credentials (log reads, in-process runs), else those the hook gives the driver
+        (:func:`driver_env`), leaving the process environment as it is."""
         from airflow_delta_provider_apps.protocol import storage_settings
 
-        return storage_settings(self.storage_env())
+        return storage_settings({**driver_env(self.spark_conf, self.submit_options), **self.storage_env()})
 
     # -- building ---------------------------------------------------------------------------
 

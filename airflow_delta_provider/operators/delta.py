@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 from airflow.sdk import Asset, BaseOperator, BaseOperatorLink
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
-from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
+from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions, driver_env
 from airflow_delta_provider.hooks.driver import SubmittedDriver
 from airflow_delta_provider.operators.arguments import refuse_unknown_arguments
 from airflow_delta_provider.triggers.delta import DeltaSparkDriverTrigger, DeltaTableVersionTrigger
@@ -52,7 +52,15 @@ SOURCE_FORMATS = ops.SOURCE_FORMATS
 #: worker's process, no Spark
 EXECUTIONS = ("auto", "spark", "spark-submit", "local")
 RERUNS = ("replace", "apply", "skip")
-_BASE_TEMPLATE_FIELDS = ("table_uri", "spark_conf", "submit_options", "app_id", "app_version", "user_metadata")
+_BASE_TEMPLATE_FIELDS = (
+    "table_uri",
+    "spark_conf",
+    "submit_options",
+    "app_id",
+    "app_version",
+    "user_metadata",
+    "catalog_table",
+)
 
 
 def delta_asset(table_uri: str, **kwargs: Any) -> Asset:
@@ -165,6 +173,23 @@ def _check_table_uri(table_uri: Any, error: type[Exception]) -> None:
         raise error(f"table_uri={table_uri!r}: {e.one_line()}") from None
 
 
+def _check_catalog(operator: str, catalog_table, catalog_conn_id, error: type[Exception] = ValueError) -> None:
+    """``catalog_table`` and ``catalog_conn_id`` come together; a literal name is checked now."""
+    if bool(catalog_table) != bool(catalog_conn_id):
+        given, missing = ("catalog_table", "catalog_conn_id") if catalog_table else ("catalog_conn_id", "catalog_table")
+        raise error(
+            f"{operator}: {given} given without {missing}. Cause: the table's name is kept in a catalog, "
+            f"which needs both the name and the connection. Fix: pass {missing} too, or neither"
+        )
+    if catalog_table and not ops._is_template(catalog_table):
+        from airflow_delta_provider_apps.protocol import DeltaError, parse_table_name
+
+        try:
+            parse_table_name(catalog_table)
+        except DeltaError as e:
+            raise error(f"{operator}: {e.one_line()}") from None
+
+
 def _check_literal_partitioning(operator: str, values: dict) -> None:
     """A literal ``schema`` and its ``partition_by`` / ``cluster_by`` of CREATE TABLE must agree:
     checked at DAG parse time with the engine's own rules (the schema parser is imported only when
@@ -247,6 +272,15 @@ class DeltaBaseOperator(BaseOperator):
         can rewrite itself (files rewritten by a thread pool, no Spark), and for a MERGE of a parquet
         or Delta source the worker can hold, with a key equality in ON (merged file by file). WRITE
         refuses it at DAG parse time; what else needs Spark fails before anything is written.
+    :param catalog_table: ``"database.table"``: the table's name in the catalog of ``catalog_conn_id``
+        (templated). After the commit has landed, the task creates or updates that entry when the
+        commit changed the schema (``schema_changes``: ``merge_schema``, type widening, renames,
+        drops), and always on :class:`DeltaCreateTableOperator` and :class:`DeltaRegisterTableOperator`.
+        A failed sync fails the task retryably; the retry finds the landed commit and only syncs.
+        The XCom and the table's asset event carry ``catalog`` (``{"catalog", "table", "action"}``);
+        the asset stays the table's location (one asset whatever it is named).
+    :param catalog_conn_id: an Airflow connection of type ``delta_glue`` or ``delta_hive_metastore``
+        (:mod:`airflow_delta_provider.hooks.catalog`); given with ``catalog_table``.
     :param deferrable: free the worker slot while the Spark application runs (default: Airflow's
         ``[operators] default_deferrable``): in cluster deploy mode the task submits the driver, defers
         to :class:`~airflow_delta_provider.triggers.delta.DeltaSparkDriverTrigger` on the triggerer,
@@ -256,6 +290,8 @@ class DeltaBaseOperator(BaseOperator):
     """
 
     operation: ClassVar[str] = ""
+    #: syncs ``catalog_table`` after every run (create, register), not only after a schema change
+    syncs_catalog: ClassVar[bool] = False
     #: where it runs unless ``execution=`` says otherwise
     default_execution: ClassVar[str] = "auto"
     template_fields: Sequence[str] = _BASE_TEMPLATE_FIELDS
@@ -277,6 +313,8 @@ class DeltaBaseOperator(BaseOperator):
         execution: str | None = None,
         on_rerun: str = "replace",
         storage_conn_id: str | None = None,
+        catalog_table: str | None = None,
+        catalog_conn_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -333,6 +371,9 @@ class DeltaBaseOperator(BaseOperator):
         self.app_version = app_version
         self.user_metadata = user_metadata
         self.storage_conn_id = storage_conn_id
+        _check_catalog(type(self).__name__, catalog_table, catalog_conn_id)
+        self.catalog_table = catalog_table
+        self.catalog_conn_id = catalog_conn_id
         self.deferrable = deferrable
 
     @cached_property
@@ -404,9 +445,10 @@ class DeltaBaseOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         _check_table_uri(self.table_uri, DeltaConfigurationError)
-        if not self.storage_conn_id:
+        if not self.storage_conn_id and not driver_env(self.spark_conf, self.submit_options):
             return self._execute(context)
-        with self.hook.storage_context():  # the worker's own log reads use storage_conn_id too
+        # the worker's own log reads and runs use storage_conn_id's credentials (else the driver's)
+        with self.hook.storage_context():
             return self._execute(context)
 
     def _execute(self, context) -> dict:
@@ -422,9 +464,7 @@ class DeltaBaseOperator(BaseOperator):
                 landed.get("version"),
                 identity["app_id"],
             )
-            self._annotate_asset_events(context, landed)
-            self._last_result = landed
-            return landed
+            return self._report(context, landed)  # the catalog is synced again: it may be what failed
         in_worker = self.runs_in_worker(params)
         if not in_worker:  # a missing (misspelt) conn_id fails now: before the source or Spark
             DeltaHook.spark_connection(self.conn_id)
@@ -490,9 +530,34 @@ class DeltaBaseOperator(BaseOperator):
         return True
 
     def _report(self, context, result: dict) -> dict:
+        self._sync_catalog(result)
         self._annotate_asset_events(context, result)
         self._last_result = result
         return result
+
+    def _sync_catalog(self, result: dict) -> None:
+        """After the commit landed: create or update ``catalog_table`` (see the class docstring).
+        Any failure is retryable: the retry reports the landed commit and syncs again, nothing more."""
+        if not self.catalog_table or not (self.syncs_catalog or result.get("schema_changes")):
+            return
+        from airflow_delta_provider.exceptions import DeltaRetryableError
+        from airflow_delta_provider.hooks.catalog import DeltaCatalogHook
+
+        _check_catalog(type(self).__name__, self.catalog_table, self.catalog_conn_id, DeltaConfigurationError)
+        try:
+            result["catalog"] = DeltaCatalogHook(self.catalog_conn_id).sync(self.catalog_table, self.table_uri)
+        except DeltaConfigurationError:
+            raise
+        except Exception as e:
+            detail = e.one_line() if hasattr(e, "one_line") else f"{type(e).__name__}: {e}"
+            raise DeltaRetryableError(
+                "CatalogSyncError",
+                f"The table's commit (version {result.get('version')}) landed, but syncing catalog table "
+                f"{self.catalog_table} ({self.catalog_conn_id}) failed: {detail}. "
+                "Fix: see the cause; the retry syncs the catalog only, it commits nothing again.",
+                retryable=True,
+                result=result,
+            ) from e
 
     def _can_defer(self) -> bool:
         blocker = self.hook.deferral_blocker()
@@ -540,7 +605,7 @@ class DeltaBaseOperator(BaseOperator):
             )
             return self._report(context, result)
 
-        if not self.storage_conn_id:
+        if not self.storage_conn_id and not driver_env(self.spark_conf, self.submit_options):
             return finish()
         with self.hook.storage_context():
             return finish()
@@ -615,7 +680,7 @@ class DeltaBaseOperator(BaseOperator):
                     "metrics": main,
                     # the columns the commit added or changed, the features it turned on that other
                     # readers refuse: only when there are some
-                    **{k: result[k] for k in ("schema_changes", "reader_warnings") if result.get(k)},
+                    **{k: result[k] for k in ("schema_changes", "reader_warnings", "catalog") if result.get(k)},
                 }
                 if hasattr(events[outlet], "add_partitions"):  # Airflow 3.2+: asset partitions
                     keys = self._partition_keys(result) if keys is None else keys
@@ -679,6 +744,7 @@ class DeltaCreateTableOperator(DeltaBaseOperator):
     """
 
     operation = "create-table"
+    syncs_catalog = True
 
 
 class DeltaWriteOperator(DeltaBaseOperator):
@@ -1077,6 +1143,36 @@ class DeltaDescribeOperator(DeltaBaseOperator):
 
     operation = "describe"
     default_execution = "local"
+
+
+class DeltaRegisterTableOperator(DeltaBaseOperator):
+    """Give an existing Delta table a name in a catalog (``catalog_table`` in ``catalog_conn_id``'s
+    catalog): the entry is created, or brought up to the table's latest version; nothing is committed.
+    The table's log is read in the worker (``execution="local"`` by default); the XCom is the table's
+    ``detail`` (as :class:`DeltaDescribeOperator`'s) and ``catalog`` (``{"catalog", "table", "action"}``).
+    A name that already holds another table (another location, not Delta) is refused, unchanged.
+
+    :param table_uri: the table (templated).
+    :param catalog_table: ``"database.table"`` (templated).
+    :param catalog_conn_id: a ``delta_glue`` or ``delta_hive_metastore`` connection.
+    :param kwargs: :class:`DeltaBaseOperator` and BaseOperator arguments.
+
+    Example::
+
+        register = DeltaRegisterTableOperator(
+            task_id="register_orders",
+            table_uri="s3://lake/silver/orders",
+            catalog_table="silver.orders",
+            catalog_conn_id="glue_default",
+        )
+    """
+
+    operation = "describe"
+    default_execution = "local"
+    syncs_catalog = True
+
+    def __init__(self, *, catalog_table: str, catalog_conn_id: str, **kwargs: Any) -> None:
+        super().__init__(catalog_table=catalog_table, catalog_conn_id=catalog_conn_id, **kwargs)
 
 
 #: the newest commits a DeltaHistoryOperator puts in its XCom unless ``limit=`` says otherwise: the

@@ -27,8 +27,15 @@ def test_provider_info_validates_against_airflow_schema():
     jsonschema.validate(info, schema)
     assert info["package-name"] == "airflow-delta-provider"
     assert info["versions"] and info["name"] == "Delta Lake"
-    # one connection type of our own; "spark" stays the apache-spark provider's
-    assert [c["connection-type"] for c in info["connection-types"]] == ["delta_spark"]
+    # our own connection types (Spark, then one per catalog); "spark" stays the apache-spark provider's
+    types = [c["connection-type"] for c in info["connection-types"]]
+    assert types == ["delta_spark", "delta_glue", "delta_hive_metastore"]
+    from airflow_delta_provider.hooks.catalog import DeltaGlueHook, DeltaHiveMetastoreHook
+
+    for hook in (DeltaGlueHook, DeltaHiveMetastoreHook):  # each type's hook names it, its form from the info
+        entry = next(c for c in info["connection-types"] if c["hook-class-name"].endswith("." + hook.__name__))
+        assert entry["connection-type"] == hook.conn_type
+        assert hook.get_ui_field_behaviour()["hidden_fields"] == entry["ui-field-behaviour"]["hidden-fields"]
 
 
 def test_entry_point_is_installed():

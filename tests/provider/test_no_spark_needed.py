@@ -144,3 +144,28 @@ def test_the_registry_decides_by_the_tables_partition_columns(tmp_path):
     create = registry.get("create-table")
     assert not create.spark_required({"table_uri": str(tmp_path / "new"), "schema": "id BIGINT"})
     assert create.spark_required({"table_uri": str(tmp_path / "new"), "source": "/s.parquet"})
+
+
+def test_a_table_on_s3_runs_in_the_worker_with_the_drivers_credentials(s3_server, monkeypatch, spark_submit_calls):
+    """Credentials given to the Spark app's driver (``spark_conf``'s ``spark.kubernetes.driverEnv.*``)
+    reach the worker's run; a worker that cannot reach the store leaves the run to Spark."""
+    from object_store_servers import S3Env
+
+    from airflow_delta_provider_apps.protocol import storage_settings
+
+    s3 = S3Env(s3_server, s3_server.new_bucket())
+    for name in s3.env:
+        monkeypatch.delenv(name, raising=False)
+    root = s3.uri("events")
+    with storage_settings(s3.env):
+        _table(root)
+    driver = {f"spark.kubernetes.driverEnv.{k}": v for k, v in s3.env.items()}
+    result = ops.DeltaCheckpointOperator(task_id="k", table_uri=root, conn_id="no_spark", spark_conf=driver).execute({})
+    assert (result["transport"], result["version"]) == ("local", 1) and spark_submit_calls() == []
+    assert "events/_delta_log/00000000000000000001.checkpoint.parquet" in s3.keys("events/_delta_log/")
+    assert not any(name in os.environ for name in s3.env)
+
+    nowhere = {**driver, "spark.kubernetes.driverEnv.AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing listens
+    with pytest.raises(DeltaTaskError):  # on Spark: the stand-in spark-submit fails the task
+        ops.DeltaCheckpointOperator(task_id="k", table_uri=root, conn_id="no_spark", spark_conf=nowhere).execute({})
+    assert len(spark_submit_calls()) == 1 and " checkpoint " in f" {spark_submit_calls()[0]} "

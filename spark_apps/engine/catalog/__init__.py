@@ -1,0 +1,187 @@
+"""Catalogs: a Delta table's name in a metastore, kept in sync by the task that changed the table.
+
+A catalog entry is never part of a commit: after a commit has landed, the task that made it (a
+CREATE TABLE, a registration, a commit with ``schema_changes``) syncs the entry. A failed sync leaves
+the table as committed; syncing again is always safe (create the entry, or update it to the log).
+
+One small interface (:class:`Catalog`), one module per catalog, looked up by kind in
+:data:`CATALOGS` (imported only when used: boto3 and pyspark stay optional):
+
+* ``hive_metastore``: Spark's own Hive client (:mod:`..spark.catalog`, needs a session with Hive
+  support), the entry delta-spark writes: provider ``delta`` at the table's location, no columns (the
+  schema lives in the log).
+* ``glue``: the AWS Glue Data Catalog through boto3 (:mod:`.glue`), the entry Athena reads as a native
+  Delta table: ``table_type=DELTA``, ``spark.sql.sources.provider=delta``, the location, and the
+  columns of the Delta schema as Hive types (Glue's own readers list them; they follow each sync).
+
+The next catalog (Unity Catalog OSS's REST API) is one more module and one more line in
+:data:`CATALOGS`. A catalog that owns commits (catalog-managed tables) would say so with
+``owns_commits`` and take the commit itself; none does yet.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import ClassVar
+
+from ..errors import InvalidArgumentError
+
+__all__ = [
+    "CATALOGS",
+    "Catalog",
+    "CatalogEntry",
+    "catalog_class",
+    "catalog_location",
+    "entry_for",
+    "hive_type",
+    "parse_table_name",
+    "sync_catalog",
+]
+
+#: kind -> "module:Class", relative to the engine package
+CATALOGS: dict[str, str] = {
+    "hive_metastore": ".spark.catalog:HiveMetastoreCatalog",
+    "glue": ".catalog.glue:GlueCatalog",
+}
+
+# a database or table name both Hive and Glue accept (Glue lower-cases names; Hive is case-insensitive)
+_NAME = re.compile(r"^[A-Za-z0-9_]{1,255}$")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """What a catalog records of a Delta table: its name, location and the log's columns."""
+
+    database: str
+    table: str
+    location: str
+    #: (name, Hive type, comment or None) of the data columns, then of the partition columns
+    columns: list[tuple[str, str, str | None]] = field(default_factory=list)
+    partition_columns: list[tuple[str, str, str | None]] = field(default_factory=list)
+    description: str | None = None
+    version: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+class Catalog:
+    """A catalog that records Delta tables by name (one subclass per catalog)."""
+
+    kind: ClassVar[str] = ""
+    #: a catalog-managed table commits through its catalog (roadmap); these only record names
+    owns_commits: ClassVar[bool] = False
+
+    @classmethod
+    def from_options(cls, **options) -> Catalog:
+        """The catalog from a connection's options (the provider's catalog connections)."""
+        return cls(**options)
+
+    def sync(self, entry: CatalogEntry) -> dict:
+        """Create the entry, or bring an existing one of the same table up to ``entry``; refuse a name
+        that holds another table (another location, or not a Delta table). Returns
+        ``{"catalog", "table", "action": "created" | "updated" | "unchanged"}``."""
+        raise NotImplementedError
+
+    def describe(self, database: str, table: str) -> dict | None:
+        """``{"location", "provider", "columns", "parameters"}`` of the entry, None when there is none."""
+        raise NotImplementedError
+
+    def _result(self, entry: CatalogEntry, action: str) -> dict:
+        return {"catalog": self.kind, "table": entry.name, "action": action}
+
+    def _refuse_other_table(self, entry: CatalogEntry, location: str | None, provider: str | None) -> None:
+        """The name already holds a table that is not this one: nothing is changed."""
+        if (provider or "").lower() != "delta" or _norm(location) != _norm(entry.location):
+            raise InvalidArgumentError(
+                f"Catalog table {entry.name} ({self.kind}) already exists and is another table",
+                f"it is a {provider or 'non-Delta'} table at {location!r}, not the Delta table at {entry.location!r}",
+                "choose another catalog_table name, or drop that entry first",
+            )
+
+
+def _norm(location: str | None) -> str:
+    """Locations compared as catalogs store them (``file:/x`` and ``file:///x/`` are one place)."""
+    loc = (location or "").rstrip("/")
+    if loc.startswith("file:"):
+        loc = "file:/" + loc[len("file:") :].lstrip("/")
+    return loc
+
+
+def catalog_class(kind: str) -> type[Catalog]:
+    """The :class:`Catalog` subclass of ``kind`` (a key of :data:`CATALOGS`)."""
+    target = CATALOGS.get(kind)
+    if target is None:
+        raise InvalidArgumentError(f"Unknown catalog kind {kind!r}", None, f"use one of {', '.join(sorted(CATALOGS))}")
+    module, _, name = target.partition(":")
+    return getattr(import_module(module, __package__.rpartition(".")[0]), name)
+
+
+def parse_table_name(name: str) -> tuple[str, str]:
+    """``"db.table"`` -> ``("db", "table")``: both parts required, letters, digits and ``_`` only."""
+    parts = str(name or "").strip().split(".")
+    if len(parts) != 2 or not all(_NAME.match(p) for p in parts):
+        raise InvalidArgumentError(
+            f"Catalog table name {name!r} is not 'database.table'",
+            "a catalog name has a database and a table, each of letters, digits and underscores",
+            "pass catalog_table='my_db.my_table'",
+        )
+    return parts[0].lower(), parts[1].lower()
+
+
+def hive_type(t) -> str:
+    """A Delta type as a Hive column type (Spark's ``simpleString``, what Spark writes to a
+    metastore): ``timestamp_ntz`` is Hive's zone-less ``timestamp``."""
+    from ..schema.types import ArrayType, MapType, PrimitiveType, StructType
+
+    if isinstance(t, PrimitiveType) and t.name == "timestamp_ntz":
+        return "timestamp"
+    if isinstance(t, ArrayType):
+        return f"array<{hive_type(t.element_type)}>"
+    if isinstance(t, MapType):
+        return f"map<{hive_type(t.key_type)},{hive_type(t.value_type)}>"
+    if isinstance(t, StructType):
+        return "struct<" + ",".join(f"{f.name}:{hive_type(f.type)}" for f in t.fields) + ">"
+    return t.simple_string()
+
+
+def catalog_location(table_uri: str) -> str:
+    """The table's location as catalogs store it: a URI (a local path becomes ``file:/path``)."""
+    from ..storage import table_location
+
+    loc = table_location(table_uri)
+    return loc if "://" in loc else "file:" + loc
+
+
+def sync_catalog(kind: str, options: dict, name: str, table_uri: str) -> dict:
+    """Create or update ``name``'s entry in the catalog of ``kind`` (built from ``options``) to the
+    table's latest committed version: ``{"catalog", "table", "action", "version"}``."""
+    from ..log.snapshot import load_snapshot
+    from ..storage import storage_for, table_location
+
+    parse_table_name(name)  # a bad name fails before the catalog is reached or the log read
+    location = table_location(table_uri)
+    snapshot = load_snapshot(storage_for(location), location)  # the table must be there
+    catalog = catalog_class(kind).from_options(**options)
+    entry = entry_for(name, table_uri, snapshot)
+    return {**catalog.sync(entry), "version": entry.version}
+
+
+def entry_for(name: str, table_uri: str, snapshot) -> CatalogEntry:
+    """The entry of the table at ``table_uri`` as its ``snapshot`` (the committed version) has it."""
+    database, table = parse_table_name(name)
+    partitions = {c.lower() for c in snapshot.partition_columns}
+    cols = [(f.name, hive_type(f.type), f.comment) for f in snapshot.schema.fields]
+    return CatalogEntry(
+        database=database,
+        table=table,
+        location=catalog_location(table_uri),
+        columns=[c for c in cols if c[0].lower() not in partitions],
+        # in the log's partition order, as Hive and Glue list partition keys
+        partition_columns=[c for p in snapshot.partition_columns for c in cols if c[0].lower() == p.lower()],
+        description=snapshot.metadata.description,
+        version=snapshot.version,
+    )
