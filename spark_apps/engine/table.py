@@ -298,6 +298,13 @@ class DeltaTable:
 
         return change_column_type(self.snapshot(), column, new_type, **txn_options).to_dict()
 
+    def set_column_default(self, column: str, default: str | None, **txn_options) -> dict:
+        """``ALTER COLUMN ... SET DEFAULT`` (``None``: ``DROP DEFAULT``), metadata only; the table must
+        enable ``allowColumnDefaults`` (see :func:`.commands.properties.set_column_default`)."""
+        from .commands.properties import set_column_default
+
+        return set_column_default(self.snapshot(), column, default, **txn_options).to_dict()
+
     def cluster_by(self, columns, **txn_options) -> dict:
         """Set the clustering columns (``ALTER TABLE ... CLUSTER BY``), or remove them with ``None``
         or ``[]`` (``CLUSTER BY NONE``): metadata only, the ``delta.clustering`` domain; files

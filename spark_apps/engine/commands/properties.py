@@ -27,6 +27,7 @@ __all__ = [
     "rename_column",
     "drop_column",
     "change_column_type",
+    "set_column_default",
     "cluster_by",
 ]
 
@@ -352,4 +353,52 @@ def change_column_type(snapshot, column: str, new_type, **txn_options) -> Comman
     cmd.update_metadata(md)
     if protocol != snapshot.protocol:
         cmd.update_protocol(protocol)
+    return cmd.commit([], None, fields=fields)
+
+
+def set_column_default(snapshot, column: str, default: str | None, **txn_options) -> CommandResult:
+    """ALTER COLUMN ``column`` SET DEFAULT ``default`` (``None``: DROP DEFAULT), metadata only: rows
+    written from now on that leave the column out get the default's value; rows already written keep
+    theirs. The way a column added by an evolving write gets a default (PROTOCOL.md "Default Columns":
+    never in the command that adds it). Checked before the commit: a top-level column that is not an
+    identity or generated one, a constant of its type (:func:`..defaults.check_defaults`), and the
+    table's ``allowColumnDefaults`` feature, which delta-spark also asks to be enabled first."""
+    from .. import features
+    from ..defaults import FEATURE, check_defaults
+    from ..errors import InvalidArgumentError, UnsupportedFeatureError
+    from ..schema.compat import computed
+    from ..schema.types import DEFAULT_KEY, StructType
+
+    fld = snapshot.schema.find(str(column))
+    if fld is None:
+        raise InvalidArgumentError(
+            f"Cannot set the default of column '{column}': no such column",
+            f"the table's columns are {', '.join(snapshot.schema.names)}",
+            "check the name (a default belongs to a top-level column)",
+        )
+    if default is not None and computed(fld):
+        raise InvalidArgumentError(
+            f"Cannot set a default on column '{fld.name}': it is an identity or generated column",
+            "the writer assigns or computes its values",
+            "set defaults on other columns only",
+        )
+    if default is not None and FEATURE not in features.protocol_features(snapshot.protocol):
+        raise UnsupportedFeatureError(
+            f"Cannot set the default of column '{fld.name}': the table does not enable '{FEATURE}'",
+            "Delta writes defaults only on tables that enable the feature explicitly (as delta-spark asks)",
+            f"set the table property delta.feature.{FEATURE}=supported first (set_properties)",
+        )
+    metadata = {k: v for k, v in fld.metadata.items() if k != DEFAULT_KEY}
+    if default is not None:
+        metadata[DEFAULT_KEY] = str(default)
+    new = dataclasses.replace(fld, metadata=metadata)
+    schema = StructType(tuple(new if f is fld else f for f in snapshot.schema.fields))
+    check_defaults(StructType((new,)))  # refused before anything is committed
+    fields = {"column": fld.name, "default": default}
+    cmd = Command(snapshot, "CHANGE COLUMN", {"column": json.dumps(new.to_json())}, txn_options=txn_options)
+    if cmd.duplicate:
+        return cmd.skipped(None, fields=fields)
+    if new.metadata == fld.metadata:
+        return cmd.unchanged(None, fields=fields)
+    cmd.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string()))
     return cmd.commit([], None, fields=fields)

@@ -18,7 +18,12 @@ from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.actions import Metadata, Protocol
 from airflow_delta_provider_apps.engine.commands.write import append_arrow, write
 from airflow_delta_provider_apps.engine.defaults import check_defaults
-from airflow_delta_provider_apps.engine.errors import InvalidSchemaError, SchemaMismatchError, UnsupportedFeatureError
+from airflow_delta_provider_apps.engine.errors import (
+    InvalidArgumentError,
+    InvalidSchemaError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
 from airflow_delta_provider_apps.engine.features import check_write_supported
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 from airflow_delta_provider_apps.engine.schema import parse_ddl
@@ -175,3 +180,38 @@ def test_merge_schema_cannot_add_a_column_with_its_default(tmp_path):
     data = parse_ddl("id BIGINT, qty INT DEFAULT 0")
     with pytest.raises(SchemaMismatchError, match="new column 'qty' carries a DEFAULT"):
         check_write_compatible(table, data, merge_schema=True)
+
+
+def test_a_column_added_by_an_evolving_write_gets_its_default_afterwards(tmp_path):
+    """A column comes in through an evolving upsert (merge_schema) without a default, then SET DEFAULT (after the feature is
+    enabled, as delta-spark asks): rows written before keep NULL, later rows that leave it out get the
+    default; DROP DEFAULT makes them NULL again. Bad defaults and computed columns are refused, nothing
+    committed."""
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="id BIGINT, n BIGINT GENERATED ALWAYS AS (id * 2)")
+    t = DeltaTable.for_path(None, root)
+    t.upsert(pa.table({"id": pa.array([1], pa.int64()), "tier": ["gold"]}), ["id"], merge_schema=True)
+    append_arrow(root, pa.table({"id": pa.array([2], pa.int64())}))
+    with pytest.raises(UnsupportedFeatureError, match="does not enable 'allowColumnDefaults'"):
+        t.set_column_default("tier", "'basic'")
+    t.set_properties(ON)
+    version = t.version()
+    for column, default, match in (
+        ("tier", "1 +", "Column 'tier' \\(string\\) has a DEFAULT this engine cannot use"),
+        ("n", "0", "it is an identity or generated column"),
+        ("nope", "1", "no such column"),
+    ):
+        with pytest.raises((InvalidArgumentError, InvalidSchemaError), match=match):
+            t.set_column_default(column, default)
+    assert t.version() == version
+    res = t.set_column_default("TIER", "'basic'")
+    assert res["operation"] == "CHANGE COLUMN"
+    append_arrow(root, pa.table({"id": pa.array([3], pa.int64())}))
+    assert t.set_column_default("tier", "'basic'")["version"] == t.version()  # unchanged: nothing committed
+    t.set_column_default("tier", None)
+    append_arrow(root, pa.table({"id": pa.array([4], pa.int64())}))
+    rows = read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist()
+    got = sorted((r["id"], r["n"], r["tier"]) for r in rows)
+    assert got == [(1, 2, "gold"), (2, 4, None), (3, 6, "basic"), (4, 8, None)]
+    theirs = deltalake.DeltaTable(root).to_pyarrow_table().to_pylist()
+    assert sorted((r["id"], r["n"], r["tier"]) for r in theirs) == got
