@@ -275,7 +275,7 @@ class DomainMetadata(_Action):
 @dataclass(frozen=True)
 class Sidecar(_Action):
     ACTION_KEY: ClassVar[str] = "sidecar"
-    _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
+    _MAPS: ClassVar[frozenset[str]] = frozenset({"tags"})
     path: str
     size_in_bytes: int
     modification_time: int
@@ -285,7 +285,7 @@ class Sidecar(_Action):
 @dataclass(frozen=True)
 class CheckpointMetadata(_Action):
     ACTION_KEY: ClassVar[str] = "checkpointMetadata"
-    _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
+    _MAPS: ClassVar[frozenset[str]] = frozenset({"tags"})
     version: int
     tags: dict | None = None
 

@@ -203,7 +203,7 @@ def test_insert_only_merge_removes_no_file_and_null_keys_never_match(spark, tmp_
         (lambda b: b, "at least one WHEN clause"),
         (lambda b: b.when_matched_update({"nope": "1"}), "unknown column 'nope'"),
         (lambda b: b.when_not_matched_insert({"id": "target.id"}), "Unknown column 'target.id'"),
-        (lambda b: b.when_matched_update({"v": "'x'"}), "Cannot use 'x' as a integer"),
+        (lambda b: b.when_matched_update({"v": "'x'"}), "Cannot use 'x' as an integer"),
     ],
 )
 def test_bad_merges_are_clear_errors_before_anything_runs(spark, tmp_path, build, match):

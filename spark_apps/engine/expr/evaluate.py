@@ -103,7 +103,9 @@ def evaluate(expr: n.Expr, data: pa.RecordBatch | pa.Table) -> pa.Array | pa.Chu
     ) as e:
         raise InvalidPredicateError(
             "Cannot evaluate the expression on the table's rows",
-            f"{type(e).__name__}: {_first_line(e)} (Spark's ANSI mode refuses it too)",
+            # our own ANSI errors carry Spark's error class in the text; others say what raised them
+            f"{'' if isinstance(e, _AnsiError) else type(e).__name__ + ': '}{_first_line(e)} "
+            "(Spark's ANSI mode refuses it too)",
             _fix_for(e),
         ) from None
     return _broadcast(out, data.num_rows, expr.type)

@@ -539,13 +539,18 @@ def cast_literal(lit: n.Literal, target: DataType, where: str = "the value") -> 
         out = _cast_value(v, lit.type, target)
     except (ValueError, TypeError, ArithmeticError, OverflowError):
         raise _err(
-            f"Cannot use {_show(v)} as a {n.type_name(target)} for {where}",
+            f"Cannot use {_show(v)} as {_a(n.type_name(target))} for {where}",
             f"the value cannot be cast from {n.type_name(lit.type)} to {n.type_name(target)}",
-            f"write a {n.type_name(target)} literal"
+            f"write {_a(n.type_name(target))} literal"
             + (" such as '2026-01-01'" if target.name == "date" else "")
             + (" such as '2026-01-01 12:00:00'" if target.name.startswith("timestamp") else ""),
         ) from None
     return n.Literal(out, target)
+
+
+def _a(word: str) -> str:
+    """``word`` with its indefinite article ("an integer", "a date")."""
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
 
 
 def _show(v) -> str:

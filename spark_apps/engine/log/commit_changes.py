@@ -9,6 +9,7 @@ anyone (the Delta watcher's events, a result recovered from the log).
 from __future__ import annotations
 
 from ..actions import Metadata, Protocol
+from ..errors import VersionNotFoundError
 from .commit_read import read_commit
 from .listing import commit_file_name, log_dir_of
 from .snapshot import load_table_metadata
@@ -47,7 +48,7 @@ def changes_between(
 def commit_changes(storage, table_root: str, version: int) -> dict:
     """:func:`changes_between` for commit ``version`` of the log: its metaData and protocol actions
     against the table's at the version before. ``{}`` when the commit carries neither (found without
-    parsing it) or its file is gone (cleaned up)."""
+    parsing it), or its file or the version before it is gone (cleaned up)."""
     try:
         data = storage.read_bytes(storage.join(log_dir_of(storage, table_root), commit_file_name(version)))
     except FileNotFoundError:
@@ -59,7 +60,10 @@ def commit_changes(storage, table_root: str, version: int) -> dict:
     protocol = next((a for a in reversed(actions) if isinstance(a, Protocol)), None)
     if metadata is None and protocol is None:
         return {}
-    before = load_table_metadata(storage, table_root, version - 1) if version > 0 else None
+    try:
+        before = load_table_metadata(storage, table_root, version - 1) if version > 0 else None
+    except VersionNotFoundError:  # the versions before were cleaned up: no "before" to compare with
+        return {}
     return changes_between(
         before.metadata if before is not None else None,
         before.protocol if before is not None else None,

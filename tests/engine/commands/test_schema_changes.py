@@ -6,6 +6,8 @@ the schemas the log holds before and after the commit."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -14,6 +16,7 @@ from airflow_delta_provider_apps.engine.commands.create_table import create_tabl
 from airflow_delta_provider_apps.engine.commands.write import append, append_arrow, overwrite
 from airflow_delta_provider_apps.engine.schema import StructType
 from airflow_delta_provider_apps.engine.schema.changes import schema_changes
+from airflow_delta_provider_apps.engine.storage import storage_for
 
 
 def _orders(root: str, properties: dict | None = None) -> DeltaTable:
@@ -280,3 +283,20 @@ def test_a_commit_read_back_from_the_log_tells_the_same_as_its_result(tmp_path):
     assert commit_changes(storage_for(other), other, 1) == {
         "schema_changes": [{"change": "added", "column": "note", "type": "string"}]
     }
+
+
+def test_a_commit_whose_version_before_was_cleaned_up_reports_nothing_instead_of_failing(tmp_path):
+    """The watcher reads commits long after they landed: log cleanup may have removed the version
+    before (a checkpoint at the commit's own version stands in for it)."""
+    from airflow_delta_provider_apps.engine.log.commit_changes import commit_changes
+
+    root = str(tmp_path / "t")
+    create_table(root, schema="id INT")
+    for i in range(3):
+        append_arrow(root, pa.table({"id": pa.array([i], pa.int32())}))
+    t = DeltaTable(None, root)
+    t.change_column_type("id", "BIGINT")  # version 4
+    t.checkpoint()
+    for v in range(4):
+        os.remove(os.path.join(root, "_delta_log", f"{v:020d}.json"))
+    assert commit_changes(storage_for(root), root, 4) == {}

@@ -185,7 +185,7 @@ def test_errors_name_the_value_and_show_the_list_as_written():
     fast = _outcome(text, True)
     assert fast == _outcome(text, False)
     kind, cls, message = fast
-    assert cls is InvalidPredicateError and "Cannot use 'x' as a integer for 'i IN ('x', 0, 1, 2" in message
+    assert cls is InvalidPredicateError and "Cannot use 'x' as an integer for 'i IN ('x', 0, 1, 2" in message
     big = "l NOT IN (" + ", ".join(str(k) for k in range(30)) + ", 123456789012345678901234567890123456789012)"
     assert _outcome(big, True) == _outcome(big, False)
     assert "Number 123456789012345678901234567890123456789012 is too large" in _outcome(big, True)[2]
