@@ -116,3 +116,25 @@ def test_a_collation_needs_its_feature():
     }
     check_write_supported(Protocol(1, 2), Metadata(id="x", schema_string=json.dumps(binary)))
     assert protocol_for_new_table(binary) == Protocol(1, 2)
+
+
+def test_ddl_collate_is_stored_as_spark_stores_it():
+    """``COLLATE`` in DDL gives the metadata pyspark 4's ``StructType.json()`` writes for the same
+    columns (spark. for UTF8_*, icu. for the rest; UTF8_BINARY writes nothing); a bad name or a
+    COLLATE on a non-string column is refused naming the column."""
+    from airflow_delta_provider_apps.engine.errors import InvalidSchemaError
+    from airflow_delta_provider_apps.engine.schema import parse_ddl
+
+    got = parse_ddl(
+        "m STRING COLLATE UTF8_LCASE, n STRING COLLATE UNICODE_CI, d STRING COLLATE 'de_CI', b STRING COLLATE UTF8_BINARY"
+    )
+    assert [f.metadata for f in got.fields] == [
+        {"__COLLATIONS": {"m": "spark.UTF8_LCASE"}},
+        {"__COLLATIONS": {"n": "icu.UNICODE_CI"}},
+        {"__COLLATIONS": {"d": "icu.de_CI"}},
+        {},
+    ]
+    with pytest.raises(InvalidSchemaError, match="Column 'x': 'a b' is not a collation name"):
+        parse_ddl("x STRING COLLATE 'a b'")
+    with pytest.raises(InvalidSchemaError, match="Column 'y' has a clause .*COLLATE UTF8_LCASE"):
+        parse_ddl("y INT COLLATE UTF8_LCASE")

@@ -298,7 +298,7 @@ def test_ddl_keyword_names_comments_and_layout():
         ("x INT DEFAULT 5 DEFAULT 6", ["'x'", "DEFAULT 6"]),  # one DEFAULT
         ("s STRUCT<y: INT GENERATED ALWAYS AS (1)>", ["'s.y'", "GENERATED ALWAYS AS (1)"]),
         ("x INT CHECK (x > 0)", ["'x'", "CHECK"]),
-        ("x STRING COLLATE UTF8_LCASE", ["'x'", "COLLATE UTF8_LCASE"]),
+        ("x INT COLLATE UTF8_LCASE", ["'x'", "COLLATE UTF8_LCASE"]),
         ("x INT COMMENT 'a' COMMENT 'b'", ["'x'", "COMMENT 'b'"]),
         ("x INTERVAL DAY", ["'x'", "INTERVAL DAY", "interval"]),
         ("a ARRAY<INTERVAL YEAR TO MONTH>", ["'a.element'", "INTERVAL"]),

@@ -42,19 +42,15 @@ def test_a_spark_append_and_a_merge_insert_get_the_defaults(spark, tmp_path, fil
 
 
 def test_a_collated_table_takes_a_spark_append_and_keeps_its_collation(spark, tmp_path):
-    """Spark 4 reads ``__COLLATIONS`` as a collated string; an append of plain strings keeps the
-    table's metadata, and Spark's own filter on the column follows the collation (UTF8_LCASE)."""
+    """A table created from DDL with ``COLLATE UTF8_LCASE`` has the schema pyspark 4 writes for that
+    column; an append of plain strings keeps it, and Spark's own filter follows the collation."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
     root = str(tmp_path / "t")
-    field = {
-        "name": "name",
-        "type": "string",
-        "nullable": True,
-        "metadata": {"__COLLATIONS": {"name": "spark.UTF8_LCASE"}},
-    }
-    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}, field]}
-    t = DeltaTable.create(spark, root, schema=json.dumps(schema))
+    t = DeltaTable.create(spark, root, schema="id BIGINT, name STRING COLLATE UTF8_LCASE")
+    pyspark_schema = StructType([StructField("id", LongType()), StructField("name", StringType("UTF8_LCASE"))])
+    assert DeltaTable(None, root).snapshot().schema.to_json() == json.loads(pyspark_schema.json())
     t.append(spark.createDataFrame([(1, "Anna"), (2, "bob")], "id long, name string"))
-    snap = DeltaTable(None, root).snapshot()
-    assert snap.schema.to_json() == schema
+    assert DeltaTable(None, root).snapshot().schema.to_json() == json.loads(pyspark_schema.json())
     df = DeltaTable.for_path(spark, root).to_df()
     assert sorted(r["id"] for r in df.filter("name = 'ANNA'").collect()) == [1]

@@ -12,6 +12,7 @@ bytes reads the same rows. File statistics of a collated column may be ordered b
 
 from __future__ import annotations
 
+from ..errors import InvalidSchemaError
 from .types import StructField, StructType, walk
 
 COLLATIONS_KEY = "__COLLATIONS"
@@ -26,6 +27,29 @@ def is_binary_collation(identifier: str) -> bool:
     parts = str(identifier).split(".")
     name = parts[1] if len(parts) > 1 else parts[0]
     return name.upper() == "UTF8_BINARY"
+
+
+def collation_identifier(name: str) -> str | None:
+    """The identifier Spark 4 stores for a collation named in SQL (``COLLATE UTF8_LCASE``):
+    ``spark.UTF8_LCASE`` for Spark's own UTF8_* collations, ``icu.<name>`` for the others (``UNICODE_CI``,
+    ``de_CI``); a name given with its provider (``icu.de_CI``) is kept. None for UTF8_BINARY, which the
+    protocol says is never written.
+
+    :raises InvalidSchemaError: the name is empty or not a collation name
+    """
+    text = str(name).strip()
+    if not text or not all(part and (part.replace("_", "").replace("-", "").isalnum()) for part in text.split(".")):
+        raise InvalidSchemaError(
+            f"'{name}' is not a collation name",
+            "a collation is a name such as UTF8_LCASE, UNICODE_CI or de_CI, optionally after its provider "
+            "(spark., icu.)",
+            "write e.g. name STRING COLLATE UTF8_LCASE",
+        )
+    if is_binary_collation(text):
+        return None
+    if "." in text:
+        return text
+    return f"spark.{text.upper()}" if text.upper().startswith("UTF8_") else f"icu.{text}"
 
 
 def non_binary_collation(field: StructField) -> str | None:

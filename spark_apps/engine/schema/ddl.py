@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import InvalidSchemaError
+from .collations import COLLATIONS_KEY, collation_identifier
 from .types import (
     _PRIMITIVES,
     CHAR_VARCHAR_KEY,
@@ -276,15 +277,23 @@ def _field_from_sqlglot(node, parent: str) -> StructField:
         elif isinstance(k, exp.ComputedColumnConstraint) and not parent:
             # GENERATED ALWAYS AS (expression): engine.constraints computes and checks it
             md["delta.generationExpression"] = k.this.sql(dialect=dialect)
+        elif isinstance(k, exp.CollateColumnConstraint) and t == STRING and COLLATIONS_KEY not in md:
+            # COLLATE name: the collation in the field's __COLLATIONS metadata, as Spark 4 stores it
+            try:
+                identifier = collation_identifier(k.this.name)
+            except InvalidSchemaError as e:
+                raise InvalidSchemaError(f"Column '{where}': {e.problem}", e.cause, e.fix) from None
+            if identifier:  # UTF8_BINARY, the default, is not written (the protocol's rule)
+                md[COLLATIONS_KEY] = {name: identifier}
         elif isinstance(k, exp.DefaultColumnConstraint) and not parent and DEFAULT_KEY not in md:
             # DEFAULT expression: rows that leave the column out get its value (engine.defaults)
             md[DEFAULT_KEY] = k.this.sql(dialect=dialect)
         else:
             _raise(
                 f"Column '{where}' has a clause this engine cannot honour: {c.sql(dialect=dialect)}",
-                "supported: NOT NULL, one COMMENT, and on a top-level column one DEFAULT expression, "
-                "GENERATED ALWAYS AS (expression), GENERATED ALWAYS / BY DEFAULT AS IDENTITY (BIGINT) "
-                "(no CHECK, COLLATE or key constraints)",
+                "supported: NOT NULL, one COMMENT, COLLATE on a STRING column, and on a top-level column "
+                "one DEFAULT expression, GENERATED ALWAYS AS (expression), GENERATED ALWAYS / BY DEFAULT AS "
+                "IDENTITY (BIGINT) (no CHECK or key constraints)",
             )
     return StructField(name, t, nullable, md)
 
