@@ -102,7 +102,6 @@ with DAG(
         schema=SCHEMA,
         partition_by=["dt"],
         if_not_exists=True,
-        execution="local",
     )
     create_silver = DeltaCreateTableOperator(
         task_id="create_silver",
@@ -111,7 +110,6 @@ with DAG(
         partition_by=["region"],
         if_not_exists=True,
         properties={"delta.setTransactionRetentionDuration": "interval 30 days"},
-        execution="local",
     )
     load_bronze = DeltaWriteOperator(  # the day's rows replaced: reruns cleanly
         task_id="load_bronze",
@@ -147,7 +145,7 @@ with DAG(
         **SPARK,
     )
     compact = DeltaOptimizeOperator(task_id="compact", table_uri=SILVER, **SPARK)
-    checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table_uri=SILVER, execution="local")
+    checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table_uri=SILVER)  # log only: in the worker
     vacuum = DeltaVacuumOperator(task_id="vacuum", table_uri=SILVER, retention_hours=168)
 
     landed >> create_bronze >> create_silver >> load_bronze >> wait_for_bronze >> upsert_silver

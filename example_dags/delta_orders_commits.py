@@ -91,7 +91,6 @@ with DAG(
         schema="order_id BIGINT, status STRING, amount DOUBLE, dt STRING",
         partition_by=["dt"],
         if_not_exists=True,
-        execution="local",
         outlets=[ORDERS],
     )
     load_day = DeltaWriteOperator(  # the daily load that reruns cleanly: the day's rows replaced

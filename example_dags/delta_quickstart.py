@@ -1,9 +1,10 @@
 """Delta quickstart: create a table partitioned by ``dt``, append one day of data, update and delete
 some of that day's rows, write a checkpoint.
 
-Each Delta task is one spark-submit of the bundled apps (``airflow_delta_provider_apps``) through the ``spark``
-connection; the app's result (version and Delta's ``operationMetrics``) is the task's XCom. The
-checkpoint only touches the log and runs in the worker itself (``execution="local"``).
+Each Delta task that reads or writes rows is one spark-submit of the bundled apps
+(``airflow_delta_provider_apps``) through the ``spark`` connection; the app's result (version and Delta's
+``operationMetrics``) is the task's XCom. Creating the table from a schema and the checkpoint only
+touch the log: they run in the worker itself (the default ``execution="auto"``; ``"spark"`` forces Spark).
 
 Runs as is on one machine (``make demo`` runs it in a throw-away Airflow home). Settings, all optional:
 
@@ -156,7 +157,7 @@ with DAG(
     )
 
     # a checkpoint only reads and writes the log: run it in the worker, without a Spark application
-    checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table_uri=TABLE_URI, execution="local")
+    checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table_uri=TABLE_URI)  # in the worker
 
     [generate_day(), create_table] >> append_day >> flag_large >> drop_small
     [drop_small, generate_changes()] >> upsert_changes >> checkpoint
