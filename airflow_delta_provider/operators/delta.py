@@ -502,7 +502,7 @@ class DeltaBaseOperator(BaseOperator):
         ):
             return False
         self.log.info(
-            "Delta %s on %s runs in this worker: it needs no Spark (execution=%r; 'spark' forces Spark)",
+            "Delta %s on %s runs in this worker, without Spark (execution=%r; execution='spark' forces Spark)",
             self.operation,
             self.table_uri,
             self.execution,
