@@ -54,3 +54,28 @@ def test_a_collated_table_takes_a_spark_append_and_keeps_its_collation(spark, tm
     assert DeltaTable(None, root).snapshot().schema.to_json() == json.loads(pyspark_schema.json())
     df = DeltaTable.for_path(spark, root).to_df()
     assert sorted(r["id"] for r in df.filter("name = 'ANNA'").collect()) == [1]
+
+
+@pytest.mark.parametrize("by_join", [False, True], ids=["file_by_file", "spark_join"])
+def test_a_merge_on_a_collated_key_compares_bytes_on_both_paths(spark, tmp_path, file_tasks, monkeypatch, by_join):
+    """The engine compares strings by their bytes: a MERGE ON a UTF8_LCASE key matches 'bob' only, not
+    'ANNA' with 'Anna', whether it runs file by file or as a Spark join (where Spark 4 would otherwise
+    refuse to compare the collated column with the source's plain one); a DELETE likewise."""
+    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+
+    if by_join:
+        monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    root = str(tmp_path / "t")
+    t = DeltaTable.create(spark, root, schema="name STRING COLLATE UTF8_LCASE, v INT")
+    t.append(spark.createDataFrame([("Anna", 1), ("bob", 2)], "name string, v int"))
+    source = spark.createDataFrame([("ANNA", 10), ("bob", 20)], "name string, v int")
+    res = (
+        t.merge(source, "target.name = source.name")
+        .when_matched_update({"v": "source.v"})
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (1, 1)
+    DeltaTable.for_path(spark, root).delete("name = 'ANNA'")
+    rows = read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist()
+    assert sorted((r["name"], r["v"]) for r in rows) == [("Anna", 1), ("bob", 20)]

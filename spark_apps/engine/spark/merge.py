@@ -500,7 +500,7 @@ class _JoinMerge:
             with_row_index=locate,
             row_tracking=tracking,
         ).df
-        cols = [F.col(quote(name)).alias(f"__t{j}") for name, j in zip(names, present)]
+        cols = [_bytewise(F.col(quote(fields[j].name)), fields[j]).alias(f"__t{j}") for j in present]
         added = [j for j in keep if j >= len(snapshot.schema.fields)]
         if added:  # merge_schema: columns the files lack
             from .write import spark_schema
@@ -1274,3 +1274,16 @@ class _FileMerger:
 
     def __call__(self, storage, path, partition_values, deletion_vector, likely, task_id):
         return self.streak.merge(self.prepared, storage, path, partition_values, deletion_vector, likely, task_id)
+
+
+def _bytewise(col, field):
+    """``col`` (the target's ``field``) compared by its bytes: Spark 4 compares a string with a collation
+    (``__COLLATIONS``) by that collation, and refuses to compare it with a plain one; the engine compares
+    strings as bytes everywhere (the file-by-file MERGE, DELETE, UPDATE), so the join does too. The
+    values are unchanged."""
+    from pyspark.sql import functions as F
+
+    from ..schema.collations import non_binary_collation
+
+    # (pyspark before 4 has no collations: its strings compare by bytes already)
+    return F.collate(col, "UTF8_BINARY") if non_binary_collation(field) and hasattr(F, "collate") else col
