@@ -588,6 +588,8 @@ OUTSIDE_READER_REFUSALS: dict[str, dict[str, tuple[str, ...]]] = {
     "rowTracking": {"deltalake": ("append",)},
     "clustering": {"deltalake": ("append",)},
     "identityColumns": {"deltalake": ("append",)},
+    "allowColumnDefaults": {"deltalake": ("append",)},
+    "collations": {"deltalake": ("append",)},
 }
 
 #: the versions :data:`OUTSIDE_READER_REFUSALS` was measured with (a warning names them: newer ones may read more)

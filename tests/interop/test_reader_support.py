@@ -49,6 +49,9 @@ FEATURES: dict[str, tuple[dict, str, str | None]] = {
     "rowTracking": ({"delta.enableRowTracking": "true"}, SCHEMA, "delete"),
     "clustering": ({}, SCHEMA, "optimize"),
     "vacuumProtocolCheck": ({"delta.feature.vacuumProtocolCheck": "supported"}, SCHEMA, None),
+    # the appends leave q out: it takes its default
+    "allowColumnDefaults": ({"delta.feature.allowColumnDefaults": "supported"}, SCHEMA + ", q INT DEFAULT 3", None),
+    "collations": ({}, SCHEMA + ", s STRING COLLATE UTF8_LCASE", None),
 }
 DELTALAKE_OPERATIONS = ("read", "query", "load_cdf", "append")
 
