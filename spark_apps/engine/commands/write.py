@@ -73,9 +73,31 @@ def write_files(
 
     :param row_constraint: bound condition every row must satisfy (checked in the writing tasks)
     """
+    spec = write_spec(
+        table_root,
+        table_schema,
+        partition_columns,
+        configuration,
+        target_file_size=target_file_size,
+        row_constraint=row_constraint,
+    )
+    return plane.write(df, spec)
+
+
+def write_spec(
+    table_root: str,
+    table_schema,
+    partition_columns,
+    configuration,
+    *,
+    target_file_size: int | None = None,
+    row_constraint=None,
+):
+    """The :class:`~airflow_delta_provider_apps.engine.writer.WriteSpec` :func:`write_files` writes with
+    (also what a caller whose tasks write before the command runs plans with: the data source)."""
     from ..writer import WriteSpec
 
-    spec = WriteSpec(
+    return WriteSpec(
         table_uri=table_root,
         schema_json=table_schema.to_json_string(),
         partition_columns=tuple(partition_columns or ()),
@@ -83,12 +105,20 @@ def write_files(
         target_file_size=resolve_target_file_size(configuration, target_file_size),
         row_constraint=row_constraint,
     )
-    return plane.write(df, spec)
 
 
 def _evolve(cmd, snapshot, data_schema, merge_schema: bool):
     """The schema the data is written in: the table's, or with ``merge_schema`` the merged one, whose
     new metadata then goes into the same commit. Raises SchemaMismatchError before anything is written."""
+    merged, md = evolved_schema(snapshot, data_schema, merge_schema)
+    if md is not None:
+        cmd.update_metadata(md)
+    return merged
+
+
+def evolved_schema(snapshot, data_schema, merge_schema: bool):
+    """``(schema, new metadata or None)``: the schema data of ``data_schema`` is written in on
+    ``snapshot`` (see :func:`_evolve`); raises SchemaMismatchError. Nothing is committed."""
     import dataclasses
 
     from ..column_mapping import assign
@@ -100,9 +130,8 @@ def _evolve(cmd, snapshot, data_schema, merge_schema: bool):
     merged = check_write_compatible(snapshot.schema, data_schema, merge_schema=merge_schema, widen=widen)
     if merged is not snapshot.schema and merged != snapshot.schema:
         merged, conf = assign(merged, dict(snapshot.metadata.configuration or {}))  # new columns' ids
-        md = dataclasses.replace(snapshot.metadata, schema_string=merged.to_json_string(), configuration=conf)
-        cmd.update_metadata(md)
-    return merged
+        return merged, dataclasses.replace(snapshot.metadata, schema_string=merged.to_json_string(), configuration=conf)
+    return merged, None
 
 
 def write(
@@ -498,5 +527,7 @@ __all__ = [
     "append_arrow",
     "prepare_dataframe",
     "write_files",
+    "write_spec",
+    "evolved_schema",
     "resolve_target_file_size",
 ]

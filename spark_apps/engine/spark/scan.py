@@ -534,21 +534,10 @@ def changes_dataframe(spark, plan, columns: list[str] | None = None):
     change file, dealt to tasks, each read there one bounded batch at a time (:class:`~..cdf.ChangeReader`)."""
     import dataclasses
 
-    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
-    from ..cdf import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ChangeReader
+    from ..cdf import ChangeReader
 
     reader = ChangeReader(plan, columns)  # unknown columns fail here, on the driver
-    table = StructType.fromJson(json.loads(plan.schema.to_json_string()))
-    fields = [f for f in table.fields if f.name in reader.names]
-    out_schema = StructType(
-        [
-            *fields,
-            StructField(CHANGE_TYPE, StringType()),
-            StructField(COMMIT_VERSION, LongType()),
-            StructField(COMMIT_TIMESTAMP, TimestampType()),
-        ]
-    )
+    out_schema = changes_spark_schema(reader)
     if not plan.files:
         return spark.createDataFrame([], out_schema)
     n_tasks = min(len(plan.files), 2 * _default_parallelism(spark))
@@ -574,6 +563,34 @@ def changes_dataframe(spark, plan, columns: list[str] | None = None):
     files_df = spark.createDataFrame(listing)
     files_df = files_df.repartitionByRange(n_tasks, _TASK_COLUMN) if n_tasks > 1 else files_df.coalesce(1)
     return map_in_arrow(files_df, fn, out_schema)
+
+
+def changes_spark_schema(reader):
+    """The pyspark schema of the change rows a :class:`~..cdf.ChangeReader` reads: its columns, then
+    ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    from ..cdf import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+
+    table = StructType.fromJson(json.loads(reader.table_schema.to_json_string()))
+    return StructType(
+        [
+            *[f for f in table.fields if f.name in reader.names],
+            StructField(CHANGE_TYPE, StringType()),
+            StructField(COMMIT_VERSION, LongType()),
+            StructField(COMMIT_TIMESTAMP, TimestampType()),
+        ]
+    )
+
+
+def arrow_schema_of(spark_schema) -> pa.Schema:
+    """The Arrow form in which Spark takes rows of ``spark_schema`` from Python (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(spark_schema, timezone="UTC")  # pyspark 4.1 and later
+    except TypeError:  # pyspark 4.0: no timezone argument, timestamps are UTC
+        return to_arrow_schema(spark_schema)
 
 
 def read_change_files(reader, batches, arrow_schema: pa.Schema):
