@@ -46,7 +46,36 @@ def get_provider_info() -> dict:
         "operators": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.operators.delta"]}],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.sensors.delta"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.triggers.delta"]}],
-        "extra-links": ["airflow_delta_provider.operators.delta.SparkApplicationLink"],
+        "extra-links": [
+            "airflow_delta_provider.operators.delta.SparkApplicationLink",
+            "airflow_delta_provider.operators.delta.DeltaTableLink",
+        ],
+        # the Delta view in the UI (also an airflow.plugins entry point: provider plugins load only
+        # with [core] lazy_discover_providers = False; Airflow keeps one of the two, by name)
+        "plugins": [{"name": "delta_view", "plugin-class": "airflow_delta_provider.plugins.delta_view.DeltaViewPlugin"}],
+        "config": {
+            "delta": {
+                "description": "The Delta view in Airflow's UI.",
+                "options": {
+                    "ui_enabled": {
+                        "description": "Serve the Delta view (its page, its JSON endpoints and the navigation "
+                        "entry). False: nothing is mounted.",
+                        "version_added": "0.1.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "True",
+                    },
+                    "ui_storage_conn_id": {
+                        "description": "A storage connection (aws, google_cloud_platform, wasb, adls) the view "
+                        "reads object-store tables with; unset: the api-server's environment.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "aws_lake",
+                        "default": None,
+                    },
+                },
+            }
+        },
         "connection-types": [
             {
                 "hook-class-name": "airflow_delta_provider.hooks.delta.DeltaSparkHook",

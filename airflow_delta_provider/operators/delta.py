@@ -226,6 +226,28 @@ class SparkApplicationLink(BaseOperatorLink):
         return (getattr(hook, "application_url", None) if hook is not None else None) or ""
 
 
+class DeltaTableLink(BaseOperatorLink):
+    """The task's "Delta table" button: the Delta view's page of the table at the version this task
+    instance committed (:mod:`airflow_delta_provider.plugins.delta_view`); empty when it committed
+    nothing or the view is turned off. Airflow 3 computes it in the worker when the task ends."""
+
+    name = "Delta table"
+
+    def get_link(self, operator, *, ti_key) -> str:
+        from urllib.parse import urlencode
+
+        from airflow.configuration import conf
+
+        from airflow_delta_provider.plugins.settings import URL_PREFIX, ui_enabled
+
+        result = operator.__dict__.get("_last_result") or {}
+        if not ui_enabled() or not isinstance(result.get("version"), int) or not result.get("table_uri"):
+            return ""
+        base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+        query = urlencode({"table": result["table_uri"], "version": result["version"]})
+        return f"{base}{URL_PREFIX}/?{query}"
+
+
 class DeltaBaseOperator(BaseOperator):
     """Common arguments of every Delta operator.
 
@@ -297,7 +319,7 @@ class DeltaBaseOperator(BaseOperator):
     template_fields: Sequence[str] = _BASE_TEMPLATE_FIELDS
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#00add4"
-    operator_extra_links = (SparkApplicationLink(),)
+    operator_extra_links = (SparkApplicationLink(), DeltaTableLink())
 
     def __init__(
         self,

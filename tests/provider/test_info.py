@@ -113,7 +113,7 @@ def test_the_spark_application_link_survives_dag_serialization():
     with DAG("links") as dag:
         DeltaWriteOperator(task_id="w", table_uri="/lake/t", source="/in/x.parquet")
     task = Serializer.from_dict(Serializer.to_dict(dag)).get_task("w")
-    assert [link.name for link in task.operator_extra_links] == ["Spark application"]
+    assert [link.name for link in task.operator_extra_links] == ["Spark application", "Delta table"]
 
 
 def test_airflow_3_1_builds_the_same_connection_form_from_the_hook(monkeypatch):

@@ -1,0 +1,142 @@
+"""The Delta view in Airflow's UI (Airflow 3.1+ plugin interfaces): a FastAPI app served by the
+api-server under ``/delta-view`` and an external view in the navigation that frames its page.
+
+* ``GET /delta-view/``: the page (plain HTML and JavaScript, no build step: :mod:`.page`);
+* ``GET /delta-view/api/tables``: the Delta tables the deployment's assets point to (Airflow's asset
+  table, through the api-server's own session);
+* ``GET /delta-view/api/table?uri=...``: one table's history, files, health and advice, read from its
+  log only (:func:`airflow_delta_provider_apps.protocol.table_view`: no Spark, bounded time);
+* ``GET /delta-view/api/events?uri=...``: the asset's newest events, each with the version it
+  announced (the page links each to that version).
+
+Every endpoint asks Airflow's auth manager for read access to assets (the user's own session). The
+object store's credentials come from ``[delta] ui_storage_conn_id`` (a storage connection, see
+:mod:`airflow_delta_provider.storage_connections`), else the api-server's environment.
+
+Turned off with ``[delta] ui_enabled = False`` (``AIRFLOW__DELTA__UI_ENABLED=false``): no app, no
+view, nothing mounted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+from .settings import URL_PREFIX, ui_enabled, ui_storage_conn_id
+
+#: asset URI schemes a Delta table can live under (what the engine's storage reads)
+TABLE_SCHEMES = ("file", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "hdfs")
+
+
+def table_uri_of(asset_uri: str) -> str | None:
+    """The table location an asset URI names (``file:///p`` -> ``/p``); None for other schemes."""
+    scheme = asset_uri.split("://", 1)[0].lower() if "://" in asset_uri else ""
+    if scheme not in TABLE_SCHEMES:
+        return None
+    return asset_uri[len("file://") :] if scheme == "file" else asset_uri
+
+
+def _asset_uri(table_uri: str) -> str:
+    from airflow_delta_provider.operators.delta import delta_asset
+
+    return delta_asset(table_uri).uri
+
+
+def build_app():
+    """The FastAPI app (imported by the api-server only through the plugin)."""
+    from airflow.api_fastapi.core_api.security import requires_access_asset
+    from fastapi import Depends, FastAPI, HTTPException, Query
+    from fastapi.responses import HTMLResponse
+    from sqlalchemy import select
+
+    from .page import PAGE
+
+    app = FastAPI(title="Delta view", dependencies=[Depends(requires_access_asset("GET"))])
+
+    @app.get("/", response_class=HTMLResponse)
+    def page() -> str:
+        return PAGE
+
+    @app.get("/api/tables")
+    def tables() -> dict[str, Any]:
+        from airflow.models.asset import AssetActive, AssetModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            rows = session.execute(
+                select(AssetModel.id, AssetModel.name, AssetModel.uri)
+                .join(AssetActive, (AssetActive.name == AssetModel.name) & (AssetActive.uri == AssetModel.uri))
+                .order_by(AssetModel.uri)
+            ).all()
+        out = []
+        for asset_id, name, uri in rows:
+            table = table_uri_of(uri)
+            if table is not None:
+                out.append({"asset_id": asset_id, "name": name, "asset_uri": uri, "table_uri": table})
+        return {"tables": out}
+
+    @app.get("/api/table")
+    def table(uri: str = Query(..., min_length=1), history: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
+        from airflow_delta_provider_apps.protocol import DeltaError, storage_settings, table_view
+
+        from ..hooks.delta import DeltaHook
+        from ..storage_connections import storage_env
+
+        try:
+            env = storage_env(DeltaHook, ui_storage_conn_id())
+            with storage_settings(env):
+                return table_view(uri, history=history)
+        except DeltaError as e:
+            status = 404 if type(e).__name__ == "TableNotFoundError" else 400
+            raise HTTPException(status_code=status, detail=e.one_line()) from None
+
+    @app.get("/api/events")
+    def events(uri: str = Query(..., min_length=1), limit: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
+        from airflow.models.asset import AssetEvent, AssetModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            rows = session.execute(
+                select(AssetEvent)
+                .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+                .where(AssetModel.uri == _asset_uri(uri))
+                .order_by(AssetEvent.timestamp.desc())
+                .limit(limit)
+            ).scalars()
+            out = [
+                {
+                    "id": e.id,
+                    "timestamp": e.timestamp.isoformat() if e.timestamp else None,
+                    "version": (e.extra or {}).get("version"),
+                    "operation": (e.extra or {}).get("operation"),
+                    "dag_id": e.source_dag_id,
+                    "task_id": e.source_task_id,
+                    "run_id": e.source_run_id,
+                    "map_index": e.source_map_index,
+                }
+                for e in rows
+            ]
+        return {"events": out}
+
+    return app
+
+
+class DeltaViewPlugin(AirflowPlugin):
+    """Declared in the provider info (``plugins``) and as an ``airflow.plugins`` entry point."""
+
+    name = "delta_view"
+    if ui_enabled():
+        fastapi_apps = [{"app": build_app(), "url_prefix": URL_PREFIX, "name": "Delta view"}]
+        external_views = [
+            {
+                "name": "Delta tables",
+                "href": URL_PREFIX.lstrip("/") + "/",
+                "url_route": "delta-tables",
+                "destination": "nav",
+                "category": "browse",
+            }
+        ]
+    else:
+        fastapi_apps = []
+        external_views = []
