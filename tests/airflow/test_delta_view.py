@@ -87,7 +87,7 @@ def test_the_page_shows_history_files_events_and_advice(tmp_path):
     import deltalake
 
     table = str(tmp_path / "lake" / "orders")
-    create_table(table, schema="id BIGINT, note STRING")
+    create_table(table, schema="id BIGINT, note STRING", name="orders")
     for day in range(60):  # a pipeline's small appends, each by a task instance
         run_id = f"scheduled__2026-11-{day % 28 + 1:02d}T00:00:00+00:00"
         with commit_provenance({"dag_id": "orders_pipeline", "task_id": "load", "run_id": run_id, "map_index": -1}):
