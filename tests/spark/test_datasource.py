@@ -170,3 +170,21 @@ def test_sql(spark, names, tmp_path):
         spark.sql("DROP TABLE IF EXISTS ds_sql_t")
         spark.catalog.dropTempView("ds_sql_v")
         spark.catalog.dropTempView("ds_sql_o")
+
+
+def test_identity_and_generated_columns_filled_by_the_tasks(spark, names, tmp_path):
+    root = str(tmp_path / "g")
+    DeltaTable.create(
+        None,
+        root,
+        schema="id BIGINT GENERATED ALWAYS AS IDENTITY (START WITH 100 INCREMENT BY 3), v STRING, "
+        "g INT GENERATED ALWAYS AS (length(v))",
+    )
+    data = spark.createDataFrame([(f"r{i}",) for i in range(300)], "v string").repartition(2)
+    data.write.format("delta").mode("append").save(root)  # two tasks, each its own identity range
+    got = read_snapshot_table(DeltaTable.for_path(None, root).snapshot()).to_pylist()
+    ids = [r["id"] for r in got]
+    assert len(set(ids)) == 300 and min(ids) >= 100 and all((i - 100) % 3 == 0 for i in ids)
+    assert all(r["g"] == len(r["v"]) for r in got)
+    mark = DeltaTable.for_path(None, root).snapshot().schema.find("id").metadata["delta.identity.highWaterMark"]
+    assert mark >= max(ids)
