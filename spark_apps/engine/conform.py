@@ -37,30 +37,14 @@ def _arrow_kind(t) -> str:
 
 
 def _first_unfit(col, target):
-    """The first value of ``col`` that does not survive a safe cast to ``target`` (binary search over
-    slices: a few casts, not one per value), or None."""
+    """The first value of ``col`` that does not survive a safe cast to ``target``, or None."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    def fits(a) -> bool:
-        try:
-            pc.cast(a, target, safe=True)
-            return True
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return False
+    from .expr.evaluate import first_failing
 
-    for chunk in col.chunks if isinstance(col, pa.ChunkedArray) else [col]:
-        if fits(chunk):
-            continue
-        lo, hi = 0, len(chunk)  # the first unfit value is in [lo, hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits(chunk.slice(lo, mid - lo)):
-                lo = mid
-            else:
-                hi = mid
-        return chunk[lo].as_py()
-    return None
+    errors = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+    return first_failing(col, lambda a: pc.cast(a, target, safe=True), errors)
 
 
 def conform_arrow(table_schema, data) -> list:

@@ -127,27 +127,32 @@ def _fix_for(e: Exception) -> str:
     return "fix the expression for these values, or cast explicitly where the types differ"
 
 
-def _first_failing(value: pa.Array, fn: Callable) -> object:
-    """The first value of ``value`` on which ``fn`` (of an array) raises (binary search over slices:
-    a few calls, not one per value), or None."""
+_VALUE_ERRORS = (_AnsiError, pa.ArrowInvalid, OverflowError, decimal.DecimalException)
+
+
+def first_failing(values, fn: Callable, errors: tuple = _VALUE_ERRORS) -> object:
+    """The first value of ``values`` (an array or a chunked array) on which ``fn`` (of an array)
+    raises one of ``errors``: a binary search over slices (a few calls, not one per value), or None."""
 
     def ok(a) -> bool:
         try:
             fn(a)
             return True
-        except (_AnsiError, pa.ArrowInvalid, OverflowError, decimal.DecimalException):
+        except errors:
             return False
 
-    lo, hi = 0, len(value)  # the first failing value is in [lo, hi)
-    if ok(value):
-        return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(value.slice(lo, mid - lo)):
-            lo = mid
-        else:
-            hi = mid
-    return value[lo].as_py()
+    for chunk in values.chunks if isinstance(values, pa.ChunkedArray) else [values]:
+        if ok(chunk):
+            continue
+        lo, hi = 0, len(chunk)  # the first failing value is in [lo, hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ok(chunk.slice(lo, mid - lo)):
+                lo = mid
+            else:
+                hi = mid
+        return chunk[lo].as_py()
+    return None
 
 
 def true_mask(expr: n.Expr, data: pa.RecordBatch | pa.Table) -> pa.Array:
@@ -267,7 +272,7 @@ class _Eval:
         try:
             return cast(value, e.child.type, e.type)
         except (_AnsiError, pa.ArrowInvalid, OverflowError, decimal.DecimalException) as err:
-            bad = _first_failing(value, lambda a: cast(a, e.child.type, e.type))
+            bad = first_failing(value, lambda a: cast(a, e.child.type, e.type))
             raise _StoreError(e, bad, err) from None
 
     # ---- logic
