@@ -24,6 +24,9 @@ Algorithm:
 6. Then the Spark Connect soak (bench/connect_soak.py, in a child process: one server under 1,000
    tasks with shared sessions, its processes and RSS beside per-task times; 20 tasks with a
    session per task for contrast; ``--no-connect-soak`` skips it).
+7. Then, each in a child process, the data source (bench/datasource.py: ``spark.read/write.format("delta")``
+   beside Spark's own parquet scan and our append; ``--no-datasource`` skips it) and the UI view's data
+   on a table of 100k files (bench/table_view.py; ``--no-table-view`` skips it).
 
 Usage: ``python -m bench [--quick] [--only SUBSTR ...] [--reps N] [--files N] [--out DIR]``.
 """
@@ -237,6 +240,8 @@ def parse_args(argv: list[str] | None):
         action="store_true",
         help="skip the Spark Connect soak (bench/connect_soak.py: server processes and memory over 1,000 tasks)",
     )
+    ap.add_argument("--no-datasource", action="store_true", help="skip the data source bench (bench/datasource.py)")
+    ap.add_argument("--no-table-view", action="store_true", help="skip the UI view's bench (bench/table_view.py)")
     for f in dataclasses.fields(C.Sizes):
         ap.add_argument(
             f"--{f.name.replace('_', '-')}",
@@ -261,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         code = _transports(a)
     if not a.no_connect_soak and not a.list and code == 0:
         code = _connect_soak(a)
+    if not a.no_datasource and not a.list and code == 0:
+        quick = ["--rows", "400000", "--reps", "1"] if a.quick else []
+        code = subprocess.run([sys.executable, "-m", "bench.datasource", *quick], cwd=REPO).returncode
+    if not a.no_table_view and not a.list and code == 0:
+        quick = ["--quick"] if a.quick else []
+        code = subprocess.run([sys.executable, "-m", "bench.table_view", *quick], cwd=REPO).returncode
     return code
 
 
