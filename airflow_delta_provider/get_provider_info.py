@@ -52,7 +52,9 @@ def get_provider_info() -> dict:
         ],
         # the Delta view in the UI (also an airflow.plugins entry point: provider plugins load only
         # with [core] lazy_discover_providers = False; Airflow keeps one of the two, by name)
-        "plugins": [{"name": "delta_view", "plugin-class": "airflow_delta_provider.plugins.delta_view.DeltaViewPlugin"}],
+        "plugins": [
+            {"name": "delta_view", "plugin-class": "airflow_delta_provider.plugins.delta_view.DeltaViewPlugin"}
+        ],
         "config": {
             "delta": {
                 "description": "The Delta view in Airflow's UI.",
