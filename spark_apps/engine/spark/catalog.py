@@ -2,8 +2,9 @@
 
 The entry is the one delta-spark's catalog writes (``CreateDeltaTableCommand.cleanupTableDefinition``):
 an external table with provider ``delta`` at the table's location and an empty schema, no partition
-columns and no properties: the log holds all of those. So delta-spark finds the table as its own,
-our data source (registered as ``delta``) reads it, and a schema change needs no catalog update.
+columns and no properties: the log holds all of those. So delta-spark finds the table as its own
+and a schema change needs no catalog update. (Our PySpark data source, registered as ``delta``, is
+handed the catalog's empty schema by ``spark.table``: it does not read such an entry yet.)
 The session's catalog stores it the way it stores every data-source table (``spark.sql.sources.provider``
 in the table properties, the location as the SerDe ``path``).
 
