@@ -282,6 +282,7 @@ def check_params(op: Operation, params: Mapping, *, skip_templates: bool = False
             continue
         out[arg.name] = coerce(arg, value)
         _check_sql(arg, out[arg.name], skip_templates)
+        _check_properties(arg, out[arg.name])
     if not skip_templates or not any(_is_template(v) or _holds_template(v) for v in out.values()):
         for check in (_conditions_not_blank, *op.checks):
             check(out)
@@ -341,6 +342,21 @@ def _check_sql(arg: Arg, value: Any, skip_templates: bool) -> None:
             check_defaults(parse_schema(text)) if what == "schema" else check_syntax(text, what)
         except DeltaError as e:
             raise ValueError(f"{where}: {e.one_line()}") from None
+
+
+def _check_properties(arg: Arg, value: Any) -> None:
+    """Literal table properties checked as the engine checks them before a commit (unknown ``delta.*``
+    keys, ones the engine alone sets, values that do not parse): at DAG parse time, not after the
+    task started; templated ones after rendering."""
+    if arg.name != "properties" or not isinstance(value, Mapping) or not value:
+        return
+    from .engine.commands.create_table import validate_properties
+    from .engine.errors import DeltaError
+
+    try:
+        validate_properties(dict(value))
+    except DeltaError as e:
+        raise ValueError(f"properties: {e.one_line()}") from None
 
 
 def _holds_template(value: Any) -> bool:

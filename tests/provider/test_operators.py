@@ -766,3 +766,23 @@ def test_vacuum_operator_and_cli_keep_versions_and_inventory(tmp_path, monkeypat
     assert cli.main([*argv, "--inventory", inv]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["metrics"]["numDeletedFiles"] == 1
     assert not os.path.exists(listed[0])
+
+
+@pytest.mark.parametrize(
+    "properties, message",
+    [
+        ({"delta.checkpointPolicy": "v3"}, "is not a checkpoint policy"),
+        ({"delta.bogus": "1"}, "Unknown Delta table property 'delta.bogus'"),
+        ({"delta.rowTracking.materializedRowIdColumnName": "x"}, "the engine alone sets it"),
+        ({"delta.checkpointInterval": "0"}, "is not a valid integer"),
+    ],
+)
+def test_literal_table_properties_are_checked_at_dag_parse_time(properties, message):
+    from airflow_delta_provider.operators.delta import DeltaCreateTableOperator, DeltaSetPropertiesOperator
+
+    with pytest.raises(ValueError, match=message):
+        DeltaSetPropertiesOperator(task_id="p", table_uri="/lake/t", properties=properties)
+    with pytest.raises(ValueError, match=message):
+        DeltaCreateTableOperator(task_id="c", table_uri="/lake/t", schema="id INT", properties=properties)
+    # a templated value is checked after rendering, not at parse time
+    DeltaSetPropertiesOperator(task_id="q", table_uri="/lake/t", properties={"delta.appendOnly": "{{ params.x }}"})
