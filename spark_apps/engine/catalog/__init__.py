@@ -135,17 +135,9 @@ def parse_table_name(name: str) -> tuple[str, str]:
 def hive_type(t) -> str:
     """A Delta type as a Hive column type (Spark's ``simpleString``, what Spark writes to a
     metastore): ``timestamp_ntz`` is Hive's zone-less ``timestamp``."""
-    from ..schema.types import ArrayType, MapType, PrimitiveType, StructType
+    from ..schema.types import SIMPLE_NAMES
 
-    if isinstance(t, PrimitiveType) and t.name == "timestamp_ntz":
-        return "timestamp"
-    if isinstance(t, ArrayType):
-        return f"array<{hive_type(t.element_type)}>"
-    if isinstance(t, MapType):
-        return f"map<{hive_type(t.key_type)},{hive_type(t.value_type)}>"
-    if isinstance(t, StructType):
-        return "struct<" + ",".join(f"{f.name}:{hive_type(f.type)}" for f in t.fields) + ">"
-    return t.simple_string()
+    return t.simple_string({**SIMPLE_NAMES, "timestamp_ntz": "timestamp"})
 
 
 def catalog_location(table_uri: str) -> str:

@@ -40,9 +40,10 @@ class _TypeBase:
     def to_arrow(self) -> pa.DataType:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def simple_string(self) -> str:
-        """Spark's ``simpleString`` (used in messages): ``int``, ``array<string>``, ..."""
-        return _simple_string(self)
+    def simple_string(self, names: dict | None = None) -> str:
+        """Spark's ``simpleString`` (used in messages): ``int``, ``array<string>``, ...; ``names``
+        replaces Spark's spelling of primitive types (see :data:`SIMPLE_NAMES`)."""
+        return _simple_string(self, SIMPLE_NAMES if names is None else names)
 
 
 @dataclass(frozen=True)
@@ -352,17 +353,22 @@ VOID = PrimitiveType("void")
 VARIANT = PrimitiveType("variant")
 
 
-def _simple_string(t) -> str:
+SIMPLE_NAMES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint"}
+
+
+def _simple_string(t, names: dict = SIMPLE_NAMES) -> str:
+    """Spark's ``simpleString`` of ``t``; ``names``: primitive names as the consumer spells them (a
+    Hive metastore has no ``timestamp_ntz``)."""
     if isinstance(t, PrimitiveType):
-        return {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint"}.get(t.name, t.name)
+        return names.get(t.name, t.name)
     if isinstance(t, DecimalType):
         return t.name
     if isinstance(t, ArrayType):
-        return f"array<{_simple_string(t.element_type)}>"
+        return f"array<{_simple_string(t.element_type, names)}>"
     if isinstance(t, MapType):
-        return f"map<{_simple_string(t.key_type)},{_simple_string(t.value_type)}>"
+        return f"map<{_simple_string(t.key_type, names)},{_simple_string(t.value_type, names)}>"
     if isinstance(t, StructType):
-        return "struct<" + ",".join(f"{f.name}:{_simple_string(f.type)}" for f in t.fields) + ">"
+        return "struct<" + ",".join(f"{f.name}:{_simple_string(f.type, names)}" for f in t.fields) + ">"
     return str(t)
 
 
