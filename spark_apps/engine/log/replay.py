@@ -164,6 +164,10 @@ def replay(
     return res
 
 
+#: damaged compaction files already warned of in this process (a long-lived server loads a table often)
+_WARNED: set[str] = set()
+
+
 def _collect_commits(storage: Storage, log_dir: str, commits: list, datas: list, coll, include_files: bool) -> None:
     """The JSON commits and log compaction files of a segment into ``coll``, in log order. Each
     compaction file is parsed on its own: one that cannot be (torn, not JSON, actions of the wrong
@@ -197,14 +201,16 @@ def _collect_commits(storage: Storage, log_dir: str, commits: list, datas: list,
             run = [(v, storage.read_bytes(storage.join(log_dir, commit_file_name(v)))) for v in covered]
         except FileNotFoundError:
             raise damaged from None
-        log.warning(
-            "Skipped the damaged log compaction file %s (%s: %s); reading commits %d..%d in its place",
-            c.path,
-            damaged.problem,
-            damaged.cause,
-            covered.start,
-            covered.stop - 1,
-        )
+        if c.path not in _WARNED:  # once per file and process: every later load reads the commits alike
+            _WARNED.add(c.path)
+            log.warning(
+                "Skipped the damaged log compaction file %s (%s: %s); reading commits %d..%d in its place",
+                c.path,
+                damaged.problem,
+                damaged.cause,
+                covered.start,
+                covered.stop - 1,
+            )
     if run:
         _collect_json(run, coll, include_files=include_files)
 
