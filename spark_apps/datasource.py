@@ -95,26 +95,14 @@ def _package_zip() -> str:
     import hashlib
     import os
     import tempfile
-    import zipfile
 
-    root = os.path.dirname(os.path.abspath(__file__))
-    files = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-        for n in sorted(names):
-            if n.endswith(".py"):
-                path = os.path.join(folder, n)
-                files.append((f"{__package__}/{os.path.relpath(path, root)}".replace(os.sep, "/"), path))
-    blobs = [(arc, open(path, "rb").read()) for arc, path in sorted(files)]
+    from .package_zip import package_contents, write_zip
+
+    blobs = package_contents(os.path.dirname(os.path.abspath(__file__)), __package__)
     digest = hashlib.sha256(b"".join(arc.encode() + b"\0" + data for arc, data in blobs)).hexdigest()[:16]
     target = os.path.join(tempfile.gettempdir(), "airflow-delta-provider", f"{__package__}-{digest}.zip")
     if not os.path.isfile(target):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{os.getpid()}.tmp"
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for arc, data in blobs:
-                zf.writestr(zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0)), data)
-        os.replace(tmp, target)
+        write_zip(target, blobs)
     return target
 
 

@@ -32,11 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 # import name -> folder in the repository (pyproject.toml maps the same way)
 PACKAGES = {"airflow_delta_provider_apps": "spark_apps", "airflow_delta_provider": "airflow_delta_provider"}
 # The app protocol the provider may use: the operations registry, and the read-only log API and errors
-# the sensor and the hook's checks read. Everything else under the apps is internal to them.
+# the sensor and the hook's checks read; and how the package is zipped for Spark (the bundle and the
+# data source ship the same bytes). Everything else under the apps is internal to them.
 PROVIDER_MAY_IMPORT = (
     "airflow_delta_provider_apps",
     "airflow_delta_provider_apps.operations",
     "airflow_delta_provider_apps.protocol",
+    "airflow_delta_provider_apps.package_zip",
 )
 
 

@@ -60,20 +60,6 @@ def _package_dir(package: str = APP_PACKAGE) -> str:
     return list(spec.submodule_search_locations)[0]
 
 
-def _package_files(pkg_dir: str, package: str = APP_PACKAGE) -> list[tuple[str, str]]:
-    """(archive name, absolute path) of every .py file of the package, sorted. Archive names start
-    with the import name (the source folder may be named otherwise, as in a source checkout)."""
-    out = []
-    for root, dirs, files in os.walk(pkg_dir):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(root, name)
-                out.append((f"{package}/" + os.path.relpath(path, pkg_dir).replace(os.sep, "/"), path))
-    out.sort()
-    return out
-
-
 def _dist_version() -> str:
     try:
         from importlib.metadata import version
@@ -93,14 +79,11 @@ def build_app_bundle(cache_dir: str | None = None) -> AppBundle:
     The zip's bytes depend only on the files' names and contents (sorted, fixed timestamps), so
     two workers build identical files; each write goes to a temporary name and is renamed into place.
     """
-    pkg_dir = _package_dir()
-    files = _package_files(pkg_dir)
+    from airflow_delta_provider_apps.package_zip import package_contents, write_zip
+
+    contents = package_contents(_package_dir(), APP_PACKAGE)
     h = hashlib.sha256()
-    contents = []
-    for arcname, path in files:
-        with open(path, "rb") as f:
-            data = f.read()
-        contents.append((arcname, data))
+    for arcname, data in contents:
         h.update(arcname.encode() + b"\0" + hashlib.sha256(data).digest())
     h.update(LAUNCHER_SOURCE.encode())
     digest = h.hexdigest()[:16]
@@ -111,15 +94,7 @@ def build_app_bundle(cache_dir: str | None = None) -> AppBundle:
     launcher_path = os.path.join(target, LAUNCHER_NAME)
     jar_path = os.path.join(target, RUNNER_JAR_NAME)
     if not (os.path.isfile(zip_path) and os.path.isfile(launcher_path) and os.path.isfile(jar_path)):
-        os.makedirs(target, exist_ok=True)
-        tmp_zip = f"{zip_path}.{uuid.uuid4().hex}.tmp"
-        with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for arcname, data in contents:
-                info = zipfile.ZipInfo(arcname, date_time=_ZIP_EPOCH)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                zf.writestr(info, data)
-        os.replace(tmp_zip, zip_path)
+        write_zip(zip_path, contents)
         tmp_launcher = f"{launcher_path}.{uuid.uuid4().hex}.tmp"
         with open(tmp_launcher, "w") as f:
             f.write(LAUNCHER_SOURCE)
