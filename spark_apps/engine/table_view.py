@@ -77,7 +77,7 @@ def table_view(table_uri: str, *, history: int = DEFAULT_HISTORY, now_ms: int | 
     files = _files(snap.files, snap.partition_columns, min(SMALL_FILE_BYTES, target))
     dvs = _deletion_vectors(snap.files)
 
-    versions = [v for v in range(snap.version, max(-1, snap.version - history), -1)]
+    versions = list(range(snap.version, max(-1, snap.version - history), -1))
     stamps = dict(commit_timestamps(storage, listing, snap.metadata, versions=versions))
     commits = _commits(storage, root, snap.log_dir, [v for v in versions if v in stamps], stamps)
     _size_over_time(commits, int(files["bytes"]), int(files["count"]))
@@ -137,8 +137,9 @@ def _files(files: pa.Table, partition_columns: list[str], small: int) -> dict:
     """Count, bytes, the size histogram and the small files, in a few vectorised passes."""
     sizes = files.column("size").to_numpy() if files.num_rows else np.zeros(0, dtype=np.int64)
     edges = np.asarray(SIZE_BINS, dtype=np.int64)
-    counts = np.bincount(np.searchsorted(edges, sizes, side="right"), minlength=len(edges) + 1)
-    sums = np.bincount(np.searchsorted(edges, sizes, side="right"), weights=sizes, minlength=len(edges) + 1)
+    bins = np.searchsorted(edges, sizes, side="right")
+    counts = np.bincount(bins, minlength=len(edges) + 1)
+    sums = np.bincount(bins, weights=sizes, minlength=len(edges) + 1)
     is_small = sizes < small
     n_small = int(is_small.sum())
     # OPTIMIZE bins small files per partition: each partition keeps at least one file
@@ -293,14 +294,13 @@ def _airflow(values: dict, actions: list) -> dict | None:
 def _size_over_time(commits: list[dict], size: int, count: int) -> None:
     """``bytes_after`` / ``files_after`` of each commit (newest first), walked back from the
     snapshot's; stops at a commit whose removes do not say their size."""
+    known = True
     for c in commits:
-        c["bytes_after"], c["files_after"] = size, count
-        if c["removed_bytes"] is None:
-            for older in commits[commits.index(c) + 1 :]:
-                older["bytes_after"] = older["files_after"] = None
-            return
-        size += c["removed_bytes"] - c["added_bytes"]
-        count += c["removed_files"] - c["added_files"]
+        c["bytes_after"], c["files_after"] = (size, count) if known else (None, None)
+        known = known and c["removed_bytes"] is not None
+        if known:
+            size += c["removed_bytes"] - c["added_bytes"]
+            count += c["removed_files"] - c["added_files"]
 
 
 def _last(commits: list[dict], operations: tuple[str, ...]) -> dict | None:
