@@ -442,19 +442,24 @@ def _inventory_candidates(batches, root: str, needed: pa.Array) -> pa.Table:
 def _plan(snapshot, mode: str, cutoff: int, kept: pa.Array | None = None, inventory=None) -> pa.Table:
     """``path``, ``size``, ``mtime_ms`` of the files this snapshot's VACUUM may delete."""
     storage, root = snapshot.storage, snapshot.table_root
+    needed = None
     if inventory is not None:
-        candidates = _inventory_candidates(inventory, root, _needed(snapshot, cutoff, kept))
+        needed = _needed(snapshot, cutoff, kept)  # built once: the inventory's filter and the plan's
+        candidates = _inventory_candidates(inventory, root, needed)
     elif mode == "full":
         candidates = _listed(storage, root)
     else:
         candidates = _lite_candidates(snapshot, cutoff)
-    return _unneeded(candidates, snapshot, cutoff, kept, old_only=True)
+    return _unneeded(candidates, snapshot, cutoff, kept, old_only=True, needed=needed)
 
 
-def _unneeded(candidates: pa.Table, snapshot, cutoff: int, kept=None, *, old_only: bool = False) -> pa.Table:
+def _unneeded(
+    candidates: pa.Table, snapshot, cutoff: int, kept=None, *, old_only: bool = False, needed: pa.Array | None = None
+) -> pa.Table:
     if not candidates.num_rows:
         return candidates
-    needed = _needed(snapshot, cutoff, kept)
+    if needed is None:
+        needed = _needed(snapshot, cutoff, kept)
     keep = pc.invert(pc.is_in(candidates.column("path"), value_set=needed))
     if old_only:
         keep = pc.and_(keep, pc.less(candidates.column("mtime_ms"), cutoff))

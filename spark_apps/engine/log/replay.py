@@ -165,7 +165,7 @@ def replay(
 
 
 #: damaged compaction files already warned of in this process (a long-lived server loads a table often)
-_WARNED: set[str] = set()
+_WARNED: dict[str, None] = {}
 
 
 def _collect_commits(storage: Storage, log_dir: str, commits: list, datas: list, coll, include_files: bool) -> None:
@@ -202,7 +202,9 @@ def _collect_commits(storage: Storage, log_dir: str, commits: list, datas: list,
         except FileNotFoundError:
             raise damaged from None
         if c.path not in _WARNED:  # once per file and process: every later load reads the commits alike
-            _WARNED.add(c.path)
+            if len(_WARNED) >= 1024:  # bounded in a long-lived server: forget the oldest
+                _WARNED.pop(next(iter(_WARNED)))
+            _WARNED[c.path] = None
             log.warning(
                 "Skipped the damaged log compaction file %s (%s: %s); reading commits %d..%d in its place",
                 c.path,
