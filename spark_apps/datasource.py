@@ -363,9 +363,11 @@ class ChangesReader(DataSourceReader):
         import pyarrow as pa
 
         from .engine.spark.scan import read_change_files
+        from .engine.spark.session import guard_executor
 
         (reader, arrow), texts = partition.value
-        return read_change_files(reader, [pa.record_batch({"file": pa.array(texts, pa.string())})], arrow)
+        batches = [pa.record_batch({"file": pa.array(texts, pa.string())})]
+        return guard_executor(read_change_files(reader, batches, arrow))  # an error reaches the driver as ours
 
 
 # --------------------------------------------------------------------------------------------------

@@ -126,7 +126,6 @@ def scan_files(
     :param row_tracking: a :class:`..row_tracking.RowTracking`: append each row's stable row id and row
         commit version, under the materialized columns' names (last; read by the Arrow path)
     """
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructField, StructType
 
     from ..storage import normalize_table_uri
@@ -184,10 +183,7 @@ def scan_files(
 
     n_tasks = num_tasks or min(files.num_rows, 2 * _default_parallelism(spark))
     listing = _files_table(files, n_tasks)
-    try:
-        arrow_schema = to_arrow_schema(out_schema, timezone="UTC")  # pyspark 4.1 and later
-    except TypeError:  # pyspark 4.0: no timezone argument, timestamps are UTC (timestamp_utc=True)
-        arrow_schema = to_arrow_schema(out_schema)
+    arrow_schema = arrow_schema_of(out_schema)
     table_root = normalize_table_uri(snapshot.table_root)
     partition_columns = list(snapshot.metadata.partition_columns)
     cols = list(columns) if columns is not None else None
@@ -548,12 +544,7 @@ def changes_dataframe(spark, plan, columns: list[str] | None = None):
         }
     )
 
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    try:
-        arrow_schema = to_arrow_schema(out_schema, timezone="UTC")  # pyspark 4.1 and later
-    except TypeError:  # pyspark 4.0: no timezone argument
-        arrow_schema = to_arrow_schema(out_schema)
+    arrow_schema = arrow_schema_of(out_schema)
 
     def fn(batches, _reader=reader, _arrow=arrow_schema):
         from airflow_delta_provider_apps.engine.spark.scan import read_change_files
