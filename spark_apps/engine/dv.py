@@ -20,9 +20,10 @@ Format (PROTOCOL.md "Deletion Vectors", "Deletion Vector Format"):
   (u16 count, then (start, length-1) u16 pairs)).
 * Z85 (ZeroMQ RFC 32): 5 chars -> 4 bytes, big-endian base 85 over the alphabet below.
 
-Everything is decoded and encoded with numpy (no Python object per deleted row). Readers drop the
+Bitmaps are decoded and encoded by CRoaring (``pyroaring.BitMap64``, whose portable serialization is
+this format) straight from and to numpy arrays (no Python object per deleted row). Readers drop the
 rows whose 0-based physical row index in the file is in the set (:func:`keep_mask`); writers encode
-a set (:func:`encode_bitmap`: array and bitmap containers, cookie 12346) and store it in the log
+a set (:func:`encode_bitmap`, run containers where smaller) and store it in the log
 when small (storage type ``i``) or in a file of its own under the table root (storage type ``u``):
 :func:`deletion_vector`.
 """
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap64
 
 from .actions import camel_case
 from .errors import DataFileMissingError, LogCorruptedError
@@ -160,68 +162,18 @@ def read_dv_bytes(storage: Storage, table_root: str, dv: Any) -> bytes:
     return data
 
 
-def _decode_roaring32(buf: memoryview, pos: int) -> tuple[np.ndarray, int]:
-    """Decode one 32-bit portable RoaringBitmap at ``pos``; returns (uint32 values, new pos)."""
-    (cookie,) = struct.unpack_from("<I", buf, pos)
-    pos += 4
-    if cookie & 0xFFFF == 12347:
-        size = (cookie >> 16) + 1
-        run_bytes = (size + 7) // 8
-        run_flags = np.unpackbits(np.frombuffer(buf, np.uint8, run_bytes, pos), bitorder="little")[:size].astype(bool)
-        pos += run_bytes
-        has_offsets = size >= 4
-    elif cookie == 12346:
-        (size,) = struct.unpack_from("<I", buf, pos)
-        pos += 4
-        run_flags = np.zeros(size, dtype=bool)
-        has_offsets = True
-    else:
-        raise _corrupt("bitmap", f"unknown RoaringBitmap cookie {cookie}")
-    header = np.frombuffer(buf, "<u2", 2 * size, pos).reshape(-1, 2) if size else np.zeros((0, 2), "<u2")
-    pos += 4 * size
-    if has_offsets:
-        pos += 4 * size
-    parts = []
-    for i in range(size):
-        key = int(header[i, 0]) << 16
-        card = int(header[i, 1]) + 1
-        if run_flags[i]:
-            (nruns,) = struct.unpack_from("<H", buf, pos)
-            pos += 2
-            runs = np.frombuffer(buf, "<u2", 2 * nruns, pos).reshape(-1, 2).astype(np.int64)
-            pos += 4 * nruns
-            lens = runs[:, 1] + 1
-            starts = np.repeat(runs[:, 0] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-            vals = starts + np.arange(int(lens.sum()))
-        elif card <= 4096:
-            vals = np.frombuffer(buf, "<u2", card, pos).astype(np.int64)
-            pos += 2 * card
-        else:
-            bits = np.unpackbits(np.frombuffer(buf, np.uint8, 8192, pos), bitorder="little")
-            vals = np.flatnonzero(bits).astype(np.int64)
-            pos += 8192
-        parts.append(vals + key)
-    out = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    return out.astype(np.uint64), pos
-
-
 def decode_bitmap(data: bytes) -> np.ndarray:
     """Serialized DV (magic + roaring64 portable) -> sorted uint64 row indexes."""
-    buf = memoryview(data)
-    if len(buf) < 12:
-        raise _corrupt("bitmap", f"only {len(buf)} bytes")
-    (magic,) = struct.unpack_from("<I", buf, 0)
+    if len(data) < 12:
+        raise _corrupt("bitmap", f"only {len(data)} bytes")
+    (magic,) = struct.unpack_from("<I", data, 0)
     if magic != MAGIC:
         raise _corrupt("bitmap", f"magic number {magic} is not {MAGIC}")
-    (nbuckets,) = struct.unpack_from("<Q", buf, 4)
-    pos = 12
-    parts = []
-    for _ in range(nbuckets):
-        (high,) = struct.unpack_from("<I", buf, pos)
-        pos += 4
-        vals, pos = _decode_roaring32(buf, pos)
-        parts.append(vals | (np.uint64(high) << np.uint64(32)))
-    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+    try:
+        bitmap = BitMap64.deserialize(memoryview(data)[4:])
+    except (ValueError, MemoryError) as e:  # CRoaring's own validation of the portable format
+        raise _corrupt("bitmap", f"it is not a valid 64-bit portable RoaringBitmap ({e})") from None
+    return np.frombuffer(bitmap.to_array(), dtype=np.uint64)
 
 
 def deleted_row_indexes(storage: Storage, table_root: str, dv: Any) -> np.ndarray:
@@ -242,41 +194,16 @@ def keep_mask(deleted: np.ndarray, num_rows: int) -> pa.Array:
     return pa.array(mask, pa.bool_())
 
 
-def _encode_roaring32(low: np.ndarray) -> bytes:
-    """Sorted unique uint32 values -> a 32-bit portable RoaringBitmap without run containers."""
-    keys, starts = np.unique((low >> np.uint32(16)).astype(np.uint16), return_index=True)
-    ends = np.append(starts[1:], len(low))
-    cards = ends - starts
-    header = np.empty((len(keys), 2), "<u2")
-    header[:, 0], header[:, 1] = keys, cards - 1
-    bodies = []
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        part = (low[a:b] & np.uint32(0xFFFF)).astype(np.int64)
-        if b - a <= 4096:  # array container: the values
-            bodies.append(part.astype("<u2").tobytes())
-        else:  # bitmap container: 65536 bits
-            bits = np.zeros(65536, np.uint8)
-            bits[part] = 1
-            bodies.append(np.packbits(bits, bitorder="little").tobytes())
-    head = struct.pack("<II", 12346, len(keys)) + header.tobytes()
-    offsets = len(head) + 4 * len(keys) + np.concatenate(([0], np.cumsum([len(b) for b in bodies])[:-1]))
-    return head + np.asarray(offsets, "<u4").tobytes() + b"".join(bodies)
-
-
 def encode_bitmap(rows: np.ndarray) -> bytes:
     """Row indexes -> serialized DV (magic + roaring64 portable), what :func:`decode_bitmap` reads."""
     return _encode_unique(np.unique(np.asarray(rows, dtype=np.uint64)))
 
 
 def _encode_unique(rows: np.ndarray) -> bytes:
-    """:func:`encode_bitmap` of sorted unique uint64 row indexes."""
-    highs, starts = np.unique((rows >> np.uint64(32)).astype(np.uint32), return_index=True)
-    ends = np.append(starts[1:], len(rows))
-    out = [struct.pack("<IQ", MAGIC, len(highs))]
-    for high, a, b in zip(highs.tolist(), starts.tolist(), ends.tolist()):
-        out.append(struct.pack("<I", high))
-        out.append(_encode_roaring32((rows[a:b] & np.uint64(0xFFFFFFFF)).astype(np.uint32)))
-    return b"".join(out)
+    """:func:`encode_bitmap` of sorted unique uint64 row indexes (run containers where smaller)."""
+    bitmap = BitMap64(rows)
+    bitmap.run_optimize()
+    return struct.pack("<I", MAGIC) + bitmap.serialize()
 
 
 #: a set whose serialized bitmap takes at most this many bytes is stored in the log itself (storage

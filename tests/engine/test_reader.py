@@ -364,3 +364,13 @@ def test_read_files_batches_from_a_file_table(tmp_path):
     )
     parts = list(read_files_batches(STORAGE, str(tmp_path), files, schema, ["p"]))
     assert [t.to_pylist() for t in parts] == [[{"v": 1, "p": "x"}, {"v": 2, "p": "x"}], [{"v": 3, "p": None}]]
+
+
+def test_bitmap_runs_stay_small_and_exact():
+    # a contiguous range is one run container (CRoaring's run_optimize): inline in the log, not a file
+    rows = np.concatenate([np.arange(1000, 150000, dtype=np.uint64), np.array([2**32 + 7], np.uint64)])
+    data = dvmod.encode_bitmap(rows)
+    assert len(data) <= dvmod.INLINE_MAX_BYTES
+    assert dvmod.decode_bitmap(data).tolist() == rows.tolist()
+    with pytest.raises(LogCorruptedError, match="RoaringBitmap"):
+        dvmod.decode_bitmap(data[:-3])
