@@ -311,14 +311,15 @@ def ensure_python_workers(spark) -> None:
     raise InvalidArgumentError(
         f"The Python workers of this Spark session cannot run the engine's tasks: '{python}' {problem}",
         "on a local master the workers start the Python that PYSPARK_PYTHON named when the session started "
-        "(spark.pyspark.python under spark-submit), and the engine's tasks import pyarrow",
-        f"set PYSPARK_PYTHON to a Python with pyarrow before the session starts (this driver's: "
+        "(spark.pyspark.python under spark-submit), and the engine's tasks import pyarrow and pyroaring",
+        f"set PYSPARK_PYTHON to a Python with pyarrow and pyroaring before the session starts (this driver's: "
         f"PYSPARK_PYTHON={sys.executable}), or leave it unset so that the workers use this driver's Python",
     )
 
 
 def _python_problem(python: str) -> str | None:
-    """Why ``python`` (a path, or a name on the PATH) cannot import pyarrow; None when it can."""
+    """Why ``python`` (a path, or a name on the PATH) cannot import what the engine's tasks import
+    (pyarrow; pyroaring for deletion vectors); None when it can."""
     import shutil
     import subprocess
     import sys
@@ -329,13 +330,15 @@ def _python_problem(python: str) -> str | None:
     if os.path.abspath(found) == os.path.abspath(sys.executable):  # this interpreter runs pyarrow already
         return None
     try:
-        run = subprocess.run([found, "-c", "import pyarrow"], capture_output=True, text=True, timeout=120)
+        run = subprocess.run(
+            [found, "-c", "import pyarrow; import pyroaring"], capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"cannot be started ({e})"
     if run.returncode == 0:
         return None
     last = (run.stderr.strip().splitlines() or ["exit code " + str(run.returncode)])[-1]
-    return f"cannot import pyarrow ({last})"
+    return f"cannot import {'pyroaring' if 'pyroaring' in last else 'pyarrow'} ({last})"
 
 
 def map_in_arrow(df, fn, schema):
