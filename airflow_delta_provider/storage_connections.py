@@ -54,20 +54,16 @@ def storage_env(hook, conn_id: str | None) -> dict[str, str]:
             "define it (type aws, google_cloud_platform, wasb or adls) or leave storage_conn_id unset to use "
             "the environment's default credentials",
         ) from None
-    kind = (conn.conn_type or "").lower()
-    extra = conn.extra_dejson or {}
-    if kind in ("aws", "s3"):
-        env = _aws(conn_id, conn, extra)
-    elif kind in ("google_cloud_platform", "gcp", "gcs"):
-        env = _gcp(conn_id, extra)
-    elif kind in ("wasb", "adls", "azure_data_lake", "azure"):
-        env = _azure(conn, extra)
-    else:
+    from airflow_delta_provider_apps.protocol import store_for_connection_type
+
+    store = store_for_connection_type(conn.conn_type or "")
+    if store is None or store.kind not in _FROM_CONNECTION:
         raise DeltaConfigurationError(
             f"Storage connection '{conn_id}' has type '{conn.conn_type}'",
             "only aws, google_cloud_platform, wasb and adls connections describe an object store",
             "point storage_conn_id at a connection of one of those types",
         )
+    env = _FROM_CONNECTION[store.kind](conn_id, conn, conn.extra_dejson or {})
     env = {k: str(v) for k, v in env.items() if v not in (None, "")}
     _mask(env)
     return env
@@ -104,7 +100,7 @@ def _aws(conn_id: str, conn, extra: dict) -> dict[str, Any]:
     return env
 
 
-def _gcp(conn_id: str, extra: dict) -> dict[str, Any]:
+def _gcp(conn_id: str, conn, extra: dict) -> dict[str, Any]:
     key_path = _extra(extra, "key_path", "google_cloud_platform")
     keyfile = _extra(extra, "keyfile_dict", "google_cloud_platform")
     if keyfile and not key_path:
@@ -117,7 +113,7 @@ def _gcp(conn_id: str, extra: dict) -> dict[str, Any]:
     return {"GOOGLE_APPLICATION_CREDENTIALS": key_path}
 
 
-def _azure(conn, extra: dict) -> dict[str, Any]:
+def _azure(conn_id: str, conn, extra: dict) -> dict[str, Any]:
     connection_string = _extra(extra, "connection_string", "wasb")
     if connection_string:
         return {"AZURE_STORAGE_CONNECTION_STRING": connection_string}
@@ -126,6 +122,10 @@ def _azure(conn, extra: dict) -> dict[str, Any]:
         "AZURE_STORAGE_ACCOUNT_KEY": conn.password or _extra(extra, "shared_access_key", "wasb"),
         "AZURE_STORAGE_SAS_TOKEN": _extra(extra, "sas_token", "wasb"),
     }
+
+
+# store kind (engine/object_stores.py's records) -> the standard variables from a connection of it
+_FROM_CONNECTION = {"s3": _aws, "gcs": _gcp, "azure": _azure}
 
 
 def _mask(env: dict[str, str]) -> None:

@@ -33,7 +33,13 @@ from .engine.errors import DeltaError
 from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
 from .engine.progress import reporting_to as progress_to
-from .engine.storage import normalize_table_uri, storage_for, storage_settings, table_location
+from .engine.storage import (
+    normalize_table_uri,
+    storage_for,
+    storage_settings,
+    store_for_connection_type,
+    table_location,
+)
 from .engine.table_view import rows_changed, table_view
 from .failures import infrastructure_cause
 from .landed import commit_changes, commit_partition_keys, landed_result
@@ -64,6 +70,7 @@ __all__ = [
     "run_in_process",
     "storage_for",
     "storage_settings",
+    "store_for_connection_type",
     "table_location",
     "table_schema",
     "table_view",

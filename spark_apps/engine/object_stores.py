@@ -26,50 +26,46 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from urllib.parse import urlparse
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import ParseResult, urlparse
 
 from .errors import InvalidArgumentError, StorageError
 
-# URI scheme -> store kind. s3a:// (Hadoop's name) is the same S3 object; gcs:// is pyarrow's alias.
-KINDS = {
-    "s3": "s3",
-    "s3a": "s3",
-    "gs": "gcs",
-    "gcs": "gcs",
-    "az": "azure",
-    "azure": "azure",
-    "abfs": "azure",
-    "abfss": "azure",
-}
 
-# The variables each kind's default chain reads (a change of any of them builds new clients).
-_ENV = {
-    "s3": (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT_URL_S3",
-        "AWS_PROFILE",
-        "AWS_ALLOW_HTTP",
-    ),
-    "gcs": ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_SERVICE_ACCOUNT", "STORAGE_EMULATOR_HOST"),
-    "azure": (
-        "AZURE_STORAGE_ACCOUNT_NAME",
-        "AZURE_STORAGE_ACCOUNT_KEY",
-        "AZURE_STORAGE_CONNECTION_STRING",
-        "AZURE_STORAGE_SAS_TOKEN",
-        "AZURE_STORAGE_USE_EMULATOR",
-        "AZURE_CLIENT_ID",
-        "AZURE_TENANT_ID",
-        "AZURE_CLIENT_SECRET",
-    ),
-}
+@dataclass(frozen=True)
+class ObjectStore:
+    """Everything the engine knows about one kind of object store; a new store is one record in
+    :data:`STORES` (and, for Airflow connections, one converter in the provider's
+    ``storage_connections``).
+
+    :param kind: the store's name (``s3``, ``gcs``, ``azure``)
+    :param schemes: the URI schemes that name it
+    :param env: the variables its default credential chain reads (a change of any builds new clients)
+    :param endpoint_env: the variables that point it at another endpoint (an emulator, an
+        S3-compatible server), first set wins
+    :param connection_types: the Airflow connection types that describe it
+    :param hadoop_schemes: the schemes Spark's own Hadoop filesystems read it by (hadoop-aws, ...)
+    :param bucket_url: ``(parsed URI) -> (bucket URL as obstore takes it, pyarrow.fs bucket name)``
+    :param filesystem: ``(parsed URI) -> pyarrow.fs filesystem`` from the settings in effect
+    :param obstore_config: ``(endpoint) -> (client options, store config)`` from the settings in effect
+    """
+
+    kind: str
+    schemes: tuple[str, ...]
+    env: tuple[str, ...]
+    endpoint_env: tuple[str, ...]
+    connection_types: tuple[str, ...]
+    hadoop_schemes: tuple[str, ...]
+    bucket_url: Callable[[ParseResult], tuple[str, str]]
+    filesystem: Callable[[ParseResult], Any]
+    obstore_config: Callable[[str | None], tuple[dict, dict]]
+
+    def endpoint(self) -> str | None:
+        return next((v for name in self.endpoint_env if (v := _get(name))), None)
 
 
 # Settings given for one block of work (an Airflow connection's credentials in a worker or the
@@ -100,48 +96,42 @@ def _get(name: str) -> str | None:
 
 
 def credential_env() -> dict[str, str]:
-    """The object-store variables in effect (every kind's), to hand to executors."""
-    return {name: value for names in _ENV.values() for name in names if (value := _get(name))}
+    """The object-store variables in effect (every store's), to hand to executors."""
+    return {name: value for store in STORES for name in store.env if (value := _get(name))}
+
+
+def store_of(uri: str) -> ObjectStore | None:
+    """The :class:`ObjectStore` an object-store URI names, else ``None``."""
+    return _BY_SCHEME.get(urlparse(uri).scheme.lower()) if "://" in uri else None
 
 
 def store_kind(uri: str) -> str | None:
     """``"s3"``, ``"gcs"`` or ``"azure"`` for an object-store URI, else ``None``."""
-    return KINDS.get(urlparse(uri).scheme.lower()) if "://" in uri else None
+    store = store_of(uri)
+    return store.kind if store else None
 
 
-def _env_key(kind: str) -> tuple:
-    return tuple(_get(name) for name in _ENV[kind])
+def _env_key(store: ObjectStore) -> tuple:
+    return tuple(_get(name) for name in store.env)
 
 
-def _endpoint(kind: str) -> str | None:
-    if kind == "s3":
-        return _get("AWS_ENDPOINT_URL_S3") or _get("AWS_ENDPOINT_URL")
-    if kind == "gcs":
-        return _get("STORAGE_EMULATOR_HOST")
-    return None
+def _known(uri: str) -> ObjectStore:
+    store = store_of(uri)
+    if store is None:
+        raise InvalidArgumentError(
+            f"'{uri}' is not an object-store URI",
+            "its scheme is not one of " + ", ".join(_BY_SCHEME),
+            "use s3://, gs:// or abfss://",
+        )
+    return store
 
 
 def bucket_of(uri: str) -> tuple[str, str, str]:
     """``(kind, bucket URL, key)`` of a location: the bucket (or Azure container) as a URL that
     obstore accepts and the object key inside it."""
-    kind = store_kind(uri)
-    if kind is None:
-        raise InvalidArgumentError(
-            f"'{uri}' is not an object-store URI",
-            "its scheme is not one of " + ", ".join(KINDS),
-            "use s3://, gs:// or abfss://",
-        )
+    store = _known(uri)
     p = urlparse(uri)
-    scheme = p.scheme.lower()
-    key = p.path.lstrip("/")
-    if kind == "azure" and scheme in ("abfs", "abfss"):
-        # abfss://<container>@<account>.dfs.core.windows.net/<key>
-        container, _, host = p.netloc.partition("@")
-        return kind, f"{scheme}://{container}@{host}", key
-    if kind == "azure":
-        # az://<container>/<key> (the account from AZURE_STORAGE_ACCOUNT_NAME or the emulator)
-        return kind, f"az://{p.netloc}", key
-    return kind, f"{'gs' if kind == 'gcs' else 's3'}://{p.netloc}", key
+    return store.kind, store.bucket_url(p)[0], p.path.lstrip("/")
 
 
 # ---- the data plane: pyarrow.fs
@@ -153,50 +143,55 @@ _FS_CACHE: dict[tuple, object] = {}
 def fs_path(uri: str) -> str:
     """The path pyarrow.fs uses for an object-store location: ``bucket/key`` (Azure: ``container/key``)."""
     p = urlparse(uri)
-    bucket = p.netloc.partition("@")[0] if p.scheme.lower() in ("abfs", "abfss") else p.netloc
-    return (bucket + "/" + p.path.lstrip("/")).rstrip("/")
+    return (_known(uri).bucket_url(p)[1] + "/" + p.path.lstrip("/")).rstrip("/")
 
 
 def pyarrow_filesystem(uri: str):
     """The ``pyarrow.fs`` filesystem for an object-store location: one cached client per bucket and
     credential set (building an S3 client may resolve the bucket's region with a request)."""
-    kind = store_kind(uri)
-    key = (kind, urlparse(uri).netloc, _env_key(kind))
+    store = _known(uri)
+    p = urlparse(uri)
+    key = (store.kind, p.netloc, _env_key(store))
     with _FS_LOCK:
         fs = _FS_CACHE.get(key)
     if fs is None:
-        fs = _new_filesystem(kind, uri)
+        try:
+            fs = store.filesystem(p)
+        except Exception as e:  # pyarrow raises several types here
+            raise InvalidArgumentError(
+                f"Cannot open storage for '{uri}'",
+                str(e),
+                "check the URI and the store's credentials (see the README's object-store section)",
+            ) from None
         with _FS_LOCK:
             _FS_CACHE[key] = fs
     return fs
 
 
-def _new_filesystem(kind: str, uri: str):
-    import pyarrow.fs as pafs
-
-    p = urlparse(uri)
-    try:
-        if kind == "s3":
-            return _s3_filesystem(p.netloc)
-        if kind == "gcs":
-            return pafs.FileSystem.from_uri(f"gs://{p.netloc}")[0]
-        return _azure_filesystem(uri)
-    except Exception as e:  # pyarrow raises several types here
-        raise InvalidArgumentError(
-            f"Cannot open storage for '{uri}'",
-            str(e),
-            "check the URI and the store's credentials (see the README's object-store section)",
-        ) from None
+def _parse_connection_string(s: str) -> dict[str, str]:
+    out = {}
+    for part in s.split(";"):
+        k, sep, v = part.partition("=")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
 
 
-def _s3_filesystem(bucket: str):
+# ---- S3 (and S3-compatible servers)
+
+
+def _s3_bucket(p: ParseResult) -> tuple[str, str]:
+    return f"s3://{p.netloc}", p.netloc
+
+
+def _s3_filesystem(p: ParseResult):
     """Explicit settings when any are given (an override or the standard variables), else pyarrow's
     own default chain (profile, instance role, web identity)."""
     import pyarrow.fs as pafs
 
-    key_id, endpoint = _get("AWS_ACCESS_KEY_ID"), _endpoint("s3")
+    key_id, endpoint = _get("AWS_ACCESS_KEY_ID"), S3.endpoint()
     if not (key_id or endpoint):
-        return pafs.FileSystem.from_uri(f"s3://{bucket}")[0]
+        return pafs.FileSystem.from_uri(f"s3://{p.netloc}")[0]
     kwargs: dict = {}
     if key_id:
         kwargs.update(
@@ -211,20 +206,82 @@ def _s3_filesystem(bucket: str):
     return pafs.S3FileSystem(**kwargs)
 
 
-def _azure_filesystem(uri: str):
+def _s3_obstore(endpoint: str | None) -> tuple[dict, dict]:
+    config: dict = {}
+    for name, key in (
+        ("AWS_ACCESS_KEY_ID", "access_key_id"),
+        ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
+        ("AWS_SESSION_TOKEN", "session_token"),
+    ):
+        if _get(name):
+            config[key] = _get(name)
+    region = _get("AWS_REGION") or _get("AWS_DEFAULT_REGION")
+    if region:
+        config["region"] = region
+    if endpoint:
+        config["endpoint"] = endpoint
+    return {}, config
+
+
+# ---- Google Cloud Storage
+
+
+def _gcs_bucket(p: ParseResult) -> tuple[str, str]:
+    return f"gs://{p.netloc}", p.netloc
+
+
+def _gcs_filesystem(p: ParseResult):
     import pyarrow.fs as pafs
 
+    return pafs.FileSystem.from_uri(f"gs://{p.netloc}")[0]
+
+
+def _gcs_obstore(endpoint: str | None) -> tuple[dict, dict]:
+    config: dict = {}
+    if _get("GOOGLE_SERVICE_ACCOUNT"):
+        config["service_account"] = _get("GOOGLE_SERVICE_ACCOUNT")
+    if _get("GOOGLE_APPLICATION_CREDENTIALS"):
+        config["application_credentials"] = _get("GOOGLE_APPLICATION_CREDENTIALS")
+    if endpoint:
+        config["base_url"] = endpoint.rstrip("/")
+    return {}, config
+
+
+# ---- Azure Blob Storage / ADLS Gen2
+
+
+def _azure_bucket(p: ParseResult) -> tuple[str, str]:
+    scheme = p.scheme.lower()
+    if scheme in ("abfs", "abfss"):
+        # abfss://<container>@<account>.dfs.core.windows.net/<key>
+        container, _, host = p.netloc.partition("@")
+        return f"{scheme}://{container}@{host}", container
+    # az://<container>/<key> (the account from AZURE_STORAGE_ACCOUNT_NAME or the emulator)
+    return f"az://{p.netloc}", p.netloc
+
+
+def _azure_account(p: ParseResult | None = None) -> tuple[str | None, str | None, dict[str, str]]:
+    """(account, key, parsed connection string) from the settings in effect (and an abfss URI's host)."""
     conn = _parse_connection_string(_get("AZURE_STORAGE_CONNECTION_STRING") or "")
-    p = urlparse(uri)
     account = _get("AZURE_STORAGE_ACCOUNT_NAME") or conn.get("AccountName")
-    if p.scheme.lower() in ("abfs", "abfss") and "@" in p.netloc:
+    if p is not None and p.scheme.lower() in ("abfs", "abfss") and "@" in p.netloc:
         account = p.netloc.partition("@")[2].split(".", 1)[0] or account
+    return account, _get("AZURE_STORAGE_ACCOUNT_KEY") or conn.get("AccountKey"), conn
+
+
+def _azure_emulated() -> bool:
+    return (_get("AZURE_STORAGE_USE_EMULATOR") or "").lower() in ("1", "true")
+
+
+def _azure_filesystem(p: ParseResult):
+    import pyarrow.fs as pafs
+
+    account, key, conn = _azure_account(p)
     kwargs: dict = {"account_name": account}
-    key = _get("AZURE_STORAGE_ACCOUNT_KEY") or conn.get("AccountKey")
     if key:
         kwargs["account_key"] = key
     endpoint = conn.get("BlobEndpoint")
-    if (_get("AZURE_STORAGE_USE_EMULATOR") or "").lower() in ("1", "true") and not endpoint:
+    if _azure_emulated() and not endpoint:
         endpoint = f"http://127.0.0.1:10000/{account}"
     if endpoint:
         e = urlparse(endpoint)
@@ -237,13 +294,89 @@ def _azure_filesystem(uri: str):
     return pafs.AzureFileSystem(**kwargs)
 
 
-def _parse_connection_string(s: str) -> dict[str, str]:
-    out = {}
-    for part in s.split(";"):
-        k, sep, v = part.partition("=")
-        if sep:
-            out[k.strip()] = v.strip()
-    return out
+def _azure_obstore(endpoint: str | None) -> tuple[dict, dict]:
+    client_options: dict = {}
+    config: dict = {}
+    account, key, conn = _azure_account()
+    if _azure_emulated():
+        config["use_emulator"] = True
+        client_options["allow_http"] = True
+    if account:
+        config["account_name"] = account
+    if key:
+        config["account_key"] = key
+    if _get("AZURE_STORAGE_SAS_TOKEN"):
+        config["sas_key"] = _get("AZURE_STORAGE_SAS_TOKEN")
+    if conn.get("BlobEndpoint"):
+        config["endpoint"] = conn["BlobEndpoint"]
+    return client_options, config
+
+
+S3 = ObjectStore(
+    kind="s3",
+    schemes=("s3", "s3a"),  # s3a:// (Hadoop's name) is the same object
+    env=(
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_PROFILE",
+        "AWS_ALLOW_HTTP",
+    ),
+    endpoint_env=("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    connection_types=("aws", "s3"),
+    hadoop_schemes=("s3a",),
+    bucket_url=_s3_bucket,
+    filesystem=_s3_filesystem,
+    obstore_config=_s3_obstore,
+)
+GCS = ObjectStore(
+    kind="gcs",
+    schemes=("gs", "gcs"),  # gcs:// is pyarrow's alias
+    env=("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_SERVICE_ACCOUNT", "STORAGE_EMULATOR_HOST"),
+    endpoint_env=("STORAGE_EMULATOR_HOST",),
+    connection_types=("google_cloud_platform", "gcp", "gcs"),
+    hadoop_schemes=("gs",),
+    bucket_url=_gcs_bucket,
+    filesystem=_gcs_filesystem,
+    obstore_config=_gcs_obstore,
+)
+AZURE = ObjectStore(
+    kind="azure",
+    schemes=("az", "azure", "abfs", "abfss"),
+    env=(
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "AZURE_STORAGE_SAS_TOKEN",
+        "AZURE_STORAGE_USE_EMULATOR",
+        "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID",
+        "AZURE_CLIENT_SECRET",
+    ),
+    endpoint_env=(),  # the connection string's BlobEndpoint, or the emulator's
+    connection_types=("wasb", "adls", "azure_data_lake", "azure"),
+    hadoop_schemes=("abfs", "abfss", "wasb", "wasbs"),
+    bucket_url=_azure_bucket,
+    filesystem=_azure_filesystem,
+    obstore_config=_azure_obstore,
+)
+
+#: every object store the engine reads and commits to
+STORES: tuple[ObjectStore, ...] = (S3, GCS, AZURE)
+_BY_SCHEME = {scheme: store for store in STORES for scheme in store.schemes}
+#: URI scheme -> store kind
+KINDS = {scheme: store.kind for scheme, store in _BY_SCHEME.items()}
+#: the schemes Spark's own Hadoop filesystems may read object stores by
+HADOOP_SCHEMES = tuple(scheme for store in STORES for scheme in store.hadoop_schemes)
+
+
+def store_for_connection_type(conn_type: str) -> ObjectStore | None:
+    """The store an Airflow connection type describes (``aws`` -> S3), else ``None``."""
+    return next((store for store in STORES if conn_type.lower() in store.connection_types), None)
 
 
 # ---- the commit plane: obstore's create-only put
@@ -253,84 +386,34 @@ _STORES: dict[tuple, object] = {}
 _VERIFIED: set[tuple] = set()
 
 
-def _store(kind: str, bucket_url: str):
-    key = (bucket_url, _env_key(kind))
+def _store(store: ObjectStore, bucket_url: str):
+    key = (bucket_url, _env_key(store))
     with _STORE_LOCK:
-        store = _STORES.get(key)
-    if store is not None:
-        return store, key
+        client = _STORES.get(key)
+    if client is not None:
+        return client, key
+    from obstore.store import from_url  # a dependency of the provider
+
+    endpoint = store.endpoint()
+    client_options, config = store.obstore_config(endpoint)
+    if (config.get("endpoint") or endpoint or "").startswith("http://"):
+        client_options["allow_http"] = True
     try:
-        from obstore.store import from_url
-    except ImportError:  # pragma: no cover - obstore is a dependency of the provider
-        raise StorageError(
-            f"Cannot commit to '{bucket_url}'",
-            "the obstore package, which makes the store's conditional create, is not installed",
-            "pip install airflow-delta-provider (it depends on obstore)",
-        ) from None
-    client_options, config = _obstore_config(kind)
-    try:
-        store = from_url(bucket_url, config=config or None, client_options=client_options or None)
+        client = from_url(bucket_url, config=config or None, client_options=client_options or None)
     except Exception as e:
         raise InvalidArgumentError(
             f"Cannot open '{bucket_url}' for commits", str(e), "check the URI and the store's credentials"
         ) from None
     with _STORE_LOCK:
-        _STORES[key] = store
-    return store, key
-
-
-def _obstore_config(kind: str) -> tuple[dict, dict]:
-    """obstore's client options and store config from the settings in effect (explicit, so that an
-    override applies; obstore would read only the process environment)."""
-    client_options: dict = {}
-    config: dict = {}
-    endpoint = _endpoint(kind)
-    if kind == "s3":
-        for name, key in (
-            ("AWS_ACCESS_KEY_ID", "access_key_id"),
-            ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
-            ("AWS_SESSION_TOKEN", "session_token"),
-        ):
-            if _get(name):
-                config[key] = _get(name)
-        region = _get("AWS_REGION") or _get("AWS_DEFAULT_REGION")
-        if region:
-            config["region"] = region
-        if endpoint:
-            config["endpoint"] = endpoint
-    elif kind == "gcs":
-        if _get("GOOGLE_SERVICE_ACCOUNT"):
-            config["service_account"] = _get("GOOGLE_SERVICE_ACCOUNT")
-        if _get("GOOGLE_APPLICATION_CREDENTIALS"):
-            config["application_credentials"] = _get("GOOGLE_APPLICATION_CREDENTIALS")
-        if endpoint:
-            config["base_url"] = endpoint.rstrip("/")
-    else:
-        conn = _parse_connection_string(_get("AZURE_STORAGE_CONNECTION_STRING") or "")
-        account = _get("AZURE_STORAGE_ACCOUNT_NAME") or conn.get("AccountName")
-        key = _get("AZURE_STORAGE_ACCOUNT_KEY") or conn.get("AccountKey")
-        if (_get("AZURE_STORAGE_USE_EMULATOR") or "").lower() in ("1", "true"):
-            config["use_emulator"] = True
-            client_options["allow_http"] = True
-        if account:
-            config["account_name"] = account
-        if key:
-            config["account_key"] = key
-        if _get("AZURE_STORAGE_SAS_TOKEN"):
-            config["sas_key"] = _get("AZURE_STORAGE_SAS_TOKEN")
-        if conn.get("BlobEndpoint"):
-            endpoint = conn["BlobEndpoint"]
-            config["endpoint"] = endpoint
-    if endpoint and endpoint.startswith("http://"):
-        client_options["allow_http"] = True
-    return client_options, config
+        _STORES[key] = client
+    return client, key
 
 
 def create_object(uri: str, data: bytes) -> None:
     """Create ``uri`` with ``data`` only if no object is there (the store's own precondition);
     ``FileExistsError`` when one is. Checks once per bucket and process that the store honours it."""
-    kind, bucket_url, key = bucket_of(uri)
-    store, store_key = _store(kind, bucket_url)
+    _, bucket_url, key = bucket_of(uri)
+    store, store_key = _store(_known(uri), bucket_url)
     if store_key not in _VERIFIED:
         _verify_conditional_create(store, bucket_url, key.rsplit("/", 1)[0])
         with _STORE_LOCK:

@@ -653,3 +653,17 @@ def executor_env() -> dict[str, str]:
     from .object_stores import credential_env
 
     return credential_env()
+
+
+def hadoop_object_schemes() -> tuple[str, ...]:
+    """The URI schemes Spark's own Hadoop filesystems may read object stores by (``s3a``, ``gs``, ...)."""
+    from .object_stores import HADOOP_SCHEMES
+
+    return HADOOP_SCHEMES
+
+
+def store_for_connection_type(conn_type: str):
+    """The object store (:class:`.object_stores.ObjectStore`) an Airflow connection type describes, or None."""
+    from .object_stores import store_for_connection_type as lookup
+
+    return lookup(conn_type)

@@ -281,7 +281,9 @@ def _hadoop_reads(spark, scheme: str) -> bool:
     """Whether this Spark has a Hadoop filesystem for ``scheme`` (``s3a`` with hadoop-aws, ``gs``
     with the GCS connector, ``abfss`` with hadoop-azure): then its own scan reads object-store tables
     too. A stock pyspark has none, and the Arrow path (pyarrow.fs in the tasks) reads them."""
-    if scheme.lower() not in _HADOOP_OBJECT_SCHEMES:
+    from ..storage import hadoop_object_schemes
+
+    if scheme.lower() not in hadoop_object_schemes():
         return False
     try:
         jvm = spark.sparkContext._jvm
@@ -289,9 +291,6 @@ def _hadoop_reads(spark, scheme: str) -> bool:
         return True
     except Exception:  # no such filesystem class, or no JVM access (Spark Connect)
         return False
-
-
-_HADOOP_OBJECT_SCHEMES = ("s3a", "gs", "abfs", "abfss", "wasb", "wasbs")
 
 
 def _hive_folders(files: pa.Table, partition_columns: list[str]) -> pa.Array | None:
