@@ -488,3 +488,89 @@ def test_tests_reach_the_conformance_corpus_only_through_the_skipping_fixtures()
 def test_a_planted_corpus_read_is_found(source):
     assert _corpus_reads(source, "tests/planted.py")
     assert _corpus_reads("from conformance_location import manifest_tables\n", "tests/planted.py") == []
+
+
+# -- transports (issue 43 item 2) ---------------------------------------------------------------
+# The transport registry and its implementations: the only modules that know which way a task
+# reaches Spark. Everything else (the hook, the operators, the triggers, the sensors) goes through
+# the Transport contract, so a new transport is one module and one registry line.
+TRANSPORT_MODULES = {
+    f"airflow_delta_provider.hooks.{m}"
+    for m in ("transport", "registry", "connections", "submit", "driver", "connect", "local")
+}
+# the transports' names and the connection types that select them
+# (not "local": ``execution="local"`` is an operator's choice to run in the worker, made before any
+# transport is asked, and the in-process transport is then taken by the hook's run_in_process)
+TRANSPORT_KINDS = {"spark-submit", "connect", "spark", "delta_spark", "spark_connect", "sc://"}
+TRANSPORT_KIND_NAMES = {"CONNECT_CONN_TYPE", "DELTA_SPARK_CONN_TYPE"}
+
+
+def _named(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def _kind_branches(source: str, where: str) -> list[str]:
+    """Where ``source`` asks which transport it has: a comparison with a transport's name or a Spark
+    connection type (``== "spark_connect"``, ``in ("spark", "delta_spark")``, ``.startswith("sc://")``),
+    ``is_connect(...)``, ``isinstance(x, SomeTransport)`` or the driver of one transport, and the
+    hook's hard-wired ``submitter``."""
+    found = []
+
+    def kind_constant(node: ast.AST) -> bool:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return any(
+            (isinstance(n, ast.Constant) and n.value in TRANSPORT_KINDS) or _named(n) in TRANSPORT_KIND_NAMES
+            for n in items
+        )
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(kind_constant(n) for n in (node.left, *node.comparators)):
+            found.append(f"{where}:{node.lineno}: compares with a transport kind")
+        elif isinstance(node, ast.Call) and _named(node.func) == "startswith" and any(map(kind_constant, node.args)):
+            found.append(f"{where}:{node.lineno}: tests a transport's URL scheme")
+        elif isinstance(node, ast.Call) and _named(node.func) == "is_connect":
+            found.append(f"{where}:{node.lineno}: asks whether the connection is Spark Connect")
+        elif (
+            isinstance(node, ast.Call)
+            and _named(node.func) == "isinstance"
+            and len(node.args) == 2
+            and any(
+                _named(n).endswith("Transport") or _named(n) == "SubmittedDriver"
+                for n in (node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]])
+            )
+        ):
+            found.append(f"{where}:{node.lineno}: tests which transport it has")
+        elif isinstance(node, ast.Attribute) and node.attr == "submitter":
+            found.append(f"{where}:{node.lineno}: uses the spark-submit transport by name")
+    return found
+
+
+def _transport_kind_branches() -> list[str]:
+    found = []
+    for name, path in MODULES.items():
+        if _within(name, "airflow_delta_provider") and name not in TRANSPORT_MODULES:
+            found += _kind_branches(path.read_text(), str(path.relative_to(REPO)))
+    return found
+
+
+def test_no_module_outside_the_transport_registry_branches_on_the_transport_kind():
+    assert _transport_kind_branches() == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(conn):\n    return conn.conn_type == 'spark_connect'\n",
+        "def f(conn):\n    return conn.conn_type in ('spark', 'delta_spark')\n",
+        "def f(hook):\n    return hook.transport.name != 'spark-submit'\n",
+        "def f(master):\n    return master.startswith('sc://')\n",
+        "def f(conn):\n    return is_connect(conn)\n",
+        "def f(t):\n    return isinstance(t, ConnectTransport)\n",
+        "def f(r):\n    return isinstance(r, (dict, SubmittedDriver))\n",
+        "def f(hook):\n    return hook.submitter.start()\n",
+        "def f(conn):\n    return conn.conn_type == CONNECT_CONN_TYPE\n",
+    ],
+)
+def test_a_planted_kind_branch_is_found(source):
+    assert _kind_branches(source, "planted.py")
+    assert _kind_branches("def f(op):\n    return op.execution in ('auto', 'local')\n", "planted.py") == []

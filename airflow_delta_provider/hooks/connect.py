@@ -20,17 +20,18 @@ property, a plan string or a log line.
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 from airflow_delta_provider.exceptions import DeltaRetryableError
 from airflow_delta_provider.hooks.bundle import build_app_bundle
-from airflow_delta_provider.hooks.connections import connect_url, redacted_url
+from airflow_delta_provider.hooks.connections import CONNECT_CONN_TYPE, connect_url, is_connect, redacted_url
 from airflow_delta_provider.hooks.submit import SparkSubmitOptions
 from airflow_delta_provider.hooks.transport import Transport, app_run
 from airflow_delta_provider_apps.operations import OPERATIONS
 
-__all__ = ["ConnectTransport", "check_server_reachable"]
+__all__ = ["ConnectSettings", "ConnectTransport", "check_server_reachable"]
 
 DEFAULT_PORT = 15002  # Spark Connect's
 
@@ -52,19 +53,44 @@ def check_server_reachable(url: str, timeout: float = 5.0) -> None:
         ) from None
 
 
+@dataclass(frozen=True)
+class ConnectSettings:
+    """What a Spark Connect connection means: the server's ``sc://`` URL (it may hold a token: log
+    :func:`~airflow_delta_provider.hooks.connections.redacted_url` of it)."""
+
+    url: str
+
+
 class ConnectTransport(Transport):
     """How a task reaches Spark over Spark Connect (see the module docstring)."""
 
     name = "connect"
+    conn_types = (CONNECT_CONN_TYPE,)
 
     def __init__(self, hook) -> None:
         super().__init__(hook)
         self._run = None
+        self._settings: ConnectSettings | None = None
+
+    @classmethod
+    def serves(cls, conn) -> bool:
+        return is_connect(conn)
+
+    def settings(self) -> ConnectSettings:
+        if self._settings is None:
+            self._settings = ConnectSettings(connect_url(self.hook.get_conn()))
+        return self._settings
+
+    def deferral_blocker(self) -> str | None:
+        return (
+            "over Spark Connect the Delta engine runs in this task's process (the Connect client) and "
+            "drives the server's Spark from there"
+        )
 
     def run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         from airflow_delta_provider_apps.protocol import ConnectRun
 
-        url = connect_url(self.hook.get_conn())
+        url = self.settings().url
         if not OPERATIONS[operation].spark_needed(params):  # log only: no session, no server needed
             return app_run(lambda: ConnectRun(url).run(operation, table_uri, params), self.log)
         if self.hook.submit_options != SparkSubmitOptions() or self.hook.result_dir:
@@ -83,7 +109,7 @@ class ConnectTransport(Transport):
         self.log.info("Delta %s over Spark Connect at %s", operation, redacted_url(url))
         return app_run(lambda: self._run.run(operation, table_uri, params), self.log)
 
-    def on_kill(self) -> None:
+    def kill(self) -> None:
         """Interrupt the session's running operations and release it."""
         if self._run is not None:
             self._run.interrupt()

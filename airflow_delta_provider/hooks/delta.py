@@ -4,12 +4,14 @@ The hook resolves the connection, the object-store credentials (``storage_conn_i
 Spark settings, picks how the task reaches Spark (:mod:`airflow_delta_provider.hooks.transport`:
 spark-submit, Spark Connect, or in this process) and returns the app's result dict; a run whose own
 result was lost after its commit landed is recovered from the table's log by its SetTransaction
-identity, whatever the transport.
+identity, whatever the transport. It never asks which transport it has: what differs is the
+transport's (:class:`~airflow_delta_provider.hooks.transport.Transport`).
 
 Modules of the package, one concern each: :mod:`.connections` (connection types, master, Connect
 URL), :mod:`.bundle` (the apps' zip), :mod:`.outcome` (result and failure mapping, pure),
-:mod:`.submit` (spark-submit), :mod:`.connect` (Spark Connect), :mod:`.transport` (the interface and
-the in-process transport). The Airflow layer never imports pyspark.
+:mod:`.transport` (the contract), :mod:`.registry` (the transports, and which one a connection
+selects), :mod:`.submit` and :mod:`.driver` (spark-submit), :mod:`.connect` (Spark Connect),
+:mod:`.local` (in this process). The Airflow layer never imports pyspark.
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_delta_provider.exceptions import AirflowNotFoundException, DeltaConfigurationError, DeltaTaskError
+from airflow_delta_provider.exceptions import (
+    AirflowNotFoundException,
+    DeltaConfigurationError,
+    DeltaRetryableError,
+    DeltaTaskError,
+)
 from airflow_delta_provider.hooks.bundle import AppBundle, build_app_bundle, clear_bundle_cache
-from airflow_delta_provider.hooks.connect import ConnectTransport
-from airflow_delta_provider.hooks.connections import DELTA_SPARK_CONN_TYPE, is_connect, missing_connection
-from airflow_delta_provider.hooks.driver import SubmittedDriver
+from airflow_delta_provider.hooks.connections import DELTA_SPARK_CONN_TYPE, missing_connection
+from airflow_delta_provider.hooks.local import LocalTransport
 from airflow_delta_provider.hooks.outcome import (
     AppOutput,
     engine_error_retryable,
@@ -31,15 +37,15 @@ from airflow_delta_provider.hooks.outcome import (
     resolve_outcome,
     schema_change_text,
 )
+from airflow_delta_provider.hooks.registry import transport_for
 from airflow_delta_provider.hooks.submit import (
     SparkSubmitOptions,
     SubmitSettings,
-    SubmitTransport,
     _CapturingSparkSubmitHook,
     check_master_reachable,
     find_spark_submit,
 )
-from airflow_delta_provider.hooks.transport import LocalTransport, Transport
+from airflow_delta_provider.hooks.transport import Started, Transport
 from airflow_delta_provider_apps.operations import OPERATIONS
 
 
@@ -104,7 +110,7 @@ class DeltaHook(BaseHook):
         self.result_dir = result_dir
         self.submit_options = SparkSubmitOptions.coerce(submit_options)
         self.bundle_dir = bundle_dir
-        self.submitter = SubmitTransport(self)
+        self._connection_transport: Transport | None = None
         self.transport: Transport | None = None  # the transport of the current (or last) run
 
     # -- connection -------------------------------------------------------------------------
@@ -150,8 +156,11 @@ class DeltaHook(BaseHook):
     # -- running ----------------------------------------------------------------------------
 
     def transport_for_connection(self) -> Transport:
-        """The transport the connection asks for: Spark Connect or spark-submit."""
-        return ConnectTransport(self) if is_connect(self.get_conn()) else self.submitter
+        """The transport the connection selects (:func:`~airflow_delta_provider.hooks.registry.transport_for`),
+        built once per hook."""
+        if self._connection_transport is None:
+            self._connection_transport = transport_for(self.get_conn())(self)
+        return self._connection_transport
 
     def run(self, operation: str, table_uri: str, **params: Any) -> dict:
         """Run one Delta app operation over the connection and return its result dict.
@@ -178,12 +187,12 @@ class DeltaHook(BaseHook):
     def _run_on(self, transport: Transport, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         self.transport = transport
         with self.storage_context():
-            earlier = self.earlier_run_result(table_uri, params) if transport is self.submitter else None
+            earlier = transport.recover(table_uri, params)
             if earlier is not None:
                 return {**earlier, "transport": transport.name}
             result = self._or_from_log(lambda: transport.run(operation, table_uri, params), table_uri, params)
         result = {**result, "transport": transport.name}
-        self._log_result(operation, table_uri, result, "" if transport is self.submitter else f" ({transport.name})")
+        self._log_result(operation, table_uri, result, transport.run_label)
         return result
 
     def _or_from_log(self, call, table_uri: str, params: dict[str, Any]) -> dict:
@@ -206,38 +215,58 @@ class DeltaHook(BaseHook):
 
     def deferral_blocker(self) -> str | None:
         """Why this connection's runs cannot free the worker slot while Spark works (the reason a
-        ``deferrable`` operator logs before it runs attached), or None: cluster deploy mode."""
-        if is_connect(self.get_conn()):
-            return (
-                "over Spark Connect the Delta engine runs in this task's process (the Connect client) and "
-                "drives the server's Spark from there"
-            )
-        return self.submitter.submit_settings().deferral_blocker()
+        ``deferrable`` operator logs before it runs attached), or None (e.g. cluster deploy mode)."""
+        return self.transport_for_connection().deferral_blocker()
 
-    def start(self, operation: str, table_uri: str, **params: Any) -> dict | SubmittedDriver:
-        """Submit a run in cluster deploy mode without waiting for it: the driver to follow
-        (:class:`~airflow_delta_provider.triggers.delta.DeltaSparkDriverTrigger`), then
-        :meth:`finish`. Returns a result instead when an earlier try of the task instance made the
+    def start(self, operation: str, table_uri: str, **params: Any) -> dict | Started:
+        """Start a run over the connection without waiting for it: the :class:`Started` run, whose
+        trigger follows it (:class:`~airflow_delta_provider.triggers.delta.DeltaRunTrigger`), then
+        :meth:`complete`. Returns a result instead when an earlier try of the task instance made the
         commit (or is still making it: then it waits, as :meth:`run` does). Same parameters as
-        :meth:`run`."""
+        :meth:`run`; a transport that cannot defer refuses (:meth:`deferral_blocker`)."""
         self._check_target(operation, table_uri)
-        self.transport = self.submitter
+        transport = self.transport = self.transport_for_connection()
         with self.storage_context():
-            earlier = self.earlier_run_result(table_uri, params)
+            earlier = transport.recover(table_uri, params)
             if earlier is not None:
-                return {**earlier, "transport": self.submitter.name}
-            return self.submitter.start(operation, table_uri, params)
+                return {**earlier, "transport": transport.name}
+            handle = transport.start(operation, table_uri, params)
+        return Started(handle, transport.trigger(handle))
 
-    def finish(
-        self, operation: str, table_uri: str, driver: SubmittedDriver, state: str, succeeded: bool, **params: Any
-    ) -> dict:
-        """The result of a run started by :meth:`start` whose driver ended in ``state`` (same result
-        and errors as :meth:`run`; a lost result is recovered from the table's log)."""
-        self.transport = self.submitter
-        with self.storage_context():
-            result = self._or_from_log(lambda: self.submitter.finish(driver, state, succeeded), table_uri, params)
-        result = {**result, "transport": self.submitter.name}
-        self._log_result(operation, table_uri, result, f" ({driver.describe()})")
+    def complete(self, operation: str, table_uri: str, event: dict, **params: Any) -> dict:
+        """The result of a run started by :meth:`start`, from its trigger's ``event`` (same result and
+        errors as :meth:`run`; a lost result is recovered from the table's log). A run that never got
+        resources is stopped; the trigger's other failures are retryable."""
+        from airflow_delta_provider.triggers.delta import run_of
+
+        cls, handle = run_of(event)
+        current = self.transport_for_connection()  # the connection's, else one built for this hook
+        transport = self.transport = current if type(current) is cls else cls(self)
+        try:
+            status = event.get("status")
+            if status == "not_started":
+                problem = transport.stop(handle)
+                raise DeltaRetryableError(
+                    "SparkDriverNotStarted",
+                    f"{event['message']}; {'stopped it' if problem is None else f'could not stop it ({problem})'}. "
+                    "Fix: give the cluster room (or a longer wait); the task is retried.",
+                    retryable=True,
+                )
+            if status != "ended":
+                raise DeltaRetryableError(
+                    "SparkInfrastructureError",
+                    f"{event.get('message') or f'unexpected event {event!r}'}. Fix: check the cluster manager; "
+                    "the retry waits for the run if it still runs (its run lease) instead of starting it again.",
+                    retryable=True,
+                )
+            with self.storage_context():
+                result = self._or_from_log(
+                    lambda: transport.finish(handle, event["state"], bool(event["succeeded"])), table_uri, params
+                )
+        finally:
+            transport.release(handle)
+        result = {**result, "transport": transport.name}
+        self._log_result(operation, table_uri, result, f" ({transport.describe(handle)})")
         return result
 
     @staticmethod
@@ -288,38 +317,6 @@ class DeltaHook(BaseHook):
             return None
         return None if landed is None else {**landed, "skipped": False, "committed": True}
 
-    def earlier_run_result(self, table_uri: str, params: dict) -> dict | None:
-        """When an earlier try of this task instance still runs its Spark application (its driver
-        outlived the worker that started it), wait for it instead of submitting a second one; the
-        result of its commit, or None (it ended without committing: submit as usual). See
-        :mod:`airflow_delta_provider_apps.run_lease`."""
-        app_id, app_version = params.get("app_id"), params.get("app_version")
-        if not app_id or app_version is None:
-            return None
-        from airflow_delta_provider_apps.protocol import (
-            landed_result,
-            storage_for,
-            table_location,
-            wait_for_earlier_run,
-        )
-
-        try:
-            root = table_location(table_uri)
-            result = wait_for_earlier_run(
-                storage_for(root),
-                root,
-                str(app_id),
-                int(app_version),
-                lambda: landed_result(table_uri, str(app_id), int(app_version)),
-                log=self.log.warning,
-            )
-        except OSError as e:  # the lease is not readable from here: submit as before (exactly once holds)
-            self.log.warning("Cannot read the run lease of %s: %s", table_uri, e)
-            return None
-        if result is not None:
-            self.log.info("The earlier try committed version %s: reporting that commit", result.get("version"))
-        return result
-
     @property
     def application_url(self) -> str | None:
         """The running (or last) Spark application's web page, when there is one."""
@@ -329,7 +326,7 @@ class DeltaHook(BaseHook):
         """Stop the running work: the spark-submit application (local process, YARN app, k8s pod), or
         the Spark Connect session's operations."""
         if self.transport is not None:
-            self.transport.on_kill()
+            self.transport.kill()
 
 
 # re-exported: where these names lived before the hooks became a package

@@ -65,13 +65,24 @@ from airflow_delta_provider.exceptions import (
 )
 from airflow_delta_provider.hooks.bundle import build_app_bundle
 from airflow_delta_provider.hooks.connections import (
+    DELTA_SPARK_CONN_TYPE,
     RESULT_DIR_EXTRA,
     as_spark_connection,
     connection_extra,
+    is_connect,
     master_from_connection,
 )
-from airflow_delta_provider.hooks.driver import SubmittedDriver, discard_secret_file
+from airflow_delta_provider.hooks.driver import (
+    SubmittedDriver,
+    discard_secret_file,
+    driver_state,
+    is_active,
+    is_succeeded,
+    is_waiting,
+    kill_driver,
+)
 from airflow_delta_provider.hooks.outcome import AppOutput, progress_text, resolve_outcome
+from airflow_delta_provider.hooks.transport import RunState, Transport
 from airflow_delta_provider_apps.operations import OPERATIONS
 
 __all__ = [
@@ -448,17 +459,64 @@ _ARROW_JAVA_OPTIONS = (
 )
 
 
-class SubmitTransport:
+class SubmitTransport(Transport):
     """How a task reaches Spark with spark-submit (see the module docstring): one application per
-    :meth:`run`, its result read back from the result file or its output."""
+    :meth:`run`, its result read back from the result file or its output; in cluster deploy mode a
+    run can be started detached (:meth:`start`), its driver followed on the triggerer (:meth:`poll`)."""
 
     name = "spark-submit"
+    conn_types = ("spark", DELTA_SPARK_CONN_TYPE)
 
     def __init__(self, hook) -> None:  # the DeltaHook whose connection and settings it uses
-        self.hook = hook
-        self.log = hook.log
+        super().__init__(hook)
         self._submit_hook: _CapturingSparkSubmitHook | None = None
         self._settings: SubmitSettings | None = None
+
+    @classmethod
+    def serves(cls, conn) -> bool:
+        return getattr(conn, "conn_type", None) in cls.conn_types and not is_connect(conn)
+
+    @property
+    def run_label(self) -> str:
+        return ""  # the task log's default transport
+
+    def settings(self) -> SubmitSettings:
+        return self.submit_settings()
+
+    def deferral_blocker(self) -> str | None:
+        return self.submit_settings().deferral_blocker()
+
+    def recover(self, table_uri: str, params: dict[str, Any]) -> dict | None:
+        """When an earlier try of this task instance still runs its Spark application (its driver
+        outlived the worker that started it), wait for it instead of submitting a second one; the
+        result of its commit, or None (it ended without committing: submit as usual). See
+        :mod:`airflow_delta_provider_apps.run_lease`."""
+        app_id, app_version = params.get("app_id"), params.get("app_version")
+        if not app_id or app_version is None:
+            return None
+        from airflow_delta_provider_apps.protocol import (
+            landed_result,
+            storage_for,
+            table_location,
+            wait_for_earlier_run,
+        )
+
+        try:
+            root = table_location(table_uri)
+            result = wait_for_earlier_run(
+                storage_for(root),
+                root,
+                str(app_id),
+                int(app_version),
+                lambda: landed_result(table_uri, str(app_id), int(app_version)),
+                log=self.log.warning,
+            )
+        except OSError as e:  # the lease is not readable from here: submit as before (exactly once holds)
+            self.log.warning("Cannot read the run lease of %s: %s", table_uri, e)
+            return None
+        if result is not None:
+            self.log.info("The earlier try committed version %s: reporting that commit", result.get("version"))
+        return result
 
     def submit_settings(self) -> SubmitSettings:
         if self._settings is None:
@@ -679,10 +737,10 @@ class SubmitTransport:
 
     # -- detached runs (deferrable operators) -----------------------------------------------
 
-    def start(self, operation: str, table_uri: str, params: dict[str, Any]) -> SubmittedDriver:
+    def start(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         """Submit the app in cluster deploy mode and return as soon as the cluster has its driver
-        (spark-submit does not wait for it): what a deferred task's trigger follows. The result is
-        read by :meth:`finish` once the driver has ended."""
+        (spark-submit does not wait for it): the driver (:meth:`SubmittedDriver.to_dict`), what a
+        deferred task's trigger follows. The result is read by :meth:`finish` once the driver has ended."""
         settings = self.submit_settings()
         blocker = settings.deferral_blocker()
         if blocker:
@@ -737,7 +795,35 @@ class SubmitTransport:
             secret_file=secret_file,
         )
         self.log.info("Submitted %s; the task waits for it on the triggerer", driver.describe())
-        return driver
+        return driver.to_dict()
+
+    def trigger(self, handle: dict):
+        from airflow_delta_provider.triggers.delta import DeltaSparkDriverTrigger
+
+        # a request to the cluster manager per poll: at least every 5 s
+        return DeltaSparkDriverTrigger(handle, poll_interval=max(5.0, self.hook.submit_options.status_poll_interval))
+
+    @classmethod
+    def poll(cls, handle: dict) -> RunState:
+        """The driver's state, asked of its cluster manager (:func:`~.driver.driver_state`)."""
+        driver = SubmittedDriver.from_dict(handle)
+        state = driver_state(driver)
+        return RunState(
+            state,
+            active=is_active(driver, state),
+            waiting=is_waiting(driver, state),
+            succeeded=is_succeeded(driver, state),
+        )
+
+    @classmethod
+    def describe(cls, handle: dict) -> str:
+        return SubmittedDriver.from_dict(handle).describe()
+
+    def stop(self, handle: dict) -> str | None:
+        return kill_driver(SubmittedDriver.from_dict(handle))
+
+    def release(self, handle: dict) -> None:
+        discard_secret_file(SubmittedDriver.from_dict(handle))
 
     def _status_base(self, settings: SubmitSettings) -> tuple[str, ...]:
         """Where a driver's state is asked, without its id (see :mod:`airflow_delta_provider.hooks.driver`):
@@ -768,9 +854,10 @@ class SubmitTransport:
         conf = self.hook.spark_conf or {}
         return str(conf.get("spark.kubernetes.namespace") or sub._connection.get("namespace") or "default")
 
-    def finish(self, driver: SubmittedDriver, state: str, succeeded: bool) -> dict:
+    def finish(self, handle: dict, state: str, succeeded: bool) -> dict:
         """The result of a detached run whose driver ended in ``state``: its result file, else the
         app's error (a driver that ended without either is a retryable Spark failure)."""
+        driver = SubmittedDriver.from_dict(handle)
         discard_secret_file(driver)
         return resolve_outcome(
             returncode=0 if succeeded else 1,
@@ -810,7 +897,7 @@ class SubmitTransport:
         """The last submitted Spark application's web page, when spark-submit printed one."""
         return self._submit_hook.application_url if self._submit_hook is not None else None
 
-    def on_kill(self) -> None:
+    def kill(self) -> None:
         """Kill the running submission (delegated to SparkSubmitHook: local process, YARN app, k8s pod)."""
         if self._submit_hook is not None:
             self._submit_hook.on_kill()

@@ -1,48 +1,166 @@
-"""How a task reaches Spark: one small interface, one implementation per way.
+"""How a task reaches Spark: one contract, one implementation per way.
 
-:class:`Transport` runs one operation of the bundled apps and returns its result dict (the app
-protocol's ``{"status": "ok", "operation", "table_uri", "version", "skipped", "committed",
-"metrics", ...}``), or raises :class:`~airflow_delta_provider.exceptions.DeltaRetryableError` /
-:class:`~airflow_delta_provider.exceptions.DeltaPermanentError`. The hook picks one per run:
+A :class:`Transport` is everything the hook and the operators know of a way to run an operation of
+the bundled apps; :mod:`.registry` picks one from the connection (``TRANSPORTS[kind]``), and nothing
+else asks which one it is. What it carries:
 
-* :class:`~airflow_delta_provider.hooks.submit.SubmitTransport`: a Spark application per task
-  (spark-submit over a ``spark``/``delta_spark`` connection);
-* :class:`~airflow_delta_provider.hooks.connect.ConnectTransport`: the task is a Spark Connect
-  client, its Spark work runs on the server (a ``spark_connect`` connection, or a master ``sc://``);
-* :class:`LocalTransport`: in the worker's process, no Spark (``execution="local"``: log-only work and
-  DELETE/UPDATE/OPTIMIZE rewritten by a thread pool).
+* its own settings, parsed from the connection and the hook's arguments (:meth:`Transport.settings`);
+* :meth:`~Transport.run`: run one operation, attached, and return the app's result dict (the app
+  protocol's ``{"status": "ok", "operation", "table_uri", "version", "skipped", "committed",
+  "metrics", ...}``), or raise :class:`~airflow_delta_provider.exceptions.DeltaRetryableError` /
+  :class:`~airflow_delta_provider.exceptions.DeltaPermanentError`;
+* deferral: :meth:`~Transport.start` returns a JSON handle of the started run, the triggerer
+  :meth:`~Transport.poll`\\ s it (a class method: no hook, no connection there), and the resumed task
+  :meth:`~Transport.finish`\\ es it; :meth:`~Transport.deferral_blocker` says why a transport (or these
+  settings) cannot free the worker slot, and :meth:`~Transport.start` refuses with that reason;
+* :meth:`~Transport.kill` (the task's ``on_kill``), :meth:`~Transport.stop` (a started run that
+  never began), :meth:`~Transport.release` (what a started run left on this worker);
+* :meth:`~Transport.recover`: an earlier try's run that outlived its worker, waited for instead of
+  starting a second one;
+* :attr:`~Transport.application_url`: the running application's web page (the operators' link).
+
+The implementations: :class:`~airflow_delta_provider.hooks.submit.SubmitTransport` (spark-submit),
+:class:`~airflow_delta_provider.hooks.connect.ConnectTransport` (Spark Connect) and
+:class:`~airflow_delta_provider.hooks.local.LocalTransport` (in the worker's process, no Spark).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from airflow_delta_provider.exceptions import app_error
+from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 
-__all__ = ["LocalTransport", "Transport", "app_run"]
+__all__ = ["RunState", "Started", "Transport", "app_run", "class_path"]
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A started run's state as :meth:`Transport.poll` reads it.
+
+    :param state: the service's own word for it (upper case: ``RUNNING``, ``FINISHED``, ...).
+    :param active: the run has not ended.
+    :param waiting: of an active run: still waiting for resources (the trigger's start timeout applies).
+    :param succeeded: of an ended run: it ended well (its result is then read by :meth:`Transport.finish`).
+    """
+
+    state: str
+    active: bool
+    waiting: bool = False
+    succeeded: bool = False
+
+
+@dataclass(frozen=True)
+class Started:
+    """A run started by :meth:`DeltaHook.start`: its JSON ``handle`` and the ``trigger`` that follows it."""
+
+    handle: dict
+    trigger: Any
+
+
+def class_path(cls: type) -> str:
+    """``module.QualName`` of a class: how a trigger names its transport (importable on the triggerer)."""
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 class Transport:
-    """One way for a task to reach Spark (see the module docstring)."""
+    """One way for a task to reach Spark (see the module docstring). Subclasses set :attr:`name`
+    and :meth:`serves`, implement :meth:`run`, and those that can defer :meth:`start`,
+    :meth:`poll` and :meth:`finish`."""
 
-    #: the transport's name in the task log and the result's ``transport``
-    name = ""
+    #: its key in :data:`~airflow_delta_provider.hooks.registry.TRANSPORTS`, in the task log and the
+    #: result's ``transport``
+    name: ClassVar[str] = ""
+    #: seconds between the trigger's polls of a started run
+    poll_interval: ClassVar[float] = 10.0
 
-    def __init__(self, hook) -> None:  # the DeltaHook whose connection and settings it uses
+    def __init__(self, hook) -> None:  # the DeltaHook whose connection and arguments it uses
         self.hook = hook
         self.log = hook.log
 
+    # -- selection and settings -----------------------------------------------------------
+
+    @classmethod
+    def serves(cls, conn) -> bool:
+        """Whether runs over the Airflow connection ``conn`` go through this transport."""
+        return False
+
+    def settings(self) -> Any:
+        """What the connection (and the hook's arguments) mean for this transport, parsed once;
+        ``None`` for a transport without settings."""
+        return None
+
+    # -- attached runs ----------------------------------------------------------------------
+
     def run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         raise NotImplementedError
+
+    def recover(self, table_uri: str, params: dict[str, Any]) -> dict | None:
+        """Before a run: when an earlier try of this task instance still runs (it outlived the
+        worker that started it), wait for it and return the result of its commit, instead of
+        starting a second run; None: run as usual. Nothing to wait for where a run cannot outlive
+        its worker."""
+        return None
+
+    @property
+    def run_label(self) -> str:
+        """How the task log names this transport after a run's result (`` (connect)``)."""
+        return f" ({self.name})"
+
+    # -- deferred runs -----------------------------------------------------------------------
+
+    def deferral_blocker(self) -> str | None:
+        """Why runs over this transport (and these settings) cannot free the worker slot while the
+        work runs elsewhere, or None."""
+        return f"the '{self.name}' transport runs attached to the task"
+
+    def start(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
+        """Start the run without waiting for it; its JSON handle (it travels in the trigger's kwargs)."""
+        raise DeltaConfigurationError("This run cannot be detached from the worker", self.deferral_blocker(), None)
+
+    def trigger(self, handle: dict):
+        """The trigger that follows a started run on the triggerer."""
+        from airflow_delta_provider.triggers.delta import DeltaRunTrigger
+
+        return DeltaRunTrigger(class_path(type(self)), handle, poll_interval=self.poll_interval)
+
+    @classmethod
+    def poll(cls, handle: dict) -> RunState:
+        """The started run's state now (blocking: the trigger calls it in a thread, without a hook).
+
+        :raises OSError: the service cannot be asked (the trigger's unreachable timeout applies).
+        """
+        raise NotImplementedError(f"the '{cls.name}' transport does not start runs")
+
+    @classmethod
+    def describe(cls, handle: dict) -> str:
+        """The started run in a log line or an error."""
+        return f"{cls.name} run {handle}"
+
+    def finish(self, handle: dict, state: str, succeeded: bool) -> dict:
+        """The result of a started run that ended in ``state`` (same result and errors as :meth:`run`)."""
+        raise NotImplementedError(f"the '{self.name}' transport does not start runs")
+
+    def stop(self, handle: dict) -> str | None:
+        """Stop a started run (best effort, e.g. one that never got resources); what failed, or None."""
+        return None
+
+    def release(self, handle: dict) -> None:
+        """Remove what a started run left on this worker (once it has ended)."""
+
+    # -- the running work ---------------------------------------------------------------------
 
     @property
     def application_url(self) -> str | None:
         """The running application's web page, when there is one (the operators' extra link)."""
         return None
 
-    def on_kill(self) -> None:
+    def kill(self) -> None:
         """Stop the running work (the task's ``on_kill``)."""
+
+    def on_kill(self) -> None:
+        self.kill()
 
 
 def app_run(call, log):
@@ -61,14 +179,3 @@ def app_run(call, log):
             log.error("The Delta app failed with %s", type(cause).__name__, exc_info=cause)
         raise app_error(type(e).__name__, e.one_line(), retryable=e.retryable) from None
     return {**result, "run_seconds": round(time.monotonic() - started, 3)}
-
-
-class LocalTransport(Transport):
-    """In the worker's process with the bundled engine, no Spark: no spark-submit, no connection."""
-
-    name = "local"
-
-    def run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
-        from airflow_delta_provider_apps.protocol import run_in_process
-
-        return app_run(lambda: run_in_process(operation, table_uri, params), self.log)

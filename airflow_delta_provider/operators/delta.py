@@ -35,9 +35,9 @@ from airflow.sdk import Asset, BaseOperator, BaseOperatorLink
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions, driver_env
-from airflow_delta_provider.hooks.driver import SubmittedDriver
+from airflow_delta_provider.hooks.transport import Started
 from airflow_delta_provider.operators.arguments import refuse_unknown_arguments
-from airflow_delta_provider.triggers.delta import DeltaSparkDriverTrigger, DeltaTableVersionTrigger
+from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 
 try:
     from airflow.sdk.configuration import conf
@@ -304,11 +304,12 @@ class DeltaBaseOperator(BaseOperator):
     :param catalog_conn_id: an Airflow connection of type ``delta_glue`` or ``delta_hive_metastore``
         (:mod:`airflow_delta_provider.hooks.catalog`); given with ``catalog_table``.
     :param deferrable: free the worker slot while the Spark application runs (default: Airflow's
-        ``[operators] default_deferrable``): in cluster deploy mode the task submits the driver, defers
-        to :class:`~airflow_delta_provider.triggers.delta.DeltaSparkDriverTrigger` on the triggerer,
-        which follows it (standalone master's REST server, YARN's ResourceManager, the driver pod), and
-        resumes to read the result. In client mode, over Spark Connect and for work done in the worker's
-        process the task cannot leave the worker: it logs why and runs attached.
+        ``[operators] default_deferrable``): the connection's transport starts the run, the task defers
+        to its trigger (:class:`~airflow_delta_provider.triggers.delta.DeltaRunTrigger`) on the
+        triggerer, and resumes to read the result. Over spark-submit in cluster deploy mode the trigger
+        follows the driver (standalone master's REST server, YARN's ResourceManager, the driver pod).
+        In client mode, over Spark Connect and for work done in the worker's process the task cannot
+        leave the worker: it logs why and runs attached.
     """
 
     operation: ClassVar[str] = ""
@@ -497,15 +498,8 @@ class DeltaBaseOperator(BaseOperator):
             result = self.hook.run_in_process(self.operation, self.table_uri, **params, **identity)
         elif self.deferrable and self._can_defer():
             result = self.hook.start(self.operation, self.table_uri, **params, **identity)
-            if isinstance(result, SubmittedDriver):  # else an earlier try's commit: nothing submitted
-                self.defer(
-                    trigger=DeltaSparkDriverTrigger(
-                        result.to_dict(),
-                        # a request to the cluster manager per poll: at least every 5 s
-                        poll_interval=max(5.0, SparkSubmitOptions.coerce(self.submit_options).status_poll_interval),
-                    ),
-                    method_name="execute_complete",
-                )
+            if isinstance(result, Started):  # else an earlier try's commit: nothing started
+                self.defer(trigger=result.trigger, method_name="execute_complete")
         else:
             result = self.hook.run(self.operation, self.table_uri, **params, **identity)
         return self._report(context, result)
@@ -588,49 +582,10 @@ class DeltaBaseOperator(BaseOperator):
         return blocker is None
 
     def execute_complete(self, context, event: dict) -> dict:
-        """Resume after the deferred run's driver ended: its result (or the error it ended with).
-        The event names the driver; the parameters and identity are the task instance's again."""
-        from airflow_delta_provider.hooks.driver import discard_secret_file
-
-        event = event or {}
-        submitted = SubmittedDriver.from_dict(event.get("driver") or {})
-        try:
-            return self._complete(context, event, submitted)
-        finally:
-            discard_secret_file(submitted)
-
-    def _complete(self, context, event: dict, submitted: SubmittedDriver) -> dict:
-        from airflow_delta_provider.exceptions import DeltaRetryableError
-        from airflow_delta_provider.hooks.driver import kill_driver
-
-        status = event.get("status")
-        if status == "not_started":
-            problem = kill_driver(submitted)
-            raise DeltaRetryableError(
-                "SparkDriverNotStarted",
-                f"{event['message']}; {'stopped it' if problem is None else f'could not stop it ({problem})'}. "
-                "Fix: give the cluster room (or a longer wait); the task is retried.",
-                retryable=True,
-            )
-        if status != "ended":
-            raise DeltaRetryableError(
-                "SparkInfrastructureError",
-                f"{event.get('message') or f'unexpected event {event!r}'}. Fix: check the cluster manager; "
-                "the retry waits for the driver if it still runs (its run lease) instead of submitting again.",
-                retryable=True,
-            )
-
-        def finish() -> dict:
-            params = {**self.operation_params(context), **self.transaction_identity(context)}
-            result = self.hook.finish(
-                self.operation, self.table_uri, submitted, event["state"], bool(event["succeeded"]), **params
-            )
-            return self._report(context, result)
-
-        if not self.storage_conn_id and not driver_env(self.spark_conf, self.submit_options):
-            return finish()
-        with self.hook.storage_context():
-            return finish()
+        """Resume after the deferred run ended: its result (or the error it ended with). The event
+        names the run; the parameters and identity are the task instance's again."""
+        params = {**self.operation_params(context), **self.transaction_identity(context)}
+        return self._report(context, self.hook.complete(self.operation, self.table_uri, event or {}, **params))
 
     def get_openlineage_facets_on_complete(self, task_instance):
         """OpenLineage (with the openlineage provider installed): the source read, the table written,

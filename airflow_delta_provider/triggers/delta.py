@@ -1,6 +1,7 @@
 """DeltaTableVersionTrigger: wait on the triggerer for a Delta table to pass a version, or watch
 its commits for ever as an ``AssetWatcher``'s trigger (event-driven scheduling). And
-:class:`DeltaSparkDriverTrigger`, which follows a deferred operator's cluster-mode Spark driver.
+:class:`DeltaRunTrigger`, which follows a deferred operator's run through its transport
+(:class:`DeltaSparkDriverTrigger`: a cluster-mode Spark driver).
 
 As a deferred sensor's trigger it runs :func:`airflow_delta_provider.version_decision.decide` (the sensor's own decision, so the two
 cannot drift) in a worker thread every ``poll_interval`` seconds, and yields exactly one event:
@@ -28,13 +29,13 @@ triggerer starts from ``baseline`` if given, else from the table's latest versio
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
-from airflow_delta_provider.hooks.driver import SubmittedDriver, driver_state, is_active, is_succeeded, is_waiting
 from airflow_delta_provider.version_decision import decide, watch_step
 
 #: the asset state store key of a watcher's watermark (one per table: an asset may watch several)
@@ -290,53 +291,64 @@ def _last_segment(table_uri: str) -> str:
     return str(table_uri).rstrip("/").rsplit("/", 1)[-1] or "table"
 
 
-__all__ = ["DeltaTableVersionTrigger", "delta_table_watcher", "WATERMARK_KEY"]
+__all__ = [
+    "DeltaRunTrigger",
+    "DeltaSparkDriverTrigger",
+    "DeltaTableVersionTrigger",
+    "WATERMARK_KEY",
+    "delta_table_watcher",
+    "run_of",
+]
 
 
-class DeltaSparkDriverTrigger(BaseTrigger):
-    """Follow a Delta app's Spark driver submitted in cluster deploy mode until it ends, on the
-    triggerer (what a ``deferrable=True`` operator defers to; see :mod:`airflow_delta_provider.hooks.driver`).
+class DeltaRunTrigger(BaseTrigger):
+    """Follow a Delta run a deferred operator started (:meth:`~airflow_delta_provider.hooks.transport.Transport.start`)
+    until it ends, on the triggerer: every ``poll_interval`` seconds it asks the run's transport
+    (:meth:`~airflow_delta_provider.hooks.transport.Transport.poll`, in a worker thread, no hook) and
+    yields exactly one event, which carries the ``transport`` and the run's ``handle``:
 
-    Every ``poll_interval`` seconds it asks the cluster manager for the driver's state in a worker
-    thread, and yields exactly one event:
+    * ``{"status": "ended", "state", "succeeded"}``: the run ended (the task resumes to read its
+      result, or the commit in the table's log);
+    * ``{"status": "not_started", "state", "message"}``: still waiting for resources ``start_timeout``
+      seconds after the handle's ``submitted_at`` (the task stops it and fails, retryable);
+    * ``{"status": "unreachable", "message"}``: the service did not answer for ``unreachable_timeout``
+      seconds (retryable: a retry finds a run that still runs, where the transport can, and waits
+      for it instead of starting a second one).
 
-    Each event carries the ``driver`` it followed.
+    Nothing waits without a bound but a run that runs: the operator's ``execution_timeout`` bounds that.
 
-    * ``{"status": "ended", "state", "succeeded"}``: the driver ended (the task resumes to read its
-      result from the result file or the table's log);
-    * ``{"status": "not_started", "state", "message"}``: still waiting for the cluster's resources
-      ``start_timeout`` seconds after its submission (the task stops it and fails, retryable);
-    * ``{"status": "unreachable", "message"}``: the cluster manager did not answer for
-      ``unreachable_timeout`` seconds (retryable: a retry finds the driver's run lease, if it still
-      runs, and waits for it instead of submitting a second one).
-
-    Nothing waits without a bound but a driver that runs: the operator's ``execution_timeout`` bounds that.
-
-    :param driver: :meth:`SubmittedDriver.to_dict` of the driver to follow.
-    :param poll_interval: seconds between state requests.
-    :param start_timeout: seconds a driver may wait for resources (``None``: no limit).
-    :param unreachable_timeout: seconds the cluster manager may stay unreachable.
+    :param transport: the transport's class as ``module.QualName`` (imported on the triggerer).
+    :param handle: what its ``start`` returned (JSON).
+    :param poll_interval: seconds between polls.
+    :param start_timeout: seconds a run may wait for resources (``None``: no limit).
+    :param unreachable_timeout: seconds the service may stay unreachable.
     """
 
     def __init__(
         self,
-        driver: dict,
+        transport: str,
+        handle: dict,
         *,
         poll_interval: float = 10.0,
         start_timeout: float | None = 600.0,
         unreachable_timeout: float = 300.0,
     ) -> None:
         super().__init__()
-        self.driver = dict(driver)
+        self.transport = transport
+        self.handle = dict(handle)
         self.poll_interval = float(poll_interval)
         self.start_timeout = None if start_timeout is None else float(start_timeout)
         self.unreachable_timeout = float(unreachable_timeout)
+
+    def _run_kwargs(self) -> dict[str, Any]:
+        """The kwargs naming the run (what its events carry too)."""
+        return {"transport": self.transport, "handle": self.handle}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
-                "driver": self.driver,
+                **self._run_kwargs(),
                 "poll_interval": self.poll_interval,
                 "start_timeout": self.start_timeout,
                 "unreachable_timeout": self.unreachable_timeout,
@@ -346,50 +358,96 @@ class DeltaSparkDriverTrigger(BaseTrigger):
     supports_triggerer_queue = True
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        driver = SubmittedDriver.from_dict(self.driver)
+        transport = transport_class(self.transport)
+        what = transport.describe(self.handle)
         unreachable_since, last_state = None, None
         while True:
             now = time.time()
             try:
-                state = await asyncio.to_thread(driver_state, driver)
+                polled = await asyncio.to_thread(transport.poll, self.handle)
             except OSError as e:
                 unreachable_since = unreachable_since or now
                 if now - unreachable_since >= self.unreachable_timeout:
                     yield TriggerEvent(
                         {
                             "status": "unreachable",
-                            "driver": self.driver,
-                            "message": f"Cannot ask the cluster manager about {driver.describe()} for "
-                            f"{now - unreachable_since:.0f} s: {e}",
+                            **self._run_kwargs(),
+                            "message": f"Cannot ask about {what} for {now - unreachable_since:.0f} s: {e}",
                         }
                     )
                     return
-                self.log.warning("Cannot ask about %s (%s); asking again", driver.describe(), e)
+                self.log.warning("Cannot ask about %s (%s); asking again", what, e)
             else:
                 unreachable_since = None
-                if not is_active(driver, state):
+                if not polled.active:
                     yield TriggerEvent(
                         {
                             "status": "ended",
-                            "driver": self.driver,
-                            "state": state,
-                            "succeeded": is_succeeded(driver, state),
+                            **self._run_kwargs(),
+                            "state": polled.state,
+                            "succeeded": polled.succeeded,
                         }
                     )
                     return
-                waited = now - driver.submitted_at
-                if is_waiting(driver, state) and self.start_timeout is not None and waited >= self.start_timeout:
+                waited = now - float(self.handle.get("submitted_at") or now)
+                if polled.waiting and self.start_timeout is not None and waited >= self.start_timeout:
                     yield TriggerEvent(
                         {
                             "status": "not_started",
-                            "driver": self.driver,
-                            "state": state,
-                            "message": f"{driver.describe()} is still {state} {waited:.0f} s after its submission "
+                            **self._run_kwargs(),
+                            "state": polled.state,
+                            "message": f"{what} is still {polled.state} {waited:.0f} s after its submission "
                             f"(start_timeout {self.start_timeout:.0f} s): the cluster has no room for it",
                         }
                     )
                     return
-                if state != last_state:
-                    self.log.info("%s is %s", driver.describe(), state)
-                    last_state = state
+                if polled.state != last_state:
+                    self.log.info("%s is %s", what, polled.state)
+                    last_state = polled.state
             await asyncio.sleep(self.poll_interval)
+
+
+class DeltaSparkDriverTrigger(DeltaRunTrigger):
+    """:class:`DeltaRunTrigger` of a Delta app's Spark driver submitted in cluster deploy mode by the
+    spark-submit transport (see :mod:`airflow_delta_provider.hooks.driver`): it asks the cluster
+    manager (standalone master's REST server, YARN's ResourceManager, the driver pod) for the driver's
+    state. Its kwargs and events name the run as ``driver`` (:meth:`SubmittedDriver.to_dict`).
+
+    :param driver: :meth:`SubmittedDriver.to_dict` of the driver to follow.
+    """
+
+    #: the transport that submitted the driver, as an importable class path
+    TRANSPORT = "airflow_delta_provider.hooks.submit.SubmitTransport"
+
+    def __init__(
+        self,
+        driver: dict,
+        *,
+        poll_interval: float = 10.0,
+        start_timeout: float | None = 600.0,
+        unreachable_timeout: float = 300.0,
+    ) -> None:
+        super().__init__(
+            self.TRANSPORT,
+            driver,
+            poll_interval=poll_interval,
+            start_timeout=start_timeout,
+            unreachable_timeout=unreachable_timeout,
+        )
+        self.driver = self.handle
+
+    def _run_kwargs(self) -> dict[str, Any]:
+        return {"driver": self.handle}
+
+
+def transport_class(path: str) -> type:
+    """The transport class named ``module.QualName`` (imported: no registry needed on the triggerer)."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_of(event: dict) -> tuple[type, dict]:
+    """``(transport class, handle)`` of the run a :class:`DeltaRunTrigger`'s event names."""
+    if "handle" in event:
+        return transport_class(str(event.get("transport"))), dict(event["handle"] or {})
+    return transport_class(DeltaSparkDriverTrigger.TRANSPORT), dict(event.get("driver") or {})

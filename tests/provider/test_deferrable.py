@@ -215,7 +215,7 @@ def test_a_standalone_cluster_mode_run_is_a_jvm_app_that_still_ships_the_zip(mon
     }
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_X", json.dumps(conn))
     hook = DeltaHook("spark_x", result_dir=str(tmp_path), bundle_dir=str(tmp_path / "b"))
-    sub, application, _ = hook.submitter.build_submit_hook("optimize", "/tmp/t", {}, detached=True)
+    sub, application, _ = hook.transport_for_connection().build_submit_hook("optimize", "/tmp/t", {}, detached=True)
     cmd = sub._build_spark_submit_command(application)
     assert cmd[cmd.index("--class") + 1] == "org.apache.spark.deploy.PythonRunner"
     assert application.endswith(".jar")
@@ -224,8 +224,8 @@ def test_a_standalone_cluster_mode_run_is_a_jvm_app_that_still_ships_the_zip(mon
     after = cmd[cmd.index(application) + 1 :]
     assert after[0].endswith(".py") and after[1] == zip_path and after[2] == "optimize"
     assert "spark.standalone.submit.waitAppCompletion=false" in cmd
-    settings = hook.submitter.submit_settings()
-    assert hook.submitter._status_base(settings) == (
+    settings = hook.transport_for_connection().submit_settings()
+    assert hook.transport_for_connection()._status_base(settings) == (
         "http://m1:16066/v1/submissions/status",
         "http://m2:16066/v1/submissions/status",
     )
@@ -238,5 +238,5 @@ def test_a_deferred_yarn_run_without_the_resourcemanager_address_fails_before_su
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_X", json.dumps(conn))
     hook = DeltaHook("spark_x", result_dir=str(tmp_path), bundle_dir=str(tmp_path / "b"))
     with pytest.raises(DeltaConfigurationError, match="yarn_resourcemanager_webapp_address"):
-        hook.submitter.start("optimize", "/tmp/t", {})
-    assert hook.submitter._submit_hook is None  # nothing was built, let alone submitted
+        hook.transport_for_connection().start("optimize", "/tmp/t", {})
+    assert hook.transport_for_connection()._submit_hook is None  # nothing was built, let alone submitted

@@ -34,6 +34,7 @@ from airflow_delta_provider.hooks.delta import (
     find_spark_submit,
     resolve_outcome,
 )
+from airflow_delta_provider.hooks.submit import SubmitTransport
 
 PYSPARK_SUBMIT = os.path.join(
     os.path.dirname(__import__("importlib").util.find_spec("pyspark").origin), "bin", "spark-submit"
@@ -49,7 +50,7 @@ def _conn(monkeypatch, conn_id: str, host: str, **extra) -> str:
 
 
 def _command(hook: DeltaHook, operation="write", table_uri="/data/t", **params):
-    sub, application, result_uri = hook.submitter.build_submit_hook(operation, table_uri, params)
+    sub, application, result_uri = hook.transport_for_connection().build_submit_hook(operation, table_uri, params)
     return sub._build_spark_submit_command(application), application, result_uri
 
 
@@ -490,13 +491,14 @@ def test_on_kill_is_delegated_to_the_submission(tmp_path, monkeypatch):
     started = time.monotonic()
     worker.start()
     while (
-        hook.submitter._submit_hook is None or hook.submitter._submit_hook._submit_sp is None
+        hook.transport_for_connection()._submit_hook is None
+        or hook.transport_for_connection()._submit_hook._submit_sp is None
     ) and time.monotonic() - started < 30:
         time.sleep(0.05)
     hook.on_kill()
     worker.join(timeout=60)
     assert not worker.is_alive()
-    assert hook.submitter._submit_hook._submit_sp.returncode != 0
+    assert hook.transport_for_connection()._submit_hook._submit_sp.returncode != 0
     assert isinstance(outcome["error"], DeltaRetryableError)  # killed before reporting: retry may help
 
 
@@ -752,7 +754,7 @@ def test_the_spark_application_link_comes_from_spark_submits_output(monkeypatch)
         sub._process_spark_submit_log(iter(lines))
         assert sub.application_url == url
         hook = DeltaHook("spark_default")
-        hook.submitter._submit_hook = sub
-        hook.transport = hook.submitter
+        hook.transport = SubmitTransport(hook)
+        hook.transport._submit_hook = sub
         op.__dict__["hook"] = hook
         assert SparkApplicationLink().get_link(op, ti_key=None) == (url or "")

@@ -15,6 +15,7 @@ from test_exactly_once import append
 from txn_helpers import create_table
 
 from airflow_delta_provider.hooks.delta import DeltaHook
+from airflow_delta_provider.hooks.submit import SubmitTransport
 from airflow_delta_provider_apps.cli import _run_lease
 from airflow_delta_provider_apps.engine.storage import storage_for
 from airflow_delta_provider_apps.run_lease import (
@@ -109,13 +110,14 @@ def test_the_hook_waits_for_the_earlier_try_and_reports_its_commit_without_submi
 
     driver = threading.Thread(target=earlier_driver)
     hook = DeltaHook("spark_local")
-    monkeypatch.setattr(hook.submitter, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("submitted")))
+    submitter = SubmitTransport(hook)
+    monkeypatch.setattr(submitter, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("submitted")))
     real_sleep = time.sleep
     monkeypatch.setattr(run_lease.time, "sleep", lambda s: real_sleep(min(s, 0.1)))
     driver.start()
     started = time.monotonic()
     try:
-        result = hook._run_on(hook.submitter, "write", root, {"app_id": APP, "app_version": 2})
+        result = hook._run_on(submitter, "write", root, {"app_id": APP, "app_version": 2})
     finally:
         driver.join()
     assert time.monotonic() - started >= 1.4
@@ -127,7 +129,7 @@ def test_the_hook_waits_for_the_earlier_try_and_reports_its_commit_without_submi
     )
     # without a lease the hook submits as before (here: the boundary refuses)
     with pytest.raises(AssertionError, match="submitted"):
-        hook._run_on(hook.submitter, "write", root, {"app_id": APP, "app_version": 3})
+        hook._run_on(submitter, "write", root, {"app_id": APP, "app_version": 3})
 
 
 def test_the_app_takes_a_lease_for_writing_operations_with_an_identity_only(tmp_path):

@@ -88,7 +88,9 @@ def test_client_mode_hands_credentials_through_the_process_environment_only(monk
     spark = _spark(monkeypatch, "spark_yarn_client", "yarn")
     store = _conn(monkeypatch, "lake", {"conn_type": "aws", "login": "AKID", "password": SECRET})
     hook = DeltaHook(spark, storage_conn_id=store, bundle_dir=str(tmp_path / "b"))
-    sub, application, _ = hook.submitter.build_submit_hook("write", "s3://bucket/t", {"source": "s3://bucket/in"})
+    sub, application, _ = hook.transport_for_connection().build_submit_hook(
+        "write", "s3://bucket/t", {"source": "s3://bucket/in"}
+    )
     cmd = sub._build_spark_submit_command(application)
     assert SECRET not in " ".join(cmd)  # not even as a spark.yarn.appMasterEnv --conf
     assert sub._env["AWS_SECRET_ACCESS_KEY"] == SECRET  # the spark-submit process's environment
@@ -101,16 +103,18 @@ def test_cluster_mode_ships_a_private_file_and_names_it(monkeypatch, tmp_path):
     )
     store = _conn(monkeypatch, "lake", {"conn_type": "aws", "login": "AKID", "password": SECRET})
     hook = DeltaHook(spark, storage_conn_id=store, bundle_dir=str(tmp_path / "b"))
-    sub, application, _ = hook.submitter.build_submit_hook("write", "s3://bucket/t", {"source": "s3://bucket/in"})
+    sub, application, _ = hook.transport_for_connection().build_submit_hook(
+        "write", "s3://bucket/t", {"source": "s3://bucket/in"}
+    )
     cmd = sub._build_spark_submit_command(application)
     assert SECRET not in " ".join(cmd)
     files = cmd[cmd.index("--files") + 1].split(",")
-    secret_file = hook.submitter._secret_file
+    secret_file = hook.transport_for_connection()._secret_file
     assert secret_file in files and stat.S_IMODE(os.stat(secret_file).st_mode) == 0o600
     assert json.load(open(secret_file))["AWS_SECRET_ACCESS_KEY"] == SECRET
     assert json.loads(cmd[-1])["storage_env_file"] == os.path.basename(secret_file)
     assert not (sub._env or {}).get("AWS_SECRET_ACCESS_KEY")
-    hook.submitter._discard_secret_file()
+    hook.transport_for_connection()._discard_secret_file()
     assert not os.path.exists(secret_file)
 
 

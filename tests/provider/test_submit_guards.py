@@ -16,7 +16,7 @@ def _built(monkeypatch, **env):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     hook = DeltaHook("spark_guard")
-    sub, application, _ = hook.submitter.build_submit_hook("checkpoint", "/data/t", {})
+    sub, application, _ = hook.transport_for_connection().build_submit_hook("checkpoint", "/data/t", {})
     sub._build_spark_submit_command(application)
     return sub._env or {}
 
@@ -53,5 +53,8 @@ def test_yarn_without_its_configuration_fails_before_spark_submit(monkeypatch, t
     hook = DeltaHook("spark_yarn")
     with pytest.raises(DeltaConfigurationError, match="HADOOP_CONF_DIR"):
         hook.run("update", str(tmp_path / "t"), updates={"v": "1"})
-    assert hook.submitter._submit_hook is not None and hook.submitter._submit_hook._submit_sp is None  # never started
+    assert (
+        hook.transport_for_connection()._submit_hook is not None
+        and hook.transport_for_connection()._submit_hook._submit_sp is None
+    )  # never started
     check_master_usable("yarn", environ={"HADOOP_CONF_DIR": "/etc/hadoop/conf"})
