@@ -69,7 +69,8 @@ class DeltaHook(BaseHook):
         ``spark://h:7077``, ``k8s://https://h:6443``; extras ``deploy-mode``, ``queue``, ``namespace``,
         ``spark-binary`` as in the apache-spark provider, plus ``delta_result_dir``): spark-submit; or
         ``spark_connect`` (host, port, token, user id, SSL), or a ``delta_spark`` master ``sc://h:15002``:
-        Spark Connect, the task is the client.
+        Spark Connect, the task is the client; or any connection a transport of
+        :data:`~airflow_delta_provider.hooks.registry.TRANSPORTS` serves.
     :param spark_conf: Spark properties (``--conf``).
     :param spark_binary: spark-submit to run (name on PATH or absolute path); overrides the
         connection's ``spark-binary``. Default: see :func:`find_spark_submit`.
