@@ -8,12 +8,19 @@ over the engine.
     spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1).load(path)
     df.write.format("delta").mode("append").save(path)            # or "overwrite"; replaceWhere, ...
 
-Read: the driver loads the snapshot (time travel, the reader-feature gate), skips files with the
-filters Spark pushes (pyspark 4.1+: partition values and min/max stats, :func:`..expr.skipping.skip_files`)
-and deals the files left to partitions balanced by bytes (:func:`.engine.spark.scan._files_table`, as many
-as the session's cores, registered with the source); each partition streams its files as Arrow batches
-through the engine's reader (deletion vectors, column mapping, type widening, timestamps without zone).
-Every pushed filter is also returned to Spark, which applies it again: skipping is never exact.
+Read: at analysis the schema comes from the snapshot (a time-travel version is pinned there); the
+worker that plans the read loads the snapshot once (that version, else the latest, as delta-spark reads
+a DataFrame's table when an action runs; columns added since are left out, a column changed since is
+refused), skips files with the filters Spark pushes (pyspark 4.1+: partition values and min/max stats,
+:func:`..expr.skipping.skip_files`) and deals the files left to partitions balanced by bytes
+(:func:`.engine.spark.scan._files_table`, one per core of the registering session); each partition
+streams exactly those files as Arrow batches through the engine's reader (deletion vectors, column
+mapping, type widening, timestamps without zone). Every pushed filter is also returned to Spark, which
+applies it again: skipping is never exact.
+
+SQL: ``CREATE TEMPORARY VIEW v USING delta OPTIONS (path '...')``; ``CREATE TABLE t USING delta LOCATION
+'...'`` (or ``OPTIONS (path '...')``) keeps the location in the schema the catalog stores
+(:data:`TABLE_KEY`), since Spark hands a Python data source no catalog table's location.
 
 Write: the driver checks the data's schema against the table (or plans a new table) before any task
 runs; tasks conform their Arrow batches and write data files with stats through the engine's writer
@@ -25,6 +32,7 @@ the files as already written (:class:`WrittenPlane`). ``abort`` deletes the file
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
 
@@ -55,10 +63,10 @@ def register(spark, *, pyfiles=None) -> list[str]:
     * pyspark 4.1+: filter pushdown is switched on for the session (:data:`PUSHDOWN_CONF`).
     """
     from .engine.spark.scan import _default_parallelism
-    from .engine.spark.session import _add_pyfiles, is_connect
+    from .engine.spark.session import is_connect
 
     if is_connect(spark):
-        _add_pyfiles(spark, list(pyfiles) if pyfiles else [_package_zip()])
+        _ship(spark, list(pyfiles) if pyfiles else [_package_zip()])
     if _pushdown_supported():
         spark.conf.set(PUSHDOWN_CONF, "true")
     parallelism = _default_parallelism(spark)
@@ -90,8 +98,28 @@ def _named(name: str, parallelism: int) -> type:
     return type("DeltaDataSource", (DeltaDataSource,), {"_name": name, "parallelism": parallelism})
 
 
+def _ship(spark, pyfiles: list[str]) -> None:
+    """Add ``pyfiles`` to a Connect session's Python path once per session and set of file contents:
+    after the upload a marker naming their hashes is cached in the session (the one kind of artifact
+    whose presence a client can ask about), and a session holding it gets no second upload."""
+    import hashlib
+
+    from .engine.spark.session import _add_pyfiles, _holds_marker
+
+    digests = []
+    for p in pyfiles:
+        with open(p, "rb") as f:
+            digests.append(hashlib.file_digest(f, "sha256").hexdigest())
+    marker = ("airflow_delta source pyfiles " + " ".join(digests)).encode()
+    if not _holds_marker(spark, marker):
+        _add_pyfiles(spark, pyfiles)
+        spark.client.cache_artifact(marker)
+
+
+@functools.cache
 def _package_zip() -> str:
-    """A zip of the installed package (deterministic bytes, named by their hash), for a Connect server."""
+    """A zip of the installed package (deterministic bytes, named by their hash), for a Connect server
+    (built once per process)."""
     import hashlib
     import os
     import tempfile
@@ -116,39 +144,99 @@ def _path(options) -> str:
     path = options.get("path")
     if not path:
         raise InvalidArgumentError(
-            "No table path given to the delta source",
-            f"load()/save() had no path and no 'path' option (options: {sorted(options)}); a catalog table "
-            "(CREATE TABLE ... USING delta LOCATION/OPTIONS) does not hand its location to a Python data source",
+            f"No table path given to the delta source {_MARKER}",
+            f"load()/save() had no path and no 'path' option (options: {sorted(options)}); Spark hands a "
+            "Python data source no location of a catalog table it did not create through this source "
+            "(CREATE TABLE ... USING delta LOCATION, made with the source registered, carries it)",
             "pass the table's location: .load('/data/t') or .save('/data/t'); in SQL, "
-            "CREATE TEMPORARY VIEW v USING delta OPTIONS (path '/data/t')",
+            "CREATE TEMPORARY VIEW v USING delta OPTIONS (path '/data/t'), or "
+            "SELECT * FROM t WITH ('path' = '/data/t') for a catalog table t",
         )
     return normalize_table_uri(path)
+
+
+#: field metadata key (on the first column) under which a catalog table made by ``CREATE TABLE ...
+#: USING delta LOCATION`` keeps its location and options: Spark (4.0 to 4.3) hands a Python data source
+#: only the schema the catalog stores, never the table's location or properties
+TABLE_KEY = "airflow_delta.table"
+
+
+def _creating_table(options) -> bool:
+    """Whether Spark asks for the schema of a ``CREATE TABLE ... USING`` (its options are then the
+    table's properties: ``provider`` and ``location`` among them, which no read passes)."""
+    return "provider" in options and "location" in options
+
+
+def _table_options(options) -> dict:
+    """What a catalog table keeps of a CREATE TABLE's options: the path and the ``OPTIONS (...)``."""
+    opts = {k[len("option.") :]: v for k, v in options.items() if k.startswith("option.")}
+    opts.pop("path", None)
+    return {"path": options["path"], **opts}
+
+
+def _options_of(options, schema):
+    """The read's options: its own, or for a catalog table read by name (no path), those its schema
+    carries (:data:`TABLE_KEY`)."""
+    if options.get("path") or not schema.fields:
+        return options
+    carried = schema.fields[0].metadata.get(TABLE_KEY)
+    return _ds.CaseInsensitiveDict({**json.loads(carried), **dict(options)}) if carried else options
 
 
 def _flag(options, key: str) -> bool:
     return str(options.get(key, "false")).strip().lower() in _TRUE
 
 
-def _load_snapshot(root: str, options):
-    """The snapshot a batch read reads: latest, ``versionAsOf`` or ``timestampAsOf``."""
+def _load_snapshot(root: str, options, version: int | None = None):
+    """The snapshot a batch read reads: ``version`` (pinned at analysis), else latest, ``versionAsOf``
+    or ``timestampAsOf``."""
     from .engine.log.snapshot import load_snapshot
     from .engine.storage import storage_for
     from .engine.values import parse_timestamp_ms, parse_version
 
-    version, timestamp = options.get("versionAsOf"), options.get("timestampAsOf")
-    if version is not None and timestamp is not None:
-        raise InvalidArgumentError(
-            "Both versionAsOf and timestampAsOf were given", None, "pass only one of them for time travel"
-        )
+    timestamp = None
+    if version is None:
+        given, timestamp = options.get("versionAsOf"), options.get("timestampAsOf")
+        if given is not None and timestamp is not None:
+            raise InvalidArgumentError(
+                "Both versionAsOf and timestampAsOf were given", None, "pass only one of them for time travel"
+            )
+        version = parse_version(given, "versionAsOf") if given is not None else None
     try:
         return load_snapshot(
             storage_for(root),
             root,
-            version=parse_version(version, "versionAsOf") if version is not None else None,
+            version=version,
             timestamp_ms=parse_timestamp_ms(timestamp) if timestamp is not None else None,
         )
     except TableNotFoundError as e:
         raise TableNotFoundError(f"{e} {_MARKER}") from None
+
+
+def _time_travel(options) -> bool:
+    return options.get("versionAsOf") is not None or options.get("timestampAsOf") is not None
+
+
+def _read_columns(snapshot, schema) -> list[str] | None:
+    """The columns of the table's current snapshot that a read planned with ``schema`` (the analysis
+    schema: the DataFrame's, or a catalog table's) returns: None when they are all of them. Columns
+    added since are left out (as delta-spark does); a column dropped, renamed or retyped since is
+    refused, since its values would not be what the DataFrame declares."""
+    current = {f.name.lower(): f for f in _spark_schema(snapshot.schema).fields}
+    changed = [
+        f"{f.name}: {f.dataType.simpleString()} -> "
+        + (current[f.name.lower()].dataType.simpleString() if f.name.lower() in current else "gone")
+        for f in schema.fields
+        if f.name.lower() not in current or current[f.name.lower()].dataType.simpleString() != f.dataType.simpleString()
+    ]
+    if changed:
+        raise InvalidArgumentError(
+            f"The schema of the Delta table at '{snapshot.table_root}' changed since the read was planned",
+            f"version {snapshot.version} differs in {', '.join(changed)}",
+            "read the table again (a new spark.read...load()); for a catalog table, create it again "
+            "so the catalog holds the new schema",
+        )
+    return None if len(schema.fields) == len(current) else [f.name for f in schema.fields]
 
 
 def _change_plan(root: str, options):
@@ -188,7 +276,7 @@ class DeltaDataSource(DataSource):
     """Delta tables through the engine (see the module docstring); register with :func:`register`."""
 
     _name = NAME
-    #: partitions a read is dealt to (set by :func:`register`; 2 x cores, as the engine's own scans)
+    #: partitions a read is dealt to at most (set by :func:`register`: the session's cores)
     parallelism = 8
 
     @classmethod
@@ -196,18 +284,29 @@ class DeltaDataSource(DataSource):
         return cls._name
 
     def schema(self):
+        """The table's schema at analysis; a time-travel read's version is pinned here (a
+        ``timestampAsOf`` resolved once). Called in a planning worker; Spark pickles this instance
+        afterwards and hands it to the worker that plans the read."""
         root = _path(self.options)
         if _flag(self.options, "readChangeFeed"):
             from .engine.cdf import ChangeReader
             from .engine.spark.scan import changes_spark_schema
 
             return changes_spark_schema(ChangeReader(_change_plan(root, self.options)))
-        return _spark_schema(_load_snapshot(root, self.options).schema)
+        snapshot = _load_snapshot(root, self.options)
+        if _time_travel(self.options):
+            self.version = snapshot.version
+        schema = _spark_schema(snapshot.schema)
+        if _creating_table(self.options) and schema.fields:  # the catalog keeps the location in the schema
+            first = schema.fields[0]
+            first.metadata = {**first.metadata, TABLE_KEY: json.dumps(_table_options(self.options))}
+        return schema
 
     def reader(self, schema):
-        if _flag(self.options, "readChangeFeed"):
-            return ChangesReader(self.options, schema, self.parallelism)
-        return DeltaReader(self.options, schema, self.parallelism)
+        options = _options_of(self.options, schema)
+        if _flag(options, "readChangeFeed"):
+            return ChangesReader(options, schema, self.parallelism)
+        return DeltaReader(options, schema, self.parallelism, getattr(self, "version", None))
 
     def writer(self, schema, overwrite: bool):
         return DeltaWriter(self.options, schema, overwrite)
@@ -271,20 +370,40 @@ def _filter_sql(f, schema) -> str | None:
 
 
 class DeltaReader(DataSourceReader):
-    """A batch read of one snapshot (small and picklable: the snapshot is loaded in :meth:`partitions`)."""
+    """A batch read of one snapshot: loaded once in the worker that plans the read (``pushFilters``
+    and ``partitions`` share it), at the version pinned at analysis for time travel, else the latest
+    (as delta-spark: a DataFrame reads the table as it is when an action runs, in the columns it
+    had at analysis). The partitions carry the snapshot's files: the tasks read exactly those."""
 
-    def __init__(self, options, schema, parallelism: int):
+    def __init__(self, options, schema, parallelism: int, version: int | None = None):
         self.options = options
         self.schema = schema
         self.parallelism = max(1, int(parallelism))
+        self.version = version
         self.predicate: str | None = None  # the pushed filters the engine took, as one condition
+        self._snapshot = None
+        self._columns: list[str] | None = None  # None: every column of the table
+
+    def __getstate__(self):
+        # Spark pickles the reader into every task's read function: the snapshot stays here
+        return {**self.__dict__, "_snapshot": None}
+
+    def _table(self):
+        if self._snapshot is None:
+            from .engine.spark.scan import check_read_supported
+
+            snapshot = _load_snapshot(_path(self.options), self.options, self.version)
+            check_read_supported(snapshot)
+            self._columns = _read_columns(snapshot, self.schema)
+            self._snapshot = snapshot
+        return self._snapshot
 
     if _pushdown_supported():
 
         def pushFilters(self, filters):
             """Take every filter the engine can evaluate for file skipping and row-group pruning;
             return them all to Spark (skipping is not exact)."""
-            schema = _load_snapshot(_path(self.options), self.options).schema
+            schema = self._table().schema
             taken = [t for t in (_filter_sql(f, schema) for f in filters) if t is not None]
             self.predicate = " AND ".join(f"({t})" for t in taken) or None
             return filters
@@ -292,10 +411,9 @@ class DeltaReader(DataSourceReader):
     def partitions(self):
         from .engine.expr import parse_predicate
         from .engine.expr.skipping import skip_files
-        from .engine.spark.scan import _TASK_COLUMN, _files_table, arrow_schema_of, check_read_supported
+        from .engine.spark.scan import _TASK_COLUMN, _files_table, arrow_schema_of
 
-        snapshot = _load_snapshot(_path(self.options), self.options)
-        check_read_supported(snapshot)
+        snapshot = self._table()
         files = snapshot.files
         partition_columns = list(snapshot.metadata.partition_columns or [])
         expr = None
@@ -306,14 +424,17 @@ class DeltaReader(DataSourceReader):
             "root": snapshot.table_root,
             "schema_json": snapshot.metadata.schema_string,
             "partition_columns": partition_columns,
+            "columns": self._columns,
             "mode": snapshot.properties.column_mapping_mode_for(snapshot.schema),
             "arrow": arrow_schema_of(self.schema),
             "predicate": expr,
         }
         if files.num_rows == 0:
             return [InputPartition(None)]
-        # each partition carries the plan: read() runs on a copy of the reader pickled before partitions()
-        n_tasks = min(files.num_rows, 2 * self.parallelism)
+        # one partition per core, files balanced by bytes: more partitions measured more CPU for
+        # the same rows (each is a Python task whose Arrow batches cross to the JVM); each
+        # partition carries the plan (read() runs on a copy of the reader pickled before partitions())
+        n_tasks = min(files.num_rows, self.parallelism)
         listing = _files_table(files, n_tasks)
         tasks = listing.column(_TASK_COLUMN).to_numpy()
         listing = listing.drop_columns([_TASK_COLUMN])
@@ -332,7 +453,7 @@ class DeltaReader(DataSourceReader):
                 p["root"],
                 p["schema_json"],
                 p["partition_columns"],
-                None,
+                p["columns"],
                 p["arrow"],
                 False,
                 p["mode"],
@@ -355,7 +476,7 @@ class ChangesReader(DataSourceReader):
 
         plan = _change_plan(_path(self.options), self.options)
         reader = (ChangeReader(plan), arrow_schema_of(self.schema))
-        n_tasks = max(1, min(len(plan.files), 2 * self.parallelism))
+        n_tasks = max(1, min(len(plan.files), self.parallelism))
         texts = [json.dumps(dataclasses.asdict(f)) for f in plan.files]
         return [InputPartition((reader, texts[i::n_tasks])) for i in range(n_tasks)]
 

@@ -1,5 +1,5 @@
 """The PySpark data source over Spark Connect: register ships the package to the server's Python
-workers; one write and one read through it, the write read back by delta-kernel-rs."""
+workers once per session; one write and one read through it, the write read back by delta-kernel-rs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ def test_read_and_write_over_connect(connect_server, tmp_path):
     root = str(tmp_path / "t")
     session = connect_session(connect_server.url)
     try:
+        uploads = []
+        add = session.addArtifacts
+        session.addArtifacts = lambda *a, **k: uploads.append(a) or add(*a, **k)  # pass-through counter
         assert register(session) == ["airflow_delta", "delta"]
+        assert register(session) == ["airflow_delta", "delta"]
+        assert len(uploads) == 1  # the second register found its marker: no second upload of the zip
         df = session.createDataFrame([(i, f"s{i}") for i in range(20)], "id long, s string")
         df.write.format("delta").mode("append").save(root)
         df.filter("id < 5").write.format("delta").mode("overwrite").option("replaceWhere", "id < 5").save(root)
