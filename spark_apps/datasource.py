@@ -431,6 +431,8 @@ class DeltaReader(DataSourceReader):
         }
         if files.num_rows == 0:
             return [InputPartition(None)]
+        if files.num_rows < self.parallelism:  # fewer files than cores: large ones read in pieces
+            files = _row_group_pieces(snapshot, files, self.parallelism)
         # one partition per core, files balanced by bytes: more partitions measured more CPU for
         # the same rows (each is a Python task whose Arrow batches cross to the JVM); each
         # partition carries the plan (read() runs on a copy of the reader pickled before partitions())
@@ -460,6 +462,43 @@ class DeltaReader(DataSourceReader):
                 p["predicate"],  # row groups pruned, rows filtered by the engine (Spark filters again)
             )
         )
+
+
+def _row_group_pieces(snapshot, files, parallelism: int):
+    """``files`` with each file of several row groups split into up to its share of ``parallelism``
+    pieces (by its bytes), each a contiguous range of row groups balanced by their bytes, in the
+    column :data:`.engine.spark.scan.ROW_GROUPS_COLUMN`. Reads the footers of these few files."""
+    import numpy as np
+    import pyarrow as pa
+
+    from .engine.paths import data_file_uri
+    from .engine.reader import _close, _open_parquet
+    from .engine.spark.scan import ROW_GROUPS_COLUMN
+
+    sizes = np.nan_to_num(np.asarray(files.column("size").to_numpy(zero_copy_only=False), dtype="float64"))
+    total = max(float(sizes.sum()), 1.0)
+    rows, groups, piece_sizes = [], [], []
+    for i, path in enumerate(files.column("path").to_pylist()):
+        want = max(1, round(parallelism * sizes[i] / total))
+        bounds = None
+        if want > 1:
+            pf = _open_parquet(snapshot.storage, data_file_uri(snapshot.table_root, path), path)
+            try:
+                md = pf.metadata
+                group_bytes = np.array([md.row_group(g).total_byte_size for g in range(md.num_row_groups)], "float64")
+            finally:
+                _close(pf)
+            if len(group_bytes) > 1:  # cut after the group where the running bytes cross each 1/want
+                cuts = np.searchsorted(np.cumsum(group_bytes), group_bytes.sum() * np.arange(1, want) / want) + 1
+                bounds = sorted({0, len(group_bytes), *(int(c) for c in cuts)})
+        if bounds is None or len(bounds) < 3:  # one piece: the whole file
+            rows.append(i), groups.append(None), piece_sizes.append(sizes[i])
+            continue
+        for a, b in zip(bounds, bounds[1:]):
+            rows.append(i), groups.append(list(range(a, b))), piece_sizes.append(group_bytes[a:b].sum())
+    out = files.take(pa.array(rows, pa.int64()))
+    out = out.set_column(out.schema.get_field_index("size"), "size", pa.array(np.asarray(piece_sizes, "int64")))
+    return out.append_column(ROW_GROUPS_COLUMN, pa.array(groups, pa.list_(pa.int32())))
 
 
 class ChangesReader(DataSourceReader):

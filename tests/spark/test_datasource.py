@@ -88,6 +88,27 @@ def test_time_travel_filter_skipping_and_partitions(spark, names, tmp_path):
         spark.read.format("delta").option("versionAsOf", "x").load(root).collect()
 
 
+def test_a_large_file_is_read_in_row_group_pieces(spark, names, tmp_path):
+    """One file of 8 row groups (written by deltalake) on local[2]: two partitions, each a range of
+    the file's row groups; the deletion vector our DELETE adds stays aligned in both."""
+    from deltalake import WriterProperties, write_deltalake
+
+    root = str(tmp_path / "big")
+    data = pa.table({"id": pa.array(range(8000), pa.int64()), "s": [f"s{i}" for i in range(8000)]})
+    write_deltalake(root, data, writer_properties=WriterProperties(max_row_group_size=1000))
+    table = DeltaTable.for_path(None, root)
+    table.set_properties({"delta.enableDeletionVectors": "true"})
+    table.delete("id % 7 = 0 OR (id >= 3990 AND id < 4010)")  # rows in both halves, across the cut
+    files = table.snapshot().files
+    assert files.num_rows == 1 and files.column("deletion_vector").null_count == 0  # the file, with a vector
+    df = spark.read.format("delta").load(root)
+    assert df.rdd.getNumPartitions() == 2
+    expected = [i for i in range(8000) if i % 7 and not 3990 <= i < 4010]
+    assert sorted(r.id for r in df.collect()) == expected
+    assert sorted(kernel_table(root, ["id"]).column("id").to_pylist()) == expected
+    assert sorted(r.id for r in df.filter("id >= 7990").collect()) == [i for i in expected if i >= 7990]
+
+
 def test_change_feed(spark, names, tmp_path):
     root = str(tmp_path / "cdf")
     DeltaTable.create(None, root, schema="id BIGINT, v STRING", properties={"delta.enableChangeDataFeed": "true"})

@@ -40,6 +40,9 @@ FILE_COLUMN = "_file"
 #: the physical row index column of ``scan_files(with_row_index=True)`` (internal: no user column's name)
 ROW_COLUMN = "__delta_row_index"
 MAX_BATCH_ROWS = 65536  # rows per Arrow batch handed back to Spark
+#: optional column of a file listing: the row groups (list<int32>) of the file this row reads, the
+#: rest left to other rows of the same file (a large file split across tasks); null: every group
+ROW_GROUPS_COLUMN = "row_groups"
 _TASK_COLUMN = "_task"
 
 
@@ -96,6 +99,8 @@ def _files_table(files: pa.Table, num_tasks: int) -> pa.Table:
     }
     if dv is not None and dv.null_count < n:
         cols["deletion_vector"] = dv
+    if ROW_GROUPS_COLUMN in files.column_names:  # a file read in pieces: the row groups of each
+        cols[ROW_GROUPS_COLUMN] = files.column(ROW_GROUPS_COLUMN)
     return pa.table(cols)
 
 
@@ -427,7 +432,8 @@ def read_files_batches(
     whole file, so its memory does not grow with the data file size.
 
     Usable without Spark (any iterable of batches with ``path``, ``partition_values`` (map or JSON)
-    and optionally ``deletion_vector`` (struct with Delta's camelCase fields) columns).
+    and optionally ``deletion_vector`` (struct with Delta's camelCase fields) and
+    :data:`ROW_GROUPS_COLUMN` (a piece of a file) columns).
     """
     from .. import reader
     from ..schema import parse_schema
@@ -435,7 +441,7 @@ def read_files_batches(
 
     storage = storage_for(table_root)
     schema = parse_schema(schema_json)
-    expr, read_columns, row_groups = None, columns, None
+    expr, read_columns = None, columns
     if predicate is not None:  # a bound tree (``expr.Expr``)
         from ..expr import true_mask
         from ..expr.skipping import row_groups_may_match
@@ -448,12 +454,21 @@ def read_files_batches(
         pvs = batch.column("partition_values").to_pylist()
         names = batch.schema.names
         dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
-        for path, pv, dv in zip(paths, pvs, dvs):
+        pieces = batch.column(ROW_GROUPS_COLUMN).to_pylist() if ROW_GROUPS_COLUMN in names else [None] * len(paths)
+        for path, pv, dv, piece in zip(paths, pvs, dvs, pieces):
             pv = _as_dict(pv)
-            if expr is not None:  # row groups whose statistics rule the predicate out are not read
+            row_groups = None
+            if expr is not None or piece is not None:
+                # row groups of another piece of the file, or whose statistics rule the predicate
+                # out, are not read (the reader keeps the physical row index, for deletion vectors)
 
-                def row_groups(md, _pv=pv):
-                    return row_groups_may_match(md, expr, schema, partition_columns, _pv)
+                def row_groups(md, _pv=pv, _piece=None if piece is None else set(piece)):
+                    keep = [_piece is None or g in _piece for g in range(md.num_row_groups)]
+                    if expr is None:
+                        return keep
+                    return [
+                        k and m for k, m in zip(keep, row_groups_may_match(md, expr, schema, partition_columns, _pv))
+                    ]
 
             for b in reader.iter_data_file_batches(
                 storage,
