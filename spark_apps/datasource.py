@@ -19,8 +19,11 @@ mapping, type widening, timestamps without zone). Every pushed filter is also re
 applies it again: skipping is never exact.
 
 SQL: ``CREATE TEMPORARY VIEW v USING delta OPTIONS (path '...')``; ``CREATE TABLE t USING delta LOCATION
-'...'`` (or ``OPTIONS (path '...')``) keeps the location in the schema the catalog stores
-(:data:`TABLE_KEY`), since Spark hands a Python data source no catalog table's location.
+'...'`` (or ``OPTIONS (path '...')``, or ``spark.catalog.createTable(name, path=..., source="delta")``)
+keeps the location in the schema the catalog stores (:data:`TABLE_KEY`), since Spark hands a Python
+data source no catalog table's location; ``SELECT`` and ``INSERT INTO`` then find it. A catalog table
+whose schema Spark did not ask this source for (columns declared in the CREATE, ``saveAsTable``, one
+delta-spark registered) is refused on read, naming ``SELECT ... WITH ('path' = ...)``.
 
 Write: the driver checks the data's schema against the table (or plans a new table) before any task
 runs; tasks conform their Arrow batches and write data files with stats through the engine's writer
@@ -159,6 +162,17 @@ def _path(options) -> str:
 #: USING delta LOCATION`` keeps its location and options: Spark (4.0 to 4.3) hands a Python data source
 #: only the schema the catalog stores, never the table's location or properties
 TABLE_KEY = "airflow_delta.table"
+
+
+def _without_table_key(schema):
+    """``schema`` without :data:`TABLE_KEY` (never written into a table's own schema)."""
+    if not schema.fields or TABLE_KEY not in schema.fields[0].metadata:
+        return schema
+    from pyspark.sql.types import StructType
+
+    copy = StructType.fromJson(schema.jsonValue())
+    copy.fields[0].metadata = {k: v for k, v in copy.fields[0].metadata.items() if k != TABLE_KEY}
+    return copy
 
 
 def _creating_table(options) -> bool:
@@ -308,8 +322,8 @@ class DeltaDataSource(DataSource):
             return ChangesReader(options, schema, self.parallelism)
         return DeltaReader(options, schema, self.parallelism, getattr(self, "version", None))
 
-    def writer(self, schema, overwrite: bool):
-        return DeltaWriter(self.options, schema, overwrite)
+    def writer(self, schema, overwrite: bool):  # INSERT INTO a catalog table: its schema carries the location
+        return DeltaWriter(_options_of(self.options, schema), _without_table_key(schema), overwrite)
 
 
 # --------------------------------------------------------------------------------------------------

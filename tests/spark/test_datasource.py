@@ -189,21 +189,24 @@ def test_sql(spark, names, tmp_path):
         spark.sql(f"CREATE TABLE ds_sql_p USING delta OPTIONS (path '{root}', versionAsOf '0')")
         assert spark.sql("SELECT sum(id) AS s FROM ds_sql_t WHERE id > 3").collect()[0].s == 15
         assert spark.table("ds_sql_p").count() == 5
+        spark.sql("INSERT INTO ds_sql_t VALUES (7)")
+        assert spark.table("ds_sql_t").count() == 8
+        assert "airflow_delta" not in DeltaTable.for_path(None, root).snapshot().metadata.schema_string
         # a column added later: the catalog's columns are read (as delta-spark reads them)
-        extra = spark.createDataFrame([(7, "x")], "id long, tag string")
+        extra = spark.createDataFrame([(8, "x")], "id long, tag string")
         extra.write.format("delta").mode("append").option("mergeSchema", "true").save(root)
-        assert spark.table("ds_sql_t").columns == ["id"] and spark.table("ds_sql_t").count() == 8
+        assert spark.table("ds_sql_t").columns == ["id"] and spark.table("ds_sql_t").count() == 9
         # a table declared with its columns never hands its location to the source: refused, naming the fix
         spark.sql(f"CREATE TABLE ds_sql_s (id BIGINT) USING delta LOCATION '{root}'")
         with pytest.raises(Exception, match="No table path given.*WITH \\('path'"):
             spark.sql("SELECT * FROM ds_sql_s").collect()
-        assert spark.sql(f"SELECT count(*) AS n FROM ds_sql_s WITH ('path' = '{root}')").collect()[0].n == 8
+        assert spark.sql(f"SELECT count(*) AS n FROM ds_sql_s WITH ('path' = '{root}')").collect()[0].n == 9
     finally:
         for t in ("ds_sql_t", "ds_sql_p", "ds_sql_s"):
             spark.sql(f"DROP TABLE IF EXISTS {t}")
         spark.catalog.dropTempView("ds_sql_v")
         spark.catalog.dropTempView("ds_sql_o")
-    assert DeltaTable.for_path(None, root).version() == 2  # dropping the catalog entries left the table
+    assert DeltaTable.for_path(None, root).version() == 3  # dropping the catalog entries left the table
 
 
 def test_one_snapshot_per_planning_and_the_planned_files_are_read(names, tmp_path, monkeypatch):
