@@ -1,7 +1,10 @@
 """The PySpark data source over Spark Connect: register ships the package to the server's Python
-workers once per session; one write and one read through it, the write read back by delta-kernel-rs."""
+workers once per session; one write and one read through it (the write read back by delta-kernel-rs),
+and a catalog table made with CREATE TABLE ... LOCATION read by name."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 from outside_readers import kernel_table, sorted_rows
@@ -29,5 +32,11 @@ def test_read_and_write_over_connect(connect_server, tmp_path):
         back = session.read.format("delta").load(root).filter("id >= 15")
         assert sorted(r.id for r in back.collect()) == [15, 16, 17, 18, 19]
         assert session.read.format("delta").option("versionAsOf", 0).load(root).count() == 20
+        name = f"ds_connect_{uuid.uuid4().hex[:8]}"  # the server's catalog is shared by its sessions
+        session.sql(f"CREATE TABLE {name} USING delta LOCATION '{root}'")
+        try:
+            assert session.sql(f"SELECT count(*) AS n FROM {name} WHERE id < 5").collect()[0].n == 5
+        finally:
+            session.sql(f"DROP TABLE IF EXISTS {name}")
     finally:
         session.stop()
