@@ -306,10 +306,15 @@ class DeltaDataSource(DataSource):
             from .engine.cdf import ChangeReader
             from .engine.spark.scan import changes_spark_schema
 
+            if self.options.get("startingVersion") is None and self.options.get("startingTimestamp") is None:
+                from .datasource_streaming import changes_schema_at_latest  # a stream starts at the snapshot
+
+                return changes_schema_at_latest(root)  # (a batch read is refused when it plans)
+
             return changes_spark_schema(ChangeReader(_change_plan(root, self.options)))
         snapshot = _load_snapshot(root, self.options)
         if _time_travel(self.options):
-            self.version = snapshot.version
+            self.pinned_version = snapshot.version
         schema = _spark_schema(snapshot.schema)
         if _creating_table(self.options) and schema.fields:  # the catalog keeps the location in the schema
             first = schema.fields[0]
@@ -320,10 +325,20 @@ class DeltaDataSource(DataSource):
         options = _options_of(self.options, schema)
         if _flag(options, "readChangeFeed"):
             return ChangesReader(options, schema, self.parallelism)
-        return DeltaReader(options, schema, self.parallelism, getattr(self, "version", None))
+        return DeltaReader(options, schema, self.parallelism, getattr(self, "pinned_version", None))
 
     def writer(self, schema, overwrite: bool):  # INSERT INTO a catalog table: its schema carries the location
         return DeltaWriter(_options_of(self.options, schema), _without_table_key(schema), overwrite)
+
+    def streamReader(self, schema):  # readStream: see .datasource_streaming
+        from .datasource_streaming import DeltaStreamReader
+
+        return DeltaStreamReader(_options_of(self.options, schema), schema, self.parallelism)
+
+    def streamWriter(self, schema, overwrite: bool):  # writeStream; overwrite: outputMode("complete")
+        from .datasource_streaming import DeltaStreamWriter
+
+        return DeltaStreamWriter(_options_of(self.options, schema), _without_table_key(schema), overwrite)
 
 
 # --------------------------------------------------------------------------------------------------
