@@ -25,7 +25,7 @@ def landed_result(table_uri: str, app_id: str, app_version: int, *, any_version:
     from .engine.log.listing import latest_version
     from .engine.log.snapshot import load_table_metadata
     from .engine.storage import storage_for, table_location
-    from .runners import numbers, ok
+    from .results import numbers, ok
 
     root = table_location(table_uri)
     storage = storage_for(root)

@@ -7,8 +7,13 @@ operators need to know, so none of them lists operations or arguments by hand:
 * ``args``: its own arguments (:class:`Arg`: kind, default, choices, help, whether Airflow templates
   it); the common ones (table, result location, idempotent-write identity) are :data:`COMMON_ARGS`
   and :data:`COMMIT_ARGS`;
-* ``runner``: ``"module:function"`` of the app-side function ``(params, spark) -> result dict``
-  (:mod:`airflow_delta_provider_apps.runners`), imported only when the operation runs;
+* ``command``: ``"module:function"`` of the engine command it runs (``(snapshot, **arguments,
+  [plane=], **identity) -> CommandResult``), run by the generic runner
+  (:mod:`airflow_delta_provider_apps.dispatch`) with the operation's typed parameters
+  (:attr:`Operation.parameters`, a dataclass made from ``args``) and its transaction identity
+  (:class:`TxnIdentity`); or ``runner``, an app-side ``(params, spark) -> result dict`` for an
+  operation that is more than one command (a source to read, a file to write); imported only when
+  the operation runs;
 * ``needs_spark``: whether it needs a SparkSession when run outside spark-submit (a callable of the
   parameters when it depends on them, e.g. CREATE TABLE with or without a source);
 * ``metrics``: the Delta metric names its result carries;
@@ -16,8 +21,8 @@ operators need to know, so none of them lists operations or arguments by hand:
   caller's words): run by the operator at DAG parse time for values without templates, after
   rendering in ``execute()`` before anything is submitted, and by the CLI.
 
-Adding an operation: one :class:`Operation` here, one runner in :mod:`airflow_delta_provider_apps.runners` (calling
-one engine command), and an operator class naming it. This module imports nothing heavy (no engine,
+Adding an operation: its command module in the engine, one :class:`Operation` here naming it, and an
+operator class naming the operation if it gets one. This module imports nothing heavy (no engine,
 no pyspark): the Airflow side reads it at DAG parse time.
 """
 
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .engine import merge_clauses
+from .engine.commit_identity import TxnIdentity
 
 __all__ = [
     "Arg",
@@ -41,6 +47,7 @@ __all__ = [
     "coerce",
     "check_params",
     "load_runner",
+    "TxnIdentity",
 ]
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
@@ -91,13 +98,40 @@ class Arg:
         return self.flag or "--" + self.name.replace("_", "-")
 
 
+#: the Python type of each argument kind, for the parameters dataclass (None: not given)
+_TYPES = {
+    "str": "str | None",
+    "int": "int | None",
+    "version": "int | None",
+    "float": "float | None",
+    "hours": "float | None",
+    "bool": "bool",
+    "list": "list[str] | None",
+    "dict": "dict[str, str] | None",
+    "schema": "str | None",
+    "updates": "dict[str, str] | None",
+    "clauses": "list[dict] | None",
+}
+
+
 @dataclass(frozen=True)
 class Operation:
+    """One operation (see the module docstring).
+
+    :param command: ``"module:function"`` of the engine command it runs: ``(snapshot, **arguments,
+        [plane=], **identity) -> CommandResult``, each of ``args`` passed by its name (``plane`` when
+        the function takes one), run by the generic runner
+        (:func:`airflow_delta_provider_apps.dispatch.run_command`)
+    :param runner: ``"module:function"`` of an app-side ``(params, spark) -> result dict``, for an
+        operation that is not one command
+    """
+
     name: str
     delta_operation: str
     help: str
-    runner: str
+    runner: str = ""
     args: tuple[Arg, ...] = ()
+    command: str = ""
     metrics: tuple[str, ...] = ()
     needs_spark: bool | Callable[[Mapping], bool] = False
     commits: bool = True  # takes the idempotent-write identity (app_id, app_version, user_metadata)
@@ -151,6 +185,41 @@ class Operation:
 
     def defaults(self) -> dict:
         return {a.name: a.default for a in self.all_args}
+
+    @property
+    def parameters(self) -> type:
+        """The operation's typed parameters: a frozen dataclass of its own arguments (types, defaults,
+        one ``:param:`` line each from their help) whose construction coerces and checks them as the
+        operators do at DAG parse time (ValueError naming the parameter)."""
+        made = _PARAMETERS.get(self)
+        if made is None:
+            made = _PARAMETERS[self] = _parameters_class(self)
+        return made
+
+    def identity(self, params: Mapping) -> TxnIdentity:
+        """The transaction identity among ``params`` (none for an operation that does not commit)."""
+        return TxnIdentity.of(params) if self.commits else TxnIdentity()
+
+
+_PARAMETERS: dict[Operation, type] = {}
+
+
+def _parameters_class(op: Operation) -> type:
+    import dataclasses
+
+    def __post_init__(self):
+        values = {a.name: getattr(self, a.name) for a in op.args}
+        for name, value in check_params(op, values, own_only=True).items():
+            object.__setattr__(self, name, value)
+
+    fields = [(a.name, _TYPES[a.kind], dataclasses.field(default=a.default)) for a in op.args]
+    name = "".join(w.capitalize() for w in op.name.replace("-", "_").split("_")) + "Parameters"
+    cls = dataclasses.make_dataclass(name, fields, frozen=True, namespace={"__post_init__": __post_init__})
+    cls.__doc__ = f"The parameters of {op.delta_operation} ({op.help}).\n\n" + "\n".join(
+        f":param {a.name}: {a.help}" for a in op.args
+    )
+    cls.__module__ = __name__
+    return cls
 
 
 COMMON_ARGS = (
@@ -270,13 +339,14 @@ def _clauses(arg: Arg, value: Any) -> list[dict]:
 CONDITION_ARGS = ("predicate", "replace_where")
 
 
-def check_params(op: Operation, params: Mapping, *, skip_templates: bool = False) -> dict:
+def check_params(op: Operation, params: Mapping, *, skip_templates: bool = False, own_only: bool = False) -> dict:
     """Coerce every known argument and run the operation's checks; returns the coerced params.
 
     :param skip_templates: leave values holding ``{{ ... }}`` alone (DAG parse time)
+    :param own_only: only the operation's own arguments (not the commit identity)
     """
     out = dict(params)
-    for arg in op.all_args:
+    for arg in op.args if own_only else op.all_args:
         value = out.get(arg.name)
         if skip_templates and (_is_template(value) or _holds_template(value)):
             continue
@@ -599,7 +669,7 @@ _OPERATIONS = (
         "delete",
         "DELETE",
         "delete the rows matching a predicate (all rows without one)",
-        "airflow_delta_provider_apps.runners:delete",
+        command="airflow_delta_provider_apps.engine.commands.dml:delete",
         args=(PREDICATE,),
         metrics=(
             "numRemovedFiles",
@@ -621,7 +691,7 @@ _OPERATIONS = (
         "update",
         "UPDATE",
         "set columns to expressions on the rows matching a predicate",
-        "airflow_delta_provider_apps.runners:update",
+        command="airflow_delta_provider_apps.engine.commands.dml:update",
         args=(
             Arg(
                 "updates",
@@ -691,7 +761,7 @@ _OPERATIONS = (
         "vacuum",
         "VACUUM",
         "delete the files no version inside the retention needs (no Spark)",
-        "airflow_delta_provider_apps.runners:vacuum",
+        command="airflow_delta_provider_apps.engine.commands.vacuum:vacuum",
         args=(
             Arg("retention_hours", "hours", help="keep what versions of the last N hours need (default: the table's)"),
             Arg("dry_run", "bool", default=False, templated=False, help="list what would be deleted, delete nothing"),
@@ -727,7 +797,7 @@ _OPERATIONS = (
         "optimize",
         "OPTIMIZE",
         "compact small files, or Z-order them, or cluster a clustered table incrementally (rows unchanged)",
-        "airflow_delta_provider_apps.runners:optimize",
+        command="airflow_delta_provider_apps.engine.commands.optimize:optimize",
         args=(
             Arg(
                 "partition_filter",
@@ -761,7 +831,7 @@ _OPERATIONS = (
         "set_properties",
         "SET TBLPROPERTIES",
         "set table properties, upgrading the protocol to the features they enable (log only)",
-        "airflow_delta_provider_apps.runners:set_properties",
+        command="airflow_delta_provider_apps.engine.commands.properties:set_properties",
         args=(
             Arg(
                 "properties",
@@ -775,7 +845,7 @@ _OPERATIONS = (
         "add_constraint",
         "ADD CONSTRAINT",
         "add a CHECK constraint, after checking every row the table holds (no Spark)",
-        "airflow_delta_provider_apps.runners:add_constraint",
+        command="airflow_delta_provider_apps.engine.commands.properties:add_constraint",
         args=(
             Arg("name", help="the constraint's name (letters, digits, underscores)"),
             Arg("expression", help="Spark SQL condition every row must satisfy, e.g. amount >= 0", sql="condition"),
@@ -786,7 +856,7 @@ _OPERATIONS = (
         "drop_constraint",
         "DROP CONSTRAINT",
         "drop a CHECK constraint (log only)",
-        "airflow_delta_provider_apps.runners:drop_constraint",
+        command="airflow_delta_provider_apps.engine.commands.properties:drop_constraint",
         args=(
             Arg("name", help="the constraint's name"),
             Arg("if_exists", "bool", default=False, help="no error when the table has no such constraint"),
@@ -797,7 +867,7 @@ _OPERATIONS = (
         "rename_column",
         "RENAME COLUMN",
         "rename a column of a table with column mapping (metadata only)",
-        "airflow_delta_provider_apps.runners:rename_column",
+        command="airflow_delta_provider_apps.engine.commands.properties:rename_column",
         args=(Arg("column", help="the column's current name"), Arg("new_name", help="its new name")),
         checks=(_column_named, _new_name_given),
     ),
@@ -805,7 +875,7 @@ _OPERATIONS = (
         "drop_column",
         "DROP COLUMNS",
         "drop a column of a table with column mapping (metadata only)",
-        "airflow_delta_provider_apps.runners:drop_column",
+        command="airflow_delta_provider_apps.engine.commands.properties:drop_column",
         args=(Arg("column", help="the column to drop"),),
         checks=(_column_named,),
     ),
@@ -813,7 +883,7 @@ _OPERATIONS = (
         "change_column_type",
         "CHANGE COLUMN",
         "widen a column's type as the protocol allows (metadata only; enables type widening)",
-        "airflow_delta_provider_apps.runners:change_column_type",
+        command="airflow_delta_provider_apps.engine.commands.properties:change_column_type",
         args=(
             Arg("column", help="the top-level column to widen"),
             Arg("new_type", help="its wider type, e.g. BIGINT, DOUBLE, DECIMAL(12,2), TIMESTAMP_NTZ"),
@@ -824,7 +894,7 @@ _OPERATIONS = (
         "cluster_by",
         "CLUSTER BY",
         "set the clustering columns, or remove them with an empty list (metadata only; OPTIMIZE clusters)",
-        "airflow_delta_provider_apps.runners:cluster_by",
+        command="airflow_delta_provider_apps.engine.commands.properties:cluster_by",
         args=(
             Arg(
                 "columns",
@@ -838,7 +908,7 @@ _OPERATIONS = (
         "restore",
         "RESTORE",
         "make the table's live files those of an older version (no Spark)",
-        "airflow_delta_provider_apps.runners:restore",
+        command="airflow_delta_provider_apps.engine.commands.restore:restore",
         args=(
             Arg("version", "version", help="the version to restore"),
             Arg("timestamp", help="or the version as of this timestamp"),
@@ -865,7 +935,7 @@ _OPERATIONS = (
         "cleanup-metadata",
         "CLEANUP METADATA",
         "delete expired log files (log only)",
-        "airflow_delta_provider_apps.runners:cleanup_metadata",
+        command="airflow_delta_provider_apps.engine.commands.checkpoint:cleanup_metadata",
         commits=False,
     ),
 )
@@ -882,7 +952,13 @@ def get(name: str) -> Operation:
 
 
 def load_runner(op: Operation) -> Callable:
+    """``(params, spark) -> result dict`` of ``op``: the generic runner of its ``command``, or its own."""
+    import functools
     import importlib
 
+    if op.command:
+        from .dispatch import run_command
+
+        return functools.partial(run_command, op)
     module, _, function = op.runner.partition(":")
     return getattr(importlib.import_module(module), function)

@@ -44,8 +44,8 @@ from .engine.table_view import rows_changed, table_view
 from .failures import infrastructure_cause
 from .landed import commit_changes, commit_partition_keys, landed_result
 from .preflight import preflight
+from .results import numbers
 from .run_lease import wait_for_earlier_run
-from .runners import numbers
 from .versions import install_problem
 
 __all__ = [

@@ -11,45 +11,10 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from .engine.commit_identity import TxnIdentity
 from .engine.errors import DeltaError, InvalidArgumentError
 from .operations import SOURCE_FORMATS
-
-
-def ok(operation: str, table_uri: str, version, *, skipped: bool = False, metrics: dict | None = None, **extra) -> dict:
-    out = {
-        "status": "ok",
-        "operation": operation,
-        "table_uri": table_uri,
-        "version": version,
-        "skipped": bool(skipped),
-        "metrics": numbers(metrics or {}),
-    }
-    out.update(extra)
-    return out
-
-
-def numbers(metrics: dict) -> dict:
-    """Metric values as numbers (ints where integral)."""
-    out = {}
-    for k, v in metrics.items():
-        if isinstance(v, str):
-            try:
-                v = int(v)
-            except ValueError:
-                try:
-                    v = float(v)
-                except ValueError:
-                    pass
-        elif isinstance(v, float) and v.is_integer():
-            v = int(v)
-        out[k] = v
-    return out
-
-
-def _from_command(r: dict, uri: str, **extra) -> dict:
-    fields = {k: v for k, v in r.items() if k not in ("operation", "table_uri", "version", "skipped", "metrics")}
-    fields = {k: v for k, v in fields.items() if k not in r["metrics"]}
-    return ok(r["operation"], uri, r["version"], skipped=r["skipped"], metrics=r["metrics"], **fields, **extra)
+from .results import from_command, ok
 
 
 def _table(spark, params: dict):
@@ -59,7 +24,7 @@ def _table(spark, params: dict):
 
 
 def _txn(params: dict) -> dict:
-    return {k: params.get(k) for k in ("app_id", "app_version", "user_metadata")}
+    return TxnIdentity.of(params).options()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -280,78 +245,9 @@ def checkpoint(params: dict, spark=None) -> dict:
     extra = {}
     res = t.checkpoint()
     if params.get("cleanup"):
-        extra["cleanup"] = _from_command(t.cleanup_metadata(), params["table_uri"])
+        extra["cleanup"] = from_command(t.cleanup_metadata(), params["table_uri"])
         del extra["cleanup"]["status"]
-    return _from_command(res, params["table_uri"], **extra)
-
-
-def vacuum(params: dict, spark=None) -> dict:
-    r = _table(None, params).vacuum(
-        params.get("retention_hours"),
-        dry_run=bool(params.get("dry_run")),
-        enforce_retention_duration=params.get("enforce_retention_duration") is not False,
-        mode=params.get("mode") or "full",
-        keep_versions=params.get("keep_versions"),
-        inventory=params.get("inventory"),
-        **_txn(params),
-    )
-    return _from_command(r, params["table_uri"])
-
-
-def optimize(params: dict, spark=None) -> dict:
-    r = _table(spark, params).optimize(
-        partition_filter=params.get("partition_filter"),
-        target_size=params.get("target_size"),
-        min_file_size=params.get("min_file_size"),
-        z_order_by=params.get("z_order_by"),
-        purge_deletion_vectors=bool(params.get("purge_deletion_vectors")),
-        **_txn(params),
-    )
-    return _from_command(r, params["table_uri"])
-
-
-def set_properties(params: dict, spark=None) -> dict:
-    r = _table(None, params).set_properties(params["properties"], **_txn(params))
-    return _from_command(r, params["table_uri"])
-
-
-def add_constraint(params: dict, spark=None) -> dict:
-    r = _table(None, params).add_constraint(params["name"], params["expression"], **_txn(params))
-    return _from_command(r, params["table_uri"])
-
-
-def drop_constraint(params: dict, spark=None) -> dict:
-    r = _table(None, params).drop_constraint(params["name"], if_exists=bool(params.get("if_exists")), **_txn(params))
-    return _from_command(r, params["table_uri"])
-
-
-def rename_column(params: dict, spark=None) -> dict:
-    r = _table(None, params).rename_column(params["column"], params["new_name"], **_txn(params))
-    return _from_command(r, params["table_uri"])
-
-
-def drop_column(params: dict, spark=None) -> dict:
-    r = _table(None, params).drop_column(params["column"], **_txn(params))
-    return _from_command(r, params["table_uri"])
-
-
-def change_column_type(params: dict, spark=None) -> dict:
-    r = _table(None, params).change_column_type(params["column"], params["new_type"], **_txn(params))
-    return _from_command(r, params["table_uri"])
-
-
-def cluster_by(params: dict, spark=None) -> dict:
-    r = _table(None, params).cluster_by(params.get("columns"), **_txn(params))
-    return _from_command(r, params["table_uri"])
-
-
-def restore(params: dict, spark=None) -> dict:
-    r = _table(None, params).restore(version=params.get("version"), timestamp=params.get("timestamp"), **_txn(params))
-    return _from_command(r, params["table_uri"])
-
-
-def cleanup_metadata(params: dict, spark=None) -> dict:
-    return _from_command(_table(None, params).cleanup_metadata(), params["table_uri"])
+    return from_command(res, params["table_uri"], **extra)
 
 
 def create_table(params: dict, spark=None) -> dict:
@@ -382,7 +278,7 @@ def create_table(params: dict, spark=None) -> dict:
         **_txn(params),
     )
     # the command's own fields: created, and committed (False when IF NOT EXISTS kept the table)
-    return _from_command(t.last_result, uri)
+    return from_command(t.last_result, uri)
 
 
 def write(params: dict, spark=None) -> dict:
@@ -417,11 +313,7 @@ def write(params: dict, spark=None) -> dict:
             **_txn(params),
             **fed,
         )
-    return _from_command(r, uri, **_feed(src))
-
-
-def delete(params: dict, spark=None) -> dict:
-    return _from_command(_table(spark, params).delete(params.get("predicate"), **_txn(params)), params["table_uri"])
+    return from_command(r, uri, **_feed(src))
 
 
 def merge(params: dict, spark=None) -> dict:
@@ -443,17 +335,12 @@ def merge(params: dict, spark=None) -> dict:
         for c in params.get("clauses") or []:
             b = b.clause(**c)
         r = b.execute(**_txn(params), **fed)
-    return _from_command(r, params["table_uri"], **_feed(src))
+    return from_command(r, params["table_uri"], **_feed(src))
 
 
 def _feed(src: Source) -> dict:
     """The result's ``changes`` field: the change feed range a command read (none for other sources)."""
     return {"changes": src.feed} if src.feed is not None else {}
-
-
-def update(params: dict, spark=None) -> dict:
-    r = _table(spark, params).update(params.get("updates") or {}, params.get("predicate"), **_txn(params))
-    return _from_command(r, params["table_uri"])
 
 
 def read(params: dict, spark=None) -> dict:

@@ -28,7 +28,7 @@ from typing import Any
 
 from .result import CommandResult, Stopwatch
 
-__all__ = ["Command", "gate"]
+__all__ = ["Command", "gate", "report"]
 
 
 def gate(protocol, metadata, table_root: str, *, removes_rows: str | None = None, append_only_fix: str | None = None):
@@ -45,6 +45,23 @@ def gate(protocol, metadata, table_root: str, *, removes_rows: str | None = None
             "it has delta.appendOnly=true, which allows only appends",
             append_only_fix or "only append to it, or set delta.appendOnly=false first",
         )
+
+
+def report(
+    operation: str,
+    table_root: str,
+    version: int,
+    metrics=None,
+    *,
+    skipped: bool = False,
+    commit_info: dict | None = None,
+    fields: Mapping[str, Any] | None = None,
+) -> CommandResult:
+    """The one place a :class:`~.result.CommandResult` is made: every :class:`Command` end, and the
+    commands that end outside one transaction (a checkpoint and log cleanup commit nothing, CREATE
+    TABLE IF NOT EXISTS keeps a table, VACUUM spans two commits). ``fields`` without ``committed``:
+    the result says it committed when it carries a commit's ``commit_info``."""
+    return CommandResult(operation, table_root, version, skipped, metrics, commit_info, dict(fields or {}))
 
 
 class Command:
@@ -161,14 +178,14 @@ class Command:
     def _result(self, metrics, version: int, *, commit=None, skipped: bool = False, fields=None) -> CommandResult:
         if metrics is not None and hasattr(metrics, "execution_time_ms"):
             metrics.execution_time_ms = self.watch.elapsed_ms()
-        return CommandResult(
+        return report(
             self.operation,
             self.table_root,
             version,
-            skipped,
             metrics,
-            commit.commit_info if commit is not None else None,
-            {**dict(fields or {}), "committed": commit is not None and not skipped},
+            skipped=skipped,
+            commit_info=commit.commit_info if commit is not None else None,
+            fields={**dict(fields or {}), "committed": commit is not None and not skipped},
         )
 
     def skipped(self, metrics, *, fields=None) -> CommandResult:

@@ -8,6 +8,7 @@ as result fields.
 
 from __future__ import annotations
 
+from .base import report
 from .result import CheckpointMetrics, CleanupMetrics, CommandResult, Stopwatch
 
 OPERATION_CHECKPOINT = "CHECKPOINT"
@@ -21,20 +22,20 @@ def checkpoint(snapshot) -> CommandResult:
     from ..log.checkpoint import write_checkpoint
 
     clock = Stopwatch()
-    report = write_checkpoint(snapshot.storage, snapshot.table_root, snapshot)
+    done = write_checkpoint(snapshot.storage, snapshot.table_root, snapshot)
     metrics = CheckpointMetrics(
-        num_actions=report["num_actions"],
-        num_add_files=report.get("num_add_files", 0),
-        num_remove_files=report.get("num_remove_files", 0),
-        num_parts=report["num_parts"],
-        size_in_bytes=report["size_in_bytes"],
+        num_actions=done["num_actions"],
+        num_add_files=done.get("num_add_files", 0),
+        num_remove_files=done.get("num_remove_files", 0),
+        num_parts=done["num_parts"],
+        size_in_bytes=done["size_in_bytes"],
         execution_time_ms=clock.elapsed_ms(),
     )
     fields = {
-        "checkpoint_files": list(report.get("paths", [])),
-        "last_checkpoint_updated": bool(report.get("last_checkpoint_updated")),
+        "checkpoint_files": list(done.get("paths", [])),
+        "last_checkpoint_updated": bool(done.get("last_checkpoint_updated")),
     }
-    return CommandResult(OPERATION_CHECKPOINT, snapshot.table_root, snapshot.version, False, metrics, fields=fields)
+    return report(OPERATION_CHECKPOINT, snapshot.table_root, snapshot.version, metrics, fields=fields)
 
 
 def cleanup_metadata(snapshot, *, now_ms: int | None = None) -> CommandResult:
@@ -42,16 +43,16 @@ def cleanup_metadata(snapshot, *, now_ms: int | None = None) -> CommandResult:
     from ..log.cleanup import cleanup_expired_logs
 
     clock = Stopwatch()
-    report = cleanup_expired_logs(snapshot.storage, snapshot.table_root, snapshot, now_ms=now_ms)
+    done = cleanup_expired_logs(snapshot.storage, snapshot.table_root, snapshot, now_ms=now_ms)
     metrics = CleanupMetrics(
-        num_deleted_files=report.get("num_deleted_files", len(report.get("deleted", []))),
-        num_deleted_commits=report.get("num_deleted_commits", 0),
-        num_deleted_checkpoint_files=report.get("num_deleted_checkpoint_files", 0),
+        num_deleted_files=done.get("num_deleted_files", len(done.get("deleted", []))),
+        num_deleted_commits=done.get("num_deleted_commits", 0),
+        num_deleted_checkpoint_files=done.get("num_deleted_checkpoint_files", 0),
         execution_time_ms=clock.elapsed_ms(),
     )
     fields = {
-        "cutoff_version": report.get("cutoff_version"),
-        "protected_checkpoint_version": report.get("checkpoint_version"),
-        "retention_threshold_ms": report.get("threshold_ms"),
+        "cutoff_version": done.get("cutoff_version"),
+        "protected_checkpoint_version": done.get("checkpoint_version"),
+        "retention_threshold_ms": done.get("threshold_ms"),
     }
-    return CommandResult(OPERATION_CLEANUP, snapshot.table_root, snapshot.version, False, metrics, fields=fields)
+    return report(OPERATION_CLEANUP, snapshot.table_root, snapshot.version, metrics, fields=fields)

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError
 from ..threads import ThreadPool
-from ..values import parse_version
+from ..values import parse_timestamp_ms, parse_version
 from .base import Command
 from .result import CommandResult, RestoreMetrics
 from .vacuum import refuse_while_vacuum_runs
@@ -59,6 +59,8 @@ def restore(
     from ..paths import file_locations
     from .dml import removes_for
 
+    if timestamp_ms is None and timestamp is not None:  # as the user wrote it (the registry's argument)
+        timestamp_ms = parse_timestamp_ms(timestamp)
     if (version is None) == (timestamp_ms is None):
         raise InvalidArgumentError(
             "RESTORE needs exactly one of version and timestamp",
