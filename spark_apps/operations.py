@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .engine import merge_clauses
+from .engine import merge as merge_clauses  # the clause rules only (its names load on first use)
 from .engine.commit_identity import TxnIdentity
 
 __all__ = [

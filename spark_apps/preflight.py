@@ -229,10 +229,11 @@ def _check_source_schema(params: Mapping, storage, table: str) -> None:
 
 
 def _check_merge(params: Mapping, storage, table: str) -> None:
-    """Bind the merge as the app does (:func:`~.engine.commands.merge.bind_plan`) when the source's
+    """Bind the merge as the app does (:func:`~.engine.merge.bind_plan`) when the source's
     schema is known here."""
-    from .engine.commands.merge import bind_plan, clauses_from_specs, evolved_schema, upsert_condition
+    from .engine.commands.merge import clauses_from_specs
     from .engine.log.snapshot import load_snapshot
+    from .engine.merge import bind_plan, evolved_schema, upsert_condition
 
     snapshot = load_snapshot(storage, table)
     target = snapshot.schema

@@ -574,3 +574,66 @@ def test_no_module_outside_the_transport_registry_branches_on_the_transport_kind
 def test_a_planted_kind_branch_is_found(source):
     assert _kind_branches(source, "planted.py")
     assert _kind_branches("def f(op):\n    return op.execution in ('auto', 'local')\n", "planted.py") == []
+
+
+MERGE = f"{ENGINE}.merge"
+
+
+def _merge_surface_violations() -> list[str]:
+    """Imports of MERGE's package from outside it that pass its surface: a submodule
+    (``engine.merge.plan``) or a private name (``_x``). ``engine.merge``'s ``__init__`` exports the
+    package's public names (its ``__all__``)."""
+    found = []
+    for name, path in MODULES.items():
+        if _within(name, MERGE):
+            continue
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                pairs = [(alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                pairs = [(module, alias.name) for alias in node.names]
+            else:
+                continue
+            for module, imported in pairs:
+                where = f"{path.relative_to(REPO)}:{node.lineno}"
+                if module == ENGINE and imported == "merge":
+                    continue
+                if _within(module, MERGE) and module != MERGE:
+                    found.append(f"{where}: imports {module} (import from {MERGE} itself)")
+                elif module == MERGE and imported is not None and imported.startswith("_"):
+                    found.append(f"{where}: imports {MERGE}.{imported} (a private name)")
+    return found
+
+
+def test_merge_is_reached_only_through_its_package_surface():
+    """MERGE's package (plan, source, by_file, by_join) is one unit from outside: modules import its
+    public names from ``engine.merge``, never a submodule or a private name, so its insides can change."""
+    assert _merge_surface_violations() == []
+
+
+def test_merge_exports_only_public_names_that_exist():
+    import importlib
+
+    merge = importlib.import_module(MERGE)
+    assert merge.__all__ and not [n for n in merge.__all__ if n.startswith("_")]
+    assert [n for n in merge.__all__ if not hasattr(merge, n)] == []
+
+
+@pytest.mark.parametrize(
+    "source, line",
+    [
+        ("from ..merge.plan import bind_plan\n", "planted.py:1"),
+        ("def f():\n    from ..merge import _covers\n", "planted.py:2"),
+        ("import airflow_delta_provider_apps.engine.merge.by_file\n", "planted.py:1"),
+    ],
+)
+def test_a_planted_merge_reach_in_is_found(monkeypatch, source, line):
+    planted = REPO / "spark_apps" / "engine" / "commands" / "planted.py"
+    monkeypatch.setitem(MODULES, f"{ENGINE}.commands.planted", planted)
+    monkeypatch.setattr(Path, "read_text", _reading(planted, source))
+    assert any(line in f for f in _merge_surface_violations())

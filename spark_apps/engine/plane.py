@@ -10,6 +10,8 @@ the rows themselves are read, joined and written by a :class:`DataPlane`:
   Spark tasks when the files are not small, and Spark's own data plane (its Parquet scan, joins and
   writer) for a MERGE whose source is over the collection cap; data is a DataFrame.
 
+Each plane does every method: a MERGE is one (:meth:`DataPlane.merge`), its strategy the plane's.
+
 Commands receive a plane and never import :mod:`.spark`; :class:`~.table.DeltaTable` chooses one
 (its SparkSession, or none). Every method leaves nothing committed: the files it writes are the
 command's to commit or discard.
@@ -24,8 +26,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .merge import MergeJob, MergeOutcome
     from .rewrite import FileOutcome, RewriteSpec
-    from .rewrite.merge import MergeOutcome, PreparedMerge
     from .schema import StructType
     from .writer import WriteResult, WriteSpec, WrittenFile
 
@@ -34,9 +36,6 @@ __all__ = ["DataPlane", "InProcessPlane", "in_process_plane"]
 
 class DataPlane(Protocol):
     """The data work of the commands (the names of delta-spark's and delta-rs's steps in brackets)."""
-
-    #: whether a MERGE may join the whole source with the table (else it runs file by file)
-    joins: bool
 
     # -- data handed in by the caller (a DataFrame, Arrow data)
     def held(self, data):
@@ -65,47 +64,31 @@ class DataPlane(Protocol):
         """OPTIMIZE: each bin's files read and written again (sorted by the Z-order key when asked)."""
 
     # -- MERGE
-    def merge_source(self, source, plan, max_rows: int) -> pa.Table | None:
-        """The source as one Arrow table (columns ``__s<i>``) when it is small enough to merge file
-        by file (at most ``max_rows`` rows, and the plane's collection cap), else None."""
-
-    def deduplicated(self, source, key_columns: list[str], dedupe_by: str):
-        """``source`` with one row per key (the greatest ``dedupe_by``); NULL keys kept as they are."""
-
-    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None, refuse=True) -> tuple:
-        """``(materialised source, rows, key values for file skipping, unique)`` of a source joined
-        whole; with ``unique`` ``(columns, names)`` its keys are checked unique in the same pass: a
-        key held twice is refused (``refuse``) or reported (``unique`` False; None: not checked)."""
-
-    def merge_by_file(self, prepared: PreparedMerge, candidates: pa.Table) -> MergeOutcome:
-        """MERGE with the collected source beside every candidate file."""
-
-    def merge_by_join(
-        self, snapshot, plan, source, candidates: pa.Table, num_source_rows: int, *, unique_matches: bool
-    ) -> MergeOutcome:
-        """MERGE as a join of the whole source with the candidate files (two phases)."""
+    def merge(self, job: MergeJob) -> MergeOutcome:
+        """MERGE's data work: the source (one row per key first when ``job.dedupe`` asks), its key
+        values for ``job.select`` to choose the candidate files, then the merge of the candidates
+        (file by file beside a small source: :func:`.merge.merge_by_file`; else by join:
+        :func:`.merge.merge_by_join`). Nothing committed."""
 
 
 class InProcessPlane:
     """This process: pyarrow, with a thread pool over files. Data is Arrow (a table, record batches,
     a reader); a MERGE merges file by file (its source is held here whole)."""
 
-    joins = False
-
     def __init__(self, threads: int | None = None):
         #: files worked on at once (None: one per core of this machine)
         self.threads = threads
 
     def held(self, data):
-        from .rewrite.merge import arrow_source
+        from .rewrite.common import arrow_table
 
-        return arrow_source(data)
+        return arrow_table(data)
 
     def schema_of(self, data) -> StructType:
-        from .rewrite.merge import arrow_source
+        from .rewrite.common import arrow_table
         from .schema import StructType
 
-        return StructType.from_arrow(arrow_source(data).schema)
+        return StructType.from_arrow(arrow_table(data).schema)
 
     def conform(self, data, schema: StructType, *, keep: tuple = ()):
         import pyarrow as pa
@@ -116,11 +99,11 @@ class InProcessPlane:
         return pa.Table.from_batches(batches, schema=batches[0].schema if batches else schema.to_arrow_schema())
 
     def write(self, data, spec: WriteSpec, *, change_data: bool = False) -> WriteResult:
-        from .rewrite.merge import arrow_source
+        from .rewrite.common import arrow_table
         from .writer import WriteResult, write_batches
 
         started = time.monotonic()
-        written = list(write_batches(spec, arrow_source(data).to_batches(), change_data=change_data))
+        written = list(write_batches(spec, arrow_table(data).to_batches(), change_data=change_data))
         return WriteResult.of(written, started)
 
     def inserted_changes(self, snapshot, adds: list) -> list:
@@ -151,28 +134,17 @@ class InProcessPlane:
         with ThreadPool(max_workers=self.threads or os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
             return [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder_by), bins) for w in ws]
 
-    def merge_source(self, source, plan, max_rows: int) -> pa.Table:
-        from .rewrite.merge import arrow_source, prefixed
+    def merge(self, job: MergeJob) -> MergeOutcome:
+        from .merge import deduplicated_arrow, execute_by_file, merge_by_file, prefixed
+        from .rewrite.common import arrow_table
 
-        return prefixed(arrow_source(source), plan.source_schema)  # held here whatever its size
-
-    def deduplicated(self, source, key_columns: list[str], dedupe_by: str):
-        from .rewrite.merge import arrow_source, deduplicated_arrow
-
-        return deduplicated_arrow(arrow_source(source), key_columns, dedupe_by)
-
-    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None, refuse=True) -> tuple:
-        raise AssertionError("an in-process MERGE always merges file by file")  # merge_source never refuses
-
-    def merge_by_file(self, prepared: PreparedMerge, candidates: pa.Table) -> MergeOutcome:
-        from .rewrite.merge import execute_by_file
-
-        return execute_by_file(prepared, candidates, max_workers=self.threads)
-
-    def merge_by_join(
-        self, snapshot, plan, source, candidates: pa.Table, num_source_rows: int, *, unique_matches: bool
-    ) -> MergeOutcome:
-        raise AssertionError("an in-process MERGE always merges file by file")
+        source = arrow_table(job.source)  # held here whatever its size
+        if job.dedupe:
+            source = deduplicated_arrow(source, *job.dedupe)
+        local = prefixed(source, job.plan.source_schema)
+        return merge_by_file(
+            job, local, lambda prepared, files: execute_by_file(prepared, files, max_workers=self.threads)
+        )
 
 
 _IN_PROCESS = InProcessPlane()

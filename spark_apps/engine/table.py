@@ -550,15 +550,15 @@ class DeltaTable:
         the source leave out table columns: kept in updated rows, NULL in inserted ones (delta-spark's
         schema evolution; a NOT NULL column left out is refused).
         """
-        from .commands.merge import upsert_condition
+        from .merge import upsert_condition
 
         keys = list(key_columns or [])
         source = self.plane.held(source)  # Arrow data as one table (read again by the merge)
         on = upsert_condition(self.snapshot().schema, self.plane.schema_of(source).names, keys)
-        if dedupe_by is not None:
-            source = self.plane.deduplicated(source, keys, dedupe_by)
         b = self.merge(source, on, merge_schema=merge_schema).when_matched_update_all().when_not_matched_insert_all()
-        if dedupe_by is None:  # the merge refuses duplicate keys on the source it reads once
+        if dedupe_by is not None:  # one row per key, in the plane's pass over the source
+            b.dedupe(keys, dedupe_by)
+        else:  # the merge refuses duplicate keys on the source it reads once
             b.unique_keys(keys)
         return b.execute(app_id=app_id, app_version=app_version, user_metadata=user_metadata, watermark=watermark)
 

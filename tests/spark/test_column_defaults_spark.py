@@ -24,7 +24,7 @@ def _model(given: list[dict]) -> list:
 
 
 def test_a_spark_append_and_a_merge_insert_get_the_defaults(spark, tmp_path, file_tasks, monkeypatch):
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)  # the MERGE's rows computed in Spark
     root = str(tmp_path / "t")
@@ -61,7 +61,7 @@ def test_a_merge_on_a_collated_key_compares_bytes_on_both_paths(spark, tmp_path,
     """The engine compares strings by their bytes: a MERGE ON a UTF8_LCASE key matches 'bob' only, not
     'ANNA' with 'Anna', whether it runs file by file or as a Spark join (where Spark 4 would otherwise
     refuse to compare the collated column with the source's plain one); a DELETE likewise."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     if by_join:
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)

@@ -15,7 +15,7 @@ deltalake = pytest.importorskip("deltalake")
 
 @pytest.mark.parametrize("join", [False, True])
 def test_renamed_then_appended_and_merged(spark, tmp_path, monkeypatch, join):
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     if join:
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)

@@ -45,7 +45,7 @@ def test_spark_writes_compute_generated_columns_and_check_constraints(spark, tmp
 def test_identity_values_from_spark_tasks_and_merge_inserts(spark, tmp_path, monkeypatch, join):
     """Appends in several Spark tasks and a MERGE's inserts (file by file, or Spark's join) assign
     unique identity values; the high water mark passes every one."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     if join:
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)

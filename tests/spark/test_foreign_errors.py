@@ -28,7 +28,7 @@ pytestmark = pytest.mark.spark
 def execution(request, monkeypatch):
     """MERGE as Spark's join (forced by a zero limit on the shipped source) or file by file in Spark
     tasks (the ``file_tasks`` fixture)."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     if request.param == "join":
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
@@ -113,7 +113,7 @@ def test_mark_file_names_a_vanished_data_file(tmp_path):
 
 def test_the_command_line_reports_the_missing_file(spark, tmp_path, capsys, monkeypatch):
     # the app an operator runs (spark-submit or Connect): one DELTA_ERROR line, exit code 1
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)  # Spark's join
     root = _table(tmp_path)

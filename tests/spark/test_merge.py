@@ -32,7 +32,7 @@ def execution(request, monkeypatch):
     """Every execution of MERGE: file by file in the driver's threads (small candidates), file by file
     in Spark tasks (the ``file_tasks`` fixture), and Spark's join (forced by a zero size limit for
     the shipped source)."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     if request.param == "tasks":
         request.getfixturevalue("file_tasks")
@@ -100,7 +100,7 @@ def test_a_join_merge_into_an_empty_table_with_clauses_of_every_kind_only_insert
     """No candidate file: the join's second phase is the source alone, and only the insert clauses'
     values are computed from it (a NOT MATCHED BY SOURCE update reads target columns it does not have;
     found by the property test)."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     root = str(tmp_path / "t")
@@ -120,7 +120,7 @@ def test_a_join_merge_that_rewrites_a_file_it_did_not_change_records_only_its_in
     changes that row; on a table with the change data feed the commit then carries change files (an
     empty one when nothing changed), so its copies never read as deleted and inserted rows (both found
     by the property test)."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     root = str(tmp_path / "t")
@@ -393,7 +393,7 @@ def test_upsert_by_join_equals_the_reference(spark, tmp_path_factory, monkeypatc
     counted as the source rows no pair holds; on a deletion-vector table the matched rows marked and
     the source rows written) equals Delta's semantics; NULL keys never match, and a target holding a
     key twice has both rows updated."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     root = str(tmp_path_factory.mktemp("u") / "t")
@@ -426,7 +426,7 @@ def test_an_upsert_written_as_clauses_joins_right_whether_or_not_its_keys_are_un
     """UPDATE * / INSERT * by join without key_columns: the source's ON keys are asked whether they
     are unique (then it runs as an upsert); keys held twice that match no target row are all
     inserted, NULL keys never match, and a key held twice that matches a target row fails."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     root = str(tmp_path / "t")
@@ -471,7 +471,7 @@ def test_source_keys_over_the_drivers_bound_are_checked_unique_by_spark(spark, t
     """Keys too many for the driver (a zero bound here) are checked by Spark: an upsert's key held
     twice is refused, naming it, before anything is written; UPDATE * / INSERT * over a source
     holding a key twice that matches nothing inserts both rows."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
     from airflow_delta_provider_apps.engine.spark import merge as spark_merge
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
@@ -675,7 +675,7 @@ def test_a_stable_source_is_read_where_it_lies_and_any_other_is_materialised(spa
     in a Parquet source is refused before anything is written."""
     from pyspark.sql import functions as F
 
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
     from airflow_delta_provider_apps.engine.spark import merge as spark_merge
 
     src_path = str(tmp_path / "src")

@@ -97,7 +97,7 @@ def test_a_join_merge_written_natively_reads_back_everywhere(spark, tmp_path, mo
     """The join strategy (forced) writes Spark's own files into a folder of the job: deltalake reads
     the merged rows, and our scan reads them natively (partition values joined per file) with the
     same rows as the Arrow path."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
     root = str(tmp_path / "t")

@@ -124,7 +124,7 @@ _ops = st.lists(
 @given(ops=_ops, dvs=st.booleans(), join=st.booleans())
 def test_property_stable_ids_through_merge_delete_update_optimize(spark, tmp_path_factory, ops, dvs, join):
     """``join``: the upserts run as Spark joins (the shipped source's limit set to zero)."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     limit = merge_rewrite.MAX_SOURCE_BYTES
     merge_rewrite.MAX_SOURCE_BYTES = 0 if join else limit

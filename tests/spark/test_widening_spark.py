@@ -13,7 +13,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_append_and_merge_with_merge_schema_widen_a_column(spark, tmp_path, monkeypatch):
-    from airflow_delta_provider_apps.engine.rewrite import merge as merge_rewrite
+    from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     root = str(tmp_path / "t")
     t = DeltaTable.create(

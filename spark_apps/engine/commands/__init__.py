@@ -5,7 +5,7 @@ returning one result type (:mod:`.result`: Delta's ``operationMetrics``, schema 
 * :mod:`.create_table` - CREATE TABLE [IF NOT EXISTS] [AS SELECT]
 * :mod:`.write` - WRITE (append, overwrite, ``replace_where``, dynamic partition overwrite)
 * :mod:`.dml` - DELETE and UPDATE (files rewritten, or rows marked in deletion vectors)
-* :mod:`.merge` - MERGE (its clause rules in :mod:`..merge_clauses`)
+* :mod:`.merge` - MERGE (its plan, source and strategies in :mod:`..merge`)
 * :mod:`.optimize`, :mod:`.vacuum`, :mod:`.restore`
 * :mod:`.properties` - SET TBLPROPERTIES, CLUSTER BY, constraints, rename / drop / change the type of a column
 * :mod:`.checkpoint` - CHECKPOINT and log cleanup (no commit)

@@ -3,12 +3,12 @@ or in this process), behind one surface.
 
 * :mod:`.files` - DELETE and UPDATE (and ``replace_where``'s overwrite): each candidate file probed,
   and rewritten without the deleted rows or with the updated values when a row matches;
-* :mod:`.merge` - MERGE file by file with a small source: key pairs found per file, clauses applied;
 * :mod:`.compact` - OPTIMIZE's bins: files read and written again with the same rows;
 * :mod:`.common` - what they share: a file's outcome, the run observers, the bytes of a set of
-  files (:func:`files_bytes`, which decide where a run goes), and the array helpers.
+  files (:func:`files_bytes`, which decide where a run goes), and the Arrow helpers.
 
-Spark runs them through :mod:`..spark.rewrite`, :mod:`..spark.merge` and :mod:`..spark.optimize`.
+Spark runs them through :mod:`..spark.rewrite` and :mod:`..spark.optimize`; MERGE's file-by-file
+rewrite is :mod:`..merge.by_file` (on the same helpers).
 """
 
 from .common import (

@@ -1,5 +1,6 @@
 """What the file rewriters share: the outcome of one file, the observers of a run, when a run stays
-in this process, and the small array helpers of rewriting (scattering new values, stats as numbers)."""
+in this process, and the small Arrow helpers of rewriting (data handed in as one table, a value as an
+array, scattering new values, stats as numbers)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,11 @@ __all__ = [
     "RewriteRecord",
     "record_outcomes",
     "notify",
+    "arrow_table",
+    "as_array",
     "scatter",
     "discard",
+    "as_written",
     "numbers",
     "has_deletion_vector",
     "marked_deletion_vector",
@@ -245,6 +249,43 @@ def discard(storage, table_uri: str, outcomes: list) -> None:
                 storage.delete(data_file_uri(table_uri, w.add.path))
             except Exception:  # cleanup after a failure must not hide that failure
                 pass
+
+
+def as_written(actions: list) -> list:
+    """AddFile actions as WrittenFile entries (for :func:`discard`)."""
+    return [WrittenFile(a, 0) for a in actions]
+
+
+def arrow_table(data) -> pa.Table:
+    """Arrow data handed in by a caller (a table, a record batch, a reader or batches) as one table."""
+    from ..errors import InvalidArgumentError
+
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    try:
+        batches = list(data)
+    except TypeError:
+        batches = None
+    if not batches or not all(isinstance(b, pa.RecordBatch) for b in batches):
+        raise InvalidArgumentError(
+            f"A MERGE without Spark takes Arrow data as its source, got {type(data).__name__}",
+            "the table was opened without a Spark session, so the source cannot be a DataFrame",
+            "pass a pyarrow Table (or record batches), or open the table with DeltaTable.for_path(spark, ...)",
+        )
+    return pa.Table.from_batches(batches)
+
+
+def as_array(value, length: int, t: pa.DataType) -> pa.Array:
+    """An evaluated expression (an array, a chunked array or a scalar) as one array of ``length``."""
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks()
+    if isinstance(value, pa.Scalar):
+        value = pa.repeat(value, length) if value.is_valid else pa.nulls(length, t)
+    return value
 
 
 def numbers(arr: pa.Array | pa.ChunkedArray) -> np.ndarray | None:

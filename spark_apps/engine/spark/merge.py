@@ -8,7 +8,7 @@
   second, small job); an upsert's keys are checked unique in Arrow on the driver when they fit
   :func:`narrow_limit` (else by one aggregation).
 * :func:`small_source` / :func:`execute_merge_by_file`: a small source read once into Arrow and
-  shipped to the tasks, which merge the candidate files one by one (:mod:`..rewrite.merge`); the
+  shipped to the tasks, which merge the candidate files one by one (:mod:`..merge.by_file`); the
   inserts are written on the driver.
 * :func:`execute_merge` (large sources, or no key equality to look up): joins in Spark in two phases
   (docs/design.md, "MERGE's two strategies"): a narrow join of the columns the conditions read, with
@@ -29,8 +29,9 @@ import time
 
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr.sql import quote
+from ..merge import MergeOutcome, duplicate_match_error
 from ..progress import report
-from ..rewrite.merge import MergeOutcome, _as_written, duplicate_match_error
+from ..rewrite.common import as_written
 from .columns import to_column
 
 __all__ = [
@@ -78,7 +79,7 @@ def check_unique_keys(
     the key columns are read into Arrow and checked here (no shuffle); else by a distinct count of them."""
     from pyspark.sql import functions as F
 
-    from ..rewrite.merge import duplicate_keys_error, first_duplicate_key, fixed_width
+    from ..merge import duplicate_keys_error, first_duplicate_key, fixed_width
 
     if rows is not None and plan is not None:
         fields = [plan.source_schema.fields[int(c[3:])] for c in columns]
@@ -396,7 +397,7 @@ class _JoinMerge:
         they are read from, a few rows, and would broadcast the whole table: its own choice is not
         safe here). ``narrow``: a few key columns joined INNER, broadcast up to
         :func:`narrow_limit` (the driver builds it)."""
-        from ..rewrite.merge import row_width
+        from ..merge import row_width
         from ..schema import StructType
 
         fields = self.plan.source_schema.fields
@@ -457,8 +458,8 @@ class _JoinMerge:
 
     def case(self, kind: str, otherwise: int):
         """The first clause of ``kind`` whose condition holds, as its index; else ``otherwise``
-        (:func:`..rewrite.merge.first_firing`, as a Column)."""
-        from ..rewrite.merge import first_firing
+        (:func:`..merge.first_firing`, as a Column)."""
+        from ..merge import first_firing
 
         conditions = [(i, self.clauses[i].condition) for i in self.codes[kind]]
         return to_column(first_firing(conditions, otherwise), self.spell)
@@ -828,7 +829,7 @@ class _JoinMerge:
             from ..rewrite import FileOutcome, discard
             from ..storage import storage_for
 
-            discard(storage_for(spec.table_uri), spec.table_uri, [FileOutcome("", written=_as_written(adds + cdc))])
+            discard(storage_for(spec.table_uri), spec.table_uri, [FileOutcome("", written=as_written(adds + cdc))])
             raise
         rewrite_ms = int((time.monotonic() - started) * 1000)
         return MergeOutcome(touched, adds, written, per_action, scan_ms, rewrite_ms, vectors, changes=cdc)
@@ -838,7 +839,7 @@ class _JoinMerge:
         ``rows`` (the rows to write, estimated) need files of the target size, rounded up to a multiple
         of the cluster's parallelism. A join's output otherwise has a partition per shuffle partition and a
         small MERGE would write that many small files."""
-        from ..rewrite.merge import row_width
+        from ..merge import row_width
         from .scan import _default_parallelism
 
         needed = -(-rows * row_width(self.plan.target_schema) // max(1, target_file_size))
@@ -1005,7 +1006,7 @@ def _discard(job: _JoinMerge, actions: list) -> None:
     from ..storage import storage_for
 
     uri = job.snapshot.table_root
-    discard(storage_for(uri), uri, [FileOutcome("", written=_as_written(actions))])
+    discard(storage_for(uri), uri, [FileOutcome("", written=as_written(actions))])
 
 
 def _merge_source_rows(job: _JoinMerge, candidates, started: float) -> MergeOutcome:
@@ -1123,7 +1124,7 @@ def mark_file(table, old_vectors: dict, table_root: str):
 
 
 # --------------------------------------------------------------------------------------------------
-# file by file (a small source shipped to the tasks; see engine/rewrite/merge.py)
+# file by file (a small source shipped to the tasks; see engine/merge/by_file.py)
 
 
 def small_source(source, plan, max_rows: int):
@@ -1158,12 +1159,12 @@ CONNECT_SOURCE_BYTES = 64 << 20
 
 
 def collect_cap(spark) -> int:
-    """The most bytes of Arrow a MERGE collects from its source: :data:`..rewrite.merge.MAX_SOURCE_BYTES`,
+    """The most bytes of Arrow a MERGE collects from its source: :data:`..merge.MAX_SOURCE_BYTES`,
     at most an eighth of the driver's memory (``spark.driver.memory``, Spark's default 1g: the JVM
     holds the collected batches while Python reads them), and over Spark Connect at most
     :data:`CONNECT_SOURCE_BYTES`, and at most :data:`MAX_SOURCE_CONF` when set. A hard cap: above it
     the source is joined in Spark instead."""
-    from ..rewrite.merge import MAX_SOURCE_BYTES
+    from ..merge import MAX_SOURCE_BYTES
     from .session import conf_value, is_connect, memory_bytes
 
     cap = min(MAX_SOURCE_BYTES, memory_bytes(conf_value(spark, "spark.driver.memory", "1g")) // 8)
@@ -1183,7 +1184,7 @@ def _measured(df, schema) -> tuple[int, int]:
     binary values by their summed lengths (plus offsets), nested values by their JSON text's."""
     from pyspark.sql import functions as F
 
-    from ..rewrite.merge import fixed_width
+    from ..merge import fixed_width
 
     aggs, fixed = [F.count(F.lit(1)).alias("n")], 0
     for i, f in enumerate(schema.fields):
@@ -1233,9 +1234,9 @@ def _plan_size(df) -> int | None:
 
 
 def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
-    """:func:`..rewrite.merge.execute_by_file` in Spark tasks (where the plane sends candidates too
+    """:func:`..merge.execute_by_file` in Spark tasks (where the plane sends candidates too
     large for the driver's threads, :meth:`.plane.SparkPlane.in_driver`)."""
-    from ..rewrite.merge import execute_by_file
+    from ..merge import execute_by_file
 
     return execute_by_file(
         prepared, candidates, in_tasks=lambda likely: _merge_in_tasks(spark, prepared, candidates, likely)
@@ -1243,13 +1244,13 @@ def execute_merge_by_file(spark, prepared, candidates) -> MergeOutcome:
 
 
 def _merge_in_tasks(spark, prepared, candidates, likely: list[bool | None]) -> list:
-    """:func:`..rewrite.merge.merge_file` over the candidates in Spark tasks (the source shipped as
+    """:func:`..merge.by_file.merge_file` over the candidates in Spark tasks (the source shipped as
     Arrow IPC in the task closure, which PySpark broadcasts when large)."""
     import functools
 
     import pyarrow as pa
 
-    from ..rewrite.merge import MergeFileOutcome
+    from ..merge import MergeFileOutcome
     from .rewrite import run_file_tasks
 
     sink = pa.BufferOutputStream()
@@ -1260,13 +1261,13 @@ def _merge_in_tasks(spark, prepared, candidates, likely: list[bool | None]) -> l
 
 
 class _FileMerger:
-    """MERGE's per-file work in a task (:func:`..rewrite.merge.merge_file`), the source read once;
-    the task's files share one :class:`..rewrite.merge.TouchStreak`."""
+    """MERGE's per-file work in a task (:func:`..merge.by_file.merge_file`), the source read once;
+    the task's files share one :class:`..merge.TouchStreak`."""
 
     def __init__(self, spec, payload: bytes):
         import pyarrow as pa
 
-        from ..rewrite.merge import PreparedMerge, TouchStreak
+        from ..merge import PreparedMerge, TouchStreak
 
         self.prepared = PreparedMerge(spec, pa.ipc.open_stream(payload).read_all())
         self.table_uri = spec.write.table_uri

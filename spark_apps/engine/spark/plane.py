@@ -19,8 +19,6 @@ __all__ = ["SparkPlane"]
 class SparkPlane:
     """The data plane of one SparkSession."""
 
-    joins = True
-
     def __init__(self, spark):
         self.spark = spark
         self._local_master: bool | None = None
@@ -98,33 +96,35 @@ class SparkPlane:
 
         return compact_bins(self.spark, info, bins, zorder_by)
 
-    def merge_source(self, source, plan, max_rows: int):
-        from .merge import small_source
+    def merge(self, job):
+        from ..merge import merge_by_file, merge_by_join, source_row_limit
+        from .merge import deduplicated, execute_merge, small_source, source_key_values
 
-        return small_source(source, plan, max_rows)
+        source, plan = job.source, job.plan
+        if job.dedupe:
+            source = deduplicated(source, *job.dedupe)
+        # a source with keys to look up, small enough, is collected once into Arrow and merged file by file
+        local = small_source(source, plan, source_row_limit(plan.source_schema)) if job.keys else None
+        if local is not None:
+            return merge_by_file(job, local, self._merge_files)
 
-    def deduplicated(self, source, key_columns: list[str], dedupe_by: str):
-        from .merge import deduplicated
+        def key_values(max_values: int, *, unique, refuse):
+            return source_key_values(self.spark, source, plan, list(job.keys), max_values, unique=unique, refuse=refuse)
 
-        return deduplicated(source, key_columns, dedupe_by)
+        def join(materialised, candidates, num_source_rows: int, unique_matches: bool):
+            return execute_merge(
+                self.spark, job.snapshot, plan, materialised, candidates, num_source_rows, unique_matches=unique_matches
+            )
 
-    def source_key_values(self, source, plan, keys: list, max_values: int, *, unique=None, refuse=True) -> tuple:
-        from .merge import source_key_values
+        return merge_by_join(job, key_values, join)
 
-        return source_key_values(self.spark, source, plan, keys, max_values, unique=unique, refuse=refuse)
-
-    def merge_by_file(self, prepared, candidates):
+    def _merge_files(self, prepared, candidates):
+        """MERGE file by file: in this process's threads when the candidates are small, else in tasks."""
+        from ..merge import execute_by_file
         from ..rewrite.common import files_bytes
 
         if self.in_driver(files_bytes(candidates)):
-            return self._local.merge_by_file(prepared, candidates)
+            return execute_by_file(prepared, candidates, max_workers=self._local.threads)
         from .merge import execute_merge_by_file
 
         return execute_merge_by_file(self.spark, prepared, candidates)
-
-    def merge_by_join(self, snapshot, plan, source, candidates, num_source_rows: int, *, unique_matches: bool):
-        from .merge import execute_merge
-
-        return execute_merge(
-            self.spark, snapshot, plan, source, candidates, num_source_rows, unique_matches=unique_matches
-        )

@@ -54,7 +54,7 @@ def run_file_tasks(spark, files: pa.Table, likely: list[bool], worker, outcome_c
     listing = listing_for_tasks(files, min(files.num_rows, task_slices(spark)))
     flags = dict(zip(files.column("path").to_pylist(), likely))  # listing rows are in task order
     paths = listing.column("path").to_pylist()
-    # None: no estimate from the stats (the worker decides as it goes, see rewrite.merge.TouchStreak)
+    # None: no estimate from the stats (the worker decides as it goes, see merge.by_file.TouchStreak)
     listing = listing.append_column(_LIKELY, pa.array([flags[p] for p in paths], pa.bool_()))
     schema = task_schema(outcome_class)
     ddl = ", ".join(f"{f.name} {_DDL_TYPES[f.type]}" for f in schema)

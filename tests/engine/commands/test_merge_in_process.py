@@ -208,7 +208,7 @@ def test_create_as_select_if_not_exists_leaves_the_source_unread_when_the_table_
 def test_a_key_held_twice_is_found_with_nulls_nans_and_several_columns():
     """The upsert's uniqueness check (sorted keys, neighbours compared): NULL keys never count, NaN
     equals NaN (as in Spark's grouping), a key is all its columns."""
-    from airflow_delta_provider_apps.engine.rewrite.merge import first_duplicate_key
+    from airflow_delta_provider_apps.engine.merge import first_duplicate_key
 
     nan = float("nan")
     assert first_duplicate_key(pa.table({"a": [nan, 1.0, 2.0]}), ["a"]) is None
@@ -232,7 +232,7 @@ def _string_keyed(root: str, files: list[list[str]]) -> DeltaTable:
 def _merged_files(monkeypatch, table: DeltaTable, source: pa.Table) -> list:
     """MERGE (upsert by ``k``), returning per file, in the order they were merged, its outcome and
     whether it was read once (True) or probed first."""
-    from airflow_delta_provider_apps.engine.rewrite import merge as rm
+    from airflow_delta_provider_apps.engine.merge import by_file as rm
 
     seen: list = []
     real = rm.merge_file
@@ -252,7 +252,7 @@ def test_string_keys_spread_over_every_file_are_probed_only_until_files_keep_bei
     """String keys give no match estimate from min/max stats: the first files are probed (key column,
     then the whole file), and once RUN in a row were changed the rest are read once; a file read once
     that no clause changed sends the worker back to probing. Rows stay right either way."""
-    from airflow_delta_provider_apps.engine.rewrite.merge import TouchStreak
+    from airflow_delta_provider_apps.engine.merge import TouchStreak
 
     spread = [[f"{i:04d}" for i in range(f, 400, 8)] for f in range(8)]  # every file spans the range
     t = _string_keyed(str(tmp_path / "spread"), spread)

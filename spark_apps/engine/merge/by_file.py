@@ -1,7 +1,7 @@
 """MERGE file by file, in pure pyarrow (in a Spark task or in this process), as DELETE and UPDATE rewrite.
 
 Used when the ON condition has key equalities (``target.k = <source expression>``) and the source
-is small enough to travel to every task as Arrow (:func:`source_fits`): no join of the whole
+is small enough to travel to every task as Arrow (:func:`.source.source_row_limit`): no join of the whole
 target with the source, no shuffle. Each candidate target file is
 
 1. **probed** (unless NOT MATCHED BY SOURCE clauses must see every row): its key columns and the
@@ -33,99 +33,39 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DuplicateMatchError, InvalidArgumentError
+from ..errors import InvalidArgumentError
 from ..expr import nodes as n
-from ..merge_clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from ..rewrite.common import (
+    LIKELY_MATCHES,
+    FileOutcome,
+    as_array,
+    as_written,
+    discard,
+    marked_deletion_vector,
+    numbers,
+    scatter,
+)
 from ..writer import TableWriter, WriteSpec, WrittenFile
-from .common import LIKELY_MATCHES, FileOutcome, discard, marked_deletion_vector, numbers, scatter
+from .clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from .plan import MAX_PRUNING_VALUES, MergeJob, MergeOutcome, duplicate_match_error, first_firing, source_columns
+from .source import duplicate_keys_error, first_duplicate_key
 
 __all__ = [
-    "MergeFilesSpec",
     "MergeFileOutcome",
+    "MergeFilesSpec",
     "PreparedMerge",
-    "merge_file",
-    "inserted_rows",
-    "source_row_limit",
-    "likely_touched",
     "TouchStreak",
+    "execute_by_file",
+    "inserted_rows",
+    "likely_touched",
+    "merge_by_file",
+    "merge_file",
     "merge_files",
-    "duplicate_match_error",
-    "duplicate_keys_error",
-    "first_duplicate_key",
-    "MAX_SOURCE_BYTES",
 ]
 
-#: a source up to about this many Arrow bytes is shipped to every task; larger ones are joined by Spark
-MAX_SOURCE_BYTES = 256 << 20
+
 #: a key with many source values selects candidate files by at most this many value ranges
 MAX_KEY_RANGES = 16
-
-
-def duplicate_match_error() -> DuplicateMatchError:
-    return DuplicateMatchError(
-        "Cannot perform MERGE: multiple source rows matched and attempted to modify the same target row of the table",
-        "a target row that a WHEN MATCHED update or delete applies to matched more than one source row, so the "
-        "result would depend on which one wins; nothing was written",
-        "deduplicate the source on the merge keys first (for an upsert: dedupe_by=...), or tighten the ON "
-        "condition so each target row matches at most one source row",
-    )
-
-
-def duplicate_keys_error(names: list[str], values: list) -> InvalidArgumentError:
-    shown = ", ".join(f"{k}={v!r}" for k, v in zip(names, values))
-    return InvalidArgumentError(
-        "The upsert source holds duplicate keys",
-        f"more than one source row has {shown}; which one should win is not defined",
-        "deduplicate the source first, or pass dedupe_by='<column>' to keep the row with its greatest value",
-    )
-
-
-def first_duplicate_key(table: pa.Table, columns: list[str]) -> list | None:
-    """The values of a key (``columns`` of ``table``, none NULL) held by more than one row, or None.
-    The keys are sorted and neighbours compared: memory a few times the key columns' (a hash
-    grouping of millions of keys holds ten times more)."""
-    valid = None
-    for c in columns:
-        ok = pc.is_valid(table.column(c))
-        valid = ok if valid is None else pc.and_(valid, ok)
-    keys = table.select(columns).filter(valid) if valid is not None else table.select(columns)
-    if keys.num_rows < 2:
-        return None
-    keys = keys.take(pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in columns]))
-    same = None
-    for c in columns:
-        col = keys.column(c)
-        after, before = col.slice(1), col.slice(0, keys.num_rows - 1)
-        eq = pc.equal(after, before)
-        if pa.types.is_floating(col.type):  # NaN equals NaN as a key (as Spark's grouping has it)
-            eq = pc.or_(eq, pc.and_(pc.is_nan(after), pc.is_nan(before)))
-        same = eq if same is None else pc.and_(same, eq)
-    at = pc.index(same, True).as_py()
-    return None if at < 0 else [keys.column(c)[at].as_py() for c in columns]
-
-
-def fixed_width(t) -> int:
-    """Bytes per value of a fixed-width type in Arrow (8 for others: a conservative guess)."""
-    from ..schema import DecimalType
-
-    if isinstance(t, DecimalType):
-        return 16
-    return {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "date": 4, "float": 4}.get(getattr(t, "name", ""), 8)
-
-
-def row_width(schema) -> int:
-    """Estimated bytes per row of ``schema`` (fixed widths, 32 per string or binary value, 64 per
-    nested value): a guess from the schema alone, where no data has been read."""
-    width = 0
-    for f in schema.fields:
-        name = getattr(f.type, "name", "")
-        width += 32 if name in ("string", "binary") else fixed_width(f.type) if name else 64
-    return max(width, 1)
-
-
-def source_row_limit(source_schema, max_bytes: int | None = None) -> int:
-    """How many rows of a source with this schema are small enough to send to every task."""
-    return (MAX_SOURCE_BYTES if max_bytes is None else max_bytes) // row_width(source_schema)
 
 
 @dataclass(frozen=True)
@@ -133,9 +73,9 @@ class MergeFilesSpec:
     """What a task needs (small and picklable; the source travels separately as Arrow).
 
     :param write: the table's WriteSpec (with the evolved schema under ``merge_schema``)
-    :param plan: the bound :class:`~.commands.merge.MergePlan`
+    :param plan: the bound :class:`.plan.MergePlan`
     :param keys: its key equalities ``(target column, source expression, op)``
-        (:func:`~.commands.merge.key_equalities`)
+        (:func:`.plan.key_equalities`)
     """
 
     write: WriteSpec
@@ -197,33 +137,6 @@ class MergeFileOutcome:
         return sum(w.num_rows for w in self.written)
 
 
-def first_firing(conditions: list[tuple[int, Any]], otherwise: int):
-    """Delta's clause order as one expression of the predicate model: the index of the first clause
-    whose condition is TRUE (a clause without one always fires), else ``otherwise``. ``conditions``:
-    ``(clause index, bound condition or None)`` in clause order. ``CASE WHEN c1 THEN i1 ... ELSE
-    otherwise END``: each condition sees only the rows no earlier clause took. Every data plane
-    evaluates this one tree (pyarrow here, Spark through :func:`..spark.columns.to_column`)."""
-    from ..schema.types import LONG
-
-    branches = []
-    for i, cond in conditions:
-        if cond is None:  # always fires: the clauses after it never do
-            otherwise = i
-            break
-        branches.append((cond, n.Literal(i, LONG)))
-    if not branches:
-        return n.Literal(otherwise, LONG)
-    return n.Case(tuple(branches), n.Literal(otherwise, LONG), LONG)
-
-
-def _as_array(value, length: int, t: pa.DataType) -> pa.Array:
-    if isinstance(value, pa.ChunkedArray):
-        value = value.combine_chunks()
-    if isinstance(value, pa.Scalar):
-        value = pa.repeat(value, length) if value.is_valid else pa.nulls(length, t)
-    return value
-
-
 class PreparedMerge:
     """The spec bound for execution (once per task): renamed trees, the source with its key columns."""
 
@@ -269,7 +182,7 @@ class PreparedMerge:
         combined, valid = np.zeros(source.num_rows, np.int64), np.ones(source.num_rows, bool)
         for j, (_t, s, _op) in enumerate(keys):
             want = self.arrow_types[_t.path[0]]
-            arr = _as_array(evaluate(rename(s), self.source), source.num_rows, want).cast(want)
+            arr = as_array(evaluate(rename(s), self.source), source.num_rows, want).cast(want)
             values = pc.unique(arr.drop_null())
             self.key_sets.append(values)
             self.key_nulls.append(arr.null_count > 0)
@@ -417,7 +330,7 @@ class PreparedMerge:
         if not codes or data.num_rows == 0:
             return np.full(data.num_rows, -1, dtype=np.int64)
         case = first_firing([(i, self.clauses[i][1]) for i in codes], -1)
-        got = _as_array(evaluate(case, data), data.num_rows, pa.int64())
+        got = as_array(evaluate(case, data), data.num_rows, pa.int64())
         return np.asarray(got.to_numpy(zero_copy_only=False), dtype=np.int64)
 
     def values(self, i: int, data: pa.RecordBatch | pa.Table, types: Mapping[str, pa.DataType]) -> dict:
@@ -427,7 +340,7 @@ class PreparedMerge:
         out = {}
         for name, expr in self.clauses[i][2].items():
             t = types[name]
-            out[name] = _as_array(evaluate(expr, data), data.num_rows, t).cast(t)
+            out[name] = as_array(evaluate(expr, data), data.num_rows, t).cast(t)
         return out
 
     def apply(
@@ -767,20 +680,6 @@ class TouchStreak:
 # the by-file executor (in this process, or with Spark tasks handed in)
 
 
-@dataclass
-class MergeOutcome:
-    touched: list[str]
-    adds: list
-    rows_written: int
-    per_action: dict  # clause index (-1 copy, -2 drop) -> (joined rows, distinct target rows)
-    scan_ms: int
-    rewrite_ms: int
-    #: touched file -> its new deletion vector (the file stays in the table with it)
-    deletion_vectors: dict = field(default_factory=dict)
-    #: the change data feed's files (AddCDCFile)
-    changes: list = field(default_factory=list)
-
-
 def execute_by_file(prepared, candidates, *, in_tasks=None, max_workers: int | None = None) -> MergeOutcome:
     """MERGE with the (small) source beside every candidate file: each is probed and, when a clause
     changes one of its rows, rewritten (:func:`merge_file`), in this process's threads (``in_tasks``
@@ -838,19 +737,12 @@ def execute_by_file(prepared, candidates, *, in_tasks=None, max_workers: int | N
         except BaseException:  # e.g. an insert breaking a CHECK constraint: nothing of this MERGE stays
             writer.abort()
             leftover = [*[w.add for w in written], *adds, *changes]
-            discard(writer.storage, spec.write.table_uri, [*outcomes, FileOutcome("", written=_as_written(leftover))])
+            discard(writer.storage, spec.write.table_uri, [*outcomes, FileOutcome("", written=as_written(leftover))])
             raise
         adds += [w.add for w in written]
         written_rows += sum(w.num_rows for w in written)
     rewrite_ms = int((time.monotonic() - started) * 1000)
     return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, rewrite_ms, vectors, changes)
-
-
-def _as_written(actions: list) -> list:
-    """Actions as WrittenFile entries (for :func:`..rewrite.discard`)."""
-    from ..writer import WrittenFile
-
-    return [WrittenFile(a, 0) for a in actions]
 
 
 def inserted_changes(write_spec, table) -> list:
@@ -866,55 +758,21 @@ def inserted_changes(write_spec, table) -> list:
     return written
 
 
-def arrow_source(data) -> pa.Table:
-    """MERGE's source given as Arrow data (a table, a record batch, a reader or batches) as one table."""
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, pa.RecordBatchReader):
-        return data.read_all()
-    try:
-        batches = list(data)
-    except TypeError:
-        batches = None
-    if not batches or not all(isinstance(b, pa.RecordBatch) for b in batches):
+def merge_by_file(job: MergeJob, local: pa.Table, run) -> MergeOutcome:
+    """MERGE ``job`` with its source held as ``local`` (one Arrow table, columns ``__s<i>``) beside
+    every candidate file: the source's key values select the candidates, a key of ``job.unique_keys``
+    held twice is refused, then ``run(prepared, candidates)`` (the plane's threads or tasks:
+    :func:`execute_by_file`) merges them."""
+    if not job.keys:
         raise InvalidArgumentError(
-            f"A MERGE without Spark takes Arrow data as its source, got {type(data).__name__}",
-            "the table was opened without a Spark session, so the source cannot be a DataFrame",
-            "pass a pyarrow Table (or record batches), or open the table with DeltaTable.for_path(spark, ...)",
+            "A MERGE without Spark needs ON to equate a target column with a source column",
+            f"ON is {job.on!r}: without such a key every source row would be compared with every target row",
+            "add a key equality (target.k = source.k) to ON, or run the MERGE with a Spark session",
         )
-    return pa.Table.from_batches(batches)
-
-
-def prefixed(table: pa.Table, source_schema) -> pa.Table:
-    """``table`` with columns ``__s<i>`` in the Arrow types of ``source_schema`` (the form
-    :class:`PreparedMerge` reads)."""
-    schema = source_schema.to_arrow_schema()
-    want = pa.schema([pa.field(f"__s{i}", f.type, f.nullable) for i, f in enumerate(schema)])
-    return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(want)], schema=want)
-
-
-def deduplicated_arrow(table: pa.Table, key_columns: list[str], dedupe_by: str) -> pa.Table:
-    """:func:`..spark.merge.deduplicated` for Arrow data: one row per key, the greatest ``dedupe_by``
-    (NULLs last); rows with a NULL key never match and are kept as they are."""
-    by_lower = {c.lower(): c for c in table.column_names}
-    if dedupe_by.lower() not in by_lower:
-        raise InvalidArgumentError(
-            f"dedupe_by column '{dedupe_by}' is not in the source",
-            f"the source has {', '.join(table.column_names)}",
-            "name a source column (e.g. an update timestamp)",
-        )
-    keys = [by_lower.get(k.lower(), k) for k in key_columns]
-    order = pc.array_sort_indices(
-        table.column(by_lower[dedupe_by.lower()]), order="descending", null_placement="at_end"
-    )
-    ranked = table.take(order).append_column("__rank", pa.array(np.arange(table.num_rows), pa.int64()))
-    null_key = pc.is_null(ranked.column(keys[0]))
-    for k in keys[1:]:
-        null_key = pc.or_(null_key, pc.is_null(ranked.column(k)))
-    first = ranked.filter(pc.invert(null_key)).group_by(keys).aggregate([("__rank", "min")])
-    keep = pa.concat_arrays(
-        [first.column("__rank_min").combine_chunks(), ranked.filter(null_key).column("__rank").combine_chunks()]
-    )
-    return table.take(order).take(keep)
+    prepared = PreparedMerge(job.spec, local)
+    names, columns = source_columns(job.plan.source_schema, list(job.unique_keys))
+    dup = first_duplicate_key(local, columns) if columns else None
+    if dup is not None:
+        raise duplicate_keys_error(names, dup)
+    candidates = job.select(local.num_rows, prepared.key_values(MAX_PRUNING_VALUES), "file_by_file")
+    return run(prepared, candidates)

@@ -1,6 +1,6 @@
 """MERGE's clause rules, stated once (Delta's): which actions each kind of WHEN clause allows, what an
 action needs, and the order rule. The operations registry checks a task's clauses with them before any
-Spark application starts, the :class:`~.commands.merge.MergeBuilder` and the binding raise their errors from
+Spark application starts, the :class:`~..commands.merge.MergeBuilder` and the binding raise their errors from
 them. Imports nothing, so the registry can read it at DAG parse time."""
 
 from __future__ import annotations
