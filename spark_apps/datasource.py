@@ -42,6 +42,9 @@ from typing import Any
 from pyspark.sql import datasource as _ds
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition, WriterCommitMessage
 
+# TABLE_KEY: the field metadata key (on the first column) under which a catalog table made by ``CREATE
+# TABLE ... USING delta LOCATION`` (or synced by the Hive metastore catalog) keeps its location and options
+from .engine.catalog import TABLE_KEY
 from .engine.errors import InvalidArgumentError, TableNotFoundError
 
 __all__ = ["NAME", "ChangesReader", "DeltaDataSource", "DeltaReader", "DeltaWriter", "WrittenPlane", "register"]
@@ -156,12 +159,6 @@ def _path(options) -> str:
             "SELECT * FROM t WITH ('path' = '/data/t') for a catalog table t",
         )
     return normalize_table_uri(path)
-
-
-#: field metadata key (on the first column) under which a catalog table made by ``CREATE TABLE ...
-#: USING delta LOCATION`` keeps its location and options: Spark (4.0 to 4.3) hands a Python data source
-#: only the schema the catalog stores, never the table's location or properties
-TABLE_KEY = "airflow_delta.table"
 
 
 def _without_table_key(schema):

@@ -4,9 +4,10 @@ JVM of its own: the shared test session has none). Run by tests/spark/test_hive_
     python hive_catalog_child.py WORK_DIR SPARK_CONF_JSON
 
 As a DAG would: DeltaCreateTableOperator with ``catalog_table`` and a ``delta_hive_metastore``
-connection whose ``spark_conf`` names the metastore's database; then a ``merge_schema`` append through
-the engine and the sync the operators make after it; then a name already taken. Prints one JSON line
-of what the session's catalog then shows.
+connection whose ``spark_conf`` names the metastore's database; then, as a user would, our data source
+registered and ``spark.table`` / ``SELECT`` of the name; a ``merge_schema`` append through the engine and
+the sync the operators make after it, and the name read again; then a name already taken. Prints one
+JSON line of what the session's catalog and the reads then show.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def main(work: str, spark_conf: dict) -> dict:
     )
     from airflow_delta_provider.hooks.catalog import DeltaCatalogHook
     from airflow_delta_provider.operators.delta import DeltaCreateTableOperator
+    from airflow_delta_provider_apps.datasource import register
     from airflow_delta_provider_apps.engine import DeltaTable, InvalidArgumentError
     from airflow_delta_provider_apps.engine.spark.catalog import HiveMetastoreCatalog
 
@@ -43,10 +45,13 @@ def main(work: str, spark_conf: dict) -> dict:
     out["entry"] = catalog.describe("silver", "orders")
     out["tables"] = sorted(r.tableName for r in spark.sql("SHOW TABLES IN silver").collect())
 
-    # a merge_schema write, and the sync the operators make after it: delta-spark's entry holds no
-    # schema (the log does), so it stays as it is
+    # a user's session: our source is the `delta` there, and the name reads through it
+    out["registered"] = register(spark)
     table = DeltaTable.for_path(spark, root)
     table.append(spark.createDataFrame([(1, "a", datetime(2026, 3, 1).date())], "id BIGINT, name STRING, day DATE"))
+    out["read_before"] = _read(spark)
+
+    # a merge_schema write, and the sync the operators make after it: the entry takes the new column
     wider = spark.createDataFrame(
         [(2, "b", datetime(2026, 3, 2).date(), "web")], "id BIGINT, name STRING, day DATE, channel STRING"
     )
@@ -54,6 +59,8 @@ def main(work: str, spark_conf: dict) -> dict:
     out["schema_changes"] = result.get("schema_changes")
     out["resync"] = DeltaCatalogHook("metastore").sync("silver.orders", root)
     out["entry_after"] = catalog.describe("silver", "orders")
+    out["read_after"] = _read(spark)
+    out["resync_again"] = DeltaCatalogHook("metastore").sync("silver.orders", root)["action"]
 
     other = os.path.join(work, "other")
     DeltaTable.create(None, other, schema="x INT")
@@ -63,6 +70,17 @@ def main(work: str, spark_conf: dict) -> dict:
         out["taken"] = e.problem
     out["entry_final"] = catalog.describe("silver", "orders")
     return out
+
+
+def _read(spark) -> dict:
+    """The catalog name read as a user reads it: ``spark.table`` and SQL, and the scan Spark planned."""
+    by_name = spark.table("silver.orders")
+    return {
+        "columns": by_name.columns,
+        "rows": sorted(tuple(str(v) for v in r) for r in by_name.collect()),
+        "sql": sorted(tuple(str(v) for v in r) for r in spark.sql("SELECT * FROM silver.orders").collect()),
+        "plan": by_name._jdf.queryExecution().executedPlan().toString(),
+    }
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ One small interface (:class:`Catalog`), one module per catalog, looked up by kin
 :data:`CATALOGS` (imported only when used: boto3 and pyspark stay optional):
 
 * ``hive_metastore``: Spark's own Hive client (:mod:`..spark.catalog`, needs a session with Hive
-  support), the entry delta-spark writes: provider ``delta`` at the table's location, no columns (the
-  schema lives in the log).
+  support): an external table of provider ``delta`` at the table's location, as delta-spark writes it,
+  with the log's schema as its columns and the location also under :data:`TABLE_KEY` (Spark hands a
+  Python data source only a catalog table's schema: so ``spark.table`` reads through ours too).
 * ``glue``: the AWS Glue Data Catalog through boto3 (:mod:`.glue`), the entry Athena reads as a native
   Delta table: ``table_type=DELTA``, ``spark.sql.sources.provider=delta``, the location, and the
   columns of the Delta schema as Hive types (Glue's own readers list them; they follow each sync).
@@ -30,6 +31,7 @@ from ..errors import InvalidArgumentError
 
 __all__ = [
     "CATALOGS",
+    "TABLE_KEY",
     "Catalog",
     "CatalogEntry",
     "catalog_class",
@@ -45,6 +47,12 @@ CATALOGS: dict[str, str] = {
     "hive_metastore": ".spark.catalog:HiveMetastoreCatalog",
     "glue": ".catalog.glue:GlueCatalog",
 }
+
+#: field metadata key (on a catalog table's first column) of the table's location and read options, as
+#: JSON: Spark (4.0 to 4.3) hands a Python data source only the schema a catalog stores, never the
+#: table's location or properties (``PythonDataSourceV2.getTable`` drops them), so the schema carries
+#: them to the data source (``airflow_delta_provider_apps.datasource``)
+TABLE_KEY = "airflow_delta.table"
 
 # a database or table name both Hive and Glue accept (Glue lower-cases names; Hive is case-insensitive)
 _NAME = re.compile(r"^[A-Za-z0-9_]{1,255}$")
@@ -62,6 +70,8 @@ class CatalogEntry:
     partition_columns: list[tuple[str, str, str | None]] = field(default_factory=list)
     description: str | None = None
     version: int | None = None
+    #: the log's schema as Delta's JSON (the catalogs that store Spark's schema take it as it is)
+    schema_json: str | None = None
 
     @property
     def name(self) -> str:
@@ -176,4 +186,5 @@ def entry_for(name: str, table_uri: str, snapshot) -> CatalogEntry:
         partition_columns=[c for p in snapshot.partition_columns for c in cols if c[0].lower() == p.lower()],
         description=snapshot.metadata.description,
         version=snapshot.version,
+        schema_json=snapshot.schema.to_json_string(),
     )

@@ -1,24 +1,29 @@
 """The Hive metastore through Spark's own Hive client (a classic session with Hive support).
 
-The entry is the one delta-spark's catalog writes (``CreateDeltaTableCommand.cleanupTableDefinition``):
-an external table with provider ``delta`` at the table's location and an empty schema, no partition
-columns and no properties: the log holds all of those. So delta-spark finds the table as its own
-and a schema change needs no catalog update. (Our PySpark data source, registered as ``delta``, is
-handed the catalog's empty schema by ``spark.table``: it does not read such an entry yet.)
+The entry is an external table of provider ``delta`` at the table's location, the form delta-spark's
+catalog writes, so delta-spark finds the table as its own (it reads the schema from the log and ignores
+the catalog's). Its columns are the log's schema, the first one carrying the location under
+:data:`..catalog.TABLE_KEY`: Spark hands a Python data source only a catalog table's schema (Spark 4.3's
+``PythonDataSourceV2.getTable(schema, partitioning, properties)`` returns ``new PythonTable(this,
+shortName, schema)``: the ``path`` that ``V2SessionCatalog.loadTable`` put in ``properties`` is dropped),
+so ``spark.table("db.t")`` and ``SELECT * FROM db.t`` read through our data source registered as
+``delta`` (delta-spark's ``UpdateCatalog`` keeps the schema in the catalog the same way). No partition
+columns and no properties: the log holds those. A schema change (``merge_schema``, widening, a rename or
+drop) updates the entry's columns after the commit.
 The session's catalog stores it the way it stores every data-source table (``spark.sql.sources.provider``
-in the table properties, the location as the SerDe ``path``).
+and the schema in the table properties, the location as the SerDe ``path``).
 
-Spark's SQL cannot write this entry (``CREATE TABLE ... USING delta`` needs a ``delta`` source and stores
-that source's schema), so the entry is built as Spark's own ``CatalogTable`` and handed to the session
-catalog, through the session's JVM: a classic session only (over Spark Connect, sync from a classic
-session that reaches the same metastore).
+The entry is built as Spark's own ``CatalogTable`` and handed to the session catalog through the
+session's JVM (Spark's SQL would need a ``delta`` source in this session to store it): a classic
+session only (over Spark Connect, sync from a classic session that reaches the same metastore).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
-from ..catalog import Catalog, CatalogEntry
+from ..catalog import TABLE_KEY, Catalog, CatalogEntry
 from ..errors import InvalidArgumentError
 
 __all__ = ["HiveMetastoreCatalog"]
@@ -65,13 +70,18 @@ class HiveMetastoreCatalog(Catalog):
 
     def sync(self, entry: CatalogEntry) -> dict:
         ident = self._identifier(entry.database, entry.table)
+        schema = self._schema(entry)
         if self._catalog.tableExists(ident):
             found = self.describe(entry.database, entry.table)
             self._refuse_other_table(entry, found["location"], found["provider"])
-            return self._result(entry, "unchanged")  # delta-spark's entry holds nothing the log changes
+            stored = self._catalog.getTableMetadata(ident).schema()
+            if json.loads(stored.json()) == json.loads(schema.json()):
+                return self._result(entry, "unchanged")
+            self._catalog.alterTableSchema(ident, schema)  # Spark's own ALTER TABLE path (drops too)
+            return self._result(entry, "updated")
         if not self._catalog.databaseExists(entry.database):
             self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{entry.database}`")
-        self._catalog.createTable(self._catalog_table(entry, ident), False, False)
+        self._catalog.createTable(self._catalog_table(entry, ident, schema), False, False)
         return self._result(entry, "created")
 
     def describe(self, database: str, table: str) -> dict | None:
@@ -92,9 +102,20 @@ class HiveMetastoreCatalog(Catalog):
     def _identifier(self, database: str, table: str):
         return self.spark._jsparkSession.sessionState().sqlParser().parseTableIdentifier(f"`{database}`.`{table}`")
 
-    def _catalog_table(self, entry: CatalogEntry, ident):
-        """Spark's ``CatalogTable`` of delta-spark's entry; the fields delta-spark leaves at their
-        defaults take Scala's defaults (``$lessinit$greater$default$N``: owner, times, ...)."""
+    def _schema(self, entry: CatalogEntry):
+        """Spark's schema of the entry: the log's (Delta's schema JSON is Spark's), the location and
+        the read's options on the first column under :data:`TABLE_KEY` (read by our data source)."""
+        schema = json.loads(entry.schema_json or '{"type": "struct", "fields": []}')
+        if schema["fields"]:
+            first = schema["fields"][0]
+            first["metadata"] = {**first.get("metadata", {}), TABLE_KEY: json.dumps({"path": entry.location})}
+        return self._jvm.org.apache.spark.sql.types.DataType.fromJson(json.dumps(schema))
+
+    def _catalog_table(self, entry: CatalogEntry, ident, schema):
+        """Spark's ``CatalogTable`` of the entry: identifier, type, storage, schema and provider, then
+        Scala's defaults of every later parameter (``$lessinit$greater$default$N``: partition columns,
+        owner, times, properties, ...). py4j calls a Scala constructor by position only: these five are
+        its first five parameters in Spark 4.0 to 4.3 (the catalog tests build and read one back)."""
         pkg = self._jvm.org.apache.spark.sql.catalyst.catalog
         table = pkg.CatalogTable
         defaults = [getattr(table, f"$lessinit$greater$default${n}")() for n in range(6, 23)]
@@ -107,7 +128,7 @@ class HiveMetastoreCatalog(Catalog):
             ident,
             pkg.CatalogTableType.EXTERNAL(),
             storage,
-            self._jvm.org.apache.spark.sql.types.StructType(),
+            schema,
             some("delta"),
             *defaults,
         )
