@@ -7,7 +7,8 @@ the Airflow hook builds exactly these):
   ``history``, ``read``, ``create-table``, ``write``, ``delete``, ``update``, ``checkpoint``,
   ``cleanup-metadata`` (``python -m airflow_delta_provider_apps <operation> --help`` lists each one's flags); common:
   ``--table-uri``, ``--result-uri``, ``--spec-json``, ``--master``, and for committing operations
-  ``--app-id``/``--app-version``, ``--user-metadata``. Each runs its runner in :mod:`airflow_delta_provider_apps.runners`.
+  ``--app-id``/``--app-version``, ``--user-metadata``. Each runs its registry entry: its command
+  through the generic runner (:mod:`airflow_delta_provider_apps.dispatch`), or its own runner.
 * ``--spec-json`` carries the same parameters as a JSON object keyed by argparse ``dest`` names;
   flags given explicitly win over its keys.
 * stdout's LAST line is one JSON object: ``{"status": "ok", "operation", "table_uri", "version",
@@ -226,7 +227,7 @@ def as_delta_error(e: BaseException) -> DeltaError:
     from airflow_delta_provider_apps.engine.foreign import decoded
 
     if type(e).__name__ in ("AnalysisException", "ParseException") and decoded(e) is None:
-        from airflow_delta_provider_apps.runners import spark_error
+        from airflow_delta_provider_apps.sources import spark_error
 
         return spark_error(e, "Spark refused the operation")
     return engine_error(e)

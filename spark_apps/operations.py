@@ -927,7 +927,7 @@ _OPERATIONS = (
         "checkpoint",
         "CHECKPOINT",
         "write a checkpoint (log only)",
-        "airflow_delta_provider_apps.runners:checkpoint",
+        command="airflow_delta_provider_apps.engine.commands.checkpoint:checkpoint",
         args=(Arg("cleanup", "bool", default=False, templated=False, help="then delete expired log files"),),
         commits=False,
     ),

@@ -17,8 +17,10 @@ OPERATION_CLEANUP = "CLEANUP METADATA"
 __all__ = ["checkpoint", "cleanup_metadata", "OPERATION_CHECKPOINT", "OPERATION_CLEANUP"]
 
 
-def checkpoint(snapshot) -> CommandResult:
-    """Write a checkpoint of ``snapshot``'s version (and ``_last_checkpoint`` when it is the newest)."""
+def checkpoint(snapshot, *, cleanup: bool = False) -> CommandResult:
+    """Write a checkpoint of ``snapshot``'s version (and ``_last_checkpoint`` when it is the newest);
+    with ``cleanup``, then delete the expired log files (:func:`cleanup_metadata` of the table's
+    latest version, which now has this checkpoint): its result is the ``cleanup`` field."""
     from ..log.checkpoint import write_checkpoint
 
     clock = Stopwatch()
@@ -35,6 +37,11 @@ def checkpoint(snapshot) -> CommandResult:
         "checkpoint_files": list(done.get("paths", [])),
         "last_checkpoint_updated": bool(done.get("last_checkpoint_updated")),
     }
+    if cleanup:
+        from ..log.snapshot import load_snapshot
+
+        latest = load_snapshot(snapshot.storage, snapshot.table_root)
+        fields["cleanup"] = cleanup_metadata(latest).to_dict()
     return report(OPERATION_CHECKPOINT, snapshot.table_root, snapshot.version, metrics, fields=fields)
 
 

@@ -1,0 +1,207 @@
+"""The source of an operation that reads one (WRITE, CREATE TABLE AS SELECT, MERGE): a file, folder
+or Delta table read as a Spark DataFrame (or as Arrow data in the worker, ``execution="local"``),
+then ``source_query`` over it; a Delta change feed with the watermark its target records. And the
+one wording of a Spark error met while reading it (:func:`spark_error`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from .engine.errors import DeltaError, InvalidArgumentError
+from .operations import SOURCE_FORMATS
+
+__all__ = ["Source", "read_source", "read_source_spec", "read_changes", "spark_error", "CHANGE_FEED_OPTIONS"]
+
+
+def spark_error(e: Exception, what: str) -> DeltaError:
+    """A clear DeltaError for a Spark exception (AnalysisException etc.)."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    cond = getattr(e, "getCondition", None) or getattr(e, "getErrorClass", None)
+    try:
+        cond = cond() if callable(cond) else None
+    except Exception:
+        cond = None
+    if cond == "PATH_NOT_FOUND" or "PATH_NOT_FOUND" in msg or "Path does not exist" in msg:
+        return InvalidArgumentError(f"{what}: not found", msg[:500], "check the source location")
+    if type(e).__name__ in ("AnalysisException", "ParseException", "IllegalArgumentException"):
+        return InvalidArgumentError(what, msg[:500], "check the source location, format and options")
+    return DeltaError(what, msg[:500], "see the Spark log for details")
+
+
+#: Delta's reader options for a change feed source (``source_format="delta"``)
+CHANGE_FEED_OPTIONS = ("readChangeFeed", "startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp")
+
+
+@dataclasses.dataclass
+class Source:
+    """A command's source: the DataFrame, and for a change feed the range it reads (``feed``) and
+    the watermark the target's commit records (``(app id, ending version)``), so that the next run
+    starts after it: each version's changes reach the target exactly once."""
+
+    df: object
+    watermark: tuple | None = None
+    feed: dict | None = None
+
+
+def read_changes(spark, source: str, options: dict, target_uri: str | None) -> Source:
+    """A Delta table's change feed as a source (``readChangeFeed``): versions ``startingVersion`` (or
+    ``startingTimestamp``, default 0) to ``endingVersion`` (``endingTimestamp``, default the latest),
+    starting after the last version the target already consumed from that table (the ``txn`` version
+    of application ``delta-changes:<source table id>`` in the target's log). Nothing new: an empty
+    source, and no watermark to record."""
+    from .engine import DeltaTable, cdf
+    from .engine.values import parse_version
+
+    src = DeltaTable.for_path(spark, source)
+    start, end = options.get("startingVersion"), options.get("endingVersion")
+    start = parse_version(start, "startingVersion") if start is not None else None
+    end = parse_version(end, "endingVersion") if end is not None else None
+    start, end, _ = cdf.resolve_range(
+        src.storage, src.table_uri, start, end, options.get("startingTimestamp"), options.get("endingTimestamp")
+    )
+    snap = src.snapshot(version=end)
+    app = f"delta-changes:{snap.metadata.id}"
+    consumed = None
+    if target_uri:
+        target = DeltaTable(None, target_uri)
+        if target.exists():
+            txn = target.snapshot().set_transactions.get(app)
+            consumed = txn.version if txn is not None else None
+    if consumed is not None:
+        start = max(start, consumed + 1)
+    feed = {"source": source, "startingVersion": start, "endingVersion": end, "consumedBefore": consumed}
+    if start > end:  # everything up to `end` already reached the target
+        plan = cdf.ChangePlan(
+            snap.table_root, start, end, snap.schema, list(snap.metadata.partition_columns or []), "none"
+        )
+        from .engine.spark.scan import changes_dataframe
+
+        return Source(changes_dataframe(spark, plan), None, feed)
+    return Source(src.changes_df(start, end), (app, end, consumed), feed)
+
+
+def read_source(spark, params: dict) -> Source:
+    """The source of write / create-as-select / merge (a change feed: :func:`read_changes`)."""
+    from .engine.storage import is_local, normalize_table_uri
+
+    source = params.get("source")
+    fmt = (params.get("source_format") or "").strip().lower()
+    if not source:
+        raise InvalidArgumentError("No source given", "--source is missing", "pass --source URI --source-format F")
+    if fmt not in SOURCE_FORMATS:
+        raise InvalidArgumentError(
+            f"Unknown source format '{params.get('source_format')}'",
+            f"supported: {', '.join(SOURCE_FORMATS)}",
+            "pass --source-format parquet|csv|json|delta",
+        )
+    options = {str(k): str(v) for k, v in (params.get("source_options") or {}).items()}
+    if is_local(source) and not os.path.exists(normalize_table_uri(source)):
+        raise InvalidArgumentError(
+            f"Source '{source}' not found", "no file or directory at that path", "check --source"
+        )
+    if spark is None:  # execution="local": Arrow data read in this process
+        return _read_source_locally(source, fmt, options)
+    if fmt == "delta" and str(options.get("readChangeFeed", "")).lower() == "true":
+        feed = {k: v for k, v in options.items() if k in CHANGE_FEED_OPTIONS}
+        unknown = sorted(set(options) - set(feed))
+        if unknown:
+            raise InvalidArgumentError(
+                f"Unknown change feed option(s) {unknown}",
+                f"a change feed source takes {', '.join(CHANGE_FEED_OPTIONS)}",
+                "drop the other options",
+            )
+        return read_changes(spark, source, feed, params.get("table_uri"))
+    if fmt == "delta":
+        from .engine import DeltaTable
+        from .engine.values import parse_version
+
+        version = options.pop("versionAsOf", None)
+        ts = options.pop("timestampAsOf", None)
+        version = parse_version(version, "versionAsOf") if version is not None else None
+        return Source(DeltaTable.for_path(spark, source).to_df(version=version, timestamp=ts))
+    if fmt == "csv":
+        options = {"header": "true", "inferSchema": "true", **options}
+    try:
+        return Source(spark.read.format(fmt).options(**options).load(source))
+    except Exception as e:
+        raise spark_error(e, f"Cannot read source '{source}' as {fmt}") from None
+
+
+def _read_source_locally(source: str, fmt: str, options: dict) -> Source:
+    """A parquet file or folder, or a Delta table (``versionAsOf`` / ``timestampAsOf``), as one Arrow
+    table read in this process: the source of a MERGE run without Spark (``execution="local"``)."""
+    from .engine import DeltaTable
+    from .engine.paths import new_file_location
+    from .engine.reader import read_snapshot_table
+    from .engine.storage import normalize_table_uri, storage_for
+    from .engine.values import parse_version
+
+    if fmt == "delta" and not set(options) - {"versionAsOf", "timestampAsOf"}:
+        version = options.get("versionAsOf")
+        version = parse_version(version, "versionAsOf") if version is not None else None
+        snapshot = DeltaTable(None, source).snapshot(version=version, timestamp=options.get("timestampAsOf"))
+        return Source(read_snapshot_table(snapshot))
+    if fmt == "parquet" and not options:
+        root = normalize_table_uri(source)
+        storage = storage_for(root)
+        listing = storage.list_files(root, skip_hidden=True)
+        paths = [new_file_location(root, p) for p in listing.column("path").to_pylist() if p.endswith(".parquet")]
+        return Source(storage.read_parquet_files(paths or [root]))
+    raise InvalidArgumentError(
+        f"Cannot read a {fmt} source{' with options' if options else ''} without Spark",
+        "execution='local' reads parquet files and Delta tables (a version or a timestamp) in the worker",
+        "use execution='spark', or give a parquet or delta source",
+    )
+
+
+def read_source_spec(spark, params: dict) -> Source:
+    """The source of write / create-as-select / merge: ``source`` read as ``source_format``, then
+    ``source_query`` (Spark SQL) over it as the temporary view ``source``; a query alone reads what
+    it names itself (e.g. ``parquet.`/path```)."""
+    src = read_source(spark, params) if params.get("source") else Source(None)
+    query = params.get("source_query")
+    if not query:
+        return src
+    if spark is None:
+        raise InvalidArgumentError(
+            "source_query needs Spark",
+            "execution='local' runs in the worker, where no Spark SQL runs",
+            "use execution='spark', or give the source without a query",
+        )
+    try:
+        if src.df is None:
+            return dataclasses.replace(src, df=spark.sql(query))
+        # the source is bound as a parameter, not a temporary view: a shared Spark Connect session
+        # keeps no view of this run, and concurrent runs cannot see each other's source
+        return dataclasses.replace(src, df=spark.sql(_source_placeholder(query), source=src.df))
+    except InvalidArgumentError:
+        raise
+    except Exception as e:
+        raise spark_error(e, "Cannot run source_query") from None
+
+
+def _source_placeholder(query: str) -> str:
+    """``query`` with its references to the table ``source`` as ``{source}`` (pyspark's DataFrame
+    parameter) and every other brace doubled (pyspark formats the text)."""
+    import sqlglot
+    from sqlglot import exp
+
+    marker = "__delta_provider_source__"
+    try:
+        tree = sqlglot.parse_one(query, dialect="spark")
+    except sqlglot.errors.ParseError as e:
+        raise InvalidArgumentError(
+            "Cannot parse source_query", str(e).splitlines()[0], "write source_query in Spark SQL"
+        ) from None
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if table.name.lower() == "source" and not table.db and not table.catalog and "source" not in ctes:
+            alias = table.args.get("alias")
+            table.replace(
+                exp.Table(
+                    this=exp.to_identifier(marker), alias=alias or exp.TableAlias(this=exp.to_identifier("source"))
+                )
+            )
+    text = tree.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
+    return text.replace(f"`{marker}`", "{source}").replace(marker, "{source}")
