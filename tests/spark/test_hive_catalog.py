@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,10 @@ def postgres():
         )
     as_user = []
     if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root without Debian's postgres user: initdb refuses root")
         if shutil.which("runuser") is None:
             pytest.skip("running as root without runuser: initdb refuses root")
         as_user = ["runuser", "-u", "postgres", "--"]
@@ -99,7 +104,10 @@ def postgres():
     data, port = os.path.join(base, "data"), free_port()
     if as_user:
         shutil.chown(base, "postgres")
-    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True, timeout=120)  # noqa: E731
+
+    def run(*cmd):
+        subprocess.run([*as_user, *cmd], check=True, capture_output=True, timeout=120)
+
     try:
         run(f"{bindir}/initdb", "-D", data, "-U", "hive", "--auth=trust", "--no-sync", "-E", "UTF8")
         server = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
@@ -111,9 +119,8 @@ def postgres():
 
 
 def _create_metastore_schema(url: str, work: Path) -> None:
-    """The metastore's tables, made before Spark connects (with autoCreateAll DataNucleus creates them
-    inside Spark's first createTable, on a second connection that waits on the first's locks: a hang on
-    PostgreSQL). Hive's own schema scripts are not in pyspark's jars; DataNucleus's SchemaTool makes the
+    """The metastore's tables, made before Spark connects (left to DataNucleus's autoCreateAll, which
+    creates them in the middle of Spark's first createTable, that createTable hung on PostgreSQL). Hive's own schema scripts are not in pyspark's jars; DataNucleus's SchemaTool makes the
     same tables from the mapping Hive's metastore runs on (``package.jdo`` in hive-metastore's jar),
     with Hive's identifier settings."""
     import pyspark
