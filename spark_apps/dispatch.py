@@ -3,8 +3,8 @@ app protocol says (docs/design.md).
 
 An entry that names its ``command`` (:class:`~airflow_delta_provider_apps.operations.Operation`) runs
 here: the parameters are built as the entry's typed parameters dataclass (coerced and checked), the
-table opened, its snapshot read, the command called with each argument by name (and the data plane
-when it takes one) and the run's transaction identity, and the command's
+table opened, and the command run on it (:meth:`DeltaTable.run`: the latest snapshot, the data plane
+when the command takes one) with each argument by name and the run's transaction identity; the command's
 :class:`~airflow_delta_provider_apps.engine.commands.result.CommandResult` returned as the result
 dict. Nothing here is per operation.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 
 from .results import from_command
 
@@ -27,17 +26,16 @@ def load(target: str):
 
 
 def command_result(op, params: dict, spark=None):
-    """Run ``op``'s command with ``params`` (coerced or not); returns its ``CommandResult``."""
+    """Run ``op``'s command with ``params`` (coerced or not) on the table
+    (:meth:`~airflow_delta_provider_apps.engine.DeltaTable.run`: its latest snapshot, its plane);
+    returns the command's ``CommandResult``."""
     from .engine import DeltaTable
 
-    command = load(op.command)
     given = {a.name: a.default if params.get(a.name) is None else params[a.name] for a in op.args}
-    values = {f.name: getattr(op.parameters(**given), f.name) for f in dataclasses.fields(op.parameters)}
-    takes_plane = "plane" in inspect.signature(command).parameters
-    table = DeltaTable.for_path(spark if takes_plane else None, params["table_uri"])
-    if takes_plane:
-        values["plane"] = table.plane
-    return command(table.snapshot(), **values, **op.identity(params).options())
+    typed = op.parameters(**given)
+    values = {f.name: getattr(typed, f.name) for f in dataclasses.fields(typed)}
+    table = DeltaTable.for_path(spark, params["table_uri"])
+    return table.run(load(op.command), **values, **op.identity(params).options())
 
 
 def run_command(op, params: dict, spark=None) -> dict:

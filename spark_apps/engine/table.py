@@ -69,6 +69,18 @@ class DeltaTable:
     def __repr__(self) -> str:
         return f"DeltaTable({self.table_uri!r})"
 
+    def run(self, command, /, *args, **arguments):
+        """Run an engine command (``(snapshot, *args, **arguments) -> CommandResult``, :mod:`.commands`)
+        on the table's latest snapshot, with :attr:`plane` when the command takes one. Each command
+        method below is this with its own typed signature; the operations registry's generic runner
+        runs an entry's command here too (its parameters and transaction identity as ``arguments``).
+        Returns the command's :class:`~.commands.result.CommandResult`."""
+        import inspect
+
+        if "plane" in inspect.signature(command).parameters:
+            arguments = {**arguments, "plane": self.plane}
+        return command(self.snapshot(), *args, **arguments)
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def for_path(cls, spark, table_uri: str) -> DeltaTable:
@@ -199,14 +211,14 @@ class DeltaTable:
         """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its result."""
         from .commands.checkpoint import checkpoint
 
-        return checkpoint(self.snapshot()).to_dict()
+        return self.run(checkpoint).to_dict()
 
     def cleanup_metadata(self) -> dict:
         """Delete expired log files (``delta.logRetentionDuration``) older than the newest checkpoint
         before the retention cutoff; returns what was deleted."""
         from .commands.checkpoint import cleanup_metadata
 
-        return cleanup_metadata(self.snapshot()).to_dict()
+        return self.run(cleanup_metadata).to_dict()
 
     # ------------------------------------------------------------------ Spark
     def vacuum(
@@ -227,8 +239,8 @@ class DeltaTable:
         listing (delta-spark's ``VACUUM ... USING INVENTORY``)."""
         from .commands.vacuum import vacuum
 
-        return vacuum(
-            self.snapshot(),
+        return self.run(
+            vacuum,
             retention_hours,
             dry_run=dry_run,
             enforce_retention_duration=enforce_retention_duration,
@@ -253,9 +265,8 @@ class DeltaTable:
         has a SparkSession, else in this process."""
         from .commands.optimize import optimize
 
-        return optimize(
-            self.snapshot(),
-            plane=self.plane,
+        return self.run(
+            optimize,
             partition_filter=partition_filter,
             target_size=target_size,
             min_file_size=min_file_size,
@@ -269,41 +280,41 @@ class DeltaTable:
         (see :mod:`airflow_delta_provider_apps.engine.commands.properties`); no Spark needed."""
         from .commands.properties import set_properties
 
-        return set_properties(self.snapshot(), properties, **txn_options).to_dict()
+        return self.run(set_properties, properties, **txn_options).to_dict()
 
     def add_constraint(self, name: str, expression: str, **txn_options) -> dict:
         """ADD CONSTRAINT ``name`` CHECK (``expression``), after checking every row the table holds;
         every later write checks it (see :mod:`airflow_delta_provider_apps.engine.constraints`)."""
         from .commands.properties import add_constraint
 
-        return add_constraint(self.snapshot(), name, expression, **txn_options).to_dict()
+        return self.run(add_constraint, name, expression, **txn_options).to_dict()
 
     def rename_column(self, column: str, new_name: str, **txn_options) -> dict:
         """RENAME COLUMN on a table with column mapping (metadata only; see
         :mod:`airflow_delta_provider_apps.engine.column_mapping`)."""
         from .commands.properties import rename_column
 
-        return rename_column(self.snapshot(), column, new_name, **txn_options).to_dict()
+        return self.run(rename_column, column, new_name, **txn_options).to_dict()
 
     def drop_column(self, column: str, **txn_options) -> dict:
         """DROP COLUMN on a table with column mapping (metadata only)."""
         from .commands.properties import drop_column
 
-        return drop_column(self.snapshot(), column, **txn_options).to_dict()
+        return self.run(drop_column, column, **txn_options).to_dict()
 
     def change_column_type(self, column: str, new_type, **txn_options) -> dict:
         """Widen a column's type, or a struct field's by its dotted path (metadata only; the protocol's allowed widenings, see
         :mod:`airflow_delta_provider_apps.engine.schema.widening`); enables type widening."""
         from .commands.properties import change_column_type
 
-        return change_column_type(self.snapshot(), column, new_type, **txn_options).to_dict()
+        return self.run(change_column_type, column, new_type, **txn_options).to_dict()
 
     def set_column_default(self, column: str, default: str | None, **txn_options) -> dict:
         """``ALTER COLUMN ... SET DEFAULT`` (``None``: ``DROP DEFAULT``), metadata only; the table must
         enable ``allowColumnDefaults`` (see :func:`.commands.properties.set_column_default`)."""
         from .commands.properties import set_column_default
 
-        return set_column_default(self.snapshot(), column, default, **txn_options).to_dict()
+        return self.run(set_column_default, column, default, **txn_options).to_dict()
 
     def cluster_by(self, columns, **txn_options) -> dict:
         """Set the clustering columns (``ALTER TABLE ... CLUSTER BY``), or remove them with ``None``
@@ -311,7 +322,7 @@ class DeltaTable:
         written before are clustered by the next OPTIMIZE (see :mod:`.clustering`)."""
         from .commands.properties import cluster_by
 
-        return cluster_by(self.snapshot(), columns, **txn_options).to_dict()
+        return self.run(cluster_by, columns, **txn_options).to_dict()
 
     def clustering_columns(self) -> list[str]:
         """The table's clustering columns (empty when it is not clustered)."""
@@ -323,7 +334,7 @@ class DeltaTable:
         """DROP CONSTRAINT [IF EXISTS] ``name`` (metadata only)."""
         from .commands.properties import drop_constraint
 
-        return drop_constraint(self.snapshot(), name, if_exists=if_exists, **txn_options).to_dict()
+        return self.run(drop_constraint, name, if_exists=if_exists, **txn_options).to_dict()
 
     def restore(self, version: int | None = None, timestamp=None, **txn_options) -> dict:
         """Make the table's live files those of an older version (see
@@ -331,7 +342,7 @@ class DeltaTable:
         from .commands.restore import restore
 
         ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
-        return restore(self.snapshot(), version=version, timestamp_ms=ts, timestamp=timestamp, **txn_options).to_dict()
+        return self.run(restore, version=version, timestamp_ms=ts, timestamp=timestamp, **txn_options).to_dict()
 
     def _need_spark(self, what: str):
         if self.spark is None:
@@ -421,10 +432,9 @@ class DeltaTable:
         from .commands.write import append
 
         self._need_spark("Appending")
-        return append(
-            self.snapshot(),
+        return self.run(
+            append,
             df,
-            plane=self.plane,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
@@ -454,10 +464,9 @@ class DeltaTable:
         from .commands.write import overwrite
 
         self._need_spark("Overwriting")
-        return overwrite(
-            self.snapshot(),
+        return self.run(
+            overwrite,
             df,
-            plane=self.plane,
             replace_where=replace_where,
             overwrite_schema=overwrite_schema,
             partition_overwrite_mode=partition_overwrite_mode,
@@ -480,10 +489,9 @@ class DeltaTable:
         """
         from .commands.dml import delete
 
-        return delete(
-            self.snapshot(),
+        return self.run(
+            delete,
             predicate,
-            plane=self.plane,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
@@ -499,11 +507,10 @@ class DeltaTable:
         """
         from .commands.dml import update
 
-        return update(
-            self.snapshot(),
+        return self.run(
+            update,
             updates,
             predicate,
-            plane=self.plane,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,

@@ -3,7 +3,8 @@
 Here the command is a few lines in this module (SET COMMENT: the table's description), registered
 for the test's duration as one :class:`~airflow_delta_provider_apps.operations.Operation`. Nothing
 else names it, and it runs through the generic runner, the CLI (``python -m
-airflow_delta_provider_apps``'s ``main``, in this process: the registration lives here), and an
+airflow_delta_provider_apps``'s ``main``, in this process: the registration lives here),
+``DeltaTable.run``, and an
 operator class that says only ``operation = "set_comment"``, with its typed parameters, parse-time
 check and idempotent-write identity. What landed is read back by deltalake and from the log's JSON.
 """
@@ -99,6 +100,14 @@ def test_the_generic_runner_runs_it_with_the_identity(registered, table):
     again = run({"table_uri": table, "comment": "other", "app_id": "job", "app_version": 1}, None)
     assert again["skipped"] is True and again["committed"] is False and again["version"] == 1
     assert _description(table) == "first" and deltalake.DeltaTable(table).version() == 1
+
+
+def test_delta_table_runs_the_same_command(table):
+    from airflow_delta_provider_apps.engine import DeltaTable
+
+    result = DeltaTable.for_path(None, table).run(set_comment, "via DeltaTable", user_metadata="by hand")
+    assert (result.operation, result.version, result.skipped) == ("SET COMMENT", 1, False)
+    assert _description(table) == "via DeltaTable" and _commit_info(table, 1)["userMetadata"] == "by hand"
 
 
 def test_the_cli_reads_the_same_entry(registered, table, tmp_path, capsys):
