@@ -102,7 +102,7 @@ def test_a_file_a_concurrent_commit_removed_and_vacuum_deleted_is_a_retryable_co
 def test_mark_file_names_a_vanished_data_file(tmp_path):
     # MERGE by join on a table with deletion vectors marks the changed rows in the touched files
     # (one Spark group per file): a file VACUUM deleted meanwhile was a raw FileNotFoundError
-    from airflow_delta_provider_apps.engine.spark.merge import mark_file
+    from airflow_delta_provider_apps.engine.spark.merge_join import mark_file
 
     root = _table(tmp_path)
     rows = pa.table({"__file": ["part-00000-gone.parquet"], "__row": pa.array([0], pa.int64())})

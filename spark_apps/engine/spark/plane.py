@@ -6,7 +6,7 @@ in-process plane does, in this process's threads when the files are small
 ``spark.airflowDelta.fileWork=tasks`` overrides both), else in Spark tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`,
 :mod:`.merge`). Data handed in is a DataFrame: written by the core writer in tasks or by Spark's own
 writer (:mod:`.write`), and a MERGE whose source is over the collection cap runs on Spark's own
-scan, joins and writer (:func:`.merge.execute_merge`).
+scan, joins and writer (:func:`.merge_join.execute_merge`).
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ class SparkPlane:
 
     def merge(self, job):
         from ..merge import merge_by_file, merge_by_join, source_row_limit
-        from .merge import deduplicated, execute_merge, small_source, source_key_values
+        from .merge import deduplicated, small_source, source_key_values
+        from .merge_join import execute_merge
 
         source, plan = job.source, job.plan
         if job.dedupe:
