@@ -328,14 +328,17 @@ class DeltaDataSource(DataSource):
         return DeltaWriter(_options_of(self.options, schema), _without_table_key(schema), overwrite)
 
     def streamReader(self, schema):  # readStream: see .datasource_streaming
-        from .datasource_streaming import DeltaStreamReader
+        from .datasource_streaming import FLAGS, DeltaStreamReader
 
-        return DeltaStreamReader(_options_of(self.options, schema), schema, self.parallelism)
+        options = _options_of(self.options, schema)
+        flags = {k: _flag(options, k) for k in FLAGS}
+        return DeltaStreamReader(_path(options), options, flags, schema, self.parallelism)
 
     def streamWriter(self, schema, overwrite: bool):  # writeStream; overwrite: outputMode("complete")
-        from .datasource_streaming import DeltaStreamWriter
+        from .datasource_streaming import DeltaStreamWriter, batch_options
 
-        return DeltaStreamWriter(_options_of(self.options, schema), _without_table_key(schema), overwrite)
+        options = _options_of(self.options, schema)
+        return DeltaStreamWriter(options, DeltaWriter(batch_options(options), _without_table_key(schema), overwrite))
 
 
 # --------------------------------------------------------------------------------------------------
