@@ -130,3 +130,51 @@ def test_change_feed_stream_gives_the_change_rows(spark, tmp_path):
     assert sorted(tuple(r) for r in got) == sorted(expected)
     batch = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(source)
     assert sorted(tuple(r) for r in batch.select("id", "_change_type", "_commit_version").collect()) == sorted(expected)
+
+
+def test_change_feed_stream_starts_with_the_snapshot_as_inserts(spark, tmp_path):
+    source = str(tmp_path / "src")
+    DeltaTable.create(None, source, schema="id BIGINT, s STRING", properties={"delta.enableChangeDataFeed": "true"})
+    append_arrow(source, _ids(0, 4))
+    DeltaTable.for_path(None, source).delete("id = 1")
+    query = (
+        spark.readStream.format("delta")
+        .option("readChangeFeed", "true")
+        .load(source)
+        .writeStream.format("memory")
+        .queryName("cdf_snapshot_stream")
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    got = spark.table("cdf_snapshot_stream").select("id", "_change_type", "_commit_version").collect()
+    assert sorted(tuple(r) for r in got) == [(0, "insert", 2), (2, "insert", 2), (3, "insert", 2)]
+
+
+def test_complete_mode_overwrites_the_table_each_batch(spark, tmp_path):
+    source, target = _source(str(tmp_path / "src")), str(tmp_path / "dst")
+    append_arrow(source, _ids(0, 3))
+    append_arrow(source, _ids(3, 5))
+
+    def run():
+        query = (
+            spark.readStream.format("delta")
+            .load(source)
+            .groupBy()
+            .count()
+            .writeStream.format("delta")
+            .outputMode("complete")
+            .option("checkpointLocation", str(tmp_path / "chk"))
+            .trigger(availableNow=True)
+            .start(target)
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    run()
+    assert deltalake_table(target).column("count").to_pylist() == [5]
+    append_arrow(source, _ids(5, 9))
+    run()
+    assert deltalake_table(target).column("count").to_pylist() == [9]  # replaced, not appended
