@@ -34,6 +34,7 @@ overwrites the table with each batch, as delta-spark's sink does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from pyspark.sql import datasource as _ds
@@ -276,11 +277,17 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         storage = _storage(self.root)
         here = self._snapshot_state().metadata
-        commit = read_commit(
-            version,
-            storage.read_bytes(commit_path(storage, self.root, version)),
-            partition_keys=partition_keys_of(here),
-        )
+        try:
+            data = storage.read_bytes(commit_path(storage, self.root, version))
+        except FileNotFoundError:
+            from .engine.errors import VersionNotFoundError
+
+            raise VersionNotFoundError(
+                f"Version {version} of the Delta table at '{self.root}' is no longer in its log",
+                "the stream fell behind the log's retention (delta.logRetentionDuration) and the commit was cleaned up",
+                "restart the query with a fresh checkpoint (and startingVersion, if needed)",
+            ) from None
+        commit = read_commit(version, data, partition_keys=partition_keys_of(here))
         adds = commit.adds.filter(pc.fill_null(commit.adds.column("data_change"), True)).select(_LISTING)
         removed = commit.removes.filter(pc.fill_null(commit.removes.column("data_change"), True)).num_rows
         if self.changes:  # the change feed counts every changed file; its plan checks the rest
@@ -381,7 +388,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         plan.files = []
         reader = (ChangeReader(plan, [f.name for f in self.schema.fields[:-3]]), arrow_schema_of(self.schema))
-        texts = [json.dumps(_change_file_json(f)) for f in files]
+        texts = [json.dumps(dataclasses.asdict(f)) for f in files]
         n_tasks = max(1, min(len(texts), self.parallelism))
         return [InputPartition(("changes", reader, texts[i::n_tasks])) for i in range(n_tasks)]
 
@@ -419,12 +426,6 @@ class _Count:
 
     def __init__(self, n: int):
         self.num_rows = n
-
-
-def _change_file_json(f) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(f)
 
 
 # --------------------------------------------------------------------------------------------------
