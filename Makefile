@@ -7,7 +7,7 @@ PYSPARK_VERSION := 4.3.0
 STAMP := $(VENV)/.installed
 INSTALL_LOG := install.log
 
-.PHONY: azurite client-venv install lint format test test-unit test-spark test-differential test-airflow test-compat demo bench clean check-pyspark
+.PHONY: azurite client-venv install lint format docs test test-unit test-spark test-differential test-airflow test-compat demo bench clean check-pyspark
 
 # The apache-spark provider pulls pyspark-client, which installs into the same pyspark/ folder as
 # pyspark and leaves a mixed install: remove both, then put the full pyspark back last.
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@( set -e; \
 	  test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	  $(PIP) install -q --upgrade "pip>=25"; \
-	  $(PIP) install -q -c constraints.txt -e '.[test,bench,pyspark]'; \
+	  $(PIP) install -q -c constraints.txt -e '.[test,bench,pyspark,docs]'; \
 	  $(PIP) uninstall -q -y pyspark-client pyspark; \
 	  $(PIP) install -q --no-deps --force-reinstall "pyspark==$(PYSPARK_VERSION)"; \
 	) > $(INSTALL_LOG) 2>&1 || { tail -30 $(INSTALL_LOG); echo "install failed: see $(INSTALL_LOG)"; exit 1; }
@@ -105,6 +105,13 @@ test-compat:
 	AIRFLOW_HOME=$$(mktemp -d) $(COMPAT_VENV)/bin/airflow providers list | grep airflow-delta-provider
 	AIRFLOW_HOME=$$(mktemp -d) $(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/provider tests/apps tests/test_layering.py tests/spark/test_append.py tests/spark/test_scan.py tests/airflow/test_example_dag.py
 
+# The documentation site (docs/*.md, Markdown through MyST) into docs/_build/html: a fresh build (-E)
+# with warnings as errors and nitpicky references, so a link to a page or heading of the site that does
+# not exist fails it. Links outside the site are not checked (CI has no network).
+docs: $(STAMP)
+	$(PY) -m sphinx -b html -E -W --keep-going -n -q docs docs/_build/html
+	@echo "The site: docs/_build/html/index.html"
+
 demo: $(STAMP)
 	$(PY) example_dags/run_demo.py
 
@@ -112,4 +119,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(CLIENT_VENV) client-install.log .tools .venv-airflow-3.1 demo bench/data .pytest_cache $(INSTALL_LOG) compat-install.log
+	rm -rf $(VENV) $(COMPAT_VENV) docs/_build $(CLIENT_VENV) client-install.log .tools .venv-airflow-3.1 demo bench/data .pytest_cache $(INSTALL_LOG) compat-install.log
