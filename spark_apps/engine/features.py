@@ -576,7 +576,7 @@ def protocol_features(protocol: Protocol | None) -> set[str]:
 #: What other common readers cannot do with a table whose protocol lists a feature: per feature, per
 #: reader, the refused operations (:data:`OUTSIDE_READER_OPERATIONS`). Measured with deltalake 1.6.6
 #: and Polars 2.1.0 (``read_delta``/``scan_delta``); delta-kernel-rs and DuckDB's ``delta_scan`` read
-#: every feature we write (tests/interop/test_reader_support.py keeps this true and prints the README's
+#: every feature we write (tests/interop/test_reader_support.py keeps this true and prints the docs' readers
 #: table). Spark with delta-spark 4.x reads them all.
 OUTSIDE_READER_REFUSALS: dict[str, dict[str, tuple[str, ...]]] = {
     "typeWidening": {"deltalake": ("read", "query", "load_cdf", "append"), "Polars": ("read",)},

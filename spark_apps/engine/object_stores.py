@@ -14,7 +14,7 @@ Two libraries, each for what it does best:
 
 Credentials and endpoints come from the environment's default chain in both libraries (the standard
 ``AWS_*``, ``GOOGLE_*`` and ``AZURE_*`` variables, instance roles, workload identity). The provider
-turns an Airflow connection into those variables for the app's process (see the README).
+turns an Airflow connection into those variables for the app's process (see docs/object-stores.md).
 
 A store that ignores the precondition would make every commit silently unsafe, so before the first
 commit to a bucket, a process checks it: it creates a probe object twice under the table's
@@ -161,7 +161,7 @@ def pyarrow_filesystem(uri: str):
             raise InvalidArgumentError(
                 f"Cannot open storage for '{uri}'",
                 str(e),
-                "check the URI and the store's credentials (see the README's object-store section)",
+                "check the URI and the store's credentials (see the docs' object-stores page, docs/object-stores.md)",
             ) from None
         with _FS_LOCK:
             _FS_CACHE[key] = fs
