@@ -22,6 +22,15 @@ from airflow_delta_provider.operators.delta import DeltaDeleteOperator, DeltaUpd
 deltalake = pytest.importorskip("deltalake")
 
 
+def _task_deferred() -> type:
+    """The exception ``defer()`` raises: in the Task SDK from Airflow 3.2, in airflow.exceptions on 3.1."""
+    try:
+        from airflow.sdk.exceptions import TaskDeferred
+    except ImportError:  # Airflow 3.1
+        from airflow.exceptions import TaskDeferred
+    return TaskDeferred
+
+
 @pytest.fixture
 def service(monkeypatch):
     running = LoopbackService()
@@ -58,7 +67,7 @@ def _first_event(trigger, timeout: float = 60):
 
 
 def test_a_fourth_transport_runs_a_deferred_update_through_its_trigger(service, table):
-    from airflow.sdk.exceptions import TaskDeferred
+    TaskDeferred = _task_deferred()
 
     op = DeltaUpdateOperator(
         task_id="double_late_orders",
@@ -113,7 +122,7 @@ def test_a_fourth_transport_runs_attached_and_every_transport_says_whether_it_de
 
 
 def test_a_run_that_never_starts_is_stopped_and_the_task_fails_retryable(service, table):
-    from airflow.sdk.exceptions import TaskDeferred
+    TaskDeferred = _task_deferred()
 
     op = DeltaDeleteOperator(
         task_id="drop_all", table_uri=table, conn_id="loopback", execution="spark", predicate="id > 0", deferrable=True
