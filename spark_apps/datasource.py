@@ -588,8 +588,6 @@ class WrittenPlane:
     between planning and commit: nothing is committed, the files are aborted). Other work goes to the
     in-process plane."""
 
-    joins = False
-
     def __init__(self, spec):
         self.spec = spec
 
