@@ -27,6 +27,7 @@ PAGE = r"""<!doctype html>
   ul.advice li { color: #9c4221; }
   .ok { color: #276749; }
   .error { color: #c53030; }
+  .note { color: #975a16; background: #fffff0; padding: 4px 8px; }
   code { font-size: 12px; }
   form { margin: 0 0 14px; }
   input[type=text] { width: 420px; }
@@ -127,6 +128,8 @@ function render(section, v, events) {
     " · protocol " + v.protocol.min_reader_version + "/" + v.protocol.min_writer_version +
     (v.features.length ? " · features: " + v.features.join(", ") : "") +
     (v.partition_columns.length ? " · partitioned by " + v.partition_columns.join(", ") : "")));
+
+  for (const n of v.notes || []) section.append(el("p", {class: "note"}, n));
 
   section.append(el("h3", {}, "Advice"));
   const advice = el("ul", {class: "advice"});

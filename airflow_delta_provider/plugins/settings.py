@@ -19,3 +19,19 @@ def ui_storage_conn_id() -> str | None:
     from airflow.configuration import conf
 
     return conf.get("delta", "ui_storage_conn_id", fallback=None) or None
+
+
+#: ``[delta] ui_deadline_seconds``' default
+DEFAULT_DEADLINE_SECONDS = 10.0
+
+
+def ui_deadline_seconds() -> float:
+    """``[delta] ui_deadline_seconds`` (default 10): how long one table's view may take. By then the
+    page shows what was read (the history cut short, with a note), or an error naming the slow store
+    when even the table's snapshot was not read; a request never hangs on a slow object store."""
+    from airflow.configuration import conf
+
+    seconds = conf.getfloat("delta", "ui_deadline_seconds", fallback=DEFAULT_DEADLINE_SECONDS)
+    if not seconds > 0:
+        raise ValueError(f"[delta] ui_deadline_seconds = {seconds!r}: it must be a positive number of seconds")
+    return seconds

@@ -13,7 +13,8 @@ plugin's page and its JSON endpoints (:mod:`airflow_delta_provider.plugins.delta
 * ``maintenance``: when the table was last checkpointed, optimized and vacuumed;
 * ``size_over_time``: the table's bytes and files after each commit of the window, walked back from
   the snapshot through each commit's adds and removes (no data file read);
-* ``advice``: what needs doing, each with the operator that does it (:func:`advice`).
+* ``advice``: what needs doing, each with the operator that does it (:func:`advice`);
+* ``notes``: what the view left out, e.g. the commits not read by the ``deadline``.
 """
 
 from __future__ import annotations
@@ -45,12 +46,16 @@ VACUUM_DAYS = 7
 _DAY_MS = 86_400_000
 
 
-def table_view(table_uri: str, *, history: int = DEFAULT_HISTORY, now_ms: int | None = None) -> dict:
+def table_view(
+    table_uri: str, *, history: int = DEFAULT_HISTORY, now_ms: int | None = None, deadline: float | None = None
+) -> dict:
     """The page's data for the Delta table at ``table_uri`` (see the module docstring). The caller
     sets the object store's credentials (:func:`.object_stores.storage_settings`).
 
     :param history: the newest commits read (at least 1)
     :param now_ms: the clock for "days since" (default: now)
+    :param deadline: a :func:`time.monotonic` time: the commits not read by then are left out of
+        the history (and what derives from it), with a note; the snapshot itself is always read
     :raises InvalidArgumentError: ``history`` is not a positive whole number
     :raises TableNotFoundError: no Delta table there
     """
@@ -79,7 +84,14 @@ def table_view(table_uri: str, *, history: int = DEFAULT_HISTORY, now_ms: int | 
 
     versions = list(range(snap.version, max(-1, snap.version - history), -1))
     stamps = dict(commit_timestamps(storage, listing, snap.metadata, versions=versions))
-    commits = _commits(storage, root, snap.log_dir, [v for v in versions if v in stamps], stamps)
+    wanted = [v for v in versions if v in stamps]
+    commits = _commits(storage, root, snap.log_dir, wanted, stamps, deadline)
+    notes = []
+    if len(commits) < len(wanted) and deadline is not None and time.monotonic() >= deadline:
+        notes.append(
+            f"history cut short at the deadline: {len(commits)} of the newest {len(wanted)} commits read "
+            "(the object store is slow; the files, protocol and checkpoint are complete)"
+        )
     _size_over_time(commits, int(files["bytes"]), int(files["count"]))
 
     checkpoints = listing.checkpoints if listing is not None else []
@@ -128,6 +140,7 @@ def table_view(table_uri: str, *, history: int = DEFAULT_HISTORY, now_ms: int | 
             if c.get("bytes_after") is not None
         ],
         "generated_at": now_ms,
+        "notes": notes,
     }
     view["advice"] = advice(view, now_ms=now_ms)
     return view
@@ -194,13 +207,18 @@ def _deletion_vectors(files: pa.Table) -> dict:
     }
 
 
-def _commits(storage, root: str, log_dir: str, versions: list[int], stamps: dict[int, int]) -> list[dict]:
+def _commits(
+    storage, root: str, log_dir: str, versions: list[int], stamps: dict[int, int], deadline: float | None = None
+) -> list[dict]:
     """Each commit of ``versions`` (newest first) read once: commitInfo, the Airflow task instance,
-    what it added and removed, whether it changed the schema or protocol."""
+    what it added and removed, whether it changed the schema or protocol. Stops at ``deadline``
+    (the newest commits read so far)."""
     from .log.commit_changes import commit_changes
 
     out = []
     for v in versions:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         try:
             data = storage.read_bytes(storage.join(log_dir, commit_file_name(v)))
         except FileNotFoundError:  # cleaned up between the listing and now

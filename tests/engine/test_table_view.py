@@ -171,3 +171,22 @@ def test_rows_changed_reads_delta_metric_names():
     assert rows_changed("WRITE", {"numOutputRows": "7"}) == {"written": 7}
     assert rows_changed("OPTIMIZE", {"numOutputRows": "7"}) == {}
     assert rows_changed("DELETE", {"numDeletedRows": 4, "numOutputRows": 5}) == {"deleted": 4}
+
+
+def test_a_deadline_cuts_the_history_short_with_a_note(tmp_path):
+    import time
+
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT")
+    for i in range(5):
+        append_arrow(root, pa.table({"id": [i]}))
+    whole = table_view(root, deadline=time.monotonic() + 60)
+    assert [c["version"] for c in whole["history"]] == [5, 4, 3, 2, 1, 0] and whole["notes"] == []
+    # a deadline already past (a slow object store): the snapshot's parts are whole, the history empty
+    cut = table_view(root, deadline=time.monotonic())
+    assert cut["history"] == [] and cut["size_over_time"] == []
+    assert cut["notes"] == [
+        "history cut short at the deadline: 0 of the newest 6 commits read "
+        "(the object store is slow; the files, protocol and checkpoint are complete)"
+    ]
+    assert cut["files"]["count"] == len(_sizes(root)) == 5 and cut["version"] == 5
