@@ -472,25 +472,14 @@ class DeltaReader(DataSourceReader):
         return [InputPartition((plan, listing.take((tasks == i).nonzero()[0]))) for i in range(n_tasks)]
 
     def read(self, partition):
-        from .engine.spark.scan import read_files_batches
+        from .engine.spark.scan import read_planned_files
         from .engine.spark.session import guard_executor
 
         if partition.value is None:
             return iter(())
         p, listing = partition.value
-        return guard_executor(
-            read_files_batches(
-                listing.to_batches(),
-                p["root"],
-                p["schema_json"],
-                p["partition_columns"],
-                p["columns"],
-                p["arrow"],
-                False,
-                p["mode"],
-                p["predicate"],  # row groups pruned, rows filtered by the engine (Spark filters again)
-            )
-        )
+        # row groups pruned, rows filtered by the engine (Spark filters again)
+        return guard_executor(read_planned_files(p, listing, p["predicate"]))
 
 
 def _row_group_pieces(snapshot, files, parallelism: int):

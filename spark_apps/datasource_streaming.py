@@ -404,21 +404,10 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             (reader, arrow), texts = value
             batches = [pa.record_batch({"file": pa.array(texts, pa.string())})]
             return guard_executor(read_change_files(reader, batches, arrow))
-        from .engine.spark.scan import read_files_batches
+        from .engine.spark.scan import read_planned_files
 
         p, listing = value
-        return guard_executor(
-            read_files_batches(
-                listing.to_batches(),
-                p["root"],
-                p["schema_json"],
-                p["partition_columns"],
-                p["columns"],
-                p["arrow"],
-                False,
-                p["mode"],
-            )
-        )
+        return guard_executor(read_planned_files(p, listing))
 
 
 class _Count:

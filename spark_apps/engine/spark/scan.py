@@ -613,3 +613,20 @@ def read_change_files(reader, batches, arrow_schema: pa.Schema):
                     yield _conform(b, arrow_schema)
 
     return guard_executor(run())
+
+
+def read_planned_files(plan: dict, listing, predicate=None):
+    """The Arrow batches of a planned partition: ``listing``'s files read with the read's ``plan``
+    (root, schema, partition columns, columns, Arrow schema, column mapping mode); the data source's batch
+    and stream reads both read their files here."""
+    return read_files_batches(
+        listing.to_batches(),
+        plan["root"],
+        plan["schema_json"],
+        plan["partition_columns"],
+        plan["columns"],
+        plan["arrow"],
+        False,
+        plan["mode"],
+        predicate,
+    )
