@@ -73,7 +73,8 @@ class DataPlane(Protocol):
 
 class InProcessPlane:
     """This process: pyarrow, with a thread pool over files. Data is Arrow (a table, record batches,
-    a reader); a MERGE merges file by file (its source is held here whole)."""
+    a reader); a MERGE's source is held here whole, and merged file by file when small, else by
+    one hash join with the candidate files' keys (:func:`.merge.joins_by_hash` states the rule)."""
 
     def __init__(self, threads: int | None = None):
         #: files worked on at once (None: one per core of this machine)
@@ -135,13 +136,15 @@ class InProcessPlane:
             return [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder_by), bins) for w in ws]
 
     def merge(self, job: MergeJob) -> MergeOutcome:
-        from .merge import deduplicated_arrow, execute_by_file, merge_by_file, prefixed
+        from .merge import deduplicated_arrow, execute_by_file, joins_by_hash, merge_by_file, merge_by_hash, prefixed
         from .rewrite.common import arrow_table
 
         source = arrow_table(job.source)  # held here whatever its size
         if job.dedupe:
             source = deduplicated_arrow(source, *job.dedupe)
         local = prefixed(source, job.plan.source_schema)
+        if joins_by_hash(job, local.num_rows):  # a large source: one hash join with the target's keys
+            return merge_by_hash(job, local, max_workers=self.threads)
         return merge_by_file(
             job, local, lambda prepared, files: execute_by_file(prepared, files, max_workers=self.threads)
         )

@@ -8,6 +8,8 @@
 * :mod:`.source` - the source: its size limit to travel beside every file, its Arrow form, one row per
   key (an upsert's ``dedupe_by``), its keys checked unique;
 * :mod:`.by_file` - a small source beside every candidate file (pure pyarrow, in a thread or a task);
+* :mod:`.by_hash` - a large source held as Arrow, joined by hash with the candidate files' keys in
+  this process (Acero), then only the touched files rewritten;
 * :mod:`.by_join` - a large source joined with the candidate files: the shared part (the join is the
   plane's: :mod:`..spark.merge`).
 
@@ -65,6 +67,7 @@ _EXPORTS = {
         "execute_by_file",
         "merge_by_file",
     ),
+    "by_hash": ("HASH_JOIN_ROWS", "joins_by_hash", "merge_by_hash"),
     "by_join": ("merge_by_join",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

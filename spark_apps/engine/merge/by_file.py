@@ -61,6 +61,8 @@ __all__ = [
     "merge_by_file",
     "merge_file",
     "merge_files",
+    "merged_outcome",
+    "rewrite_file",
 ]
 
 
@@ -140,7 +142,7 @@ class MergeFileOutcome:
 class PreparedMerge:
     """The spec bound for execution (once per task): renamed trees, the source with its key columns."""
 
-    def __init__(self, spec: MergeFilesSpec, source: pa.Table):
+    def __init__(self, spec: MergeFilesSpec, source: pa.Table, *, coded: bool = True):
         plan = spec.plan
         self.spec = spec
         self.plan = plan
@@ -171,11 +173,14 @@ class PreparedMerge:
         self.residual = rename(n.and_all(rest)) if rest else None
         self.key_targets = [t.path[0] for t, _s, _op in keys]
         self.null_safe = [op == "<=>" for _t, _s, op in keys]
-        # the source's keys, coded once: per key, each value's position among the source's distinct
-        # values (a NULL one past them for '<=>'; for '=' a NULL never matches); the codes of all keys
-        # combine into one integer per row, and the rows are sorted by it for the lookups in pairs()
+        # the source's key values (``source_keys``: per key equality, in the target column's type),
+        # their distinct values and whether one is NULL; ``coded`` (what pairs() looks up): per key,
+        # each value's position among the source's distinct values (a NULL one past them for '<=>';
+        # for '=' a NULL never matches); the codes of all keys combine into one integer per row, and
+        # the rows are sorted by it. A hash join of the whole source (:mod:`.by_hash`) needs no codes.
         from ..expr import evaluate
 
+        self.source_keys: list[pa.Array] = []
         self.key_sets: list[pa.Array] = []
         self.key_nulls: list[bool] = []
         self.key_dense: list[pa.Array | None] = []  # combined codes re-numbered where they would overflow
@@ -183,16 +188,18 @@ class PreparedMerge:
         for j, (_t, s, _op) in enumerate(keys):
             want = self.arrow_types[_t.path[0]]
             arr = as_array(evaluate(rename(s), self.source), source.num_rows, want).cast(want)
-            values = pc.unique(arr.drop_null())
-            self.key_sets.append(values)
+            self.source_keys.append(arr)
+            self.key_sets.append(pc.unique(arr.drop_null()))
             self.key_nulls.append(arr.null_count > 0)
-            code, ok, size = self._code(j, arr)
-            combined, valid, dense = self._combine(combined, valid, code, ok, size, None)
-            self.key_dense.append(dense)
-        rows = np.flatnonzero(valid)
-        order = np.argsort(combined[rows], kind="stable")
-        self.source_codes = combined[rows][order]
-        self.source_rows = rows[order]
+            if coded:
+                code, ok, size = self._code(j, arr)
+                combined, valid, dense = self._combine(combined, valid, code, ok, size, None)
+                self.key_dense.append(dense)
+        if coded:
+            rows = np.flatnonzero(valid)
+            order = np.argsort(combined[rows], kind="stable")
+            self.source_codes = combined[rows][order]
+            self.source_rows = rows[order]
         self.clauses = [
             (c.clause, rename(c.condition), {k: rename(v) for k, v in c.values.items()}) for c in plan.clauses
         ]
@@ -487,6 +494,23 @@ def merge_file(
             out.probe_ms = (time.perf_counter_ns() - started) // 1_000_000
             return out
     out.probe_ms = (time.perf_counter_ns() - started) // 1_000_000
+    found = rewrite_file(
+        prepared, storage, path, pv, deletion_vector, out, lambda batch, _at: prepared.pairs(batch), task_id
+    )
+    if not probe:
+        out.matched_source = np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
+    out.rewrite_ms = (time.perf_counter_ns() - started) // 1_000_000 - out.probe_ms
+    return out
+
+
+def rewrite_file(
+    prepared: PreparedMerge, storage, path: str, pv: dict, deletion_vector, out: MergeFileOutcome, pairs, task_id: int
+) -> list[np.ndarray]:
+    """Read one candidate file whole, batch by batch, apply the clauses to each batch's pairs
+    (``pairs(batch, at)`` -> ``(target rows in the batch, source rows)``, ``at`` the batch's first
+    row among the file's live rows) and write the result (copy on write), or mark the changed rows
+    in the file's deletion vector and write the updated ones; into ``out``. When no clause changed
+    a row, what was written is deleted. Returns the source rows of the pairs, per batch."""
     out.reads += 1
     writer = TableWriter(prepared.spec.write, task_id)
     changes = TableWriter(prepared.spec.write, task_id, change_data=True) if prepared.spec.change_data else None
@@ -508,8 +532,8 @@ def merge_file(
             if dvs:
                 index = batch.column(ROW_INDEX).to_numpy()
                 batch = batch.drop_columns([ROW_INDEX])
+            trow, srow = pairs(batch, rows)
             rows += batch.num_rows
-            trow, srow = prepared.pairs(batch)
             if len(srow):
                 found.append(srow)
             result, action, changed = prepared.apply(batch, trow, srow, out)
@@ -537,11 +561,8 @@ def merge_file(
         discard(storage, prepared.spec.write.table_uri, [FileOutcome(path, written=written, changes=out.changes)])
         raise
     out.num_rows = rows
-    if not probe:
-        out.matched_source = np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
     out.written = written
-    out.rewrite_ms = (time.perf_counter_ns() - started) // 1_000_000 - out.probe_ms
-    return out
+    return found
 
 
 def merge_files(
@@ -686,11 +707,7 @@ def execute_by_file(prepared, candidates, *, in_tasks=None, max_workers: int | N
     None: the plane chose them), else by ``in_tasks(likely)`` (one Spark job over the files, dealt to
     tasks by bytes as DELETE/UPDATE do; ``max_workers`` threads, default one per core); the inserts
     are written here."""
-    import numpy as np
-    import pyarrow as pa
-
     started = time.monotonic()
-    spec = prepared.spec
     outcomes: list = []
     if candidates.num_rows:
         likely = likely_touched(candidates, prepared)
@@ -699,13 +716,19 @@ def execute_by_file(prepared, candidates, *, in_tasks=None, max_workers: int | N
         else:
             outcomes = in_tasks(likely)
     scan_ms = int((time.monotonic() - started) * 1000)
+    matched = np.unique(np.concatenate([np.empty(0, np.int64), *(o.matched_source for o in outcomes)]))
+    return merged_outcome(prepared, outcomes, matched, scan_ms)
+
+
+def merged_outcome(prepared, outcomes: list, matched: np.ndarray, scan_ms: int) -> MergeOutcome:
+    """The :class:`MergeOutcome` of the candidate files' ``outcomes``, once the rows WHEN NOT MATCHED
+    clauses insert (the source rows not in ``matched``) are written here."""
     started = time.monotonic()
+    spec = prepared.spec
     touched, adds, changes, written_rows = [], [], [], 0
     per_action: dict = {}
     vectors = {o.path: o.deletion_vector for o in outcomes if o.changed and o.deletion_vector is not None}
-    matched = [np.empty(0, np.int64)]
     for o in outcomes:
-        matched.append(o.matched_source)
         if not o.changed:
             continue
         touched.append(o.path)
@@ -715,7 +738,7 @@ def execute_by_file(prepared, candidates, *, in_tasks=None, max_workers: int | N
         for i, k in o.clause_rows.items():
             got = per_action.get(i, (0, 0))[1] + int(k)
             per_action[i] = (got, got)
-    table, inserted = inserted_rows(prepared, np.unique(np.concatenate(matched)))
+    table, inserted = inserted_rows(prepared, matched)
     for i, k in inserted.items():
         per_action[i] = (k, 0)
     if table is not None:
