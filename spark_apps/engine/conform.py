@@ -138,6 +138,10 @@ def _converted(col, field, table_field):
 
     if col.type == field.type:
         return col
+    if getattr(table_field.type, "name", None) == "variant":  # a variant's struct, in either field order
+        from .variant import as_variant
+
+        return as_variant(col, table_field.name)
     have, want = _arrow_kind(col.type), _arrow_kind(field.type)
     simple = table_field.type.simple_string()
     if have != want and have != "null":

@@ -44,15 +44,21 @@ Rules (PROTOCOL.md "Protocol Evolution", "Table Features"):
   collations,         always (collation metadata is kept; data skipping uses no binary min/max
   collations-preview  of a collated column: :mod:`.schema.collations`); a schema with a
                       non-binary collation needs one of them
+  variantType,        always (variant columns are read and written in the Parquet Variant
+  variantType-preview encoding, carried unchanged by DML, MERGE and OPTIMIZE, with a nullCount
+                      and no min/max: :mod:`.variant`); a schema with a variant column needs one
+  variantShredding,   always (shredded values are read back into the binary form; we write
+  -preview            unshredded, which the protocol allows)
   ==================  =======================================================================
 
-  Every other writer feature (icebergCompat*, variantType, catalogManaged, unknown or preview
+  Every other writer feature (icebergCompat*, catalogManaged, unknown or preview
   names such as ``liquid``) is refused with :class:`UnsupportedFeatureError` naming it.
 
 * New tables: ``(1, 2)``; a ``timestamp_ntz`` column anywhere in the schema needs the
   ``timestampNtz`` reader-writer feature, i.e. ``(3, 7)`` with readerFeatures ``[timestampNtz]``
   and writerFeatures ``[timestampNtz, appendOnly, invariants]`` (a table-features protocol must
-  list the legacy features its (1,2) equivalent implied). ``delta.feature.<name>=supported``
+  list the legacy features its (1,2) equivalent implied). A ``variant`` column anywhere needs
+  ``variantType`` the same way (as delta-spark 4 enables it). ``delta.feature.<name>=supported``
   properties add allowed features the same way.
 
 ``SUPPORTED_READER_FEATURES`` is the one set reader-side work extends (e.g. reader.py adds
@@ -80,6 +86,10 @@ SUPPORTED_READER_FEATURES: set[str] = {
     "deletionVectors",
     "columnMapping",
     "typeWidening",
+    "variantType",
+    "variantType-preview",
+    "variantShredding",
+    "variantShredding-preview",
 }
 
 #: writer features that may appear in a table we write to (subject to the "not used" rules above)
@@ -105,8 +115,15 @@ ALLOWED_WRITER_FEATURES: frozenset[str] = frozenset(
         "allowColumnDefaults",
         "collations",
         "collations-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
     }
 )
+
+#: the features that let a table hold variant columns (PROTOCOL.md "Variant Data Type")
+VARIANT_FEATURES: tuple[str, ...] = ("variantType", "variantType-preview")
 
 #: reader-writer features (must be listed in both lists)
 READER_WRITER_FEATURES: frozenset[str] = frozenset(
@@ -203,6 +220,13 @@ def _iter_fields(schema_json: object) -> Iterator[dict]:
 def schema_has_timestamp_ntz(schema_json: dict) -> bool:
     """True if a ``timestamp_ntz`` column exists anywhere (nested included)."""
     return any(t == "timestamp_ntz" for t in _iter_types(schema_json))
+
+
+def variant_columns(schema_json: dict) -> list[str]:
+    """The dotted paths of the ``variant`` types anywhere in a schema (nested ones included)."""
+    from .schema.types import VARIANT, walk
+
+    return [".".join(p) for p, t, _ in walk(_model(schema_json)) if t == VARIANT]
 
 
 def _columns_with_metadata(schema_json: dict, key: str, *, prefix: bool = False) -> list[str]:
@@ -345,6 +369,13 @@ def _check_schema_features(features: list[str], metadata: Metadata | None) -> No
             "'collations-preview') writer feature",
             "set the table property delta.feature.collations=supported, or remove the collation "
             "metadata from the columns",
+        )
+    variants = variant_columns(schema)
+    if variants and not any(f in features for f in VARIANT_FEATURES):
+        raise UnsupportedFeatureError(
+            f"Cannot write variant columns ({', '.join(variants)}) to a table without the 'variantType' feature",
+            "a variant column needs the 'variantType' reader-writer feature in the table's protocol",
+            "set the table property delta.feature.variantType=supported (set_properties), then write again",
         )
 
 
@@ -521,6 +552,8 @@ def protocol_for_new_table(schema_json: dict, configuration: dict | None = None)
         requested.append("deletionVectors")
     if schema_has_timestamp_ntz(schema) and "timestampNtz" not in requested:
         requested.append("timestampNtz")
+    if variant_columns(schema) and not any(f in requested for f in VARIANT_FEATURES):
+        requested.append("variantType")
     _new_table_schema_features(schema, requested)
     # features a (1,2) table has anyway need no table-features protocol
     extra = [f for f in requested if f not in ("appendOnly", "invariants")]

@@ -18,7 +18,9 @@ plus one batch, whatever the file size (files are written up to 128 MiB compress
    read as microseconds so far-away dates do not overflow) -> ``timestamp[us, UTC]`` (a zone-less
    parquet timestamp counts as UTC, as Spark writes INT96/UTC-adjusted values) or ``timestamp[us]``
    for timestamp_ntz; integer widening (type widening) and other lossless casts; structs get
-   missing fields as nulls and lose unknown ones; list/map elements are conformed in place.
+   missing fields as nulls and lose unknown ones; list/map elements are conformed in place; a
+   variant's value and metadata binaries are taken by name, a shredded variant (``typed_value``)
+   is put back together (:func:`.variant.as_variant`).
    A column absent from the file is all null (schema evolution: added columns).
 4. Partition columns come from the log's ``partitionValues`` strings, typed with
    :func:`partitions.partition_column_array` (never from directory names); with column mapping
@@ -48,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import variant
 from .config import TableProperties
 from .errors import (
     CorruptDataFileError,
@@ -140,17 +143,11 @@ def conform_array(arr: pa.Array, target: DataType, mode: str = "none", where: st
         return pa.nulls(len(arr), pa.null())
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), tgt)
-    if isinstance(target, StructType) or (isinstance(target, PrimitiveType) and target.name == "variant"):
-        st = (
-            target
-            if isinstance(target, StructType)
-            else StructType(
-                (
-                    StructField("value", PrimitiveType("binary"), False),
-                    StructField("metadata", PrimitiveType("binary"), False),
-                )
-            )
-        )
+    if isinstance(target, PrimitiveType) and target.name == "variant":
+        # either field order; a shredded variant (variantShredding) put back together
+        return variant.as_variant(arr, where)
+    if isinstance(target, StructType):
+        st = target
         if not pa.types.is_struct(arr.type):
             raise _type_error(where, arr.type, target)
         src_fields = [arr.type.field(i) for i in range(arr.type.num_fields)]

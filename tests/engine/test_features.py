@@ -48,10 +48,10 @@ def test_readable(proto):
 
 
 def test_unsupported_reader_feature_is_named():
-    feature = "variantType"
-    with pytest.raises(UnsupportedFeatureError, match="reader feature 'variantType'") as ei:
+    feature = "catalogManaged"
+    with pytest.raises(UnsupportedFeatureError, match="reader feature 'catalogManaged'") as ei:
         F.check_read_supported(p37(["v2Checkpoint", feature], ["v2Checkpoint", feature]))
-    assert "engine that supports 'variantType'" in ei.value.fix
+    assert "engine that supports 'catalogManaged'" in ei.value.fix
     with pytest.raises(UnsupportedFeatureError, match="'blahabl'"):
         F.check_read_supported(p37(["blahabl"]))
 
@@ -176,7 +176,7 @@ def test_writer_version_above_7_and_unreadable():
     with pytest.raises(UnsupportedFeatureError, match="writer version 8"):
         F.check_write_supported(Protocol(1, 8), meta())
     with pytest.raises(UnsupportedFeatureError, match="Cannot read"):
-        F.check_write_supported(p37(["variantType"], ["variantType"]), meta())
+        F.check_write_supported(p37(["catalogManaged"], ["catalogManaged"]), meta())
 
 
 def test_append_only_is_writable_even_when_enabled():

@@ -6,7 +6,8 @@ invariants), so ``StructType.from_json(d).to_json() == d`` for every valid Delta
 decimal precision 1..38 and 0 <= scale <= precision. Arrow mapping: timestamp ->
 ``timestamp[us, tz=UTC]``, timestamp_ntz -> ``timestamp[us]``, date -> date32, decimal ->
 decimal128(p, s), integers -> int8/16/32/64, float/double -> float32/64, string -> utf8, void -> null,
-variant -> ``struct<value, metadata>``, arrays and maps with Spark's Arrow field names.
+variant -> ``struct<value, metadata>`` (Spark's Arrow form, ``metadata`` tagged ``variant: true``;
+:mod:`..variant`), arrays and maps with Spark's Arrow field names.
 """
 
 from __future__ import annotations
@@ -332,10 +333,14 @@ _PRIMITIVE_TO_ARROW = {
     "timestamp": lambda: pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": lambda: pa.timestamp("us"),
     "void": pa.null,
-    "variant": lambda: pa.struct(
-        [pa.field("value", pa.binary(), nullable=False), pa.field("metadata", pa.binary(), nullable=False)]
-    ),
+    "variant": lambda: _variant_arrow(),
 }
+
+def _variant_arrow() -> pa.DataType:
+    from ..variant import arrow_type
+
+    return arrow_type()
+
 
 STRING = PrimitiveType("string")
 LONG = PrimitiveType("long")
@@ -540,12 +545,18 @@ _PRIMITIVES = {n: PrimitiveType(n) for n in PRIMITIVE_NAMES}
 # --------------------------------------------------------------------------------------------
 
 
+def _tagged_variant(t: pa.StructType) -> bool:
+    """Spark's Arrow form of a variant: a binary ``metadata`` field tagged ``{"variant": "true"}``."""
+    i = t.get_field_index("metadata")
+    return i >= 0 and (t.field(i).metadata or {}).get(b"variant") == b"true"
+
+
 def type_from_arrow(t: pa.DataType, name: str = "?") -> DataType:
     """Delta type for an Arrow type (the inverse of ``to_arrow`` plus the usual Arrow variants).
 
     Large/view strings and binaries map to string/binary, dictionaries to their value type,
     unsigned ints to the next wider signed type, date64 to date, timestamps of any unit to
-    timestamp (with a zone) or timestamp_ntz (without).
+    timestamp (with a zone) or timestamp_ntz (without), Spark's tagged variant struct to variant.
     """
     if pa.types.is_dictionary(t):
         return type_from_arrow(t.value_type, name)
@@ -590,6 +601,8 @@ def type_from_arrow(t: pa.DataType, name: str = "?") -> DataType:
         return ArrayType(type_from_arrow(t.value_type, name), t.value_field.nullable)
     if pa.types.is_map(t):
         return MapType(type_from_arrow(t.key_type, name), type_from_arrow(t.item_type, name), t.item_field.nullable)
+    if pa.types.is_struct(t) and _tagged_variant(t):
+        return VARIANT
     if pa.types.is_struct(t):
         return StructType(
             tuple(
