@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import variant as V
 from ..errors import InvalidPredicateError, SchemaMismatchError
 from ..schema import DataType, DecimalType
 from . import nodes as n
@@ -195,7 +196,7 @@ def _fallible(e: n.Expr, memo: dict[int, bool]) -> bool:
         stack.extend(node.children())
     for node in reversed(order):
         own = isinstance(node, (n.Arithmetic, n.Negate, n.Cast, n.Like)) or (
-            isinstance(node, n.Function) and node.name == "abs"
+            isinstance(node, n.Function) and node.name in ("abs", "variant_get")
         )
         memo[id(node)] = own or any(memo.get(id(c), True) for c in node.children())
     return memo[key]
@@ -387,6 +388,8 @@ class _Eval:
             return out
         if name == "substring":
             return self._substring(e)
+        if name in ("variant_get", "try_variant_get"):
+            return variant_get(self.arr(e.args[0]), e.args[1].value, e.type, safe=name == "try_variant_get")
         args = [self.arr(a) for a in e.args]
         if name == "upper":
             return _upper(args[0])
@@ -632,6 +635,62 @@ def cast(value: pa.Array, src: DataType, dst: DataType) -> pa.Array:
     raise _AnsiError(f"cannot cast {n.type_name(src)} to {n.type_name(dst)}")
 
 
+def variant_get(value: pa.Array, path: str, dst: DataType, *, safe: bool = False) -> pa.Array:
+    """Spark's ``variant_get(v, path, type)`` (``try_variant_get`` when ``safe``) over a variant column:
+    the value at ``path`` (NULL where the path is missing or the variant is NULL), as a variant, or
+    cast from its own type (:func:`..variant.natural`: integers long, decimals, strings...) to ``dst``
+    as Spark's cast; the variant null is NULL. A value that does not cast is Spark's
+    INVALID_VARIANT_CAST error, NULL for try_variant_get; an object or array reads only as a string
+    (its JSON)."""
+    steps = V.parse_path(path)
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks()
+    parts = dict(zip((value.type.field(i).name for i in range(value.type.num_fields)), value.flatten()))
+    values, metadata = parts["value"].to_pylist(), parts["metadata"].to_pylist()
+    found = [None if v is None else V.lookup(v, m, steps) for v, m in zip(values, metadata)]
+    if dst.name == "variant":
+        missing = pa.array([f is None for f in found])
+        return pa.StructArray.from_arrays(
+            [pa.array([f or b"" for f in found], pa.binary()), pa.array([m or b"" for m in metadata], pa.binary())],
+            fields=list(V.arrow_type()),
+            mask=missing,
+        )
+    from ..schema import type_from_json
+
+    out: list = [None] * len(found)
+    groups: dict[str, list[tuple[int, object]]] = {}
+    for i, f in enumerate(found):
+        if f is not None and not V.is_null(f):
+            v, kind = V.natural(f, metadata[i])
+            groups.setdefault(kind, []).append((i, v))
+    for kind, items in groups.items():
+        if kind in ("object", "array"):
+            if dst.name != "string" and not safe:
+                raise _AnsiError(f"[INVALID_VARIANT_CAST] a variant {kind} cannot be cast to {n.type_name(dst)}")
+            for i, text in items:
+                out[i] = text if dst.name == "string" else None
+            continue
+        src = type_from_json(kind)
+        column = pa.array([v for _, v in items], arrow_type(src))
+        try:
+            done = cast(column, src, dst).to_pylist()
+        except (_AnsiError, pa.ArrowInvalid, OverflowError, decimal.DecimalException):
+            bad = first_failing(column, lambda a, src=src: cast(a, src, dst))
+            if not safe:
+                raise _AnsiError(
+                    f"[INVALID_VARIANT_CAST] the variant value {bad!r} cannot be cast to {n.type_name(dst)}"
+                ) from None
+            done = []
+            for v in column:
+                try:
+                    done.append(cast(pa.array([v.as_py()], column.type), src, dst)[0].as_py())
+                except (_AnsiError, pa.ArrowInvalid, OverflowError, decimal.DecimalException):
+                    done.append(None)
+        for (i, _), v in zip(items, done):
+            out[i] = v
+    return pa.array(out, arrow_type(dst))
+
+
 def _D(text: str) -> decimal.Decimal:
     return decimal.Decimal(text)
 
@@ -865,27 +924,13 @@ def _timestamp_string(v: dt.datetime) -> str:
 
 
 def _java_float_string(v: float, single: bool = False) -> str:
-    """Java's Double.toString / Float.toString: shortest digits; plain between 1e-3 and 1e7, else
-    ``d.dddE[-]n``; ``NaN``, ``Infinity``, ``-0.0``."""
+    """Java's Double.toString / Float.toString (:func:`..variant.java_double`), ``NaN`` and
+    ``Infinity`` unquoted."""
     if v != v:
         return "NaN"
     if math.isinf(v):
         return "Infinity" if v > 0 else "-Infinity"
-    if v == 0:
-        return "-0.0" if math.copysign(1.0, v) < 0 else "0.0"
-    d = decimal.Decimal(str(np.float32(v)) if single else repr(v))
-    sign, digits, exponent = d.as_tuple()
-    text = "".join(map(str, digits)).rstrip("0") or "0"
-    exponent += len(digits) - len(text)
-    point = len(text) + exponent  # digits before the decimal point
-    minus = "-" if sign else ""
-    if 1e-3 <= abs(v) < 1e7:
-        if point <= 0:
-            return f"{minus}0.{'0' * -point}{text}"
-        if point >= len(text):
-            return f"{minus}{text}{'0' * (point - len(text))}.0"
-        return f"{minus}{text[:point]}.{text[point:]}"
-    return f"{minus}{text[0]}.{text[1:] or '0'}E{point - 1}"
+    return V.java_double(v, single=single)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Mapping
 from contextlib import contextmanager
 
-from ..errors import InvalidPredicateError
+from ..errors import DeltaError, InvalidPredicateError
 from ..schema import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructType
 from . import nodes as n
 from .literals import LexedText, UnterminatedString, extract_strings
@@ -85,6 +85,13 @@ _NONDETERMINISTIC = (
     "shuffle",
 )
 _STRING_FUNCTIONS = {"Upper": "upper", "Lower": "lower", "Trim": "trim"}
+_VARIANT_GETS = ("variant_get", "try_variant_get")
+VARIANT = PrimitiveType("variant")
+
+
+def _type_text(t: DataType) -> str:
+    """A type as variant_get's type argument spells it (Spark's simple names: int, bigint, decimal(p,s))."""
+    return t.simple_string()
 
 
 def _err(problem: str, cause: str | None = None, fix: str = _FIX) -> InvalidPredicateError:
@@ -244,12 +251,13 @@ def _parse_sql(text: str, what: str):
     if lexed.depth > MAX_DEPTH:
         raise _too_deep(text, what)
     exp, parse_one, errors = _sqlglot()
+    dialect = _dialect(lexed.text)
     compact, lists = _compact_in_lists(lexed.text)
     tree = None
     if lists:
         try:
             with _recursion_room():
-                tree = parse_one(compact, read="spark")
+                tree = parse_one(compact, read=dialect)
         except (*errors, RecursionError):
             tree = None  # the whole text is parsed again below, for the same message as without markers
         if tree is None or not _lists_in_place(tree, lists, exp):
@@ -257,7 +265,7 @@ def _parse_sql(text: str, what: str):
     try:
         if tree is None:
             with _recursion_room():
-                tree = parse_one(lexed.text, read="spark")
+                tree = parse_one(lexed.text, read=dialect)
     except errors as e:
         raise _err(f"Cannot parse the {what} '{_clip(text)}'", _syntax_cause(e, lexed), _fix_for(what)) from None
     except RecursionError:
@@ -267,6 +275,15 @@ def _parse_sql(text: str, what: str):
     if tree.find(exp.Select, exp.Subquery, exp.Exists) is not None:
         raise _err(f"Subqueries are not supported in '{_clip(text)}'", None, "use a condition over the table's columns")
     return tree, lexed, lists
+
+
+#: a ``:`` that is no ``::`` cast: Spark's variant path (``v:a.b``), which sqlglot's Spark dialect does not
+#: read and its Databricks dialect (Spark's, plus that syntax) does; string literals are placeholders here
+_VARIANT_PATH = re.compile(r"(?<!:):(?!:)")
+
+
+def _dialect(text: str) -> str:
+    return "databricks" if _VARIANT_PATH.search(text) else "spark"
 
 
 def check_syntax(text: str, what: str = "predicate") -> None:
@@ -698,7 +715,7 @@ class _Binder:
 
     def _sql(self, node) -> str:
         """A node as the user wrote it (for messages): rendered by sqlglot, IN lists and literals put back."""
-        sql = node.sql("spark")
+        sql = node.sql(_dialect(self.lexed.text))  # v:a stays v:a
         if self.lists:  # each item as sqlglot renders its literal node: 'x', -5, 1.50, NULL
             sql = _MARKER_RE.sub(
                 lambda m: ", ".join(
@@ -748,7 +765,7 @@ class _Binder:
             raise _err(
                 f"Function {name}() is not supported in '{self.text}'",
                 "supported: coalesce, if, upper, lower, trim, ltrim, rtrim, length, substring, concat, abs, "
-                "year, month, day, dayofmonth, to_date",
+                "year, month, day, dayofmonth, to_date, variant_get, try_variant_get (and v:path)",
                 "rewrite the condition with supported functions, comparisons, IN, LIKE, BETWEEN, IS NULL",
             )
         raise _err(
@@ -880,11 +897,81 @@ class _Binder:
         if not isinstance(target, (PrimitiveType, DecimalType)):
             raise _err(f"Cannot cast to {target.simple_string()} in '{self.text}'", None, "cast to a primitive type")
         child = self.bind(node.this)
+        if child.type == VARIANT:
+            return self._variant_get(child, target, safe=isinstance(node, self.exp.TryCast))
         if isinstance(child, n.Literal):
             return cast_literal(child, target, self._quoted(node))
         return n.Cast(child, target)
 
     _b_TryCast = _b_Cast
+
+    # ---- variants: variant_get, try_variant_get, Spark's v:path and casts of them
+    def _variant_get(self, child: n.Expr, target: DataType, *, safe: bool, path: str = "$") -> n.Expr:
+        """``variant_get(child, path, target)`` (``try_variant_get`` when ``safe``); a cast of a
+        ``variant_get`` into a variant folds into it, as Spark's cast of a variant is its variant_get."""
+        if not isinstance(target, (PrimitiveType, DecimalType)) or target.name == "void":
+            raise _err(
+                f"Cannot read a variant as {target.simple_string()} in '{self.text}'",
+                "conditions read variant values as primitive types (or as variant)",
+                "read a primitive, e.g. variant_get(v, '$.a', 'int') or v:a::string",
+            )
+        if isinstance(child, n.Function) and child.name in _VARIANT_GETS and child.type == VARIANT:
+            child, path = child.args[0], child.args[1].value
+            safe = safe or child.name == "try_variant_get"
+        if child.type != VARIANT:
+            raise _err(
+                f"variant_get needs a variant, got {n.type_name(child.type)} in '{self.text}'",
+                "variant paths and variant_get read variant columns",
+                "apply them to a variant column (parse_json strings into a variant column first)",
+            )
+        name = "try_variant_get" if safe else "variant_get"
+        return n.Function(name, (child, n.Literal(path, n.STRING), n.Literal(_type_text(target), n.STRING)), target)
+
+    def _b_JSONExtract(self, node) -> n.Expr:
+        if not node.args.get("variant_extract"):
+            return self._fallback(node)
+        child = self.bind(node.this)
+        steps = []
+        for part in node.expression.expressions:
+            kind = type(part).__name__
+            if kind == "JSONPathRoot":
+                continue
+            if kind == "JSONPathKey" and isinstance(part.this, str):
+                steps.append(self.lexed.strings.get(part.this, part.this))  # a quoted key was lexed out
+            elif kind == "JSONPathSubscript" and isinstance(part.this, int):
+                steps.append(part.this)
+            else:
+                raise _err(
+                    f"The variant path '{self._sql(node)}' is not supported in '{self.text}'",
+                    "paths are keys and array indexes (v:a.b[0]); wildcards and slices are not",
+                    "name each key and index, e.g. v:items[0].sku",
+                )
+        from ..variant import path_text
+
+        return self._variant_get(child, VARIANT, safe=False, path=path_text(tuple(steps)))
+
+    def _variant_function(self, name: str, node) -> n.Expr:
+        """``variant_get(v, path[, type])`` / ``try_variant_get``: the path and type string literals."""
+        from ..schema import parse_type
+        from ..variant import parse_path
+
+        args = node.expressions
+        if len(args) not in (2, 3):
+            raise _err(f"{name} takes 2 or 3 arguments in '{self.text}'", None, f"write {name}(v, '$.a', 'int')")
+        child = self.bind(args[0])
+        literals = [self.bind(a) for a in args[1:]]
+        if not all(isinstance(a, n.Literal) and a.type.name == "string" for a in literals):
+            raise _err(
+                f"{name}'s path and type must be string literals in '{self.text}'",
+                None,
+                f"write {name}(v, '$.a', 'int')",
+            )
+        try:
+            parse_path(literals[0].value)
+            target = parse_type(literals[1].value) if len(literals) == 2 else VARIANT
+        except DeltaError as e:
+            raise _err(f"Cannot use {self._sql(node)} in '{self.text}'", e.problem, e.fix) from None
+        return self._variant_get(child, target, safe=name == "try_variant_get", path=literals[0].value)
 
     # ---- logic
     def _b_And(self, node) -> n.Expr:
@@ -942,6 +1029,13 @@ class _Binder:
         return n.Compare(op, a, b)
 
     def _coerce_pair(self, a: n.Expr, b: n.Expr, where: str) -> tuple[n.Expr, n.Expr]:
+        if VARIANT in (a.type, b.type):
+            raise _err(
+                f"Cannot compare a variant in {where}",
+                "a variant is not comparable (as in Spark); its values are read with a type first",
+                "read the value as a type, e.g. v:a::int = 1, variant_get(v, '$.a', 'string') = 'x', "
+                "or test it with IS NULL",
+            )
         if a.type == b.type:
             return a, b
         # a string literal takes the other side's type
@@ -1003,6 +1097,8 @@ class _Binder:
         if node.args.get("query") or node.args.get("unnest"):
             raise _err(f"Subqueries are not supported in '{self.text}'", None, "list the values: x IN (1, 2, 3)")
         child = self.bind(node.this)
+        if child.type == VARIANT:
+            self._coerce_pair(child, child, self._quoted(node))  # refused: a variant is not comparable
         items = self._compacted(node)
         if items is not None:  # a long list of plain literals: bound from its items (see _compact_in_lists)
             string, keyword = self._string_literal, _KEYWORD_LITERALS
@@ -1214,6 +1310,8 @@ class _Binder:
 
     def _b_Anonymous(self, node):
         name = str(node.this).lower()
+        if name in _VARIANT_GETS:
+            return self._variant_function(name, node)
         if name in ("ltrim", "rtrim") and len(node.expressions) == 1:
             a = self.bind(node.expressions[0])
             return n.Function(name, (self._to(a, n.STRING, name),), n.STRING)
