@@ -13,7 +13,7 @@ worker that plans the read loads the snapshot once (that version, else the lates
 a DataFrame's table when an action runs; columns added since are left out, a column changed since is
 refused), skips files with the filters Spark pushes (pyspark 4.1+: partition values and min/max stats,
 :func:`..expr.skipping.skip_files`) and deals the files left to partitions balanced by bytes
-(:func:`.engine.spark.scan._files_table`, one per core of the registering session); each partition
+(:func:`.engine.spark.scan.files_table`, one per core of the registering session); each partition
 streams exactly those files as Arrow batches through the engine's reader (deletion vectors, column
 mapping, type widening, timestamps without zone). Every pushed filter is also returned to Spark, which
 applies it again: skipping is never exact.
@@ -68,14 +68,14 @@ def register(spark, *, pyfiles=None) -> list[str]:
       operators ship), else a zip of the installed package, is added to the session's Python path;
     * pyspark 4.1+: filter pushdown is switched on for the session (:data:`PUSHDOWN_CONF`).
     """
-    from .engine.spark.scan import _default_parallelism
+    from .engine.spark.scan import default_parallelism
     from .engine.spark.session import is_connect
 
     if is_connect(spark):
         _ship(spark, list(pyfiles) if pyfiles else [_package_zip()])
     if _pushdown_supported():
         spark.conf.set(PUSHDOWN_CONF, "true")
-    parallelism = _default_parallelism(spark)
+    parallelism = default_parallelism(spark)
     names = [NAME] + ([] if _other_delta(spark) else ["delta"])
     for name in names:
         spark.dataSource.register(_named(name, parallelism))
@@ -440,7 +440,7 @@ class DeltaReader(DataSourceReader):
     def partitions(self):
         from .engine.expr import parse_predicate
         from .engine.expr.skipping import skip_files
-        from .engine.spark.scan import _TASK_COLUMN, _files_table, arrow_schema_of
+        from .engine.spark.scan import TASK_COLUMN, arrow_schema_of, files_table
 
         snapshot = self._table()
         files = snapshot.files
@@ -466,9 +466,9 @@ class DeltaReader(DataSourceReader):
         # the same rows (each is a Python task whose Arrow batches cross to the JVM); each
         # partition carries the plan (read() runs on a copy of the reader pickled before partitions())
         n_tasks = min(files.num_rows, self.parallelism)
-        listing = _files_table(files, n_tasks)
-        tasks = listing.column(_TASK_COLUMN).to_numpy()
-        listing = listing.drop_columns([_TASK_COLUMN])
+        listing = files_table(files, n_tasks)
+        tasks = listing.column(TASK_COLUMN).to_numpy()
+        listing = listing.drop_columns([TASK_COLUMN])
         return [InputPartition((plan, listing.take((tasks == i).nonzero()[0]))) for i in range(n_tasks)]
 
     def read(self, partition):

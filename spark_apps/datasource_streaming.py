@@ -50,7 +50,7 @@ FLAGS = ("readChangeFeed", "skipChangeCommits", "ignoreDeletes")
 
 #: delta-spark's default of ``maxFilesPerTrigger``
 DEFAULT_MAX_FILES = 1000
-#: the columns of a file listing the executors read (as :func:`.engine.spark.scan._files_table` takes)
+#: the columns of a file listing the executors read (as :func:`.engine.spark.scan.files_table` takes)
 _LISTING = ["path", "partition_values", "size", "deletion_vector"]
 #: the start of a query without a starting option: the snapshot of a version the first batch picks
 _FIRST = {"version": -1, "index": 0, "initial": True}
@@ -326,7 +326,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._change_partitions(start, end)
         import pyarrow as pa
 
-        from .engine.spark.scan import _TASK_COLUMN, _files_table, arrow_schema_of
+        from .engine.spark.scan import TASK_COLUMN, arrow_schema_of, files_table
 
         pieces = []
         if start["version"] < 0:  # the first batch: files of the snapshot its end names
@@ -357,9 +357,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "columns": [f.name for f in self.schema.fields],
         }
         n_tasks = min(files.num_rows, self.parallelism)
-        listing = _files_table(files, n_tasks)
-        tasks = listing.column(_TASK_COLUMN).to_numpy()
-        listing = listing.drop_columns([_TASK_COLUMN])
+        listing = files_table(files, n_tasks)
+        tasks = listing.column(TASK_COLUMN).to_numpy()
+        listing = listing.drop_columns([TASK_COLUMN])
         return [InputPartition(("files", plan, listing.take((tasks == i).nonzero()[0]))) for i in range(n_tasks)]
 
     def _change_partitions(self, start: dict, end: dict):

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 
-def _pa_ints(values: np.ndarray) -> pa.Array:
+def pa_ints(values: np.ndarray) -> pa.Array:
     """An int32/int64 numpy array as an arrow array (zero-copy, no nulls)."""
     if values.dtype != np.int32:
         values = values.astype(np.int64, copy=False)
@@ -22,13 +22,13 @@ def _pa_ints(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 
 
-def _pa_bools(values: np.ndarray) -> pa.Array:
+def pa_bools(values: np.ndarray) -> pa.Array:
     """A numpy bool array as an arrow boolean array (no nulls)."""
     bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
     return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
 
 
-def _pa_strings(values: list[str]) -> pa.Array:
+def pa_strings(values: list[str]) -> pa.Array:
     """A list of Python strings as an arrow string array (no nulls)."""
     enc = [v.encode("utf-8") for v in values]
     offsets = np.zeros(len(enc) + 1, dtype=np.int32)
@@ -36,14 +36,14 @@ def _pa_strings(values: list[str]) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(enc), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(enc))])
 
 
-def _str_scalar(value: str) -> pa.Scalar:
-    return _pa_strings([value])[0]
+def str_scalar(value: str) -> pa.Scalar:
+    return pa_strings([value])[0]
 
 
-_S_EMPTY, _S_AT, _S_NUL, _S_TRUE, _S_FALSE = (_str_scalar(x) for x in ("", "@", "\x00", "true", "false"))
+S_EMPTY, S_AT, S_NUL, S_TRUE, S_FALSE = (str_scalar(x) for x in ("", "@", "\x00", "true", "false"))
 
 
-def _np_ints(arr: pa.Array) -> np.ndarray:
+def np_ints(arr: pa.Array) -> np.ndarray:
     """A signed integer arrow array without nulls as a numpy view (zero-copy)."""
     width = arr.type.bit_width // 8
     return np.frombuffer(arr.buffers()[1], dtype=np.dtype(f"<i{width}"), count=len(arr), offset=arr.offset * width)
@@ -54,7 +54,7 @@ def _bits(buf: pa.Buffer, offset: int, n: int) -> np.ndarray:
     return np.unpackbits(raw, bitorder="little")[offset : offset + n].view(bool)
 
 
-def _np_bools(arr: pa.Array) -> np.ndarray:
+def np_bools(arr: pa.Array) -> np.ndarray:
     """A boolean arrow array as a numpy bool array, null counting as ``False``."""
     n = len(arr)
     if n == 0:

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .buffers import _np_bools, _pa_ints, _str_scalar
+from .buffers import np_bools, pa_ints, str_scalar
 from .errors import LogCorruptedError
 from .partitions import decode_add_path
 
@@ -162,7 +162,7 @@ def _plainly_inside(paths: pa.Array) -> np.ndarray:
     offsets = np.frombuffer(offsets_buf, dtype=f"<i{width}", count=n + 1, offset=paths.offset * width)
     ok = np.diff(offsets) > 0
     if paths.null_count and validity is not None:
-        ok &= _np_bools(pc.is_valid(paths))
+        ok &= np_bools(pc.is_valid(paths))
     if data_buf is None or not ok.any():
         return ok
     data = np.frombuffer(data_buf, dtype=np.uint8, count=int(offsets[-1]))
@@ -188,8 +188,8 @@ def _plainly_inside(paths: pa.Array) -> np.ndarray:
     escaped = np.unique(rows_at(data == ord("%"))) if b"%" in blob else np.zeros(0, dtype=np.int64)
     escaped = escaped[ok[escaped]]
     if len(escaped):  # decoding must not change the path's structure
-        suspect = pc.match_substring_regex(paths.take(_pa_ints(escaped)), _SUSPECT)
-        ok[escaped[_np_bools(suspect)]] = False
+        suspect = pc.match_substring_regex(paths.take(pa_ints(escaped)), _SUSPECT)
+        ok[escaped[np_bools(suspect)]] = False
     return ok
 
 
@@ -207,9 +207,9 @@ def confine_paths(table_root: str, paths, *, kind: str = "data file") -> None:
         resolve_log_path(table_root, paths[int(i)].as_py(), kind=kind)
 
 
-_DV_NAME = _str_scalar("deletion_vector.bin")  # stands for the fixed name a ``u`` descriptor derives
+_DV_NAME = str_scalar("deletion_vector.bin")  # stands for the fixed name a ``u`` descriptor derives
 _NULL_STRING = pa.nulls(1, pa.string())[0]
-_U, _P, _SLASH = _str_scalar("u"), _str_scalar("p"), _str_scalar("/")
+_U, _P, _SLASH = str_scalar("u"), str_scalar("p"), str_scalar("/")
 
 
 def _dv_paths(dv: pa.Array) -> pa.Array:

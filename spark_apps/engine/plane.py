@@ -19,7 +19,6 @@ command's to commit or discard.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,9 +26,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from .merge import MergeJob, MergeOutcome
-    from .rewrite import FileOutcome, RewriteSpec
+    from .rewrite import CompactSpec, FileOutcome, RewriteSpec
     from .schema import StructType
-    from .writer import WriteResult, WriteSpec, WrittenFile
+    from .writer import WriteResult, WriteSpec
 
 __all__ = ["DataPlane", "InProcessPlane", "in_process_plane"]
 
@@ -60,8 +59,10 @@ class DataPlane(Protocol):
         """Probe ``files`` and rewrite the touched ones (DELETE, UPDATE, ``replace_where``): one
         :class:`~.rewrite.FileOutcome` per file."""
 
-    def compact_bins(self, info: dict, bins: list[list[dict]], zorder_by: list[str]) -> list[WrittenFile]:
-        """OPTIMIZE: each bin's files read and written again (sorted by the Z-order key when asked)."""
+    def compact_bins(self, spec: CompactSpec, files: pa.Table, bins: list[list[int]]) -> list[FileOutcome]:
+        """OPTIMIZE: each bin's files (row indices of ``files``) read and written again (sorted by the
+        Z-order key when asked), a unit of the per-file loop DELETE and UPDATE run on; one
+        :class:`~.rewrite.FileOutcome` per bin."""
 
     # -- MERGE
     def merge(self, job: MergeJob) -> MergeOutcome:
@@ -128,12 +129,10 @@ class InProcessPlane:
 
         return rewrite_files(spec, files, max_workers=self.threads)
 
-    def compact_bins(self, info: dict, bins: list[list[dict]], zorder_by: list[str]) -> list[WrittenFile]:
-        from .rewrite import compact_bin
-        from .threads import ThreadPool
+    def compact_bins(self, spec: CompactSpec, files: pa.Table, bins: list[list[int]]) -> list[FileOutcome]:
+        from .rewrite import compact_files
 
-        with ThreadPool(max_workers=self.threads or os.cpu_count() or 2, thread_name_prefix="delta-optimize") as pool:
-            return [w for ws in pool.map(lambda rows: compact_bin(info, rows, zorder_by), bins) for w in ws]
+        return compact_files(spec, files, bins, max_workers=self.threads)
 
     def merge(self, job: MergeJob) -> MergeOutcome:
         from .merge import deduplicated_arrow, execute_by_file, joins_by_hash, merge_by_file, merge_by_hash, prefixed

@@ -50,7 +50,7 @@ from airflow_delta_provider_apps.engine.errors import LogCorruptedError
 pytestmark = pytest.mark.spark
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NATIVE_SCAN_CONF = "spark.airflowDelta.nativeScan"  # read by engine/spark/scan.py (_native_scan_applies)
+NATIVE_SCAN_CONF = "spark.airflowDelta.nativeScan"  # read by engine/spark/scan.py (native_scan_applies)
 
 TABLES = {  # name -> partitioned by p
     "engine-part": True,
@@ -431,13 +431,13 @@ def test_hostile_path_is_refused_and_nothing_is_read_or_written(
 def test_clean_tables_read_natively_and_hostile_tables_still_time_travel(table, spark, prepared, tmp_path):
     """Controls: the prepared tables take the native scan (so the 'native' cases really exercise it) and
     read their rows; a version before the hostile commit still reads (natively), writing nothing."""
-    from airflow_delta_provider_apps.engine.spark.scan import _native_scan_applies
+    from airflow_delta_provider_apps.engine.spark.scan import native_scan_applies
 
     c = make_case(tmp_path, prepared, table, "dotdot", "secret", hostile=False)
     t = DeltaTable.for_path(spark, c.root)
     snap = t.snapshot()
     with native_scan(spark, True):
-        assert _native_scan_applies(spark, snap, snap.files) == ("hive" if c.partitioned else "literal")
+        assert native_scan_applies(spark, snap, snap.files) == ("hive" if c.partitioned else "literal")
         assert sorted(tuple(r) for r in t.to_df().select("id", "value", "p").collect()) == sorted(BASE_ROWS)
 
         size = os.path.getsize(os.path.join(c.dir, OUTSIDE_FILES["secret"]))

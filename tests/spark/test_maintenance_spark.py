@@ -110,7 +110,6 @@ def test_delete_update_merge_and_optimize_over_the_size_limit_stay_in_the_driver
     """Files over the in-process size limit (a negative limit here): no Spark job runs the per-file
     work on this local master, one does with fileWork=tasks; the rows are the same either way."""
     from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
-    from airflow_delta_provider_apps.engine.spark import optimize as spark_optimize
     from airflow_delta_provider_apps.engine.spark import rewrite as spark_rewrite
     from airflow_delta_provider_apps.engine.spark.session import FILE_WORK_CONF, collect_tasks
 
@@ -122,7 +121,6 @@ def test_delete_update_merge_and_optimize_over_the_size_limit_stay_in_the_driver
         return collect_tasks(*args, **kwargs)
 
     monkeypatch.setattr(spark_rewrite, "collect_tasks", counted)
-    monkeypatch.setattr(spark_optimize, "collect_tasks", counted)
 
     def run(root: str) -> list:
         t = DeltaTable.create(spark, root, schema="id BIGINT, v BIGINT")

@@ -63,9 +63,9 @@ def test_spark_writes_reads_and_rewrites_a_table_on_the_store(spark, store):
 def test_an_s3a_table_reads_through_pyarrow_when_spark_has_no_hadoop_aws(spark, s3):
     """``s3a://`` is the same S3 object: with a stock pyspark (no S3A filesystem) the engine's Arrow
     path reads and writes it; Spark's own scan would be used only if Hadoop had the filesystem."""
-    from airflow_delta_provider_apps.engine.spark.scan import _hadoop_reads
+    from airflow_delta_provider_apps.engine.spark.scan import hadoop_reads
 
-    assert _hadoop_reads(spark, "s3a") is False
+    assert hadoop_reads(spark, "s3a") is False
     root = s3.uri("viaS3a").replace("s3://", "s3a://")
     t = DeltaTable.create(spark, root, schema="id BIGINT, v STRING, p INT")
     t.append(spark.createDataFrame([(1, "a", 0), (2, "b", 1)], "id long, v string, p int"))

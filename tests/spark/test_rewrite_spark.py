@@ -17,7 +17,7 @@ from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 from airflow_delta_provider_apps.engine.spark import rewrite as spark_rw
 from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
-from airflow_delta_provider_apps.engine.spark.scan import _TASK_COLUMN
+from airflow_delta_provider_apps.engine.spark.scan import TASK_COLUMN
 
 pytestmark = pytest.mark.spark
 
@@ -117,7 +117,7 @@ def test_the_rewrite_is_one_spark_job_with_balanced_tasks(spark, tmp_path):
     n_tasks = min(files.num_rows, spark_rw.task_slices(spark))
     listing = spark_rw.listing_for_tasks(files, n_tasks)
     # Spark cuts the local listing into n_tasks contiguous slices: each holds exactly one task's files
-    slices = spark.createDataFrame(listing).rdd.glom().map(lambda rows: sorted({r[_TASK_COLUMN] for r in rows}))
+    slices = spark.createDataFrame(listing).rdd.glom().map(lambda rows: sorted({r[TASK_COLUMN] for r in rows}))
     assert sorted(slices.collect()) == [[i] for i in range(n_tasks)]
     sc = spark.sparkContext
     sc.setJobGroup("rewrite-jobs", "one job")
@@ -141,7 +141,7 @@ def test_listing_deals_every_file_once_with_balanced_bytes(n, tasks):
     )
     out = spark_rw.listing_for_tasks(files, tasks)
     assert sorted(out.column("path").to_pylist()) == sorted(files.column("path").to_pylist())
-    got = out.column(_TASK_COLUMN).to_pylist()
+    got = out.column(TASK_COLUMN).to_pylist()
     assert got == sorted(got)  # ordered by task
     # task t holds exactly the rows of Spark's slice t
     for t in range(tasks):

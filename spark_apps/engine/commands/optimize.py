@@ -231,6 +231,7 @@ def optimize(
     from ..clustering import clustering_columns, column_parts
     from ..expr import parse_predicate
     from ..expr.skipping import is_partition_only, skip_files
+    from ..rewrite import CompactSpec
     from ..row_tracking import for_rewrite
     from ..writer import resolve_target_file_size, table_write_spec
     from .dml import removes_for
@@ -295,12 +296,15 @@ def optimize(
     removed = files.take(pa.array(chosen_rows, pa.int64()))
     rows = for_rewrite(snapshot, removed)  # row tracking: the rows keep their stable ids
     names = rows and (rows.row_id_column, rows.commit_version_column)
-    spec = table_write_spec(snapshot, target_file_size=target, data_change=False, row_tracking=names)
-    info = {"write": spec, "column_mapping_mode": snapshot.properties.column_mapping_mode_for(snapshot.schema)}
-    info["row_tracking"] = rows
-    wanted = [c for c in ("path", "partition_values", "deletion_vector", "size") if c in files.column_names]
-    bin_rows = [files.take(pa.array(b, pa.int64())).select(wanted).to_pylist() for b in bins]
-    written = (plane or in_process_plane()).compact_bins(info, bin_rows, zorder)
+    write = table_write_spec(snapshot, target_file_size=target, data_change=False, row_tracking=names)
+    spec = CompactSpec(
+        write,
+        zorder_by=tuple(zorder),
+        column_mapping_mode=snapshot.properties.column_mapping_mode_for(snapshot.schema),
+        row_tracking=rows,
+    )
+    outcomes = (plane or in_process_plane()).compact_bins(spec, files, bins)
+    written = [w for o in outcomes for w in o.written]
     removes = removes_for(removed, data_change=False)
     adds = [w.add for w in written]
     if clustering:  # one new ZCube, recorded on each file it wrote

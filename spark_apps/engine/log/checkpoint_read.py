@@ -17,9 +17,9 @@ from ..actions import (
 )
 from ..errors import LogCorruptedError, StorageError
 from ..storage import Storage
-from .collect import _add_struct_rows, _Collected, _strip_nones
-from .commit_read import _collect_json
-from .file_actions import _NON_FILE_COLUMNS, _WIRE, FILE_SCHEMA, REMOVE_SCHEMA
+from .collect import Collected, add_struct_rows, strip_nones
+from .commit_read import collect_json
+from .file_actions import FILE_SCHEMA, NON_FILE_COLUMNS, REMOVE_SCHEMA, WIRE
 from .listing import SIDECAR_DIR_NAME, Checkpoint
 
 
@@ -58,11 +58,11 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
             if not pa.types.is_struct(t):
                 continue
             present = {f.name for f in t}
-            cols += [f"{kind}.{_WIRE[n]}" for n in fschema.names if _WIRE[n] in present]
+            cols += [f"{kind}.{WIRE[n]}" for n in fschema.names if WIRE[n] in present]
             if kind == "add" and "stats_parsed" in present:
                 cols.append("add.stats_parsed")  # typed stats for skipping (kept beside the JSON)
         if not only_files:
-            cols += [c for c in _NON_FILE_COLUMNS if schema.get_field_index(c) >= 0]
+            cols += [c for c in NON_FILE_COLUMNS if schema.get_field_index(c) >= 0]
         if not cols:
             return pa.table({})
         try:
@@ -75,18 +75,18 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
             ) from None
 
 
-def _collect_parquet_table(t: pa.Table, version: int, coll: _Collected, *, files_only: bool = False) -> list[dict]:
+def _collect_parquet_table(t: pa.Table, version: int, coll: Collected, *, files_only: bool = False) -> list[dict]:
     """Add the file rows of a checkpoint table to ``coll``; return its non-file actions as dicts."""
     n = t.num_rows
     base = coll.next_order
     for kind in ("add", "remove"):
         if kind in t.column_names:
-            _add_struct_rows(t.column(kind), kind, coll, False, None, in_checkpoint=True)
+            add_struct_rows(t.column(kind), kind, coll, False, None, in_checkpoint=True)
     coll.next_order = base + n
     out: list[dict] = []
     if files_only:
         return out
-    for c in _NON_FILE_COLUMNS:
+    for c in NON_FILE_COLUMNS:
         if c not in t.column_names:
             continue
         col = t.column(c)
@@ -94,7 +94,7 @@ def _collect_parquet_table(t: pa.Table, version: int, coll: _Collected, *, files
             continue
         rows = col.filter(col.is_valid())
         for r in rows.to_pylist(maps_as_pydicts="lossy"):
-            out.append({c: _strip_nones(r)})
+            out.append({c: strip_nones(r)})
     return out
 
 
@@ -105,8 +105,8 @@ def _sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
     return resolve_log_path(table_root, path, kind="sidecar", base=storage.join(log_dir, SIDECAR_DIR_NAME))
 
 
-def _read_checkpoint(
-    storage: Storage, log_dir: str, cp: Checkpoint, coll: _Collected, *, include_files: bool = True
+def read_checkpoint(
+    storage: Storage, log_dir: str, cp: Checkpoint, coll: Collected, *, include_files: bool = True
 ) -> None:
     """Collect every action of ``cp`` (all parts, sidecars) into ``coll`` (before any commit)."""
     non_file: list[dict] = []
@@ -114,7 +114,7 @@ def _read_checkpoint(
     try:
         if cp.format == "json":
             data = storage.read_bytes(cp.files[0].path)
-            _collect_json([(cp.version, data)], coll, where=name, in_checkpoint=True, include_files=include_files)
+            collect_json([(cp.version, data)], coll, where=name, in_checkpoint=True, include_files=include_files)
             # the non-file actions were parsed into coll.actions; pull sidecars out of them
             sidecars = [a for (_, _, a) in coll.actions if isinstance(a, dict) and "sidecar" in a]
             coll.actions = [x for x in coll.actions if not (isinstance(x[2], dict) and "sidecar" in x[2])]

@@ -9,16 +9,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from ..buffers import _np_bools, _pa_bools
+from ..buffers import np_bools, pa_bools
 from ..errors import LogCorruptedError
-from .file_actions import _child
+from .file_actions import struct_child
 
 # ---------------------------------------------------------------------------------------------
 # sources
 
 
 @dataclass
-class _FileSource:
+class FileSource:
     """Raw ``add`` or ``remove`` struct rows from one place (one chunk of one column).
 
     ``keep`` (checkpoint parquet chunks only) marks the rows that are file actions (valid struct,
@@ -35,24 +35,24 @@ class _FileSource:
 
 
 @dataclass
-class _Collected:
-    sources: list[_FileSource] = field(default_factory=list)
+class Collected:
+    sources: list[FileSource] = field(default_factory=list)
     # (order, version, action) of non-file actions in log order
     actions: list[tuple[int, int, object]] = field(default_factory=list)
     next_order: int = 0
     last_commit_info_line: tuple[int, str] | None = None
 
 
-def _strip_nones(obj):
+def strip_nones(obj):
     if isinstance(obj, dict):
-        return {k: _strip_nones(v) for k, v in obj.items() if v is not None}
+        return {k: strip_nones(v) for k, v in obj.items() if v is not None}
     return obj
 
 
-def _add_struct_rows(
+def add_struct_rows(
     col: pa.ChunkedArray | pa.Array,
     kind: str,
-    coll: _Collected,
+    coll: Collected,
     from_json: bool,
     order_base: np.ndarray | None,
     *,
@@ -71,7 +71,7 @@ def _add_struct_rows(
         pos += n
         if n == 0 or pa.types.is_null(arr.type) or arr.null_count == n:
             continue
-        p = _child(arr, "path")
+        p = struct_child(arr, "path")
         if p is None:
             raise LogCorruptedError(
                 f"A '{kind}' action has no 'path'",
@@ -80,16 +80,16 @@ def _add_struct_rows(
             )
         keep = None
         if arr.null_count or p.null_count:  # a row without path is not a file action we can key on
-            keep = _np_bools(arr.is_valid())
+            keep = np_bools(arr.is_valid())
             if p.null_count:
-                keep &= _np_bools(p.is_valid())
+                keep &= np_bools(p.is_valid())
             if not keep.any():
                 continue
         if in_checkpoint and not from_json:
-            coll.sources.append(_FileSource(kind, arr, None, from_json, True, keep))
+            coll.sources.append(FileSource(kind, arr, None, from_json, True, keep))
             continue
         order = None if in_checkpoint else order_base[lo : lo + n]
         if keep is not None:
-            arr = arr.filter(_pa_bools(keep))
+            arr = arr.filter(pa_bools(keep))
             order = None if order is None else order[keep]
-        coll.sources.append(_FileSource(kind, arr, order, from_json, in_checkpoint))
+        coll.sources.append(FileSource(kind, arr, order, from_json, in_checkpoint))

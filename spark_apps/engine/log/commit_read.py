@@ -30,13 +30,13 @@ from ..actions import (
 from ..errors import LogCorruptedError
 from ..storage import LocalStorage, Storage
 from ..threads import ThreadPool
-from .collect import _add_struct_rows, _Collected
+from .collect import Collected, add_struct_rows
 from .file_actions import (
-    _MAP_FIELDS,
-    _WIRE,
     FILE_SCHEMA,
+    MAP_FIELDS,
     REMOVE_SCHEMA,
     STRING_MAP,
+    WIRE,
     empty_files,
     empty_tombstones,
     normalize_file_actions,
@@ -45,8 +45,8 @@ from .file_actions import (
 from .listing import LogFile
 
 # explicit JSON schema for commit file-action lines (maps left out: inferred as structs)
-_JSON_ADD = pa.struct([(_WIRE[f.name], f.type) for f in FILE_SCHEMA if f.type != STRING_MAP])
-_JSON_REMOVE = pa.struct([(_WIRE[f.name], f.type) for f in REMOVE_SCHEMA if f.type != STRING_MAP])
+_JSON_ADD = pa.struct([(WIRE[f.name], f.type) for f in FILE_SCHEMA if f.type != STRING_MAP])
+_JSON_REMOVE = pa.struct([(WIRE[f.name], f.type) for f in REMOVE_SCHEMA if f.type != STRING_MAP])
 _JSON_FILE_SCHEMA = pa.schema([("add", _JSON_ADD), ("remove", _JSON_REMOVE)])
 
 
@@ -69,7 +69,7 @@ def _lossy_inference(t: pa.Table) -> bool:
         if kind not in t.column_names:
             continue
         st = t.schema.field(kind).type
-        for name in _MAP_FIELDS:
+        for name in MAP_FIELDS:
             i = st.get_field_index(name)
             if i < 0 or not pa.types.is_struct(st.field(i).type):
                 continue
@@ -82,7 +82,7 @@ def _lossy_inference(t: pa.Table) -> bool:
     return False
 
 
-def _read_all(storage: Storage, commits: list[LogFile]) -> list[bytes]:
+def read_all_commits(storage: Storage, commits: list[LogFile]) -> list[bytes]:
     """Read the commit files; in parallel threads for remote storage (latency-bound)."""
     if len(commits) <= 8 or isinstance(storage, LocalStorage):
         return [storage.read_bytes(c.path) for c in commits]
@@ -116,9 +116,9 @@ def _blank(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
     buf[np.repeat(starts, lengths) + rel] = 32
 
 
-def _collect_json(
+def collect_json(
     datas: list[tuple[int, bytes]],
-    coll: _Collected,
+    coll: Collected,
     *,
     where: str | None = None,
     in_checkpoint: bool = False,
@@ -242,11 +242,11 @@ def _collect_json(
     for kind in ("add", "remove"):
         if kind in t.column_names:
             _check_paths(t.column(kind), kind, raw, starts, ends, file_lines, line_versions, where)
-            _add_struct_rows(t.column(kind), kind, coll, True, orders, in_checkpoint=in_checkpoint)
+            add_struct_rows(t.column(kind), kind, coll, True, orders, in_checkpoint=in_checkpoint)
 
 
 def _check_partition_keys(
-    t: pa.Table, coll: _Collected, orders, raw, starts, ends, file_lines, versions, where: str | None
+    t: pa.Table, coll: Collected, orders, raw, starts, ends, file_lines, versions, where: str | None
 ) -> None:
     """An ``add`` must name every partition column of the metaData in effect at its line (a NULL value
     is a key with a null value). The JSON reader turns an absent key into NULL too, so only the adds
@@ -336,9 +336,9 @@ def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | 
             if isinstance(val, dict):
                 row = {}
                 for name in schema.names:
-                    w = _WIRE[name]
+                    w = WIRE[name]
                     x = val.get(w)
-                    if w in _MAP_FIELDS and isinstance(x, dict):
+                    if w in MAP_FIELDS and isinstance(x, dict):
                         x = {
                             str(k): (None if vv is None else vv if isinstance(vv, str) else json.dumps(vv))
                             for k, vv in x.items()
@@ -349,8 +349,8 @@ def _parse_file_lines_slow(texts: list[str], versions: np.ndarray, where: str | 
                 target.append(row)
             else:
                 target.append(None)
-    add_t = pa.struct([(_WIRE[f.name], f.type) for f in FILE_SCHEMA])
-    rem_t = pa.struct([(_WIRE[f.name], f.type) for f in REMOVE_SCHEMA])
+    add_t = pa.struct([(WIRE[f.name], f.type) for f in FILE_SCHEMA])
+    rem_t = pa.struct([(WIRE[f.name], f.type) for f in REMOVE_SCHEMA])
     try:
         return pa.table({"add": pa.array(adds, add_t), "remove": pa.array(removes, rem_t)})
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
@@ -403,8 +403,8 @@ def read_commit(version: int, data: bytes, *, partition_keys: list[str] | None =
         JSON reader, so every ``partition_values`` map holds exactly these keys with the log's text
         (as in a snapshot's files table, which the predicate model types). ``None``: keys as found.
     """
-    coll = _Collected()
-    _collect_json([(version, data)], coll, partition_keys=partition_keys or ())
+    coll = Collected()
+    collect_json([(version, data)], coll, partition_keys=partition_keys or ())
     actions = [a for _, _, a in coll.actions]
     metas = [a for a in actions if isinstance(a, Metadata)]
     if metas:

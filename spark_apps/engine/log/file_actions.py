@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..actions import Metadata, camel_case
-from ..buffers import _S_AT, _S_EMPTY, _S_FALSE, _S_TRUE, _np_bools, _pa_bools, _pa_ints, _pa_strings
+from ..buffers import S_AT, S_EMPTY, S_FALSE, S_TRUE, np_bools, pa_bools, pa_ints, pa_strings
 from ..config import TableProperties
 from ..errors import LogCorruptedError
 
@@ -68,12 +68,12 @@ REMOVE_SCHEMA = pa.schema(
 
 
 # wire (camelCase) name for each column
-_WIRE = {n: camel_case(n) for n in FILE_SCHEMA.names + REMOVE_SCHEMA.names}
+WIRE = {n: camel_case(n) for n in FILE_SCHEMA.names + REMOVE_SCHEMA.names}
 
-_MAP_FIELDS = ("partitionValues", "tags")
+MAP_FIELDS = ("partitionValues", "tags")
 
 
-_NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
+NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
 
 
 def _empty(schema: pa.Schema) -> pa.Table:
@@ -101,7 +101,7 @@ def _null(type_: pa.DataType, n: int) -> pa.Array:
     return pa.nulls(n, type=type_)
 
 
-def _child(struct: pa.StructArray, name: str) -> pa.Array | None:
+def struct_child(struct: pa.StructArray, name: str) -> pa.Array | None:
     t = struct.type
     idx = t.get_field_index(name)
     if idx < 0:
@@ -113,16 +113,16 @@ def dv_unique_ids(dv: pa.Array | None, n: int) -> pa.Array:
     """``storageType + pathOrInlineDv [+ "@" + offset]`` per row, null without DV (vectorised)."""
     if dv is None or n == 0 or pa.types.is_null(dv.type):
         return _null(pa.string(), n)
-    st = _child(dv, "storageType")
-    p = _child(dv, "pathOrInlineDv")
+    st = struct_child(dv, "storageType")
+    p = struct_child(dv, "pathOrInlineDv")
     if st is None or p is None:
         return _null(pa.string(), n)
     st = st.cast(pa.string())
     p = p.cast(pa.string())
-    base = pc.binary_join_element_wise(st, p, _S_EMPTY)
-    off = _child(dv, "offset")
+    base = pc.binary_join_element_wise(st, p, S_EMPTY)
+    off = struct_child(dv, "offset")
     if off is not None and not pa.types.is_null(off.type):
-        with_off = pc.binary_join_element_wise(base, off.cast(pa.string()), _S_AT)
+        with_off = pc.binary_join_element_wise(base, off.cast(pa.string()), S_AT)
         base = pc.coalesce(with_off, base)
     if dv.null_count:
         base = pc.if_else(dv.is_valid(), base, _null(pa.string(), n))
@@ -163,21 +163,21 @@ def _map_from_struct(struct: pa.Array | None, n: int, keys: list[str] | None, ke
                     col = _to_string(col)
         cols.append(col if col is not None else _null(pa.string(), n))
     if k == 0:
-        offsets = _pa_ints(np.zeros(n + 1, dtype=np.int32))
-        items = _pa_strings([])
-        keys_arr = _pa_strings([])
+        offsets = pa_ints(np.zeros(n + 1, dtype=np.int32))
+        items = pa_strings([])
+        keys_arr = pa_strings([])
     else:
         flat = pa.concat_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols])
         order = (np.arange(n, dtype=np.int64)[:, None] + np.arange(k, dtype=np.int64)[None, :] * n).ravel()
-        items = flat.take(_pa_ints(order))
-        keys_arr = _pa_strings(keys).take(_pa_ints(np.tile(np.arange(k, dtype=np.int64), n)))
+        items = flat.take(pa_ints(order))
+        keys_arr = pa_strings(keys).take(pa_ints(np.tile(np.arange(k, dtype=np.int64), n)))
         if keep_null_values:
-            offsets = _pa_ints(np.arange(0, n * k + 1, k, dtype=np.int32))
+            offsets = pa_ints(np.arange(0, n * k + 1, k, dtype=np.int32))
         else:
-            valid = _np_bools(items.is_valid())
+            valid = np_bools(items.is_valid())
             counts = valid.reshape(n, k).sum(axis=1)
-            offsets = _pa_ints(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-            sel = _pa_bools(valid)
+            offsets = pa_ints(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+            sel = pa_bools(valid)
             items = items.filter(sel)
             keys_arr = keys_arr.filter(sel)
     out = pa.MapArray.from_arrays(offsets, keys_arr, items, type=STRING_MAP)
@@ -188,7 +188,7 @@ def _map_from_struct(struct: pa.Array | None, n: int, keys: list[str] | None, ke
 
 def _to_string(arr: pa.Array) -> pa.Array:
     if pa.types.is_boolean(arr.type):
-        return pc.if_else(arr, _S_TRUE, _S_FALSE)
+        return pc.if_else(arr, S_TRUE, S_FALSE)
     try:
         return arr.cast(pa.string())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -218,7 +218,7 @@ def _to_dv(arr: pa.Array | None, n: int) -> pa.Array:
         return arr
     children = []
     for f in DV_TYPE:
-        c = _child(arr, f.name)
+        c = struct_child(arr, f.name)
         children.append(_null(f.type, n) if c is None or pa.types.is_null(c.type) else c.cast(f.type))
     mask = pc.invert(arr.is_valid()) if arr.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(DV_TYPE), mask=mask)
@@ -267,7 +267,7 @@ def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
 def stats_only_parsed(struct: pa.Array) -> bool:
     """A checkpoint's adds carry typed ``stats_parsed`` but no JSON ``stats`` (the field absent or
     all null: ``delta.checkpoint.writeStatsAsJson=false``), so the JSON must be rebuilt from it."""
-    parsed, stats = _child(struct, "stats_parsed"), _child(struct, "stats")
+    parsed, stats = struct_child(struct, "stats_parsed"), struct_child(struct, "stats")
     if parsed is None or not pa.types.is_struct(parsed.type):
         return False
     return stats is None or stats.null_count == len(stats)
@@ -282,7 +282,7 @@ def normalize_file_actions(struct: pa.Array, schema: pa.Schema, *, partition_key
     n = len(struct)
     cols = []
     for f in schema:
-        src = _child(struct, _WIRE[f.name]) if n else None
+        src = struct_child(struct, WIRE[f.name]) if n else None
         if f.name == "partition_values":
             cols.append(_to_map(src, n, partition_keys, keep_null_values=partition_keys is not None))
         elif f.name == "tags":
@@ -290,7 +290,7 @@ def normalize_file_actions(struct: pa.Array, schema: pa.Schema, *, partition_key
         elif f.name == "deletion_vector":
             cols.append(_to_dv(src, n))
         elif f.name == "stats" and n and stats_only_parsed(struct):
-            cols.append(stats_json_from_parsed(_child(struct, "stats_parsed")))
+            cols.append(stats_json_from_parsed(struct_child(struct, "stats_parsed")))
         elif src is None or pa.types.is_null(src.type):
             cols.append(_null(f.type, n))
         elif src.type != f.type:
@@ -298,7 +298,7 @@ def normalize_file_actions(struct: pa.Array, schema: pa.Schema, *, partition_key
                 cols.append(src.cast(f.type))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                 raise LogCorruptedError(
-                    f"Field '{_WIRE[f.name]}' of a file action has the wrong type",
+                    f"Field '{WIRE[f.name]}' of a file action has the wrong type",
                     f"expected {f.type}, found {src.type}: {e}",
                     "repair the log; the table was written by a non-conforming writer",
                 ) from None

@@ -54,23 +54,23 @@ from ..actions import (
     Protocol,
     SetTransaction,
 )
-from ..buffers import _S_EMPTY, _S_NUL, _np_bools, _np_ints, _pa_bools, _pa_ints
+from ..buffers import S_EMPTY, S_NUL, np_bools, np_ints, pa_bools, pa_ints
 from ..errors import LogCorruptedError, StorageError
 from ..stats import STATS_PARSED
 from ..storage import Storage
-from .checkpoint_read import _read_checkpoint
-from .collect import _Collected, _FileSource
-from .commit_read import _collect_json, _read_all
+from .checkpoint_read import read_checkpoint
+from .collect import Collected, FileSource
+from .commit_read import collect_json, read_all_commits
 from .file_actions import (
     FILE_SCHEMA,
     REMOVE_SCHEMA,
-    _child,
     dv_unique_ids,
     empty_files,
     empty_tombstones,
     normalize_file_actions,
     partition_keys_of,
     stats_only_parsed,
+    struct_child,
 )
 from .listing import COMPACTED_RE, Checkpoint, LogFile, commit_file_name
 
@@ -117,13 +117,13 @@ def replay(
         domainMetadata, commitInfo): no file-action parsing, no sidecars; ``files``/``tombstones``
         stay empty. Much cheaper for metadata-only questions.
     """
-    coll = _Collected()
+    coll = Collected()
     if checkpoint is not None:
-        _read_checkpoint(storage, log_dir, checkpoint, coll, include_files=include_files)
+        read_checkpoint(storage, log_dir, checkpoint, coll, include_files=include_files)
     n_cp_actions = len(coll.actions)
     if commits:
         try:
-            datas = _read_all(storage, list(commits))
+            datas = read_all_commits(storage, list(commits))
         except FileNotFoundError as e:
             raise StorageError(
                 "A commit file disappeared while the snapshot was being read",
@@ -180,7 +180,7 @@ def _collect_commits(storage: Storage, log_dir: str, commits: list, datas: list,
             run.append((c.version, data))
             continue
         if run:
-            _collect_json(run, coll, include_files=include_files)
+            collect_json(run, coll, include_files=include_files)
             run = []
         mark = (len(coll.actions), len(coll.sources), coll.next_order, coll.last_commit_info_line)
         try:
@@ -190,7 +190,7 @@ def _collect_commits(storage: Storage, log_dir: str, commits: list, datas: list,
                     "its write did not finish",
                     "restore the commits it covers, or it, from a backup",
                 )
-            _collect_json([(c.version, _in_log_order(data))], coll, where=c.name, include_files=include_files)
+            collect_json([(c.version, _in_log_order(data))], coll, where=c.name, include_files=include_files)
             continue
         except LogCorruptedError as e:
             damaged = e
@@ -214,7 +214,7 @@ def _collect_commits(storage: Storage, log_dir: str, commits: list, datas: list,
                 covered.stop - 1,
             )
     if run:
-        _collect_json(run, coll, include_files=include_files)
+        collect_json(run, coll, include_files=include_files)
 
 
 def _in_log_order(data: bytes) -> bytes:
@@ -240,16 +240,16 @@ def _select_rows(t: pa.Table, keep: np.ndarray) -> pa.Table:
         return t.slice(0, 0)
     if len(starts) <= _MAX_SLICE_RUNS:
         return pa.concat_tables([t.slice(int(s), int(e - s)) for s, e in zip(starts, ends)])
-    return t.filter(_pa_bools(keep))
+    return t.filter(pa_bools(keep))
 
 
 def _path_of(rows: pa.Array) -> pa.Array:
-    p = _child(rows, "path")
+    p = struct_child(rows, "path")
     return p.cast(pa.string()) if p.type != pa.string() else p
 
 
-def _has_dv(s: _FileSource) -> bool:
-    dv = _child(s.rows, "deletionVector")
+def _has_dv(s: FileSource) -> bool:
+    dv = struct_child(s.rows, "deletionVector")
     return dv is not None and not pa.types.is_null(dv.type) and dv.null_count < len(dv)
 
 
@@ -259,8 +259,8 @@ def _file_keys(rows: pa.Array, with_dv: bool) -> pa.Array:
     path = _path_of(rows)
     if not with_dv:
         return path
-    dv_id = pc.fill_null(dv_unique_ids(_child(rows, "deletionVector"), len(rows)), _S_EMPTY)
-    return pc.binary_join_element_wise(path, dv_id, _S_NUL)
+    dv_id = pc.fill_null(dv_unique_ids(struct_child(rows, "deletionVector"), len(rows)), S_EMPTY)
+    return pc.binary_join_element_wise(path, dv_id, S_NUL)
 
 
 def _encode(keys: list[pa.Array]) -> tuple[pa.Array, np.ndarray]:
@@ -270,11 +270,11 @@ def _encode(keys: list[pa.Array]) -> tuple[pa.Array, np.ndarray]:
     if any(len(c.dictionary) != len(dictionary) for c in enc.chunks):  # chunks share one dictionary
         enc = pa.chunked_array([pc.dictionary_encode(pa.concat_arrays(keys))])
         dictionary = enc.chunks[0].dictionary
-    codes = [_np_ints(c.indices) for c in enc.chunks]
+    codes = [np_ints(c.indices) for c in enc.chunks]
     return dictionary, codes[0] if len(codes) == 1 else np.concatenate(codes)
 
 
-def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> tuple[pa.Table, pa.Table]:
+def _reconcile_files(sources: list[FileSource], partition_keys: list[str]) -> tuple[pa.Table, pa.Table]:
     """Live files and tombstones from the collected sources (rule 5; see "Algorithm" above)."""
     if not sources:
         return empty_files(), empty_tombstones()
@@ -297,11 +297,11 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
         if cp_sources and with_dv:
             named_paths = pc.unique(pa.chunked_array([_path_of(s.rows) for s in commit_sources], pa.string()))
         for s in cp_sources:
-            hit = _np_bools(pc.is_in(_path_of(s.rows), value_set=named_paths))
+            hit = np_bools(pc.is_in(_path_of(s.rows), value_set=named_paths))
             if hit.any() and with_dv:  # same path: compare the full keys of just those rows
                 idx = np.flatnonzero(hit)
-                sub = s.rows.take(_pa_ints(idx))
-                hit[idx[~_np_bools(pc.is_in(_file_keys(sub, True), value_set=named))]] = False
+                sub = s.rows.take(pa_ints(idx))
+                hit[idx[~np_bools(pc.is_in(_file_keys(sub, True), value_set=named))]] = False
             if not hit.any():
                 keep_of[id(s)] = s.keep
             else:
@@ -314,15 +314,15 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
         if s.in_checkpoint:
             keep = keep_of.get(id(s), s.keep)
             if keep is not None and stats_only_parsed(rows):
-                rows, keep = rows.filter(_pa_bools(keep)), None  # slow stats rebuild: only for kept rows
+                rows, keep = rows.filter(pa_bools(keep)), None  # slow stats rebuild: only for kept rows
         else:
             w = winner_masks[id(s)]
             if not w.all():
-                rows = rows.filter(_pa_bools(w))
+                rows = rows.filter(pa_bools(w))
         if s.kind == "add":
             t = normalize_file_actions(rows, FILE_SCHEMA, partition_keys=partition_keys if s.from_json else None)
             if parsed_type is not None:
-                parsed = _child(rows, "stats_parsed") if _parsed_type(s) == parsed_type else None
+                parsed = struct_child(rows, "stats_parsed") if _parsed_type(s) == parsed_type else None
                 t = t.append_column(STATS_PARSED, parsed if parsed is not None else pa.nulls(len(rows), parsed_type))
         else:
             t = normalize_file_actions(rows, REMOVE_SCHEMA, partition_keys=None)
@@ -332,9 +332,9 @@ def _reconcile_files(sources: list[_FileSource], partition_keys: list[str]) -> t
     return files, tombs
 
 
-def _parsed_type(s: _FileSource) -> pa.DataType | None:
+def _parsed_type(s: FileSource) -> pa.DataType | None:
     """The type of a checkpoint source's typed ``stats_parsed``; None when it has none."""
     if not s.in_checkpoint or s.from_json:
         return None
-    parsed = _child(s.rows, "stats_parsed")
+    parsed = struct_child(s.rows, "stats_parsed")
     return parsed.type if parsed is not None and pa.types.is_struct(parsed.type) else None

@@ -3,11 +3,12 @@ or in this process), behind one surface.
 
 * :mod:`.files` - DELETE and UPDATE (and ``replace_where``'s overwrite): each candidate file probed,
   and rewritten without the deleted rows or with the updated values when a row matches;
-* :mod:`.compact` - OPTIMIZE's bins: files read and written again with the same rows;
+* :mod:`.compact` - OPTIMIZE's bins: files read and written again with the same rows, a bin being
+  a unit of the same loop (:func:`.files.run_units` here, one Spark job's tasks in Spark);
 * :mod:`.common` - what they share: a file's outcome, the run observers, the bytes of a set of
   files (:func:`files_bytes`, which decide where a run goes), and the Arrow helpers.
 
-Spark runs them through :mod:`..spark.rewrite` and :mod:`..spark.optimize`; MERGE's file-by-file
+Spark runs them through :mod:`..spark.rewrite`; MERGE's file-by-file
 rewrite is :mod:`..merge.by_file` (on the same helpers).
 """
 
@@ -20,8 +21,8 @@ from .common import (
     notify,
     record_outcomes,
 )
-from .compact import compact_bin
-from .files import Bound, RewriteSpec, likely_touched, rewrite_file, rewrite_files
+from .compact import Compactor, CompactSpec, compact_bin, compact_files
+from .files import Bound, RewriteSpec, likely_touched, rewrite_file, rewrite_files, run_units
 
 __all__ = [
     "LIKELY_MATCHES",
@@ -29,7 +30,10 @@ __all__ = [
     "RewriteRecord",
     "RewriteSpec",
     "Bound",
+    "CompactSpec",
+    "Compactor",
     "compact_bin",
+    "compact_files",
     "discard",
     "files_bytes",
     "likely_touched",
@@ -37,4 +41,5 @@ __all__ = [
     "record_outcomes",
     "rewrite_file",
     "rewrite_files",
+    "run_units",
 ]

@@ -60,7 +60,7 @@ from .common import (
     scatter,
 )
 
-__all__ = ["RewriteSpec", "Bound", "rewrite_file", "rewrite_files", "likely_touched"]
+__all__ = ["RewriteSpec", "Bound", "rewrite_file", "rewrite_files", "run_units", "likely_touched"]
 
 
 @dataclass(frozen=True)
@@ -492,33 +492,40 @@ def rewrite_files(
             likely=likely[i],
         )
 
-    workers = max(1, min(len(rows), max_workers or os.cpu_count() or 1))
-    done: list[FileOutcome] = []
-    try:
-        if workers == 1:
-            for i in range(len(rows)):
-                done.append(one(i))
-            outcomes = done
-        else:
-            sizes = files.column("size").to_pylist() if "size" in files.column_names else [0] * len(rows)
-            order = sorted(range(len(rows)), key=lambda i: -(sizes[i] or 0))  # largest first: balanced
-            with ThreadPool(max_workers=workers, thread_name_prefix="delta-rewrite") as pool:
-                futures = {i: pool.submit(one, i) for i in order}
-                try:
-                    outcomes = [futures[i].result() for i in range(len(rows))]
-                except BaseException:
-                    for fut in futures.values():
-                        fut.cancel()
-                    pool.shutdown(wait=True)  # the running files finish (or fail) before the cleanup
-                    done = [
-                        f.result() for f in futures.values() if f.done() and not f.cancelled() and not f.exception()
-                    ]
-                    raise
-    except BaseException:
-        discard(storage, spec.write.table_uri, done)  # the command fails: what the other files wrote is never committed
-        raise
+    sizes = files.column("size").to_pylist() if "size" in files.column_names else None
+    outcomes = run_units(storage, spec.write.table_uri, len(rows), one, sizes, max_workers)
     notify(outcomes, _ms(time.perf_counter_ns() - started))
     return outcomes
+
+
+def run_units(storage, table_uri: str, count: int, one, sizes: list | None, max_workers: int | None) -> list:
+    """The one per-file loop in this process: ``one(i)`` for each of ``count`` units (a file of
+    DELETE or UPDATE, a bin of OPTIMIZE's files), each giving the outcome of what it wrote, in
+    parallel across units (``max_workers`` threads, default ``os.cpu_count()``; the units of the
+    most bytes, ``sizes``, first: balanced); the outcomes in unit order. When one fails, the others
+    finish (or fail) and every file they wrote is deleted before the error goes on: the command
+    fails and what was written is never committed."""
+    workers = max(1, min(count, max_workers or os.cpu_count() or 1))
+    done: list = []
+    try:
+        if workers == 1:
+            for i in range(count):
+                done.append(one(i))
+            return done
+        order = sorted(range(count), key=lambda i: -((sizes[i] if sizes else 0) or 0))
+        with ThreadPool(max_workers=workers, thread_name_prefix="delta-rewrite") as pool:
+            futures = {i: pool.submit(one, i) for i in order}
+            try:
+                return [futures[i].result() for i in range(count)]
+            except BaseException:
+                for fut in futures.values():
+                    fut.cancel()
+                pool.shutdown(wait=True)  # the running units finish (or fail) before the cleanup
+                done = [f.result() for f in futures.values() if f.done() and not f.cancelled() and not f.exception()]
+                raise
+    except BaseException:
+        discard(storage, table_uri, done)
+        raise
 
 
 # ---------------------------------------------------------------------------------------------

@@ -637,10 +637,10 @@ def write_tasks(ji: JoinInputs, rows: int, target_file_size: int) -> int:
     of the cluster's parallelism. A join's output otherwise has a partition per shuffle partition and a
     small MERGE would write that many small files."""
     from ..merge import row_width
-    from .scan import _default_parallelism
+    from .scan import default_parallelism
 
     needed = -(-rows * row_width(ji.plan.target_schema) // max(1, target_file_size))
-    cores = max(1, _default_parallelism(ji.spark))
+    cores = max(1, default_parallelism(ji.spark))
     return -(-max(1, needed) // cores) * cores  # whole rounds: 3 tasks on 2 cores leave one idle half the time
 
 

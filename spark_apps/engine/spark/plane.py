@@ -29,9 +29,9 @@ class SparkPlane:
         """This process's plane: on a local master as many threads as it has cores (``local[N]``: N),
         else one per core of this machine."""
         if self._here is None:
-            from .scan import _default_parallelism
+            from .scan import default_parallelism
 
-            self._here = InProcessPlane(_default_parallelism(self.spark) if self._is_local() else None)
+            self._here = InProcessPlane(default_parallelism(self.spark) if self._is_local() else None)
         return self._here
 
     def _is_local(self) -> bool:
@@ -89,12 +89,18 @@ class SparkPlane:
 
         return rewrite_files(self.spark, spec, files)
 
-    def compact_bins(self, info: dict, bins: list[list[dict]], zorder_by: list[str]) -> list:
-        if self.in_driver(sum(f.get("size") or 0 for b in bins for f in b)):
-            return self._local.compact_bins(info, bins, zorder_by)
-        from .optimize import compact_bins
+    def compact_bins(self, spec, files, bins):
+        from ..rewrite import files_bytes
 
-        return compact_bins(self.spark, info, bins, zorder_by)
+        if self.in_driver(files_bytes(files.take(sorted(i for b in bins for i in b)))):
+            return self._local.compact_bins(spec, files, bins)
+        import functools
+
+        from ..rewrite import Compactor
+        from ..rewrite.common import FileOutcome
+        from .rewrite import run_file_tasks
+
+        return run_file_tasks(self.spark, files, None, functools.partial(Compactor, spec), FileOutcome, units=bins)
 
     def merge(self, job):
         from ..merge import merge_by_file, merge_by_join, source_row_limit

@@ -19,10 +19,10 @@ import pyarrow as pa
 
 from ..rewrite import FileOutcome, RewriteSpec
 from ..rewrite.common import from_task_row, task_schema, to_task_row
-from .scan import _TASK_COLUMN, _as_dict, _default_parallelism, _files_table
+from .scan import TASK_COLUMN, as_dict, default_parallelism, files_table
 from .session import collect_tasks, guard_executor
 
-__all__ = ["rewrite_files", "run_file_tasks"]
+__all__ = ["rewrite_files", "run_file_tasks", "listing_for_tasks", "deal_to_tasks", "task_slices", "task_id_of"]
 
 _LIKELY = "likely"
 _DDL_TYPES = {pa.string(): "string", pa.bool_(): "boolean", pa.int64(): "long", pa.binary(): "binary"}
@@ -45,17 +45,25 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
     return outcomes
 
 
-def run_file_tasks(spark, files: pa.Table, likely: list[bool], worker, outcome_class) -> list:
+def run_file_tasks(spark, files: pa.Table, likely: list[bool] | None, worker, outcome_class, *, units=None) -> list:
     """The per-file work of a command over ``files`` in Spark tasks, in ONE job: the files dealt to
     the tasks by bytes (:func:`listing_for_tasks`), each with its plan flag (``likely``: rewrite in
     one pass, else probe first; None: no estimate). ``worker`` (picklable; called once per task, on the executor)
     returns ``fn(storage, path, partition_values, deletion_vector, likely, task_id)`` giving the
-    file's outcome, an ``outcome_class`` shipped back as one row (:func:`..rewrite.common.to_task_row`)."""
-    listing = listing_for_tasks(files, min(files.num_rows, task_slices(spark)))
-    flags = dict(zip(files.column("path").to_pylist(), likely))  # listing rows are in task order
-    paths = listing.column("path").to_pylist()
-    # None: no estimate from the stats (the worker decides as it goes, see merge.by_file.TouchStreak)
-    listing = listing.append_column(_LIKELY, pa.array([flags[p] for p in paths], pa.bool_()))
+    file's outcome, an ``outcome_class`` shipped back as one row (:func:`..rewrite.common.to_task_row`).
+
+    ``units`` (lists of row indices of ``files``; OPTIMIZE's bins) groups the files: each unit is
+    one row of the listing, dealt by its bytes, and ``fn(storage, rows, task_id)`` gets the unit's
+    file rows (``path``, ``partition_values``, ``deletion_vector``) and gives the unit's outcome."""
+    if units is not None:
+        listing = unit_listing(files, units)
+        listing = deal_to_tasks(listing, min(listing.num_rows, task_slices(spark)))
+    else:
+        listing = listing_for_tasks(files, min(files.num_rows, task_slices(spark)))
+        flags = dict(zip(files.column("path").to_pylist(), likely))  # listing rows are in task order
+        paths = listing.column("path").to_pylist()
+        # None: no estimate from the stats (the worker decides as it goes, see merge.by_file.TouchStreak)
+        listing = listing.append_column(_LIKELY, pa.array([flags[p] for p in paths], pa.bool_()))
     schema = task_schema(outcome_class)
     ddl = ", ".join(f"{f.name} {_DDL_TYPES[f.type]}" for f in schema)
 
@@ -65,14 +73,59 @@ def run_file_tasks(spark, files: pa.Table, likely: list[bool], worker, outcome_c
         return file_task(_worker, _schema, batches)
 
     rows = collect_tasks(spark.createDataFrame(listing), fn, ddl)
-    return [from_task_row(outcome_class, r.asDict()) for r in rows]
+    outcomes = [from_task_row(outcome_class, r.asDict()) for r in rows]
+    if units is not None:  # back in unit order
+        order = listing.column(_UNIT).to_pylist()
+        outcomes = [o for _, o in sorted(zip(order, outcomes), key=lambda p: p[0])]
+    return outcomes
+
+
+#: a unit listing's columns: the unit's number and its file rows (JSON text: no nested Arrow types
+#: for Spark to convert)
+_UNIT = "unit"
+_UNIT_FILES = "unit_files"
+
+
+def unit_listing(files: pa.Table, units: list[list[int]]) -> pa.Table:
+    """One row per unit of ``files``: its number, its file rows as JSON, its bytes and a task column."""
+    import json
+
+    wanted = [c for c in ("path", "partition_values", "deletion_vector", "size") if c in files.column_names]
+    rows = files.select(wanted).to_pylist()
+    texts, sizes = [], []
+    for u in units:
+        chosen = [rows[i] for i in u]
+        texts.append(
+            json.dumps(
+                [
+                    {
+                        "path": r["path"],
+                        "partition_values": dict(r.get("partition_values") or []),
+                        "deletion_vector": r.get("deletion_vector"),
+                    }
+                    for r in chosen
+                ],
+                separators=(",", ":"),
+            )
+        )
+        sizes.append(sum(int(r.get("size") or 0) for r in chosen))
+    return pa.table(
+        {
+            _UNIT: pa.array(range(len(units)), pa.int64()),
+            _UNIT_FILES: pa.array(texts, pa.string()),
+            "size": pa.array(sizes, pa.int64()),
+            TASK_COLUMN: pa.array([0] * len(units), pa.int32()),
+        }
+    )
 
 
 def file_task(worker, schema: pa.Schema, batches):
-    """Executor side of :func:`run_file_tasks`: the worker over every file named in ``batches``, one
-    output row per file."""
+    """Executor side of :func:`run_file_tasks`: the worker over every file (or unit) named in
+    ``batches``, one output row per file (or unit)."""
 
     def run():
+        import json
+
         from ..storage import storage_for
 
         work = worker()
@@ -80,12 +133,17 @@ def file_task(worker, schema: pa.Schema, batches):
         task = task_id_of()
         for batch in batches:
             names = batch.schema.names
+            if _UNIT_FILES in names:
+                for text in batch.column(_UNIT_FILES).to_pylist():
+                    o = work(storage, json.loads(text), task)
+                    yield pa.RecordBatch.from_pylist([to_task_row(o)], schema=schema)
+                continue
             paths = batch.column("path").to_pylist()
             pvs = batch.column("partition_values").to_pylist()
             dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
             likely = batch.column(_LIKELY).to_pylist()
             for path, pv, dv, lk in zip(paths, pvs, dvs, likely):
-                o = work(storage, path, _as_dict(pv), dv, lk, task)
+                o = work(storage, path, as_dict(pv), dv, lk, task)
                 yield pa.RecordBatch.from_pylist([to_task_row(o)], schema=schema)
 
     return guard_executor(run())
@@ -123,11 +181,11 @@ def task_slices(spark) -> int:
             return max(1, int(value))
     except Exception:  # a session without conf access, or a value that is not a number
         pass
-    return _default_parallelism(spark)
+    return default_parallelism(spark)
 
 
 def listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
-    """The listing (:func:`~.scan._files_table`) with each file's task, rows ordered by task.
+    """The listing (:func:`~.scan.files_table`) with each file's task, rows ordered by task.
 
     Spark runs a DataFrame made from a small local table (a local relation) in ``min(rows,
     spark.sql.leafNodeDefaultParallelism or defaultParallelism)`` partitions (:func:`task_slices`), each a contiguous slice of the rows (``i * n //
@@ -136,12 +194,19 @@ def listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
     first to the slice with the fewest bytes so far, and ordered by slice: each task gets about the
     same bytes. (Were Spark to cut differently, only this balance would suffer.)
     """
+    return deal_to_tasks(files_table(files, n_tasks), n_tasks)
+
+
+def deal_to_tasks(listing: pa.Table, n_tasks: int) -> pa.Table:
+    """``listing`` (rows with ``size`` and a task column) dealt to ``n_tasks`` contiguous slices of
+    the lengths Spark cuts, largest first to the slice with the fewest bytes so far, rows ordered by
+    slice (see :func:`listing_for_tasks`)."""
     import heapq
 
     import numpy as np
 
-    n = files.num_rows
-    listing = _files_table(files, n_tasks)
+    n = listing.num_rows
+    n_tasks = max(1, n_tasks)
     sizes = listing.column("size").to_numpy()
     bounds = [(i * n) // n_tasks for i in range(n_tasks + 1)]
     room = [bounds[i + 1] - bounds[i] for i in range(n_tasks)]
@@ -153,7 +218,7 @@ def listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
         room[t] -= 1
         if room[t]:
             heapq.heappush(heap, (total + int(sizes[i]), t))
-    listing = listing.set_column(listing.column_names.index(_TASK_COLUMN), _TASK_COLUMN, pa.array(tasks))
+    listing = listing.set_column(listing.column_names.index(TASK_COLUMN), TASK_COLUMN, pa.array(tasks))
     return listing.take(np.argsort(tasks, kind="stable"))
 
 

@@ -43,7 +43,7 @@ MAX_BATCH_ROWS = 65536  # rows per Arrow batch handed back to Spark
 #: optional column of a file listing: the row groups (list<int32>) of the file this row reads, the
 #: rest left to other rows of the same file (a large file split across tasks); null: every group
 ROW_GROUPS_COLUMN = "row_groups"
-_TASK_COLUMN = "_task"
+TASK_COLUMN = "_task"
 
 
 @dataclass
@@ -61,7 +61,7 @@ def check_read_supported(snapshot) -> None:
     features.check_read_supported(snapshot.protocol, snapshot.metadata)
 
 
-def _default_parallelism(spark) -> int:
+def default_parallelism(spark) -> int:
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect has no SparkContext
@@ -71,7 +71,7 @@ def _default_parallelism(spark) -> int:
             return 8
 
 
-def _files_table(files: pa.Table, num_tasks: int) -> pa.Table:
+def files_table(files: pa.Table, num_tasks: int) -> pa.Table:
     """One row per file with the columns the executors need, plus the task number (vectorised).
 
     Files are dealt to tasks round-robin in decreasing size order, which balances bytes per task
@@ -95,7 +95,7 @@ def _files_table(files: pa.Table, num_tasks: int) -> pa.Table:
         "path": files.column("path").cast(pa.string()),
         "partition_values": pv,
         "size": pa.array(sizes.astype("int64")),
-        _TASK_COLUMN: pa.array(tasks),
+        TASK_COLUMN: pa.array(tasks),
     }
     if dv is not None and dv.null_count < n:
         cols["deletion_vector"] = dv
@@ -181,13 +181,13 @@ def scan_files(
     # Spark's own reader wins where no data predicate is left (whole partitions, full scans); with a
     # selective data predicate the Arrow path's per-task row-group pruning and filtering measured faster
     data_predicate = expr is not None and not is_partition_only(expr, list(snapshot.metadata.partition_columns))
-    how = None if data_predicate or row_tracking is not None else _native_scan_applies(spark, snapshot, files)
+    how = None if data_predicate or row_tracking is not None else native_scan_applies(spark, snapshot, files)
     if how is not None:
         df = _native_scan(spark, snapshot, files, full_schema, out_schema, expr, how, with_file_column, with_row_index)
         return ScanResult(df, files)
 
-    n_tasks = num_tasks or min(files.num_rows, 2 * _default_parallelism(spark))
-    listing = _files_table(files, n_tasks)
+    n_tasks = num_tasks or min(files.num_rows, 2 * default_parallelism(spark))
+    listing = files_table(files, n_tasks)
     arrow_schema = arrow_schema_of(out_schema)
     table_root = normalize_table_uri(snapshot.table_root)
     partition_columns = list(snapshot.metadata.partition_columns)
@@ -229,7 +229,7 @@ def scan_files(
 
     files_df = spark.createDataFrame(listing)
     if n_tasks > 1:
-        files_df = files_df.repartitionByRange(n_tasks, _TASK_COLUMN)
+        files_df = files_df.repartitionByRange(n_tasks, TASK_COLUMN)
     else:
         files_df = files_df.coalesce(1)
     return ScanResult(map_in_arrow(files_df, fn, out_schema), files)
@@ -237,10 +237,10 @@ def scan_files(
 
 NATIVE_SCAN_CONF = "spark.airflowDelta.nativeScan"
 _PLAIN_PATH = r"^[A-Za-z0-9._=/-]+$"  # needs no URI decoding, holds no glob or Hadoop-path specials
-_NATIVE_SCHEMES = ("", "file", "hdfs", "viewfs")  # filesystems Spark reads without extra jars
+NATIVE_SCHEMES = ("", "file", "hdfs", "viewfs")  # filesystems Spark reads without extra jars
 
 
-def _native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
+def native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
     """How Spark's own parquet scan can read these files exactly, or ``None`` (use the Arrow path).
 
     ``"hive"``: every file sits directly in the folders its log partition values name (hive layout,
@@ -258,7 +258,7 @@ def _native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
     except Exception:  # a session without conf access: keep the Arrow path
         return None
     scheme = snapshot.table_root.split("://", 1)[0] if "://" in snapshot.table_root else ""
-    if scheme.lower() not in _NATIVE_SCHEMES and not _hadoop_reads(spark, scheme):
+    if scheme.lower() not in NATIVE_SCHEMES and not hadoop_reads(spark, scheme):
         return None
     if snapshot.properties.column_mapping_mode_for(snapshot.schema) != "none":
         return None
@@ -282,7 +282,7 @@ def _native_scan_applies(spark, snapshot, files: pa.Table) -> str | None:
     return "literal" if len(pc.unique(partition_keys(files, partition_columns))) == 1 else "joined"
 
 
-def _hadoop_reads(spark, scheme: str) -> bool:
+def hadoop_reads(spark, scheme: str) -> bool:
     """Whether this Spark has a Hadoop filesystem for ``scheme`` (``s3a`` with hadoop-aws, ``gs``
     with the GCS connector, ``abfss`` with hadoop-azure): then its own scan reads object-store tables
     too. A stock pyspark has none, and the Arrow path (pyarrow.fs in the tasks) reads them."""
@@ -331,7 +331,7 @@ def _native_scan(
     partition). The predicate goes to Spark, which prunes columns and row groups itself. A row's
     file (as the log names it) and physical index come from Spark's file metadata
     (``_metadata.file_path`` past the table root's path, ``_metadata.row_index``): the files are
-    plain paths under the root (see :func:`_native_scan_applies`), so no decoding is needed."""
+    plain paths under the root (see :func:`native_scan_applies`), so no decoding is needed."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -456,7 +456,7 @@ def read_files_batches(
         dvs = batch.column("deletion_vector").to_pylist() if "deletion_vector" in names else [None] * len(paths)
         pieces = batch.column(ROW_GROUPS_COLUMN).to_pylist() if ROW_GROUPS_COLUMN in names else [None] * len(paths)
         for path, pv, dv, piece in zip(paths, pvs, dvs, pieces):
-            pv = _as_dict(pv)
+            pv = as_dict(pv)
             row_groups = None
             if expr is not None or piece is not None:
                 # row groups of another piece of the file, or whose statistics rule the predicate
@@ -508,7 +508,7 @@ def read_files_batches(
                 yield _conform(b, arrow_schema)
 
 
-def _as_dict(pv) -> dict:
+def as_dict(pv) -> dict:
     if pv is None:
         return {}
     if isinstance(pv, dict):
@@ -550,11 +550,11 @@ def changes_dataframe(spark, plan, columns: list[str] | None = None):
     out_schema = changes_spark_schema(reader)
     if not plan.files:
         return spark.createDataFrame([], out_schema)
-    n_tasks = min(len(plan.files), 2 * _default_parallelism(spark))
+    n_tasks = min(len(plan.files), 2 * default_parallelism(spark))
     listing = pa.table(
         {
             "file": [json.dumps(dataclasses.asdict(f)) for f in plan.files],
-            _TASK_COLUMN: [i % n_tasks for i in range(len(plan.files))],
+            TASK_COLUMN: [i % n_tasks for i in range(len(plan.files))],
         }
     )
 
@@ -566,7 +566,7 @@ def changes_dataframe(spark, plan, columns: list[str] | None = None):
         return read_change_files(_reader, batches, _arrow)
 
     files_df = spark.createDataFrame(listing)
-    files_df = files_df.repartitionByRange(n_tasks, _TASK_COLUMN) if n_tasks > 1 else files_df.coalesce(1)
+    files_df = files_df.repartitionByRange(n_tasks, TASK_COLUMN) if n_tasks > 1 else files_df.coalesce(1)
     return map_in_arrow(files_df, fn, out_schema)
 
 

@@ -250,14 +250,14 @@ def native_write_applies(spark, spec: WriteSpec) -> str | None:
     from ..constraints import rules_for
     from ..identity import identities
     from ..schema import DecimalType, parse_schema
-    from .scan import _NATIVE_SCHEMES, _hadoop_reads
+    from .scan import NATIVE_SCHEMES, hadoop_reads
     from .session import conf_value
 
     if conf_value(spark, NATIVE_WRITE_CONF, "true").strip().lower() == "false":
         return f"{NATIVE_WRITE_CONF}=false"
     root = spec.table_uri
     scheme = root.split("://", 1)[0] if "://" in root else ""
-    if scheme.lower() not in _NATIVE_SCHEMES and not _hadoop_reads(spark, scheme):
+    if scheme.lower() not in NATIVE_SCHEMES and not hadoop_reads(spark, scheme):
         return f"Spark has no filesystem for {scheme}://"
     if mode_of(spec.configuration) != "none":
         return "column mapping"
