@@ -1,9 +1,18 @@
 """The Delta view end to end (issue 42): a real api-server (and dag-processor, which registers the
 DAG's table asset) on SQLite serves the plugin, declared in the provider info; headless Chromium
-(Debian's package) opens the page and the test reads what it shows for a table with a known history:
-60 small appends by a DAG's task instances (the history links to them), the size histogram against
-the files deltalake lists, an asset event linked to its version, the OPTIMIZE advice, gone after
-OPTIMIZE. It takes a screenshot (the README's: DELTA_VIEW_SCREENSHOT=docs/images/delta-view.png)."""
+(Debian's package) opens the page and the test reads what it shows.
+
+* A week of a pipeline's runs (tests/airflow/dags/delta_test_view_week.py: land a day's file, create,
+  upsert, OPTIMIZE on Sunday) with ``dag.test()`` on 7 logical dates, in the DB the api-server reads:
+  each history row links to the task instance that committed it (the XCom of that task instance
+  names the version; the link's task instance exists in the api-server's REST API), each asset event
+  to its version; the size histogram against the files deltalake lists.
+* 400 small appends (in process, through the engine): the page advises OPTIMIZE, naming as many small
+  files as deltalake lists; after OPTIMIZE it does not.
+* Errors through the server: a bad URI is a 400 (problem, cause, fix), a location without a table a
+  404, a store that does not answer a 504 within ``[delta] ui_deadline_seconds``.
+
+It takes a screenshot of the week (the docs': DELTA_VIEW_SCREENSHOT=docs/images/delta-view.png)."""
 
 from __future__ import annotations
 
@@ -11,35 +20,45 @@ import json
 import os
 import re
 import shutil
-import sqlite3
+import socket
 import subprocess
+import sys
+import threading
+import time
+import urllib.error
 import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import quote
 
 import pyarrow as pa
 import pytest
+from conftest import HERE, REPO
 from deployment import Deployment
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
-from airflow_delta_provider_apps.engine.table_view import SIZE_BINS
-from airflow_delta_provider_apps.engine.txn.transaction import commit_provenance
+from airflow_delta_provider_apps.engine.table_view import SIZE_BINS, SMALL_FILE_BYTES
 
 pytestmark = pytest.mark.airflow
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-#: the README's screenshot is taken again with DELTA_VIEW_SCREENSHOT=docs/images/delta-view.png
+#: the docs' screenshot is taken again with DELTA_VIEW_SCREENSHOT=docs/images/delta-view.png
 SCREENSHOT = os.environ.get("DELTA_VIEW_SCREENSHOT")
 
-DAG = """
-from airflow.sdk import DAG
-from airflow_delta_provider.operators.delta import DeltaDeleteOperator
-
-with DAG("orders_pipeline", schedule=None):
-    DeltaDeleteOperator(task_id="purge", table_uri={table!r}, predicate="id < 0", execution="local")
+DAG_ID = "delta_test_view_week"
+#: the week's logical dates: Monday 2026-11-16 to Sunday 2026-11-22 (OPTIMIZE runs on Sunday)
+WEEK = """
+import json, sys
+from datetime import UTC, datetime, timedelta
+sys.path.insert(0, {example_dags!r})
+from run_demo import run_dag
+for day in range(7):
+    print(json.dumps(run_dag({dag_id!r}, datetime(2026, 11, 16, tzinfo=UTC) + timedelta(days=day)), default=str))
 """
+#: a deadline short enough to wait for, long enough for a loaded CI machine's reads
+DEADLINE_SECONDS = 5
 
 
 class _Dom(HTMLParser):
@@ -69,115 +88,201 @@ class _Dom(HTMLParser):
         return [e for e in self.elements if cls in (e[1].get("class") or "").split()]
 
 
-def _page(url: str) -> _Dom:
+def _chromium(*args: str) -> subprocess.CompletedProcess:
     out = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--dump-dom", url],
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", *args],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+def _page(url: str) -> _Dom:
     dom = _Dom()
-    dom.feed(out.stdout)
+    dom.feed(_chromium("--dump-dom", url).stdout)
     return dom
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
-def test_the_page_shows_history_files_events_and_advice(tmp_path):
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _sizes(table: str) -> list[int]:
+    """Each live file's size, as deltalake lists them (an independent reader of the log)."""
     import deltalake
 
-    table = str(tmp_path / "lake" / "orders")
-    create_table(table, schema="id BIGINT, note STRING", name="orders")
-    for day in range(60):  # a pipeline's small appends, each by a task instance
-        run_id = f"scheduled__2026-11-{day % 28 + 1:02d}T00:00:00+00:00"
-        with commit_provenance({"dag_id": "orders_pipeline", "task_id": "load", "run_id": run_id, "map_index": -1}):
-            append_arrow(table, pa.table({"id": [day, day + 100], "note": [f"day {day}"] * 2}))
+    return pa.table(deltalake.DeltaTable(table).get_add_actions(flatten=True)).column("size_bytes").to_pylist()
 
+
+def _check_histogram(dom: _Dom, sizes: list[int]) -> None:
+    assert dom.having("file-count")[0][2].startswith(f"{len(sizes)} files, ")
+    bars = [int(e[1]["data-files"]) for e in dom.elements if e[0] == "rect"]
+    highs = (*SIZE_BINS, float("inf"))
+    lows = (0, *SIZE_BINS)
+    assert bars == [sum(1 for s in sizes if lo <= s < hi) for lo, hi in zip(lows, highs, strict=True)]
+
+
+def _advice(dom: _Dom) -> dict[str, str]:
+    return {e[1]["data-kind"]: e[2] for e in dom.elements if e[0] == "li" and e[1].get("data-kind")}
+
+
+class _Appends(threading.Thread):
+    """``count`` small appends to a new table, each its own commit (another writer, in process)."""
+
+    def __init__(self, table: str, count: int):
+        super().__init__(daemon=True)
+        self.table, self.count, self.result, self.stop = table, count, None, False
+
+    def run(self):
+        try:
+            create_table(self.table, schema="id BIGINT, note STRING", name="clicks")
+            for i in range(self.count):
+                if self.stop:
+                    return
+                append_arrow(self.table, pa.table({"id": [i], "note": [f"click {i}"]}))
+            self.result = self.count
+        except Exception as e:  # the test reports it
+            self.result = e
+
+
+def _blackhole() -> socket.socket:
+    """A TCP port that takes connections and never answers (an object store that hangs)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    return s
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_a_week_of_runs_on_the_page(tmp_path):
+    pytest.importorskip("deltalake")
+    lake = tmp_path / "lake"
+    table = str(lake / "orders")
+    slow = _blackhole()
+    clicks = str(lake / "clicks")
+    appends = _Appends(clicks, 400)
+    appends.start()
+    store = {"conn_type": "aws", "login": "key", "password": "secret"}
+    store["extra"] = {"endpoint_url": f"http://127.0.0.1:{slow.getsockname()[1]}", "region_name": "us-east-1"}
     d = Deployment(
         tmp_path / "home",
         tmp_path,
-        "orders_pipeline",
-        DAG.format(table=table),
+        DAG_ID,
+        (HERE / "dags" / f"{DAG_ID}.py").read_text(),
+        DELTA_TEST_ROOT=str(lake),
         # the provider info's plugins load when providers are discovered at start (the installed
         # airflow.plugins entry point loads it otherwise)
         AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS="False",
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+        AIRFLOW__DELTA__UI_DEADLINE_SECONDS=str(DEADLINE_SECONDS),
+        # the view reads s3:// tables through this connection: a store that never answers
+        AIRFLOW__DELTA__UI_STORAGE_CONN_ID="slow_store",
+        AIRFLOW_CONN_SLOW_STORE=json.dumps(store),
     )
-    d.background = ["dag-processor"]  # registers the DAG's asset; nothing runs
+    d.background = ["dag-processor"]  # registers the DAG's asset; the test runs the DAG itself
     try:
         d.start()
         d.wait(lambda: d.query("SELECT count(*) FROM asset_active WHERE uri = ?", "file://" + table)[0][0], "asset")
-        asset_id = d.query("SELECT id FROM asset WHERE uri = ?", "file://" + table)[0][0]
-        con = sqlite3.connect(d.home / "airflow.db", timeout=60)
-        with con:  # an asset event as the operators write it (its extra leads with the version)
-            con.execute(
-                "INSERT INTO asset_event (asset_id, extra, source_dag_id, source_task_id, source_run_id, "
-                "source_map_index, timestamp) VALUES (?, ?, 'orders_pipeline', 'load', "
-                "'scheduled__2026-11-05T00:00:00+00:00', -1, '2026-11-05 00:00:00.000000')",
-                (asset_id, json.dumps({"version": 42, "operation": "WRITE", "rows_written": 2})),
+
+        # a week of runs, in the DB the api-server reads (no Spark: every task runs in the worker)
+        code = WEEK.format(example_dags=str(REPO / "example_dags"), dag_id=DAG_ID)
+        with open(d.home / "week.log", "w") as log:
+            week = subprocess.run(
+                [sys.executable, "-c", code], env=d.env, stdout=subprocess.PIPE, stderr=log, text=True, timeout=600
             )
-        con.close()
+        runs = [json.loads(line) for line in week.stdout.splitlines() if line.startswith("{")]
+        assert week.returncode == 0 and len(runs) == 7, (d.home / "week.log").read_text()[-3000:]
+        assert all(r["state"] == "success" for r in runs), runs
+        # which task instance committed which version: their XComs (the operators' results)
+        committed = {
+            x["version"]: (r["run_id"], task_id)
+            for r in runs
+            for task_id, t in r["tasks"].items()
+            if isinstance(x := t["xcom"], dict) and x.get("committed")
+        }
+        assert sorted(committed) == list(range(9))  # create, 7 upserts, Sunday's OPTIMIZE
+        assert [committed[v][1] for v in (0, 1, 7, 8)] == ["create", "load", "load", "compact"]
+
         base = f"http://127.0.0.1:{d.port}"
-        d.wait(lambda: _up(base + "/delta-view/api/tables"), "the plugin's app")
-        plugins = json.load(urllib.request.urlopen(base + "/api/v2/plugins"))["plugins"]
+        d.wait(lambda: _get(base + "/delta-view/api/tables")[0] == 200, "the plugin's app")
+        plugins = json.loads(_get(base + "/api/v2/plugins")[1])["plugins"]
         view = next(p for p in plugins if p["name"] == "delta_view")
         assert view["external_views"][0]["href"] == "delta-view/"
 
         dom = _page(base + "/delta-view/")
-        sections = dom.having("table")
-        assert [s[1].get("data-uri") for s in sections if s[0] == "section"] == [table]
-        sizes = pa.table(deltalake.DeltaTable(table).get_add_actions(flatten=True)).column("size_bytes").to_pylist()
-        assert dom.having("file-count")[0][2].startswith(f"{len(sizes)} files, ")
-        bars = [e[1] for e in dom.elements if e[0] == "rect"]
-        lows = (0, *SIZE_BINS)
-        assert [int(b["data-files"]) for b in bars] == [
-            sum(1 for s in sizes if lows[i] <= s < (SIZE_BINS[i] if i < len(SIZE_BINS) else float("inf")))
-            for i in range(len(lows))
-        ]
-        advice = [(e[1].get("data-kind"), e[2]) for e in dom.elements if e[0] == "li" and e[1].get("data-kind")]
-        assert ("optimize", "60 files under 8 MiB: run OPTIMIZE DeltaOptimizeOperator") in advice
-        # the history links each version to the task instance that wrote it
+        assert [s[1].get("data-uri") for s in dom.having("table") if s[0] == "section"] == [table]
+        _check_histogram(dom, _sizes(table))
+        assert "optimize" not in _advice(dom)
+        assert re.search(r"Last OPTIMIZE: v8", dom.having("last-optimize")[0][2])
+        # each version links to the task instance that committed it ...
         rows = {int(e[1]["data-version"]): e for e in dom.having("commit")}
-        assert sorted(rows)[-1] == 60 and len(rows) == 50
-        links = [e[1]["href"] for e in dom.elements if e[0] == "a" and "ti" in (e[1].get("class") or "").split()]
-        assert "/dags/orders_pipeline/runs/scheduled__2026-11-05T00%3A00%3A00%2B00%3A00/tasks/load" in links
-        # the asset event links to its version's row
-        (event,) = dom.having("event-version")
-        target = event[1]["href"].lstrip("#")
-        assert event[2] == "v42" and any(
-            e[1].get("id") == target and e[1].get("data-version") == "42" for e in dom.elements
-        )
+        assert sorted(rows) == list(range(9))
+        links, row = {}, None
+        for tag, attrs, _ in dom.elements:  # the task instance link of each history row
+            if tag == "tr":
+                row = int(attrs["data-version"]) if "commit" in (attrs.get("class") or "").split() else None
+            elif tag == "a" and "ti" in (attrs.get("class") or "").split() and row is not None:
+                links[row] = attrs["href"]
+        assert links == {
+            v: f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/{task_id}"
+            for v, (run_id, task_id) in committed.items()
+        }
+        # ... which the api-server resolves: its UI route, and the task instance in its REST API
+        for v, href in links.items():
+            assert _get(base + href)[0] == 200, href
+            dag, run, task = re.fullmatch(r"/dags/([^/]+)/runs/([^/]+)/tasks/([^/]+)", href).groups()
+            status, body = _get(f"{base}/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}")
+            assert status == 200, body
+            ti = json.loads(body)
+            assert (ti["task_id"], ti["dag_run_id"], ti["state"]) == (committed[v][1], committed[v][0], "success")
+        # each asset event links to its version's row
+        events = {e[2]: e[1]["href"].lstrip("#") for e in dom.having("event-version")}
+        assert sorted(events) == sorted(f"v{v}" for v in committed)
+        for label, target in events.items():
+            assert any(e[1].get("id") == target and f"v{e[1].get('data-version')}" == label for e in dom.elements)
 
         shot = Path(SCREENSHOT).resolve() if SCREENSHOT else tmp_path / "delta-view.png"
-        subprocess.run(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--hide-scrollbars",
-                "--window-size=1280,1500",
-                "--virtual-time-budget=20000",
-                f"--screenshot={shot}",
-                base + "/delta-view/",
-            ],
-            capture_output=True,
-            timeout=120,
-            check=True,
-        )
+        _chromium("--hide-scrollbars", "--window-size=1280,1400", f"--screenshot={shot}", base + "/delta-view/")
+        assert shot.stat().st_size > 10_000
 
-        DeltaTable(None, table).optimize()
-        dom = _page(base + "/delta-view/?table=" + table)
-        kinds = [e[1].get("data-kind") for e in dom.elements if e[0] == "li" and e[1].get("data-kind")]
-        assert "optimize" not in kinds
+        # errors through the server: problem, cause and fix, with the status that says which
+        api = base + "/delta-view/api/table?uri="
+        status, body = _get(api + quote("relative/orders"))
+        detail = json.loads(body)["detail"]
+        assert status == 400 and "relative path" in detail and "Cause:" in detail and "Fix:" in detail, body
+        status, body = _get(api + quote(str(lake / "missing")))
+        assert status == 404 and "No Delta table at" in json.loads(body)["detail"], body
+        started = time.monotonic()
+        status, body = _get(api + quote("s3://lake/orders"))
+        waited = time.monotonic() - started
+        assert status == 504 and "s3://lake/orders" in json.loads(body)["detail"], body
+        assert DEADLINE_SECONDS - 0.5 <= waited < DEADLINE_SECONDS + 5, waited
+        slow.close()  # the reads left behind fail now: the api-server stops without waiting for them
+
+        # 400 small appends (made while Airflow started): the page advises OPTIMIZE, for the small files
+        # deltalake lists
+        appends.join(timeout=600)
+        assert appends.result == 400, appends.result
+        dom = _page(base + "/delta-view/?table=" + clicks)
+        sizes = _sizes(clicks)
+        _check_histogram(dom, sizes)
+        small = sum(1 for s in sizes if s < SMALL_FILE_BYTES)
+        assert small == 400
+        assert _advice(dom)["optimize"] == f"{small} files under 8 MiB: run OPTIMIZE DeltaOptimizeOperator"
+        assert len(dom.having("commit")) == 50  # the newest 50 commits, whatever the table's age
+
+        DeltaTable(None, clicks).optimize()
+        dom = _page(base + "/delta-view/?table=" + clicks)
+        assert "optimize" not in _advice(dom)
         assert dom.having("file-count")[0][2].startswith("1 files, ")
-        assert re.search(r"Last OPTIMIZE: v61", dom.having("last-optimize")[0][2])
+        assert re.search(r"Last OPTIMIZE: v401", dom.having("last-optimize")[0][2])
     finally:
+        slow.close()
+        appends.stop = True
         d.stop()
-
-
-def _up(url: str) -> bool:
-    try:
-        return urllib.request.urlopen(url, timeout=5).status == 200
-    except OSError:
-        return False
