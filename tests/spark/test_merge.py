@@ -27,17 +27,21 @@ pytestmark = pytest.mark.spark
 DDL = "id BIGINT, v INT, p INT"
 
 
-@pytest.fixture(params=["threads", "tasks", "join"])
+@pytest.fixture(params=["threads", "tasks", "join", "hash"])
 def execution(request, monkeypatch):
     """Every execution of MERGE: file by file in the driver's threads (small candidates), file by file
-    in Spark tasks (the ``file_tasks`` fixture), and Spark's join (forced by a zero size limit for
-    the shipped source)."""
+    in Spark tasks (the ``file_tasks`` fixture), Spark's join (forced by a zero size limit for
+    the shipped source), and one hash join in the driver (a large source on a local master: forced
+    by a threshold below every source)."""
+    from airflow_delta_provider_apps.engine.merge import by_hash
     from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
 
     if request.param == "tasks":
         request.getfixturevalue("file_tasks")
     if request.param == "join":
         monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    if request.param == "hash":
+        monkeypatch.setattr(by_hash, "HASH_JOIN_ROWS", -1)
     return request.param
 
 
@@ -792,7 +796,7 @@ def test_a_day_from_before_a_schema_change_is_reprocessed_over_spark(spark, tmp_
     )
     model = reference(model, day(4, n=4, bump=9), upsert, on)[0]
     assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (3, 1)
-    assert res["strategy"] == ("join" if execution == "join" else "file_by_file")
+    assert res["strategy"] == {"join": "join", "hash": "hash_join"}.get(execution, "file_by_file")
     got = rows_of(root)
     assert got == sorted(model, key=str)
     by_id = {r["order_id"]: r for r in got}

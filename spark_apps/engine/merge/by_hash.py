@@ -101,7 +101,7 @@ def merge_by_hash(job: MergeJob, local: pa.Table, *, max_workers: int | None = N
         rewrite = []
     outcomes = _rewrite(prepared, storage, files, rewrite, pairs, workers)
     rewrite_ms = int((time.monotonic() - started) * 1000)
-    outcome = merged_outcome(prepared, outcomes, np.unique(pairs.source), scan_ms)
+    outcome = merged_outcome(prepared, outcomes, pairs.source, scan_ms)
     outcome.rewrite_ms += rewrite_ms
     return outcome
 
@@ -114,7 +114,8 @@ class _Pairs:
     """The pairs that satisfy ON, sorted by file, target row, source row."""
 
     def __init__(self, file: np.ndarray, row: np.ndarray, source: np.ndarray):
-        order = np.lexsort((source, row, file))
+        # one sort of a combined key (file in the high bits: a file holds fewer than 2**40 rows)
+        order = np.argsort((file.astype(np.int64) << 40) | row, kind="stable")
         self.file, self.row, self.source = file[order], row[order], source[order]
 
     @classmethod
@@ -122,7 +123,10 @@ class _Pairs:
         return cls(np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64))
 
     def files(self) -> list[int]:
-        return np.unique(self.file).tolist()
+        """The files with a pair."""
+        if not len(self.file):
+            return []
+        return self.file[np.flatnonzero(np.diff(self.file, prepend=-1))].tolist()
 
     def of(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """File ``i``'s pairs: (target rows, source rows)."""

@@ -103,7 +103,7 @@ class SparkPlane:
         return run_file_tasks(self.spark, files, None, functools.partial(Compactor, spec), FileOutcome, units=bins)
 
     def merge(self, job):
-        from ..merge import merge_by_file, merge_by_join, source_row_limit
+        from ..merge import merge_by_join, source_row_limit
         from .merge import deduplicated, small_source, source_key_values
         from .merge_join import execute_merge
 
@@ -113,7 +113,7 @@ class SparkPlane:
         # a source with keys to look up, small enough, is collected once into Arrow and merged file by file
         local = small_source(source, plan, source_row_limit(plan.source_schema)) if job.keys else None
         if local is not None:
-            return merge_by_file(job, local, self._merge_files)
+            return self._merge_held(job, local)
 
         def key_values(max_values: int, *, unique, refuse):
             return source_key_values(self.spark, source, plan, list(job.keys), max_values, unique=unique, refuse=refuse)
@@ -124,6 +124,19 @@ class SparkPlane:
             )
 
         return merge_by_join(job, key_values, join)
+
+    def _merge_held(self, job, local):
+        """MERGE with the source held here as Arrow (``local``): when the table's file work runs in
+        this process (:meth:`in_driver`: small files, or any on a local master, whose cores are this
+        machine's) and the source is large (:func:`..merge.joins_by_hash`), by one hash join in this
+        process's threads; else file by file (:meth:`_merge_files`). A source over the collection
+        cap is never held here: Spark joins it (its memory spills; a hash join here would hold it)."""
+        from ..merge import joins_by_hash, merge_by_file, merge_by_hash
+        from ..rewrite.common import files_bytes
+
+        if self.in_driver(files_bytes(job.snapshot.files)) and joins_by_hash(job, local.num_rows):
+            return merge_by_hash(job, local, max_workers=self._local.threads)
+        return merge_by_file(job, local, self._merge_files)
 
     def _merge_files(self, prepared, candidates):
         """MERGE file by file: in this process's threads when the candidates are small, else in tasks."""
