@@ -107,10 +107,34 @@ def string_keyed(base: str) -> str:
     return str(path / "t")
 
 
+def parquet_source(df, name: str) -> str:
+    """``df`` written once by Spark as one Parquet file (a folder), as an upstream job leaves a source."""
+    path = DATA / "sources" / name
+    df.coalesce(1).write.mode("overwrite").parquet(str(path))
+    return str(path)
+
+
+def operator_merge(spark, table: str, source: str, predicate: str, clauses: list) -> dict:
+    """The MERGE as ``DeltaMergeOperator`` runs it (the app's merge with its parameter checks, in this
+    process on ``spark``: what a task over Spark Connect, or under spark-submit, runs), ``source`` a
+    Parquet file; the result with its metrics also at the top level."""
+    from airflow_delta_provider_apps.cli import run_checked
+
+    params = {
+        "source": source,
+        "source_format": "parquet",
+        "predicate": predicate,
+        "clauses": [{"when": w, "then": t, "condition": c} for w, t, c in clauses],
+    }
+    r = run_checked("merge", table, params, spark_factory=lambda: spark)
+    return {**r["metrics"], **r}
+
+
 def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[dict]:
     import deltalake
     import numpy as np
     import pyarrow as pa
+    import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
     from airflow_delta_provider_apps.engine import DeltaTable
@@ -122,22 +146,32 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
     def wanted(label: str) -> bool:
         return not only or any(o in label for o in only)
 
-    def case(label, base, source_df, source_arrow, predicate, clauses, ours_base=None):
+    def case(label, base, source_df, source_arrow, predicate, clauses, ours_base=None, key=None, source_file=None):
         """Time one merge for both engines (alternating, each on a fresh copy of ``base``; ours on a
-        copy of ``ours_base`` when given: the same files with deletion vectors enabled)."""
+        copy of ``ours_base`` when given: the same files with deletion vectors enabled). With
+        ``source_file`` (``source_df`` written as Parquet) ours runs as the merge operator does (the
+        app's merge with ``source=`` the file: :func:`operator_merge`) and deltalake reads the file
+        too, inside the timed call. ``key``: the row's name for other benches (bench/one_machine.py)."""
         if not wanted(label):
             return
         h = {}
 
         def ours():
+            if source_file is not None:
+                return operator_merge(spark, h["ours"], source_file, predicate, clauses)
             b = DeltaTable.for_path(spark, h["ours"]).merge(source_df, predicate)
             for when, then, cond in clauses:
                 b = b.clause(when=when, then=then, condition=cond)
             return b.execute()
 
         def theirs():
+            if source_file is not None:
+                t = pq.read_table(source_file)
+                source = t.cast(dp._rs_schema(t.schema))
+            else:
+                source = source_arrow
             b = deltalake.DeltaTable(h["rs"]).merge(
-                source=source_arrow, predicate=predicate, source_alias="source", target_alias="target"
+                source=source, predicate=predicate, source_alias="source", target_alias="target"
             )
             for when, then, cond in clauses:
                 method = getattr(b, f"when_{when}_{then}")
@@ -175,6 +209,9 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         results.append(
             {
                 "case": label,
+                "key": key or "",
+                "rows_after": n_ours,
+                "source_read": m.get("source_read", ""),
                 "ours_s": times["ours"],
                 "deltalake_s": times["rs"],
                 "ours_vs_deltalake": times["ours"] / times["rs"],
@@ -201,6 +238,18 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
     inserts = dp._rows_df(spark, 2 * rows, half)
     src, src_a = both(updates.unionByName(inserts))
     case(f"merge {2 * half} rows (half updates, half inserts) into {rows}", base, src, src_a, on_day, upsert)
+    # the same merge as the merge operator runs it, its source a Parquet file (issue 44 item 2)
+    src_file = parquet_source(src, "upsert")
+    case(
+        f"merge {2 * half} rows into {rows}, int key, as the merge operator runs it (Parquet source)",
+        base,
+        src,
+        src_a,
+        on_day,
+        upsert,
+        key="operator_int",
+        source_file=src_file,
+    )
     from .deletion_vectors import enable_deletion_vectors  # that module imports this one's helpers
 
     dv_base = fresh_copy(base, DATA / "dv_base")
@@ -230,20 +279,35 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
     finally:
         spark.conf.unset("spark.airflowDelta.merge.maxSourceBytes")
     # the same upsert with conditions on both clauses (each evaluated per matched pair / lone row)
+    conditional = [("matched", "update_all", "source.v > target.v"), ("not_matched", "insert_all", "source.n < 50")]
+    case(f"conditional upsert of {2 * half} rows (update if newer, insert some)", base, src, src_a, on_day, conditional)
     case(
-        f"conditional upsert of {2 * half} rows (update if newer, insert some)",
+        f"conditional upsert of {2 * half} rows, as the merge operator runs it (Parquet source)",
         base,
         src,
         src_a,
         on_day,
-        [("matched", "update_all", "source.v > target.v"), ("not_matched", "insert_all", "source.n < 50")],
+        conditional,
+        key="operator_conditional",
+        source_file=src_file,
     )
     # the same upsert keyed by a 16-character hex string instead of a long (ids hashed: every file spans them)
     if wanted("string keys"):
         k_a = src_a.add_column(0, "key", hex_keys(src_a.column("id").to_numpy()))
         k_src, k_a = both(spark.createDataFrame(k_a))
         on_key = "target.key = source.key AND target.dt = source.dt"
-        case(f"upsert of {2 * half} rows by string keys", string_keyed(base), k_src, k_a, on_key, upsert)
+        keyed = string_keyed(base)
+        case(f"upsert of {2 * half} rows by string keys", keyed, k_src, k_a, on_key, upsert)
+        case(
+            f"upsert of {2 * half} rows by string keys, as the merge operator runs it (Parquet source)",
+            keyed,
+            k_src,
+            k_a,
+            on_key,
+            upsert,
+            key="operator_string",
+            source_file=parquet_source(k_src, "string_keys"),
+        )
     day = "DATE '2026-01-05'"
     d_src, d_a = both(updates.unionByName(inserts).filter(f"dt = {day}"))
     case("upsert into one partition of 20", base, d_src, d_a, on_day, upsert)

@@ -50,7 +50,7 @@ __all__ = [
     "TxnIdentity",
 ]
 
-SOURCE_FORMATS = ("parquet", "csv", "json", "delta")
+SOURCE_FORMATS = ("parquet", "csv", "json", "delta", "orc")
 KINDS = ("str", "int", "version", "float", "hours", "bool", "list", "dict", "schema", "updates", "clauses")
 
 

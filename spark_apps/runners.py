@@ -111,7 +111,7 @@ def write(params: dict, spark=None) -> dict:
 
 def merge(params: dict, spark=None) -> dict:
     t = _table(spark, params)
-    src = read_source_spec(spark, params)
+    src = read_source_spec(spark, params, arrow_if_small=True)
     df, fed = src.df, {"watermark": src.watermark}
     merge_schema = bool(params.get("merge_schema"))
     if params.get("key_columns"):
@@ -128,7 +128,7 @@ def merge(params: dict, spark=None) -> dict:
         for c in params.get("clauses") or []:
             b = b.clause(**c)
         r = b.execute(**_txn(params), **fed)
-    return from_command(r, params["table_uri"], **_feed(src))
+    return from_command(r, params["table_uri"], source_read=src.read, **_feed(src))
 
 
 def _feed(src: Source) -> dict:

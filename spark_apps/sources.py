@@ -9,6 +9,7 @@ import dataclasses
 import os
 
 from .engine.errors import DeltaError, InvalidArgumentError
+from .engine.progress import report
 from .operations import SOURCE_FORMATS
 
 __all__ = ["Source", "read_source", "read_source_spec", "read_changes", "spark_error", "CHANGE_FEED_OPTIONS"]
@@ -42,6 +43,8 @@ class Source:
     df: object
     watermark: tuple | None = None
     feed: dict | None = None
+    #: how it was read: ``"spark"`` (a DataFrame) or ``"arrow"`` (Arrow data read in this process)
+    read: str = "spark"
 
 
 def read_changes(spark, source: str, options: dict, target_uri: str | None) -> Source:
@@ -81,8 +84,10 @@ def read_changes(spark, source: str, options: dict, target_uri: str | None) -> S
     return Source(src.changes_df(start, end), (app, end, consumed), feed)
 
 
-def read_source(spark, params: dict) -> Source:
-    """The source of write / create-as-select / merge (a change feed: :func:`read_changes`)."""
+def read_source(spark, params: dict, *, arrow_if_small: bool = False) -> Source:
+    """The source of write / create-as-select / merge (a change feed: :func:`read_changes`);
+    ``arrow_if_small``: a small parquet, ORC or Delta source is read in this process as Arrow
+    (:func:`small_source_as_arrow`, a MERGE's), no Spark job."""
     from .engine.storage import is_local, normalize_table_uri
 
     source = params.get("source")
@@ -93,7 +98,7 @@ def read_source(spark, params: dict) -> Source:
         raise InvalidArgumentError(
             f"Unknown source format '{params.get('source_format')}'",
             f"supported: {', '.join(SOURCE_FORMATS)}",
-            "pass --source-format parquet|csv|json|delta",
+            f"pass --source-format {'|'.join(SOURCE_FORMATS)}",
         )
     options = {str(k): str(v) for k, v in (params.get("source_options") or {}).items()}
     if is_local(source) and not os.path.exists(normalize_table_uri(source)):
@@ -112,6 +117,11 @@ def read_source(spark, params: dict) -> Source:
                 "drop the other options",
             )
         return read_changes(spark, source, feed, params.get("table_uri"))
+    if arrow_if_small:
+        local = small_source_as_arrow(spark, source, fmt, options)
+        if local is not None:
+            return local
+        report("MERGE", "source_spark")
     if fmt == "delta":
         from .engine import DeltaTable
         from .engine.values import parse_version
@@ -128,26 +138,35 @@ def read_source(spark, params: dict) -> Source:
         raise spark_error(e, f"Cannot read source '{source}' as {fmt}") from None
 
 
+#: Delta's reader options a Delta source read in this process takes
+_DELTA_READ_OPTIONS = {"versionAsOf", "timestampAsOf"}
+
+
+def _delta_snapshot(source: str, options: dict):
+    """The snapshot of a Delta source at ``versionAsOf`` / ``timestampAsOf`` (else its latest)."""
+    from .engine import DeltaTable
+    from .engine.values import parse_version
+
+    version = options.get("versionAsOf")
+    version = parse_version(version, "versionAsOf") if version is not None else None
+    return DeltaTable(None, source).snapshot(version=version, timestamp=options.get("timestampAsOf"))
+
+
 def _read_source_locally(source: str, fmt: str, options: dict) -> Source:
     """A parquet file or folder, or a Delta table (``versionAsOf`` / ``timestampAsOf``), as one Arrow
     table read in this process: the source of a MERGE run without Spark (``execution="local"``)."""
-    from .engine import DeltaTable
     from .engine.paths import new_file_location
     from .engine.reader import read_snapshot_table
     from .engine.storage import normalize_table_uri, storage_for
-    from .engine.values import parse_version
 
-    if fmt == "delta" and not set(options) - {"versionAsOf", "timestampAsOf"}:
-        version = options.get("versionAsOf")
-        version = parse_version(version, "versionAsOf") if version is not None else None
-        snapshot = DeltaTable(None, source).snapshot(version=version, timestamp=options.get("timestampAsOf"))
-        return Source(read_snapshot_table(snapshot))
+    if fmt == "delta" and not set(options) - _DELTA_READ_OPTIONS:
+        return Source(read_snapshot_table(_delta_snapshot(source, options)), read="arrow")
     if fmt == "parquet" and not options:
         root = normalize_table_uri(source)
         storage = storage_for(root)
         listing = storage.list_files(root, skip_hidden=True)
         paths = [new_file_location(root, p) for p in listing.column("path").to_pylist() if p.endswith(".parquet")]
-        return Source(storage.read_parquet_files(paths or [root]))
+        return Source(storage.read_parquet_files(paths or [root]), read="arrow")
     raise InvalidArgumentError(
         f"Cannot read a {fmt} source{' with options' if options else ''} without Spark",
         "execution='local' reads parquet files and Delta tables (a version or a timestamp) in the worker",
@@ -155,12 +174,82 @@ def _read_source_locally(source: str, fmt: str, options: dict) -> Source:
     )
 
 
-def read_source_spec(spark, params: dict) -> Source:
+#: how many times its files' bytes a parquet or ORC source may take as Arrow (encoded and compressed
+#: columns grow when decoded): the estimate that must fit the cap before it is read in this process
+ARROW_GROWTH = 32
+
+
+def small_source_as_arrow(spark, source: str, fmt: str, options: dict) -> Source | None:
+    """A MERGE's parquet or ORC file or folder, or Delta table (``versionAsOf`` / ``timestampAsOf``),
+    read in this process as Arrow, no Spark job, when its size, known without reading it (the files'
+    bytes from a listing or the Delta log), times :data:`ARROW_GROWTH` fits the cap of a source
+    collected to the driver (:func:`~.engine.spark.merge.collect_cap`), and what was read does too.
+    The merge then runs file by file (:meth:`~.engine.spark.plane.SparkPlane.merge`).
+
+    None (Spark reads it, as before): another format, reader options, a folder with subfolders (Spark
+    takes partition columns from their names) or files of other names, timestamps without a time zone
+    in a file (Spark reads them as its local-time ``timestamp``), a store this process cannot read
+    (the listing fails: no credentials here), over the cap."""
+    import pyarrow as pa
+
+    from .engine.errors import DeltaError
+    from .engine.reader import read_snapshot_table
+    from .engine.spark.merge import collect_cap
+
+    cap = collect_cap(spark)
+    try:
+        if fmt == "delta" and not set(options) - _DELTA_READ_OPTIONS:
+            snapshot = _delta_snapshot(source, options)
+            if int(snapshot.size_in_bytes) * ARROW_GROWTH > cap:
+                return None
+            table = read_snapshot_table(snapshot)
+        elif fmt in ("parquet", "orc") and not options:
+            files = _flat_files(source, fmt)
+            if files is None or sum(files.values()) * ARROW_GROWTH > cap:
+                return None
+            from .engine.storage import storage_for
+
+            table = storage_for(next(iter(files))).read_parquet_files(list(files), file_format=fmt)
+            if any(pa.types.is_timestamp(f.type) and f.type.tz is None for f in table.schema):
+                return None
+            # as Spark reads files: every column nullable
+            table = table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+        else:
+            return None
+    except (DeltaError, OSError, pa.ArrowException):  # Spark reads it, and says what is wrong if anything
+        return None
+    if table.nbytes > cap:
+        return None
+    report("MERGE", "source_arrow", rows=table.num_rows, bytes=table.nbytes)
+    return Source(table, read="arrow")
+
+
+def _flat_files(source: str, fmt: str) -> dict[str, int] | None:
+    """``{location: bytes}`` of a parquet or ORC source: the file itself, or a folder's files (hidden
+    ones left out, as Spark does); None when the folder has subfolders or a file without the format's
+    extension (Spark would read them otherwise than a plain list of files)."""
+    from .engine.paths import new_file_location
+    from .engine.storage import normalize_table_uri, storage_for
+
+    root = normalize_table_uri(source)
+    storage = storage_for(root)
+    listing = storage.list_files(root, skip_hidden=True)
+    if not listing.num_rows:  # a file (or an empty folder: Spark's error)
+        return {root: storage.file_info(root).size}
+    paths = listing.column("path").to_pylist()
+    if any("/" in p or not p.endswith(f".{fmt}") for p in paths):
+        return None
+    return {new_file_location(root, p): size for p, size in zip(paths, listing.column("size").to_pylist())}
+
+
+def read_source_spec(spark, params: dict, *, arrow_if_small: bool = False) -> Source:
     """The source of write / create-as-select / merge: ``source`` read as ``source_format``, then
     ``source_query`` (Spark SQL) over it as the temporary view ``source``; a query alone reads what
-    it names itself (e.g. ``parquet.`/path```)."""
-    src = read_source(spark, params) if params.get("source") else Source(None)
+    it names itself (e.g. ``parquet.`/path```). ``arrow_if_small`` (a MERGE's source): a small file
+    source without a query is read in this process (:func:`small_source_as_arrow`)."""
     query = params.get("source_query")
+    small = arrow_if_small and not query
+    src = read_source(spark, params, arrow_if_small=small) if params.get("source") else Source(None)
     if not query:
         return src
     if spark is None:

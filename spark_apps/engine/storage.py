@@ -262,13 +262,14 @@ class Storage:
         with normalized_io_errors(path):
             return self._fs.open_input_file(self._fs_path(path))
 
-    def read_parquet_files(self, paths: list[str]) -> pa.Table:
-        """Many parquet files at once, read by pyarrow's multi-threaded dataset reader (one table, the
-        files' own columns, unified by name); ``FileNotFoundError`` if one is missing."""
+    def read_parquet_files(self, paths: list[str], *, file_format: str = "parquet") -> pa.Table:
+        """Many parquet (or ``file_format="orc"``) files at once, read by pyarrow's multi-threaded
+        dataset reader (one table, the files' own columns, unified by name); ``FileNotFoundError`` if
+        one is missing."""
         import pyarrow.dataset as ds
 
         with normalized_io_errors(paths[0] if paths else ""):
-            return ds.dataset([self._fs_path(p) for p in paths], format="parquet", filesystem=self._fs).to_table()
+            return ds.dataset([self._fs_path(p) for p in paths], format=file_format, filesystem=self._fs).to_table()
 
     def open_output_stream(self, path: str) -> pa.NativeFile:
         """A new file at ``path`` to stream into (parent directories created where needed).

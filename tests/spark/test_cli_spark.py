@@ -188,11 +188,11 @@ def test_cli_errors_are_one_clear_line(spark, tmp_path, capsys):
     )
     assert code == 1 and last.startswith("DELTA_ERROR SchemaMismatchError: ")  # checked before any file
     code, last = _run(
-        ["write", "--table-uri", root, "--mode", "append", "--source", str(src), "--source-format", "orc"],
+        ["write", "--table-uri", root, "--mode", "append", "--source", str(src), "--source-format", "avro"],
         capsys,
         spark,
     )
-    assert code == 1 and "source_format must be one of parquet, csv, json, delta" in last
+    assert code == 1 and "source_format must be one of parquet, csv, json, delta, orc" in last
     assert DeltaTable.for_path(None, root).version() == 0
 
     # a data file deleted behind the log's back: the executor's DataFileMissingError comes back as itself

@@ -6,7 +6,9 @@ in-process plane does, in this process's threads when the files are small
 ``spark.airflowDelta.fileWork=tasks`` overrides both), else in Spark tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`,
 :mod:`.merge`). Data handed in is a DataFrame: written by the core writer in tasks or by Spark's own
 writer (:mod:`.write`), and a MERGE whose source is over the collection cap runs on Spark's own
-scan, joins and writer (:func:`.merge_join.execute_merge`).
+scan, joins and writer (:func:`.merge_join.execute_merge`). A MERGE source may also be Arrow data
+read in this process (a small file source, :mod:`airflow_delta_provider_apps.sources`): merged file
+by file, no Spark job to read it.
 """
 
 from __future__ import annotations
@@ -58,11 +60,13 @@ class SparkPlane:
         return f"SparkPlane({self.spark!r})"
 
     def held(self, data):
-        return data
+        return data if _is_dataframe(data) else self._local.held(data)
 
     def schema_of(self, data):
         from ..schema import parse_schema
 
+        if not _is_dataframe(data):  # Arrow data read in this process (a MERGE's small file source)
+            return self._local.schema_of(data)
         return parse_schema(data.schema.jsonValue())
 
     def conform(self, data, schema, *, keep: tuple = ()):
@@ -108,6 +112,12 @@ class SparkPlane:
         from .merge_join import execute_merge
 
         source, plan = job.source, job.plan
+        if not _is_dataframe(source):
+            if job.keys:  # Arrow data read in this process: merged file by file, as the in-process plane does
+                return self._merge_held(job, _arrow_source(source, job))
+            from ..rewrite.common import arrow_table
+
+            source = self.spark.createDataFrame(arrow_table(source))  # no key to look up: joined in Spark
         if job.dedupe:
             source = deduplicated(source, *job.dedupe)
         # a source with keys to look up, small enough, is collected once into Arrow and merged file by file
@@ -148,3 +158,20 @@ class SparkPlane:
         from .merge import execute_merge_by_file
 
         return execute_merge_by_file(self.spark, prepared, candidates)
+
+
+def _is_dataframe(data) -> bool:
+    """Whether ``data`` is a Spark DataFrame (classic or Connect), not Arrow data."""
+    return type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark.")
+
+
+def _arrow_source(source, job):
+    """An Arrow MERGE source in the form the file-by-file merge reads (one row per key first when
+    ``job.dedupe`` asks; columns ``__s<i>``)."""
+    from ..merge import deduplicated_arrow, prefixed
+    from ..rewrite.common import arrow_table
+
+    source = arrow_table(source)
+    if job.dedupe:
+        source = deduplicated_arrow(source, *job.dedupe)
+    return prefixed(source, job.plan.source_schema)
