@@ -17,7 +17,9 @@ it after the MERGE bench, without ``--big``; ``--no-big-merge`` skips it there).
   ``target.id = source.id``, the source's keys checked unique); ``deltalake``: the same upsert with
   ``DeltaTable.merge(...).when_matched_update_all().when_not_matched_insert_all().execute()`` in a
   fresh child process (``bench.transport_worker``: the source streamed from the file), on the plain
-  table (deltalake rewrites files either way); ``floor_plain``: Spark's own parquet scan of the 20
+  table (deltalake rewrites files either way); ``arrow_plain`` / ``arrow_dv``: ours without Spark,
+  ``DeltaTable.for_path(None, path).upsert(pyarrow.parquet.read_table(source), ["id"])`` in this
+  process (the source's read inside the timer, as deltalake's is); ``floor_plain``: Spark's own parquet scan of the 20
   files, a full outer join with the source on id, the coalesced columns written as Parquet (no
   Delta log) in ``max(default parallelism, bytes / 128 MiB)`` tasks: what any copy-on-write upsert
   on Spark costs at least; ``floor_dv``: the scan of only ``id`` with ``_metadata.file_path`` and
@@ -34,8 +36,9 @@ it after the MERGE bench, without ``--big``; ``--no-big-merge`` skips it there).
   at least what it held when the run started.
 * ``--big``: a 10M-row source into 20M rows (1M-row files): ours in a fresh child process (its own
   local[2] session, default 1g driver, one 1000-row warm-up upsert first, a timeout) beside
-  deltalake and Spark's plain floor (its own process and session likewise), once each: does it
-  complete, its time and peak memory. Opt-in: it takes several minutes on 2 cores.
+  deltalake and Spark's plain floor (its own process and session likewise), and ours without Spark
+  (``big_arrow``: its own process, no JVM), once each: does it complete, its time and peak memory.
+  Opt-in: it takes several minutes on 2 cores; ``--only`` picks among these too.
 
 Medians of ``--reps`` (default 3; the cases alternate, the first one moving each repetition);
 ``--quick``: 500k rows / 200k source (``--big``: 2M / 1M), one repetition. Results:
@@ -70,14 +73,18 @@ COLUMNS = ["id", "dt", "v", "s", "n"]
 ON_ID = "target.id = source.id"
 UPSERT = [{"when": "matched", "then": "update_all"}, {"when": "not_matched", "then": "insert_all"}]
 FILE_BYTES = 128 * MiB  # the output file size the floors aim at (Delta's default target size)
-CASES = ["ours_plain", "ours_dv", "deltalake", "floor_plain", "floor_dv"]
+CASES = ["ours_plain", "ours_dv", "arrow_plain", "arrow_dv", "deltalake", "floor_plain", "floor_dv"]
+BIG = ["big_ours", "big_arrow", "big_floor", "big_deltalake"]
 TITLES = {
     "ours_plain": "ours, plain table",
     "ours_dv": "ours, deletion vectors enabled",
+    "arrow_plain": "ours without Spark (Arrow source), plain table",
+    "arrow_dv": "ours without Spark (Arrow source), deletion vectors enabled",
     "deltalake": "deltalake (plain table)",
     "floor_plain": "Spark floor: full outer join, write all rows",
     "floor_dv": "Spark floor for deletion vectors: key scan, positions per file, write the source",
     "big_ours": "ours, plain table (own process)",
+    "big_arrow": "ours without Spark (Arrow source), plain table (own process)",
     "big_deltalake": "deltalake (own process)",
     "big_floor": "Spark floor: full outer join, write all rows (own process)",
 }
@@ -287,6 +294,15 @@ def _ours(spark, table: str, source: str) -> dict:
     return DeltaTable.for_path(spark, table).upsert(spark.read.parquet(source), ["id"])
 
 
+def _arrow(table: str, source: str) -> dict:
+    """The same upsert without Spark: the source read from its file by pyarrow, merged in this process."""
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider_apps.engine import DeltaTable
+
+    return DeltaTable.for_path(None, table).upsert(pq.read_table(source), ["id"])
+
+
 def _floor_plain(spark, prep: dict, out: str) -> dict:
     """Spark without Delta: scan the 20 files, full outer join with the source, coalesce the columns
     (source first: an upsert), write every row."""
@@ -399,6 +415,9 @@ def run(rows: int, n: int, reps: int, only: list[str] | None, timeout: float) ->
                 _ours(spark, fresh_copy(prep["target"], work / "warm"), warm_src)
             finally:
                 spark.conf.unset("spark.airflowDelta.merge.maxSourceBytes")
+        if any(c.startswith("arrow") for c in wanted):
+            for base in (prep["target"], prep["target_dv"]):
+                _arrow(fresh_copy(base, work / "warm"), warm_src)
         if any(c.startswith("floor") for c in wanted):
             small = _warm_prep(prep, warm_src)
             _floor_plain(spark, small, str(work / "warm_floor"))
@@ -418,8 +437,8 @@ def _one(spark, case: str, prep: dict, work: Path, timeout: float) -> dict:
     if case == "deltalake":
         table = fresh_copy(prep["target"], work / "deltalake")
         return _deltalake(table, prep["source"], DATA / "logs" / "deltalake.log", timeout)
-    if case.startswith("ours"):
-        table = fresh_copy(prep["target" if case == "ours_plain" else "target_dv"], work / case)
+    if case.startswith(("ours", "arrow")):
+        table = fresh_copy(prep["target_dv" if case.endswith("_dv") else "target"], work / case)
     else:
         table = str(work / case)
         shutil.rmtree(table, ignore_errors=True)
@@ -427,8 +446,8 @@ def _one(spark, case: str, prep: dict, work: Path, timeout: float) -> dict:
     try:
         with Peaks() as peaks:
             t0 = time.perf_counter()
-            if case.startswith("ours"):
-                r = _ours(spark, table, prep["source"])
+            if case.startswith(("ours", "arrow")):
+                r = _ours(spark, table, prep["source"]) if case.startswith("ours") else _arrow(table, prep["source"])
                 out["strategy"] = r.get("strategy", "")
                 out["metrics"] = r.get("metrics", {})
                 out["note"] = _ours_note(r)
@@ -447,7 +466,8 @@ def _one(spark, case: str, prep: dict, work: Path, timeout: float) -> dict:
 def _checks(prep: dict, work: Path, wanted: list[str], samples: dict) -> dict:
     """deltalake's checksums of the merged tables, the floors' row counts; ``ok`` False on any mismatch."""
     exp = prep["expected"]
-    tables = [c for c in ("ours_plain", "ours_dv", "deltalake") if c in wanted and samples[c][-1]["status"] == "ok"]
+    tables = [c for c in ("ours_plain", "ours_dv", "arrow_plain", "arrow_dv", "deltalake") if c in wanted]
+    tables = [c for c in tables if samples[c][-1]["status"] == "ok"]
     sums = _child({"kind": "checksums", "paths": [str(work / t) for t in tables]})["checksums"] if tables else []
     out = {"expected": exp, "tables": dict(zip(tables, sums, strict=True)), "problems": []}
     for t, got in out["tables"].items():
@@ -471,19 +491,30 @@ def _checks(prep: dict, work: Path, wanted: list[str], samples: dict) -> dict:
 
 
 def _big_worker(job: dict) -> dict:
-    """In the child: a local[2] session (default memory), one warm-up on 1000 source rows (ours: an
-    upsert on a scratch copy; the floor: its own query), then the timed run with its peaks (``big_ours``
-    our upsert, ``big_floor`` Spark's floor on the same files)."""
-    spark = _session()
+    """In the child: a local[2] session (default memory; none for ``big_arrow``), one warm-up on 1000
+    source rows (ours: an upsert on a scratch copy; the floor: its own query), then the timed run with
+    its peaks (``big_ours`` our upsert, ``big_arrow`` ours without Spark, ``big_floor`` Spark's floor
+    on the same files)."""
+    kind = job["kind"]
+    spark = None if kind == "big_arrow" else _session()
     work = Path(job["work"])
     prep = job["prep"]
     src = str(work / "warm_source")
-    spark.read.parquet(prep["source"]).limit(1000).write.mode("overwrite").parquet(src)
-    if job["kind"] == "big_ours":
+    if spark is None:
+        import pyarrow.parquet as pq
+
+        Path(src).mkdir(parents=True, exist_ok=True)
+        pq.write_table(next(pq.ParquetFile(prep["source"]).iter_batches(1000)), f"{src}/part-0.parquet")
+    else:
+        spark.read.parquet(prep["source"]).limit(1000).write.mode("overwrite").parquet(src)
+    if kind in ("big_ours", "big_arrow"):
         warm = work / "warm"
-        _ours(spark, fresh_copy(prep["target"], warm), src)
+        if spark is None:
+            _arrow(fresh_copy(prep["target"], warm), src)
+        else:
+            _ours(spark, fresh_copy(prep["target"], warm), src)
         shutil.rmtree(warm, ignore_errors=True)
-        table = fresh_copy(prep["target"], work / "ours")
+        table = fresh_copy(prep["target"], work / kind.removeprefix("big_"))
     else:  # one file and the small source, as the in-session warm-up
         small = _warm_prep(prep, src)
         _floor_plain(spark, small, str(work / "floor_warm"))
@@ -497,32 +528,37 @@ def _big_worker(job: dict) -> dict:
     pa.default_memory_pool().release_unused()
     with Peaks() as peaks:
         t0 = time.perf_counter()
-        if job["kind"] == "big_ours":
+        if kind == "big_ours":
             r = _ours(spark, table, prep["source"])
+        elif kind == "big_arrow":
+            r = _arrow(table, prep["source"])
         else:
             r = _floor_plain(spark, prep, str(work / "floor"))
         seconds = time.perf_counter() - t0
-    if job["kind"] == "big_floor":
+    if kind == "big_floor":
         r["rows"] = _parquet_rows(str(work / "floor"))
         r["note"] = f"{r['rows']:,} rows written; {_floor_note(r)}"
-    spark.stop()
+    if spark is not None:
+        spark.stop()
     return {
         "seconds": seconds,
         "strategy": r.get("strategy", ""),
-        "note": _ours_note(r) if job["kind"] == "big_ours" else r["note"],
+        "note": r["note"] if kind == "big_floor" else _ours_note(r),
         "metrics": r.get("metrics", {}),
         "rows": r.get("rows"),
         **peaks.result(),
     }
 
 
-def run_big(rows: int, n: int, timeout: float) -> dict:
-    """The ``--big`` case: ours (own process, 1g driver) and deltalake, one run each."""
+def run_big(rows: int, n: int, timeout: float, only: list[str] | None = None) -> dict:
+    """The ``--big`` case: ours (own process, 1g driver), ours without Spark, Spark's floor and
+    deltalake, one run each (those of ``only`` when given)."""
     _log(f"--big: preparing the {rows:,}-row target and the {n:,}-row source (cached) ...")
     prep = _child({"kind": "prepare", "rows": rows, "n": n})
     work = DATA / "big_work"
     samples = {}
-    for kind in ("big_ours", "big_floor"):
+    wanted = [c for c in BIG if not only or any(o in c for o in only)]
+    for kind in [k for k in wanted if k != "big_deltalake"]:
         _log(f"--big: {kind} (timeout {timeout:.0f} s) ...")
         job = {"kind": kind, "prep": prep, "work": str(work)}
         m = run_measured(
@@ -546,18 +582,19 @@ def run_big(rows: int, n: int, timeout: float) -> dict:
                 peak_python_mib=samples[kind]["process_peak_python_mib"],
             )
         _log(f"--big {kind}: {json.dumps(samples[kind], default=str)[:600]}")
-    _log(f"--big: deltalake (timeout {timeout:.0f} s) ...")
-    table = fresh_copy(prep["target"], work / "deltalake")
-    samples["big_deltalake"] = _deltalake(table, prep["source"], DATA / "logs" / "big-deltalake.log", timeout)
-    _log(f"--big deltalake: {json.dumps(samples['big_deltalake'], default=str)[:600]}")
-    tables = [c for c in ("ours", "deltalake") if samples[f"big_{c}"]["status"] == "ok"]
-    floor = samples["big_floor"]
+    if "big_deltalake" in wanted:
+        _log(f"--big: deltalake (timeout {timeout:.0f} s) ...")
+        table = fresh_copy(prep["target"], work / "deltalake")
+        samples["big_deltalake"] = _deltalake(table, prep["source"], DATA / "logs" / "big-deltalake.log", timeout)
+        _log(f"--big deltalake: {json.dumps(samples['big_deltalake'], default=str)[:600]}")
+    tables = [c for c in ("ours", "arrow", "deltalake") if samples.get(f"big_{c}", {}).get("status") == "ok"]
+    floor = samples.get("big_floor", {})
     sums = _child({"kind": "checksums", "paths": [str(work / t) for t in tables]})["checksums"] if tables else []
     checks = {"expected": prep["expected"], "tables": dict(zip(tables, sums, strict=True)), "problems": []}
     for t, got in checks["tables"].items():
         if got != prep["expected"]:
             checks["problems"].append(f"big {t}: {got} (expected {prep['expected']})")
-    if floor["status"] == "ok" and floor.get("rows") != prep["expected"]["rows"]:
+    if floor.get("status") == "ok" and floor.get("rows") != prep["expected"]["rows"]:
         checks["problems"].append(f"big floor: {floor.get('rows')} rows written (expected {prep['expected']['rows']})")
     checks["ok"] = not checks["problems"]
     shutil.rmtree(work, ignore_errors=True)
@@ -602,6 +639,7 @@ def summarize(res: dict, big: dict | None) -> list[dict]:
         )
     by = {r["case"]: r["seconds"] for r in rows}
     floor = {"ours_plain": "floor_plain", "ours_dv": "floor_dv", "deltalake": "floor_plain"}
+    floor.update(arrow_plain="floor_plain", arrow_dv="floor_dv")
     for r in rows:
         s = r["seconds"]
         r["vs_deltalake"] = s / by["deltalake"] if s and by.get("deltalake") and r["case"] != "deltalake" else None
@@ -628,9 +666,9 @@ def summarize(res: dict, big: dict | None) -> list[dict]:
     bd = (big or {}).get("samples", {}).get("big_deltalake")
     bf = (big or {}).get("samples", {}).get("big_floor")
     for r in rows:
-        if r["case"] in ("big_ours", "big_deltalake"):
+        if r["case"] in ("big_ours", "big_arrow", "big_deltalake"):
             r["vs_floor"] = r["seconds"] / bf["seconds"] if r["seconds"] and bf and bf.get("seconds") else None
-        if r["case"] in ("big_ours", "big_floor"):
+        if r["case"] in ("big_ours", "big_arrow", "big_floor"):
             r["vs_deltalake"] = r["seconds"] / bd["seconds"] if r["seconds"] and bd and bd.get("seconds") else None
         elif r["case"] == "big_deltalake":
             r["vs_deltalake"] = None
@@ -670,8 +708,8 @@ def write(
             f"Target: {p['expected']['rows'] - p['inserts']:,} rows in {len(p['files'])} files written by deltalake "
             f"(id, dt, v, s: 64 characters, n; ids shuffled: every file spans the whole id range); source: "
             f"{p['updates'] + p['inserts']:,} rows from one Parquet file, {p['updates']:,} updating distinct ids "
-            f"over every file, {p['inserts']:,} new. Upsert ON id (update all, insert all). Ours and the floors in "
-            f"one warm local[2] session (driver memory unset: 1g), deltalake in a fresh child process; "
+            f"over every file, {p['inserts']:,} new. Upsert ON id (update all, insert all). Ours (through Spark and "
+            f"without it: the Arrow source read inside the timer) and the floors in one warm local[2] session (driver memory unset: 1g), deltalake in a fresh child process; "
             f"median of {reps} (cases alternating, each on a fresh copy of the same files). Peaks (MiB): the "
             "largest over the repetitions of each process's VmHWM during the run (reset at its start); a warm "
             "JVM keeps the heap it grew earlier, so its figure is at least what it held when the run began."
@@ -717,7 +755,8 @@ def write(
             f"`--big`: {p['updates'] + p['inserts']:,}-row source into {p['expected']['rows'] - p['inserts']:,} rows "
             f"({len(p['files'])} files), one run each in a fresh process: ours in its own local[2] session "
             "(default 1g driver, after one 1000-row warm-up upsert; peaks during the timed upsert, or over the "
-            "whole process if it failed), Spark's plain floor the same way in its own session, deltalake as above.",
+            "whole process if it failed), ours without Spark (Arrow source) the same way in its own process with "
+            "no JVM, Spark's plain floor the same way in its own session, deltalake as above.",
         ]
     text = "\n".join(md) + "\n"
     (out / "big_merge.md").write_text(text)
@@ -770,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
     timeout = a.timeout or (300 if a.quick else 900)
     started, load0 = time.time(), os.getloadavg()[0]
     res = None if a.big_only else run(rows, n, reps, a.only, timeout)
-    big = run_big(big_rows, big_n, timeout) if a.big or a.big_only else None
+    big = run_big(big_rows, big_n, timeout, a.only) if a.big or a.big_only else None
     shutil.rmtree(DATA / "work", ignore_errors=True)
     table = summarize(res, big)
     out = QUICK_RESULTS if a.quick else RESULTS
