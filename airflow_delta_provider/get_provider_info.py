@@ -46,6 +46,15 @@ def get_provider_info() -> dict:
         "operators": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.operators.delta"]}],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.sensors.delta"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_delta_provider.triggers.delta"]}],
+        # a catalog table's name as an asset (catalog_table): hive://<metastore>/<db>/<table>,
+        # glue://<region>/<db>/<table> (airflow_delta_provider.lineage)
+        "asset-uris": [
+            {
+                "schemes": ["hive", "glue"],
+                "handler": "airflow_delta_provider.lineage.sanitize_catalog_uri",
+                "to_openlineage_converter": "airflow_delta_provider.lineage.catalog_asset_to_openlineage",
+            }
+        ],
         "extra-links": [
             "airflow_delta_provider.operators.delta.SparkApplicationLink",
             "airflow_delta_provider.operators.delta.DeltaTableLink",

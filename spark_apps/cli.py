@@ -157,24 +157,32 @@ def under_spark_submit() -> bool:
 
 
 def _session(params: dict):
+    from airflow_delta_provider_apps.engine.catalog import session_conf
     from airflow_delta_provider_apps.engine.spark.session import build_session
 
+    conf = session_conf(params.get("catalog"))  # a catalog this app syncs itself (Hive support)
     if not under_spark_submit():
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        return build_session(app_name=f"delta-{params['operation']}", master=params.get("master") or "local[*]")
-    return build_session(app_name=f"delta-{params['operation']}")
+        return build_session(
+            app_name=f"delta-{params['operation']}", master=params.get("master") or "local[*]", conf=conf
+        )
+    return build_session(app_name=f"delta-{params['operation']}", conf=conf)
 
 
 def run(params: dict, spark=None) -> dict:
-    """Run one operation (its registry runner); returns the result dict (without printing)."""
+    """Run one operation (its registry runner); returns the result dict (without printing). A
+    ``catalog`` parameter is synced after the commit in ``spark`` when it reaches that catalog."""
+    from airflow_delta_provider_apps.engine.catalog import catalog_spec, sync_in_session
     from airflow_delta_provider_apps.engine.storage import table_location
     from airflow_delta_provider_apps.engine.txn.transaction import commit_provenance
 
     op = ops.get(params["operation"])
+    catalog_spec(params.get("catalog"))  # a bad one fails before anything is written
     params = dict(params, table_uri=table_location(params["table_uri"]))
     with commit_provenance(params.get("airflow_task")):  # commitInfo.airflow of its commits
-        return ops.load_runner(op)(params, spark)
+        result = ops.load_runner(op)(params, spark)
+    return sync_in_session(params.get("catalog"), params["table_uri"], result, spark)
 
 
 def run_checked(operation: str, table_uri: str, params: dict, *, spark_factory=None) -> dict:

@@ -139,6 +139,9 @@ class Operation:
     #: it can also run without Spark, in one process (``execution="local"``), even where the app uses
     #: Spark when it has it (DELETE and UPDATE rewrite files with a thread pool instead of Spark tasks)
     in_process: bool = False
+    #: its commit may change the table's schema (``schema_changes``): a catalog entry of the table
+    #: is synced after it
+    changes_schema: bool = False
     #: a check of the table's log (I/O, unlike ``checks``) that settles these parameters without Spark:
     #: then the operator runs the operation in the worker and the CLI starts no session
     settled_by_log: Callable[[Mapping], bool] | None = None
@@ -231,6 +234,13 @@ COMMON_ARGS = (
         templated=False,
         help="name of a JSON file of object-store settings (environment variables) shipped with --files "
         "in cluster deploy mode: loaded into the driver's environment, then deleted",
+    ),
+    Arg(
+        "catalog",
+        templated=False,
+        help="the catalog entry this run syncs after its commit, in the app's own Spark session, as a JSON "
+        'object {"kind", "table", "options", "always"} (engine.catalog.sync_in_session; the operators '
+        "pass it for a Hive metastore): the result then carries catalog",
     ),
 )
 COMMIT_ARGS = (
@@ -625,6 +635,7 @@ _OPERATIONS = (
         "CREATE TABLE",
         "CREATE TABLE [IF NOT EXISTS] [AS SELECT]",
         "airflow_delta_provider_apps.runners:create_table",
+        changes_schema=True,
         args=(
             Arg("schema", "schema", help="DDL string or Delta/Spark schema JSON", sql="schema"),
             Arg("partition_by", "list", help="partition columns"),
@@ -645,6 +656,7 @@ _OPERATIONS = (
         "WRITE",
         "append or overwrite rows from a source",
         "airflow_delta_provider_apps.runners:write",
+        changes_schema=True,
         args=(
             Arg("mode", default="append", choices=("append", "overwrite"), help="append | overwrite"),
             *SOURCE_ARGS,
@@ -723,6 +735,7 @@ _OPERATIONS = (
         "MERGE",
         "merge (upsert) rows from a source: WHEN [NOT] MATCHED [BY SOURCE] clauses, or key columns",
         "airflow_delta_provider_apps.runners:merge",
+        changes_schema=True,
         args=(
             *SOURCE_ARGS,
             Arg(
@@ -867,6 +880,7 @@ _OPERATIONS = (
         "rename_column",
         "RENAME COLUMN",
         "rename a column of a table with column mapping (metadata only)",
+        changes_schema=True,
         command="airflow_delta_provider_apps.engine.commands.properties:rename_column",
         args=(Arg("column", help="the column's current name"), Arg("new_name", help="its new name")),
         checks=(_column_named, _new_name_given),
@@ -875,6 +889,7 @@ _OPERATIONS = (
         "drop_column",
         "DROP COLUMNS",
         "drop a column of a table with column mapping (metadata only)",
+        changes_schema=True,
         command="airflow_delta_provider_apps.engine.commands.properties:drop_column",
         args=(Arg("column", help="the column to drop"),),
         checks=(_column_named,),
@@ -883,6 +898,7 @@ _OPERATIONS = (
         "change_column_type",
         "CHANGE COLUMN",
         "widen a column's type as the protocol allows (metadata only; enables type widening)",
+        changes_schema=True,
         command="airflow_delta_provider_apps.engine.commands.properties:change_column_type",
         args=(
             Arg("column", help="the top-level column to widen"),
@@ -908,6 +924,7 @@ _OPERATIONS = (
         "restore",
         "RESTORE",
         "make the table's live files those of an older version (no Spark)",
+        changes_schema=True,
         command="airflow_delta_provider_apps.engine.commands.restore:restore",
         args=(
             Arg("version", "version", help="the version to restore"),

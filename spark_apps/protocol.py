@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from .connect import ConnectRun
 from .engine import errors as _errors
-from .engine.catalog import parse_table_name, sync_catalog
+from .engine.catalog import parse_table_name, sync_catalog, syncs_in_session
 from .engine.errors import DeltaError
 from .engine.log.listing import latest_version
 from .engine.log.snapshot import read_commit_infos
@@ -53,6 +53,7 @@ __all__ = [
     "check_partitioning",
     "parse_table_name",
     "sync_catalog",
+    "syncs_in_session",
     "commit_changes",
     "commit_partition_keys",
     "DeltaError",

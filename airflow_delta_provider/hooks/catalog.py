@@ -11,11 +11,18 @@ Two connection types, one per catalog (the catalogs themselves are the engine's,
   the session's Hive settings (``spark.hadoop.javax.jdo.option.ConnectionURL`` of the metastore's
   database and its driver). A ``spark_conf`` extra is applied in both cases.
 
-The sync reads the committed table's log here (no Spark for Glue) and creates or updates the entry.
+Where the sync runs: Glue's in the worker (boto3, no Spark). A Hive metastore's in the Spark app that
+made the commit, in the app's own session, when the run goes to Spark: the operator passes
+:meth:`DeltaCatalogHook.session_spec` as the run's ``catalog`` parameter, the app builds its session with
+Hive support and the connection's ``spark_conf`` and syncs after its commit, and its result carries
+``catalog``. Otherwise (a run in the worker, a Spark Connect session, which has no Hive client here, a
+``spark_conf`` holding a secret, which never goes on a Spark app's command line) the worker syncs here,
+in a local Spark session (:meth:`DeltaCatalogHook.sync`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -28,6 +35,9 @@ GLUE_CONN_TYPE = "delta_glue"
 HIVE_METASTORE_CONN_TYPE = "delta_hive_metastore"
 #: connection type -> the engine's catalog kind
 KINDS = {GLUE_CONN_TYPE: "glue", HIVE_METASTORE_CONN_TYPE: "hive_metastore"}
+#: a setting that holds a secret (a metastore database's password): such a catalog is synced in the
+#: worker, since a Spark app's parameters travel on its command line
+_SECRET = re.compile(r"password|secret|token|credential", re.IGNORECASE)
 
 
 class DeltaCatalogHook(BaseHook):
@@ -75,6 +85,35 @@ class DeltaCatalogHook(BaseHook):
         if conn.host:
             spark_conf["spark.hadoop.hive.metastore.uris"] = f"thrift://{conn.host}:{conn.port or 9083}"
         return kind, {"spark_conf": spark_conf}
+
+    def asset_uri(self, catalog_table: str) -> str:
+        """The asset URI naming ``catalog_table`` in this catalog (``hive://<metastore>/<db>/<table>``,
+        ``glue://<region>/<db>/<table>``: :func:`airflow_delta_provider.lineage.catalog_asset_uri`)."""
+        from airflow_delta_provider.lineage import catalog_asset_uri
+
+        kind, options = self.catalog_options()
+        return catalog_asset_uri(kind, options, catalog_table)
+
+    def session_spec(self, catalog_table: str, *, always: bool) -> dict | None:
+        """The run's ``catalog`` parameter (a Spark app syncs it in its own session after its commit:
+        ``{"kind", "table", "options", "always"}``), or None when this worker syncs: a catalog that
+        needs no Spark (Glue), or settings holding a secret."""
+        from airflow_delta_provider_apps.protocol import syncs_in_session
+
+        kind, options = self.catalog_options()
+        if not syncs_in_session(kind, options):
+            return None
+        secret = sorted(k for k in options.get("spark_conf") or {} if _SECRET.search(str(k)))
+        if secret:
+            self.log.info(
+                "Catalog connection %s: the sync of %s runs in this worker, not in the Spark app: its spark_conf "
+                "holds a secret (%s), and a Spark app's parameters travel on its command line",
+                self.catalog_conn_id,
+                catalog_table,
+                ", ".join(secret),
+            )
+            return None
+        return {"kind": kind, "table": catalog_table, "options": options, "always": bool(always)}
 
     def sync(self, catalog_table: str, table_uri: str) -> dict:
         """Create or update ``catalog_table``'s entry to the table's latest committed version:

@@ -298,6 +298,9 @@ class DeltaBaseOperator(BaseOperator):
         (templated). After the commit has landed, the task creates or updates that entry when the
         commit changed the schema (``schema_changes``: ``merge_schema``, type widening, renames,
         drops), and always on :class:`DeltaCreateTableOperator` and :class:`DeltaRegisterTableOperator`.
+        A Hive metastore's entry is written by the Spark app, in its own session, when the run goes
+        to Spark (a run the worker could make alone goes to Spark for it when ``conn_id`` exists);
+        Glue's, and any other, by the worker (:mod:`airflow_delta_provider.hooks.catalog`).
         A failed sync fails the task retryably; the retry finds the landed commit and only syncs.
         The XCom and the table's asset event carry ``catalog`` (``{"catalog", "table", "action"}``);
         the asset stays the table's location (one asset whatever it is named).
@@ -491,6 +494,8 @@ class DeltaBaseOperator(BaseOperator):
         in_worker = self.runs_in_worker(params)
         if not in_worker:  # a missing (misspelt) conn_id fails now: before the source or Spark
             DeltaHook.spark_connection(self.conn_id)
+            if self._catalog_spec() is not None:  # the app syncs it in its session, after its commit
+                params["catalog"] = self._catalog_spec()
         self.preflight(params)
         if self.operation == "write" and params.get("mode") == "append" and self.app_id is None:
             params["rerun"] = "replace" if self.on_rerun == "replace" else "apply"  # the derived identity
@@ -515,6 +520,7 @@ class DeltaBaseOperator(BaseOperator):
         if self.execution == "auto" and (
             ops.get(self.operation).spark_required({**params, "table_uri": self.table_uri})
             or not self._worker_reaches_table()
+            or self._catalog_goes_to_spark()
         ):
             return False
         self.log.info(
@@ -522,6 +528,52 @@ class DeltaBaseOperator(BaseOperator):
             self.operation,
             self.table_uri,
             self.execution,
+        )
+        return True
+
+    def _catalog_spec(self) -> dict | None:
+        """The run's ``catalog`` parameter when its catalog syncs in a Spark app's own session (a Hive
+        metastore: :meth:`~airflow_delta_provider.hooks.catalog.DeltaCatalogHook.session_spec`), read
+        once per run; None without ``catalog_table`` or for a catalog the worker syncs (Glue)."""
+        if "_catalog_spec_value" not in self.__dict__:
+            spec = None
+            if self.catalog_table:
+                from airflow_delta_provider.hooks.catalog import DeltaCatalogHook
+
+                _check_catalog(type(self).__name__, self.catalog_table, self.catalog_conn_id, DeltaConfigurationError)
+                spec = DeltaCatalogHook(self.catalog_conn_id).session_spec(
+                    self.catalog_table, always=self.syncs_catalog
+                )
+            self.__dict__["_catalog_spec_value"] = spec
+        return self.__dict__["_catalog_spec_value"]
+
+    def _catalog_goes_to_spark(self) -> bool:
+        """The rule for a run the worker could make alone (``execution="auto"``) whose catalog syncs in
+        a Spark session (a Hive metastore) and that syncs it (create, register, or a commit that may
+        change the schema): it goes to the connection's Spark, whose app syncs in its own session,
+        when there is a Spark connection ``conn_id``; without one it stays here, and the worker syncs
+        in a local Spark session. Either choice is logged."""
+        if self._catalog_spec() is None or not (self.syncs_catalog or ops.get(self.operation).changes_schema):
+            return False
+        try:
+            DeltaHook.spark_connection(self.conn_id)
+        except Exception:
+            self.log.info(
+                "Delta %s on %s: no Spark connection '%s', so the catalog sync of %s runs in this worker "
+                "(a local Spark session with Hive support)",
+                self.operation,
+                self.table_uri,
+                self.conn_id,
+                self.catalog_table,
+            )
+            return False
+        self.log.info(
+            "Delta %s on %s runs on the Spark of connection '%s' (not in this worker): the Hive metastore "
+            "sync of %s then runs in the Spark app's own session, after its commit",
+            self.operation,
+            self.table_uri,
+            self.conn_id,
+            self.catalog_table,
         )
         return True
 
@@ -556,24 +608,40 @@ class DeltaBaseOperator(BaseOperator):
         Any failure is retryable: the retry reports the landed commit and syncs again, nothing more."""
         if not self.catalog_table or not (self.syncs_catalog or result.get("schema_changes")):
             return
-        from airflow_delta_provider.exceptions import DeltaRetryableError
         from airflow_delta_provider.hooks.catalog import DeltaCatalogHook
 
         _check_catalog(type(self).__name__, self.catalog_table, self.catalog_conn_id, DeltaConfigurationError)
+        synced = result.get("catalog") if isinstance(result.get("catalog"), dict) else {}
+        if synced.get("action"):  # synced by the Spark app, in its own session, after its commit
+            self.log.info(
+                "Catalog %s: %s %s (version %s) in the Spark app's session",
+                synced.get("catalog"),
+                synced["action"],
+                synced.get("table"),
+                synced.get("version"),
+            )
+            return
+        if synced.get("error"):  # the Spark app committed, then its sync failed
+            raise self._catalog_sync_failed(result, synced["error"])
         try:
             result["catalog"] = DeltaCatalogHook(self.catalog_conn_id).sync(self.catalog_table, self.table_uri)
         except DeltaConfigurationError:
             raise
         except Exception as e:
             detail = e.one_line() if hasattr(e, "one_line") else f"{type(e).__name__}: {e}"
-            raise DeltaRetryableError(
-                "CatalogSyncError",
-                f"The table's commit (version {result.get('version')}) landed, but syncing catalog table "
-                f"{self.catalog_table} ({self.catalog_conn_id}) failed: {detail}. "
-                "Fix: see the cause; the retry syncs the catalog only, it commits nothing again.",
-                retryable=True,
-                result=result,
-            ) from e
+            raise self._catalog_sync_failed(result, detail) from e
+
+    def _catalog_sync_failed(self, result: dict, detail: str) -> Exception:
+        from airflow_delta_provider.exceptions import DeltaRetryableError
+
+        return DeltaRetryableError(
+            "CatalogSyncError",
+            f"The table's commit (version {result.get('version')}) landed, but syncing catalog table "
+            f"{self.catalog_table} ({self.catalog_conn_id}) failed: {detail.rstrip('.')}. "
+            "Fix: see the cause; the retry syncs the catalog only, it commits nothing again.",
+            retryable=True,
+            result=result,
+        )
 
     def _can_defer(self) -> bool:
         blocker = self.hook.deferral_blocker()
@@ -616,16 +684,17 @@ class DeltaBaseOperator(BaseOperator):
         has when it succeeds, so the table's asset is taken out of ``outlets`` for this run when the run
         changed nothing (``committed`` and ``skipped`` false: e.g. an OPTIMIZE with nothing to compact)
         and when a Delta watcher of this table watches it (the watcher announces every commit, this
-        one included: one event per commit)."""
+        one included: one event per commit). The asset naming ``catalog_table`` (``hive://``,
+        ``glue://``: :mod:`airflow_delta_provider.lineage`) is the table's too: same rules, same
+        extra, with ``table_uri``."""
         declared = self.__dict__.setdefault("_declared_outlets", list(self.outlets or []))
         unchanged = not result.get("committed") and not result.get("skipped")
-        silent = [
-            o
-            for o in declared
-            if isinstance(o, Asset)
-            and _same_table(o.uri, self.table_uri)
-            and (unchanged or _watched_by_delta_trigger(o, self.table_uri))
-        ]
+        catalog_uri = self._catalog_asset_uri(declared)
+
+        def names_table(o) -> bool:
+            return isinstance(o, Asset) and (_same_table(o.uri, self.table_uri) or o.uri == catalog_uri)
+
+        silent = [o for o in declared if names_table(o) and (unchanged or _watched_by_delta_trigger(o, self.table_uri))]
         self.outlets = [o for o in declared if not any(o is s for s in silent)]
         if silent:
             self.log.info(
@@ -641,7 +710,7 @@ class DeltaBaseOperator(BaseOperator):
             return
         keys = None
         for outlet in self.outlets:
-            if isinstance(outlet, Asset) and _same_table(outlet.uri, self.table_uri):
+            if names_table(outlet):
                 metrics = result.get("metrics") or {}
                 # this task instance's commit, or an earlier try's (a retry after it landed reports it)
                 ours = bool(result.get("committed") or result.get("skipped") or result.get("from_log"))
@@ -658,6 +727,8 @@ class DeltaBaseOperator(BaseOperator):
                     # the columns the commit added or changed, the features it turned on that other
                     # readers refuse: only when there are some
                     **{k: result[k] for k in ("schema_changes", "reader_warnings", "catalog") if result.get(k)},
+                    # the catalog name's asset says where the table is
+                    **({"table_uri": delta_asset(self.table_uri).uri} if outlet.uri == catalog_uri else {}),
                 }
                 if hasattr(events[outlet], "add_partitions"):  # Airflow 3.2+: asset partitions
                     keys = self._partition_keys(result) if keys is None else keys
@@ -666,6 +737,36 @@ class DeltaBaseOperator(BaseOperator):
                             events[outlet].add_partitions(keys)
                         except (TypeError, ValueError) as e:  # the event goes out without them
                             self.log.warning("Asset event without partition keys: %s", e)
+
+    def _catalog_asset_uri(self, outlets: list) -> str | None:
+        """The asset URI of ``catalog_table`` in its catalog, when an outlet is of a catalog's scheme
+        (the connection is read only then); an outlet of that scheme naming the same table
+        differently (another host, region, port) is logged with the URI that would match."""
+        from airflow_delta_provider.lineage import CATALOG_SCHEMES
+
+        schemes = tuple(f"{s}://" for s in CATALOG_SCHEMES.values())
+        named = [o for o in outlets if isinstance(o, Asset) and str(o.uri).startswith(schemes)]
+        if not self.catalog_table or not named:
+            return None
+        from airflow_delta_provider.hooks.catalog import DeltaCatalogHook
+
+        try:
+            uri = DeltaCatalogHook(self.catalog_conn_id).asset_uri(self.catalog_table)
+        except Exception as e:  # the asset events go out without it
+            self.log.warning("Cannot name catalog table %s as an asset: %s", self.catalog_table, e)
+            return None
+        tail = uri.split("?")[0].rsplit("/", 2)[-2:]
+        for o in named:
+            if o.uri != uri and o.uri.split("?")[0].rsplit("/", 2)[-2:] == tail:
+                self.log.warning(
+                    "Outlet %s names catalog table %s but not as catalog connection %s does (%s): it gets no "
+                    "event from this task",
+                    o.uri,
+                    self.catalog_table,
+                    self.catalog_conn_id,
+                    uri,
+                )
+        return uri
 
     def _partition_keys(self, result: dict) -> list[str]:
         """The partitions this task's commit changed, as Airflow partition keys (one Asset event
@@ -1125,7 +1226,9 @@ class DeltaDescribeOperator(DeltaBaseOperator):
 class DeltaRegisterTableOperator(DeltaBaseOperator):
     """Give an existing Delta table a name in a catalog (``catalog_table`` in ``catalog_conn_id``'s
     catalog): the entry is created, or brought up to the table's latest version; nothing is committed.
-    The table's log is read in the worker (``execution="local"`` by default); the XCom is the table's
+    The table's log is read in the worker (a Hive metastore's entry is then written from a local Spark
+    session), or on the connection's Spark when the worker cannot read it, or for a Hive metastore when
+    there is a Spark connection ``conn_id`` (its app syncs in its own session); the XCom is the table's
     ``detail`` (as :class:`DeltaDescribeOperator`'s) and ``catalog`` (``{"catalog", "table", "action"}``).
     A name that already holds another table (another location, not Delta) is refused, unchanged.
 
@@ -1145,7 +1248,6 @@ class DeltaRegisterTableOperator(DeltaBaseOperator):
     """
 
     operation = "describe"
-    default_execution = "local"
     syncs_catalog = True
 
     def __init__(self, *, catalog_table: str, catalog_conn_id: str, **kwargs: Any) -> None:

@@ -22,6 +22,7 @@ import pytest
 from object_store_servers import free_port
 
 CHILD = Path(__file__).with_name("hive_catalog_child.py")
+APP_CHILD = Path(__file__).with_name("hive_catalog_app_child.py")
 
 
 def _run_child(work: Path, spark_conf: dict) -> dict:
@@ -71,6 +72,28 @@ def test_hive_metastore_entry_in_embedded_derby(tmp_path):
         "spark.ui.enabled": "false",
     }
     _check(_run_child(tmp_path, conf), tmp_path)
+
+
+def test_hive_metastore_synced_in_the_spark_apps_session(tmp_path):
+    """The sync runs where the session is: the task's CREATE TABLE goes to spark-submit because its
+    Hive metastore sync needs Spark, the app syncs in its own session (built with Hive support and
+    the connection's metastore settings) and returns ``catalog``; the worker starts no Spark."""
+    conf = {"spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={tmp_path}/metastore;create=true"}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [sys.executable, str(APP_CHILD), str(tmp_path), json.dumps(conf)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
+    out = json.loads(lines[-1][len("RESULT ") :])
+    assert out["transport"] == "spark-submit"
+    assert out["catalog"] == {"catalog": "hive_metastore", "table": "silver.orders", "action": "created", "version": 0}
+    assert out["worker_spark"] is False
 
 
 JDBC_DRIVER = "/usr/share/java/postgresql.jar"  # Debian's libpostgresql-jdbc-java

@@ -15,6 +15,11 @@ One small interface (:class:`Catalog`), one module per catalog, looked up by kin
   Delta table: ``table_type=DELTA``, ``spark.sql.sources.provider=delta``, the location, and the
   columns of the Delta schema as Hive types (Glue's own readers list them; they follow each sync).
 
+Where the sync runs: a catalog that can sync through a Spark session (:meth:`Catalog.for_session`:
+the Hive metastore) syncs inside the Spark app that made the commit, in the app's own session, when
+the run's parameters carry its spec (``catalog``: :func:`sync_in_session`; the app's session is built
+with :func:`session_conf`); otherwise the task syncs after the run (:func:`sync_catalog`).
+
 The next catalog (Unity Catalog OSS's REST API) is one more module and one more line in
 :data:`CATALOGS`. A catalog that owns commits (catalog-managed tables) would say so with
 ``owns_commits`` and take the commit itself; none does yet.
@@ -22,6 +27,7 @@ The next catalog (Unity Catalog OSS's REST API) is one more module and one more 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -36,10 +42,14 @@ __all__ = [
     "CatalogEntry",
     "catalog_class",
     "catalog_location",
+    "catalog_spec",
     "entry_for",
     "hive_type",
     "parse_table_name",
+    "session_conf",
     "sync_catalog",
+    "sync_in_session",
+    "syncs_in_session",
 ]
 
 #: kind -> "module:Class", relative to the engine package
@@ -89,6 +99,18 @@ class Catalog:
     def from_options(cls, **options) -> Catalog:
         """The catalog from a connection's options (the provider's catalog connections)."""
         return cls(**options)
+
+    @classmethod
+    def for_session(cls, spark, **options) -> Catalog | None:
+        """The catalog through ``spark`` (a session already running: a Spark app's), or None when this
+        catalog does not sync through a session or ``spark`` does not reach the catalog ``options``
+        name; then the task syncs it (:meth:`from_options`)."""
+        return None
+
+    @classmethod
+    def session_conf(cls, **options) -> dict[str, str]:
+        """The Spark properties a session needs for :meth:`for_session` to take it ({}: none can)."""
+        return {}
 
     def sync(self, entry: CatalogEntry) -> dict:
         """Create the entry, or bring an existing one of the same table up to ``entry``; refuse a name
@@ -158,18 +180,76 @@ def catalog_location(table_uri: str) -> str:
     return loc if "://" in loc else "file:" + loc
 
 
-def sync_catalog(kind: str, options: dict, name: str, table_uri: str) -> dict:
-    """Create or update ``name``'s entry in the catalog of ``kind`` (built from ``options``) to the
-    table's latest committed version: ``{"catalog", "table", "action", "version"}``."""
+def sync_catalog(kind: str, options: dict, name: str, table_uri: str, *, catalog: Catalog | None = None) -> dict:
+    """Create or update ``name``'s entry in the catalog of ``kind`` (``catalog``, else built from
+    ``options``) to the table's latest committed version: ``{"catalog", "table", "action", "version"}``."""
     from ..log.snapshot import load_snapshot
     from ..storage import storage_for, table_location
 
     parse_table_name(name)  # a bad name fails before the catalog is reached or the log read
     location = table_location(table_uri)
     snapshot = load_snapshot(storage_for(location), location)  # the table must be there
-    catalog = catalog_class(kind).from_options(**options)
+    catalog = catalog or catalog_class(kind).from_options(**options)
     entry = entry_for(name, table_uri, snapshot)
     return {**catalog.sync(entry), "version": entry.version}
+
+
+def catalog_spec(spec) -> dict | None:
+    """A run's ``catalog`` parameter, checked: ``{"kind", "table", "options", "always"}`` (JSON text
+    accepted), None when there is none."""
+    if spec is None or spec == "":
+        return None
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except ValueError:
+            spec = None
+    if not isinstance(spec, dict) or not spec.get("kind") or not spec.get("table"):
+        raise InvalidArgumentError(
+            "The catalog parameter is not a catalog spec",
+            f"got {spec!r}",
+            'pass {"kind": "hive_metastore", "table": "db.table", "options": {...}, "always": false}',
+        )
+    catalog_class(spec["kind"])  # an unknown kind fails here
+    parse_table_name(spec["table"])
+    return {**spec, "options": dict(spec.get("options") or {}), "always": bool(spec.get("always"))}
+
+
+def syncs_in_session(kind: str, options: dict) -> bool:
+    """Whether the catalog of ``kind`` syncs through a Spark app's own session (:meth:`Catalog.for_session`)."""
+    return bool(catalog_class(kind).session_conf(**options))
+
+
+def session_conf(spec) -> dict[str, str]:
+    """The Spark properties of an app's session that will sync the catalog of its ``catalog``
+    parameter itself (:meth:`Catalog.session_conf`; {} without one)."""
+    spec = catalog_spec(spec)
+    return catalog_class(spec["kind"]).session_conf(**spec["options"]) if spec else {}
+
+
+def sync_in_session(spec, table_uri: str, result: dict, spark) -> dict:
+    """After the run's commit landed (in the Spark app): sync the catalog of its ``catalog`` parameter
+    through the app's own session, when the run calls for it (``always``, or the commit changed the
+    schema) and the session reaches that catalog. Returns ``result`` with ``catalog``: the sync's
+    ``{"catalog", "table", "action", "version"}``, or ``{"catalog", "table", "error", "retryable"}``
+    when it failed (the commit stands; the task fails retryably and its retry only syncs). Without
+    ``catalog`` the task syncs after the run, as it does for every other catalog."""
+    spec = catalog_spec(spec)
+    if spec is None or spark is None or result.get("version") is None:
+        return result
+    if not (spec["always"] or result.get("schema_changes")):
+        return result
+    try:
+        catalog = catalog_class(spec["kind"]).for_session(spark, **spec["options"])
+        if catalog is None:  # e.g. a Spark Connect session, or one without Hive support
+            return result
+        synced = sync_catalog(spec["kind"], spec["options"], spec["table"], table_uri, catalog=catalog)
+    except Exception as e:  # the commit stands: the task reports it and fails retryably
+        from ..foreign import as_delta_error
+
+        err = as_delta_error(e)
+        synced = {"catalog": spec["kind"], "table": spec["table"], "error": err.one_line(), "retryable": True}
+    return {**result, "catalog": synced}
 
 
 def entry_for(name: str, table_uri: str, snapshot) -> CatalogEntry:

@@ -16,6 +16,10 @@ and the schema in the table properties, the location as the SerDe ``path``).
 The entry is built as Spark's own ``CatalogTable`` and handed to the session catalog through the
 session's JVM (Spark's SQL would need a ``delta`` source in this session to store it): a classic
 session only (over Spark Connect, sync from a classic session that reaches the same metastore).
+
+A Spark app that commits syncs in its own session (:meth:`HiveMetastoreCatalog.for_session`) when
+that session has Hive support and the metastore settings of the catalog connection (the app builds
+it so: :meth:`HiveMetastoreCatalog.session_conf`); else the task syncs from a local session.
 """
 
 from __future__ import annotations
@@ -67,6 +71,26 @@ class HiveMetastoreCatalog(Catalog):
     @classmethod
     def from_options(cls, *, spark_conf: dict[str, str] | None = None) -> HiveMetastoreCatalog:
         return cls.from_conf(spark_conf)
+
+    @classmethod
+    def session_conf(cls, *, spark_conf: dict[str, str] | None = None) -> dict[str, str]:
+        """Hive support and the metastore's settings (static: set before the session starts)."""
+        return {**{str(k): str(v) for k, v in (spark_conf or {}).items()}, "spark.sql.catalogImplementation": "hive"}
+
+    @classmethod
+    def for_session(cls, spark, *, spark_conf: dict[str, str] | None = None) -> HiveMetastoreCatalog | None:
+        """The metastore through ``spark`` when it is a classic session with Hive support whose
+        settings are the metastore's (``spark_conf``'s Hadoop and Hive settings: the same metastore,
+        not the session's own); None otherwise (a Spark Connect session, no Hive support, another
+        metastore)."""
+        if getattr(spark, "_jsparkSession", None) is None:
+            return None
+        wanted = cls.session_conf(spark_conf=spark_conf)
+        # what names the metastore (others, e.g. the warehouse folder, Spark stores rewritten)
+        keys = [k for k in wanted if k.startswith(("spark.hadoop.", "spark.sql.hive.", "spark.sql.catalogImpl"))]
+        if any(spark.conf.get(k, None) != wanted[k] for k in keys):
+            return None
+        return cls(spark)
 
     def sync(self, entry: CatalogEntry) -> dict:
         ident = self._identifier(entry.database, entry.table)
