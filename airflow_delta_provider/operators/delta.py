@@ -759,8 +759,8 @@ class DeltaBaseOperator(BaseOperator):
         for o in named:
             if o.uri != uri and o.uri.split("?")[0].rsplit("/", 2)[-2:] == tail:
                 self.log.warning(
-                    "Outlet %s names catalog table %s but not as catalog connection %s does (%s): it gets no "
-                    "event from this task",
+                    "Outlet %s names catalog table %s but not as catalog connection %s does (%s): its event "
+                    "carries no commit",
                     o.uri,
                     self.catalog_table,
                     self.catalog_conn_id,
