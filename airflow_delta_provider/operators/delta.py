@@ -568,8 +568,8 @@ class DeltaBaseOperator(BaseOperator):
             )
             return False
         self.log.info(
-            "Delta %s on %s runs on the Spark of connection '%s' (not in this worker): the Hive metastore "
-            "sync of %s then runs in the Spark app's own session, after its commit",
+            "Delta %s on %s runs on the Spark of connection '%s' (not in this worker), so that the Spark app "
+            "syncs %s in the Hive metastore from its own session, after its commit",
             self.operation,
             self.table_uri,
             self.conn_id,
@@ -623,6 +623,12 @@ class DeltaBaseOperator(BaseOperator):
             return
         if synced.get("error"):  # the Spark app committed, then its sync failed
             raise self._catalog_sync_failed(result, synced["error"])
+        if self.__dict__.get("_catalog_spec_value") and result.get("transport") != "local":
+            self.log.info(
+                "The Spark run did not sync %s in its session (a Spark Connect session, or an earlier try's "
+                "commit): this worker syncs it, from a local Spark session",
+                self.catalog_table,
+            )
         try:
             result["catalog"] = DeltaCatalogHook(self.catalog_conn_id).sync(self.catalog_table, self.table_uri)
         except DeltaConfigurationError:
