@@ -603,35 +603,37 @@ def merge_files(
             raise
 
 
-def inserted_rows(prepared: PreparedMerge, matched: np.ndarray) -> tuple[pa.Table | None, dict]:
+#: the source rows no target row matched are made into inserted rows this many at a time
+INSERT_PART_ROWS = 1 << 20
+
+
+def inserted_rows(prepared: PreparedMerge, matched: np.ndarray):
     """The rows WHEN NOT MATCHED clauses insert for the source rows no target row matched (positions
-    not in ``matched``), in the target schema, sorted by partition; and ``{clause: rows}``."""
+    not in ``matched``): per part of at most :data:`INSERT_PART_ROWS` such source rows, the rows in
+    the target schema sorted by partition (None: none) and ``{clause: rows}``."""
     codes = prepared.codes[NOT_MATCHED]
     if not codes:
-        return None, {}
+        return
     keep = np.ones(prepared.source.num_rows, dtype=bool)
     keep[matched] = False
-    left = np.flatnonzero(keep)
-    if not len(left):
-        return None, {}
-    data = prepared.source.take(pa.array(left))
-    action = prepared.first_firing(codes, data)
+    unmatched = np.flatnonzero(keep)
     arrow_schema = prepared.schema.to_arrow_schema()
-    parts, counts = [], {}
-    for i in codes:
-        rows = np.flatnonzero(action == i)
-        if not len(rows):
-            continue
-        counts[i] = len(rows)
-        values = prepared.values(i, data.take(pa.array(rows)), prepared.arrow_types)
-        parts.append(pa.table([values[f.name] for f in arrow_schema], schema=arrow_schema))
-    if not parts:
-        return None, counts
-    table = pa.concat_tables(parts)
     partition_columns = list(prepared.spec.write.partition_columns)
-    if partition_columns:
-        table = table.sort_by([(c, "ascending") for c in partition_columns])
-    return table, counts
+    for start in range(0, len(unmatched), INSERT_PART_ROWS):
+        data = prepared.source.take(pa.array(unmatched[start : start + INSERT_PART_ROWS]))
+        action = prepared.first_firing(codes, data)
+        parts, counts = [], {}
+        for i in codes:
+            rows = np.flatnonzero(action == i)
+            if not len(rows):
+                continue
+            counts[i] = len(rows)
+            values = prepared.values(i, data.take(pa.array(rows)), prepared.arrow_types)
+            parts.append(pa.table([values[f.name] for f in arrow_schema], schema=arrow_schema))
+        table = pa.concat_tables(parts) if parts else None
+        if table is not None and partition_columns:
+            table = table.sort_by([(c, "ascending") for c in partition_columns])
+        yield table, counts
 
 
 def likely_touched(files: pa.Table, prepared: PreparedMerge) -> list[bool | None]:
@@ -738,32 +740,34 @@ def merged_outcome(prepared, outcomes: list, matched: np.ndarray, scan_ms: int) 
         for i, k in o.clause_rows.items():
             got = per_action.get(i, (0, 0))[1] + int(k)
             per_action[i] = (got, got)
-    table, inserted = inserted_rows(prepared, matched)
-    for i, k in inserted.items():
-        per_action[i] = (k, 0)
-    if table is not None:
-        from ..identity import fill, identities
-        from ..schema import parse_schema
+    from ..identity import fill, identities
+    from ..schema import parse_schema
 
-        ids = identities(parse_schema(spec.write.schema_json))
-        if ids:  # assigned here, so that the data and the change feed hold the same values
-            counts: dict = {}
-            table = pa.Table.from_batches([fill(ids, b, 0, counts) for b in table.to_batches()])
-        writer = TableWriter(spec.write, 0)
-        written: list[WrittenFile] = []
-        try:
+    ids = identities(parse_schema(spec.write.schema_json))
+    ids_given: dict = {}
+    with_changes = bool(changes)  # a commit with change files has all its changes in them: the inserts too
+    writer = TableWriter(spec.write, 0)
+    written: list[WrittenFile] = []
+    try:
+        for table, inserted in inserted_rows(prepared, matched):
+            for i, k in inserted.items():
+                per_action[i] = (per_action.get(i, (0, 0))[0] + k, 0)
+            if table is None:
+                continue
+            if ids:  # assigned here, so that the data and the change feed hold the same values
+                table = pa.Table.from_batches([fill(ids, b, 0, ids_given) for b in table.to_batches()])
             for batch in table.to_batches():
                 written.extend(writer.write(batch))
-            written.extend(writer.finish())
-            if changes:  # a commit with change files has all its changes in them: the inserts too
+            if with_changes:
                 changes += [w.add for w in inserted_changes(spec.write, table)]
-        except BaseException:  # e.g. an insert breaking a CHECK constraint: nothing of this MERGE stays
-            writer.abort()
-            leftover = [*[w.add for w in written], *adds, *changes]
-            discard(writer.storage, spec.write.table_uri, [*outcomes, FileOutcome("", written=as_written(leftover))])
-            raise
-        adds += [w.add for w in written]
-        written_rows += sum(w.num_rows for w in written)
+        written.extend(writer.finish())
+    except BaseException:  # e.g. an insert breaking a CHECK constraint: nothing of this MERGE stays
+        writer.abort()
+        leftover = [*[w.add for w in written], *adds, *changes]
+        discard(writer.storage, spec.write.table_uri, [*outcomes, FileOutcome("", written=as_written(leftover))])
+        raise
+    adds += [w.add for w in written]
+    written_rows += sum(w.num_rows for w in written)
     rewrite_ms = int((time.monotonic() - started) * 1000)
     return MergeOutcome(touched, adds, written_rows, per_action, scan_ms, rewrite_ms, vectors, changes)
 

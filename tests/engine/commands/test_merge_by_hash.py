@@ -17,7 +17,7 @@ from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_r
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
 from airflow_delta_provider_apps.engine.errors import DeltaError
-from airflow_delta_provider_apps.engine.merge import by_hash
+from airflow_delta_provider_apps.engine.merge import by_file, by_hash
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -50,6 +50,7 @@ def _theirs(root: str) -> list:
 @pytest.fixture
 def by_hash_always(monkeypatch):
     monkeypatch.setattr(by_hash, "HASH_JOIN_ROWS", -1)  # every source, the empty one too
+    monkeypatch.setattr(by_file, "INSERT_PART_ROWS", 2)  # the inserted rows made and written in parts
 
 
 @settings(
