@@ -234,18 +234,17 @@ class DeltaTableLink(BaseOperatorLink):
     name = "Delta table"
 
     def get_link(self, operator, *, ti_key) -> str:
-        from urllib.parse import urlencode
+        return _view_url(operator.__dict__.get("_last_result") or {})
 
-        from airflow.configuration import conf
 
-        from airflow_delta_provider.plugins.settings import URL_PREFIX, ui_enabled
+def _view_url(result: dict) -> str:
+    """The Delta view's page of the table at the version ``result`` names; "" without one or with
+    the view off (the "Delta table" link, and the asset event's ``delta_view``)."""
+    from airflow_delta_provider.plugins.settings import view_url
 
-        result = operator.__dict__.get("_last_result") or {}
-        if not ui_enabled() or not isinstance(result.get("version"), int) or not result.get("table_uri"):
-            return ""
-        base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
-        query = urlencode({"table": result["table_uri"], "version": result["version"]})
-        return f"{base}{URL_PREFIX}/?{query}"
+    if not isinstance(result.get("version"), int) or not result.get("table_uri"):
+        return ""
+    return view_url(result["table_uri"], result["version"])
 
 
 class DeltaBaseOperator(BaseOperator):
@@ -727,6 +726,9 @@ class DeltaBaseOperator(BaseOperator):
                     "operation": result.get("operation"),
                     **readable_rows(result.get("operation"), metrics),
                     **(committer(context) if ours else {}),
+                    # the Delta view at this version: the asset page shows the extra as JSON, whose
+                    # URLs it makes links (ctrl/cmd + click); Airflow has no asset-page plugin view
+                    **({"delta_view": url} if (url := _view_url(result)) else {}),
                     "skipped": bool(result.get("skipped")),
                     "committed": bool(result.get("committed", not result.get("skipped"))),
                     "metrics": main,

@@ -14,6 +14,21 @@ def ui_enabled() -> bool:
     return conf.getboolean("delta", "ui_enabled", fallback=True)
 
 
+def view_url(table_uri: str, version: int | None = None) -> str:
+    """The view's page of ``table_uri`` (``version`` marked in its history), under ``[api] base_url``
+    (absolute when that is set); "" when the view is off. The tasks' "Delta table" link and the table's
+    asset events (``delta_view``: a link in the asset page's event JSON) carry it."""
+    from urllib.parse import urlencode
+
+    from airflow.configuration import conf
+
+    if not ui_enabled():
+        return ""
+    base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+    query = {"table": table_uri} if version is None else {"table": table_uri, "version": version}
+    return f"{base}{URL_PREFIX}/?{urlencode(query)}"
+
+
 def ui_storage_conn_id() -> str | None:
     """``[delta] ui_storage_conn_id``: the storage connection the view reads object-store tables with."""
     from airflow.configuration import conf

@@ -113,6 +113,10 @@ def _get(url: str) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
+def _view(base: str, table: str, version: int) -> str:
+    return f"{base}/delta-view/?table={quote(table, safe='')}&version={version}"
+
+
 def _sizes(table: str) -> list[int]:
     """Each live file's size, as deltalake lists them (an independent reader of the log)."""
     import deltalake
@@ -241,6 +245,18 @@ def test_a_week_of_runs_on_the_page(tmp_path):
             assert status == 200, body
             ti = json.loads(body)
             assert (ti["task_id"], ti["dag_run_id"], ti["state"]) == (committed[v][1], committed[v][0], "success")
+            # and back: the task instance's "Delta table" link opens the view at the version it committed
+            status, body = _get(f"{base}/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/links")
+            assert json.loads(body)["extra_links"]["Delta table"] == _view(base, table, v), body
+        # the asset page shows each event's extra, whose delta_view opens the view at the event's version
+        asset_id = d.query("SELECT id FROM asset WHERE uri = ?", "file://" + table)[0][0]
+        status, body = _get(f"{base}/api/v2/assets/events?asset_id={asset_id}&limit=50")
+        extras = [e["extra"] for e in json.loads(body)["asset_events"]]
+        # (a kept table's CREATE IF NOT EXISTS also announces one, with "committed": false)
+        assert sorted(x["version"] for x in extras if x["committed"]) == sorted(committed)
+        for x in extras:
+            assert x["delta_view"] == _view(base, table, x["version"])
+        assert _get(extras[0]["delta_view"])[0] == 200
         # each asset event links to its version's row
         events = {e[2]: e[1]["href"].lstrip("#") for e in dom.having("event-version")}
         assert sorted(events) == sorted(f"v{v}" for v in committed)

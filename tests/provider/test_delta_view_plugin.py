@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from urllib.parse import quote
 
 from airflow_delta_provider.get_provider_info import get_provider_info
 from airflow_delta_provider.operators.delta import DeltaDeleteOperator, DeltaTableLink
@@ -43,3 +44,32 @@ def test_the_task_link_opens_the_committed_version(monkeypatch):
     )
     monkeypatch.setenv("AIRFLOW__DELTA__UI_ENABLED", "false")
     assert DeltaTableLink().get_link(op, ti_key=None) == ""
+
+
+def test_the_asset_event_carries_the_view_of_its_version(tmp_path, monkeypatch):
+    """The asset page shows an event's extra as JSON (Airflow 3.1-3.3 have no asset-page plugin
+    view): its ``delta_view`` URL is the link there, the same page as the task's "Delta table"."""
+    import pyarrow as pa
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_delta_provider.operators.delta import delta_asset
+    from airflow_delta_provider_apps.engine.commands.create_table import create_table
+    from airflow_delta_provider_apps.engine.commands.write import append_arrow
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080")
+    root = str(tmp_path / "orders")
+    create_table(root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": [1, 2, 3]}))
+    op = DeltaDeleteOperator(task_id="purge", table_uri=root, predicate="id = 1", execution="local")
+    events = OutletEventAccessors()
+    assert op.execute({"outlet_events": events})["version"] == 2
+    extra = events[delta_asset(root)].extra
+    assert extra["delta_view"] == DeltaTableLink().get_link(op, ti_key=None)
+    assert extra["delta_view"] == f"http://airflow.example:8080/delta-view/?table={quote(root, safe='')}&version=2"
+
+    monkeypatch.setenv("AIRFLOW__DELTA__UI_ENABLED", "false")  # the view off: no link to it
+    events = OutletEventAccessors()
+    DeltaDeleteOperator(task_id="purge", table_uri=root, predicate="id = 2", execution="local").execute(
+        {"outlet_events": events}
+    )
+    assert "delta_view" not in events[delta_asset(root)].extra
