@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..progress import report
 from ..rewrite.common import discard
 from .by_file import MergeFileOutcome, PreparedMerge, _stream, merged_outcome, rewrite_file
 from .clauses import MATCHED
@@ -92,11 +93,13 @@ def merge_by_hash(job: MergeJob, local: pa.Table, *, max_workers: int | None = N
     pairs = _pairs(prepared, storage, files, workers) if files else _Pairs.empty()
     _check_duplicates(prepared, pairs)
     scan_ms = int((time.monotonic() - started) * 1000)
+    touched = pairs.files()
+    report("MERGE", "matched", pairs=len(pairs.file), files=len(touched), ms=scan_ms)
     started = time.monotonic()
     if prepared.by_source:
         rewrite = list(range(len(files)))
     elif prepared.rewrites:
-        rewrite = pairs.files()
+        rewrite = touched
     else:  # inserts only: the pairs tell which source rows not to insert
         rewrite = []
     outcomes = _rewrite(prepared, storage, files, rewrite, pairs, workers)

@@ -18,6 +18,7 @@ from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
 from airflow_delta_provider_apps.engine.errors import DeltaError
 from airflow_delta_provider_apps.engine.merge import by_file, by_hash
+from airflow_delta_provider_apps.engine.progress import reporting_to
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -96,10 +97,15 @@ def test_the_plane_joins_a_large_source_by_hash_and_says_so(tmp_path, monkeypatc
     t = _table(root, [{"id": i, "v": i, "p": i % 3} for i in range(10)], partitioned=False, props={})
     monkeypatch.setattr(by_hash, "HASH_JOIN_ROWS", 4)
     small = _arrow([{"id": i, "v": -i, "p": 0} for i in range(4)])
-    with caplog.at_level(logging.INFO, logger=by_hash.__name__):
+    events: list = []
+    with caplog.at_level(logging.INFO, logger=by_hash.__name__), reporting_to(events.append):
         assert t.upsert(small, ["id"])["strategy"] == "file_by_file"
         res = DeltaTable(None, root).upsert(_arrow([{"id": i, "v": 100 + i, "p": 1} for i in range(5, 15)]), ["id"])
     assert res["strategy"] == "hash_join"
+    # the keys' phase: 5 target rows matched, all in the second of the two files
+    matched = [{k: e[k] for k in ("pairs", "files")} for e in events if e["phase"] == "matched"]
+    assert matched == [{"pairs": 5, "files": 1}]
+    assert {"operation": "MERGE", "phase": "hash_join"} in events
     assert (res["metrics"]["numTargetRowsUpdated"], res["metrics"]["numTargetRowsInserted"]) == (5, 5)
     said = [r.getMessage() for r in caplog.records if r.name == by_hash.__name__]
     assert said == [
