@@ -262,12 +262,23 @@ class StatsCollector:
         file another writer wrote (Spark's own) gets its stats without a byte of data read again.
         A row group without a count or a bound for values it holds leaves the leaf without one
         (nothing wrong is ever written); float and double columns get no bounds, nested leaves
-        neither bounds nor counts. Returns self."""
+        neither bounds nor counts (a variant gets its count: its metadata binary's nulls). Returns self."""
         self.num_records += metadata.num_rows
         arrow = metadata.schema.to_arrow_schema()
         columns = {metadata.schema.column(j).path: j for j in range(metadata.num_columns)}
         for leaf in self._leaves:
             name = next((c for c in leaf.names[0] if c in columns), None) if len(leaf.names) == 1 else None
+            variant_metadata = None
+            if _tname(leaf.type) == "variant" and len(leaf.names) == 1:  # a group: its binaries are the leaves
+                variant_metadata = next(
+                    (columns[f"{c}.metadata"] for c in leaf.names[0] if f"{c}.metadata" in columns), None
+                )
+            if variant_metadata is not None:  # a variant's metadata binary is required in it: its nulls
+                for g in range(metadata.num_row_groups):  # are the variant's (no bounds: none asked)
+                    st = metadata.row_group(g).column(variant_metadata).statistics
+                    nulls = st.null_count if st is not None and st.has_null_count else None
+                    leaf.null_count = None if nulls is None or leaf.null_count is None else leaf.null_count + nulls
+                continue
             if name is None or not _flat(arrow.field(name).type):
                 absent = len(leaf.names) == 1 and not any(c in arrow.names for c in leaf.names[0])
                 # a column the file lacks is all null; anything else unknown

@@ -238,6 +238,9 @@ NATIVE_WRITE_CONF = "spark.airflowDelta.nativeWrite"
 #: partition column types whose Hive folder name is Delta's partition value text
 _NATIVE_PARTITION_TYPES = ("string", "byte", "short", "integer", "long", "date", "boolean")
 _NATIVE_TYPES = (*_NATIVE_PARTITION_TYPES, "float", "double", "decimal", "timestamp_ntz", "timestamp", "binary")
+_NATIVE_TYPES += ("variant",)  # the Parquet Variant encoding, unshredded (see native_write_applies)
+#: Spark's setting that shreds variants on write (a table without variantShredding must not get such files)
+_SHREDDING_CONF = "spark.sql.variant.writeShredding.enabled"
 
 
 def native_write_applies(spark, spec: WriteSpec) -> str | None:
@@ -274,6 +277,8 @@ def native_write_applies(spark, spec: WriteSpec) -> str | None:
             return f"column {f.name} ({'NOT NULL' if not f.nullable else kind or 'nested'})"
         if f.name in spec.partition_columns and kind not in _NATIVE_PARTITION_TYPES:
             return f"partition column {f.name} of type {kind}"
+        if kind == "variant" and conf_value(spark, _SHREDDING_CONF, "false").strip().lower() != "false":
+            return f"variant column {f.name} with {_SHREDDING_CONF} (variants are written unshredded)"
         if kind == "timestamp":
             out = conf_value(spark, "spark.sql.parquet.outputTimestampType", "INT96").strip().upper()
             if out != "TIMESTAMP_MICROS":
