@@ -7,7 +7,7 @@ from __future__ import annotations
 from .defaults import default_value
 from .errors import InvalidArgumentError, SchemaMismatchError
 from .schema.compat import computed as _computed
-from .schema.compat import may_leave_out
+from .schema.compat import may_leave_out, nested_fit
 
 __all__ = ["conform_arrow"]
 
@@ -151,6 +151,8 @@ def _converted(col, field, table_field):
             f"a {have} is not converted to a {want} when written (Delta's schema enforcement)",
             f"convert the column to {simple} before appending (e.g. pyarrow.compute.cast), or fix the source",
         )
+    if have == want == "nested":
+        return _nested(col, table_field)
     bad = _first_unfit(col, field.type)
     if bad is not None:
         raise SchemaMismatchError(
@@ -165,4 +167,39 @@ def _converted(col, field, table_field):
             f"Column '{table_field.name}' of type {col.type} in the data cannot be written as {simple}",
             str(e).splitlines()[0][:300],
             f"convert the column to {simple} before appending",
+        ) from None
+
+
+def _nested(col, table_field):
+    """A struct, array or map column as the table's column: fields by name, case-insensitively, at every
+    level (:func:`.schema.compat.nested_fit`, the rule every write path follows; Arrow's own cast matches
+    names exactly and drops a field the table lacks without a word), each leaf value checked."""
+    import pyarrow as pa
+
+    from .expr.evaluate import first_failing, store_cast
+    from .schema import StructType
+
+    simple = table_field.type.simple_string()
+    data_type = StructType.from_arrow(pa.schema([("v", col.type)])).fields[0].type
+    problems = nested_fit(
+        data_type,
+        table_field.type,
+        lambda d, t: d.name == "void" or _arrow_kind(d.to_arrow()) == _arrow_kind(t.to_arrow()),
+        path=table_field.name,
+    )
+    if problems:
+        raise SchemaMismatchError(
+            f"Column '{table_field.name}' does not fit the table's {simple}",
+            "; ".join(problems) + " (fields are matched by name, at every level)",
+            "make the data's fields the table's (drop, rename or cast them), or append through Spark with "
+            "merge_schema=True to add new fields to the table",
+        )
+    try:
+        return store_cast(col, data_type, table_field.type)
+    except Exception as e:  # a leaf value out of its type's range (Arrow's or the ANSI cast's error)
+        bad = first_failing(col, lambda a: store_cast(a, data_type, table_field.type), (Exception,))
+        raise SchemaMismatchError(
+            f"Column '{table_field.name}' holds the value {bad!r}, which {simple} cannot hold",
+            f"a nested value does not convert ({str(e).splitlines()[0][:300]})",
+            "fix or filter that value, or store the column as a wider type",
         ) from None

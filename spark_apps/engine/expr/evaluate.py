@@ -271,9 +271,9 @@ class _Eval:
     def _StoreCast(self, e: n.StoreCast):
         value = self.arr(e.child)
         try:
-            return cast(value, e.child.type, e.type)
+            return store_cast(value, e.child.type, e.type)
         except (_AnsiError, pa.ArrowInvalid, OverflowError, decimal.DecimalException) as err:
-            bad = first_failing(value, lambda a: cast(a, e.child.type, e.type))
+            bad = first_failing(value, lambda a: store_cast(a, e.child.type, e.type))
             raise _StoreError(e, bad, err) from None
 
     # ---- logic
@@ -572,6 +572,37 @@ def _map_values(value: pa.Array, fn: Callable, target: pa.DataType) -> pa.Array:
     encoded = pc.dictionary_encode(value)
     mapped = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], target)
     return pc.take(mapped, encoded.indices)
+
+
+def store_cast(value: pa.Array, src: DataType, dst: DataType) -> pa.Array:
+    """``value`` (of type ``src``) stored into a column of type ``dst``: :func:`cast`, except that a
+    struct's fields are matched by name (case-insensitively; a field the value lacks is NULL), in arrays'
+    elements and maps' keys and values too, as the binder checked (:func:`..schema.compat.nested_fit`)."""
+    from ..schema import ArrayType, MapType, StructType
+
+    if src == dst or not isinstance(dst, (StructType, ArrayType, MapType)) or src.name == "void":
+        return cast(value, src, dst)
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks()
+    mask = value.is_null() if value.null_count else None
+    if isinstance(dst, StructType):
+        index = {f.name.lower(): i for i, f in enumerate(src.fields)}
+        children = []
+        for f in dst.fields:
+            i = index.get(f.name.lower())
+            if i is None:
+                children.append(pa.nulls(len(value), arrow_type(f.type)))
+            else:
+                children.append(store_cast(value.field(i), src.fields[i].type, f.type))
+        fields = [pa.field(f.name, arrow_type(f.type), f.nullable) for f in dst.fields]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    offsets = value.offsets  # index the whole child array, whatever the slice
+    if isinstance(dst, ArrayType):
+        values = store_cast(value.values, src.element_type, dst.element_type)
+        return pa.ListArray.from_arrays(offsets, values, type=arrow_type(dst), mask=mask)
+    keys = store_cast(value.keys, src.key_type, dst.key_type)
+    items = store_cast(value.items, src.value_type, dst.value_type)
+    return pa.MapArray.from_arrays(offsets, keys, items, type=arrow_type(dst), mask=mask)
 
 
 def cast(value: pa.Array, src: DataType, dst: DataType) -> pa.Array:

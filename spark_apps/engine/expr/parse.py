@@ -369,10 +369,16 @@ def bind_assignments(updates: Mapping[str, str], schema: StructType) -> dict[str
 
 
 def bind_assignments_over(
-    updates: Mapping[str, str], target: StructType, relations: Mapping[str, StructType], *, target_alias: str
+    updates: Mapping[str, str],
+    target: StructType,
+    relations: Mapping[str, StructType],
+    *,
+    target_alias: str,
+    leave_out: bool = False,
 ) -> dict[str, n.Expr]:
     """MERGE's ``SET`` / ``INSERT`` values: as :func:`bind_assignments`, the expressions over ``relations``
-    by alias (:func:`parse_over`); a column name may be qualified by the target's alias."""
+    by alias (:func:`parse_over`); a column name may be qualified by the target's alias; ``leave_out``
+    (``merge_schema``): a struct value may lack nullable fields (:func:`store_assign`)."""
 
     def unqualified(name: str) -> str:
         name = str(name).strip()
@@ -382,10 +388,12 @@ def bind_assignments_over(
     named = {unqualified(k): v for k, v in updates.items()}
     if len(named) != len(updates):
         raise _err("A column is set twice", f"columns {list(updates)}", "set each column once")
-    return _assign(named, target, lambda text: parse_over(text, relations, condition=False, what="expression"))
+    return _assign(
+        named, target, lambda text: parse_over(text, relations, condition=False, what="expression"), leave_out=leave_out
+    )
 
 
-def _assign(updates: Mapping[str, str], schema: StructType, parse) -> dict[str, n.Expr]:
+def _assign(updates: Mapping[str, str], schema: StructType, parse, *, leave_out: bool = False) -> dict[str, n.Expr]:
     out: dict[str, n.Expr] = {}
     for raw_name, text in updates.items():
         f = schema.find(str(raw_name).strip().strip("`"))
@@ -400,7 +408,7 @@ def _assign(updates: Mapping[str, str], schema: StructType, parse) -> dict[str, 
         value = parse(str(text)) if not isinstance(text, n.Expr) else text
         if value.type.name == "void" and not f.nullable:
             raise _err(f"Cannot set NOT NULL column '{f.name}' to NULL", f"expression '{text}'", "set a value")
-        out[f.name] = store_assign(value, f.type, f"column '{f.name}'")
+        out[f.name] = store_assign(value, f.type, f"column '{f.name}'", leave_out=leave_out)
     return out
 
 
@@ -500,18 +508,27 @@ def _copies_into(src: DataType, dst: DataType) -> bool:
     return src == dst
 
 
-def store_assign(value: n.Expr, target: DataType, where: str) -> n.Expr:
+def store_assign(value: n.Expr, target: DataType, where: str, *, leave_out: bool = False) -> n.Expr:
+    """``value`` as written into a column of type ``target`` (``where`` names it): Spark's ANSI store
+    assignment; a struct, array or map by name (:func:`..schema.compat.nested_fit`), the fields a
+    struct value lacks NULL only with ``leave_out`` (MERGE's ``merge_schema``)."""
     if value.type == target:
         return value
     if isinstance(target, (StructType, ArrayType, MapType)) and not isinstance(value, n.Literal):
+        from ..schema.compat import nested_fit
+
         if _copies_into(value.type, target):
             return value
+        problems = nested_fit(value.type, target, _can_store, leave_out=leave_out, nulls=True)
+        if not problems:
+            return n.StoreCast(value, target, where)  # fields by name, leaves cast (evaluate.store_cast)
         raise _err(
             f"Cannot assign a {value.type.simple_string()} to {where} of type {target.simple_string()}",
-            "a struct, array or map is copied as it is: its fields, their order, types and NOT NULLs must "
-            "match the column's",
-            "make the source's column match the table's (cast it there), or widen the table's column first "
-            "(change_column_type, or merge_schema on a type-widening table)",
+            f"in {where}: " + "; ".join(problems) + " (a struct's fields are matched by name, each value "
+            "stored as Spark's ANSI store assignment allows)",
+            "make the source's value match the column (add, rename or cast its fields), pass merge_schema=True "
+            "(MERGE) to add new fields to the table and write NULL in the ones it leaves out, or widen the "
+            "table's column first (change_column_type, or merge_schema on a type-widening table)",
         )
     if isinstance(value, n.Literal):
         return cast_literal(value, target, where)

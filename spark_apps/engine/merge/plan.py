@@ -145,12 +145,15 @@ def _check_clause_order(clauses: list[MergeClause]) -> None:
 
 def evolved_schema(target, source_schema, widen: frozenset = frozenset()):
     """``merge_schema=True``: the table's schema plus the source's columns it lacks (nullable, at the end),
-    which ``*_all`` clauses then fill; rows that no clause sets get NULL there; a column of ``widen``
+    which ``*_all`` clauses then fill; rows that no clause sets get NULL there; the fields a source
+    column's structs add (nullable, at the end: :func:`..schema.compat.with_new_fields`); a column of ``widen``
     (:func:`..schema.widening.widenable`) takes its source column's wider types where the protocol
-    allows, in its nested struct fields too (``delta.typeChanges``). ``target`` itself when the source brings nothing new."""
+    allows, in its nested fields, arrays' elements and maps' keys and values too (``delta.typeChanges``).
+    ``target`` itself when the source brings nothing new."""
     import dataclasses
 
     from ..schema import StructType
+    from ..schema.compat import with_new_fields
     from ..schema.widening import widened_to
 
     new = [dataclasses.replace(f, nullable=True) for f in source_schema.fields if target.find(f.name) is None]
@@ -158,7 +161,9 @@ def evolved_schema(target, source_schema, widen: frozenset = frozenset()):
     for i, f in enumerate(fields):
         s = source_schema.find(f.name)
         if s is not None and f.name.lower() in widen:
-            fields[i] = widened_to(f, s.type) or f
+            f = fields[i] = widened_to(f, s.type) or f
+        if s is not None:
+            fields[i] = f.with_type(with_new_fields(f.type, s.type))
     if not new and fields == list(target.fields):
         return target
     return StructType(tuple(fields) + tuple(new))
@@ -228,7 +233,11 @@ def bind_plan(
                     for f in target.fields
                     if source_schema.find(f.name) is not None
                 }
-            values = bind_assignments_over(texts, target, scope, target_alias=target_alias) if texts else {}
+            values = (
+                bind_assignments_over(texts, target, scope, target_alias=target_alias, leave_out=merge_schema)
+                if texts
+                else {}
+            )
             if c.action == "update":
                 from ..identity import refuse_updates
 

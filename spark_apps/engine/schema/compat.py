@@ -28,6 +28,92 @@ def may_leave_out(field: StructField) -> bool:
     return field.nullable or computed(field) or field.default is not None
 
 
+def nested_fit(
+    data_type: DataType, table_type: DataType, leaf_ok, *, leave_out: bool = True, nulls: bool = False, path: str = ""
+) -> list[str]:
+    """Why a nested value of ``data_type`` cannot be written into ``table_type`` (empty: it can), the one
+    by-name rule of every write path (appends, MERGE, UPDATE), as delta-spark resolves structs: fields by
+    name (case-insensitively) whatever their order, at every level (in arrays' elements, maps' keys and
+    values too); a field the data lacks is written NULL when ``leave_out`` and the field is nullable
+    (:func:`may_leave_out`); a field the table lacks is refused (``merge_schema`` adds it first); a leaf
+    pair is judged by ``leaf_ok(data type, table type)`` (each path's own casting rule); with ``nulls`` a
+    nullable field, element or value into a NOT NULL one is refused too (else the data's values are checked)."""
+    where = path or "the value"
+    if isinstance(table_type, StructType) and isinstance(data_type, StructType):
+        by_low = {f.name.lower(): f for f in data_type.fields}
+        out: list[str] = []
+        for tf in table_type.fields:
+            at = f"{path}.{tf.name}" if path else tf.name  # the field's dotted path in the value
+            df = by_low.pop(tf.name.lower(), None)
+            if df is None:
+                if not leave_out:
+                    out.append(f"the data has no field '{at}' (without merge_schema every field must be given)")
+                elif not may_leave_out(tf):
+                    out.append(f"the data has no field '{at}', which the table holds NOT NULL")
+                continue
+            if nulls and df.nullable and not tf.nullable:
+                out.append(f"field '{at}' may be NULL in the data but is NOT NULL in the table")
+            out += nested_fit(df.type, tf.type, leaf_ok, leave_out=leave_out, nulls=nulls, path=at)
+        out += [f"field '{path + '.' if path else ''}{f.name}' is not in the table" for f in by_low.values()]
+        return out
+    if isinstance(table_type, ArrayType) and isinstance(data_type, ArrayType):
+        out = []
+        if nulls and data_type.contains_null and not table_type.contains_null:
+            out.append(f"'{where}' may hold NULL elements, which the table's array does not")
+        return out + nested_fit(
+            data_type.element_type,
+            table_type.element_type,
+            leaf_ok,
+            leave_out=leave_out,
+            nulls=nulls,
+            path=f"{path}.element" if path else "element",
+        )
+    if isinstance(table_type, MapType) and isinstance(data_type, MapType):
+        out = []
+        if nulls and data_type.value_contains_null and not table_type.value_contains_null:
+            out.append(f"'{where}' may hold NULL values, which the table's map does not")
+        for part in ("key", "value"):
+            out += nested_fit(
+                getattr(data_type, f"{part}_type"),
+                getattr(table_type, f"{part}_type"),
+                leaf_ok,
+                leave_out=leave_out,
+                nulls=nulls,
+                path=f"{path}.{part}" if path else part,
+            )
+        return out
+    nested = (StructType, ArrayType, MapType)
+    if (isinstance(table_type, nested) or isinstance(data_type, nested)) and data_type.name != "void":
+        ok = False
+    else:
+        ok = leaf_ok(data_type, table_type)
+    return (
+        []
+        if ok
+        else [f"'{where}' is {data_type.simple_string()} in the data but {table_type.simple_string()} in the table"]
+    )
+
+
+def with_new_fields(table_type: DataType, data_type: DataType) -> DataType:
+    """``table_type`` with the struct fields ``data_type`` has and it lacks (by name, case-insensitively)
+    added at the end, nullable, at every level (inside structs, arrays' elements and maps' values): what
+    ``merge_schema`` adds for nested data (MERGE's evolution; appends: :func:`check_write_compatible`)."""
+    if isinstance(table_type, StructType) and isinstance(data_type, StructType):
+        fields = []
+        for f in table_type.fields:
+            d = data_type.find(f.name)
+            fields.append(f if d is None else f.with_type(with_new_fields(f.type, d.type)))
+        low = {f.name.lower() for f in table_type.fields}
+        fields += [StructField(f.name, f.type, True, f.metadata) for f in data_type.fields if f.name.lower() not in low]
+        return StructType(tuple(fields))
+    if isinstance(table_type, ArrayType) and isinstance(data_type, ArrayType):
+        return ArrayType(with_new_fields(table_type.element_type, data_type.element_type), table_type.contains_null)
+    if isinstance(table_type, MapType) and isinstance(data_type, MapType):
+        value = with_new_fields(table_type.value_type, data_type.value_type)
+        return MapType(table_type.key_type, value, table_type.value_contains_null)
+    return table_type
+
+
 def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
     """True when values of ``data_type`` can be written into a ``table_type`` column without loss.
 

@@ -67,21 +67,51 @@ def widened(field, to_type):
 
 def widened_to(field, data_type):
     """``field`` widened as data of ``data_type`` needs: to ``data_type`` itself when that is a widening
-    of its type, or, in a struct, each nested field alike (each change recorded on the field it
-    changed); None when nothing widens. Array elements and map keys and values are not widened."""
+    of its type, or, inside it, each nested struct field alike (the change recorded on the field it
+    changed), and arrays' elements and maps' keys and values (recorded on the nearest enclosing field,
+    with the protocol's ``fieldPath``: ``element``, ``key``, ``value``, ``value.element``...); None when
+    nothing widens."""
     import dataclasses
 
-    from .types import StructType
+    new_type, changes = _widened_type(field.type, data_type, "")
+    if new_type is None:
+        return None
+    metadata = field.metadata or {}
+    if changes:
+        metadata = {**metadata, TYPE_CHANGES_KEY: [*metadata.get(TYPE_CHANGES_KEY, []), *changes]}
+    return dataclasses.replace(field, type=new_type, metadata=metadata)
 
-    if is_widening(field.type, data_type):
-        return widened(field, data_type)
-    if isinstance(field.type, StructType) and isinstance(data_type, StructType):
+
+def _widened_type(table_type, data_type, path: str):
+    """``(the widened type or None, the changes to record on the enclosing field)`` (see :func:`widened_to`);
+    ``path``: the ``fieldPath`` of ``table_type`` below that field ("" for the field's own type)."""
+    from .types import ArrayType, MapType, StructType
+
+    if is_widening(table_type, data_type):
+        change = {"fromType": table_type.to_json(), "toType": data_type.to_json()}
+        return data_type, [{**change, "fieldPath": path} if path else change]
+    if isinstance(table_type, StructType) and isinstance(data_type, StructType):
         out, changed = [], False
-        for f in field.type.fields:
+        for f in table_type.fields:
             d = data_type.find(f.name)
             w = widened_to(f, d.type) if d is not None else None
             out.append(w or f)
             changed = changed or w is not None
-        if changed:
-            return dataclasses.replace(field, type=StructType(tuple(out)))
-    return None
+        return (StructType(tuple(out)) if changed else None), []
+    if isinstance(table_type, ArrayType) and isinstance(data_type, ArrayType):
+        at = f"{path}.element" if path else "element"
+        element, changes = _widened_type(table_type.element_type, data_type.element_type, at)
+        return (None if element is None else ArrayType(element, table_type.contains_null)), changes
+    if isinstance(table_type, MapType) and isinstance(data_type, MapType):
+        parts = []
+        for part, t, d in (
+            ("key", table_type.key_type, data_type.key_type),
+            ("value", table_type.value_type, data_type.value_type),
+        ):
+            parts.append(_widened_type(t, d, f"{path}.{part}" if path else part))
+        (key, key_changes), (value, value_changes) = parts
+        if key is None and value is None:
+            return None, []
+        new = MapType(key or table_type.key_type, value or table_type.value_type, table_type.value_contains_null)
+        return new, key_changes + value_changes
+    return None, []

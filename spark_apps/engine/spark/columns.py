@@ -18,7 +18,7 @@ from functools import reduce
 from ..expr import nodes as n
 from ..expr.sql import column_sql, temporal_text, type_sql
 
-__all__ = ["to_column"]
+__all__ = ["conform_column", "to_column"]
 
 _COMPARE = {
     "=": lambda a, b: a == b,
@@ -53,6 +53,8 @@ def to_column(e: n.Expr, column=None):
             return F.col(spell(node))
         if isinstance(node, n.Literal):
             return literal(node)
+        if isinstance(node, n.StoreCast) and node.type.name in ("struct", "array", "map"):
+            return _stored_nested(render(node.child), node.child.type, node.type)
         if isinstance(node, n.Cast):
             return render(node.child).cast(type_sql(node.type))
         if isinstance(node, n.Compare):
@@ -88,6 +90,61 @@ def to_column(e: n.Expr, column=None):
         raise TypeError(f"cannot render {type(node).__name__} as a Column")
 
     return render(e)
+
+
+def _stored_nested(col, src, dst):
+    """A struct, array or map value stored into a column of another nested type: structs by name, as the
+    in-process plane does (:func:`..expr.evaluate.store_cast`); Spark's own struct cast is positional."""
+    from pyspark.sql.types import StructType
+
+    def spark_type(t):
+        field = {"name": "v", "type": t.to_json(), "nullable": True, "metadata": {}}
+        return StructType.fromJson({"type": "struct", "fields": [field]})[0].dataType
+
+    return conform_column(col, spark_type(src), spark_type(dst))
+
+
+def conform_column(col, src_type, dst_type):
+    """A Column expression turning ``col`` (of ``src_type``) into ``dst_type``, structs by name."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if src_type == dst_type:
+        return col
+    if isinstance(dst_type, StructType) and isinstance(src_type, StructType):
+        by_lower = {f.name.lower(): f for f in src_type.fields}
+        fields = []
+        for f in dst_type.fields:
+            s = by_lower.get(f.name.lower())
+            if s is None:
+                fields.append(F.lit(None).cast(f.dataType).alias(f.name))
+            else:
+                fields.append(conform_column(col.getField(s.name), s.dataType, f.dataType).alias(f.name))
+        return F.when(col.isNull(), F.lit(None).cast(dst_type)).otherwise(F.struct(*fields))
+    if isinstance(dst_type, ArrayType) and isinstance(src_type, ArrayType) and _has_struct(dst_type.elementType):
+        return F.transform(col, lambda e: conform_column(e, src_type.elementType, dst_type.elementType))
+    if (
+        isinstance(dst_type, MapType)
+        and isinstance(src_type, MapType)
+        and (_has_struct(dst_type.keyType) or _has_struct(dst_type.valueType))
+    ):
+        m = col
+        if src_type.keyType != dst_type.keyType:
+            m = F.transform_keys(m, lambda k, v: conform_column(k, src_type.keyType, dst_type.keyType))
+        return F.transform_values(m, lambda k, v: conform_column(v, src_type.valueType, dst_type.valueType))
+    return col.cast(dst_type)
+
+
+def _has_struct(t) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(t, StructType):
+        return True
+    if isinstance(t, ArrayType):
+        return _has_struct(t.elementType)
+    if isinstance(t, MapType):
+        return _has_struct(t.keyType) or _has_struct(t.valueType)
+    return False
 
 
 def literal(e: n.Literal):

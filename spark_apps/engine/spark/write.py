@@ -82,6 +82,7 @@ def conform_dataframe(df, schema_json: str | dict, *, keep=()):
 
     from ..defaults import default_value
     from ..schema import StructType as DeltaStruct
+    from .columns import conform_column
 
     target = spark_schema(schema_json)
     by_lower = {f.name.lower(): f for f in df.schema.fields}
@@ -92,51 +93,8 @@ def conform_dataframe(df, schema_json: str | dict, *, keep=()):
         if src is None:
             cols.append(F.lit(default_value(table.field(f.name))).cast(f.dataType).alias(f.name))
         else:
-            cols.append(_conform_column(F.col(_quote(src.name)), src.dataType, f.dataType).alias(f.name))
+            cols.append(conform_column(F.col(_quote(src.name)), src.dataType, f.dataType).alias(f.name))
     return df.select(*cols, *[F.col(_quote(c)) for c in keep])
-
-
-def _conform_column(col, src_type, dst_type):
-    """A Column expression turning ``col`` (of ``src_type``) into ``dst_type``, structs by name."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    if src_type == dst_type:
-        return col
-    if isinstance(dst_type, StructType) and isinstance(src_type, StructType):
-        by_lower = {f.name.lower(): f for f in src_type.fields}
-        fields = []
-        for f in dst_type.fields:
-            s = by_lower.get(f.name.lower())
-            if s is None:
-                fields.append(F.lit(None).cast(f.dataType).alias(f.name))
-            else:
-                fields.append(_conform_column(col.getField(s.name), s.dataType, f.dataType).alias(f.name))
-        return F.when(col.isNull(), F.lit(None).cast(dst_type)).otherwise(F.struct(*fields))
-    if isinstance(dst_type, ArrayType) and isinstance(src_type, ArrayType) and _has_struct(dst_type.elementType):
-        return F.transform(col, lambda e: _conform_column(e, src_type.elementType, dst_type.elementType))
-    if (
-        isinstance(dst_type, MapType)
-        and isinstance(src_type, MapType)
-        and (_has_struct(dst_type.keyType) or _has_struct(dst_type.valueType))
-    ):
-        m = col
-        if src_type.keyType != dst_type.keyType:
-            m = F.transform_keys(m, lambda k, v: _conform_column(k, src_type.keyType, dst_type.keyType))
-        return F.transform_values(m, lambda k, v: _conform_column(v, src_type.valueType, dst_type.valueType))
-    return col.cast(dst_type)
-
-
-def _has_struct(t) -> bool:
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    if isinstance(t, StructType):
-        return True
-    if isinstance(t, ArrayType):
-        return _has_struct(t.elementType)
-    if isinstance(t, MapType):
-        return _has_struct(t.keyType) or _has_struct(t.valueType)
-    return False
 
 
 def _quote(name: str) -> str:

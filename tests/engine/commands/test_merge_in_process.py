@@ -144,23 +144,30 @@ def test_upsert_and_update_copy_struct_array_and_map_columns(tmp_path):
         t.delete("s = s")
 
 
-def test_nested_values_that_do_not_copy_as_they_are_are_refused_before_anything_is_written(tmp_path):
-    """A nested value is copied, never cast: another leaf type, another field name or a NULL where
-    the column forbids one is a clear error at binding (Spark would cast or fail while writing)."""
+def test_nested_values_are_stored_by_name_and_a_possible_null_into_not_null_is_refused(tmp_path):
+    """A nested value is stored as Spark's store assignment stores it: fields by name (case-insensitively),
+    each leaf cast (an INT field into a BIGINT one); a field that may be NULL into a NOT NULL one is a
+    clear error at binding, before anything is written."""
     root = str(tmp_path / "t")
     create_table(root, schema="id BIGINT, s STRUCT<x: BIGINT NOT NULL, y: STRING>")
     sx = pa.struct([pa.field("x", pa.int64(), nullable=False), ("y", pa.string())])
     append_arrow(root, pa.table({"id": pa.array([1], pa.int64()), "s": pa.array([{"x": 1, "y": "a"}], sx)}))
     t = DeltaTable(None, root)
+    int_x = pa.struct([pa.field("x", pa.int32(), nullable=False), ("y", pa.string())])  # INT into BIGINT
+    upper_x = pa.struct([("y", pa.string()), pa.field("X", pa.int64(), nullable=False)])  # another case and order
+    for struct, pairs in ((int_x, [(5, "b"), (7, None)]), (upper_x, [(6, "c"), (8, None)])):
+        rows = [{"X" if "X" in struct.names else "x": x, "y": y} for x, y in pairs]
+        t.upsert(pa.table({"id": pa.array([1, 2], pa.int64()), "s": pa.array(rows, struct)}), ["id"])
+        got = sorted(read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist(), key=lambda r: r["id"])
+        assert got == [
+            {"id": 1, "s": {"x": pairs[0][0], "y": pairs[0][1]}},
+            {"id": 2, "s": {"x": pairs[1][0], "y": None}},
+        ]
     version = t.version()
-    for struct in (
-        pa.struct([pa.field("x", pa.int32(), nullable=False), ("y", pa.string())]),  # INT into BIGINT
-        pa.struct([pa.field("X", pa.int64(), nullable=False), ("y", pa.string())]),  # another name
-        pa.struct([pa.field("x", pa.int64()), ("y", pa.string())]),  # x may be NULL
-    ):
-        source = pa.table({"id": pa.array([1, 2], pa.int64()), "s": pa.array([{"x": 5, "y": "b"}] * 2, struct)})
-        with pytest.raises(InvalidArgumentError, match="is copied as it is"):
-            t.upsert(source, ["id"])
+    nullable = pa.struct([pa.field("x", pa.int64()), ("y", pa.string())])  # x may be NULL
+    source = pa.table({"id": pa.array([1, 2], pa.int64()), "s": pa.array([{"x": 5, "y": "b"}] * 2, nullable)})
+    with pytest.raises(InvalidArgumentError, match="'x' may be NULL in the data but is NOT NULL"):
+        t.upsert(source, ["id"])
     assert DeltaTable(None, root).version() == version
 
 
