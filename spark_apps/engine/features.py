@@ -608,9 +608,10 @@ def protocol_features(protocol: Protocol | None) -> set[str]:
 
 #: What other common readers cannot do with a table whose protocol lists a feature: per feature, per
 #: reader, the refused operations (:data:`OUTSIDE_READER_OPERATIONS`). Measured with deltalake 1.6.6
-#: and Polars 2.1.0 (``read_delta``/``scan_delta``); delta-kernel-rs and DuckDB's ``delta_scan`` read
-#: every feature we write (tests/interop/test_reader_support.py keeps this true and prints the docs' readers
-#: table). Spark with delta-spark 4.x reads them all.
+#: and Polars 2.1.0 (``read_delta``/``scan_delta``), and DuckDB 1.5.5's ``delta_scan`` (it refuses
+#: variant columns: "Unsupported Arrow type VARIANT"); delta-kernel-rs reads every feature we write
+#: (tests/interop/test_reader_support.py keeps this true and prints the docs' readers table). Spark with
+#: delta-spark 4.x reads them all.
 OUTSIDE_READER_REFUSALS: dict[str, dict[str, tuple[str, ...]]] = {
     "typeWidening": {"deltalake": ("read", "query", "load_cdf", "append"), "Polars": ("read",)},
     "vacuumProtocolCheck": {"deltalake": ("read", "query", "load_cdf", "append"), "Polars": ("read",)},
@@ -623,10 +624,11 @@ OUTSIDE_READER_REFUSALS: dict[str, dict[str, tuple[str, ...]]] = {
     "identityColumns": {"deltalake": ("append",)},
     "allowColumnDefaults": {"deltalake": ("append",)},
     "collations": {"deltalake": ("append",)},
+    "variantType": {"DuckDB": ("read",)},
 }
 
 #: the versions :data:`OUTSIDE_READER_REFUSALS` was measured with (a warning names them: newer ones may read more)
-OUTSIDE_READER_VERSIONS: dict[str, str] = {"deltalake": "1.6.6", "Polars": "2.1.0"}
+OUTSIDE_READER_VERSIONS: dict[str, str] = {"deltalake": "1.6.6", "Polars": "2.1.0", "DuckDB": "1.5.5"}
 
 #: the operations of :data:`OUTSIDE_READER_REFUSALS`, per reader, as a warning names them
 OUTSIDE_READER_OPERATIONS: dict[str, dict[str, str]] = {
@@ -637,6 +639,7 @@ OUTSIDE_READER_OPERATIONS: dict[str, dict[str, str]] = {
         "append": "append to it with write_deltalake",
     },
     "Polars": {"read": "read it"},
+    "DuckDB": {"read": "read it with delta_scan"},
 }
 
 

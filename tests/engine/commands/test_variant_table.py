@@ -16,7 +16,7 @@ from airflow_delta_provider_apps.engine import DeltaTable, variant
 from airflow_delta_provider_apps.engine.actions import Metadata, Protocol
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
-from airflow_delta_provider_apps.engine.features import check_write_supported
+from airflow_delta_provider_apps.engine.features import check_write_supported, reader_warnings
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
 VariantUtils = pytest.importorskip("pyspark.sql.variant_utils").VariantUtils
@@ -76,6 +76,8 @@ def test_create_append_dml_merge_optimize_carry_values_unchanged(tmp_path):
     snap = DeltaTable.for_path(None, root).snapshot()
     assert snap.protocol.reader_features == ["variantType"]
     assert "variantType" in snap.protocol.writer_features
+    (warning,) = reader_warnings(None, snap.protocol)  # what the task log says when the feature turns on
+    assert warning["message"] == "feature 'variantType' turned on: DuckDB 1.5.5 cannot read it with delta_scan"
     append_arrow(root, _batch([1, 2, 3]))
     append_arrow(root, _batch([4, 5]))
     original = _bytes(_batch([1, 2, 3, 4, 5]))
