@@ -27,6 +27,9 @@ Algorithm:
 7. Then, each in a child process, the data source (bench/datasource.py: ``spark.read/write.format("delta")``
    beside Spark's own parquet scan and our append; ``--no-datasource`` skips it) and the UI view's data
    on a table of 100k files (bench/table_view.py; ``--no-table-view`` skips it).
+8. Last, in a child process, issue 44's table in one run on the same files with the machine's load
+   (bench/one_machine.py: the big and small upserts, OPTIMIZE, log replay, the filtered count, each
+   beside deltalake or Spark's own scan; ``--no-one-machine`` skips it).
 
 Usage: ``python -m bench [--quick] [--only SUBSTR ...] [--reps N] [--files N] [--out DIR]``.
 """
@@ -242,6 +245,11 @@ def parse_args(argv: list[str] | None):
     )
     ap.add_argument("--no-datasource", action="store_true", help="skip the data source bench (bench/datasource.py)")
     ap.add_argument("--no-table-view", action="store_true", help="skip the UI view's bench (bench/table_view.py)")
+    ap.add_argument(
+        "--no-one-machine",
+        action="store_true",
+        help="skip the one-run table of issue 44 (bench/one_machine.py: every row beside deltalake, with the load)",
+    )
     for f in dataclasses.fields(C.Sizes):
         ap.add_argument(
             f"--{f.name.replace('_', '-')}",
@@ -272,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_table_view and not a.list and code == 0:
         quick = ["--quick"] if a.quick else []
         code = subprocess.run([sys.executable, "-m", "bench.table_view", *quick], cwd=REPO).returncode
+    if not a.no_one_machine and not a.list and code == 0:
+        quick = ["--quick"] if a.quick else []
+        code = subprocess.run([sys.executable, "-m", "bench.one_machine", *quick], cwd=REPO).returncode
     return code
 
 
@@ -308,6 +319,57 @@ def _data_plane(a) -> int:
         or maintenance.main(args)
         or deletion_vectors.main(args)
         or object_store.main(args)
+    )
+
+
+def measure(case: C.Case, path, timeout: int) -> R.Row:
+    """One log-plane case on its generated table at ``path``: ``case.rounds`` rounds, each engine in
+    fresh worker processes (alternating which goes first), the answers checked; its row."""
+    parts: dict[str, list[R.EngineResult]] = {"ours": [], "deltalake": []}
+    for rnd in range(case.rounds):
+        # alternate which engine goes first so both see the same background load
+        order = ("deltalake", "ours") if rnd % 2 == 0 else ("ours", "deltalake")
+        for engine in order:
+            if parts[engine] and parts[engine][-1].status != "ok":
+                continue
+            p = path
+            if case.op in MUTATING:
+                p = g.scratch_copy(path, f"{case.id}-{engine}")
+            job = {
+                "op": case.op,
+                "engine": engine,
+                "path": str(p),
+                "args": case.args,
+                "warmup": case.warmup,
+                "reps": case.reps,
+                "verify": rnd == 0,
+            }
+            parts[engine].append(run_worker(job, timeout))
+    res = {e: R.EngineResult.merge(v) for e, v in parts.items()}
+    problems = []
+    if case.op in MUTATING:
+        for engine, r in res.items():
+            if r.ok:
+                problems += cross_check_commits(case, engine)
+    for engine in ("ours", "deltalake"):
+        r = res[engine]
+        _log(
+            f"[{case.id}] {engine:9s} {r.status:11s} "
+            + (
+                f"median {r.median:9.1f} ms  p90 {r.p90:9.1f}  cpu {r.cpu_median:9.1f}  "
+                f"cold {r.cold_ms:9.1f}  n={len(r.samples_ms)}"
+                if r.ok
+                else r.reason
+            )
+        )
+    return R.Row(
+        case.id,
+        case.title,
+        res["ours"],
+        res["deltalake"],
+        check="; ".join(filter(None, [check(case, res["ours"], res["deltalake"])] + problems)),
+        headline=case.headline,
+        reps=case.reps,
     )
 
 
@@ -349,54 +411,9 @@ def _log_plane(a) -> int:
             rows.append(R.Row(case.id, case.title, err, err, headline=case.headline))
             _log(f"[{case.id}] table generation failed: {e!r}")
             continue
-        parts: dict[str, list[R.EngineResult]] = {"ours": [], "deltalake": []}
         t0 = time.perf_counter()
-        for rnd in range(case.rounds):
-            # alternate which engine goes first so both see the same background load
-            order = ("deltalake", "ours") if rnd % 2 == 0 else ("ours", "deltalake")
-            for engine in order:
-                if parts[engine] and parts[engine][-1].status != "ok":
-                    continue
-                p = path
-                if case.op in MUTATING:
-                    p = g.scratch_copy(path, f"{case.id}-{engine}")
-                job = {
-                    "op": case.op,
-                    "engine": engine,
-                    "path": str(p),
-                    "args": case.args,
-                    "warmup": case.warmup,
-                    "reps": case.reps,
-                    "verify": rnd == 0,
-                }
-                parts[engine].append(run_worker(job, a.timeout))
-        res = {e: R.EngineResult.merge(v) for e, v in parts.items()}
-        problems = []
-        if case.op in MUTATING:
-            for engine, r in res.items():
-                if r.ok:
-                    problems += cross_check_commits(case, engine)
-        for engine in ("ours", "deltalake"):
-            r = res[engine]
-            _log(
-                f"[{case.id}] {engine:9s} {r.status:11s} "
-                + (
-                    f"median {r.median:9.1f} ms  p90 {r.p90:9.1f}  cpu {r.cpu_median:9.1f}  "
-                    f"cold {r.cold_ms:9.1f}  n={len(r.samples_ms)}"
-                    if r.ok
-                    else r.reason
-                )
-            )
+        row = measure(case, path, a.timeout)
         _log(f"[{case.id}] {time.perf_counter() - t0:.1f}s")
-        row = R.Row(
-            case.id,
-            case.title,
-            res["ours"],
-            res["deltalake"],
-            check="; ".join(filter(None, [check(case, res["ours"], res["deltalake"])] + problems)),
-            headline=case.headline,
-            reps=case.reps,
-        )
         rows.append(row)
         if case.headline and row.ours.ok and row.theirs.ok:
             rows.append(fresh_process_row(case, row))

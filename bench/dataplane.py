@@ -167,7 +167,8 @@ def _rs_schema(schema):
     return pa.schema(fields)
 
 
-def run(rows: int, reps: int) -> list[dict]:
+def run(rows: int, reps: int, *, scans_only: bool = False) -> list[dict]:
+    """Every case (``scans_only``: the scans only, as bench/one_machine.py takes them)."""
     import deltalake
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -207,6 +208,9 @@ def run(rows: int, reps: int) -> list[dict]:
     n, nc = _timed(lambda: native().filter("dt = DATE '2026-01-05'").count(), reps)
     assert oc == nc
     row("filtered scan, one partition", o, None, n, f"{oc} rows")
+    if scans_only:
+        spark.stop()
+        return results
 
     # ---- writes and DML on fresh copies
     def fresh(kind, name=None):

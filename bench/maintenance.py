@@ -130,6 +130,17 @@ def _removed_files_table(n_files: int) -> str:
     return root
 
 
+def _rows_and_hash(table: str) -> tuple[int, str]:
+    """A table's row count and a digest of its rows in any order, as deltalake reads it."""
+    import hashlib
+
+    import deltalake
+
+    t = deltalake.DeltaTable(table).to_pyarrow_table()
+    t = t.sort_by([(c, "ascending") for c in t.column_names])
+    return t.num_rows, hashlib.sha256(repr(t.to_pydict()).encode()).hexdigest()[:16]
+
+
 def _timed(cases: dict, reps: int) -> tuple[dict, dict]:
     """The data-plane bench's alternation, after one untimed run of each case (imports and first
     allocations are not what a maintenance run costs)."""
@@ -138,7 +149,8 @@ def _timed(cases: dict, reps: int) -> tuple[dict, dict]:
     return _alternating(cases, reps, warm=True)
 
 
-def run(quick: bool, reps: int) -> list[dict]:
+def run(quick: bool, reps: int, *, optimize_only: bool = False) -> list[dict]:
+    """Every case (``optimize_only``: the two compactions only, as bench/one_machine.py takes them)."""
     import json
 
     import deltalake
@@ -180,7 +192,10 @@ def run(quick: bool, reps: int) -> list[dict]:
         }
         times, outs = _timed(cases, reps)
         m, r = outs["ours"], outs["rs"]
-        note = f"{m['numRemovedFiles']} files into {m['numAddedFiles']} (deltalake: {r['numFilesRemoved']} into {r['numFilesAdded']})"
+        # the rows after, and a digest of them, as deltalake reads each engine's table
+        after = {k: _rows_and_hash(h[k]) for k in ("o", "s", "r")}
+        assert after["o"] == after["s"] == after["r"], (label, after)
+        note = f"{m['numRemovedFiles']} files into {m['numAddedFiles']} (deltalake: {r['numFilesRemoved']} into {r['numFilesAdded']}); {after['o'][0]} rows after, equal"
         row(f"optimize {label}, in process", times["ours"], times["rs"], note)
         row(f"optimize {label}, Spark local[2]", times["spark"], times["rs"], note)
 
@@ -190,6 +205,9 @@ def run(quick: bool, reps: int) -> list[dict]:
     compaction(base, f"{n_small} small files")
     n_parts_files = 60 if quick else 600
     compaction(_partitioned_small_files_table(n_parts_files, 200), f"{n_parts_files} small files in 3 partitions")
+    if optimize_only:
+        spark.stop()
+        return results
 
     # ---- z-order by (x, y): files a point predicate reads, before and after
     def reads(root, pred):

@@ -7,6 +7,9 @@ data-plane bench). Cases (issue 15, item 8):
   merge 50k rows (half updates, half inserts), plain, with conditions on both clauses and keyed by
   16-character hex strings (a copy of the table with that key column); an upsert into one partition; an insert-only merge;
   a matched-only delete merge; NOT MATCHED BY SOURCE limited to one partition (sync one day);
+* the 50k-row upsert (int key, string key, conditional clauses) as ``DeltaMergeOperator`` runs it: the
+  app's merge with ``source=`` a Parquet file Spark wrote (:func:`operator_merge`), through Spark and
+  without it (``execution="local"``), deltalake reading the same file inside its timed call;
 * on tables clustered by ``id`` (files of 250k consecutive ids, written by deltalake): an upsert of 1
   row (must touch 1 file), and the same 50k-row merge (updates inside one file's id range, inserts
   beyond the last id) at 1M / 5M / 20M target rows: its cost must follow the touched files, not the
@@ -14,7 +17,8 @@ data-plane bench). Cases (issue 15, item 8):
 
 Each repetition runs on a fresh copy (data files hard-linked: Delta never changes a data file in
 place; the log copied), the engines alternating, after one untimed warm-up merge each; medians are reported with the files each engine
-read and rewrote, and both engines' row counts after the merge are checked equal.
+read and rewrote, and both engines' row counts and sums of ``id``, ``v`` and ``n`` after the merge are
+checked equal.
 """
 
 from __future__ import annotations
@@ -107,6 +111,16 @@ def string_keyed(base: str) -> str:
     return str(path / "t")
 
 
+def column_sums(table: str) -> tuple:
+    """The row count and the sums of the numeric columns (``v`` rounded) of a table as deltalake
+    reads it: what an upsert that updated or inserted other rows than deltalake's would change."""
+    import deltalake
+    import pyarrow.compute as pc
+
+    t = deltalake.DeltaTable(table).to_pyarrow_dataset().to_table(columns=["id", "v", "n"])
+    return t.num_rows, pc.sum(t["id"]).as_py(), round(pc.sum(t["v"]).as_py() or 0.0, 3), pc.sum(t["n"]).as_py()
+
+
 def parquet_source(df, name: str) -> str:
     """``df`` written once by Spark as one Parquet file (a folder), as an upstream job leaves a source."""
     path = DATA / "sources" / name
@@ -116,8 +130,9 @@ def parquet_source(df, name: str) -> str:
 
 def operator_merge(spark, table: str, source: str, predicate: str, clauses: list) -> dict:
     """The MERGE as ``DeltaMergeOperator`` runs it (the app's merge with its parameter checks, in this
-    process on ``spark``: what a task over Spark Connect, or under spark-submit, runs), ``source`` a
-    Parquet file; the result with its metrics also at the top level."""
+    process on ``spark``: what a task over Spark Connect, or under spark-submit, runs; ``spark`` None:
+    ``execution="local"``, no Spark), ``source`` a Parquet file; the result with its metrics also at
+    the top level."""
     from airflow_delta_provider_apps.cli import run_checked
 
     params = {
@@ -126,7 +141,7 @@ def operator_merge(spark, table: str, source: str, predicate: str, clauses: list
         "predicate": predicate,
         "clauses": [{"when": w, "then": t, "condition": c} for w, t, c in clauses],
     }
-    r = run_checked("merge", table, params, spark_factory=lambda: spark)
+    r = run_checked("merge", table, params, spark_factory=None if spark is None else lambda: spark)
     return {**r["metrics"], **r}
 
 
@@ -146,19 +161,31 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
     def wanted(label: str) -> bool:
         return not only or any(o in label for o in only)
 
-    def case(label, base, source_df, source_arrow, predicate, clauses, ours_base=None, key=None, source_file=None):
+    def case(
+        label,
+        base,
+        source_df,
+        source_arrow,
+        predicate,
+        clauses,
+        ours_base=None,
+        key=None,
+        source_file=None,
+        local=False,
+    ):
         """Time one merge for both engines (alternating, each on a fresh copy of ``base``; ours on a
         copy of ``ours_base`` when given: the same files with deletion vectors enabled). With
         ``source_file`` (``source_df`` written as Parquet) ours runs as the merge operator does (the
         app's merge with ``source=`` the file: :func:`operator_merge`) and deltalake reads the file
-        too, inside the timed call. ``key``: the row's name for other benches (bench/one_machine.py)."""
+        too, inside the timed call; ``local``: without Spark (``execution="local"``: in this process).
+        ``key``: the row's name for other benches (bench/one_machine.py)."""
         if not wanted(label):
             return
         h = {}
 
         def ours():
             if source_file is not None:
-                return operator_merge(spark, h["ours"], source_file, predicate, clauses)
+                return operator_merge(None if local else spark, h["ours"], source_file, predicate, clauses)
             b = DeltaTable.for_path(spark, h["ours"]).merge(source_df, predicate)
             for when, then, cond in clauses:
                 b = b.clause(when=when, then=then, condition=cond)
@@ -193,6 +220,8 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         n_ours = DeltaTable.for_path(spark, h["ours"]).to_df().count()
         n_rs = deltalake.DeltaTable(h["rs"]).to_pyarrow_dataset().count_rows()
         assert n_ours == n_rs, (label, n_ours, n_rs)
+        sums = {k: column_sums(h[k]) for k in ("ours", "rs")}  # updated values show in the sums
+        assert sums["ours"] == sums["rs"], (label, sums)
         vectors = (
             f"; {m.get('numTargetDeletionVectorsAdded', 0)} deletion vectors written, no file rewritten"
             if ours_base and not m["numTargetFilesRemoved"]
@@ -250,6 +279,17 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         key="operator_int",
         source_file=src_file,
     )
+    case(
+        f"merge {2 * half} rows into {rows}, int key, as the merge operator runs it without Spark (Parquet source)",
+        base,
+        src,
+        src_a,
+        on_day,
+        upsert,
+        key="operator_int_local",
+        local=True,
+        source_file=src_file,
+    )
     from .deletion_vectors import enable_deletion_vectors  # that module imports this one's helpers
 
     dv_base = fresh_copy(base, DATA / "dv_base")
@@ -291,23 +331,38 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         key="operator_conditional",
         source_file=src_file,
     )
+    case(
+        f"conditional upsert of {2 * half} rows, as the merge operator runs it without Spark (Parquet source)",
+        base,
+        src,
+        src_a,
+        on_day,
+        conditional,
+        key="operator_conditional_local",
+        local=True,
+        source_file=src_file,
+    )
     # the same upsert keyed by a 16-character hex string instead of a long (ids hashed: every file spans them)
-    if wanted("string keys"):
+    if wanted("string keys") or wanted("by string keys, as the merge operator"):
         k_a = src_a.add_column(0, "key", hex_keys(src_a.column("id").to_numpy()))
         k_src, k_a = both(spark.createDataFrame(k_a))
         on_key = "target.key = source.key AND target.dt = source.dt"
         keyed = string_keyed(base)
         case(f"upsert of {2 * half} rows by string keys", keyed, k_src, k_a, on_key, upsert)
-        case(
-            f"upsert of {2 * half} rows by string keys, as the merge operator runs it (Parquet source)",
-            keyed,
-            k_src,
-            k_a,
-            on_key,
-            upsert,
-            key="operator_string",
-            source_file=parquet_source(k_src, "string_keys"),
-        )
+        k_file = parquet_source(k_src, "string_keys")
+        for local in (False, True):
+            case(
+                f"upsert of {2 * half} rows by string keys, as the merge operator runs it"
+                f"{' without Spark' if local else ''} (Parquet source)",
+                keyed,
+                k_src,
+                k_a,
+                on_key,
+                upsert,
+                key="operator_string_local" if local else "operator_string",
+                local=local,
+                source_file=k_file,
+            )
     day = "DATE '2026-01-05'"
     d_src, d_a = both(updates.unionByName(inserts).filter(f"dt = {day}"))
     case("upsert into one partition of 20", base, d_src, d_a, on_day, upsert)
