@@ -593,6 +593,15 @@ def _new_table_schema_features(schema: dict, requested: list[str]) -> None:
         requested += [f for f in ("domainMetadata", "collations") if f not in requested]
 
 
+def protocol_for_schema(protocol: Protocol, metadata: Metadata) -> Protocol:
+    """``protocol``, upgraded with the features ``metadata``'s schema turns on by itself (a ``variant``
+    column: ``variantType``, as delta-spark enables it when schema evolution adds one); ``protocol``
+    itself when it has them."""
+    if variant_columns(_schema_dict(metadata)) and not protocol_features(protocol) & set(VARIANT_FEATURES):
+        return upgraded_protocol(protocol, ["variantType"])
+    return protocol
+
+
 def protocol_features(protocol: Protocol | None) -> set[str]:
     """Every feature ``protocol`` lists or implies (legacy versions included); empty for None."""
     if protocol is None:

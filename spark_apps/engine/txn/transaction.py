@@ -431,6 +431,12 @@ class OptimisticTransaction:
                 "load the snapshot with load_snapshot()",
             )
         metadata, protocol = self.metadata, self.protocol
+        if self.new_metadata is not None and self.read_version >= 0:
+            from ..features import protocol_for_schema
+
+            wider = protocol_for_schema(protocol, metadata)  # a variant column added: variantType, as delta-spark
+            if wider is not protocol:
+                self.new_protocol = protocol = wider
         if self.new_metadata is not None:  # every schema change passes here: drop, overwrite, merge_schema
             names = [f.get("name") for f in metadata.schema_json.get("fields", [])]
             require_data_column(names, metadata.partition_columns, f"This {self.operation} commit")

@@ -14,7 +14,7 @@ from outside_readers import deltalake_table, kernel_table
 
 from airflow_delta_provider_apps.engine import DeltaTable, variant
 from airflow_delta_provider_apps.engine.actions import Metadata, Protocol
-from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.commands.write import append_arrow, write
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError, SchemaMismatchError, UnsupportedFeatureError
 from airflow_delta_provider_apps.engine.features import check_write_supported, reader_warnings
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
@@ -152,3 +152,18 @@ def test_variant_columns_need_the_feature_and_are_no_partition_or_plain_struct(t
             append_arrow(root, pa.table({"id": pa.array([1], pa.int64()), "v": data}))
         assert e.value.fix
     assert len(DeltaTable(None, root).snapshot().files) == 0
+
+
+def test_schema_evolution_that_adds_a_variant_column_turns_variant_type_on(tmp_path):
+    """merge_schema adds a variant column: the same commit upgrades the protocol with variantType (as
+    delta-spark enables it) and says which readers refuse it; kernel reads the rows."""
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="id BIGINT")
+    append_arrow(root, pa.table({"id": pa.array([0], pa.int64())}))
+    result = write(root, _batch([1, 5]), merge_schema=True)
+    assert result.fields["schema_changes"] == [{"change": "added", "column": "v", "type": "variant"}]
+    assert [w["feature"] for w in result.fields["reader_warnings"]] == ["variantType"]
+    protocol = DeltaTable(None, root).snapshot().protocol
+    assert (protocol.min_reader_version, protocol.reader_features) == (3, ["variantType"])
+    assert {"appendOnly", "invariants", "variantType"} == set(protocol.writer_features)
+    assert _json_rows(kernel_table(root)) == {0: None, **_expected([1, 5])}
