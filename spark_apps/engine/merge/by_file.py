@@ -371,7 +371,8 @@ class PreparedMerge:
                     raise duplicate_match_error()
             # one pair per target row: the one a clause changes it by, else any (the row is copied)
             order = np.lexsort((~changing, trow))
-            _, first = np.unique(trow[order], return_index=True)
+            ordered = trow[order]  # sorted: each target row's first pair starts a run (no hashing)
+            first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
             winner = order[first]
             action[trow[winner]] = act[winner]
             pairs_of = pb
@@ -384,7 +385,9 @@ class PreparedMerge:
             sub = renamed.take(pa.array(unmatched))
             action[unmatched] = self.first_firing(self.codes[NOT_MATCHED_BY_SOURCE], sub)
         columns = {name: batch.column(name) for name in batch.schema.names}
-        for i in sorted(set(np.unique(action).tolist()) - {-1}):
+        for i in (np.flatnonzero(np.bincount(action + 1)) - 1).tolist():  # the clauses taken, in order
+            if i < 0:
+                continue
             rows = np.flatnonzero(action == i)
             out.clause_rows[i] = out.clause_rows.get(i, 0) + len(rows)
             out.changed += len(rows)
