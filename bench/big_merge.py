@@ -501,10 +501,12 @@ def _big_worker(job: dict) -> dict:
     prep = job["prep"]
     src = str(work / "warm_source")
     if spark is None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         Path(src).mkdir(parents=True, exist_ok=True)
-        pq.write_table(next(pq.ParquetFile(prep["source"]).iter_batches(1000)), f"{src}/part-0.parquet")
+        first = next(pq.ParquetFile(prep["source"]).iter_batches(1000))
+        pq.write_table(pa.Table.from_batches([first]), f"{src}/part-0.parquet")
     else:
         spark.read.parquet(prep["source"]).limit(1000).write.mode("overwrite").parquet(src)
     if kind in ("big_ours", "big_arrow"):
