@@ -275,3 +275,47 @@ def test_without_merge_schema_nested_values_are_cast_to_the_table_types(tmp_path
     with pytest.raises(DeltaError, match="1099511627776"):
         _set_a(root, too_big)
     assert DeltaTable(None, root).version() == version
+
+
+def test_update_assigns_a_struct_by_name(tmp_path):
+    """UPDATE ``SET s = r``, ``r`` holding the same fields in the other order: by name, as delta-spark."""
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT, s STRUCT<x: INT, y: STRING>, r STRUCT<y: STRING, x: INT>")
+    append_arrow(
+        root,
+        pa.table(
+            {
+                "id": pa.array([1, 2], pa.int64()),
+                "s": pa.array([None, {"x": 0, "y": "old"}], XY),
+                "r": pa.array([{"y": "one", "x": 1}, None], YX),
+            }
+        ),
+    )
+    DeltaTable(None, root).update({"s": "r"})
+    assert [r["s"] for r in _rows(root)] == [{"x": 1, "y": "one"}, None]
+
+
+def test_appends_with_merge_schema_widen_array_elements_and_map_values():
+    """The schema an append with ``merge_schema`` leaves on a type-widening table (the rule Spark's appends
+    follow, :func:`check_write_compatible`): the element and the map value widened, recorded with their
+    ``fieldPath``, and named ``a.element`` / ``m.value`` in the commit's schema changes."""
+    from airflow_delta_provider_apps.engine.schema import StructType
+    from airflow_delta_provider_apps.engine.schema.changes import schema_changes
+    from airflow_delta_provider_apps.engine.schema.compat import check_write_compatible
+    from airflow_delta_provider_apps.engine.schema.ddl import parse_schema
+
+    table = parse_schema("id BIGINT, a ARRAY<SHORT>, m MAP<STRING, DATE>")
+    data = StructType.from_arrow(
+        pa.schema([("id", pa.int64()), ("a", pa.list_(pa.int32())), ("m", pa.map_(pa.string(), pa.timestamp("us")))])
+    )
+    after = check_write_compatible(table, data, merge_schema=True, widen=frozenset({"a", "m"}))
+    assert [after.field(c).type.simple_string() for c in ("a", "m")] == ["array<int>", "map<string,timestamp_ntz>"]
+    assert after.field("m").metadata["delta.typeChanges"] == [
+        {"fromType": "date", "toType": "timestamp_ntz", "fieldPath": "value"}
+    ]
+    assert schema_changes(table, after) == [
+        {"change": "widened", "column": "a.element", "from": "short", "to": "integer"},
+        {"change": "widened", "column": "m.value", "from": "date", "to": "timestamp_ntz"},
+    ]
+    with pytest.raises(DeltaError, match="'a' has type array<int>"):  # without widening: refused
+        check_write_compatible(table, data, merge_schema=True)
