@@ -63,10 +63,10 @@ def migrate(home: str) -> dict[str, str]:
     return env
 
 
-def run_dag(dag_id: str, logical_date: datetime) -> dict:
+def run_dag(dag_id: str, logical_date: datetime, run_after: datetime | None = None) -> dict:
     """Run one DAG run with ``dag.test()`` in THIS process (environment already set) and summarise it
     from the Airflow DB: run state, and per task its state, try number, wall time (``seconds``) and XCom
-    ``return_value``."""
+    ``return_value``. ``run_after`` (default: now) also names the run (``manual__<run_after>``)."""
     from airflow import settings
 
     try:
@@ -84,7 +84,7 @@ def run_dag(dag_id: str, logical_date: datetime) -> dict:
         raise SystemExit(f"DAG {dag_id!r} not found in {settings.DAGS_FOLDER}; import errors: {bag.import_errors}")
     dag = bag.dags[dag_id]
     started = time.monotonic()
-    dr = dag.test(logical_date=logical_date)
+    dr = dag.test(logical_date=logical_date, run_after=run_after)
     elapsed = time.monotonic() - started
     with create_session() as session:
         run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == dr.run_id))

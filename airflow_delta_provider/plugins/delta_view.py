@@ -10,7 +10,7 @@ api-server under ``/delta-view`` and an external view in the navigation that fra
   short, with a note), or 504 when not even the table's snapshot was read; a bad URI is a 400, a
   location without a table a 404;
 * ``GET /delta-view/api/events?uri=...``: the asset's newest events, each with the version it
-  announced (the page links each to that version).
+  announced (the page links each to that version) and whether its run committed.
 
 Every endpoint asks Airflow's auth manager for read access to assets (the user's own session). The
 object store's credentials come from ``[delta] ui_storage_conn_id`` (a storage connection, see
@@ -139,6 +139,8 @@ def build_app():
                     "timestamp": e.timestamp.isoformat() if e.timestamp else None,
                     "version": (e.extra or {}).get("version"),
                     "operation": (e.extra or {}).get("operation"),
+                    # False when the run changed nothing (e.g. CREATE TABLE IF NOT EXISTS that kept it)
+                    "committed": (e.extra or {}).get("committed"),
                     "dag_id": e.source_dag_id,
                     "task_id": e.source_task_id,
                     "run_id": e.source_run_id,

@@ -177,7 +177,7 @@ function render(section, v, events) {
     for (const e of events) {
       const target = e.version === null || e.version === undefined ? "" : el("a", {href: "#" + anchor(v, e.version), class: "event-version"}, "v" + e.version);
       ev.append(el("tr", {}, el("td", {}, (e.timestamp || "").replace("T", " ").slice(0, 19)), el("td", {}, target),
-        el("td", {}, e.operation || ""), el("td", {}, tiLink({dag_id: e.dag_id, task_id: e.task_id, run_id: e.run_id, map_index: e.map_index}))));
+        el("td", {class: "event-operation"}, (e.operation || "") + (e.committed === false ? " (no commit)" : "")), el("td", {}, tiLink({dag_id: e.dag_id, task_id: e.task_id, run_id: e.run_id, map_index: e.map_index}))));
     }
     section.append(ev);
   }

@@ -55,7 +55,8 @@ from datetime import UTC, datetime, timedelta
 sys.path.insert(0, {example_dags!r})
 from run_demo import run_dag
 for day in range(7):
-    print(json.dumps(run_dag({dag_id!r}, datetime(2026, 11, 16, tzinfo=UTC) + timedelta(days=day)), default=str))
+    date = datetime(2026, 11, 16, tzinfo=UTC) + timedelta(days=day)
+    print(json.dumps(run_dag({dag_id!r}, date, run_after=date), default=str))
 """
 #: a deadline short enough to wait for, long enough for a loaded CI machine's reads
 DEADLINE_SECONDS = 5
@@ -260,6 +261,9 @@ def test_a_week_of_runs_on_the_page(tmp_path):
         # each asset event links to its version's row
         events = {e[2]: e[1]["href"].lstrip("#") for e in dom.having("event-version")}
         assert sorted(events) == sorted(f"v{v}" for v in committed)
+        # the events of runs that changed nothing say so
+        shown = sorted(e[2] for e in dom.having("event-operation"))
+        assert shown == sorted(x["operation"] + ("" if x["committed"] else " (no commit)") for x in extras)
         for label, target in events.items():
             assert any(e[1].get("id") == target and f"v{e[1].get('data-version')}" == label for e in dom.elements)
 
