@@ -162,7 +162,10 @@ class PreparedMerge:
             return n.map_columns(e, one)
 
         self.arrow_types = {f.name: f.type for f in self.schema.to_arrow_schema()}
-        self.source = source.combine_chunks()
+        # one chunk per column, for fast row lookups (a hash join's large source stays in its chunks:
+        # combining would copy it whole; take_source looks rows up chunk by chunk)
+        self.source = source.combine_chunks() if coded else source
+        self._chunks: list[pa.RecordBatch] | None = None
         keys = spec.keys
         key_conjuncts = set()
         for c in n.conjuncts(plan.on):
@@ -243,6 +246,32 @@ class PreparedMerge:
             out.append((few, lo, hi, has_null, ranges))
         return out
 
+    def take_source(self, rows: np.ndarray) -> pa.Table:
+        """The source's rows at positions ``rows``, in that order. From a source in several chunks they
+        are taken chunk by chunk and put back in order (Arrow's take of a chunked column concatenates
+        its chunks on every call)."""
+        if all(c.num_chunks <= 1 for c in self.source.columns):
+            return self.source.take(pa.array(rows, pa.int64()))
+        if self._chunks is None:  # (a race only builds the same list twice)
+            chunks = self.source.to_batches()  # zero-copy slices, aligned across the columns
+            self._starts = np.cumsum([0] + [len(b) for b in chunks])
+            self._chunks = chunks
+        chunks, starts = self._chunks, self._starts
+        rows = np.asarray(rows, np.int64)
+        which = np.searchsorted(starts, rows, "right") - 1
+        order = np.argsort(which, kind="stable")
+        ordered = rows[order]
+        bounds = np.searchsorted(which[order], np.arange(len(chunks) + 1))
+        parts = [
+            chunks[c].take(pa.array(ordered[bounds[c] : bounds[c + 1]] - starts[c]))
+            for c in range(len(chunks))
+            if bounds[c] < bounds[c + 1]
+        ]
+        taken = pa.Table.from_batches(parts, schema=self.source.schema).combine_chunks()
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        return taken.take(pa.array(back))
+
     def _code(self, j: int, arr) -> tuple[np.ndarray, np.ndarray, int]:
         """Key ``j``'s code per row of ``arr``, whether the row has one, and how many codes there are."""
         values = self.key_sets[j]
@@ -321,7 +350,7 @@ class PreparedMerge:
     def pair_batch(self, batch: pa.RecordBatch, trow: np.ndarray, srow: np.ndarray) -> pa.RecordBatch:
         """One row per pair: the target row's columns (``__t<i>``) beside the source row's (``__s<i>``)."""
         t = self.renamed(batch).take(pa.array(trow))
-        s = self.source.take(pa.array(srow))
+        s = self.take_source(srow)
         return pa.RecordBatch.from_arrays(
             [*t.columns, *(s.column(i).combine_chunks() for i in range(s.num_columns))],
             names=[*t.schema.names, *s.column_names],
@@ -623,7 +652,7 @@ def inserted_rows(prepared: PreparedMerge, matched: np.ndarray):
     arrow_schema = prepared.schema.to_arrow_schema()
     partition_columns = list(prepared.spec.write.partition_columns)
     for start in range(0, len(unmatched), INSERT_PART_ROWS):
-        data = prepared.source.take(pa.array(unmatched[start : start + INSERT_PART_ROWS]))
+        data = prepared.take_source(unmatched[start : start + INSERT_PART_ROWS])
         action = prepared.first_firing(codes, data)
         parts, counts = [], {}
         for i in codes:

@@ -259,7 +259,7 @@ def _residual_mask(prepared: PreparedMerge, joined: pa.RecordBatch, keep: list[s
     """Whether each joined pair satisfies the rest of ON (its target columns beside its source row's)."""
     from ..expr import true_mask
 
-    s = prepared.source.take(joined.column("__srow"))
+    s = prepared.take_source(joined.column("__srow").to_numpy())
     pairs = pa.RecordBatch.from_arrays(
         [*(joined.column(c) for c in keep), *(s.column(i).combine_chunks() for i in range(s.num_columns))],
         names=[*keep, *s.column_names],

@@ -31,6 +31,11 @@ def _arrow(rows) -> pa.Table:
     return pa.Table.from_pylist([dict(r) for r in rows], schema=SCHEMA)
 
 
+def _chunked(rows) -> pa.Table:
+    """The source in one chunk per row (as a large source comes: its rows are looked up chunk by chunk)."""
+    return pa.concat_tables([_arrow([r]) for r in rows]) if rows else _arrow([])
+
+
 def _table(root: str, target, *, partitioned: bool, props: dict) -> DeltaTable:
     """The target in two files (per partition) of row groups of two rows: the keys are read over
     several files and batches, and positions count across batches."""
@@ -72,10 +77,10 @@ def test_merge_by_hash_equals_the_reference(
         want, inserted, changed, feed = reference(target, source, clauses, on[1])
     except Duplicate:
         with pytest.raises(DeltaError, match="multiple source rows matched"):
-            _build(t, _arrow(source), clauses, on[0]).execute()
+            _build(t, _chunked(source), clauses, on[0]).execute()
         assert DeltaTable(None, root).version() == version
         return
-    res = _build(t, _arrow(source), clauses, on[0]).execute()
+    res = _build(t, _chunked(source), clauses, on[0]).execute()
     assert res["strategy"] == "hash_join"
     ours = read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist()
     assert sorted(ours, key=_key) == sorted(want, key=_key), (clauses, target, source, on[0])
