@@ -3,7 +3,7 @@
 The candidate files (after partition pruning and data skipping) become a small DataFrame, one row per
 file with its plan flag (``likely``: rewrite in one pass, else probe first; decided on the driver
 from the files' stats by :func:`~airflow_delta_provider_apps.engine.rewrite.likely_touched`), dealt to
-one task per core, each with about the same bytes (:func:`listing_for_tasks`: the listing is a
+one task per core, each with about the same bytes (:func:`.scan.listing_for_tasks`: the listing is a
 local relation Spark cuts into contiguous slices, so no range-partitioning job or shuffle runs
 before the ``mapInArrow`` job: ONE Spark job). Each task rewrites its files with pyarrow, writing
 new files itself, and yields one small row per input file (the counts, the AddFile JSON of what it
@@ -19,10 +19,10 @@ import pyarrow as pa
 
 from ..rewrite import FileOutcome, RewriteSpec
 from ..rewrite.common import from_task_row, task_schema, to_task_row
-from .scan import TASK_COLUMN, as_dict, default_parallelism, files_table
+from .scan import TASK_COLUMN, as_dict, deal_to_tasks, listing_for_tasks, task_slices
 from .session import collect_tasks, guard_executor
 
-__all__ = ["rewrite_files", "run_file_tasks", "listing_for_tasks", "deal_to_tasks", "task_slices", "task_id_of"]
+__all__ = ["rewrite_files", "run_file_tasks", "unit_listing", "file_task", "task_id_of"]
 
 _LIKELY = "likely"
 _DDL_TYPES = {pa.string(): "string", pa.bool_(): "boolean", pa.int64(): "long", pa.binary(): "binary"}
@@ -47,7 +47,7 @@ def rewrite_files(spark, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome
 
 def run_file_tasks(spark, files: pa.Table, likely: list[bool] | None, worker, outcome_class, *, units=None) -> list:
     """The per-file work of a command over ``files`` in Spark tasks, in ONE job: the files dealt to
-    the tasks by bytes (:func:`listing_for_tasks`), each with its plan flag (``likely``: rewrite in
+    the tasks by bytes (:func:`.scan.listing_for_tasks`), each with its plan flag (``likely``: rewrite in
     one pass, else probe first; None: no estimate). ``worker`` (picklable; called once per task, on the executor)
     returns ``fn(storage, path, partition_values, deletion_vector, likely, task_id)`` giving the
     file's outcome, an ``outcome_class`` shipped back as one row (:func:`..rewrite.common.to_task_row`).
@@ -170,56 +170,6 @@ class _Rewriter:
             bound=self.bound,
             likely=bool(likely),
         )
-
-
-def task_slices(spark) -> int:
-    """How many partitions Spark gives a local relation (``spark.sql.leafNodeDefaultParallelism``,
-    else the default parallelism)."""
-    try:
-        value = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
-        if value:
-            return max(1, int(value))
-    except Exception:  # a session without conf access, or a value that is not a number
-        pass
-    return default_parallelism(spark)
-
-
-def listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
-    """The listing (:func:`~.scan.files_table`) with each file's task, rows ordered by task.
-
-    Spark runs a DataFrame made from a small local table (a local relation) in ``min(rows,
-    spark.sql.leafNodeDefaultParallelism or defaultParallelism)`` partitions (:func:`task_slices`), each a contiguous slice of the rows (``i * n //
-    slices`` to ``(i + 1) * n // slices``, as ``sparkContext.parallelize`` cuts): no range
-    partitioning job, no shuffle. So the files are dealt to slices of exactly those lengths, largest
-    first to the slice with the fewest bytes so far, and ordered by slice: each task gets about the
-    same bytes. (Were Spark to cut differently, only this balance would suffer.)
-    """
-    return deal_to_tasks(files_table(files, n_tasks), n_tasks)
-
-
-def deal_to_tasks(listing: pa.Table, n_tasks: int) -> pa.Table:
-    """``listing`` (rows with ``size`` and a task column) dealt to ``n_tasks`` contiguous slices of
-    the lengths Spark cuts, largest first to the slice with the fewest bytes so far, rows ordered by
-    slice (see :func:`listing_for_tasks`)."""
-    import heapq
-
-    import numpy as np
-
-    n = listing.num_rows
-    n_tasks = max(1, n_tasks)
-    sizes = listing.column("size").to_numpy()
-    bounds = [(i * n) // n_tasks for i in range(n_tasks + 1)]
-    room = [bounds[i + 1] - bounds[i] for i in range(n_tasks)]
-    heap = [(0, t) for t in range(n_tasks) if room[t] > 0]
-    tasks = np.empty(n, dtype="int32")
-    for i in np.argsort(-sizes, kind="stable"):
-        total, t = heapq.heappop(heap)
-        tasks[i] = t
-        room[t] -= 1
-        if room[t]:
-            heapq.heappush(heap, (total + int(sizes[i]), t))
-    listing = listing.set_column(listing.column_names.index(TASK_COLUMN), TASK_COLUMN, pa.array(tasks))
-    return listing.take(np.argsort(tasks, kind="stable"))
 
 
 def task_id_of() -> int:

@@ -5,9 +5,10 @@ Algorithm:
 1. The driver turns the snapshot's live files (``snapshot.files``, an Arrow table: no Python object
    per file) into a small Arrow table with one row per file: ``path`` (as written in the log),
    ``partition_values`` (map), ``deletion_vector`` (struct, only when some file has one) and
-   ``size``; files are dealt to ``num_tasks`` tasks round-robin in decreasing size order (vectorised).
-2. That table becomes a DataFrame (``spark.createDataFrame(arrow_table)``), is repartitioned by the
-   task number and mapped with ``mapInArrow``: each task streams its files with
+   ``size``; files are dealt to tasks by bytes, in the contiguous slices Spark cuts a local relation
+   into (:func:`listing_for_tasks`, one task per slice).
+2. That table becomes a DataFrame (``spark.createDataFrame(arrow_table)``: no range-partitioning job
+   or shuffle before the scan's one job) mapped with ``mapInArrow``: each task streams its files with
    :func:`airflow_delta_provider_apps.engine.reader.iter_data_file_batches` (row group by row group, at most
    ``MAX_BATCH_ROWS`` rows per batch, so a task's memory is bounded by a row group, not a file;
    missing columns -> null, partition columns typed from the log values, never from directory
@@ -104,6 +105,56 @@ def files_table(files: pa.Table, num_tasks: int) -> pa.Table:
     return pa.table(cols)
 
 
+def task_slices(spark) -> int:
+    """How many partitions Spark gives a local relation (``spark.sql.leafNodeDefaultParallelism``,
+    else the default parallelism)."""
+    try:
+        value = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
+        if value:
+            return max(1, int(value))
+    except Exception:  # a session without conf access, or a value that is not a number
+        pass
+    return default_parallelism(spark)
+
+
+def listing_for_tasks(files: pa.Table, n_tasks: int) -> pa.Table:
+    """The listing (:func:`files_table`) with each file's task, rows ordered by task.
+
+    Spark runs a DataFrame made from a small local table (a local relation) in ``min(rows,
+    spark.sql.leafNodeDefaultParallelism or defaultParallelism)`` partitions (:func:`task_slices`), each a contiguous slice of the rows (``i * n //
+    slices`` to ``(i + 1) * n // slices``, as ``sparkContext.parallelize`` cuts): no range
+    partitioning job, no shuffle. So the files are dealt to slices of exactly those lengths, largest
+    first to the slice with the fewest bytes so far, and ordered by slice: each task gets about the
+    same bytes. (Were Spark to cut differently, only this balance would suffer.)
+    """
+    return deal_to_tasks(files_table(files, n_tasks), n_tasks)
+
+
+def deal_to_tasks(listing: pa.Table, n_tasks: int) -> pa.Table:
+    """``listing`` (rows with ``size`` and a task column) dealt to ``n_tasks`` contiguous slices of
+    the lengths Spark cuts, largest first to the slice with the fewest bytes so far, rows ordered by
+    slice (see :func:`listing_for_tasks`)."""
+    import heapq
+
+    import numpy as np
+
+    n = listing.num_rows
+    n_tasks = max(1, n_tasks)
+    sizes = listing.column("size").to_numpy()
+    bounds = [(i * n) // n_tasks for i in range(n_tasks + 1)]
+    room = [bounds[i + 1] - bounds[i] for i in range(n_tasks)]
+    heap = [(0, t) for t in range(n_tasks) if room[t] > 0]
+    tasks = np.empty(n, dtype="int32")
+    for i in np.argsort(-sizes, kind="stable"):
+        total, t = heapq.heappop(heap)
+        tasks[i] = t
+        room[t] -= 1
+        if room[t]:
+            heapq.heappush(heap, (total + int(sizes[i]), t))
+    listing = listing.set_column(listing.column_names.index(TASK_COLUMN), TASK_COLUMN, pa.array(tasks))
+    return listing.take(np.argsort(tasks, kind="stable"))
+
+
 def scan_files(
     spark,
     snapshot,
@@ -123,7 +174,8 @@ def scan_files(
     :param files: a subset of ``snapshot.files`` rows to read (default: all live files)
     :param columns: table columns to return (default: all, in table order)
     :param with_file_column: append a ``_file`` column with each row's ``add.path``
-    :param num_tasks: Spark tasks to read with (default: min(files, 2 x default parallelism))
+    :param num_tasks: Spark tasks to read with (default: one per slice Spark cuts a local relation
+        into, :func:`task_slices`, at most one per file)
     :param predicate: keep only the rows where this Spark SQL condition is TRUE; files that cannot
         hold such rows (partition values, min/max stats) are not read at all
     :param with_row_index: append a :data:`ROW_COLUMN` column (long) with each row's 0-based physical index in
@@ -186,8 +238,11 @@ def scan_files(
         df = _native_scan(spark, snapshot, files, full_schema, out_schema, expr, how, with_file_column, with_row_index)
         return ScanResult(df, files)
 
-    n_tasks = num_tasks or min(files.num_rows, 2 * default_parallelism(spark))
-    listing = files_table(files, n_tasks)
+    # one task per slice Spark cuts the listing (a local relation) into, dealt by bytes: no
+    # range-partitioning job (a sampling pass) nor shuffle before the scan's one job
+    slices = min(files.num_rows, task_slices(spark))
+    n_tasks = num_tasks or slices
+    listing = listing_for_tasks(files, n_tasks) if n_tasks == slices else files_table(files, n_tasks)
     arrow_schema = arrow_schema_of(out_schema)
     table_root = normalize_table_uri(snapshot.table_root)
     partition_columns = list(snapshot.metadata.partition_columns)
@@ -228,10 +283,8 @@ def scan_files(
         )
 
     files_df = spark.createDataFrame(listing)
-    if n_tasks > 1:
-        files_df = files_df.repartitionByRange(n_tasks, TASK_COLUMN)
-    else:
-        files_df = files_df.coalesce(1)
+    if n_tasks != slices:  # another task count than Spark's cut: the files moved to their tasks
+        files_df = files_df.repartitionByRange(n_tasks, TASK_COLUMN) if n_tasks > 1 else files_df.coalesce(1)
     return ScanResult(map_in_arrow(files_df, fn, out_schema), files)
 
 
