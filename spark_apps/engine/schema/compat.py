@@ -197,11 +197,14 @@ def _compare_struct(
             _compare_struct(tf.type, df.type, path + (tf.name,), problems, merge=merge, merged=sub_merged)
             if sub_merged is not None:
                 new_type = StructType(tuple(sub_merged))
-        elif not is_safe_upcast(df.type, tf.type):
-            problems.append(
-                f"column '{where}' has type {df.type.simple_string()} in the data but "
-                f"{tf.type.simple_string()} in the table"
-            )
+        else:
+            if merge:  # new fields of structs in arrays and maps (directly nested ones: above)
+                new_type = with_new_fields(tf.type, df.type)
+            if not is_safe_upcast(df.type, new_type):
+                problems.append(
+                    f"column '{where}' has type {df.type.simple_string()} in the data but "
+                    f"{new_type.simple_string()} in the table"
+                )
         if merged is not None:
             merged.append(tf.with_type(new_type))
     extra = [f for f in data.fields if f.name.lower() not in table_low]

@@ -319,3 +319,22 @@ def test_appends_with_merge_schema_widen_array_elements_and_map_values():
     ]
     with pytest.raises(DeltaError, match="'a' has type array<int>"):  # without widening: refused
         check_write_compatible(table, data, merge_schema=True)
+
+
+def test_appends_with_merge_schema_add_fields_of_structs_in_arrays_and_maps():
+    """``merge_schema`` adds a new field of a struct held in an array or a map (nullable, at the end), as
+    it does for a struct column; without it the field is refused by name."""
+    from airflow_delta_provider_apps.engine.schema import StructType
+    from airflow_delta_provider_apps.engine.schema.compat import check_write_compatible
+    from airflow_delta_provider_apps.engine.schema.ddl import parse_schema
+
+    table = parse_schema("a ARRAY<STRUCT<x: INT>>, m MAP<STRING, STRUCT<x: INT>>")
+    zx = pa.struct([("z", pa.string()), ("x", pa.int32())])
+    data = StructType.from_arrow(pa.schema([("a", pa.list_(zx)), ("m", pa.map_(pa.string(), zx))]))
+    after = check_write_compatible(table, data, merge_schema=True)
+    assert [f.type.simple_string() for f in after.fields] == [
+        "array<struct<x:int,z:string>>",
+        "map<string,struct<x:int,z:string>>",
+    ]
+    with pytest.raises(DeltaError, match="column 'a' has type array<struct<z:string,x:int>>"):
+        check_write_compatible(table, data)
