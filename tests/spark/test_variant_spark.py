@@ -56,7 +56,11 @@ def _ours(table) -> dict:
     }
 
 
-def test_spark_written_variants_through_append_delete_merge_optimize(spark, tmp_path):
+def test_spark_written_variants_through_append_delete_merge_optimize(spark, tmp_path, monkeypatch, file_tasks):
+    """DELETE's per-file work runs in Spark tasks (our evaluation of the path there), MERGE takes its join
+    strategy (the bound condition rendered as Spark's variant_get; Spark's writer for the output)."""
+    from airflow_delta_provider_apps.engine.merge import source as merge_source
+
     root = str(tmp_path / "t")
     t = DeltaTable.create(spark, root, schema="id BIGINT, v VARIANT")
     # Spark's own parquet writer, committed by us; then our writer through Spark (Arrow batches)
@@ -76,13 +80,14 @@ def test_spark_written_variants_through_append_delete_merge_optimize(spark, tmp_
     assert _spark_json(t.to_df()) == spark_view  # our Spark scan hands Spark the same values
 
     t.delete("v:kind::string = 'refund'")
-    merge_source = _frame(spark, {1: DOCS[5], 7: '{"kind": "new", "tags": ["x"]}'})
-    (
-        t.merge(merge_source, "target.id = source.id")
-        .when_matched_update({"v": "source.v"})
+    monkeypatch.setattr(merge_source, "MAX_SOURCE_BYTES", 0)
+    result = (
+        t.merge(_frame(spark, {1: DOCS[5], 6: DOCS[5], 7: '{"kind": "new", "tags": ["x"]}'}), "target.id = source.id")
+        .when_matched_update({"v": "source.v"}, "target.v:total::double > 10 AND source.v:kind IS NOT NULL")
         .when_not_matched_insert_all()
         .execute()
     )
+    assert result["strategy"] == "join"
     t.optimize()
     assert len(t.snapshot().files) == 1
     want = {k: v for k, v in spark_view.items() if k != 2} | {1: spark_view[5], 7: {"kind": "new", "tags": ["x"]}}
