@@ -282,7 +282,7 @@ def test_a_week_of_runs_on_the_page(tmp_path):
         status, body = _get(api + quote("s3://lake/orders"))
         waited = time.monotonic() - started
         assert status == 504 and "s3://lake/orders" in json.loads(body)["detail"], body
-        assert DEADLINE_SECONDS - 0.5 <= waited < DEADLINE_SECONDS + 5, waited
+        assert DEADLINE_SECONDS - 0.5 <= waited < DEADLINE_SECONDS + 10, waited  # bounded, even on a busy machine
         slow.close()  # the reads left behind fail now: the api-server stops without waiting for them
 
         # 400 small appends (made while Airflow started): the page advises OPTIMIZE, for the small files
