@@ -15,7 +15,7 @@ Rules (after Airflow's SparkSubmitOperator):
   ``submit_options`` (:class:`~airflow_delta_provider.hooks.delta.SparkSubmitOptions` or a dict).
 * Idempotent retries: ``app_id`` + ``app_version`` become the commit's SetTransaction (a commit with an
   (app_id, version) the table has already seen is skipped). They are explicit for now;
-  :meth:`DeltaBaseOperator.transaction_identity` is the one place where deriving them from the task
+  :meth:`DeltaBaseOperator.identity` is the one place where deriving them from the task
   context (dag, task, logical date) will be added.
 * Asset events: when an outlet is the table's Asset (:func:`delta_asset`), its event carries
   ``{"version", "operation", ...}`` as extra, and ``schema_changes`` / ``reader_warnings`` when the commit
@@ -412,10 +412,11 @@ class DeltaBaseOperator(BaseOperator):
             storage_conn_id=self.storage_conn_id,
         )
 
-    def transaction_identity(self, context) -> dict[str, Any]:
-        """The commit's SetTransaction identity and user metadata, as spec keys: the explicit
-        ``app_id``/``app_version``, else one derived from the task instance (see ``app_id`` in the
-        class docstring; :func:`task_instance_identity`)."""
+    def identity(self, context) -> ops.TxnIdentity:
+        """The commit's transaction identity, one value: the explicit ``app_id``/``app_version``,
+        else one derived from the task instance (see ``app_id`` in the class docstring;
+        :func:`task_instance_identity`), with ``user_metadata``; empty for an operation that
+        commits nothing."""
         app_version = _coerce_version(self.app_version, "app_version")
         if (self.app_id is None) != (app_version is None):
             raise DeltaConfigurationError(
@@ -423,29 +424,35 @@ class DeltaBaseOperator(BaseOperator):
                 f"got app_id={self.app_id!r}, app_version={self.app_version!r}",
                 "pass both (an application id and this run's version number) or neither",
             )
-        # the task instance its commits record (commitInfo.airflow: the UI view links the version to it)
-        task = {"airflow_task": airflow_task(context)} if ops.get(self.operation).commits else {}
-        if not task.get("airflow_task"):
-            task = {}
-        if self.app_id is None and ops.get(self.operation).commits:
+        if not ops.get(self.operation).commits:
+            return ops.TxnIdentity()
+        if self.app_id is None:
             derived = task_instance_identity(context, self.retries)
             if derived is not None:
                 app_id, app_version = derived
                 if self.on_rerun == "skip":
                     app_version = 1  # every run of this task instance is the first: any commit of it counts
-                return {"app_id": app_id, "app_version": app_version, "user_metadata": self.user_metadata, **task}
-        return {"app_id": self.app_id, "app_version": app_version, "user_metadata": self.user_metadata, **task}
+                return ops.TxnIdentity(app_id, app_version, self.user_metadata)
+        return ops.TxnIdentity(self.app_id, app_version, self.user_metadata)
 
-    def landed(self, identity: dict[str, Any]) -> dict | None:
+    def transaction_identity(self, context, identity: ops.TxnIdentity | None = None) -> dict[str, Any]:
+        """The run's :meth:`identity` (``identity`` when already made) as the app's spec keys: the one
+        place it becomes a dict, what goes on the wire; with the task instance its commits record
+        (``airflow_task``: commitInfo.airflow, which the UI view links the version to)."""
+        wire = (identity if identity is not None else self.identity(context)).options()
+        task = airflow_task(context) if ops.get(self.operation).commits else None
+        return {**wire, "airflow_task": task} if task else wire
+
+    def landed(self, identity: ops.TxnIdentity) -> dict | None:
         """The earlier commit of this identity already in the table's log (read here, no Spark), as a
         result; None when there is none or the log cannot be read from this worker (then the app
         checks the same before it writes)."""
-        if identity.get("app_id") is None or identity.get("app_version") is None:
+        if identity.app_id is None or identity.app_version is None:
             return None
         from airflow_delta_provider_apps.protocol import landed_result
 
         try:
-            return landed_result(self.table_uri, identity["app_id"], identity["app_version"])
+            return landed_result(self.table_uri, identity.app_id, identity.app_version)
         except Exception as e:  # e.g. a store this worker has no credentials for
             self.log.warning("Cannot read the table's log to find an earlier commit of this task (%s)", e)
             return None
@@ -478,7 +485,7 @@ class DeltaBaseOperator(BaseOperator):
 
     def _execute(self, context) -> dict:
         params = self.operation_params(context)
-        identity = self.transaction_identity(context)
+        identity = self.identity(context)
         landed = self.landed(identity)
         if landed is not None:  # a retry (or on_rerun="skip") after the commit landed: report it
             self.log.info(
@@ -487,7 +494,7 @@ class DeltaBaseOperator(BaseOperator):
                 self.operation,
                 self.table_uri,
                 landed.get("version"),
-                identity["app_id"],
+                identity.app_id,
             )
             return self._report(context, landed)  # the catalog is synced again: it may be what failed
         in_worker = self.runs_in_worker(params)
@@ -498,14 +505,15 @@ class DeltaBaseOperator(BaseOperator):
         self.preflight(params)
         if self.operation == "write" and params.get("mode") == "append" and self.app_id is None:
             params["rerun"] = "replace" if self.on_rerun == "replace" else "apply"  # the derived identity
+        params.update(self.transaction_identity(context, identity))  # the identity on the wire
         if in_worker:
-            result = self.hook.run_in_process(self.operation, self.table_uri, **params, **identity)
+            result = self.hook.run_in_process(self.operation, self.table_uri, **params)
         elif self.deferrable and self._can_defer():
-            result = self.hook.start(self.operation, self.table_uri, **params, **identity)
+            result = self.hook.start(self.operation, self.table_uri, **params)
             if isinstance(result, Started):  # else an earlier try's commit: nothing started
                 self.defer(trigger=result.trigger, method_name="execute_complete")
         else:
-            result = self.hook.run(self.operation, self.table_uri, **params, **identity)
+            result = self.hook.run(self.operation, self.table_uri, **params)
         return self._report(context, result)
 
     def runs_in_worker(self, params: dict) -> bool:
@@ -1204,10 +1212,6 @@ class DeltaCheckpointOperator(DeltaBaseOperator):
     """
 
     operation = "checkpoint"
-
-    def transaction_identity(self, context) -> dict[str, Any]:
-        # A checkpoint makes no commit, so there is no SetTransaction to carry.
-        return {}
 
 
 class DeltaDescribeOperator(DeltaBaseOperator):
