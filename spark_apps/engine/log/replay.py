@@ -56,7 +56,6 @@ from ..actions import (
 )
 from ..buffers import S_EMPTY, S_NUL, np_bools, np_ints, pa_bools, pa_ints
 from ..errors import LogCorruptedError, StorageError
-from ..stats import STATS_PARSED
 from ..storage import Storage
 from .checkpoint_read import read_checkpoint
 from .collect import Collected, FileSource
@@ -322,6 +321,8 @@ def _reconcile_files(sources: list[FileSource], partition_keys: list[str]) -> tu
         if s.kind == "add":
             t = normalize_file_actions(rows, FILE_SCHEMA, partition_keys=partition_keys if s.from_json else None)
             if parsed_type is not None:
+                from ..stats import STATS_PARSED  # (only for checkpoints with typed stats: not at import)
+
                 parsed = struct_child(rows, "stats_parsed") if _parsed_type(s) == parsed_type else None
                 t = t.append_column(STATS_PARSED, parsed if parsed is not None else pa.nulls(len(rows), parsed_type))
         else:

@@ -51,7 +51,6 @@ from ..config import TableProperties
 from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, VersionNotFoundError
 from ..features import in_commit_timestamps_active
 from ..paths import confine_file_table
-from ..stats import STATS_PARSED
 from ..storage import Storage, normalize_table_uri
 from .checkpoint_read import CheckpointReadError
 from .commit_read import commit_info_from_bytes
@@ -206,6 +205,8 @@ def _dv(d: dict | None) -> DeletionVectorDescriptor | None:
 
 def add_from_row(r: dict) -> AddFile:
     """A FILE_SCHEMA row (snake_case columns = AddFile fields) as an AddFile."""
+    from ..stats import STATS_PARSED
+
     r = {k: v for k, v in r.items() if k != STATS_PARSED}  # typed copy of ``stats``: not an AddFile field
     tags = r.get("tags")
     return AddFile(
