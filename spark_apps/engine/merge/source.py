@@ -45,6 +45,10 @@ def first_duplicate_key(table: pa.Table, columns: list[str]) -> list | None:
     keys = table.select(columns).filter(valid) if valid is not None else table.select(columns)
     if keys.num_rows < 2:
         return None
+    if len(columns) == 1 and pa.types.is_integer(keys.column(0).type):  # one integer key: NumPy's sort, faster
+        v = np.sort(keys.column(0).to_numpy())
+        if not (v[1:] == v[:-1]).any():
+            return None  # (a key held twice is found below, with its value)
     keys = keys.take(pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in columns]))
     same = None
     for c in columns:

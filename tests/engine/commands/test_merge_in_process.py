@@ -178,7 +178,7 @@ def test_one_shot_arrow_inputs_are_read_once_by_append_overwrite_and_create(tmp_
 
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array([1, 2, 3], pa.int32())})
     root = str(tmp_path / "t")
-    create_table(root, schema="id BIGINT, v INT", source_df=rows.to_reader())
+    create_table(root, schema="id BIGINT, v INT", source=rows.to_reader())
     assert read_snapshot_table(DeltaTable(None, root).snapshot()).num_rows == 3
     append(root, rows.to_reader())
     append(root, iter(rows.to_batches()))
@@ -227,6 +227,9 @@ def test_a_key_held_twice_is_found_with_nulls_nans_and_several_columns():
     assert first_duplicate_key(two.slice(0, 3), ["a", "b"]) is None
     chunked = pa.concat_tables([two.slice(0, 2), two.slice(2)])
     assert first_duplicate_key(chunked, ["a", "b"]) == [1, "x"]
+    ints = pa.table({"a": pa.chunked_array([[3, 1, None], [2, None, 3]])})  # one integer key: NumPy's sort
+    assert first_duplicate_key(ints, ["a"]) == [3]
+    assert first_duplicate_key(ints.slice(0, 4), ["a"]) is None
 
 
 def _string_keyed(root: str, files: list[list[str]]) -> DeltaTable:
