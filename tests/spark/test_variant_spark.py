@@ -14,6 +14,7 @@ import pytest
 from outside_readers import deltalake_table, kernel_table
 from txn_helpers import txn
 
+from airflow_delta_provider_apps.datasource import register
 from airflow_delta_provider_apps.engine import DeltaTable, variant
 from airflow_delta_provider_apps.engine.expr.evaluate import evaluate
 from airflow_delta_provider_apps.engine.expr.parse import parse_expression
@@ -152,3 +153,9 @@ def test_a_shredded_file_written_by_spark_reads_back_whole(spark, tmp_path):
     want = _spark_json(_frame(spark, DOCS))
     assert _ours(read_snapshot_table(t.snapshot())) == want
     assert _spark_json(t.to_df()) == want
+    # the data source: Spark's DataFrame reader and writer over the same table (its append unshredded)
+    register(spark)
+    _frame(spark, {10: '{"via": "data source"}'}).write.format("airflow_delta").mode("append").save(root)
+    want[10] = {"via": "data source"}
+    assert _spark_json(spark.read.format("airflow_delta").load(root)) == want
+    assert _ours(read_snapshot_table(t.snapshot())) == want

@@ -106,6 +106,8 @@ def test_create_append_dml_merge_optimize_carry_values_unchanged(tmp_path):
 
 
 def test_a_table_deltalake_creates_takes_our_writes_and_theirs(tmp_path):
+    """deltalake creates and appends; we append (in its field order too), DELETE by a variant path, MERGE and
+    OPTIMIZE; deltalake appends again; every reader reads the same values."""
     root = str(tmp_path / "t")
     schema = deltalake.Schema.from_json(
         json.dumps(
@@ -123,9 +125,14 @@ def test_a_table_deltalake_creates_takes_our_writes_and_theirs(tmp_path):
     deltalake.write_deltalake(root, _their_form([1, 2]), mode="append")
     append_arrow(root, _batch([3]))
     append_arrow(root, _their_form([4]))  # their field order, appended by us: taken by name
-    DeltaTable.for_path(None, root).delete("id = 1")
+    t = DeltaTable.for_path(None, root)
+    t.delete("v:items[0].sku::string = 'a'")  # row 1, a file deltalake wrote
+    source = pa.table({"id": pa.array([2, 8], pa.int64()), "v": _variants([DOCS[5], '"eight"'])})
+    t.merge(source, "target.id = source.id").when_matched_update_all().when_not_matched_insert_all().execute()
     deltalake.write_deltalake(root, _their_form([2]).set_column(0, "id", pa.array([5], pa.int64())), mode="append")
-    want = {**_expected([2, 3, 4]), 5: json.loads(DOCS[2])}
+    t.optimize()
+    assert len(DeltaTable(None, root).snapshot().files) == 1
+    want = {**_expected([3, 4]), 2: json.loads(DOCS[5]), 8: "eight", 5: json.loads(DOCS[2])}
     assert _json_rows(_ours(root)) == want
     assert _json_rows(deltalake_table(root)) == want
     assert _json_rows(kernel_table(root)) == want
