@@ -1,5 +1,5 @@
 """Maintenance bench: OPTIMIZE, Z-order, VACUUM and RESTORE, ours beside deltalake on hard-linked copies
-of the same files (``python -m bench.maintenance [--quick]``; ``make bench`` runs it last).
+of the same files (``python -m bench.maintenance [--quick] [--optimize-only]``; ``make bench`` runs it last).
 
 Cases (issue 16, item 5): optimize 1,000 small files into few, and 600 small files in 3 partitions
 (issue 23 item 8) (ours in process and in Spark ``local[2]``, where files of at most 64 MiB in all are
@@ -346,10 +346,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small tables, one repetition")
     p.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
+    p.add_argument(
+        "--optimize-only", action="store_true", help="the two compactions only (results in bench/data/maintenance/)"
+    )
     a = p.parse_args(argv)
     reps = 1 if a.quick else a.reps
-    results = run(a.quick, reps)
-    save(results, reps, DATA / "results-quick" if a.quick else RESULTS)
+    results = run(a.quick, reps, optimize_only=a.optimize_only)
+    save(results, reps, DATA / "results-quick" if a.quick else DATA if a.optimize_only else RESULTS)
     return 0
 
 

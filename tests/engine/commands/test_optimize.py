@@ -111,3 +111,27 @@ def test_a_concurrent_append_lands_and_a_concurrent_delete_of_a_rewritten_file_f
     with pytest.raises(CommitConflictError) as failed:
         optimize(stale, target_size=1 << 30)
     assert failed.value.retryable and _rows(root) == kept  # the deleted rows stay deleted
+
+
+def test_a_bin_that_fails_leaves_no_file_of_the_other_bins_behind(tmp_path):
+    """Bins run as units of the one per-file loop: when one fails (a data file gone), what the other
+    bins wrote is deleted, nothing is committed, and the error names the missing file."""
+    import os
+
+    from airflow_delta_provider_apps.engine.errors import DataFileMissingError
+
+    root = _table(tmp_path, files_a=4)
+    for _ in range(3):  # a second partition with a bin of its own
+        append_arrow(root, pa.table({"x": [1, 2], "y": [3, 4], "p": ["b", "b"]}))
+    t = DeltaTable(None, root)
+    version = t.snapshot().version
+
+    def data_files():
+        return {os.path.join(d, f) for d, _, fs in os.walk(root) if "_delta_log" not in d for f in fs}
+
+    gone = next(p for p in t.snapshot().files.column("path").to_pylist() if p.startswith("p=b/"))
+    os.remove(os.path.join(root, gone))
+    before = data_files()
+    with pytest.raises(DataFileMissingError, match="p=b/"):
+        t.optimize(target_size=1 << 30)
+    assert data_files() == before and t.snapshot().version == version
