@@ -174,7 +174,8 @@ def _apply(bound: Bound, batch: pa.RecordBatch, mask: pa.Array | None, matched: 
             new = new.combine_chunks() if isinstance(new, pa.ChunkedArray) else new
             if isinstance(new, pa.Scalar):
                 new = pa.repeat(new, rows.num_rows) if new.is_valid else pa.nulls(rows.num_rows, col.type)
-            new = new.cast(col.type)
+            if new.type != col.type:  # (a same-type cast refuses NULL structs with NOT NULL fields, e.g. variants)
+                new = new.cast(col.type)
             col = new if every else scatter(col, mask, new)
         columns.append(col)
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema)

@@ -174,3 +174,23 @@ def test_schema_evolution_that_adds_a_variant_column_turns_variant_type_on(tmp_p
     assert (protocol.min_reader_version, protocol.reader_features) == (3, ["variantType"])
     assert {"appendOnly", "invariants", "variantType"} == set(protocol.writer_features)
     assert _json_rows(kernel_table(root)) == {0: None, **_expected([1, 5])}
+
+
+@pytest.mark.parametrize(
+    "properties", [{"delta.columnMapping.mode": "name"}, {"delta.enableDeletionVectors": "true"}], ids=str
+)
+def test_update_sets_a_variant_from_a_path_and_to_null(tmp_path, properties):
+    """UPDATE SET v = v:path (a variant's nested value, its bytes sliced out), n = v:path::int, v = NULL; on
+    a column-mapped table and one with deletion vectors; kernel reads the same rows."""
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="id BIGINT, v VARIANT, n INT", properties=properties)
+    docs = {1: '{"a": {"b": 5, "c": [true]}}', 2: '{"a": 1}', 3: None}
+    append_arrow(root, _batch([1, 2, 3], docs))
+    t = DeltaTable.for_path(None, root)
+    t.update({"v": "v:a", "n": "v:a.b::int"}, "id = 1")
+    t.update({"v": "NULL"}, "id = 2")
+    t.delete("v IS NULL AND id = 3")
+    want = {1: ({"b": 5, "c": [True]}, 5), 2: (None, None)}
+    for table in (_ours(root), kernel_table(root)):
+        rows = _json_rows(table)
+        assert {i: (rows[i], r["n"]) for i, r in ((r["id"], r) for r in table.to_pylist())} == want
