@@ -5,8 +5,10 @@ DAG's table asset) on SQLite serves the plugin, declared in the provider info; h
 * A week of a pipeline's runs (tests/airflow/dags/delta_test_view_week.py: land a day's file, create,
   upsert, OPTIMIZE on Sunday) with ``dag.test()`` on 7 logical dates, in the DB the api-server reads:
   each history row links to the task instance that committed it (the XCom of that task instance
-  names the version; the link's task instance exists in the api-server's REST API), each asset event
-  to its version; the size histogram against the files deltalake lists.
+  names the version; the link's task instance exists in the api-server's REST API, and its "Delta
+  table" link opens that version), each asset event to its version; Airflow's asset page shows each
+  event's ``delta_view`` as a link (Chromium driven over its DevTools pipe); the size histogram
+  against the files deltalake lists.
 * 400 small appends (in process, through the engine): the page advises OPTIMIZE, naming as many small
   files as deltalake lists; after OPTIMIZE it does not.
 * Errors through the server: a bad URI is a 400 (problem, cause, fix), a location without a table a
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -104,6 +107,89 @@ def _page(url: str) -> _Dom:
     dom = _Dom()
     dom.feed(_chromium("--dump-dom", url).stdout)
     return dom
+
+
+class _Browser:
+    """Headless Chromium driven over its DevTools pipe (--remote-debugging-pipe: JSON messages ending
+    in NUL on fds 3 and 4; no client library): open a page, evaluate JavaScript, click."""
+
+    def __init__(self, chromium: str, profile: str, width: int = 1400, height: int = 1000):
+        to_chrome_r, self._out = os.pipe()
+        self._in, from_chrome_w = os.pipe()
+
+        def fds():  # the child's fd 3 reads our commands, its fd 4 carries the answers
+            os.dup2(to_chrome_r, 3)
+            os.dup2(from_chrome_w, 4)
+
+        self.proc = subprocess.Popen(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            preexec_fn=fds,
+            pass_fds=(3, 4),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buf, self._id, self._session = b"", 0, None
+        target = self.send("Target.createTarget", url="about:blank")["targetId"]
+        self._session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.send("Page.enable")
+
+    def send(self, method: str, timeout: float = 60, **params):
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params}
+        if self._session:
+            msg["sessionId"] = self._session
+        os.write(self._out, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\0" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._in], [], [], left)[0]:
+                    raise TimeoutError(method)
+                chunk = os.read(self._in, 1 << 16)
+                if not chunk:
+                    raise EOFError("chromium closed its DevTools pipe")
+                self._buf += chunk
+            raw, self._buf = self._buf.split(b"\0", 1)
+            answer = json.loads(raw)
+            if answer.get("id") == self._id:
+                if "error" in answer:
+                    raise RuntimeError(f"{method}: {answer['error']}")
+                return answer["result"]
+
+    def eval(self, expression: str):
+        return self.send("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 60):
+        deadline = time.monotonic() + timeout
+        while not self.eval(expression):
+            if time.monotonic() > deadline:
+                raise TimeoutError(expression)
+            time.sleep(0.5)
+
+    def click(self, x: float, y: float) -> None:
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._out)
+        os.close(self._in)
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -258,6 +344,19 @@ def test_a_week_of_runs_on_the_page(tmp_path):
         for x in extras:
             assert x["delta_view"] == _view(base, table, x["version"])
         assert _get(extras[0]["delta_view"])[0] == 200
+        # Airflow's asset page: the newest event's extra, unfolded, shows delta_view as a link
+        browser = _Browser(CHROMIUM, str(tmp_path / "chromium"))
+        try:
+            browser.send("Page.navigate", url=f"{base}/assets/{asset_id}")
+            fold = "document.querySelector('.monaco-editor .codicon-folding-collapsed')"
+            browser.wait_for(f"{fold} !== null")
+            x, y = browser.eval(f"(r => [r.x + r.width / 2, r.y + r.height / 2])({fold}.getBoundingClientRect())")
+            browser.click(x, y)
+            linked = "[...document.querySelectorAll('.monaco-editor .detected-link')].map(e => e.textContent).join('')"
+            browser.wait_for(f"{linked}.includes('/delta-view/')")
+            assert browser.eval(linked) in {x["delta_view"] for x in extras}
+        finally:
+            browser.close()
         # each asset event links to its version's row
         events = {e[2]: e[1]["href"].lstrip("#") for e in dom.having("event-version")}
         assert sorted(events) == sorted(f"v{v}" for v in committed)
