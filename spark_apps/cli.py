@@ -8,7 +8,7 @@ the Airflow hook builds exactly these):
   ``cleanup-metadata`` (``python -m airflow_delta_provider_apps <operation> --help`` lists each one's flags); common:
   ``--table-uri``, ``--result-uri``, ``--spec-json``, ``--master``, and for committing operations
   ``--app-id``/``--app-version``, ``--user-metadata``. Each runs its registry entry: its command
-  through the generic runner (:mod:`airflow_delta_provider_apps.dispatch`), or its own runner.
+  through the generic runner (:mod:`airflow_delta_provider_apps.dispatch`).
 * ``--spec-json`` carries the same parameters as a JSON object keyed by argparse ``dest`` names;
   flags given explicitly win over its keys.
 * stdout's LAST line is one JSON object: ``{"status": "ok", "operation", "table_uri", "version",
@@ -171,8 +171,10 @@ def _session(params: dict):
 
 
 def run(params: dict, spark=None) -> dict:
-    """Run one operation (its registry runner); returns the result dict (without printing). A
+    """Run one operation (its registry entry, ``params`` as :func:`ops.check_params` returned them:
+    not checked again); returns the result dict (without printing). A
     ``catalog`` parameter is synced after the commit in ``spark`` when it reaches that catalog."""
+    from airflow_delta_provider_apps.dispatch import run_command
     from airflow_delta_provider_apps.engine.catalog import catalog_spec, sync_in_session
     from airflow_delta_provider_apps.engine.storage import table_location
     from airflow_delta_provider_apps.engine.txn.transaction import commit_provenance
@@ -181,7 +183,7 @@ def run(params: dict, spark=None) -> dict:
     catalog_spec(params.get("catalog"))  # a bad one fails before anything is written
     params = dict(params, table_uri=table_location(params["table_uri"]))
     with commit_provenance(params.get("airflow_task")):  # commitInfo.airflow of its commits
-        result = ops.load_runner(op)(params, spark)
+        result = run_command(op, params, spark, checked=True)  # params: check_params's, checked once
     return sync_in_session(params.get("catalog"), params["table_uri"], result, spark)
 
 

@@ -723,7 +723,7 @@ class DeltaWriter(_WRITER_BASE):
         plane = WrittenPlane(self.spec)
         txn = {"app_id": self.app_id, "app_version": self.app_version, "user_metadata": self.user_metadata}
         if self.created:
-            result = create_table(self.root, schema=None, source_df=data, plane=plane, **txn)
+            result = create_table(self.root, schema=None, source=data, plane=plane, **txn)
         elif self.overwrite:
             snapshot = load_snapshot(storage_for(self.root), self.root)
             result = write_cmd.overwrite(

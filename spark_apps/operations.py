@@ -8,12 +8,14 @@ operators need to know, so none of them lists operations or arguments by hand:
   it); the common ones (table, result location, idempotent-write identity) are :data:`COMMON_ARGS`
   and :data:`COMMIT_ARGS`;
 * ``command``: ``"module:function"`` of the engine command it runs (``(snapshot, **arguments,
-  [plane=], **identity) -> CommandResult``), run by the generic runner
+  [plane=], **identity) -> CommandResult``; ``(table_uri, ...)`` for one that opens no snapshot:
+  CREATE TABLE, DESCRIBE HISTORY), run by the generic runner
   (:mod:`airflow_delta_provider_apps.dispatch`) with the operation's typed parameters
   (:attr:`Operation.parameters`, a dataclass made from ``args``) and its transaction identity
-  (:class:`TxnIdentity`); or ``runner``, an app-side ``(params, spark) -> result dict`` for an
-  operation that is more than one command (a source to read, a file to write); imported only when
-  the operation runs;
+  (:class:`TxnIdentity`); imported only when the operation runs;
+* ``source``: it reads a source (:data:`SOURCE_SPEC`: location, format, options, query), which the
+  generic runner reads (:mod:`airflow_delta_provider_apps.sources`) and hands the command as its
+  ``source`` argument (with a change feed's ``watermark``);
 * ``needs_spark``: whether it needs a SparkSession when run outside spark-submit (a callable of the
   parameters when it depends on them, e.g. CREATE TABLE with or without a source);
 * ``metrics``: the Delta metric names its result carries;
@@ -43,10 +45,10 @@ __all__ = [
     "COMMON_ARGS",
     "COMMIT_ARGS",
     "SOURCE_FORMATS",
+    "SOURCE_SPEC",
     "get",
     "coerce",
     "check_params",
-    "load_runner",
     "TxnIdentity",
 ]
 
@@ -120,18 +122,21 @@ class Operation:
 
     :param command: ``"module:function"`` of the engine command it runs: ``(snapshot, **arguments,
         [plane=], **identity) -> CommandResult``, each of ``args`` passed by its name (``plane`` when
-        the function takes one), run by the generic runner
-        (:func:`airflow_delta_provider_apps.dispatch.run_command`)
-    :param runner: ``"module:function"`` of an app-side ``(params, spark) -> result dict``, for an
-        operation that is not one command
+        the function takes one; ``table_uri`` instead of ``snapshot`` when it opens none), run by the
+        generic runner (:func:`airflow_delta_provider_apps.dispatch.run_command`)
     """
 
     name: str
     delta_operation: str
     help: str
-    runner: str = ""
+    command: str
     args: tuple[Arg, ...] = ()
-    command: str = ""
+    #: it reads a source (the arguments :data:`SOURCE_SPEC`), handed to the command as ``source``:
+    #: a DataFrame, or Arrow data read in this process (no Spark, or :attr:`small_source_as_arrow`)
+    source: bool = False
+    #: a small file or Delta source is read in this process as Arrow, no Spark job (a MERGE's: the
+    #: plane then merges it file by file)
+    small_source_as_arrow: bool = False
     metrics: tuple[str, ...] = ()
     needs_spark: bool | Callable[[Mapping], bool] = False
     commits: bool = True  # takes the idempotent-write identity (app_id, app_version, user_metadata)
@@ -217,7 +222,17 @@ def _parameters_class(op: Operation) -> type:
 
     fields = [(a.name, _TYPES[a.kind], dataclasses.field(default=a.default)) for a in op.args]
     name = "".join(w.capitalize() for w in op.name.replace("-", "_").split("_")) + "Parameters"
-    cls = dataclasses.make_dataclass(name, fields, frozen=True, namespace={"__post_init__": __post_init__})
+
+    def checked(cls, values: Mapping):
+        """The parameters from ``values`` that :func:`check_params` returned (coerced and checked
+        already: not again)."""
+        made = object.__new__(cls)
+        for a in op.args:
+            object.__setattr__(made, a.name, a.default if values.get(a.name) is None else values[a.name])
+        return made
+
+    namespace = {"__post_init__": __post_init__, "checked": classmethod(checked)}
+    cls = dataclasses.make_dataclass(name, fields, frozen=True, namespace=namespace)
     cls.__doc__ = f"The parameters of {op.delta_operation} ({op.help}).\n\n" + "\n".join(
         f":param {a.name}: {a.help}" for a in op.args
     )
@@ -559,6 +574,29 @@ def _version_or_timestamp(p: Mapping) -> None:
         raise ValueError("pass exactly one of version and timestamp")
 
 
+def _change_feed(p: Mapping) -> bool:
+    """Whether the source is a Delta table's change feed (``readChangeFeed``: :mod:`.sources`)."""
+    options = p.get("source_options") or {}
+    fmt = str(p.get("source_format") or "").strip().lower()
+    return fmt == "delta" and str(options.get("readChangeFeed", "")).strip().lower() == "true"
+
+
+def _no_change_feed_create(p: Mapping) -> None:
+    if p.get("source") and _change_feed(p):
+        raise ValueError(
+            "a change feed source cannot create a table (it could not record which versions it consumed): "
+            "create the table first, then write or merge the changes into it"
+        )
+
+
+def _change_feed_rerun(p: Mapping) -> None:
+    if p.get("source") and _change_feed(p) and p.get("rerun") == "replace":
+        raise ValueError(
+            "a change feed source cannot be appended with on_rerun='replace' (replacing the earlier run's "
+            "output would drop the changes it consumed): use on_rerun='apply'"
+        )
+
+
 def _needs_source_spark(p: Mapping) -> bool:
     return bool(p.get("source") or p.get("source_query"))
 
@@ -590,6 +628,8 @@ def _kept_table(p: Mapping) -> bool:
     return DeltaTable(None, str(p["table_uri"])).exists()
 
 
+#: the arguments that say where and how a source is read (:mod:`.sources`), not passed to the command
+SOURCE_SPEC = ("source", "source_format", "source_options", "source_query")
 SOURCE_ARGS = (
     Arg("source", help="source location: file, folder, or Delta table"),
     Arg("source_format", default="parquet", choices=SOURCE_FORMATS, help="|".join(SOURCE_FORMATS)),
@@ -604,14 +644,14 @@ _OPERATIONS = (
         "describe",
         "DESCRIBE DETAIL",
         "table detail (log only)",
-        "airflow_delta_provider_apps.runners:describe",
+        "airflow_delta_provider_apps.engine.commands.describe:detail",
         commits=False,
     ),
     Operation(
         "history",
         "DESCRIBE HISTORY",
         "commit history (log only)",
-        "airflow_delta_provider_apps.runners:history",
+        "airflow_delta_provider_apps.engine.commands.describe:history",
         args=(Arg("limit", "int", help="newest N commits"),),
         commits=False,
         checks=(_history_limit,),
@@ -620,7 +660,7 @@ _OPERATIONS = (
         "read",
         "READ",
         "rows to one parquet file (small tables)",
-        "airflow_delta_provider_apps.runners:read",
+        "airflow_delta_provider_apps.engine.commands.describe:read",
         args=(
             Arg("output", help="PATH.parquet to write"),
             Arg("version", "version", help="time travel to this version"),
@@ -634,7 +674,7 @@ _OPERATIONS = (
         "create-table",
         "CREATE TABLE",
         "CREATE TABLE [IF NOT EXISTS] [AS SELECT]",
-        "airflow_delta_provider_apps.runners:create_table",
+        "airflow_delta_provider_apps.engine.commands.create_table:create_table",
         changes_schema=True,
         args=(
             Arg("schema", "schema", help="DDL string or Delta/Spark schema JSON", sql="schema"),
@@ -648,14 +688,15 @@ _OPERATIONS = (
         ),
         metrics=("numFiles", "numOutputRows", "numOutputBytes"),
         needs_spark=_needs_source_spark,
-        checks=(_schema_or_source, _source_needs_format, _partitioned_or_clustered),
+        source=True,
+        checks=(_schema_or_source, _source_needs_format, _partitioned_or_clustered, _no_change_feed_create),
         settled_by_log=_kept_table,
     ),
     Operation(
         "write",
         "WRITE",
         "append or overwrite rows from a source",
-        "airflow_delta_provider_apps.runners:write",
+        "airflow_delta_provider_apps.engine.commands.write:write",
         changes_schema=True,
         args=(
             Arg("mode", default="append", choices=("append", "overwrite"), help="append | overwrite"),
@@ -675,7 +716,8 @@ _OPERATIONS = (
         ),
         metrics=("numFiles", "numOutputRows", "numOutputBytes", "numRemovedFiles", "numRemovedBytes"),
         needs_spark=True,
-        checks=(_source_required, _source_needs_format, _write_mode),
+        source=True,
+        checks=(_source_required, _source_needs_format, _write_mode, _change_feed_rerun),
     ),
     Operation(
         "delete",
@@ -734,7 +776,7 @@ _OPERATIONS = (
         "merge",
         "MERGE",
         "merge (upsert) rows from a source: WHEN [NOT] MATCHED [BY SOURCE] clauses, or key columns",
-        "airflow_delta_provider_apps.runners:merge",
+        "airflow_delta_provider_apps.engine.commands.merge:merge_into",
         changes_schema=True,
         args=(
             *SOURCE_ARGS,
@@ -768,6 +810,8 @@ _OPERATIONS = (
         needs_spark=True,
         # execution="local": a parquet or Delta source merged file by file in the worker, no Spark
         in_process=True,
+        source=True,
+        small_source_as_arrow=True,
         checks=(_source_required, _source_needs_format, _merge_how),
     ),
     Operation(
@@ -966,16 +1010,3 @@ def get(name: str) -> Operation:
         return OPERATIONS[name]
     except KeyError:
         raise ValueError(f"unknown operation {name!r}: use one of {', '.join(OPERATIONS)}") from None
-
-
-def load_runner(op: Operation) -> Callable:
-    """``(params, spark) -> result dict`` of ``op``: the generic runner of its ``command``, or its own."""
-    import functools
-    import importlib
-
-    if op.command:
-        from .dispatch import run_command
-
-        return functools.partial(run_command, op)
-    module, _, function = op.runner.partition(":")
-    return getattr(importlib.import_module(module), function)

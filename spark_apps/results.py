@@ -1,7 +1,7 @@
 """The result of a run, in the app protocol's shape (docs/design.md): ``{"status": "ok", "operation",
-"table_uri", "version", "skipped", "metrics", ...}``, made from a command's result or by a runner.
-The same for every operation: the generic runner (:mod:`.dispatch`), the other runners, and the
-provider reading an earlier run's commit (:mod:`.landed`)."""
+"table_uri", "version", "skipped", "metrics", ...}``, made from a command's result. The same for
+every operation: the generic runner (:mod:`.dispatch`), and the provider reading an earlier run's
+commit (:mod:`.landed`)."""
 
 from __future__ import annotations
 

@@ -502,7 +502,8 @@ class DeltaBaseOperator(BaseOperator):
             DeltaHook.spark_connection(self.conn_id)
             if self._catalog_spec() is not None:  # the app syncs it in its session, after its commit
                 params["catalog"] = self._catalog_spec()
-        self.preflight(params)
+        if not in_worker:  # a run in this worker checks the same itself before it writes anything
+            self.preflight(params)
         if self.operation == "write" and params.get("mode") == "append" and self.app_id is None:
             params["rerun"] = "replace" if self.on_rerun == "replace" else "apply"  # the derived identity
         params.update(self.transaction_identity(context, identity))  # the identity on the wire

@@ -55,6 +55,9 @@ class DataPlane(Protocol):
         """The change feed's files of the rows the data files ``adds`` hold (as inserts)."""
 
     # -- the table's files
+    def read_snapshot(self, snapshot) -> pa.Table:
+        """Every live row of ``snapshot`` as one Arrow table (READ of a small table)."""
+
     def rewrite_files(self, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome]:
         """Probe ``files`` and rewrite the touched ones (DELETE, UPDATE, ``replace_where``): one
         :class:`~.rewrite.FileOutcome` per file."""
@@ -123,6 +126,11 @@ class InProcessPlane:
         )
         batches = (b for t in tables for b in change_rows(t, INSERT).to_batches())
         return [w.add for w in write_batches(table_write_spec(snapshot), batches, change_data=True)]
+
+    def read_snapshot(self, snapshot) -> pa.Table:
+        from .reader import read_snapshot_table
+
+        return read_snapshot_table(snapshot)
 
     def rewrite_files(self, spec: RewriteSpec, files: pa.Table) -> list[FileOutcome]:
         from .rewrite import rewrite_files

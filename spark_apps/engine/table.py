@@ -30,8 +30,6 @@ writer_features}, configuration, id, name, description, created_time (plus table
 
 from __future__ import annotations
 
-import json
-
 from .errors import InvalidArgumentError, TableNotFoundError
 from .foreign import translated_iter, translated_methods
 from .storage import storage_for, table_location
@@ -138,7 +136,7 @@ class DeltaTable:
             description=description,
             name=name,
             if_not_exists=if_not_exists,
-            source_df=source_df,
+            source=source_df,
             app_id=app_id,
             app_version=app_version,
             user_metadata=user_metadata,
@@ -187,14 +185,13 @@ class DeltaTable:
         """The table's current state (see the module docstring for the keys); ``checksum`` says
         whether the version's checksum file agrees with the replayed state (``ok``, ``mismatch: ...``,
         or None without one: :func:`.log.checksum.verify`)."""
-        from .log.checksum import verify
+        from .commands.describe import detail
 
-        snap = self.snapshot()
-        return {**snapshot_detail(snap, self.table_uri), "checksum": verify(snap)}
+        return self.run(detail).fields["detail"]
 
     def history(self, limit: int | None = None) -> list[dict]:
         """commitInfo of each version, newest first (``limit`` newest only)."""
-        from .log.snapshot import history
+        from .commands.describe import history
 
         if limit is not None:
             try:
@@ -205,7 +202,7 @@ class DeltaTable:
                 raise InvalidArgumentError(
                     f"History limit {limit!r} is not a non-negative integer", None, "pass a limit such as 10"
                 )
-        return history(self.storage, self.table_uri, limit=limit)
+        return history(self.table_uri, limit).fields["history"]
 
     def checkpoint(self) -> dict:
         """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its result."""
@@ -557,41 +554,16 @@ class DeltaTable:
         the source leave out table columns: kept in updated rows, NULL in inserted ones (delta-spark's
         schema evolution; a NOT NULL column left out is refused).
         """
-        from .merge import upsert_condition
+        from .commands.merge import upsert
 
-        keys = list(key_columns or [])
-        source = self.plane.held(source)  # Arrow data as one table (read again by the merge)
-        on = upsert_condition(self.snapshot().schema, self.plane.schema_of(source).names, keys)
-        b = self.merge(source, on, merge_schema=merge_schema).when_matched_update_all().when_not_matched_insert_all()
-        if dedupe_by is not None:  # one row per key, in the plane's pass over the source
-            b.dedupe(keys, dedupe_by)
-        else:  # the merge refuses duplicate keys on the source it reads once
-            b.unique_keys(keys)
-        return b.execute(app_id=app_id, app_version=app_version, user_metadata=user_metadata, watermark=watermark)
-
-
-def snapshot_detail(snap, table_uri: str) -> dict:
-    """``detail()`` of a snapshot."""
-    md, proto = snap.metadata, snap.protocol
-    rf = proto.reader_features
-    wf = proto.writer_features
-    return {
-        "table_uri": table_uri,
-        "format": "delta",
-        "version": snap.version,
-        "num_files": int(snap.num_files),
-        "size_in_bytes": int(snap.size_in_bytes),
-        "partition_columns": list(md.partition_columns or []),
-        "schema": json.loads(md.schema_string),
-        "protocol": {
-            "min_reader_version": proto.min_reader_version,
-            "min_writer_version": proto.min_writer_version,
-            "reader_features": list(rf) if rf is not None else None,
-            "writer_features": list(wf) if wf is not None else None,
-        },
-        "configuration": dict(md.configuration or {}),
-        "id": md.id,
-        "name": md.name,
-        "description": md.description,
-        "created_time": md.created_time,
-    }
+        return self.run(
+            upsert,
+            source,
+            key_columns,
+            dedupe_by=dedupe_by,
+            merge_schema=merge_schema,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+            watermark=watermark,
+        ).to_dict()

@@ -18,6 +18,7 @@ import pytest
 
 from airflow_delta_provider_apps import cli
 from airflow_delta_provider_apps import operations as ops
+from airflow_delta_provider_apps.dispatch import load_runner
 from airflow_delta_provider_apps.engine.commands.base import Command
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
 
@@ -84,7 +85,7 @@ def test_the_entry_gives_typed_checked_documented_parameters(registered):
 
 
 def test_the_generic_runner_runs_it_with_the_identity(registered, table):
-    run = ops.load_runner(registered)
+    run = load_runner(registered)
     result = run({"table_uri": table, "comment": "first", "app_id": "job", "app_version": 1}, None)
     assert (result["status"], result["operation"], result["version"], result["skipped"]) == (
         "ok",

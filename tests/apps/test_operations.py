@@ -6,13 +6,14 @@ import pytest
 
 from airflow_delta_provider_apps import cli
 from airflow_delta_provider_apps import operations as ops
+from airflow_delta_provider_apps.dispatch import load_runner
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
 
 
 def test_every_operation_has_a_runner_and_cli_flags():
     parser = cli.build_parser()
     for op in ops.OPERATIONS.values():
-        assert callable(ops.load_runner(op)), op.name
+        assert callable(load_runner(op)), op.name
         help_text = parser._subparsers._group_actions[0].choices[op.name].format_help()
         for arg in op.all_args:
             assert arg.cli_flag in help_text, (op.name, arg.cli_flag)
@@ -105,7 +106,7 @@ def test_every_committing_maintenance_operation_carries_the_identity_and_user_me
     def run(name, **params):
         op = ops.OPERATIONS[name]
         spec = {**op.defaults(), "table_uri": root, **params}
-        return ops.load_runner(op)(spec, None)
+        return load_runner(op)(spec, None)
 
     def last_commit(operation):
         logs = sorted(f for f in os.listdir(os.path.join(root, "_delta_log")) if f.endswith(".json"))

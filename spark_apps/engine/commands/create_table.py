@@ -197,7 +197,7 @@ def create_table(
     description=None,
     name=None,
     if_not_exists: bool = False,
-    source_df=None,
+    source=None,
     app_id=None,
     app_version=None,
     user_metadata=None,
@@ -209,14 +209,14 @@ def create_table(
 
     :param table_uri: table location (local path or URI)
     :param schema: DDL string, Delta/Spark schema JSON (str or dict), pyspark or engine StructType;
-        None with ``source_df``: the source's
+        None with ``source``: the source's
     :param partition_by: partition column names
     :param properties: table properties (``delta.*`` validated)
     :param description: ``metaData.description``
     :param name: ``metaData.name``
     :param if_not_exists: return the existing table (skipped) instead of failing
-    :param source_df: rows that become the table's first data (create-as-select), in ``plane``'s form
-    :param plane: the data plane (:mod:`..plane`) that writes ``source_df`` (a SparkSession's for a
+    :param source: rows that become the table's first data (create-as-select), in ``plane``'s form
+    :param plane: the data plane (:mod:`..plane`) that writes ``source`` (a SparkSession's for a
         DataFrame); None: this process
     :param app_id: SetTransaction application id (with ``app_version``)
     :param app_version: SetTransaction version
@@ -230,18 +230,18 @@ def create_table(
 
     table_root = table_location(table_uri)
     storage = storage_for(table_root)
-    operation = OPERATION_CTAS if source_df is not None else OPERATION_CREATE
+    operation = OPERATION_CTAS if source is not None else OPERATION_CREATE
 
     existing = _existing_version(storage, table_root) if if_not_exists else None
     if existing is not None and schema is None:  # kept, and no schema of ours to check: nothing to read
         return _already_exists(table_root, existing, if_not_exists, operation)
-    if source_df is not None:
+    if source is not None:
         from ..plane import in_process_plane
 
         plane = plane or in_process_plane()
-        source_df = plane.held(source_df)  # (a one-shot reader is read once, here)
+        source = plane.held(source)  # (a one-shot reader is read once, here)
         if schema is None:  # the source's own
-            schema = plane.schema_of(source_df)
+            schema = plane.schema_of(source)
     delta_schema = to_delta_schema(schema)
     partition_columns = validate_partition_columns(delta_schema, partition_by)
     configuration = validate_properties(properties)
@@ -298,10 +298,10 @@ def create_table(
 
         adds.append(domain_action(clustering))
     metrics = None  # a create without data has no write metrics
-    if source_df is not None:
+    if source is not None:
         from .write import prepare_dataframe, write_files
 
-        df = prepare_dataframe(plane, source_df, delta_schema)
+        df = prepare_dataframe(plane, source, delta_schema)
         result = write_files(
             plane, df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
         )

@@ -64,7 +64,7 @@ from .base import Command
 from .reads import reads_snapshot_files
 from .result import CommandResult, MergeMetrics
 
-__all__ = ["MergeBuilder", "MergeClause", "merge"]
+__all__ = ["MergeBuilder", "MergeClause", "merge", "merge_into", "upsert"]
 
 
 @translated_methods  # part of the facade: only our errors leave it
@@ -160,6 +160,71 @@ def clauses_from_specs(specs) -> list[MergeClause]:
     for c in specs or []:
         b.clause(**c)
     return list(b._clauses)
+
+
+def merge_into(
+    snapshot,
+    source,
+    *,
+    predicate: str | None = None,
+    clauses=None,
+    key_columns=None,
+    dedupe_by: str | None = None,
+    source_alias: str = "source",
+    target_alias: str = "target",
+    merge_schema: bool = False,
+    plane=None,
+    **txn_options,
+) -> CommandResult:
+    """MERGE as the operations registry declares it: an :func:`upsert` by ``key_columns``, or
+    :func:`merge` ON ``predicate`` with ``clauses`` given by their parts (:func:`clauses_from_specs`)."""
+    if key_columns:
+        return upsert(
+            snapshot, source, key_columns, dedupe_by=dedupe_by, merge_schema=merge_schema, plane=plane, **txn_options
+        )
+    return merge(
+        snapshot,
+        source,
+        predicate,
+        clauses_from_specs(clauses),
+        plane=plane,
+        source_alias=source_alias,
+        target_alias=target_alias,
+        merge_schema=merge_schema,
+        **txn_options,
+    )
+
+
+def upsert(
+    snapshot,
+    source,
+    key_columns,
+    *,
+    dedupe_by: str | None = None,
+    merge_schema: bool = False,
+    plane=None,
+    **txn_options,
+) -> CommandResult:
+    """Upsert ``source`` by ``key_columns``: every column of the matched rows updated, the others
+    inserted (:meth:`~..table.DeltaTable.upsert` documents the rules); a MERGE ON the keys' equality."""
+    from ..merge import upsert_condition
+
+    keys = list(key_columns or [])
+    plane = plane or in_process_plane()
+    source = plane.held(source)  # Arrow data as one table (read again by the merge)
+    on = upsert_condition(snapshot.schema, plane.schema_of(source).names, keys)
+    return merge(
+        snapshot,
+        source,
+        on,
+        [MergeClause(MATCHED, "update", None, None), MergeClause(NOT_MATCHED, "insert", None, None)],
+        plane=plane,
+        merge_schema=merge_schema,
+        # one row per key in the plane's pass over the source, else duplicate keys refused on it
+        unique_keys=None if dedupe_by is not None else keys,
+        dedupe=(keys, dedupe_by) if dedupe_by is not None else None,
+        **txn_options,
+    )
 
 
 @reads_snapshot_files("MERGE")

@@ -135,53 +135,52 @@ def evolved_schema(snapshot, data_schema, merge_schema: bool):
 
 
 def write(
-    table_uri: str,
-    df,
+    snapshot,
+    source,
     *,
     mode: str = "append",
-    app_id: str | None = None,
-    app_version: int | None = None,
-    user_metadata: str | None = None,
+    replace_where: str | None = None,
+    partition_overwrite_mode: str = "static",
+    overwrite_schema: bool = False,
+    merge_schema: bool = False,
+    rerun: str = "apply",
     target_file_size: int | None = None,
+    watermark: tuple[str, int] | None = None,
     plane=None,
+    **txn_options,
 ) -> CommandResult:
-    """Write ``df`` to the table on ``plane`` (:mod:`..plane`; None: this process): ``mode="append"`` or
-    ``"overwrite"`` (full; see :func:`overwrite` for the rest).
-
-    :param table_uri: the table location
-    :param df: the rows: a pyspark DataFrame on Spark's plane, Arrow data on the in-process one
-    :param mode: ``append`` or ``overwrite``
-    :param app_id: SetTransaction application id for an idempotent write (with ``app_version``)
-    :param app_version: SetTransaction version; a version already committed for ``app_id`` is skipped
-    :param user_metadata: commitInfo.userMetadata
-    :param target_file_size: roll data files at about this many bytes
-    """
+    """WRITE ``source`` (the operations registry's entry): :func:`append` (``rerun``: its
+    ``on_rerun``) or, with ``mode="overwrite"``, :func:`overwrite` (``replace_where``,
+    ``partition_overwrite_mode``, ``overwrite_schema``); ``source`` is a DataFrame on Spark's plane,
+    Arrow data on the in-process one; ``watermark``: the change feed range it consumes (see
+    :class:`~.base.Command`)."""
     m = (mode or "append").strip().lower()
     if m not in KNOWN_MODES:
         raise InvalidArgumentError(
             f"Unknown write mode '{mode}'", f"known modes: {', '.join(KNOWN_MODES)}", "use mode 'append' or 'overwrite'"
         )
     if m == "overwrite":
-        from ..log.snapshot import load_snapshot
-
-        root = normalize_table_uri(table_uri)
         return overwrite(
-            load_snapshot(storage_for(root), root),
-            df,
+            snapshot,
+            source,
             plane=plane,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=user_metadata,
+            replace_where=replace_where,
+            overwrite_schema=overwrite_schema,
+            partition_overwrite_mode=partition_overwrite_mode,
+            merge_schema=merge_schema,
             target_file_size=target_file_size,
+            watermark=watermark,
+            **txn_options,
         )
     return append(
-        table_uri,
-        df,
+        snapshot,
+        source,
         plane=plane,
-        app_id=app_id,
-        app_version=app_version,
-        user_metadata=user_metadata,
+        merge_schema=merge_schema,
+        on_rerun=rerun or "apply",
         target_file_size=target_file_size,
+        watermark=watermark,
+        **txn_options,
     )
 
 

@@ -84,6 +84,11 @@ class SparkPlane:
 
         return inserted_changes(self.spark, snapshot, adds)
 
+    def read_snapshot(self, snapshot):
+        from .scan import to_dataframe
+
+        return to_dataframe(self.spark, snapshot).toArrow()
+
     def rewrite_files(self, spec, files):
         from ..rewrite.common import files_bytes
 

@@ -178,7 +178,7 @@ def test_one_shot_arrow_inputs_are_read_once_by_append_overwrite_and_create(tmp_
 
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array([1, 2, 3], pa.int32())})
     root = str(tmp_path / "t")
-    create_table(root, schema="id BIGINT, v INT", source_df=rows.to_reader())
+    create_table(root, schema="id BIGINT, v INT", source=rows.to_reader())
     assert read_snapshot_table(DeltaTable(None, root).snapshot()).num_rows == 3
     append(root, rows.to_reader())
     append(root, iter(rows.to_batches()))
