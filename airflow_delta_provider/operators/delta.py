@@ -696,13 +696,15 @@ class DeltaBaseOperator(BaseOperator):
     def _annotate_asset_events(self, context, result: dict) -> None:
         """The table's asset event carries the commit. Airflow emits an event for each outlet the task
         has when it succeeds, so the table's asset is taken out of ``outlets`` for this run when the run
-        changed nothing (``committed`` and ``skipped`` false: e.g. an OPTIMIZE with nothing to compact)
-        and when a Delta watcher of this table watches it (the watcher announces every commit, this
+        changed nothing (``committed`` and ``skipped`` false: e.g. an OPTIMIZE with nothing to compact;
+        or a CREATE TABLE IF NOT EXISTS that kept the table: skipped, ``created`` false, not an
+        earlier try's commit read back from the log) and when a Delta watcher of this table watches it (the watcher announces every commit, this
         one included: one event per commit). The asset naming ``catalog_table`` (``hive://``,
         ``glue://``: :mod:`airflow_delta_provider.lineage`) is the table's too: same rules, same
         extra, with ``table_uri``."""
         declared = self.__dict__.setdefault("_declared_outlets", list(self.outlets or []))
-        unchanged = not result.get("committed") and not result.get("skipped")
+        kept = result.get("created") is False and not result.get("from_log")
+        unchanged = kept or (not result.get("committed") and not result.get("skipped"))
         catalog_uri = self._catalog_asset_uri(declared)
 
         def names_table(o) -> bool:

@@ -447,6 +447,24 @@ def test_a_run_that_changes_nothing_emits_no_asset_event(tmp_path):
     assert events[delta_asset(root)].extra["version"] == 3
 
 
+def test_create_if_not_exists_that_keeps_the_table_emits_no_asset_event(tmp_path):
+    """A daily CREATE TABLE IF NOT EXISTS must not start the table's consumers every day."""
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    root = str(tmp_path / "t")
+    op = DeltaCreateTableOperator(
+        task_id="c", table_uri=root, schema="id BIGINT", if_not_exists=True, execution="local"
+    )
+    events = OutletEventAccessors()
+    first = op.execute({"outlet_events": events})
+    assert (first["committed"], first["version"]) == (True, 0)
+    assert _succeed(op, events) == [delta_asset(root).uri]
+    events = OutletEventAccessors()
+    again = op.execute({"outlet_events": events})
+    assert (again["skipped"], again.get("created"), again["version"]) == (True, False, 0)
+    assert _succeed(op, events) == []
+
+
 def test_an_outlet_a_delta_watcher_watches_gets_its_event_from_the_watcher_only(tmp_path):
     """The one setup for a table written by Airflow tasks and by others: its asset carries the
     watcher wherever it is declared; the operators leave the announcing to the watcher."""
