@@ -607,6 +607,15 @@ def table_location(table_uri: str) -> str:
             "it would be resolved against the working directory of each process that touches the table",
             "give an absolute path (/data/lake/t) or a URI (file:///data/lake/t, s3://bucket/t)",
         )
+    if is_uri and not parsed.netloc:
+        from .object_stores import store_kind
+
+        if store_kind(raw) is not None:  # hdfs:///path (the default file system) stays valid
+            raise InvalidArgumentError(
+                f"Table location '{raw}' names no bucket",
+                f"an object store location is {parsed.scheme}://<bucket or container>/<path>",
+                f"give the bucket, e.g. {parsed.scheme}://my-bucket/lake/orders",
+            )
     return normalize_table_uri(raw)
 
 

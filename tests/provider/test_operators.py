@@ -158,6 +158,20 @@ def test_relative_table_locations_are_refused_everywhere(tmp_path):
     assert "relative path" in d.error and d.retryable is False
 
 
+def test_object_store_locations_without_a_bucket_are_refused_everywhere():
+    from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+    from airflow_delta_provider_apps.engine.table_view import table_view
+
+    for uri in ("s3://", "s3:///lake/t", "abfss://"):
+        with pytest.raises(ValueError, match="names no bucket"):
+            DeltaCheckpointOperator(task_id="cp", table_uri=uri)
+        with pytest.raises(InvalidArgumentError, match="names no bucket"):
+            DeltaTable.for_path(None, uri)
+        with pytest.raises(InvalidArgumentError, match="names no bucket"):  # the Delta view's 400
+            table_view(uri)
+
+
 def test_log_only_operations_run_in_the_worker_process_with_execution_local(tmp_path, monkeypatch):
     from airflow_delta_provider.exceptions import DeltaPermanentError
     from airflow_delta_provider.hooks.delta import DeltaHook
