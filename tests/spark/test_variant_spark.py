@@ -109,6 +109,9 @@ EXPRESSIONS = [
     "try_cast(v:at AS DATE)",
     "try_cast(v:big AS BIGINT)",
     "v:`é`::string",
+    "to_json(v)",
+    "to_json(v:nested)",
+    "is_variant_null(v:note)",
 ]
 
 

@@ -390,6 +390,8 @@ class _Eval:
             return self._substring(e)
         if name in ("variant_get", "try_variant_get"):
             return variant_get(self.arr(e.args[0]), e.args[1].value, e.type, safe=name == "try_variant_get")
+        if name in ("to_json", "is_variant_null"):
+            return _variant_rows(self.arr(e.args[0]), name)
         args = [self.arr(a) for a in e.args]
         if name == "upper":
             return _upper(args[0])
@@ -720,6 +722,18 @@ def variant_get(value: pa.Array, path: str, dst: DataType, *, safe: bool = False
         for (i, _), v in zip(items, done):
             out[i] = v
     return pa.array(out, arrow_type(dst))
+
+
+def _variant_rows(value: pa.Array, name: str) -> pa.Array:
+    """``to_json(v)`` (Spark's JSON text; NULL for NULL) or ``is_variant_null(v)`` (whether the value is
+    the variant null; false for a SQL NULL) of each row of a variant column."""
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks()
+    parts = dict(zip((value.type.field(i).name for i in range(value.type.num_fields)), value.flatten()))
+    pairs = zip(parts["value"].to_pylist(), parts["metadata"].to_pylist())
+    if name == "is_variant_null":
+        return pa.array([v is not None and V.is_null(v) for v, _ in pairs], pa.bool_())
+    return pa.array([None if v is None else V.to_json(v, m) for v, m in pairs], pa.string())
 
 
 def _D(text: str) -> decimal.Decimal:

@@ -782,7 +782,8 @@ class _Binder:
             raise _err(
                 f"Function {name}() is not supported in '{self.text}'",
                 "supported: coalesce, if, upper, lower, trim, ltrim, rtrim, length, substring, concat, abs, "
-                "year, month, day, dayofmonth, to_date, variant_get, try_variant_get (and v:path)",
+                "year, month, day, dayofmonth, to_date, variant_get, try_variant_get (and v:path), "
+                "is_variant_null, to_json of a variant",
                 "rewrite the condition with supported functions, comparisons, IN, LIKE, BETWEEN, IS NULL",
             )
         raise _err(
@@ -966,6 +967,22 @@ class _Binder:
         from ..variant import path_text
 
         return self._variant_get(child, VARIANT, safe=False, path=path_text(tuple(steps)))
+
+    def _variant_arg(self, node, name: str) -> n.Expr:
+        child = self.bind(node)
+        if child.type != VARIANT:
+            raise _err(
+                f"{name} needs a variant, got {n.type_name(child.type)} in '{self.text}'",
+                f"{name} reads variant values",
+                "apply it to a variant column or a v:path",
+            )
+        return child
+
+    def _b_JSONFormat(self, node) -> n.Expr:
+        """``to_json(v)`` of a variant: its JSON text (Spark's); to_json of anything else is not supported."""
+        if node.args.get("options") is not None:
+            return self._fallback(node)
+        return n.Function("to_json", (self._variant_arg(node.this, "to_json"),), n.STRING)
 
     def _variant_function(self, name: str, node) -> n.Expr:
         """``variant_get(v, path[, type])`` / ``try_variant_get``: the path and type string literals."""
@@ -1329,6 +1346,8 @@ class _Binder:
         name = str(node.this).lower()
         if name in _VARIANT_GETS:
             return self._variant_function(name, node)
+        if name == "is_variant_null" and len(node.expressions) == 1:
+            return n.Function(name, (self._variant_arg(node.expressions[0], name),), n.BOOLEAN)
         if name in ("ltrim", "rtrim") and len(node.expressions) == 1:
             a = self.bind(node.expressions[0])
             return n.Function(name, (self._to(a, n.STRING, name),), n.STRING)

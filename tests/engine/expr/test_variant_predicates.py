@@ -131,7 +131,8 @@ def test_a_value_that_does_not_cast_fails_as_in_spark_and_try_reads_null():
         ("variant_get(v, '$.a', 'array<int>') IS NULL", "Cannot read a variant as array<int>"),
         ("variant_get(v, '$.a', 'nonsense') IS NULL", "unknown type 'nonsense'"),
         ("variant_get(v, s, 'int') = 1", "path and type must be string literals"),
-        ("is_variant_null(v)", "is_variant_null"),
+        ("schema_of_variant(v) = 'OBJECT'", "Function schema_of_variant"),
+        ("to_json(s) = 'x'", "to_json needs a variant, got string"),
     ],
 )
 def test_what_cannot_be_evaluated_is_refused_by_name(text, match):
@@ -149,3 +150,26 @@ def test_rendered_back_as_spark_sql():
     ]:
         assert to_sql(parse_predicate(text, SCHEMA)) == sql
     check_syntax("v:a.b::int = 1 AND id = 2")  # parse-time checks read the : syntax too
+
+
+def test_to_json_and_is_variant_null():
+    t = _table()
+    assert evaluate(parse_expression("to_json(v:items)", SCHEMA), t).to_pylist() == [
+        '[{"n":2,"sku":"a"}]',
+        None,
+        None,
+        None,
+        "[]",
+        None,
+    ]
+    texts = evaluate(parse_expression("to_json(v)", SCHEMA), t).to_pylist()
+    assert [None if x is None else json.loads(x) for x in texts] == [None if d is None else json.loads(d) for d in DOCS]
+    # the variant null (a JSON null) is not a SQL NULL: is_variant_null tells them apart
+    assert evaluate(parse_predicate("is_variant_null(v:note)", SCHEMA), t).to_pylist() == [
+        False,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
