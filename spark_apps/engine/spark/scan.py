@@ -603,13 +603,9 @@ def changes_dataframe(spark, plan, columns: list[str] | None = None):
     out_schema = changes_spark_schema(reader)
     if not plan.files:
         return spark.createDataFrame([], out_schema)
-    n_tasks = min(len(plan.files), 2 * default_parallelism(spark))
-    listing = pa.table(
-        {
-            "file": [json.dumps(dataclasses.asdict(f)) for f in plan.files],
-            TASK_COLUMN: [i % n_tasks for i in range(len(plan.files))],
-        }
-    )
+    # one row per file: Spark cuts the listing (a local relation) into one slice per task, with no
+    # range-partitioning job nor shuffle before the read's one job
+    listing = pa.table({"file": [json.dumps(dataclasses.asdict(f)) for f in plan.files]})
 
     arrow_schema = arrow_schema_of(out_schema)
 
@@ -618,9 +614,7 @@ def changes_dataframe(spark, plan, columns: list[str] | None = None):
 
         return read_change_files(_reader, batches, _arrow)
 
-    files_df = spark.createDataFrame(listing)
-    files_df = files_df.repartitionByRange(n_tasks, TASK_COLUMN) if n_tasks > 1 else files_df.coalesce(1)
-    return map_in_arrow(files_df, fn, out_schema)
+    return map_in_arrow(spark.createDataFrame(listing), fn, out_schema)
 
 
 def changes_spark_schema(reader):
