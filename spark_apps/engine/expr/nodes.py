@@ -239,7 +239,9 @@ class Negate(Expr):
 @dataclass(frozen=True)
 class Function(Expr):
     """A deterministic scalar function by its Spark name (lower case): ``coalesce``, ``upper``,
-    ``lower``, ``length``, ``substring``, ``concat``, ``trim``, ``ltrim``, ``rtrim``, ``abs``."""
+    ``lower``, ``length``, ``substring``, ``concat``, ``trim``, ``ltrim``, ``rtrim``, ``abs``; on
+    variants ``variant_get`` / ``try_variant_get`` (args: the variant, the path and the type name as
+    string literals; Spark's ``v:path`` and casts of it bind to them), ``to_json``, ``is_variant_null``."""
 
     name: str
     args: tuple[Expr, ...]
