@@ -19,7 +19,8 @@ Rules (PROTOCOL.md "Schema Serialization Format", Spark's ``DataType.json``):
 * Arrow mapping: timestamp -> ``timestamp[us, tz=UTC]``, timestamp_ntz -> ``timestamp[us]``,
   date -> date32, decimal -> decimal128(p, s), byte/short/integer/long -> int8/16/32/64,
   float/double -> float32/64, string -> utf8, binary -> binary, void -> null, variant ->
-  ``struct<value: binary, metadata: binary>`` (its parquet layout), arrays -> ``list<element>``,
+  ``struct<value: binary, metadata: binary>`` (Spark's Arrow form, ``metadata`` tagged
+  ``variant: true``; files and data may hold the two in either order: :mod:`..variant`), arrays -> ``list<element>``,
   maps -> ``map<key, value>`` (Spark's Arrow field names, so mapInArrow batches line up).
 * DDL (:func:`parse_ddl`, :func:`parse_type`): Spark column lists such as
   ``"id BIGINT NOT NULL, name STRING COMMENT 'x', tags ARRAY<STRING>, addr STRUCT<city: STRING>"``,
