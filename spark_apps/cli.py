@@ -274,8 +274,8 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
         needs_spark = op.spark_required(params)
         if spark is None and (needs_spark or under_spark_submit()):
             spark = _session(params)
-        _load_storage_env(params.pop("storage_env_file", None))
-        lease = _run_lease(params, spark) if under_spark_submit() and given_spark is None else None
+        load_storage_env(params.pop("storage_env_file", None))
+        lease = driver_lease(params, spark) if under_spark_submit() and given_spark is None else None
         try:
             result = run(params, spark)
         finally:
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None, *, spark=None) -> int:
     return 0
 
 
-def _run_lease(params: dict, spark):
+def driver_lease(params: dict, spark):
     """This driver's lease on its task instance's identity (:mod:`airflow_delta_provider_apps.run_lease`),
     started; None for a run without an identity, one that commits nothing, and CREATE TABLE (whose
     folder may not exist yet: a lease would make it)."""
@@ -352,7 +352,7 @@ def watch_driver_jvm(interval: float = 0.5, parent: int | None = None) -> thread
     return thread
 
 
-def _load_storage_env(name: str | None) -> None:
+def load_storage_env(name: str | None) -> None:
     """Object-store settings the hook shipped as a file (cluster deploy mode: the driver does not run
     where the task does): into this driver's environment (executors get them from the engine), then
     the local copy is deleted. spark-submit puts --files in the driver's working directory (YARN) or

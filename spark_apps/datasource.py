@@ -110,15 +110,15 @@ def _ship(spark, pyfiles: list[str]) -> None:
     whose presence a client can ask about), and a session holding it gets no second upload."""
     import hashlib
 
-    from .engine.spark.session import _add_pyfiles, _holds_marker
+    from .engine.spark.session import add_pyfiles, holds_marker
 
     digests = []
     for p in pyfiles:
         with open(p, "rb") as f:
             digests.append(hashlib.file_digest(f, "sha256").hexdigest())
     marker = ("airflow_delta source pyfiles " + " ".join(digests)).encode()
-    if not _holds_marker(spark, marker):
-        _add_pyfiles(spark, pyfiles)
+    if not holds_marker(spark, marker):
+        add_pyfiles(spark, pyfiles)
         spark.client.cache_artifact(marker)
 
 
@@ -490,7 +490,7 @@ def _row_group_pieces(snapshot, files, parallelism: int):
     import pyarrow as pa
 
     from .engine.paths import data_file_uri
-    from .engine.reader import _close, _open_parquet
+    from .engine.reader import close_parquet, open_parquet
     from .engine.spark.scan import ROW_GROUPS_COLUMN
 
     sizes = np.nan_to_num(np.asarray(files.column("size").to_numpy(zero_copy_only=False), dtype="float64"))
@@ -500,12 +500,12 @@ def _row_group_pieces(snapshot, files, parallelism: int):
         want = max(1, round(parallelism * sizes[i] / total))
         bounds = None
         if want > 1:
-            pf = _open_parquet(snapshot.storage, data_file_uri(snapshot.table_root, path), path)
+            pf = open_parquet(snapshot.storage, data_file_uri(snapshot.table_root, path), path)
             try:
                 md = pf.metadata
                 group_bytes = np.array([md.row_group(g).total_byte_size for g in range(md.num_row_groups)], "float64")
             finally:
-                _close(pf)
+                close_parquet(pf)
             if len(group_bytes) > 1:  # cut after the group where the running bytes cross each 1/want
                 cuts = np.searchsorted(np.cumsum(group_bytes), group_bytes.sum() * np.arange(1, want) / want) + 1
                 bounds = sorted({0, len(group_bytes), *(int(c) for c in cuts)})
@@ -682,7 +682,7 @@ class DeltaWriter(_WRITER_BASE):
             configuration = snapshot.metadata.configuration
             predicate = parse_predicate(self.replace_where, snapshot.schema) if self.replace_where else None
             if self.app_id is not None:  # landed already: tasks write nothing, the command skips
-                self.skip = write_cmd._open_append(snapshot, self.app_id, self.app_version, None).duplicate
+                self.skip = write_cmd.open_append(snapshot, self.app_id, self.app_version, None).duplicate
         self.created = snapshot is None
         self.spec = write_spec(
             self.root, target, partition_columns, configuration, target_file_size=target_size, row_constraint=predicate
@@ -692,7 +692,7 @@ class DeltaWriter(_WRITER_BASE):
     def write(self, iterator):
         from .engine.conform import conform_arrow
         from .engine.schema import parse_schema
-        from .engine.spark.write import _task_partition_id
+        from .engine.spark.write import task_partition_id
         from .engine.writer import write_batches
 
         if self.skip:  # this txn version landed already: the command will skip it, write nothing
@@ -703,7 +703,7 @@ class DeltaWriter(_WRITER_BASE):
         batches = (b for batch in _arrow_batches(iterator) for b in conform_arrow(target, batch))
         written = []
         try:
-            for w in write_batches(self.spec, batches, task_id=_task_partition_id()):
+            for w in write_batches(self.spec, batches, task_id=task_partition_id()):
                 written.append(w)
         except BaseException:  # the files this task closed before failing go with it
             _delete(self.root, [w.add for w in written])

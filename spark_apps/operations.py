@@ -276,7 +276,7 @@ COMMIT_ARGS = (
 # value handling shared by the CLI, the hook and the operators
 
 
-def _is_template(value: Any) -> bool:
+def is_template(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
@@ -373,12 +373,12 @@ def check_params(op: Operation, params: Mapping, *, skip_templates: bool = False
     out = dict(params)
     for arg in op.args if own_only else op.all_args:
         value = out.get(arg.name)
-        if skip_templates and (_is_template(value) or _holds_template(value)):
+        if skip_templates and (is_template(value) or holds_template(value)):
             continue
         out[arg.name] = coerce(arg, value)
         _check_sql(arg, out[arg.name], skip_templates)
         _check_properties(arg, out[arg.name])
-    if not skip_templates or not any(_is_template(v) or _holds_template(v) for v in out.values()):
+    if not skip_templates or not any(is_template(v) or holds_template(v) for v in out.values()):
         for check in (_conditions_not_blank, *op.checks):
             check(out)
     return out
@@ -422,7 +422,7 @@ def _check_sql(arg: Arg, value: Any, skip_templates: bool) -> None:
     one after rendering. Blank text is left to ``_conditions_not_blank`` and the operations' checks,
     which say what an empty one means."""
     texts = [(w, what, str(t)) for w, what, t in _sql_texts(arg, value) if t is not None]
-    texts = [t for t in texts if t[2].strip() and not (skip_templates and _is_template(t[2]))]
+    texts = [t for t in texts if t[2].strip() and not (skip_templates and is_template(t[2]))]
     if not texts:
         return
     # the parser (and sqlglot) are imported only when there is literal SQL to check
@@ -454,11 +454,11 @@ def _check_properties(arg: Arg, value: Any) -> None:
         raise ValueError(f"properties: {e.one_line()}") from None
 
 
-def _holds_template(value: Any) -> bool:
+def holds_template(value: Any) -> bool:
     if isinstance(value, Mapping):
-        return any(_is_template(k) or _is_template(v) for k, v in value.items())
+        return any(is_template(k) or is_template(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return any(_is_template(v) for v in value)
+        return any(is_template(v) for v in value)
     return False
 
 

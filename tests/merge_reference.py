@@ -90,7 +90,7 @@ ONS = [
 PROGRAM = (st.lists(row, max_size=12), st.lists(row, max_size=6), clause_lists(), st.booleans(), st.sampled_from(ONS))
 
 
-def _build(t, source, clauses, on=ONS[0][0]):
+def build_merge(t, source, clauses, on=ONS[0][0]):
     b = t.merge(source, on)
     for kind, (action, assignments, _fn), cond in clauses:
         b = _clause(b, kind, action, assignments, cond[0] if cond else None)
@@ -156,18 +156,18 @@ def reference(target, source, clauses, on=ONS[0][1]):
     return out, inserted, changed, feed
 
 
-def _key(r):
+def row_key(r):
     return tuple((v is None, v) for v in (r["id"], r["v"], r["p"]))
 
 
-def _assert_changes(root: str, version: int, feed: list, deltalake_too: bool) -> None:
+def assert_changes(root: str, version: int, feed: list, deltalake_too: bool) -> None:
     """The change feed of ``version`` equals ``feed`` (``(row, _change_type)``), read by us (and by
     deltalake's ``load_cdf``, which does not read deletion vectors)."""
     from airflow_delta_provider_apps.engine import cdf
     from airflow_delta_provider_apps.engine.storage import storage_for
 
     def canon(rows):
-        return sorted(((r["_change_type"], *_key(r)) for r in rows), key=repr)
+        return sorted(((r["_change_type"], *row_key(r)) for r in rows), key=repr)
 
     want = canon([{**r, "_change_type": kind} for r, kind in feed])
     storage = storage_for(root)
@@ -180,7 +180,7 @@ def _assert_changes(root: str, version: int, feed: list, deltalake_too: bool) ->
         assert canon(theirs.to_pylist()) == want
 
 
-def _file_rows(snapshot) -> dict:
+def file_rows(snapshot) -> dict:
     """{path: numRecords} of the snapshot's live files."""
     import json
 

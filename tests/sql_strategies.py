@@ -84,7 +84,7 @@ def _not(x):
     return None if x is None else not x
 
 
-def _sql_lit(col, v):
+def sql_lit(col, v):
     if v is None:
         return "NULL"
     if col == "s":
@@ -118,7 +118,7 @@ def atoms(draw):
     if kind == "in":
         vals = draw(st.lists(LITS[col], min_size=1, max_size=3))
         with_null = draw(st.booleans())
-        text = f"{col} IN ({', '.join([_sql_lit(col, v) for v in vals] + (['NULL'] if with_null else []))})"
+        text = f"{col} IN ({', '.join([sql_lit(col, v) for v in vals] + (['NULL'] if with_null else []))})"
 
         def f(r, vals=vals, with_null=with_null):
             x = r[col]
@@ -131,7 +131,7 @@ def atoms(draw):
         return text, f
     if kind == "between":
         lo, hi = draw(LITS[col]), draw(LITS[col])
-        text = f"{col} BETWEEN {_sql_lit(col, lo)} AND {_sql_lit(col, hi)}"
+        text = f"{col} BETWEEN {sql_lit(col, lo)} AND {sql_lit(col, hi)}"
         return text, lambda r: _and(_cmp(">=", r[col], lo), _cmp("<=", r[col], hi))
     if kind == "like":
         prefix = draw(st.sampled_from(["", "a", "b", "ab"]))
@@ -139,9 +139,9 @@ def atoms(draw):
     op = draw(st.sampled_from(list(OPS)))
     v = draw(LITS[col])
     if draw(st.booleans()):
-        return f"{col} {op} {_sql_lit(col, v)}", lambda r: _cmp(op, r[col], v)
+        return f"{col} {op} {sql_lit(col, v)}", lambda r: _cmp(op, r[col], v)
     flipped = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
-    return f"{_sql_lit(col, v)} {flipped} {col}", lambda r: _cmp(op, r[col], v)
+    return f"{sql_lit(col, v)} {flipped} {col}", lambda r: _cmp(op, r[col], v)
 
 
 @st.composite

@@ -637,3 +637,79 @@ def test_a_planted_merge_reach_in_is_found(monkeypatch, source, line):
     monkeypatch.setitem(MODULES, f"{ENGINE}.commands.planted", planted)
     monkeypatch.setattr(Path, "read_text", _reading(planted, source))
     assert any(line in f for f in _merge_surface_violations())
+
+
+# ------------------------------------------------------------------------------ private names
+TESTS = REPO / "tests"
+
+
+def _test_modules() -> dict[str, Path]:
+    """The test modules and their helpers, by the name they import each other under (tests/ and its
+    folders are on sys.path: ``import merge_reference``)."""
+    return {p.stem: p for p in sorted(TESTS.rglob("*.py")) if p.name != "__init__.py"}
+
+
+def _private_name_violations() -> list[str]:
+    """Every import of a private name of another of our modules (``from x import _name``), and every
+    use of one through an imported module (``x._name``). A module alias (``from pyspark.sql import
+    datasource as _ds``) imports a public name and is fine; so are dunders."""
+    ours = dict(MODULES)
+    helpers = _test_modules()
+    found = []
+    for name, path in {**ours, **{f"tests:{k}": v for k, v in helpers.items()}}.items():
+        if name.startswith("tests:"):
+            package = ""
+        else:
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        aliases: dict[str, str] = {}  # local name -> one of our modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                if module not in ours and module not in helpers:
+                    continue
+                for alias in node.names:
+                    full = f"{module}.{alias.name}"
+                    if full in ours:  # a submodule
+                        aliases[alias.asname or alias.name] = full
+                    elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{path.relative_to(REPO)}:{node.lineno}: imports {module}.{alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in ours or alias.name in helpers:
+                        aliases[alias.asname or alias.name.split(".")[0]] = alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: uses {aliases[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_no_module_uses_another_modules_private_names():
+    """A name starting with ``_`` is its module's own (issue 43): a helper another module needs is
+    public, or lives in the one module that uses it. Tests count too."""
+    assert _private_name_violations() == []
+
+
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        ("from ..storage import _helper\n", True),
+        ("def f():\n    from .. import storage\n    return storage._helper()\n", True),
+        ("from pyspark.sql import datasource as _ds\n", False),  # a module alias: a public name
+        ("from ..storage import storage_for as _storage_for\n", False),  # a public name, privately named
+    ],
+)
+def test_a_planted_private_import_is_found(monkeypatch, source, found):
+    planted = REPO / "spark_apps" / "engine" / "commands" / "planted.py"
+    monkeypatch.setitem(MODULES, f"{ENGINE}.commands.planted", planted)
+    monkeypatch.setattr(Path, "read_text", _reading(planted, source))
+    assert any("planted.py" in v for v in _private_name_violations()) is found

@@ -39,9 +39,9 @@ from airflow_delta_provider.hooks.outcome import (
 )
 from airflow_delta_provider.hooks.registry import transport_for
 from airflow_delta_provider.hooks.submit import (
+    CapturingSparkSubmitHook,
     SparkSubmitOptions,
     SubmitSettings,
-    _CapturingSparkSubmitHook,
     check_master_reachable,
     find_spark_submit,
 )
@@ -338,7 +338,7 @@ __all__ = [
     "DeltaSparkHook",
     "SparkSubmitOptions",
     "SubmitSettings",
-    "_CapturingSparkSubmitHook",
+    "CapturingSparkSubmitHook",
     "build_app_bundle",
     "check_master_reachable",
     "clear_bundle_cache",

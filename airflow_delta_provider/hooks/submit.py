@@ -181,7 +181,7 @@ class SparkSubmitOptions:
 _PYSPARK_CHECKED: dict[str, str | None] = {}
 
 
-def _check_pyspark_install(binary: str) -> None:
+def check_pyspark_install(binary: str) -> None:
     """When spark-submit comes from the installed pyspark, its Python code and jars must agree: a
     mixed pyspark / pyspark-client install fails here, at the first task, with the one-line fix,
     not deep in a Java trace at spark-submit time. Checked once per process."""
@@ -306,7 +306,7 @@ def driver_jvm_env() -> dict[str, str]:
     return {"SPARK_SUBMIT_OPTS": f"{opts} -XX:+ExitOnOutOfMemoryError".strip()}
 
 
-class _CapturingSparkSubmitHook(SparkSubmitHook):
+class CapturingSparkSubmitHook(SparkSubmitHook):
     """SparkSubmitHook that also feeds every output line to an :class:`AppOutput`.
 
     Stack-trace lines (Java frames, ``Caused by``, Python tracebacks of executors) are kept out of
@@ -469,7 +469,7 @@ class SubmitTransport(Transport):
 
     def __init__(self, hook) -> None:  # the DeltaHook whose connection and settings it uses
         super().__init__(hook)
-        self._submit_hook: _CapturingSparkSubmitHook | None = None
+        self._submit_hook: CapturingSparkSubmitHook | None = None
         self._settings: SubmitSettings | None = None
 
     @classmethod
@@ -536,7 +536,7 @@ class SubmitTransport(Transport):
                     )
                 binary = conn_binary or find_spark_submit()
                 if not conn_binary:
-                    _check_pyspark_install(binary)
+                    check_pyspark_install(binary)
                 if not conn_binary and binary == "spark-submit" and shutil.which(binary) is None:
                     raise DeltaConfigurationError(
                         f"No spark-submit on this worker for connection '{self.hook.conn_id}'",
@@ -612,7 +612,7 @@ class SubmitTransport(Transport):
         *,
         result_uri: str | None = None,
         detached: bool = False,
-    ) -> tuple[_CapturingSparkSubmitHook, str, str]:
+    ) -> tuple[CapturingSparkSubmitHook, str, str]:
         """Build the SparkSubmitHook for one app run (``detached``: spark-submit returns once the
         cluster has the driver, cluster deploy mode only).
 
@@ -659,7 +659,7 @@ class SubmitTransport(Transport):
             if "tryReflectionSetAccessible" not in java_opts:
                 conf["spark.driver.extraJavaOptions"] = f"{java_opts} {_ARROW_JAVA_OPTIONS}".strip()
         try:
-            sub = _CapturingSparkSubmitHook(
+            sub = CapturingSparkSubmitHook(
                 conf=conf,
                 conn_id=self.hook.conn_id,
                 py_files=py_files,

@@ -181,7 +181,7 @@ def _check_catalog(operator: str, catalog_table, catalog_conn_id, error: type[Ex
             f"{operator}: {given} given without {missing}. Cause: the table's name is kept in a catalog, "
             f"which needs both the name and the connection. Fix: pass {missing} too, or neither"
         )
-    if catalog_table and not ops._is_template(catalog_table):
+    if catalog_table and not ops.is_template(catalog_table):
         from airflow_delta_provider_apps.protocol import DeltaError, parse_table_name
 
         try:
@@ -198,7 +198,7 @@ def _check_literal_partitioning(operator: str, values: dict) -> None:
     properties = values.get("properties")
     if schema is None or not (partition_by or cluster_by):
         return
-    if any(ops._is_template(v) or ops._holds_template(v) for v in (schema, partition_by, cluster_by, properties)):
+    if any(ops.is_template(v) or ops.holds_template(v) for v in (schema, partition_by, cluster_by, properties)):
         return
     from airflow_delta_provider_apps.protocol import DeltaError, check_partitioning
 
@@ -380,7 +380,7 @@ class DeltaBaseOperator(BaseOperator):
                     "the idempotent-write identity and user metadata are stored in a commit. "
                     f"Fix: remove {', '.join(given)}"
                 )
-        if not ops._is_template(table_uri):
+        if not ops.is_template(table_uri):
             _check_table_uri(table_uri, ValueError)
             # a writing operator's table is its outlet unless outlets= is given (outlets=[]: none)
             if op.commits and kwargs.get("outlets") is None and not self.outlets:
@@ -388,7 +388,7 @@ class DeltaBaseOperator(BaseOperator):
         self.table_uri = table_uri
         self.conn_id = conn_id
         self.spark_conf = spark_conf
-        if not ops._holds_template(submit_options if isinstance(submit_options, dict) else None):
+        if not ops.holds_template(submit_options if isinstance(submit_options, dict) else None):
             SparkSubmitOptions.coerce(submit_options)  # a bad option fails the DAG import
         self.submit_options = submit_options  # templated: coerced when the hook is built
         self.result_dir = result_dir

@@ -149,7 +149,7 @@ def resolve_columns(schema, columns, *, partition_columns=(), configuration=None
 
     :raises InvalidArgumentError: naming the column, before anything is written
     """
-    from .stats import MINMAX_TYPES, _tname
+    from .stats import MINMAX_TYPES, type_name
 
     if isinstance(columns, str):
         columns = [columns]
@@ -185,7 +185,7 @@ def resolve_columns(schema, columns, *, partition_columns=(), configuration=None
             names.append(f.name)
             path.append(f.physical_name)
             st = f.type
-        if _tname(f.type) not in MINMAX_TYPES:
+        if type_name(f.type) not in MINMAX_TYPES:
             raise InvalidArgumentError(
                 f"Cannot cluster by column '{col}' of type {f.type.simple_string()}",
                 "clustering needs min/max statistics, which Delta keeps for numbers, strings, dates and timestamps",

@@ -241,7 +241,7 @@ def _relaxed(t: pa.DataType) -> pa.DataType:
 # --------------------------------------------------------------------------------------------
 
 
-def _open_parquet(storage: Storage, location: str, path_in_log: str) -> pq.ParquetFile:
+def open_parquet(storage: Storage, location: str, path_in_log: str) -> pq.ParquetFile:
     try:
         f = storage.open_input_file(location)
     except FileNotFoundError:
@@ -338,7 +338,7 @@ def _kept(deleted: np.ndarray, offset: int, n: int) -> tuple[Any, int]:
     return pa.BooleanArray.from_buffers(pa.bool_(), n, [None, bits]), n - (hi - lo)
 
 
-def _close(pf: pq.ParquetFile) -> None:
+def close_parquet(pf: pq.ParquetFile) -> None:
     try:
         pf.close(force=True)  # also closes the input file we opened
     except Exception:  # pragma: no cover - best effort
@@ -407,7 +407,7 @@ def iter_data_file_batches(
     wanted = _select_fields(schema, columns)
     part_low = {c.lower() for c in partition_columns}
     location = data_file_uri(table_root, path)
-    pf = _open_parquet(storage, location, path)
+    pf = open_parquet(storage, location, path)
     try:
         file_schema = pf.schema_arrow
         m = _Match(list(file_schema), mode)
@@ -431,7 +431,7 @@ def iter_data_file_batches(
         read_names = sorted(read_names, key=file_schema.get_field_index)
         deleted = _deleted_rows(storage, table_root, deletion_vector)
     except BaseException:
-        _close(pf)
+        close_parquet(pf)
         raise
     keep_groups = row_groups(pf.metadata) if row_groups is not None else None
     return _stream_file(
@@ -506,7 +506,7 @@ def _stream_file(
                 out = _with_row_ids(out, None, pa.array([], pa.int64()), row_tracking)
             yield out.append_column(ROW_INDEX, pa.array([], pa.int64())) if row_index else out
     finally:
-        _close(pf)
+        close_parquet(pf)
 
 
 def _with_row_ids(out: pa.RecordBatch, raw, index: pa.Array, row_tracking: tuple) -> pa.RecordBatch:

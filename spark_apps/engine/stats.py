@@ -83,7 +83,7 @@ MINMAX_TYPES = frozenset(
 _TIE_BREAKER = "\ufffd"
 
 
-def _tname(t: DataType) -> str:
+def type_name(t: DataType) -> str:
     return "decimal" if isinstance(t, DecimalType) else getattr(t, "name", "?")
 
 
@@ -222,7 +222,7 @@ class StatsCollector:
             if isinstance(f.type, StructType):
                 self._build(f.type, names + (cand,), keys + (key,))
             else:
-                self._leaves.append(_Leaf(names + (cand,), keys + (key,), f.type, _tname(f.type) in MINMAX_TYPES))
+                self._leaves.append(_Leaf(names + (cand,), keys + (key,), f.type, type_name(f.type) in MINMAX_TYPES))
 
     @property
     def leaf_paths(self) -> list[tuple[str, ...]]:
@@ -269,7 +269,7 @@ class StatsCollector:
         for leaf in self._leaves:
             name = next((c for c in leaf.names[0] if c in columns), None) if len(leaf.names) == 1 else None
             variant_metadata = None
-            if _tname(leaf.type) == "variant" and len(leaf.names) == 1:  # a group: its binaries are the leaves
+            if type_name(leaf.type) == "variant" and len(leaf.names) == 1:  # a group: its binaries are the leaves
                 variant_metadata = next(
                     (columns[f"{c}.metadata"] for c in leaf.names[0] if f"{c}.metadata" in columns), None
                 )
@@ -327,7 +327,7 @@ class StatsCollector:
         return arr
 
     def _fold_minmax(self, leaf: _Leaf, arr: pa.Array) -> None:
-        name = _tname(leaf.type)
+        name = type_name(leaf.type)
         if pa.types.is_floating(arr.type):
             mm = pc.min_max(arr)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
@@ -365,7 +365,7 @@ class StatsCollector:
     # --- rendering ------------------------------------------------------------------------
     def _render(self, leaf: _Leaf, value: Any, *, is_max: bool):
         """JSON-ready value (``_Raw`` for numbers written verbatim) or None to omit."""
-        name = _tname(leaf.type)
+        name = type_name(leaf.type)
         if value is None:
             return None
         if name in ("byte", "short", "integer", "long"):

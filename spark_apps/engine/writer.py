@@ -295,7 +295,7 @@ class TableWriter:
             yield from self._append(self._part(()), self._data_batch(batch))
             return
         data = self._data_batch(batch)
-        for first, rows in _grouped(batch, self.partition_columns):
+        for first, rows in grouped(batch, self.partition_columns):
             key = tuple(
                 _serialize_partition_value(
                     self._partitions, batch.column(c)[first].as_py(), self.partition_fields[c].type
@@ -563,7 +563,7 @@ def fill_under_null_parents(arr: pa.Array, t: pa.DataType) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
 
 
-def _grouped(batch: pa.RecordBatch, columns: list[str]) -> list[tuple[int, pa.Array | None]]:
+def grouped(batch: pa.RecordBatch, columns: list[str]) -> list[tuple[int, pa.Array | None]]:
     """The batch's runs of equal partition values: ``(a row of the run, its rows)`` each, the rows
     None when the run is the whole batch, else their indexes (in batch order within the run)."""
     if batch.num_rows == 0:

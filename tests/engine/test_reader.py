@@ -263,7 +263,7 @@ def _roaring32(values: list[int], *, runs: bool = False) -> bytes:
     return bytes(out)
 
 
-def _dv_bytes(rows: list[int], *, runs: bool = False) -> bytes:
+def dv_bytes(rows: list[int], *, runs: bool = False) -> bytes:
     highs: dict[int, list[int]] = {}
     for r in rows:
         highs.setdefault(r >> 32, []).append(r & 0xFFFFFFFF)
@@ -276,13 +276,13 @@ def _dv_bytes(rows: list[int], *, runs: bool = False) -> bytes:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 200_000), max_size=300), st.booleans())
 def test_property_bitmap_decoding(rows, runs):
-    got = dvmod.decode_bitmap(_dv_bytes(rows, runs=runs))
+    got = dvmod.decode_bitmap(dv_bytes(rows, runs=runs))
     assert got.tolist() == sorted(set(rows))
 
 
 def test_bitmap_container_and_high_buckets():
     rows = list(range(0, 20000, 3)) + [2**32 + 5, 2**33 + 65536 * 2 + 1]
-    assert dvmod.decode_bitmap(_dv_bytes(rows)).tolist() == sorted(rows)
+    assert dvmod.decode_bitmap(dv_bytes(rows)).tolist() == sorted(rows)
     with pytest.raises(LogCorruptedError, match="magic"):
         dvmod.decode_bitmap(b"\x00" * 16)
 
@@ -308,14 +308,14 @@ def test_z85_round_trip_and_uuid_path():
 def test_read_with_inline_and_on_disk_dvs(tmp_path):
     schema = parse_ddl("v INT")
     rel = _write(tmp_path, "d.parquet", pa.table({"v": pa.array(range(10), pa.int32())}))
-    payload = _dv_bytes([0, 3, 9])
+    payload = dv_bytes([0, 3, 9])
     payload += b"\x00" * (-len(payload) % 4)  # Z85 needs a multiple of 4; sizeInBytes cuts the padding
-    inline = DeletionVectorDescriptor("i", dvmod.z85_encode(payload), len(_dv_bytes([0, 3, 9])), 3)
+    inline = DeletionVectorDescriptor("i", dvmod.z85_encode(payload), len(dv_bytes([0, 3, 9])), 3)
     out = read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=inline)
     assert out.column("v").to_pylist() == [1, 2, 4, 5, 6, 7, 8]
     # on disk: version byte, then (size BE, data, crc BE) per DV; the second DV at its offset
     u = uuid.uuid4()
-    first, second = _dv_bytes([1]), _dv_bytes([2, 4])
+    first, second = dv_bytes([1]), dv_bytes([2, 4])
     blob = b"\x01"
     offs = []
     for b in (first, second):

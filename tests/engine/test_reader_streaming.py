@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_reader import _dv_bytes  # the test-side RoaringBitmap writer
+from test_reader import dv_bytes  # the test-side RoaringBitmap writer
 
 from airflow_delta_provider_apps.engine import dv as dvmod
 from airflow_delta_provider_apps.engine.errors import DataFileMissingError, InvalidArgumentError
@@ -42,8 +42,8 @@ def _write(tmp_path, name, table, row_group_size=ROW_GROUP, **kw):
     return name
 
 
-def _inline_dv(rows: list[int]) -> dict:
-    data = _dv_bytes(rows)
+def inline_dv(rows: list[int]) -> dict:
+    data = dv_bytes(rows)
     padded = data + b"\x00" * (-len(data) % 4)  # Z85 needs a multiple of 4; sizeInBytes cuts the padding
     return {
         "storageType": "i",
@@ -55,7 +55,7 @@ def _inline_dv(rows: list[int]) -> dict:
 
 def _on_disk_dv(root, rows: list[int]) -> dict:
     u = uuid.uuid4()
-    data = _dv_bytes(rows)
+    data = dv_bytes(rows)
     blob = b"\x01" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
     (root / f"deletion_vector_{u}.bin").write_bytes(blob)
     return {
@@ -143,7 +143,7 @@ def test_stream_equals_expected_rows_for_every_batch_size(tmp_path, dv_kind):
     rel = _write(tmp_path, "p=x/f.parquet", _data())
     dv = {
         "none": lambda: None,
-        "inline": lambda: _inline_dv(DELETED),
+        "inline": lambda: inline_dv(DELETED),
         "on_disk": lambda: _on_disk_dv(tmp_path, DELETED),
     }[dv_kind]()
     expected = _expected(DELETED if dv else ())
@@ -174,7 +174,7 @@ def test_few_deleted_rows_are_sliced_around_many_are_filtered(tmp_path):
     for deleted in ([0, 500, 999], [7], list(range(10, 10 + SLICE_MAX_DELETED + 1)), list(range(0, 1000, 3))):
         batches = list(
             iter_data_file_batches(
-                STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=_inline_dv(deleted), row_index=True
+                STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=inline_dv(deleted), row_index=True
             )
         )
         live = [i for i in range(n) if i not in set(deleted)]
@@ -186,7 +186,7 @@ def test_few_deleted_rows_are_sliced_around_many_are_filtered(tmp_path):
 
 def test_subsets_partition_only_and_count(tmp_path):
     rel = _write(tmp_path, "f.parquet", _data())
-    dv = _inline_dv(DELETED)
+    dv = inline_dv(DELETED)
     live = N - len([d for d in DELETED if d < N])
     pv = {"P": "2024-02-29", "q": None}  # partition keys match case-insensitively too
     for b in BATCHES:
@@ -213,9 +213,9 @@ def test_everything_deleted_and_empty_file_yield_one_empty_batch(tmp_path):
     rel = _write(tmp_path, "f.parquet", _data())
     nulls = {"p": None, "q": None}
     for cols in (None, ["id", "p"], []):
-        batches = _stream(tmp_path, rel, nulls, SCHEMA, ["p", "q"], cols, _inline_dv(list(range(N))), batch_rows=100)
+        batches = _stream(tmp_path, rel, nulls, SCHEMA, ["p", "q"], cols, inline_dv(list(range(N))), batch_rows=100)
         assert len(batches) == 1 and batches[0].num_rows == 0
-        whole = read_data_file(STORAGE, str(tmp_path), rel, nulls, SCHEMA, ["p", "q"], cols, _inline_dv(list(range(N))))
+        whole = read_data_file(STORAGE, str(tmp_path), rel, nulls, SCHEMA, ["p", "q"], cols, inline_dv(list(range(N))))
         assert whole.num_rows == 0
         assert whole.column_names == ([f.name for f in SCHEMA.fields] if cols is None else cols)
     empty = "e.parquet"
@@ -240,8 +240,8 @@ def test_int96_and_ms_timestamps_across_row_groups(tmp_path):
     schema = parse_ddl("a TIMESTAMP, m TIMESTAMP_NTZ")
     exp = [{"a": v, "m": v.replace(microsecond=0, tzinfo=None)} for i, v in enumerate(vals) if i not in set(DELETED)]
     for b in (1, 100, 5000):
-        assert _rows(_stream(tmp_path, rel, {}, schema, [], dv=_inline_dv(DELETED), batch_rows=b)) == exp
-    whole = read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=_inline_dv(DELETED))
+        assert _rows(_stream(tmp_path, rel, {}, schema, [], dv=inline_dv(DELETED), batch_rows=b)) == exp
+    whole = read_data_file(STORAGE, str(tmp_path), rel, {}, schema, [], deletion_vector=inline_dv(DELETED))
     assert whole.to_pylist() == exp
 
 
@@ -327,7 +327,7 @@ def test_column_mapping_name_and_id_across_row_groups(tmp_path):
                 {"col-ppp": "7"},
                 schema,
                 ["p"],
-                dv=_inline_dv(DELETED),
+                dv=inline_dv(DELETED),
                 batch_rows=b,
                 column_mapping_mode=mode,
             )
@@ -339,7 +339,7 @@ def test_column_mapping_name_and_id_across_row_groups(tmp_path):
             {"col-ppp": "7"},
             schema,
             ["p"],
-            deletion_vector=_inline_dv(DELETED),
+            deletion_vector=inline_dv(DELETED),
             column_mapping_mode=mode,
         )
         assert whole.to_pylist() == exp
@@ -436,7 +436,7 @@ def test_scan_executor_function_streams_without_spark(tmp_path):
             "path": [rel, rel],
             "partition_values": pa.array([[("p", "2024-02-29")], [("p", None)]], pa.map_(pa.string(), pa.string())),
             "deletion_vector": pa.array(
-                [_inline_dv(DELETED), None],
+                [inline_dv(DELETED), None],
                 pa.struct(
                     [
                         ("storageType", pa.string()),
@@ -478,7 +478,7 @@ def test_scan_executor_function_streams_without_spark(tmp_path):
 def test_skipped_row_groups_keep_the_deletion_vector_aligned(tmp_path):
     rel = _write(tmp_path, "p=x/f.parquet", _data())
     pv = {"p": "2024-02-29", "q": None}
-    dv = _inline_dv(DELETED)
+    dv = inline_dv(DELETED)
     keep = [g % 2 == 1 for g in range(8)]  # read only the odd row groups (128 rows each)
     got = _rows(_stream(tmp_path, rel, pv, SCHEMA, ["p", "q"], ["id"], dv, batch_rows=100, row_groups=lambda md: keep))
     expected = [r for r in _expected(DELETED, ["id"]) if (r["id"] // ROW_GROUP) % 2 == 1]
@@ -494,7 +494,7 @@ def test_row_index_without_data_columns_through_a_vector(tmp_path):
     for deleted in ([5, 6, 299], list(range(0, n, 2))):
         batches = list(
             iter_data_file_batches(
-                STORAGE, str(tmp_path), rel, {"p": "1"}, schema, ["p"], ["p"], _inline_dv(deleted), row_index=True
+                STORAGE, str(tmp_path), rel, {"p": "1"}, schema, ["p"], ["p"], inline_dv(deleted), row_index=True
             )
         )
         got = [i for b in batches for i in b.column(ROW_INDEX).to_pylist()]

@@ -227,10 +227,10 @@ def test_probe_of_an_untouched_file_reads_only_the_predicate_columns(tmp_path, r
 @pytest.mark.parametrize("dv_rows", [list(range(200)), [0, 5, 129, 130, 999]])
 @pytest.mark.parametrize("predicate", ["i < 100", "i < 300", "i >= 990", "d < 0.5"])
 def test_deletion_vectors_in_both_plans(tmp_path, dv_rows, predicate):
-    from test_reader_streaming import _inline_dv
+    from test_reader_streaming import inline_dv
 
     root, schema, write = _multi_group_file(tmp_path)
-    dv = _inline_dv(dv_rows)
+    dv = inline_dv(dv_rows)
     live = [i for i in range(1000) if i not in set(dv_rows)]
     got = {}
     for likely in (True, False):
@@ -565,14 +565,14 @@ def test_a_failing_rewrite_leaves_no_written_file(tmp_path, monkeypatch):
         return original(self, batch)
 
     _current: dict = {}
-    original_rewrite = rw._File.rewrite
+    original_rewrite = rw.FileRewrite.rewrite
 
     def rewrite(self):
         _current[threading.get_ident()] = self.path
         return original_rewrite(self)
 
     monkeypatch.setattr(rw.TableWriter, "write", write)
-    monkeypatch.setattr(rw._File, "rewrite", rewrite)
+    monkeypatch.setattr(rw.FileRewrite, "rewrite", rewrite)
     before = _listing(root)
     with pytest.raises(RuntimeError, match="disk full"):
         rw.rewrite_files(_spec(snap, "d < 0.5", row_group_bytes=1), snap.files, task_id=7, max_workers=3)

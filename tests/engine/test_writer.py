@@ -26,7 +26,7 @@ from airflow_delta_provider_apps.engine.partitions import decode_add_path
 from airflow_delta_provider_apps.engine.reader import read_data_file
 from airflow_delta_provider_apps.engine.schema import parse_schema
 from airflow_delta_provider_apps.engine.storage import storage_for
-from airflow_delta_provider_apps.engine.writer import TableWriter, WriteSpec, _grouped, write_batches
+from airflow_delta_provider_apps.engine.writer import TableWriter, WriteSpec, grouped, write_batches
 
 SCHEMA = "id BIGINT, s STRING, p STRING, q INT"
 ARROW = pa.schema([("id", pa.int64()), ("s", pa.string()), ("p", pa.string()), ("q", pa.int32())])
@@ -108,14 +108,14 @@ def test_runs_split_on_value_changes_including_nulls():
     b = pa.record_batch({"p": pa.array([None, None, "a", "a", "b"]), "q": pa.array([1, 2, 2, 2, None])})
 
     def groups(batch, columns):
-        runs = _grouped(batch, columns)
+        runs = grouped(batch, columns)
         return sorted(list(range(batch.num_rows)) if rows is None else rows.to_pylist() for _, rows in runs)
 
     assert groups(b, ["p"]) == [[0, 1], [2, 3], [4]]
     assert groups(b, ["p", "q"]) == [[0], [1], [2, 3], [4]]
     f = pa.record_batch({"x": pa.array([float("nan"), 1.0, float("nan")])})
     assert groups(f, ["x"]) == [[0, 2], [1]]
-    assert _grouped(b.slice(2, 2), ["p"]) == [(0, None)]  # one run: the batch itself
+    assert grouped(b.slice(2, 2), ["p"]) == [(0, None)]  # one run: the batch itself
 
 
 def test_unsorted_partitions_and_data_change_false(tmp_path):

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from merge_reference import Duplicate, _build, reference
+from merge_reference import Duplicate, build_merge, reference
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
@@ -188,7 +188,7 @@ def _key(r: dict) -> tuple:
 
 
 def _ours(clauses):
-    """The clauses as :func:`merge_reference._build` and :func:`merge_reference.reference` take them."""
+    """The clauses as :func:`merge_reference.build_merge` and :func:`merge_reference.reference` take them."""
     return [
         (kind, (action, assignments, fn), None if cond is None else (cond[0], cond[2]))
         for kind, (action, assignments, _sql, fn), cond in clauses
@@ -207,7 +207,7 @@ def test_merge_equals_duckdbs_merge_into(tmp_path_factory, target, source, claus
         append_arrow(root, target_arrow)
     version = DeltaTable(None, root).version()
     sql = _duckdb_sql(clauses, on[1])
-    merge = _build(DeltaTable.for_path(None, root), source_arrow, _ours(clauses), on[0])
+    merge = build_merge(DeltaTable.for_path(None, root), source_arrow, _ours(clauses), on[0])
     try:
         want = reference(target, source, _ours(clauses), on[2])[0]
     except Duplicate:  # a target row an update or delete would change twice

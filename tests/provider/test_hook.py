@@ -549,7 +549,7 @@ def test_app_side_spark_failures_become_retryable_errors():
 def test_stack_traces_stay_out_of_the_task_log_unless_verbose(monkeypatch):
     import airflow.providers.apache.spark.hooks.spark_submit as ss
 
-    from airflow_delta_provider.hooks.delta import _CapturingSparkSubmitHook
+    from airflow_delta_provider.hooks.delta import CapturingSparkSubmitHook
 
     lines = [
         "26/01/01 ERROR Executor: Exception in task 0.0",
@@ -565,7 +565,7 @@ def test_stack_traces_stay_out_of_the_task_log_unless_verbose(monkeypatch):
     monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: logged.extend(itr))
     for verbose, shown in ((False, 2), (True, 7)):
         logged.clear()
-        hook = _CapturingSparkSubmitHook(conn_id="spark_default", show_traces=verbose)
+        hook = CapturingSparkSubmitHook(conn_id="spark_default", show_traces=verbose)
         hook._process_spark_submit_log(iter(lines))
         assert len(logged) == shown, logged
         assert hook.app_output.error_class == "SchemaMismatchError"  # the error line always gets through
@@ -583,11 +583,11 @@ def test_a_mixed_pyspark_install_fails_at_the_first_task_with_the_fix(monkeypatc
         versions, "pyspark_versions", lambda: {"python": "4.3.0", "jars": None, "spark_home": "/x", "num_core_jars": 0}
     )
     with pytest.raises(hook_mod.DeltaConfigurationError, match="pip uninstall -y pyspark-client pyspark"):
-        hook_mod._check_pyspark_install("/venv/lib/pyspark/bin/spark-submit")
+        hook_mod.check_pyspark_install("/venv/lib/pyspark/bin/spark-submit")
     monkeypatch.undo()
     monkeypatch.setattr(hook_mod, "_PYSPARK_CHECKED", {})
     monkeypatch.delenv("SPARK_HOME", raising=False)
-    hook_mod._check_pyspark_install("/venv/lib/pyspark/bin/spark-submit")  # this machine's install is sound
+    hook_mod.check_pyspark_install("/venv/lib/pyspark/bin/spark-submit")  # this machine's install is sound
 
 
 def _captured(name: str) -> list[str]:
@@ -659,12 +659,12 @@ def test_an_executor_error_reaches_the_task_log_as_the_apps_one_line(monkeypatch
     app's one-line error; the marked payload, Python traceback and Java frames stay out unless verbose."""
     import airflow.providers.apache.spark.hooks.spark_submit as ss
 
-    from airflow_delta_provider.hooks.delta import _CapturingSparkSubmitHook
+    from airflow_delta_provider.hooks.delta import CapturingSparkSubmitHook
 
     lines = _captured("spark_submit_executor_error.log")
     logged: list = []
     monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: logged.extend(itr))
-    hook = _CapturingSparkSubmitHook(conn_id="spark_default")
+    hook = CapturingSparkSubmitHook(conn_id="spark_default")
     hook._process_spark_submit_log(iter(lines))
     text = "".join(logged)
     for noise in ("<<DELTA_EXECUTOR_ERROR>>", "\tat org.", "SQLSTATE", "raise RuntimeError", "Traceback"):
@@ -673,14 +673,14 @@ def test_an_executor_error_reaches_the_task_log_as_the_apps_one_line(monkeypatch
     assert "DELTA_ERROR InvalidPredicateError: Cannot evaluate the expression" in text
     assert hook.app_output.error_class == "InvalidPredicateError" and hook.hidden_trace_lines > 50
     logged.clear()
-    _CapturingSparkSubmitHook(conn_id="spark_default", show_traces=True)._process_spark_submit_log(iter(lines))
+    CapturingSparkSubmitHook(conn_id="spark_default", show_traces=True)._process_spark_submit_log(iter(lines))
     assert len(logged) == len(lines)
 
 
 def test_the_task_log_shows_the_apps_phases_and_a_metrics_summary_not_sparks_chatter(monkeypatch):
     import airflow.providers.apache.spark.hooks.spark_submit as ss
 
-    from airflow_delta_provider.hooks.delta import DeltaHook, _CapturingSparkSubmitHook, metrics_summary
+    from airflow_delta_provider.hooks.delta import CapturingSparkSubmitHook, DeltaHook, metrics_summary
 
     lines = [
         "WARNING: Using incubator modules: jdk.incubator.vector\n",
@@ -693,7 +693,7 @@ def test_the_task_log_shows_the_apps_phases_and_a_metrics_summary_not_sparks_cha
     ]
     logged: list = []
     monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: logged.extend(itr))
-    hook = _CapturingSparkSubmitHook(conn_id="spark_default")
+    hook = CapturingSparkSubmitHook(conn_id="spark_default")
     hook._process_spark_submit_log(iter(lines))
     assert logged == [
         "DELETE: 3 of 20 files to read after skipping\n",
@@ -737,7 +737,7 @@ def test_the_spark_application_link_comes_from_spark_submits_output(monkeypatch)
     "Spark application" link; without one (local masters run without a UI) there is no link."""
     import airflow.providers.apache.spark.hooks.spark_submit as ss
 
-    from airflow_delta_provider.hooks.delta import _CapturingSparkSubmitHook
+    from airflow_delta_provider.hooks.delta import CapturingSparkSubmitHook
     from airflow_delta_provider.operators.delta import DeltaCheckpointOperator, SparkApplicationLink
 
     monkeypatch.setattr(ss.SparkSubmitHook, "_process_spark_submit_log", lambda self, itr: list(itr))
@@ -750,7 +750,7 @@ def test_the_spark_application_link_comes_from_spark_submits_output(monkeypatch)
     op = DeltaCheckpointOperator(task_id="cp", table_uri="/lake/t")
     assert SparkApplicationLink().get_link(op, ti_key=None) == ""  # no run yet: no link
     for lines, url in cases:
-        sub = _CapturingSparkSubmitHook(conn_id="spark_default")
+        sub = CapturingSparkSubmitHook(conn_id="spark_default")
         sub._process_spark_submit_log(iter(lines))
         assert sub.application_url == url
         hook = DeltaHook("spark_default")

@@ -16,7 +16,7 @@ from txn_helpers import create_table
 
 from airflow_delta_provider.hooks.delta import DeltaHook
 from airflow_delta_provider.hooks.submit import SubmitTransport
-from airflow_delta_provider_apps.cli import _run_lease
+from airflow_delta_provider_apps.cli import driver_lease
 from airflow_delta_provider_apps.engine.storage import storage_for
 from airflow_delta_provider_apps.run_lease import (
     STALE_AFTER_SECONDS,
@@ -135,12 +135,12 @@ def test_the_hook_waits_for_the_earlier_try_and_reports_its_commit_without_submi
 def test_the_app_takes_a_lease_for_writing_operations_with_an_identity_only(tmp_path):
     root = str(tmp_path / "t")
     create_table(root)
-    lease = _run_lease({"operation": "delete", "table_uri": root, "app_id": APP, "app_version": 5}, None)
+    lease = driver_lease({"operation": "delete", "table_uri": root, "app_id": APP, "app_version": 5}, None)
     try:
         assert read_lease(storage_for(root), root, APP, 5).pid == os.getpid()
     finally:
         lease.end()
     assert read_lease(storage_for(root), root, APP, 5) is None
-    assert _run_lease({"operation": "delete", "table_uri": root}, None) is None  # no identity
-    assert _run_lease({"operation": "create-table", "table_uri": root, "app_id": APP, "app_version": 1}, None) is None
-    assert _run_lease({"operation": "history", "table_uri": root, "app_id": APP, "app_version": 1}, None) is None
+    assert driver_lease({"operation": "delete", "table_uri": root}, None) is None  # no identity
+    assert driver_lease({"operation": "create-table", "table_uri": root, "app_id": APP, "app_version": 1}, None) is None
+    assert driver_lease({"operation": "history", "table_uri": root, "app_id": APP, "app_version": 1}, None) is None

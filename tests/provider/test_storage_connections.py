@@ -119,18 +119,18 @@ def test_cluster_mode_ships_a_private_file_and_names_it(monkeypatch, tmp_path):
 
 
 def test_the_app_loads_and_deletes_the_shipped_file(tmp_path, monkeypatch):
-    from airflow_delta_provider_apps.cli import _load_storage_env
+    from airflow_delta_provider_apps.cli import load_storage_env
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
     (tmp_path / "delta-storage-x.json").write_text(json.dumps({"AWS_SECRET_ACCESS_KEY": SECRET}))
-    _load_storage_env("delta-storage-x.json")
+    load_storage_env("delta-storage-x.json")
     assert os.environ["AWS_SECRET_ACCESS_KEY"] == SECRET and not (tmp_path / "delta-storage-x.json").exists()
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     from airflow_delta_provider_apps.engine.errors import StorageError
 
     with pytest.raises(StorageError, match="is not here"):
-        _load_storage_env("delta-storage-x.json")
+        load_storage_env("delta-storage-x.json")
 
 
 def test_worker_side_settings_do_not_leak_into_the_process_environment(monkeypatch):

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference, row
+from merge_reference import PROGRAM, Duplicate, assert_changes, build_merge, file_rows, reference, row, row_key
 from txn_helpers import snapshot
 
 from airflow_delta_provider_apps.engine import DeltaTable
@@ -64,31 +64,31 @@ def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, 
         t.append(spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in target], DDL))
     t = DeltaTable.for_path(spark, root)
     version = t.version()
-    before = _file_rows(t.snapshot())
+    before = file_rows(t.snapshot())
     src = spark.createDataFrame([(r["id"], r["v"], r["p"]) for r in source], DDL)
     try:
         want, inserted, changed, feed = reference(target, source, clauses, on[1])
     except Duplicate:
         with pytest.raises(DeltaError, match="multiple source rows matched"):
-            _build(t, src, clauses, on[0]).execute()
+            build_merge(t, src, clauses, on[0]).execute()
         assert DeltaTable.for_path(spark, root).version() == version
         return
-    res = _build(t, src, clauses, on[0]).execute()
+    res = build_merge(t, src, clauses, on[0]).execute()
     got = [r.asDict() for r in DeltaTable.for_path(spark, root).to_df().collect()]
-    assert sorted(got, key=_key) == sorted(want, key=_key), (clauses, target, source, on[0])
+    assert sorted(got, key=row_key) == sorted(want, key=row_key), (clauses, target, source, on[0])
     dt = deltalake.DeltaTable(root)
     if dv:  # deltalake's DataFusion scan applies deletion vectors
         theirs = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all()).to_pylist()
     else:
         theirs = dt.to_pyarrow_table().to_pylist()
-    assert sorted(theirs, key=_key) == sorted(want, key=_key)
+    assert sorted(theirs, key=row_key) == sorted(want, key=row_key)
     m = res["metrics"]
     assert m["numSourceRows"] == len(source)
     assert m["numTargetRowsInserted"] == inserted
     assert m["numTargetRowsUpdated"] == changed["u"] and m["numTargetRowsDeleted"] == changed["d"]
     assert m["numOutputRows"] == m["numTargetRowsCopied"] + m["numTargetRowsUpdated"] + inserted
     # the removed files held exactly the rows copied, updated and deleted (from the log's own stats)
-    after = _file_rows(DeltaTable.for_path(spark, root).snapshot())
+    after = file_rows(DeltaTable.for_path(spark, root).snapshot())
     removed = [p for p in before if p not in after]
     assert m["numTargetFilesRemoved"] == len(removed)
     if dv:  # marked: no row copied; the files that left held only changed rows
@@ -97,7 +97,7 @@ def test_merge_equals_the_reference(spark, tmp_path_factory, execution, target, 
     else:
         assert sum(before[p] for p in removed) == m["numTargetRowsCopied"] + changed["u"] + changed["d"]
     if cdf and res["committed"]:
-        _assert_changes(root, res["version"], feed, not dv)
+        assert_changes(root, res["version"], feed, not dv)
 
 
 def test_a_join_merge_into_an_empty_table_with_clauses_of_every_kind_only_inserts(spark, tmp_path, monkeypatch):
@@ -138,7 +138,7 @@ def test_a_join_merge_that_rewrites_a_file_it_did_not_change_records_only_its_in
         .execute()
     )
     assert res["strategy"] == "join" and res["metrics"]["numTargetRowsInserted"] == 1
-    _assert_changes(root, res["version"], [({"id": 5, "v": 5, "p": 0}, "insert")], True)
+    assert_changes(root, res["version"], [({"id": 5, "v": 5, "p": 0}, "insert")], True)
     # every source row matched and no clause fired: the file is rewritten as it was, and an empty
     # change file says that nothing changed (without one the rewrite read as 2 deletes and 2 inserts)
     res = (
@@ -150,7 +150,7 @@ def test_a_join_merge_that_rewrites_a_file_it_did_not_change_records_only_its_in
     )
     m = res["metrics"]
     assert res["committed"] and m["numTargetRowsCopied"] >= 2 and m["numTargetChangeFilesAdded"] == 1
-    _assert_changes(root, res["version"], [], True)
+    assert_changes(root, res["version"], [], True)
     assert sorted(tuple(r) for r in DeltaTable.for_path(spark, root).to_df().collect()) == [
         (0, 1, 0),
         (1, 1, 0),
@@ -411,7 +411,7 @@ def test_upsert_by_join_equals_the_reference(spark, tmp_path_factory, monkeypatc
     keys = {r["id"] for r in target if r["id"] is not None}
     inserted = [r for r in source if r["id"] is None or r["id"] not in keys]
     got = [r.asDict() for r in DeltaTable.for_path(spark, root).to_df().collect()]
-    assert sorted(got, key=_key) == sorted(want + inserted, key=_key)
+    assert sorted(got, key=row_key) == sorted(want + inserted, key=row_key)
     if source:
         assert res["strategy"] == "join"
         m = res["metrics"]
@@ -595,7 +595,7 @@ def test_merge_records_its_changes_in_every_execution(spark, tmp_path, execution
         ((2, 20, 0), "delete"),
         ((50, -50, 0), "insert"),
     ] + ([((11, 110, 1), "delete")] if by_source else [])
-    _assert_changes(root, res["version"], [(dict(zip(("id", "v", "p"), r)), k) for r, k in feed], True)
+    assert_changes(root, res["version"], [(dict(zip(("id", "v", "p"), r)), k) for r, k in feed], True)
     assert res["metrics"]["numTargetChangeFilesAdded"] >= 1
     only_inserts = (
         DeltaTable.for_path(spark, root)
@@ -604,7 +604,7 @@ def test_merge_records_its_changes_in_every_execution(spark, tmp_path, execution
         .execute()
     )
     assert only_inserts["metrics"]["numTargetChangeFilesAdded"] == 0  # readers take them from the adds
-    _assert_changes(root, only_inserts["version"], [({"id": 60, "v": 0, "p": 0}, "insert")], True)
+    assert_changes(root, only_inserts["version"], [({"id": 60, "v": 0, "p": 0}, "insert")], True)
 
 
 def test_merge_computes_generated_columns_and_checks_constraints(spark, tmp_path, execution):

@@ -11,7 +11,12 @@ import pytest
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
-from airflow_delta_provider_apps.engine.spark.merge import MAX_SOURCE_CONF, _measured, _renamed, collect_cap
+from airflow_delta_provider_apps.engine.spark.merge import (
+    MAX_SOURCE_CONF,
+    collect_cap,
+    measured_size,
+    positionally_renamed,
+)
 from airflow_delta_provider_apps.engine.spark.session import memory_bytes
 
 deltalake = pytest.importorskip("deltalake")
@@ -23,8 +28,8 @@ def test_the_measured_size_is_the_arrow_size(spark):
 
     ddl = "id BIGINT, name STRING, score DOUBLE, tags ARRAY<STRING>, flag BOOLEAN"
     rows = [(i, "x" * (i % 97), i / 3, ["a" * (i % 5)] * (i % 3), i % 2 == 0) for i in range(5000)]
-    df = _renamed(spark.createDataFrame(rows, ddl), "__s")
-    n, nbytes = _measured(df, parse_schema(ddl))
+    df = positionally_renamed(spark.createDataFrame(rows, ddl), "__s")
+    n, nbytes = measured_size(df, parse_schema(ddl))
     actual = df.toArrow().nbytes
     assert n == 5000
     assert 0.9 * actual <= nbytes <= 1.5 * actual, (nbytes, actual)  # an estimate, never far below

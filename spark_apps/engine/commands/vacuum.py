@@ -87,7 +87,7 @@ LEASE_RENEW_MS = 60_000
 LEASE_MARGIN_MS = 3 * 60_000
 
 
-class _Lease:
+class Lease:
     """This VACUUM's lease file, renewed by a daemon thread until :meth:`release`."""
 
     def __init__(self, storage, root: str, clock=None):
@@ -523,7 +523,7 @@ def vacuum(
     probe = Command(snapshot, "VACUUM END", txn_options=txn_options)
     if probe.duplicate:
         return probe.skipped(VacuumMetrics(), fields=fields)
-    lease = None if dry_run else _Lease(storage, root)
+    lease = None if dry_run else Lease(storage, root)
     try:
         candidates = _plan(snapshot, mode, cutoff, kept, batches)
         paths = candidates.column("path").to_pylist()

@@ -184,7 +184,7 @@ def write(
     )
 
 
-def _open_append(table, app_id, app_version, user_metadata, watermark=None) -> Command:
+def open_append(table, app_id, app_version, user_metadata, watermark=None) -> Command:
     """The append's command on the skeleton, on the given snapshot or the latest of a table URI."""
     from ..log.snapshot import load_snapshot
 
@@ -277,7 +277,7 @@ def append(
         ``"apply"`` appends next to that output, ``"replace"`` removes the files that commit appended
         in the same commit (:func:`replaced_output`): a re-run of a task holds one copy of its rows
     """
-    cmd = _open_append(table, app_id, app_version, user_metadata, watermark)
+    cmd = open_append(table, app_id, app_version, user_metadata, watermark)
     snapshot = cmd.snapshot
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if cmd.duplicate:
@@ -336,7 +336,7 @@ def append_arrow(
     from ..conform import conform_arrow
     from ..writer import table_write_spec, write_batches
 
-    cmd = _open_append(table, app_id, app_version, user_metadata)
+    cmd = open_append(table, app_id, app_version, user_metadata)
     if cmd.duplicate:
         return cmd.skipped(WriteMetrics())
     snapshot = cmd.snapshot

@@ -23,7 +23,7 @@ chains bind to one flat node whatever their length (``a OR b OR ... `` of thousa
 binding is linear in the text's size, and nesting (parentheses, or expressions inside expressions)
 deeper than :data:`MAX_DEPTH` levels is refused by name, never with a raw ``RecursionError``. A long
 ``IN`` list of plain literals (``customer_id IN ('a', 'b', ...)``, a GDPR erasure) reaches sqlglot as
-one marker and its items are bound straight from the text (:func:`_compact_in_lists`), to the same tree:
+one marker and its items are bound straight from the text (:func:`compact_in_lists`), to the same tree:
 5,000 values bind in ~15 ms and 20,000 in ~0.1 s (item by item through sqlglot: ~0.13 s and ~0.5 s;
 50 values: ~0.3 ms).
 
@@ -175,7 +175,7 @@ def _recursion_room():
 # ---- long IN lists of plain literals, kept away from sqlglot
 #
 # sqlglot spends ~20 us per list item: a 5,000-value ``IN`` (a GDPR erasure) takes it ~0.1 s to parse. An
-# IN list of at least _FAST_IN_MIN items that are all plain literals (string placeholders, numbers with
+# IN list of at least FAST_IN_MIN items that are all plain literals (string placeholders, numbers with
 # an optional minus sign, NULL, TRUE, FALSE) reaches sqlglot as one marker identifier, ``x IN
 # (__delta_in_0__)``; the binder builds the items' literals with the code that binds sqlglot's literal
 # nodes (_number_literal and friends), so the tree is the same as if sqlglot had parsed them. Anything
@@ -183,7 +183,7 @@ def _recursion_room():
 # a nested parenthesis) leaves the list as it is.
 
 #: fewest items for the fast path (shorter lists cost little to parse; tests set it to force either path)
-_FAST_IN_MIN = 16
+FAST_IN_MIN = 16
 _IN_MARKER = "__delta_in_{}__"
 _WS = r"[ \t\r\n]*"
 # the numbers sqlglot reads into one literal token as they are written (no leading dot: sqlglot writes
@@ -199,7 +199,7 @@ _IN_ITEM = re.compile(rf"'(__delta_str_[0-9]+__)'|(-)?{_WS}({_NUMERAL})|(?ai:(NU
 _MARKER_RE = re.compile(r"__delta_in_[0-9]+__")
 
 
-def _compact_in_lists(text: str) -> tuple[str, dict[str, list[tuple[str, str, str, str]]]]:
+def compact_in_lists(text: str) -> tuple[str, dict[str, list[tuple[str, str, str, str]]]]:
     """``text`` with the items of each long IN list of plain literals replaced by one marker, and the
     items by marker (empty when no list qualifies, or the text already holds something marker-like)."""
     lists: dict[str, list[tuple[str, str, str, str]]] = {}
@@ -210,7 +210,7 @@ def _compact_in_lists(text: str) -> tuple[str, dict[str, list[tuple[str, str, st
     for m in _IN_LIST.finditer(text):
         open_paren = text.index("(", m.start())
         items = _IN_ITEM.findall(text, open_paren + 1, m.end() - 1)
-        if len(items) < max(_FAST_IN_MIN, 1):
+        if len(items) < max(FAST_IN_MIN, 1):
             continue
         marker = _IN_MARKER.format(len(lists))
         lists[marker] = items
@@ -236,7 +236,7 @@ def _lists_in_place(tree, lists: Mapping[str, object], exp) -> bool:
     return found == lists.keys()
 
 
-def _parse_sql(text: str, what: str):
+def parse_sql(text: str, what: str):
     """sqlglot's tree of ``text`` (string literals replaced by placeholders, long literal IN lists by
     markers), the lexed text and the IN lists' items by marker."""
     check_text(text, what)
@@ -252,7 +252,7 @@ def _parse_sql(text: str, what: str):
         raise _too_deep(text, what)
     exp, parse_one, errors = _sqlglot()
     dialect = _dialect(lexed.text)
-    compact, lists = _compact_in_lists(lexed.text)
+    compact, lists = compact_in_lists(lexed.text)
     tree = None
     if lists:
         try:
@@ -291,11 +291,11 @@ def check_syntax(text: str, what: str = "predicate") -> None:
     nesting too deep, syntax, subqueries), with the errors :func:`parse_predicate` and
     :func:`parse_expression` raise for it: the parse-time check of a DAG's literal SQL. Columns,
     types and functions are bound to the table's schema later, by those."""
-    _parse_sql(text, what)
+    parse_sql(text, what)
 
 
 def _bind(schema: StructType, text: str, what: str, relations: Mapping[str, StructType] | None = None) -> n.Expr:
-    tree, lexed, lists = _parse_sql(text, what)
+    tree, lexed, lists = parse_sql(text, what)
     exp, top = _sqlglot()[0], tree
     while isinstance(top, exp.Paren):
         top = top.this
@@ -727,7 +727,7 @@ class _Binder:
         self.relations = dict(relations or {})
         self.text = _clip(text)
         self.lexed = lexed
-        self.lists = lists or {}  # IN-list items by marker (see _compact_in_lists)
+        self.lists = lists or {}  # IN-list items by marker (see compact_in_lists)
         self.exp = _sqlglot()[0]
 
     def _sql(self, node) -> str:
@@ -1134,7 +1134,7 @@ class _Binder:
         if child.type == VARIANT:
             self._coerce_pair(child, child, self._quoted(node))  # refused: a variant is not comparable
         items = self._compacted(node)
-        if items is not None:  # a long list of plain literals: bound from its items (see _compact_in_lists)
+        if items is not None:  # a long list of plain literals: bound from its items (see compact_in_lists)
             string, keyword = self._string_literal, _KEYWORD_LITERALS
             values = [
                 string(key) if key else keyword[kw.upper()] if kw else _number_literal(sign + num)

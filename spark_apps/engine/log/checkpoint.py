@@ -607,7 +607,7 @@ def uuid_checkpoint_name(version: int, fmt: str = "parquet") -> str:
     return f"{version:020d}.checkpoint.{uuid.uuid4()}.{fmt}"
 
 
-def _put_new(storage, path: str, data: bytes, now_ms: int) -> int:
+def put_new(storage, path: str, data: bytes, now_ms: int) -> int:
     """Write ``data`` put-if-absent; its modification time (``now_ms`` if the store gives none)."""
     storage.write_bytes(path, data, overwrite=False)
     try:
@@ -631,7 +631,7 @@ def _write_v2(storage, log_dir: str, version: int, table: pa.Table, counts: dict
         name = f"{version:020d}.checkpoint.{i + 1:010d}.{n_side:010d}.{uuid.uuid4()}.parquet"
         data = _parquet_bytes(files.slice(i * part_size, part_size))
         path = storage.join(storage.join(log_dir, SIDECAR_DIR_NAME), name)
-        mtime = _put_new(storage, path, data, now_ms)
+        mtime = put_new(storage, path, data, now_ms)
         paths.append(path)
         total += len(data)
         sidecars.append({"path": name, "sizeInBytes": len(data), "modificationTime": mtime})
@@ -643,7 +643,7 @@ def _write_v2(storage, log_dir: str, version: int, table: pa.Table, counts: dict
     top = pa.concat_tables([head, side_rows])
     name = uuid_checkpoint_name(version)
     data = _parquet_bytes(top)
-    mtime = _put_new(storage, storage.join(log_dir, name), data, now_ms)
+    mtime = put_new(storage, storage.join(log_dir, name), data, now_ms)
     paths.append(storage.join(log_dir, name))
     total += len(data)
     v2 = {"path": name, "sizeInBytes": len(data), "modificationTime": mtime, "sidecarFiles": sidecars}

@@ -472,7 +472,9 @@ class PreparedMerge:
 # one file
 
 
-def _stream(prepared: PreparedMerge, storage, path, partition_values, dv, columns, *, row_index=False, row_groups=None):
+def stream_file(
+    prepared: PreparedMerge, storage, path, partition_values, dv, columns, *, row_index=False, row_groups=None
+):
     from ..reader import iter_data_file_batches
 
     return iter_data_file_batches(
@@ -514,7 +516,7 @@ def merge_file(
     if probe:  # the key (and rest-of-ON) columns only
         out.reads = 1
         rows = 0
-        for batch in _stream(prepared, storage, path, pv, deletion_vector, prepared.probe_columns):
+        for batch in stream_file(prepared, storage, path, pv, deletion_vector, prepared.probe_columns):
             rows += batch.num_rows
             if batch.num_rows:
                 _, srow = prepared.pairs(batch)
@@ -558,7 +560,7 @@ def rewrite_file(
         physical = metadata.num_rows
 
     try:
-        for batch in _stream(prepared, storage, path, pv, deletion_vector, None, row_index=dvs, row_groups=footer):
+        for batch in stream_file(prepared, storage, path, pv, deletion_vector, None, row_index=dvs, row_groups=footer):
             if not batch.num_rows:
                 continue
             if dvs:

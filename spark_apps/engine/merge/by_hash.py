@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from ..progress import report
 from ..rewrite.common import discard
-from .by_file import MergeFileOutcome, PreparedMerge, _stream, merged_outcome, rewrite_file
+from .by_file import MergeFileOutcome, PreparedMerge, merged_outcome, rewrite_file, stream_file
 from .clauses import MATCHED
 from .plan import MAX_PRUNING_VALUES, MergeJob, MergeOutcome, duplicate_match_error, source_columns
 from .source import duplicate_keys_error, first_duplicate_key
@@ -202,7 +202,7 @@ def _pairs(prepared: PreparedMerge, storage, files: list[dict], workers: int) ->
     def read(i: int) -> list[pa.RecordBatch]:
         r, out, at = files[i], [], 0
         pv = dict(r["partition_values"] or [])
-        for batch in _stream(prepared, storage, r["path"], pv, r.get("deletion_vector"), prepared.probe_columns):
+        for batch in stream_file(prepared, storage, r["path"], pv, r.get("deletion_vector"), prepared.probe_columns):
             if batch.num_rows:
                 out.append(_probe_batch(prepared, batch, i, at, keep))
                 at += batch.num_rows

@@ -24,7 +24,7 @@ of two plans, chosen per file on the driver from its min/max stats (:func:`likel
 
 On a table that writes deletion vectors (``RewriteSpec.deletion_vectors``) neither plan runs: one
 read finds the physical indexes of the matching rows, which join the file's vector
-(:meth:`_File.mark`); only UPDATE's new row versions are written.
+(:meth:`FileRewrite.mark`); only UPDATE's new row versions are written.
 
 An untouched file yields no written file and must not be removed. Counts come out of the passes
 themselves (rows in the file, rows matched, rows written), so a command never reads data again to
@@ -181,7 +181,7 @@ def _apply(bound: Bound, batch: pa.RecordBatch, mask: pa.Array | None, matched: 
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
-class _File:
+class FileRewrite:
     """One candidate file: how to stream it, and what was found and written."""
 
     def __init__(self, spec, storage, path, partition_values, deletion_vector, bound, task_id):
@@ -425,7 +425,7 @@ def rewrite_file(
 ) -> FileOutcome:
     """Rewrite one file when a row matches (see the module docstring): in one pass when ``likely``
     (or without a predicate), else probe first."""
-    f = _File(spec, storage, path, partition_values, deletion_vector, bound or Bound(spec), task_id)
+    f = FileRewrite(spec, storage, path, partition_values, deletion_vector, bound or Bound(spec), task_id)
     out, clock = f.out, f.clock
     started = time.perf_counter_ns()
     if spec.deletion_vectors:  # merge-on-read: one read, rows marked in the file's deletion vector

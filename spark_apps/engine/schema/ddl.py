@@ -17,10 +17,10 @@ import pyarrow as pa
 from ..errors import InvalidSchemaError
 from .collations import COLLATIONS_KEY, collation_identifier
 from .types import (
-    _PRIMITIVES,
     CHAR_VARCHAR_KEY,
     DEFAULT_KEY,
     PRIMITIVE_NAMES,
+    PRIMITIVES,
     STRING,
     ArrayType,
     DataType,
@@ -28,8 +28,8 @@ from .types import (
     MapType,
     StructField,
     StructType,
-    _type_ddl,
-    _validate_type,
+    type_ddl,
+    validate_type,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def _type_from_sqlglot(dt, where: str) -> tuple[DataType, dict]:
     kind, args = dt.this, dt.expressions
     prim = _SQLGLOT_PRIMITIVES.get(kind.name)
     # the Spark name of the type when we know it, else sqlglot's (e.g. DATETIME, UINT); with parameters
-    shown = (_type_ddl(_PRIMITIVES[prim]) if prim else kind.name) + (
+    shown = (type_ddl(PRIMITIVES[prim]) if prim else kind.name) + (
         f"({', '.join(a.sql(dialect=dialect) for a in args)})" if args and not dt.args.get("nested") else ""
     )
     if kind == T.ARRAY and len(args) == 1:
@@ -219,7 +219,7 @@ def _type_from_sqlglot(dt, where: str) -> tuple[DataType, dict]:
         _raise(f"Column '{where}' has type {shown}, which Delta cannot store", stores)
     if args:
         _raise(f"Column '{where}' has type {shown}, but {prim} takes no parameters", stores)
-    return _PRIMITIVES[prim], {}
+    return PRIMITIVES[prim], {}
 
 
 # sqlglot type (Spark dialect) -> Delta type. Spark's TIMESTAMP and TIMESTAMP_LTZ are the
@@ -305,7 +305,7 @@ def parse_type(text: str) -> DataType:
     if not tokens:
         _raise("The type is empty", None)
     t, _ = _type_from_sqlglot(_parse_tokens(text, tokens, exp.DataType, "type", _TYPE_FIX), "?")
-    _validate_type(t, ("?",))
+    validate_type(t, ("?",))
     return t
 
 

@@ -336,6 +336,7 @@ _PRIMITIVE_TO_ARROW = {
     "variant": lambda: _variant_arrow(),
 }
 
+
 def _variant_arrow() -> pa.DataType:
     from ..variant import arrow_type
 
@@ -385,7 +386,7 @@ def _sql_string(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _type_ddl(t, md: dict | None = None) -> str:
+def type_ddl(t, md: dict | None = None) -> str:
     if md and CHAR_VARCHAR_KEY in md and isinstance(t, PrimitiveType) and t.name == "string":
         return str(md[CHAR_VARCHAR_KEY]).upper()
     if isinstance(t, PrimitiveType):
@@ -393,16 +394,16 @@ def _type_ddl(t, md: dict | None = None) -> str:
     if isinstance(t, DecimalType):
         return f"DECIMAL({t.precision},{t.scale})"
     if isinstance(t, ArrayType):
-        return f"ARRAY<{_type_ddl(t.element_type)}>"
+        return f"ARRAY<{type_ddl(t.element_type)}>"
     if isinstance(t, MapType):
-        return f"MAP<{_type_ddl(t.key_type)}, {_type_ddl(t.value_type)}>"
+        return f"MAP<{type_ddl(t.key_type)}, {type_ddl(t.value_type)}>"
     if isinstance(t, StructType):
         return "STRUCT<" + ", ".join(_field_ddl(f, top=False) for f in t.fields) + ">"
     raise TypeError(t)
 
 
 def _field_ddl(f: StructField, *, top: bool) -> str:
-    out = _quote(f.name) + (" " if top else ": ") + _type_ddl(f.type, f.metadata)
+    out = _quote(f.name) + (" " if top else ": ") + type_ddl(f.type, f.metadata)
     if not f.nullable:
         out += " NOT NULL"
     if f.metadata.get("comment") is not None:
@@ -435,7 +436,7 @@ def _walk(t, path, field, into_collections):
         yield from _walk(t.value_type, path + ("value",), None, into_collections)
 
 
-def _validate_type(t, path: tuple[str, ...]) -> None:
+def validate_type(t, path: tuple[str, ...]) -> None:
     """Names non-empty and unique (case-insensitively) in every struct; only Delta types anywhere."""
     for p, sub, _ in walk(t, path):
         if isinstance(sub, StructType):
@@ -444,7 +445,7 @@ def _validate_type(t, path: tuple[str, ...]) -> None:
             raise InvalidSchemaError(f"Column '{'.'.join(p)}' has an invalid type", repr(sub), "use a Delta data type")
 
 
-_validate_struct = _validate_type
+_validate_struct = validate_type
 
 
 def _validate_names(st: StructType, path: tuple[str, ...]) -> None:
@@ -499,7 +500,7 @@ def type_from_json(obj: Any) -> DataType:
                 raise InvalidSchemaError(f"Invalid decimal type '{obj}'", None, "write it as decimal(p,s)")
             return d
         if name in PRIMITIVE_NAMES:
-            return _PRIMITIVES[name]
+            return PRIMITIVES[name]
         raise InvalidSchemaError(
             f"Unknown data type '{obj}'",
             "Delta knows " + ", ".join(sorted(PRIMITIVE_NAMES)) + ", decimal(p,s), array, map and struct",
@@ -537,7 +538,7 @@ def type_to_json(t: DataType) -> Any:
     return t.to_json()
 
 
-_PRIMITIVES = {n: PrimitiveType(n) for n in PRIMITIVE_NAMES}
+PRIMITIVES = {n: PrimitiveType(n) for n in PRIMITIVE_NAMES}
 
 
 # --------------------------------------------------------------------------------------------

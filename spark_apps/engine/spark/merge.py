@@ -121,7 +121,7 @@ def spill_level():
     return StorageLevel.DISK_ONLY
 
 
-def _renamed(df, prefix: str):
+def positionally_renamed(df, prefix: str):
     return df.toDF(*[f"{prefix}{i}" for i in range(len(df.columns))])
 
 
@@ -144,7 +144,7 @@ def source_key_values(spark, source, plan, keys: list, max_values: int, *, uniqu
 
     from .session import active
 
-    renamed = _renamed(source, "__s")
+    renamed = positionally_renamed(source, "__s")
     if stable_source(spark, source):
         src = renamed
     else:
@@ -310,13 +310,13 @@ def small_source(source, plan, max_rows: int):
     lengths summed), so a source too big for the driver (or a Connect client) is never collected."""
     import pyarrow as pa
 
-    renamed = _renamed(source, "__s")
+    renamed = positionally_renamed(source, "__s")
     cap = collect_cap(source.sparkSession)
     size = _plan_size(renamed)
     if size is not None and size > cap and _bare_scan(renamed):  # its files alone are over the cap
         return None
     if size is None or size * 32 > cap:  # not clearly small (compressed files may grow 10x as Arrow)
-        rows, nbytes = _measured(renamed, plan.source_schema)
+        rows, nbytes = measured_size(renamed, plan.source_schema)
         if rows > max_rows or nbytes > cap:
             return None
     table = renamed.toArrow()
@@ -354,7 +354,7 @@ def collect_cap(spark) -> int:
     return min(cap, CONNECT_SOURCE_BYTES) if is_connect(spark) else cap
 
 
-def _measured(df, schema) -> tuple[int, int]:
+def measured_size(df, schema) -> tuple[int, int]:
     """``(rows, Arrow bytes)`` of ``df`` in one aggregation: fixed widths from the schema, string and
     binary values by their summed lengths (plus offsets), nested values by their JSON text's."""
     from pyspark.sql import functions as F

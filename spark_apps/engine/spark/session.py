@@ -89,8 +89,8 @@ def connect_session(
         settings.update({str(k): str(v) for k, v in (conf or {}).items()})
         for key, value in settings.items():
             _set_conf(session, key, value)
-        if pyfiles and not _holds_marker(session, bundle_marker):
-            _add_pyfiles(session, pyfiles)
+        if pyfiles and not holds_marker(session, bundle_marker):
+            add_pyfiles(session, pyfiles)
             if bundle_marker is not None:
                 session.client.cache_artifact(bundle_marker)
     except BaseException as e:
@@ -101,7 +101,7 @@ def connect_session(
     return session
 
 
-def _add_pyfiles(session, pyfiles) -> None:
+def add_pyfiles(session, pyfiles) -> None:
     """Add ``pyfiles`` to the session's Python path; a session that has them already: a no-op (the
     server compares the bytes). Runs that start together on a fresh session (a new or restarted
     server) race to add them: the server checks that a file is absent, then moves its copy into place,
@@ -116,7 +116,7 @@ def _add_pyfiles(session, pyfiles) -> None:
         session.addArtifacts(*pyfiles, pyfile=True)  # still failing: retryable (failures.py)
 
 
-def _holds_marker(session, marker: bytes | None) -> bool:
+def holds_marker(session, marker: bytes | None) -> bool:
     """Whether the session already cached ``marker`` (then it holds the files added before it)."""
     if marker is None:
         return False

@@ -142,7 +142,7 @@ def write_data_files(df, spec: WriteSpec, *, optimize_write: bool = False, chang
 # executor side: the core writer (airflow_delta_provider_apps.engine.writer), wrapped for mapInArrow
 
 
-def _task_partition_id() -> int:
+def task_partition_id() -> int:
     try:
         from pyspark import TaskContext
 
@@ -160,7 +160,7 @@ def write_partition_batches(spec: WriteSpec, batches, *, task_id: int | None = N
     """
 
     def run():
-        tid = _task_partition_id() if task_id is None else task_id
+        tid = task_partition_id() if task_id is None else task_id
         for written in write_batches(spec, batches, task_id=tid, change_data=change_data):
             yield pa.RecordBatch.from_pydict(
                 {

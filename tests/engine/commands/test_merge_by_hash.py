@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference
+from merge_reference import PROGRAM, Duplicate, assert_changes, build_merge, file_rows, reference, row_key
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
@@ -72,27 +72,27 @@ def test_merge_by_hash_equals_the_reference(
         t.delete(f"v = {deleted - 2}")
         target = [r for r in target if r["v"] != deleted - 2]
         t = DeltaTable(None, root)
-    version, before = t.version(), _file_rows(t.snapshot())
+    version, before = t.version(), file_rows(t.snapshot())
     try:
         want, inserted, changed, feed = reference(target, source, clauses, on[1])
     except Duplicate:
         with pytest.raises(DeltaError, match="multiple source rows matched"):
-            _build(t, _chunked(source), clauses, on[0]).execute()
+            build_merge(t, _chunked(source), clauses, on[0]).execute()
         assert DeltaTable(None, root).version() == version
         return
-    res = _build(t, _chunked(source), clauses, on[0]).execute()
+    res = build_merge(t, _chunked(source), clauses, on[0]).execute()
     assert res["strategy"] == "hash_join"
     ours = read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist()
-    assert sorted(ours, key=_key) == sorted(want, key=_key), (clauses, target, source, on[0])
-    assert sorted(_theirs(root), key=_key) == sorted(want, key=_key)
+    assert sorted(ours, key=row_key) == sorted(want, key=row_key), (clauses, target, source, on[0])
+    assert sorted(_theirs(root), key=row_key) == sorted(want, key=row_key)
     m = res["metrics"]
     assert (m["numSourceRows"], m["numTargetRowsInserted"]) == (len(source), inserted)
     assert (m["numTargetRowsUpdated"], m["numTargetRowsDeleted"]) == (changed["u"], changed["d"])
     assert m["numOutputRows"] == m["numTargetRowsCopied"] + m["numTargetRowsUpdated"] + inserted
-    removed = [p for p in before if p not in _file_rows(DeltaTable(None, root).snapshot())]
+    removed = [p for p in before if p not in file_rows(DeltaTable(None, root).snapshot())]
     assert m["numTargetFilesRemoved"] == len(removed)
     if mode == "cdf" and res["committed"]:
-        _assert_changes(root, res["version"], feed, True)
+        assert_changes(root, res["version"], feed, True)
 
 
 def test_the_plane_joins_a_large_source_by_hash_and_says_so(tmp_path, monkeypatch, caplog):
@@ -117,10 +117,10 @@ def test_the_plane_joins_a_large_source_by_hash_and_says_so(tmp_path, monkeypatc
         "MERGE in this process: file_by_file (4 source rows, hash join above 4)",
         "MERGE in this process: hash_join (10 source rows, hash join above 4)",
     ]
-    got = sorted(_theirs(root), key=_key)
+    got = sorted(_theirs(root), key=row_key)
     want = [{"id": i, "v": -i if i < 4 else i, "p": 0 if i < 4 else i % 3} for i in range(5)]
     want += [{"id": i, "v": 100 + i, "p": 1} for i in range(5, 15)]
-    assert got == sorted(want, key=_key)
+    assert got == sorted(want, key=row_key)
 
 
 def test_a_duplicate_match_is_refused_before_any_file_is_written(tmp_path, by_hash_always):

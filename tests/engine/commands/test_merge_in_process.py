@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from merge_reference import PROGRAM, Duplicate, _assert_changes, _build, _file_rows, _key, reference
+from merge_reference import PROGRAM, Duplicate, assert_changes, build_merge, file_rows, reference, row_key
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
@@ -50,27 +50,27 @@ def test_merge_in_process_equals_the_reference(tmp_path_factory, target, source,
     root = str(tmp_path_factory.mktemp("m") / "t")
     props = {"": {}, "dv": {"delta.enableDeletionVectors": "true"}, "cdf": {"delta.enableChangeDataFeed": "true"}}
     t = _table(root, target, partitioned=partitioned, props=props[mode])
-    version, before = t.version(), _file_rows(t.snapshot())
+    version, before = t.version(), file_rows(t.snapshot())
     try:
         want, inserted, changed, feed = reference(target, source, clauses, on[1])
     except Duplicate:
         with pytest.raises(DeltaError, match="multiple source rows matched"):
-            _build(t, _arrow(source), clauses, on[0]).execute()
+            build_merge(t, _arrow(source), clauses, on[0]).execute()
         assert DeltaTable(None, root).version() == version
         return
-    res = _build(t, _arrow(source), clauses, on[0]).execute()
+    res = build_merge(t, _arrow(source), clauses, on[0]).execute()
     assert res.get("strategy", "file_by_file") == "file_by_file"
     ours = read_snapshot_table(DeltaTable(None, root).snapshot()).to_pylist()
-    assert sorted(ours, key=_key) == sorted(want, key=_key), (clauses, target, source, on[0])
-    assert sorted(_theirs(root, mode == "dv"), key=_key) == sorted(want, key=_key)
+    assert sorted(ours, key=row_key) == sorted(want, key=row_key), (clauses, target, source, on[0])
+    assert sorted(_theirs(root, mode == "dv"), key=row_key) == sorted(want, key=row_key)
     m = res["metrics"]
     assert (m["numSourceRows"], m["numTargetRowsInserted"]) == (len(source), inserted)
     assert (m["numTargetRowsUpdated"], m["numTargetRowsDeleted"]) == (changed["u"], changed["d"])
     assert m["numOutputRows"] == m["numTargetRowsCopied"] + m["numTargetRowsUpdated"] + inserted
-    removed = [p for p in before if p not in _file_rows(DeltaTable(None, root).snapshot())]
+    removed = [p for p in before if p not in file_rows(DeltaTable(None, root).snapshot())]
     assert m["numTargetFilesRemoved"] == len(removed)
     if mode == "cdf" and res["committed"]:
-        _assert_changes(root, res["version"], feed, True)
+        assert_changes(root, res["version"], feed, True)
 
 
 def test_upsert_in_process_dedupes_and_refuses_duplicate_keys(tmp_path):
@@ -88,14 +88,14 @@ def test_upsert_in_process_dedupes_and_refuses_duplicate_keys(tmp_path):
     assert DeltaTable(None, root).version() == 1
     m = t.upsert(source, ["id"], dedupe_by="v")["metrics"]
     assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (1, 2)
-    got = sorted(_theirs(root, False), key=_key)
+    got = sorted(_theirs(root, False), key=row_key)
     want = [
         {"id": None, "v": 7, "p": 0},
         {"id": 1, "v": 10, "p": 0},
         {"id": 2, "v": -2, "p": 0},
         {"id": 5, "v": 51, "p": 1},
     ]
-    assert got == sorted(want, key=_key)  # id 2 moved to partition 0, the greatest v of id 5 won
+    assert got == sorted(want, key=row_key)  # id 2 moved to partition 0, the greatest v of id 5 won
 
 
 def test_a_merge_without_spark_needs_keys_and_arrow_data(tmp_path):

@@ -206,7 +206,7 @@ def test_restore_refuses_while_a_vacuum_runs_and_conflicts_with_one_that_starts(
     t.delete("id = 1")  # version 2
     log = sorted(os.listdir(os.path.join(root, "_delta_log")))
     # a VACUUM holding its lease (it may be deleting): RESTORE is refused, retryably, nothing committed
-    lease = vacuum_mod._Lease(DeltaTable(None, root).snapshot().storage, root)
+    lease = vacuum_mod.Lease(DeltaTable(None, root).snapshot().storage, root)
     try:
         assert len(vacuum_mod.vacuums_in_flight(lease.storage, root)) == 1
         with pytest.raises(ConcurrentVacuumError, match="RESTORE would bring back removed files") as e:
@@ -217,7 +217,7 @@ def test_restore_refuses_while_a_vacuum_runs_and_conflicts_with_one_that_starts(
         lease.release()
     assert vacuum_mod.vacuums_in_flight(lease.storage, root) == []
     # a lease its VACUUM stopped renewing counts no longer than its TTL
-    stale_lease = vacuum_mod._Lease(lease.storage, root)
+    stale_lease = vacuum_mod.Lease(lease.storage, root)
     stale_lease._stop.set()
     later = int(time.time() * 1000) + vacuum_mod.LEASE_TTL_MS + 1
     assert vacuum_mod.vacuums_in_flight(lease.storage, root, now_ms=later) == []

@@ -1,7 +1,7 @@
-"""Long IN lists of plain literals skip sqlglot's parser (parse.py's ``_compact_in_lists``).
+"""Long IN lists of plain literals skip sqlglot's parser (parse.py's ``compact_in_lists``).
 
 The fast path must be invisible: for any list, the bound tree (or the error, class and message) is the
-one sqlglot's parse of the whole text gives. Both paths are forced by setting ``_FAST_IN_MIN``: 1 sends
+one sqlglot's parse of the whole text gives. Both paths are forced by setting ``FAST_IN_MIN``: 1 sends
 every literal list through the fast path, a huge value none.
 """
 
@@ -27,12 +27,12 @@ FAST, SLOW = 1, 10**9
 
 @contextmanager
 def _threshold(value: int):
-    before = parse._FAST_IN_MIN
-    parse._FAST_IN_MIN = value
+    before = parse.FAST_IN_MIN
+    parse.FAST_IN_MIN = value
     try:
         yield
     finally:
-        parse._FAST_IN_MIN = before
+        parse.FAST_IN_MIN = before
 
 
 def _outcome(text: str, fast: bool, bind=lambda text: parse_predicate(text, SCHEMA)):
@@ -47,7 +47,7 @@ def _outcome(text: str, fast: bool, bind=lambda text: parse_predicate(text, SCHE
 
 def _compacted(text: str) -> dict:
     with _threshold(FAST):
-        return parse._compact_in_lists(extract_strings(text).text)[1]
+        return parse.compact_in_lists(extract_strings(text).text)[1]
 
 
 def _same_both_ways(text: str, bind=lambda text: parse_predicate(text, SCHEMA)):
@@ -176,7 +176,7 @@ def test_markers_in_comments_or_names_fall_back_to_the_whole_text():
     text = f"`odd IN (1, 2)` = 1 AND i = 1 /* i IN ({_TWENTY}) */"
     assert _compacted(text)  # the regex does not know comments: the parsed tree is checked instead
     with _threshold(FAST):
-        tree, _, lists = parse._parse_sql(text, "predicate")
+        tree, _, lists = parse.parse_sql(text, "predicate")
     assert lists == {}
 
 
@@ -227,7 +227,7 @@ def test_a_5000_value_list_never_reaches_sqlglot_item_by_item(negated):
 
     ids = [f"cust-{k:06d}" for k in range(5000)]
     text = f"s {'NOT ' if negated else ''}IN (" + ", ".join(f"'{v}'" for v in ids) + ")"
-    tree, _, lists = parse._parse_sql(text, "predicate")
+    tree, _, lists = parse.parse_sql(text, "predicate")
     assert not list(tree.find_all(exp.Literal))  # sqlglot saw one marker, not 5,000 literals
     assert [len(items) for items in lists.values()] == [5000]
     e = parse_predicate(text, SCHEMA)

@@ -278,11 +278,11 @@ def test_random_predicates_typed_and_json_agree(tmp_path_factory, chunks, n_chec
 @st.composite
 def _in_lists(draw):
     """``col IN (...)`` over one column: up to 40 values (duplicates, NULL and NaN possible)."""
-    from sql_strategies import LITS, _sql_lit
+    from sql_strategies import LITS, sql_lit
 
     col = draw(st.sampled_from(list(LITS)))
     vals = draw(st.lists(LITS[col], min_size=1, max_size=40))
-    texts = [_sql_lit(col, v) for v in vals] + (["NULL"] if draw(st.booleans()) else [])
+    texts = [sql_lit(col, v) for v in vals] + (["NULL"] if draw(st.booleans()) else [])
     return col, texts
 
 

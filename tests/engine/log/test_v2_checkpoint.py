@@ -205,17 +205,17 @@ def test_crash_between_sidecars_and_top_level_file_leaves_the_table_readable(tmp
     st = storage_for(root)
     ckpt.write_checkpoint(st, root, snapshot(root))
     _append(root, 4)
-    real = ckpt._put_new
+    real = ckpt.put_new
 
     def crash_on_top_level(storage, path, data, now_ms):
         if os.path.basename(os.path.dirname(path)) != "_sidecars":
             raise OSError("killed")
         return real(storage, path, data, now_ms)
 
-    monkeypatch.setattr(ckpt, "_put_new", crash_on_top_level)
+    monkeypatch.setattr(ckpt, "put_new", crash_on_top_level)
     with pytest.raises(OSError, match="killed"):
         ckpt.write_checkpoint(st, root, snapshot(root))
-    monkeypatch.setattr(ckpt, "_put_new", real)
+    monkeypatch.setattr(ckpt, "put_new", real)
     assert sorted(_uuid_checkpoints(root)) == [4]
     assert len(os.listdir(_sidecar_dir(root))) == 2  # the orphan is there, unreferenced
     snap = snapshot(root)
