@@ -4,27 +4,30 @@ write through it beside our own append (``python -m bench.datasource [--rows N] 
 
 The table: ``--rows`` rows (id long, k long, v double, s string) in 8 files of consecutive ids,
 written by our append (no deletion vectors: Spark's parquet scan reads the same rows). Cases, each
-the median of ``--reps`` runs after one untimed run (the two sides in turns), in one local[2] session:
+``--reps`` runs after one untimed run (the sides in turns: both see the same load), in one local[2]
+session; the table gives the least time of the runs (load only adds) and the medians' ratio:
 
 * full scan: a hash of every column summed (every value read), source vs ``spark.read.parquet``;
+* the same through a bare pyarrow data source over the same files (no log, no engine): the floor of
+  any PySpark Python data source;
 * selective scan: the same over ``id`` in one file's range: the source skips 7 files by stats on the
   driver; Spark's parquet scan prunes row groups by the same footers;
 * write: the rows appended through the source vs ``DeltaTable.append`` of the same DataFrame.
 
-The source pays for Python workers: every batch is decoded by pyarrow in a Python worker and crosses
-to the JVM as Arrow (Spark's parquet scan decodes in the JVM), and every run plans in two Python
-workers (the schema at analysis, then the snapshot loaded once and the files dealt, one partition per
-core). Measured on 4M rows (local[2]): the Python workers spend ~0.37 s of CPU (pyarrow's decode
-~0.18 s of it, the engine's own work on top of a bare ``iter_batches`` ~0.02 s, the rest the Arrow
-stream to the JVM), and the JVM about what Spark's own scan spends; a bare ``pyarrow`` data source
-with no engine measures the same. Each run builds a fresh DataFrame: a reused one keeps its first
-physical plan in classic Spark, which is not a real read. Beside the wall time the table gives the
-CPU time of the JVM and its Python workers, steadier when other work shares the machine.
+The source pays for Python workers, and the table splits the CPU time into the JVM's and theirs.
+Measured on 4M rows (local[2], CPU seconds): the JVM spends about what Spark's own scan spends (it
+turns the Arrow batches into rows instead of decoding pages); the Python workers ~0.45-0.55: pyspark's
+fixed cost per query ~0.13-0.15 (four worker round trips: the schema at analysis ~0.03, the planning
+worker ~0.05, each of the two read tasks ~0.03; the engine's own part of them ~0.01), pyarrow's decode
+~0.25, the engine's work over a bare ``iter_batches`` ~0.03, the Arrow stream to the JVM ~0.04. Each
+run builds a fresh DataFrame: a reused one keeps its first physical plan in classic Spark, which is not
+a real read.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import statistics
@@ -36,13 +39,13 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _cpu_seconds() -> float | None:
-    """CPU time (user + system, reaped children included) of this process's descendants: the JVM and
-    its Python workers. Linux only (None elsewhere). On a shared machine it is steadier than the wall
-    time, which other load stretches."""
+def _cpu_seconds() -> tuple[float, float] | None:
+    """CPU time (user + system, reaped children included) of this process's descendants, as (the
+    JVM's, its Python workers'). Linux only (None elsewhere). On a shared machine it is steadier than
+    the wall time, which other load stretches."""
     try:
         tick = os.sysconf("SC_CLK_TCK")
-        children: dict[int, list[tuple[int, int]]] = {}
+        children: dict[int, list[tuple[int, bool, int]]] = {}
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 with open(f"/proc/{pid}/stat") as f:
@@ -50,31 +53,81 @@ def _cpu_seconds() -> float | None:
             except OSError:  # gone meanwhile
                 continue
             fields = stat[stat.rindex(")") + 2 :].split()
-            children.setdefault(int(fields[1]), []).append((int(pid), sum(int(x) for x in fields[11:15])))
+            jvm = "java" in stat[stat.index("(") + 1 : stat.rindex(")")]
+            own, reaped = int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+            children.setdefault(int(fields[1]), []).append((int(pid), jvm, own, reaped))
     except (OSError, ValueError, AttributeError):
         return None
-    total, stack = 0, [os.getpid()]
-    while stack:
-        for child, ticks in children.get(stack.pop(), []):
-            total += ticks
+    jvm_ticks, python_ticks, stack = 0, 0, [os.getpid()]
+    while stack:  # the JVM's and the daemon's reaped children are Python workers
+        for child, jvm, own, reaped in children.get(stack.pop(), []):
+            jvm_ticks += own if jvm else 0
+            python_ticks += reaped + (0 if jvm else own)
             stack.append(child)
-    return total / tick
+    return jvm_ticks / tick, python_ticks / tick
 
 
-def _paired(a, b, reps: int) -> tuple[tuple[float, float | None], tuple[float, float | None]]:
-    """Median wall and CPU seconds (see :func:`_cpu_seconds`) of ``a`` and of ``b``, run in turns
-    (``reps`` each, after one untimed run each), so both sides see the same load on a shared machine."""
-    runs: dict = {a: ([], []), b: ([], [])}
-    a(), b()
+@dataclasses.dataclass
+class Side:
+    """One side's runs: wall seconds, and CPU seconds of the JVM and of the Python workers."""
+
+    walls: list = dataclasses.field(default_factory=list)
+    jvm: list = dataclasses.field(default_factory=list)
+    python: list = dataclasses.field(default_factory=list)
+
+    @property
+    def cpus(self) -> list:
+        return [j + p for j, p in zip(self.jvm, self.python)]
+
+
+def _turns(fns, reps: int) -> list[Side]:
+    """Each of ``fns`` run ``reps`` times in turns (after one untimed run each), so every side sees
+    the same load on a shared machine."""
+    sides = [Side() for _ in fns]
+    for fn in fns:
+        fn()
     for _ in range(reps):
-        for fn, (times, cpus) in runs.items():
+        for fn, side in zip(fns, sides):
             c, t = _cpu_seconds(), time.perf_counter()
             fn()
-            times.append(time.perf_counter() - t)
+            side.walls.append(time.perf_counter() - t)
             after = _cpu_seconds()
             if c is not None and after is not None:
-                cpus.append(after - c)
-    return tuple((statistics.median(t), statistics.median(c) if c else None) for t, c in runs.values())
+                side.jvm.append(after[0] - c[0])
+                side.python.append(after[1] - c[1])
+    return sides
+
+
+def _bare_source(files: list[str], schema: str, parallelism: int):
+    """The floor of a PySpark Python data source over these Parquet files: a bare pyarrow reader (no
+    Delta log, no engine), the files dealt round robin to ``parallelism`` partitions, each streamed as
+    ``iter_batches`` of the engine's batch size. Defined here (pickled by value into the workers)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from airflow_delta_provider_apps.engine.spark.scan import MAX_BATCH_ROWS
+
+    class BareReader(DataSourceReader):
+        def partitions(self):
+            return [InputPartition(files[i::parallelism]) for i in range(parallelism)]
+
+        def read(self, partition):
+            import pyarrow.parquet as pq
+
+            for f in partition.value:
+                yield from pq.ParquetFile(f).iter_batches(batch_size=MAX_BATCH_ROWS)
+
+    class BareParquet(DataSource):
+        @classmethod
+        def name(cls):
+            return "bench_bare_parquet"
+
+        def schema(self):
+            return schema
+
+        def reader(self, schema):
+            return BareReader()
+
+    return BareParquet
 
 
 def main(argv=None) -> int:
@@ -87,6 +140,7 @@ def main(argv=None) -> int:
 
     from airflow_delta_provider_apps.datasource import register
     from airflow_delta_provider_apps.engine import DeltaTable
+    from airflow_delta_provider_apps.engine.spark.scan import default_parallelism
     from airflow_delta_provider_apps.engine.spark.session import build_session
 
     spark = build_session(app_name="bench-datasource", master="local[2]")
@@ -117,13 +171,25 @@ def main(argv=None) -> int:
         def native():
             return spark.read.parquet(*parquet)
 
-        assert scan(source)() == scan(native)() and scan(source, selective)() == scan(native, selective)()
+        floor = _bare_source(parquet, "id BIGINT, k BIGINT, v DOUBLE, s STRING", default_parallelism(spark))
+        spark.dataSource.register(floor)
+
+        def bare():
+            return spark.read.format(floor.name()).load()
+
+        assert scan(source)() == scan(native)() == scan(bare)()
+        assert scan(source, selective)() == scan(native, selective)()
         out = []
-        for name, a, b in [
-            ("full scan", scan(source), scan(native)),
-            ("selective scan (1 of 8 files)", scan(source, selective), scan(native, selective)),
-        ]:
-            out.append((name, "spark.read.parquet", *_paired(a, b, args.reps)))
+        full, floor_side, that = _turns([scan(source), scan(bare), scan(native)], args.reps)
+        out.append(("full scan", "spark.read.parquet", full, that))
+        out.append(("full scan, bare pyarrow source (the floor)", "spark.read.parquet", floor_side, that))
+        out.append(
+            (
+                "selective scan (1 of 8 files)",
+                "spark.read.parquet",
+                *_turns([scan(source, selective), scan(native, selective)], args.reps),
+            )
+        )
         data = rows.repartition(2).cache()
         data.count()
         targets = iter(range(1000))
@@ -136,25 +202,38 @@ def main(argv=None) -> int:
             DeltaTable.create(spark, p, schema="id BIGINT, k BIGINT, v DOUBLE, s STRING")
             DeltaTable.for_path(spark, p).append(data)
 
-        out.append(("write (new table)", "DeltaTable.append", *_paired(via_source, via_append, args.reps)))
+        out.append(("write (new table)", "DeltaTable.append", *_turns([via_source, via_append], args.reps)))
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    def cpu(a, b):
-        return f"{a[1]:.2f} / {b[1]:.2f} = {a[1] / b[1]:.2f}x" if a[1] and b[1] else "n/a"
+    def ratio(a: list, b: list) -> str:
+        return f"{min(a) / min(b):.2f}x ({statistics.median(a) / statistics.median(b):.2f}x)" if a and b else "n/a"
+
+    def cpu(side: Side) -> str:  # the run of least CPU, in its parts
+        if not side.cpus:
+            return "n/a"
+        i = side.cpus.index(min(side.cpus))
+        return f"{side.cpus[i]:.2f} = {side.jvm[i]:.2f} + {side.python[i]:.2f}"
 
     lines = [
-        f"# Data source bench: {args.rows:,} rows, 8 files, local[2], median of {args.reps}",
+        f"# Data source bench: {args.rows:,} rows, 8 files, local[2], min (median) of {args.reps} runs in turns",
         "",
-        "| case | source (s) | beside | that (s) | ratio | CPU s, source / that |",
-        "|---|---:|---|---:|---:|---:|",
-        *[f"| {n} | {a[0]:.2f} | {what} | {b[0]:.2f} | {a[0] / b[0]:.2f}x | {cpu(a, b)} |" for n, what, a, b in out],
+        "| case | beside | wall s | that, wall s | wall ratio | CPU s = JVM + Python | that, CPU s | CPU ratio |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+        *[
+            f"| {n} | {what} | {min(a.walls):.2f} | {min(b.walls):.2f} | {ratio(a.walls, b.walls)} | {cpu(a)} "
+            f"| {cpu(b)} | {ratio(a.cpus, b.cpus)} |"
+            for n, what, a, b in out
+        ],
         "",
-        "CPU: the JVM's and the Python workers' user + system time (on a shared machine steadier than "
-        "the wall time). The source's extra is the Python worker: it decodes the Parquet pages (pyarrow) "
-        "and streams the batches to the JVM as Arrow, which then turns them into rows; Spark's own scan "
-        "decodes in the JVM.",
+        "Times are the least of the runs (other load on a shared machine only adds to them); ratios are "
+        "of the least, the medians' in parentheses. CPU: user + system time of the JVM and of its Python "
+        "workers (of the run of least CPU). The source's extra is its Python workers: pyspark's fixed "
+        "cost per query (the schema at analysis, the planning worker, each read task's round trip), "
+        "pyarrow decoding the Parquet pages and the Arrow stream to the JVM, which turns the batches into "
+        "rows for about what Spark's own scan spends decoding them. The bare pyarrow source pays the "
+        "same without the Delta log or the engine: the floor of any PySpark Python data source.",
     ]
     text = "\n".join(lines) + "\n"
     print(text)
