@@ -713,3 +713,28 @@ def test_a_planted_private_import_is_found(monkeypatch, source, found):
     monkeypatch.setitem(MODULES, f"{ENGINE}.commands.planted", planted)
     monkeypatch.setattr(Path, "read_text", _reading(planted, source))
     assert any("planted.py" in v for v in _private_name_violations()) is found
+
+
+def _static_all(path: Path) -> list[str]:
+    """A module's ``__all__`` as its source states it (a literal list or tuple; nothing imported)."""
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return []
+
+
+def test_merge_exports_its_submodules_public_names():
+    """MERGE's surface is its submodules' ``__all__``, each name from the module that defines it:
+    the package's export table (which loads names on first use, so the clause rules import
+    without pyarrow) names exactly those, read here from the sources without importing them."""
+    import importlib
+
+    exports = importlib.import_module(MERGE)._EXPORTS
+    folder = REPO / "spark_apps" / "engine" / "merge"
+    modules = sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
+    assert sorted(exports) == modules
+    names = [n for ns in exports.values() for n in ns]
+    assert len(names) == len(set(names))  # each name from one module
+    assert {m: sorted(names) for m, names in exports.items()} == {
+        m: sorted(_static_all(folder / f"{m}.py")) for m in modules
+    }

@@ -14,7 +14,9 @@
   plane's: :mod:`..spark.merge`).
 
 This is the package's surface: modules outside it import these names from here, never a submodule
-(tests/test_layering.py). Names load on first use, so the clause rules import without pyarrow.
+(tests/test_layering.py). The table below names each submodule's ``__all__`` (the layering test holds
+it equal to them, read from their sources); names load on first use, so the clause rules import
+without pyarrow.
 """
 
 from __future__ import annotations
@@ -65,9 +67,15 @@ _EXPORTS = {
         "PreparedMerge",
         "TouchStreak",
         "execute_by_file",
+        "inserted_rows",
+        "likely_touched",
         "merge_by_file",
+        "merge_file",
+        "merge_files",
+        "merged_outcome",
+        "rewrite_file",
     ),
-    "by_hash": ("HASH_JOIN_ROWS", "joins_by_hash", "merge_by_hash"),
+    "by_hash": ("HASH_JOIN_ROWS", "STRATEGY", "joins_by_hash", "merge_by_hash"),
     "by_join": ("merge_by_join",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
