@@ -9,6 +9,7 @@ returning one result type (:mod:`.result`: Delta's ``operationMetrics``, schema 
 * :mod:`.optimize`, :mod:`.vacuum`, :mod:`.restore`
 * :mod:`.properties` - SET TBLPROPERTIES, CLUSTER BY, constraints, rename / drop / change the type of a column
 * :mod:`.checkpoint` - CHECKPOINT and log cleanup (no commit)
+* :mod:`.describe` - DESCRIBE DETAIL, DESCRIBE HISTORY and READ (reads: no commit)
 * :mod:`.reads` - what a command that reads data files reports when one is gone (a retryable conflict)
 
 Commands never import pyspark: their data work goes through a data plane (:mod:`..plane`) that
