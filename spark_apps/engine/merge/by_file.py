@@ -604,10 +604,8 @@ def merge_files(
 ) -> list[MergeFileOutcome]:
     """:func:`merge_file` over ``files`` (rows of ``snapshot.files``) in this process, in parallel
     across files; when one fails, what the others wrote is deleted and the error raised."""
-    import os
-
+    from ..rewrite.files import run_units
     from ..storage import storage_for
-    from ..threads import ThreadPool
 
     if files.num_rows == 0:
         return []
@@ -623,18 +621,7 @@ def merge_files(
             prepared, storage, r["path"], dict(r["partition_values"] or []), r.get("deletion_vector"), likely[i], 0
         )
 
-    workers = max(1, min(len(rows), max_workers or os.cpu_count() or 1))
-    with ThreadPool(max_workers=workers, thread_name_prefix="delta-merge") as pool:
-        futures = [pool.submit(one, i) for i in range(len(rows))]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            pool.shutdown(wait=True)
-            done = [f.result() for f in futures if f.done() and not f.cancelled() and not f.exception()]
-            discard(storage, prepared.spec.write.table_uri, done)
-            raise
+    return run_units(storage, prepared.spec.write.table_uri, len(rows), one, None, max_workers)
 
 
 #: the source rows no target row matched are made into inserted rows this many at a time

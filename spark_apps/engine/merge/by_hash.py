@@ -39,7 +39,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..progress import report
-from ..rewrite.common import discard
 from .by_file import MergeFileOutcome, PreparedMerge, merged_outcome, rewrite_file, stream_file
 from .clauses import MATCHED
 from .plan import MAX_PRUNING_VALUES, MergeJob, MergeOutcome, duplicate_match_error, source_columns
@@ -287,8 +286,9 @@ def _rewrite(
     prepared: PreparedMerge, storage, files: list[dict], rewrite: list[int], pairs: _Pairs, workers: int
 ) -> list[MergeFileOutcome]:
     """Phase 2: files ``rewrite`` (indices into ``files``) through the clauses with their pairs, in
-    ``workers`` threads; when one fails, what the others wrote is deleted and the error raised."""
-    from ..threads import ThreadPool
+    ``workers`` threads (the one per-file loop, :func:`..rewrite.files.run_units`); when one fails,
+    what the others wrote is deleted and the error raised."""
+    from ..rewrite.files import run_units
 
     if not rewrite:
         return []
@@ -309,15 +309,5 @@ def _rewrite(
         out.rewrite_ms = (time.perf_counter_ns() - started) // 1_000_000
         return out
 
-    rewrite = sorted(rewrite, key=lambda i: -(files[i]["size"] or 0))  # no thread left alone with a big one last
-    with ThreadPool(max_workers=min(workers, len(rewrite)), thread_name_prefix="delta-merge") as pool:
-        futures = [pool.submit(one, i) for i in rewrite]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            pool.shutdown(wait=True)
-            done = [f.result() for f in futures if f.done() and not f.cancelled() and not f.exception()]
-            discard(storage, prepared.spec.write.table_uri, done)
-            raise
+    sizes = [files[i]["size"] for i in rewrite]  # the big ones first: no thread left alone with one last
+    return run_units(storage, prepared.spec.write.table_uri, len(rewrite), lambda k: one(rewrite[k]), sizes, workers)
