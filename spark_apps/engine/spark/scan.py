@@ -218,8 +218,6 @@ def scan_files(
         ]
         out_schema = StructType(list(out_schema.fields) + tracked)
 
-    from ..expr.skipping import is_partition_only
-
     files = snapshot.files if files is None else files
     expr = None
     if predicate is not None:  # "" is refused by the parser, never read as "every row"
@@ -230,10 +228,16 @@ def scan_files(
         files = skip_files(files, snapshot.schema, list(snapshot.metadata.partition_columns), expr).files
     if files.num_rows == 0:
         return ScanResult(spark.createDataFrame([], out_schema), files)
-    # Spark's own reader wins where no data predicate is left (whole partitions, full scans); with a
-    # selective data predicate the Arrow path's per-task row-group pruning and filtering measured faster
+    # Spark's own reader where the files allow it, the predicate applied by Spark (it prunes the
+    # columns a count or projection does not need and the row groups the predicate's stats exclude);
+    # on a table with non-binary collations a data predicate stays ours (it compares strings by their
+    # bytes, as every other path of the engine does; Spark would compare by the collation)
+    from ..expr.skipping import is_partition_only
+    from ..schema.collations import collated_columns
+
     data_predicate = expr is not None and not is_partition_only(expr, list(snapshot.metadata.partition_columns))
-    how = None if data_predicate or row_tracking is not None else native_scan_applies(spark, snapshot, files)
+    ours = row_tracking is not None or (data_predicate and bool(collated_columns(snapshot.schema)))
+    how = None if ours else native_scan_applies(spark, snapshot, files)
     if how is not None:
         df = _native_scan(spark, snapshot, files, full_schema, out_schema, expr, how, with_file_column, with_row_index)
         return ScanResult(df, files)
