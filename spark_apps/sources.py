@@ -155,18 +155,21 @@ def _delta_snapshot(source: str, options: dict):
 def _read_source_locally(source: str, fmt: str, options: dict) -> Source:
     """A parquet file or folder, or a Delta table (``versionAsOf`` / ``timestampAsOf``), as one Arrow
     table read in this process: the source of a MERGE run without Spark (``execution="local"``)."""
-    from .engine.paths import new_file_location
     from .engine.reader import read_snapshot_table
-    from .engine.storage import normalize_table_uri, storage_for
+    from .engine.storage import storage_for
 
     if fmt == "delta" and not set(options) - _DELTA_READ_OPTIONS:
         return Source(read_snapshot_table(_delta_snapshot(source, options)), read="arrow")
     if fmt == "parquet" and not options:
-        root = normalize_table_uri(source)
-        storage = storage_for(root)
-        listing = storage.list_files(root, skip_hidden=True)
-        paths = [new_file_location(root, p) for p in listing.column("path").to_pylist() if p.endswith(".parquet")]
-        return Source(storage.read_parquet_files(paths or [root]), read="arrow")
+        files = _flat_files(source, fmt)
+        if files is None:  # Spark would take columns from subfolders' names (k=v): reading the files alone loses them
+            raise InvalidArgumentError(
+                f"Cannot read the parquet folder '{source}' without Spark",
+                "it has subfolders or files not named *.parquet; Spark reads partition columns from "
+                "folder names such as k=v, which reading its files alone would drop",
+                "use execution='spark', or give a folder of parquet files without subfolders",
+            )
+        return Source(storage_for(next(iter(files))).read_parquet_files(list(files)), read="arrow")
     raise InvalidArgumentError(
         f"Cannot read a {fmt} source{' with options' if options else ''} without Spark",
         "execution='local' reads parquet files and Delta tables (a version or a timestamp) in the worker",

@@ -65,3 +65,22 @@ def test_what_needs_spark_fails_before_anything_is_written(tmp_path, monkeypatch
         task_id="m", table_uri=root, source=str(tmp_path / "src"), key_columns=["id"], execution="local"
     ).execute({})
     assert (done["transport"], done["version"], done["metrics"]["numTargetRowsUpdated"]) == ("local", 2, 1)
+
+
+def test_a_partitioned_parquet_folder_is_refused_in_the_worker(tmp_path, monkeypatch):
+    """A parquet source in ``k=v`` subfolders (Spark's partition columns) is refused without Spark
+    before anything is written, instead of being read without its partition columns."""
+    monkeypatch.setattr(DeltaHook, "run", lambda *a, **k: pytest.fail("Spark was reached"))
+    root = str(tmp_path / "t")
+    create_table(root, schema="id BIGINT, v STRING, day STRING")
+    append_arrow(root, pa.table({"id": [1, 2], "v": ["a", "b"], "day": ["d1", "d1"]}))
+    (tmp_path / "src" / "day=d2").mkdir(parents=True)
+    pq.write_table(pa.table({"id": [2], "v": ["B"]}), tmp_path / "src" / "day=d2" / "part-0.parquet")
+    log = sorted(os.listdir(tmp_path / "t" / "_delta_log"))
+
+    with pytest.raises(DeltaPermanentError, match="Cannot read the parquet folder .* without Spark") as e:
+        DeltaMergeOperator(
+            task_id="m", table_uri=root, source=str(tmp_path / "src"), key_columns=["id"], execution="local"
+        ).execute({})
+    assert "partition columns" in str(e.value) and "execution='spark'" in str(e.value)
+    assert sorted(os.listdir(tmp_path / "t" / "_delta_log")) == log
