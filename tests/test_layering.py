@@ -724,17 +724,21 @@ def _static_all(path: Path) -> list[str]:
 
 
 def test_merge_exports_its_submodules_public_names():
-    """MERGE's surface is its submodules' ``__all__``, each name from the module that defines it:
-    the package's export table (which loads names on first use, so the clause rules import
-    without pyarrow) names exactly those, read here from the sources without importing them."""
+    """MERGE's surface is its submodules' ``__all__``, each name stated once, in the module that
+    defines it. The package looks a name up in its submodules in turn on first use: it names every
+    submodule, each after the ones it imports (so the clause rules, first, load without pyarrow), and
+    no name is in two ``__all__`` (read from the sources)."""
     import importlib
 
-    exports = importlib.import_module(MERGE)._EXPORTS
+    merge = importlib.import_module(MERGE)
+    order = list(merge._SUBMODULES)
     folder = REPO / "spark_apps" / "engine" / "merge"
-    modules = sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
-    assert sorted(exports) == modules
-    names = [n for ns in exports.values() for n in ns]
+    assert sorted(order) == sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
+    depth = len(MERGE.split("."))
+    for i, module in enumerate(order):
+        imported = _imports(f"{MERGE}.{module}", folder / f"{module}.py")
+        within = {m.split(".")[depth] for m, _ in imported if _within(m, MERGE) and m != MERGE}
+        assert within <= set(order[:i]), module
+    names = [n for m in order for n in _static_all(folder / f"{m}.py")]
     assert len(names) == len(set(names))  # each name from one module
-    assert {m: sorted(names) for m, names in exports.items()} == {
-        m: sorted(_static_all(folder / f"{m}.py")) for m in modules
-    }
+    assert merge.__all__ == sorted(names)

@@ -14,78 +14,30 @@
   plane's: :mod:`..spark.merge`).
 
 This is the package's surface: modules outside it import these names from here, never a submodule
-(tests/test_layering.py). The table below names each submodule's ``__all__`` (the layering test holds
-it equal to them, read from their sources); names load on first use, so the clause rules import
-without pyarrow.
+(tests/test_layering.py). The surface is the submodules' ``__all__``, each name stated once, in the
+module that defines it. A name loads on first use from the first submodule whose ``__all__`` holds it,
+in the order below (each after those it imports), so the clause rules import without pyarrow.
 """
 
 from __future__ import annotations
 
 import importlib
 
-_EXPORTS = {
-    "clauses": (
-        "CLAUSES",
-        "KINDS",
-        "MATCHED",
-        "NEEDS",
-        "NOT_MATCHED",
-        "NOT_MATCHED_BY_SOURCE",
-        "allowed",
-        "clause_problem",
-        "order_problem",
-    ),
-    "plan": (
-        "MAX_PRUNING_VALUES",
-        "BoundClause",
-        "MergeClause",
-        "MergeJob",
-        "MergeOutcome",
-        "MergePlan",
-        "bind_plan",
-        "candidate_predicate",
-        "duplicate_match_error",
-        "evolved_schema",
-        "first_firing",
-        "key_equalities",
-        "source_columns",
-        "upsert_condition",
-    ),
-    "source": (
-        "MAX_SOURCE_BYTES",
-        "deduplicated_arrow",
-        "duplicate_keys_error",
-        "first_duplicate_key",
-        "fixed_width",
-        "prefixed",
-        "row_width",
-        "source_row_limit",
-    ),
-    "by_file": (
-        "MergeFileOutcome",
-        "MergeFilesSpec",
-        "PreparedMerge",
-        "TouchStreak",
-        "execute_by_file",
-        "inserted_rows",
-        "likely_touched",
-        "merge_by_file",
-        "merge_file",
-        "merge_files",
-        "merged_outcome",
-        "rewrite_file",
-    ),
-    "by_hash": ("HASH_JOIN_ROWS", "STRATEGY", "joins_by_hash", "merge_by_hash"),
-    "by_join": ("merge_by_join",),
-}
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+#: the submodules a name is looked up in, each after the ones it imports
+_SUBMODULES = ("clauses", "plan", "by_join", "source", "by_file", "by_hash")
 
-__all__ = sorted(_MODULE_OF)
+
+def _submodule(module: str):
+    return importlib.import_module(f"{__name__}.{module}")
 
 
 def __getattr__(name: str):
     # not cached here: a setting a test changes on its module (e.g. source.MAX_SOURCE_BYTES) is seen
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    if name == "__all__":
+        return sorted(n for module in _SUBMODULES for n in _submodule(module).__all__)
+    if not name.startswith("_") and name not in _SUBMODULES:  # a submodule the import system loads
+        for module in _SUBMODULES:
+            loaded = _submodule(module)
+            if name in loaded.__all__:
+                return getattr(loaded, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
