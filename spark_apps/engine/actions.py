@@ -180,11 +180,21 @@ class Metadata(_Action):
         return {k: v for k, v in out.items() if v is not None}
 
 
-@dataclass(frozen=True)
-class AddFile(_Action):
-    ACTION_KEY: ClassVar[str] = "add"
+class _FileAction(_Action):
+    """What an add and a remove of a data file share: their map fields and their deletion vector."""
+
     _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
     _NESTED: ClassVar[dict] = {"deletion_vector": DeletionVectorDescriptor}
+    deletion_vector: DeletionVectorDescriptor | None  # a field of each subclass
+
+    @property
+    def dv_unique_id(self) -> str | None:
+        return self.deletion_vector.unique_id if self.deletion_vector else None
+
+
+@dataclass(frozen=True)
+class AddFile(_FileAction):
+    ACTION_KEY: ClassVar[str] = "add"
     path: str
     partition_values: dict
     size: int
@@ -196,10 +206,6 @@ class AddFile(_Action):
     base_row_id: int | None = None
     default_row_commit_version: int | None = None
     clustering_provider: str | None = None
-
-    @property
-    def dv_unique_id(self) -> str | None:
-        return self.deletion_vector.unique_id if self.deletion_vector else None
 
     def num_records(self) -> int | None:
         if not self.stats:
@@ -224,10 +230,8 @@ class AddFile(_Action):
 
 
 @dataclass(frozen=True)
-class RemoveFile(_Action):
+class RemoveFile(_FileAction):
     ACTION_KEY: ClassVar[str] = "remove"
-    _MAPS: ClassVar[frozenset[str]] = frozenset({"partition_values", "tags"})
-    _NESTED: ClassVar[dict] = {"deletion_vector": DeletionVectorDescriptor}
     path: str
     data_change: bool = True
     deletion_timestamp: int | None = None
@@ -239,10 +243,6 @@ class RemoveFile(_Action):
     deletion_vector: DeletionVectorDescriptor | None = None
     base_row_id: int | None = None
     default_row_commit_version: int | None = None
-
-    @property
-    def dv_unique_id(self) -> str | None:
-        return self.deletion_vector.unique_id if self.deletion_vector else None
 
 
 @dataclass(frozen=True)
