@@ -149,6 +149,7 @@ def resolve_columns(schema, columns, *, partition_columns=(), configuration=None
 
     :raises InvalidArgumentError: naming the column, before anything is written
     """
+    from .schema import StructType
     from .stats import MINMAX_TYPES, type_name
 
     if isinstance(columns, str):
@@ -175,7 +176,7 @@ def resolve_columns(schema, columns, *, partition_columns=(), configuration=None
     for col in columns:
         st, names, path, f = schema, [], [], None
         for part in column_parts(col):
-            f = next((x for x in getattr(st, "fields", ()) if x.name.lower() == part.lower()), None)
+            f = st.find(part) if isinstance(st, StructType) else None
             if f is None:
                 raise InvalidArgumentError(
                     f"Clustering column '{col}' is not in the schema",

@@ -84,7 +84,10 @@ _NONDETERMINISTIC = (
     "input_file_name",
     "shuffle",
 )
-_STRING_FUNCTIONS = {"Upper": "upper", "Lower": "lower", "Trim": "trim"}
+# sqlglot's node classes bound by one rule each: by comparison, arithmetic operator, date part
+_COMPARISONS = {"EQ": "=", "NullSafeEQ": "<=>", "NEQ": "!=", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">="}
+_ARITHMETIC = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Mod": "%", "IntDiv": "div"}
+_DATE_PARTS = {"Year": "year", "Month": "month", "Day": "dayofmonth", "DayOfMonth": "dayofmonth"}
 _VARIANT_GETS = ("variant_get", "try_variant_get")
 VARIANT = PrimitiveType("variant")
 
@@ -762,7 +765,14 @@ class _Binder:
                 "a row-level condition cannot aggregate",
                 _FIX,
             )
-        handler = getattr(self, f"_b_{type(node).__name__}", None)
+        kind = type(node).__name__
+        if kind in _COMPARISONS:
+            return self._compare(_COMPARISONS[kind], node.this, node.expression)
+        if kind in _ARITHMETIC:
+            return self._arith(_ARITHMETIC[kind], node)
+        if kind in _DATE_PARTS:
+            return self._date_part(_DATE_PARTS[kind], node)
+        handler = getattr(self, f"_b_{kind}", None)
         if handler is None:
             return self._fallback(node)
         return handler(node)
@@ -831,13 +841,11 @@ class _Binder:
         return self._column_in(self.relations[having[0]], parts, having[0])
 
     def _column_in(self, schema: StructType, parts: list[str], relation: str | None) -> n.Column:
-        fields = schema.fields
+        struct = schema
         path, phys = [], []
         field = None
         for i, part in enumerate(parts):
-            field = next((f for f in fields if f.name == part), None) or next(
-                (f for f in fields if f.name.lower() == part.lower()), None
-            )
+            field = struct.find(part)
             if field is None:
                 if i == 0:
                     whose = "the table" if relation is None else f"'{relation}'"
@@ -849,7 +857,7 @@ class _Binder:
                     )
                 raise _err(
                     f"Unknown field '{part}' in '{'.'.join(parts)}' of '{self.text}'",
-                    f"'{'.'.join(path)}' has fields {', '.join(f.name for f in fields)}",
+                    f"'{'.'.join(path)}' has fields {', '.join(struct.names)}",
                     "name an existing struct field",
                 )
             path.append(field.name)
@@ -861,7 +869,7 @@ class _Binder:
                         f"it is {n.type_name(field.type)}",
                         "quote a column name that contains dots with backticks, e.g. `a.b`",
                     )
-                fields = field.type.fields
+                struct = field.type
         if not isinstance(field.type, (PrimitiveType, DecimalType)) and not self.whole_columns:
             raise _err(
                 f"Column '{'.'.join(path)}' of type {field.type.simple_string()} cannot be used in '{self.text}'",
@@ -1093,27 +1101,6 @@ class _Binder:
             return cast_literal(e, t, where)
         return n.Cast(e, t)
 
-    def _b_EQ(self, node):
-        return self._compare("=", node.this, node.expression)
-
-    def _b_NullSafeEQ(self, node):
-        return self._compare("<=>", node.this, node.expression)
-
-    def _b_NEQ(self, node):
-        return self._compare("!=", node.this, node.expression)
-
-    def _b_LT(self, node):
-        return self._compare("<", node.this, node.expression)
-
-    def _b_LTE(self, node):
-        return self._compare("<=", node.this, node.expression)
-
-    def _b_GT(self, node):
-        return self._compare(">", node.this, node.expression)
-
-    def _b_GTE(self, node):
-        return self._compare(">=", node.this, node.expression)
-
     def _b_Is(self, node) -> n.IsNull:
         if not isinstance(node.expression, self.exp.Null):
             raise _err(f"Only IS NULL / IS NOT NULL are supported in '{self.text}'", None, _FIX)
@@ -1223,24 +1210,6 @@ class _Binder:
             return DecimalType(max(1, len(str(abs(e.value)))), 0)  # Spark's DecimalType.fromLiteral
         return _as_decimal(e.type)
 
-    def _b_Add(self, node):
-        return self._arith("+", node)
-
-    def _b_Sub(self, node):
-        return self._arith("-", node)
-
-    def _b_Mul(self, node):
-        return self._arith("*", node)
-
-    def _b_Div(self, node):
-        return self._arith("/", node)
-
-    def _b_Mod(self, node):
-        return self._arith("%", node)
-
-    def _b_IntDiv(self, node):
-        return self._arith("div", node)
-
     # ---- functions
     def _b_Coalesce(self, node) -> n.Expr:
         args = [self.bind(a) for a in [node.this, *node.expressions]]
@@ -1308,18 +1277,6 @@ class _Binder:
         """year / month / dayofmonth of a date (a timestamp or a date string is cast to a date first,
         as Spark does: timestamps in UTC)."""
         return n.Function(name, (self._to(self.bind(node.this), n.DATE, name),), n.INTEGER)
-
-    def _b_Year(self, node):
-        return self._date_part("year", node)
-
-    def _b_Month(self, node):
-        return self._date_part("month", node)
-
-    def _b_Day(self, node):
-        return self._date_part("dayofmonth", node)
-
-    def _b_DayOfMonth(self, node):
-        return self._date_part("dayofmonth", node)
 
     def _b_TsOrDsToDate(self, node):
         if node.args.get("format") is not None:
