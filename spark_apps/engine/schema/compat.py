@@ -6,13 +6,11 @@ import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from .types import DEFAULT_KEY, ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
-from .widening import widened_to
+from .widening import is_widening, widened_to, widens_number
 
 # --------------------------------------------------------------------------------------------
 # Write compatibility
 # --------------------------------------------------------------------------------------------
-
-_INT_RANK = {"byte": 1, "short": 2, "integer": 3, "long": 4}
 
 
 def computed(field: StructField) -> bool:
@@ -131,25 +129,16 @@ def is_safe_upcast(data_type: DataType, table_type: DataType) -> bool:
         return True
     if isinstance(data_type, PrimitiveType) and isinstance(table_type, PrimitiveType):
         a, b = data_type.name, table_type.name
-        if a in _INT_RANK and b in _INT_RANK:
-            return _INT_RANK[a] <= _INT_RANK[b]
-        if a == "float" and b == "double":
-            return True
-        if a in ("byte", "short", "integer") and b == "double":
-            return True
         if a == "timestamp_ntz" and b == "timestamp":
             # Spark's store assignment: a zone-less value is read in the session time zone (UTC
             # here); what a pandas-made parquet file holds for a TIMESTAMP column
             return True
-        return False
+        return widens_number(a, b)
     if isinstance(data_type, PrimitiveType) and isinstance(table_type, DecimalType):
         digits = {"byte": 3, "short": 5, "integer": 10, "long": 20}.get(data_type.name)
         return digits is not None and table_type.precision - table_type.scale >= digits
     if isinstance(data_type, DecimalType) and isinstance(table_type, DecimalType):
-        return (
-            table_type.scale >= data_type.scale
-            and table_type.precision - table_type.scale >= data_type.precision - data_type.scale
-        )
+        return is_widening(data_type, table_type)  # no fewer integer or fraction digits
     if isinstance(data_type, ArrayType) and isinstance(table_type, ArrayType):
         return is_safe_upcast(data_type.element_type, table_type.element_type)
     if isinstance(data_type, MapType) and isinstance(table_type, MapType):

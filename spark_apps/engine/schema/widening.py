@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .types import DecimalType, PrimitiveType
 
-__all__ = ["is_widening", "TYPE_CHANGES_KEY", "widenable", "widened", "widened_to"]
+__all__ = ["is_widening", "TYPE_CHANGES_KEY", "widenable", "widened", "widened_to", "widens_number"]
 
 TYPE_CHANGES_KEY = "delta.typeChanges"
 
@@ -21,14 +21,18 @@ def _name(t) -> str | None:
     return t.name if isinstance(t, PrimitiveType) else None
 
 
+def widens_number(a: str | None, b: str | None) -> bool:
+    """True when primitive type ``a`` -> ``b`` (names) widens a number without loss: to a wider
+    integer, float -> double, byte/short/integer -> double (exact); also Spark's store assignment."""
+    if a in _INTS and b in _INTS:
+        return _INTS.index(a) < _INTS.index(b)
+    return (a == "float" or a in ("byte", "short", "integer")) and b == "double"
+
+
 def is_widening(from_type, to_type) -> bool:
     """True when ``from_type`` -> ``to_type`` is a widening the protocol allows (not the same type)."""
     a, b = _name(from_type), _name(to_type)
-    if a in _INTS and b in _INTS:
-        return _INTS.index(a) < _INTS.index(b)
-    if a == "float" and b == "double":
-        return True
-    if a in ("byte", "short", "integer") and b == "double":
+    if widens_number(a, b):
         return True
     if a == "date" and b == "timestamp_ntz":
         return True
