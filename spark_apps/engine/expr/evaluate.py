@@ -179,7 +179,8 @@ def _is_decimal(t: DataType) -> bool:
 
 
 _CMP = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
-_NULL_BOOL = pa.scalar(None, pa.bool_())
+# a null boolean made from buffers: ``pa.scalar`` converts a Python value, which imports pandas (~0.2 s)
+_NULL_BOOL = pa.nulls(1, pa.bool_())[0]
 
 
 def _fallible(e: n.Expr, memo: dict[int, bool]) -> bool:
