@@ -310,13 +310,14 @@ def driver_lease(params: dict, spark):
     started; None for a run without an identity, one that commits nothing, and CREATE TABLE (whose
     folder may not exist yet: a lease would make it)."""
     op = ops.get(params["operation"])
-    if not op.commits or op.name == "create-table" or not params.get("app_id") or params.get("app_version") is None:
+    identity = op.identity(params)  # empty for an operation that commits nothing
+    if op.name == "create-table" or not identity.app_id:
         return None
     from airflow_delta_provider_apps.engine.storage import storage_for, table_location
     from airflow_delta_provider_apps.run_lease import RunLease
 
     root = table_location(params["table_uri"])
-    lease = RunLease(storage_for(root), root, str(params["app_id"]), int(params["app_version"]))
+    lease = RunLease(storage_for(root), root, str(identity.app_id), identity.app_version)
     try:
         lease.spark_app_id = spark.sparkContext.applicationId if spark is not None else None
     except Exception:  # no SparkContext (Connect): the host and pid say who runs it

@@ -45,6 +45,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 # TABLE_KEY: the field metadata key (on the first column) under which a catalog table made by ``CREATE
 # TABLE ... USING delta LOCATION`` (or synced by the Hive metastore catalog) keeps its location and options
 from .engine.catalog import TABLE_KEY
+from .engine.commit_identity import TxnIdentity
 from .engine.errors import InvalidArgumentError, TableNotFoundError
 
 __all__ = ["NAME", "ChangesReader", "DeltaDataSource", "DeltaReader", "DeltaWriter", "WrittenPlane", "register"]
@@ -682,7 +683,7 @@ class DeltaWriter(_WRITER_BASE):
             configuration = snapshot.metadata.configuration
             predicate = parse_predicate(self.replace_where, snapshot.schema) if self.replace_where else None
             if self.app_id is not None:  # landed already: tasks write nothing, the command skips
-                self.skip = write_cmd.open_append(snapshot, self.app_id, self.app_version, None).duplicate
+                self.skip = write_cmd.open_append(snapshot, TxnIdentity(self.app_id, self.app_version)).duplicate
         self.created = snapshot is None
         self.spec = write_spec(
             self.root, target, partition_columns, configuration, target_file_size=target_size, row_constraint=predicate
@@ -721,16 +722,21 @@ class DeltaWriter(_WRITER_BASE):
         adds = [AddFile.from_json(a) for m in messages if m is not None for a in m.adds]
         data = Written(self.data_schema, adds, sum(m.rows for m in messages if m is not None))
         plane = WrittenPlane(self.spec)
-        txn = {"app_id": self.app_id, "app_version": self.app_version, "user_metadata": self.user_metadata}
+        identity = TxnIdentity(self.app_id, self.app_version, self.user_metadata)
         if self.created:
-            result = create_table(self.root, schema=None, source=data, plane=plane, **txn)
+            result = create_table(self.root, schema=None, source=data, plane=plane, identity=identity)
         elif self.overwrite:
             snapshot = load_snapshot(storage_for(self.root), self.root)
             result = write_cmd.overwrite(
-                snapshot, data, plane=plane, replace_where=self.replace_where, merge_schema=self.merge_schema, **txn
+                snapshot,
+                data,
+                plane=plane,
+                replace_where=self.replace_where,
+                merge_schema=self.merge_schema,
+                identity=identity,
             )
         else:
-            result = write_cmd.append(self.root, data, plane=plane, merge_schema=self.merge_schema, **txn)
+            result = write_cmd.append(self.root, data, plane=plane, merge_schema=self.merge_schema, identity=identity)
         if getattr(result, "skipped", False):  # the txn version landed meanwhile: these files are not needed
             _delete(self.root, adds)
 

@@ -53,7 +53,7 @@ def command_result(op, params: dict, spark=None, *, read: dict | None = None, ch
         if read is not None:
             read.update(fields)
     command = load(op.command)
-    arguments = {**values, **op.identity(params).options()}
+    arguments = {**values, "identity": op.identity(params)} if op.commits else values
     uri = params["table_uri"]
     if next(iter(inspect.signature(command).parameters)) == "table_uri":  # opens no snapshot
         if "plane" in inspect.signature(command).parameters:

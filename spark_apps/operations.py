@@ -8,7 +8,7 @@ operators need to know, so none of them lists operations or arguments by hand:
   it); the common ones (table, result location, idempotent-write identity) are :data:`COMMON_ARGS`
   and :data:`COMMIT_ARGS`;
 * ``command``: ``"module:function"`` of the engine command it runs (``(snapshot, **arguments,
-  [plane=], **identity) -> CommandResult``; ``(table_uri, ...)`` for one that opens no snapshot:
+  [plane=], identity=) -> CommandResult``; ``(table_uri, ...)`` for one that opens no snapshot:
   CREATE TABLE, DESCRIBE HISTORY), run by the generic runner
   (:mod:`airflow_delta_provider_apps.dispatch`) with the operation's typed parameters
   (:attr:`Operation.parameters`, a dataclass made from ``args``) and its transaction identity
@@ -121,7 +121,7 @@ class Operation:
     """One operation (see the module docstring).
 
     :param command: ``"module:function"`` of the engine command it runs: ``(snapshot, **arguments,
-        [plane=], **identity) -> CommandResult``, each of ``args`` passed by its name (``plane`` when
+        [plane=], identity=) -> CommandResult``, each of ``args`` passed by its name (``plane`` when
         the function takes one; ``table_uri`` instead of ``snapshot`` when it opens none), run by the
         generic runner (:func:`airflow_delta_provider_apps.dispatch.run_command`)
     """

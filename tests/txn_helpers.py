@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider_apps.engine.actions import AddFile, Metadata, Protocol
+from airflow_delta_provider_apps.engine.commit_identity import takes_identity
 from airflow_delta_provider_apps.engine.log.snapshot import load_snapshot
 from airflow_delta_provider_apps.engine.storage import storage_for
 from airflow_delta_provider_apps.engine.txn import OptimisticTransaction
@@ -89,6 +90,7 @@ def snapshot(root: str, version: int | None = None):
     return load_snapshot(storage_for(root), root, version=version)
 
 
+@takes_identity  # app_id=, app_version=, user_metadata= as one identity
 def txn(root: str, snap=None, **kwargs) -> OptimisticTransaction:
     if snap is None:
         snap = snapshot(root)

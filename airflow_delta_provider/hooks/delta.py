@@ -46,7 +46,7 @@ from airflow_delta_provider.hooks.submit import (
     find_spark_submit,
 )
 from airflow_delta_provider.hooks.transport import Started, Transport
-from airflow_delta_provider_apps.operations import OPERATIONS
+from airflow_delta_provider_apps.operations import OPERATIONS, TxnIdentity
 
 
 def driver_env(spark_conf: dict[str, Any] | None, submit_options: SparkSubmitOptions | dict | None) -> dict[str, str]:
@@ -306,13 +306,13 @@ class DeltaHook(BaseHook):
         (``app_id``, ``app_version``): what a run reports when its result file and stdout are lost
         (cluster deploy mode, a client killed after the commit). None without an identity, or when
         the commit is not there (the run did not commit)."""
-        app_id, app_version = params.get("app_id"), params.get("app_version")
-        if not app_id or app_version is None:
+        identity = TxnIdentity.of(params)
+        if not identity.app_id:
             return None
         from airflow_delta_provider_apps.protocol import landed_result
 
         try:
-            landed = landed_result(table_uri, str(app_id), int(app_version))
+            landed = landed_result(table_uri, str(identity.app_id), identity.app_version)
         except Exception as e:  # the log is not readable from here: nothing to recover
             self.log.warning("Cannot read the table's log to recover the result: %s", e)
             return None

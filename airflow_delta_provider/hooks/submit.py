@@ -83,7 +83,7 @@ from airflow_delta_provider.hooks.driver import (
 )
 from airflow_delta_provider.hooks.outcome import AppOutput, progress_text, resolve_outcome
 from airflow_delta_provider.hooks.transport import RunState, Transport
-from airflow_delta_provider_apps.operations import OPERATIONS
+from airflow_delta_provider_apps.operations import OPERATIONS, TxnIdentity
 
 __all__ = [
     "SparkSubmitOptions",
@@ -491,8 +491,8 @@ class SubmitTransport(Transport):
         outlived the worker that started it), wait for it instead of submitting a second one; the
         result of its commit, or None (it ended without committing: submit as usual). See
         :mod:`airflow_delta_provider_apps.run_lease`."""
-        app_id, app_version = params.get("app_id"), params.get("app_version")
-        if not app_id or app_version is None:
+        identity = TxnIdentity.of(params)
+        if not identity.app_id:
             return None
         from airflow_delta_provider_apps.protocol import (
             landed_result,
@@ -501,14 +501,16 @@ class SubmitTransport(Transport):
             wait_for_earlier_run,
         )
 
+        app_id, app_version = str(identity.app_id), identity.app_version
+
         try:
             root = table_location(table_uri)
             result = wait_for_earlier_run(
                 storage_for(root),
                 root,
-                str(app_id),
-                int(app_version),
-                lambda: landed_result(table_uri, str(app_id), int(app_version)),
+                app_id,
+                app_version,
+                lambda: landed_result(table_uri, app_id, app_version),
                 log=self.log.warning,
             )
         except OSError as e:  # the lease is not readable from here: submit as before (exactly once holds)
@@ -628,7 +630,7 @@ class SubmitTransport(Transport):
         settings = self.submit_settings()
         self._settings = settings  # run() names the master from it, without reading the connection again
         bundle = build_app_bundle(self.hook.bundle_dir)
-        recoverable = bool((params or {}).get("app_id")) and (params or {}).get("app_version") is not None
+        recoverable = bool(TxnIdentity.of(params).app_id)
         result_uri = result_uri or self.new_result_uri(settings, recoverable=recoverable)
         spec = self.job_spec(table_uri, dict(params or {}))
         opts = self.hook.submit_options

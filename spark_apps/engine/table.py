@@ -15,6 +15,9 @@
 Rules: this module holds no protocol logic; each method is one call into a command or the log layer,
 and raises only :class:`~.errors.DeltaError` (:func:`.foreign.translated_methods`: a Spark task's
 error as itself, an I/O error as a retryable StorageError, anything else named as ours).
+Every method that commits takes the commit's transaction identity as ``identity=TxnIdentity(...)``,
+or as the keywords ``app_id``, ``app_version``, ``user_metadata`` (folded into that one value by
+:func:`.commit_identity.takes_identity`).
 It never imports pyspark at module level (``import airflow_delta_provider_apps.engine`` must not load pyspark); the
 methods that need Spark take the session given to :meth:`for_path`/:meth:`create` and fail with a
 clear error when it is ``None``.
@@ -30,6 +33,7 @@ writer_features}, configuration, id, name, description, created_time (plus table
 
 from __future__ import annotations
 
+from .commit_identity import TxnIdentity, takes_identity
 from .errors import InvalidArgumentError, TableNotFoundError
 from .foreign import translated_iter, translated_methods
 from .storage import storage_for, table_location
@@ -67,11 +71,13 @@ class DeltaTable:
     def __repr__(self) -> str:
         return f"DeltaTable({self.table_uri!r})"
 
+    @takes_identity
     def run(self, command, /, *args, **arguments):
         """Run an engine command (``(snapshot, *args, **arguments) -> CommandResult``, :mod:`.commands`)
         on the table's latest snapshot, with :attr:`plane` when the command takes one. Each command
         method below is this with its own typed signature; the operations registry's generic runner
-        runs an entry's command here too (its parameters and transaction identity as ``arguments``).
+        runs an entry's command here too (its parameters and transaction ``identity`` as ``arguments``;
+        ``app_id``, ``app_version``, ``user_metadata`` become that one value).
         Returns the command's :class:`~.commands.result.CommandResult`."""
         import inspect
 
@@ -98,6 +104,7 @@ class DeltaTable:
         return t
 
     @classmethod
+    @takes_identity
     def create(
         cls,
         spark,
@@ -110,9 +117,7 @@ class DeltaTable:
         if_not_exists: bool = False,
         name=None,
         source_df=None,
-        app_id=None,
-        app_version=None,
-        user_metadata=None,
+        identity: TxnIdentity | None = None,
         target_file_size: int | None = None,
         cluster_by=None,
     ) -> DeltaTable:
@@ -137,9 +142,7 @@ class DeltaTable:
             name=name,
             if_not_exists=if_not_exists,
             source=source_df,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=user_metadata,
+            identity=identity,
             target_file_size=target_file_size,
             cluster_by=cluster_by,
             plane=plane_for(spark),
@@ -218,6 +221,7 @@ class DeltaTable:
         return self.run(cleanup_metadata).to_dict()
 
     # ------------------------------------------------------------------ Spark
+    @takes_identity
     def vacuum(
         self,
         retention_hours: float | None = None,
@@ -227,7 +231,7 @@ class DeltaTable:
         mode: str = "full",
         keep_versions=None,
         inventory: str | None = None,
-        **txn_options,
+        identity: TxnIdentity | None = None,
     ) -> dict:
         """Delete files no version inside the retention needs (see
         :mod:`airflow_delta_provider_apps.engine.commands.vacuum`); no Spark needed.
@@ -244,9 +248,10 @@ class DeltaTable:
             mode=mode,
             keep_versions=keep_versions,
             inventory=inventory,
-            **txn_options,
+            identity=identity,
         ).to_dict()
 
+    @takes_identity
     def optimize(
         self,
         *,
@@ -255,7 +260,7 @@ class DeltaTable:
         min_file_size: int | None = None,
         z_order_by=None,
         purge_deletion_vectors: bool = False,
-        **txn_options,
+        identity: TxnIdentity | None = None,
     ) -> dict:
         """Compact small files, or Z-order them, or purge deleted rows (see
         :mod:`airflow_delta_provider_apps.engine.commands.optimize`); in Spark tasks when this table
@@ -269,57 +274,64 @@ class DeltaTable:
             min_file_size=min_file_size,
             z_order_by=z_order_by,
             purge_deletion_vectors=purge_deletion_vectors,
-            **txn_options,
+            identity=identity,
         ).to_dict()
 
-    def set_properties(self, properties: dict, **txn_options) -> dict:
+    @takes_identity
+    def set_properties(self, properties: dict, *, identity: TxnIdentity | None = None) -> dict:
         """Set table properties in one commit, upgrading the protocol to the features they enable
         (see :mod:`airflow_delta_provider_apps.engine.commands.properties`); no Spark needed."""
         from .commands.properties import set_properties
 
-        return self.run(set_properties, properties, **txn_options).to_dict()
+        return self.run(set_properties, properties, identity=identity).to_dict()
 
-    def add_constraint(self, name: str, expression: str, **txn_options) -> dict:
+    @takes_identity
+    def add_constraint(self, name: str, expression: str, *, identity: TxnIdentity | None = None) -> dict:
         """ADD CONSTRAINT ``name`` CHECK (``expression``), after checking every row the table holds;
         every later write checks it (see :mod:`airflow_delta_provider_apps.engine.constraints`)."""
         from .commands.properties import add_constraint
 
-        return self.run(add_constraint, name, expression, **txn_options).to_dict()
+        return self.run(add_constraint, name, expression, identity=identity).to_dict()
 
-    def rename_column(self, column: str, new_name: str, **txn_options) -> dict:
+    @takes_identity
+    def rename_column(self, column: str, new_name: str, *, identity: TxnIdentity | None = None) -> dict:
         """RENAME COLUMN on a table with column mapping (metadata only; see
         :mod:`airflow_delta_provider_apps.engine.column_mapping`)."""
         from .commands.properties import rename_column
 
-        return self.run(rename_column, column, new_name, **txn_options).to_dict()
+        return self.run(rename_column, column, new_name, identity=identity).to_dict()
 
-    def drop_column(self, column: str, **txn_options) -> dict:
+    @takes_identity
+    def drop_column(self, column: str, *, identity: TxnIdentity | None = None) -> dict:
         """DROP COLUMN on a table with column mapping (metadata only)."""
         from .commands.properties import drop_column
 
-        return self.run(drop_column, column, **txn_options).to_dict()
+        return self.run(drop_column, column, identity=identity).to_dict()
 
-    def change_column_type(self, column: str, new_type, **txn_options) -> dict:
+    @takes_identity
+    def change_column_type(self, column: str, new_type, *, identity: TxnIdentity | None = None) -> dict:
         """Widen a column's type, or a struct field's by its dotted path (metadata only; the protocol's allowed widenings, see
         :mod:`airflow_delta_provider_apps.engine.schema.widening`); enables type widening."""
         from .commands.properties import change_column_type
 
-        return self.run(change_column_type, column, new_type, **txn_options).to_dict()
+        return self.run(change_column_type, column, new_type, identity=identity).to_dict()
 
-    def set_column_default(self, column: str, default: str | None, **txn_options) -> dict:
+    @takes_identity
+    def set_column_default(self, column: str, default: str | None, *, identity: TxnIdentity | None = None) -> dict:
         """``ALTER COLUMN ... SET DEFAULT`` (``None``: ``DROP DEFAULT``), metadata only; the table must
         enable ``allowColumnDefaults`` (see :func:`.commands.properties.set_column_default`)."""
         from .commands.properties import set_column_default
 
-        return self.run(set_column_default, column, default, **txn_options).to_dict()
+        return self.run(set_column_default, column, default, identity=identity).to_dict()
 
-    def cluster_by(self, columns, **txn_options) -> dict:
+    @takes_identity
+    def cluster_by(self, columns, *, identity: TxnIdentity | None = None) -> dict:
         """Set the clustering columns (``ALTER TABLE ... CLUSTER BY``), or remove them with ``None``
         or ``[]`` (``CLUSTER BY NONE``): metadata only, the ``delta.clustering`` domain; files
         written before are clustered by the next OPTIMIZE (see :mod:`.clustering`)."""
         from .commands.properties import cluster_by
 
-        return self.run(cluster_by, columns, **txn_options).to_dict()
+        return self.run(cluster_by, columns, identity=identity).to_dict()
 
     def clustering_columns(self) -> list[str]:
         """The table's clustering columns (empty when it is not clustered)."""
@@ -327,19 +339,21 @@ class DeltaTable:
 
         return clustering_columns(self.snapshot()) or []
 
-    def drop_constraint(self, name: str, *, if_exists: bool = False, **txn_options) -> dict:
+    @takes_identity
+    def drop_constraint(self, name: str, *, if_exists: bool = False, identity: TxnIdentity | None = None) -> dict:
         """DROP CONSTRAINT [IF EXISTS] ``name`` (metadata only)."""
         from .commands.properties import drop_constraint
 
-        return self.run(drop_constraint, name, if_exists=if_exists, **txn_options).to_dict()
+        return self.run(drop_constraint, name, if_exists=if_exists, identity=identity).to_dict()
 
-    def restore(self, version: int | None = None, timestamp=None, **txn_options) -> dict:
+    @takes_identity
+    def restore(self, version: int | None = None, timestamp=None, *, identity: TxnIdentity | None = None) -> dict:
         """Make the table's live files those of an older version (see
         :mod:`airflow_delta_provider_apps.engine.commands.restore`); no Spark needed."""
         from .commands.restore import restore
 
         ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
-        return self.run(restore, version=version, timestamp_ms=ts, timestamp=timestamp, **txn_options).to_dict()
+        return self.run(restore, version=version, timestamp_ms=ts, timestamp=timestamp, identity=identity).to_dict()
 
     def _need_spark(self, what: str):
         if self.spark is None:
@@ -403,13 +417,12 @@ class DeltaTable:
         )
         return changes_dataframe(spark, plan, list(columns) if columns else None)
 
+    @takes_identity
     def append(
         self,
         df,
         *,
-        app_id: str | None = None,
-        app_version: int | None = None,
-        user_metadata: str | None = None,
+        identity: TxnIdentity | None = None,
         target_file_size: int | None = None,
         merge_schema: bool = False,
         on_rerun: str = "apply",
@@ -418,8 +431,9 @@ class DeltaTable:
         """Append of ``df`` with schema enforcement (see :mod:`airflow_delta_provider_apps.engine.commands.write`).
 
         :param merge_schema: add the data's new columns (nullable) to the table schema
-        :param app_id: idempotent-write application id (with ``app_version``): an already committed
-            version is skipped (``skipped: true``, nothing written)
+        :param identity: the commit's :class:`TxnIdentity` (or ``app_id``, ``app_version``,
+            ``user_metadata``): an already committed ``app_version`` of ``app_id`` is skipped
+            (``skipped: true``, nothing written)
         :param on_rerun: ``"replace"``: a newer ``app_version`` of the same ``app_id`` removes, in the
             same commit, the files its earlier commit appended (a re-run holds one copy of its rows);
             ``"apply"`` (default) appends next to them
@@ -432,15 +446,14 @@ class DeltaTable:
         return self.run(
             append,
             df,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=user_metadata,
+            identity=identity,
             target_file_size=target_file_size,
             merge_schema=merge_schema,
             on_rerun=on_rerun,
             watermark=watermark,
         ).to_dict()
 
+    @takes_identity
     def overwrite(
         self,
         df,
@@ -449,9 +462,7 @@ class DeltaTable:
         overwrite_schema: bool = False,
         partition_overwrite_mode: str = "static",
         merge_schema: bool = False,
-        app_id: str | None = None,
-        app_version: int | None = None,
-        user_metadata: str | None = None,
+        identity: TxnIdentity | None = None,
         target_file_size: int | None = None,
         watermark: tuple[str, int] | None = None,
     ) -> dict:
@@ -468,15 +479,14 @@ class DeltaTable:
             overwrite_schema=overwrite_schema,
             partition_overwrite_mode=partition_overwrite_mode,
             merge_schema=merge_schema,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=user_metadata,
+            identity=identity,
             target_file_size=target_file_size,
             watermark=watermark,
         ).to_dict()
 
     # ------------------------------------------------------------------ DML
-    def delete(self, predicate: str | None = None, *, app_id=None, app_version=None, user_metadata=None) -> dict:
+    @takes_identity
+    def delete(self, predicate: str | None = None, *, identity: TxnIdentity | None = None) -> dict:
         """DELETE the rows where ``predicate`` (Spark SQL) is TRUE; every row when None.
 
         Partition-only predicates remove files from metadata alone; otherwise the files that may
@@ -486,17 +496,10 @@ class DeltaTable:
         """
         from .commands.dml import delete
 
-        return self.run(
-            delete,
-            predicate,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=user_metadata,
-        ).to_dict()
+        return self.run(delete, predicate, identity=identity).to_dict()
 
-    def update(
-        self, updates: dict, predicate: str | None = None, *, app_id=None, app_version=None, user_metadata=None
-    ) -> dict:
+    @takes_identity
+    def update(self, updates: dict, predicate: str | None = None, *, identity: TxnIdentity | None = None) -> dict:
         """UPDATE SET ``updates`` (``{column: Spark SQL expression}``) WHERE ``predicate``.
 
         Assignments are type-checked and cast as Spark's UPDATE does; an updated partition column moves
@@ -504,14 +507,7 @@ class DeltaTable:
         """
         from .commands.dml import update
 
-        return self.run(
-            update,
-            updates,
-            predicate,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=user_metadata,
-        ).to_dict()
+        return self.run(update, updates, predicate, identity=identity).to_dict()
 
     def merge(
         self,
@@ -534,6 +530,7 @@ class DeltaTable:
             self, source, predicate, source_alias=source_alias, target_alias=target_alias, merge_schema=merge_schema
         )
 
+    @takes_identity
     def upsert(
         self,
         source,
@@ -541,9 +538,7 @@ class DeltaTable:
         *,
         dedupe_by: str | None = None,
         merge_schema: bool = False,
-        app_id=None,
-        app_version=None,
-        user_metadata=None,
+        identity: TxnIdentity | None = None,
         watermark=None,
     ) -> dict:
         """Upsert ``source`` by ``key_columns``: update every column of matched rows, insert the rest.
@@ -562,8 +557,6 @@ class DeltaTable:
             key_columns,
             dedupe_by=dedupe_by,
             merge_schema=merge_schema,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=user_metadata,
+            identity=identity,
             watermark=watermark,
         ).to_dict()

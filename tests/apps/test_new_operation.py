@@ -26,9 +26,9 @@ deltalake = pytest.importorskip("deltalake")
 
 
 # ---------------------------------------------------------------------------- the command module
-def set_comment(snapshot, comment: str, **identity):
+def set_comment(snapshot, comment: str, *, identity=None):
     """SET COMMENT: the table's description becomes ``comment`` (metadata only)."""
-    cmd = Command(snapshot, "SET COMMENT", {"comment": comment}, txn_options=identity)
+    cmd = Command(snapshot, "SET COMMENT", {"comment": comment}, identity=identity)
     if cmd.duplicate:
         return cmd.skipped(None, fields={"comment": comment})
     cmd.update_metadata(dataclasses.replace(snapshot.metadata, description=comment))

@@ -20,6 +20,7 @@ from airflow_delta_provider.operators.delta import (
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.commit_identity import TxnIdentity
 
 
 def _orders(root: str, properties: dict | None = None) -> None:
@@ -127,8 +128,7 @@ def test_the_watchers_events_and_a_result_recovered_from_the_log_carry_them_too(
         root,
         pa.table({"order_id": pa.array([5], pa.int64()), "channel": ["web"]}),
         merge_schema=True,
-        app_id="daily",
-        app_version=6,
+        identity=TxnIdentity("daily", 6),
     ).to_dict()
     DeltaTable(None, root).change_column_type("quantity", "BIGINT")
     step = watch_step(root, 1)

@@ -8,8 +8,8 @@ A :class:`Command` is one run of an operation over a snapshot:
    command that removes rows, ``delta.appendOnly`` (refused with the command's own words; the
    transaction checks the same rule again on the actions it commits).
 2. **The transaction** (:class:`..txn.OptimisticTransaction`) opened on that snapshot, with Delta's
-   operation name, its ``operationParameters`` and the idempotent-write identity (``app_id``,
-   ``app_version``, ``user_metadata``). :attr:`duplicate` says the identity already landed: the
+   operation name, its ``operationParameters`` and the run's transaction identity
+   (:class:`..commit_identity.TxnIdentity`: ``app_id``, ``app_version``, ``user_metadata``). :attr:`duplicate` says the identity already landed: the
    command stops there with :meth:`skipped`.
 3. **What the command reads** registered for conflict detection: :meth:`read_rows` (a bound predicate
    of the predicate model, or every row) and :meth:`read_files` (the files whose rows it used).
@@ -73,8 +73,9 @@ class Command:
     :param parameters: Delta's ``operationParameters``
     :param removes_rows: the command removes rows: its words for the append-only refusal
     :param append_only_fix: how to get past that refusal, when the generic advice does not fit
-    :param txn_options: ``app_id``, ``app_version``, ``user_metadata`` and the transaction's own
-        options; ``watermark``: ``(app id, version, consumed before)`` of a source this command
+    :param identity: the run's :class:`~..commit_identity.TxnIdentity` (None: none)
+    :param txn_options: the transaction's own options (e.g. ``readds_files``)
+    :param watermark: ``(app id, version, consumed before)`` of a source this command
         consumed up to ``version`` (a change feed's range), having found ``consumed before`` as that
         application's ``txn`` version: committed as its new version beside the command's own, and
         read from the snapshot so that a consumer that committed in between, or concurrently,
@@ -89,7 +90,9 @@ class Command:
         *,
         removes_rows: str | None = None,
         append_only_fix: str | None = None,
+        identity=None,
         txn_options: Mapping[str, Any] | None = None,
+        watermark: tuple | None = None,
         table_root: str | None = None,
         storage=None,
         protocol=None,
@@ -103,8 +106,7 @@ class Command:
         self.operation = operation
         self.table_root = table_root or snapshot.table_root
         self.storage = storage or getattr(snapshot, "storage", None) or storage_for(self.table_root)
-        txn_options = dict(txn_options or {})
-        self.watermark = txn_options.pop("watermark", None)
+        self.watermark = watermark
         if snapshot is not None:
             protocol, metadata = snapshot.protocol, snapshot.metadata
         gate(protocol, metadata, self.table_root, removes_rows=removes_rows, append_only_fix=append_only_fix)
@@ -114,7 +116,8 @@ class Command:
             snapshot,
             operation=operation,
             operation_parameters=dict(parameters or {}),
-            **{k: v for k, v in txn_options.items() if v is not None},
+            identity=identity,
+            **{k: v for k, v in (txn_options or {}).items() if v is not None},
         )
         if snapshot is None:  # a new table: its protocol and metadata are this commit's
             self.txn.update_protocol(protocol)
@@ -126,6 +129,11 @@ class Command:
     @property
     def read_version(self) -> int:
         return self.snapshot.version if self.snapshot is not None else -1
+
+    @property
+    def identity(self):
+        """The run's transaction identity (:class:`..commit_identity.TxnIdentity`; empty: none)."""
+        return self.txn.identity
 
     @property
     def duplicate(self) -> bool:

@@ -34,6 +34,7 @@ import time
 
 from .. import config
 from ..actions import Metadata
+from ..commit_identity import TxnIdentity
 from ..defaults import check_defaults
 from ..errors import (
     CommitConflictError,
@@ -198,9 +199,7 @@ def create_table(
     name=None,
     if_not_exists: bool = False,
     source=None,
-    app_id=None,
-    app_version=None,
-    user_metadata=None,
+    identity: TxnIdentity | None = None,
     target_file_size: int | None = None,
     cluster_by=None,
     plane=None,
@@ -218,9 +217,7 @@ def create_table(
     :param source: rows that become the table's first data (create-as-select), in ``plane``'s form
     :param plane: the data plane (:mod:`..plane`) that writes ``source`` (a SparkSession's for a
         DataFrame); None: this process
-    :param app_id: SetTransaction application id (with ``app_version``)
-    :param app_version: SetTransaction version
-    :param user_metadata: commitInfo.userMetadata
+    :param identity: the run's transaction identity (SetTransaction, commitInfo.userMetadata)
     :param target_file_size: data file size target for the source rows (bytes)
     :param cluster_by: clustering columns (liquid clustering: :mod:`..clustering`); not with
         ``partition_by``
@@ -280,12 +277,11 @@ def create_table(
     }
     if clustering is not None:
         params["clusterBy"] = [c for c, _ in clustering]
-    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata}
     cmd = Command(
         None,
         operation,
         params,
-        txn_options=options,
+        identity=identity,
         table_root=table_root,
         storage=storage,
         protocol=protocol,

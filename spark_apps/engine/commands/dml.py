@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..actions import RemoveFile
+from ..commit_identity import TxnIdentity
 from ..errors import InvalidArgumentError
 from ..plane import in_process_plane
 from ..progress import report
@@ -105,13 +106,13 @@ def _stats_records(files: pa.Table) -> int | None:
 class _Plan(Command):
     """A DML command on the skeleton (:mod:`.base`): its predicate bound, its candidate files found."""
 
-    def __init__(self, snapshot, operation: str, predicate: str | None, *, plane, txn_options: Mapping):
+    def __init__(self, snapshot, operation: str, predicate: str | None, *, plane, identity: TxnIdentity | None):
         from ..expr import parse_predicate, to_sql
 
         self.schema = snapshot.schema
         self.partition_columns = list(snapshot.metadata.partition_columns or [])
         self.plane = plane or in_process_plane()
-        super().__init__(snapshot, operation, None, removes_rows=f"{operation} rows of", txn_options=txn_options)
+        super().__init__(snapshot, operation, None, removes_rows=f"{operation} rows of", identity=identity)
         self.predicate = parse_predicate(predicate, self.schema) if predicate is not None else None
         self.predicate_sql = to_sql(self.predicate) if self.predicate is not None else None
         self.set_parameters(predicate=json.dumps([self.predicate_sql] if self.predicate_sql else []))
@@ -244,17 +245,17 @@ def deletion_vector_counts(removed: pa.Table, kept: pa.Array) -> tuple[int, int,
 
 
 @reads_snapshot_files("DELETE")
-def delete(snapshot, predicate: str | None = None, *, plane=None, **txn_options) -> CommandResult:
+def delete(snapshot, predicate: str | None = None, *, plane=None, identity: TxnIdentity | None = None) -> CommandResult:
     """DELETE FROM the table WHERE ``predicate`` (all rows when None); see the module docstring.
 
     :param snapshot: the table's snapshot to read at (the transaction opens on it)
     :param predicate: Spark SQL condition, e.g. ``dt = '2026-01-01' AND id <= 4``
     :param plane: the data plane (:mod:`..plane`) that rewrites files; None: this process
-    :param txn_options: ``app_id``, ``app_version``, ``user_metadata``
+    :param identity: the run's transaction identity
     """
     from ..expr.skipping import is_partition_only
 
-    plan = _Plan(snapshot, "DELETE", predicate, plane=plane, txn_options=txn_options)
+    plan = _Plan(snapshot, "DELETE", predicate, plane=plane, identity=identity)
     metrics = DeleteMetrics()
     if plan.duplicate:
         return plan.skipped(metrics)
@@ -279,7 +280,12 @@ def delete(snapshot, predicate: str | None = None, *, plane=None, **txn_options)
 
 @reads_snapshot_files("UPDATE")
 def update(
-    snapshot, updates: Mapping[str, str], predicate: str | None = None, *, plane=None, **txn_options
+    snapshot,
+    updates: Mapping[str, str],
+    predicate: str | None = None,
+    *,
+    plane=None,
+    identity: TxnIdentity | None = None,
 ) -> CommandResult:
     """UPDATE the table SET ``updates`` WHERE ``predicate``; see the module docstring.
 
@@ -295,7 +301,7 @@ def update(
             "each column to set is a key, its Spark SQL expression the value",
             "pass updates as a dict such as {'v': 'v * 2'}",
         )
-    plan = _Plan(snapshot, "UPDATE", predicate, plane=plane, txn_options=txn_options)
+    plan = _Plan(snapshot, "UPDATE", predicate, plane=plane, identity=identity)
     bound = bind_assignments(dict(updates or {}), plan.schema)  # errors before anything is read
     from ..identity import refuse_updates
 

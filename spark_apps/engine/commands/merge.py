@@ -43,6 +43,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..commit_identity import TxnIdentity, takes_identity
 from ..errors import InvalidArgumentError
 from ..foreign import translated_methods
 from ..merge import (
@@ -132,8 +133,9 @@ class MergeBuilder:
             return method(values or {}, condition)
         return method(condition)
 
-    def execute(self, *, app_id=None, app_version=None, user_metadata=None, watermark=None) -> dict:
-        """Run the MERGE; ``watermark``: ``(app id, version)`` of the source's change range it consumes
+    @takes_identity
+    def execute(self, *, identity: TxnIdentity | None = None, watermark=None) -> dict:
+        """Run the MERGE as ``identity`` (or ``app_id``, ``app_version``, ``user_metadata``); ``watermark``: ``(app id, version)`` of the source's change range it consumes
         (see :class:`~.base.Command`)."""
         return merge(
             self._table.snapshot(),
@@ -146,9 +148,7 @@ class MergeBuilder:
             merge_schema=self._merge_schema,
             unique_keys=self._unique_keys,
             dedupe=self._dedupe,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=user_metadata,
+            identity=identity,
             watermark=watermark,
         ).to_dict()
 
@@ -174,13 +174,23 @@ def merge_into(
     target_alias: str = "target",
     merge_schema: bool = False,
     plane=None,
-    **txn_options,
+    target_file_size: int | None = None,
+    identity: TxnIdentity | None = None,
+    watermark=None,
 ) -> CommandResult:
     """MERGE as the operations registry declares it: an :func:`upsert` by ``key_columns``, or
     :func:`merge` ON ``predicate`` with ``clauses`` given by their parts (:func:`clauses_from_specs`)."""
     if key_columns:
         return upsert(
-            snapshot, source, key_columns, dedupe_by=dedupe_by, merge_schema=merge_schema, plane=plane, **txn_options
+            snapshot,
+            source,
+            key_columns,
+            dedupe_by=dedupe_by,
+            merge_schema=merge_schema,
+            plane=plane,
+            target_file_size=target_file_size,
+            identity=identity,
+            watermark=watermark,
         )
     return merge(
         snapshot,
@@ -191,7 +201,9 @@ def merge_into(
         source_alias=source_alias,
         target_alias=target_alias,
         merge_schema=merge_schema,
-        **txn_options,
+        target_file_size=target_file_size,
+        identity=identity,
+        watermark=watermark,
     )
 
 
@@ -203,7 +215,9 @@ def upsert(
     dedupe_by: str | None = None,
     merge_schema: bool = False,
     plane=None,
-    **txn_options,
+    target_file_size: int | None = None,
+    identity: TxnIdentity | None = None,
+    watermark=None,
 ) -> CommandResult:
     """Upsert ``source`` by ``key_columns``: every column of the matched rows updated, the others
     inserted (:meth:`~..table.DeltaTable.upsert` documents the rules); a MERGE ON the keys' equality."""
@@ -223,7 +237,9 @@ def upsert(
         # one row per key in the plane's pass over the source, else duplicate keys refused on it
         unique_keys=None if dedupe_by is not None else keys,
         dedupe=(keys, dedupe_by) if dedupe_by is not None else None,
-        **txn_options,
+        target_file_size=target_file_size,
+        identity=identity,
+        watermark=watermark,
     )
 
 
@@ -240,7 +256,9 @@ def merge(
     merge_schema: bool = False,
     unique_keys: list[str] | None = None,
     dedupe: tuple | None = None,
-    **txn_options,
+    target_file_size: int | None = None,
+    identity: TxnIdentity | None = None,
+    watermark=None,
 ) -> CommandResult:
     """MERGE ``source`` INTO the snapshot's table ON ``on``; see the module docstring. ``plane``: the
     data plane (:mod:`..plane`) that reads, joins and writes the rows; ``source`` its data: a Spark
@@ -249,6 +267,8 @@ def merge(
 
     :param unique_keys: source columns whose (non-NULL) values must be unique (an upsert's keys)
     :param dedupe: ``(key columns, dedupe_by)``: one source row per key first (an upsert's ``dedupe_by``)
+    :param identity: the run's transaction identity; ``watermark``: a change feed's range it
+        consumes (see :class:`~.base.Command`)
     """
     from ..expr import to_sql
     from ..expr.skipping import skip_files
@@ -295,7 +315,8 @@ def merge(
         params,
         removes_rows=None if plan.insert_only else "MERGE with update or delete clauses into",
         append_only_fix="use only WHEN NOT MATCHED insert clauses, or set delta.appendOnly=false first",
-        txn_options=txn_options,
+        identity=identity,
+        watermark=watermark,
     )
     if target_schema is not snapshot.schema:  # the new columns land in the same commit
         import dataclasses
@@ -313,6 +334,7 @@ def merge(
     spec = MergeFilesSpec(
         write=table_write_spec(
             snapshot,
+            target_file_size=target_file_size,
             schema_json=plan.target_schema.to_json_string(),
             row_tracking=rows and (rows.row_id_column, rows.commit_version_column),
         ),

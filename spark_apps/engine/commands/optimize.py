@@ -218,10 +218,10 @@ def optimize(
     min_file_size: int | None = None,
     z_order_by=None,
     purge_deletion_vectors: bool = False,
-    **txn_options,
+    identity=None,
 ) -> CommandResult:
-    """OPTIMIZE the snapshot's table (see the module docstring); ``txn_options``: ``app_id``,
-    ``app_version``, ``user_metadata``; ``plane``: the data plane (:mod:`..plane`) that compacts the
+    """OPTIMIZE the snapshot's table (see the module docstring); ``identity``: the run's
+    :class:`~..commit_identity.TxnIdentity`; ``plane``: the data plane (:mod:`..plane`) that compacts the
     bins, None: this process.
 
     :param purge_deletion_vectors: rewrite only the files with deletion vectors, without their deleted
@@ -236,7 +236,7 @@ def optimize(
     from ..writer import resolve_target_file_size, table_write_spec
     from .dml import removes_for
 
-    cmd = Command(snapshot, "OPTIMIZE", txn_options=txn_options)
+    cmd = Command(snapshot, "OPTIMIZE", identity=identity)
     if cmd.duplicate:
         return cmd.skipped(None)
     parts = list(snapshot.metadata.partition_columns or [])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from ..commit_identity import TxnIdentity
 from .base import Command
 from .result import CommandResult
 
@@ -32,9 +33,10 @@ __all__ = [
 ]
 
 
-def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
+def set_properties(snapshot, properties: dict, *, identity: TxnIdentity | None = None, **txn_options) -> CommandResult:
     """Set ``properties`` on the snapshot's table (see the module docstring); the result's
-    ``properties`` field holds what was set, ``protocol`` the protocol after the commit."""
+    ``properties`` field holds what was set, ``protocol`` the protocol after the commit.
+    ``txn_options``: the transaction's own options (e.g. the ``clock`` of an in-commit timestamp)."""
     from .. import features, row_tracking
     from ..column_mapping import assign, mode_of
     from ..config import DATA_SKIPPING_STATS_COLUMNS, check_stats_columns
@@ -61,7 +63,7 @@ def set_properties(snapshot, properties: dict, **txn_options) -> CommandResult:
     protocol = features.upgraded_protocol(snapshot.protocol, features.requested_features(configuration))
     configuration = stored_configuration(configuration, protocol)
     params = {"properties": json.dumps(given)}
-    cmd = Command(snapshot, "SET TBLPROPERTIES", params, txn_options=txn_options)
+    cmd = Command(snapshot, "SET TBLPROPERTIES", params, identity=identity, txn_options=txn_options)
     fields = {"properties": given, "protocol": protocol.to_json()}
     if cmd.duplicate:
         return cmd.skipped(None, fields=fields)
@@ -89,7 +91,7 @@ def _keeps_clustering_stats(snapshot, configuration: dict) -> None:
         check_stats_cover(snapshot.schema, configuration, resolved)
 
 
-def cluster_by(snapshot, columns, **txn_options) -> CommandResult:
+def cluster_by(snapshot, columns, *, identity: TxnIdentity | None = None) -> CommandResult:
     """ALTER TABLE CLUSTER BY ``columns`` (``None`` or ``[]``: CLUSTER BY NONE): one commit of the
     ``delta.clustering`` domain (physical names), adding the ``clustering`` and ``domainMetadata``
     features to a table without them. Refused on a partitioned table. No file is read or written:
@@ -107,7 +109,7 @@ def cluster_by(snapshot, columns, **txn_options) -> CommandResult:
     old = clustering_columns(snapshot)
     new = [c for c, _ in resolved]
     params = {"oldClusteringColumns": ",".join(old or []), "newClusteringColumns": ",".join(new)}
-    cmd = Command(snapshot, "CLUSTER BY", params, txn_options=txn_options)
+    cmd = Command(snapshot, "CLUSTER BY", params, identity=identity)
     fields = {"clustering_columns": new, "previous_clustering_columns": old or []}
     if cmd.duplicate:
         return cmd.skipped(None, fields=fields)
@@ -119,7 +121,7 @@ def cluster_by(snapshot, columns, **txn_options) -> CommandResult:
     return cmd.commit([domain_action(resolved)], None, fields=fields)
 
 
-def add_constraint(snapshot, name: str, expression: str, **txn_options) -> CommandResult:
+def add_constraint(snapshot, name: str, expression: str, *, identity: TxnIdentity | None = None) -> CommandResult:
     """ADD CONSTRAINT ``name`` CHECK (``expression``): refused when the name is taken or when a row
     the table holds does not satisfy it (TRUE; FALSE and NULL both violate, as in Delta), read file by
     file with only the expression's columns; then one commit of the property
@@ -137,7 +139,7 @@ def add_constraint(snapshot, name: str, expression: str, **txn_options) -> Comma
             f"it is {constraints_of(snapshot.metadata.configuration)[short]!r}",
             "drop it first (drop_constraint), or choose another name",
         )
-    cmd = Command(snapshot, "ADD CONSTRAINT", {"name": short, "expr": expression}, txn_options=txn_options)
+    cmd = Command(snapshot, "ADD CONSTRAINT", {"name": short, "expr": expression}, identity=identity)
     fields = {"constraint": short, "expression": expression}
     if cmd.duplicate:
         return cmd.skipped(None, fields=fields)
@@ -157,7 +159,9 @@ def add_constraint(snapshot, name: str, expression: str, **txn_options) -> Comma
     return cmd.commit([], None, fields={**fields, "protocol": protocol.to_json()})
 
 
-def drop_constraint(snapshot, name: str, *, if_exists: bool = False, **txn_options) -> CommandResult:
+def drop_constraint(
+    snapshot, name: str, *, if_exists: bool = False, identity: TxnIdentity | None = None
+) -> CommandResult:
     """DROP CONSTRAINT [IF EXISTS] ``name``: one commit without the property (the protocol keeps its
     features; a table never downgrades). A missing name is an error unless ``if_exists``."""
     from ..config import CONSTRAINT_PREFIX
@@ -167,7 +171,7 @@ def drop_constraint(snapshot, name: str, *, if_exists: bool = False, **txn_optio
     short = str(name or "").strip().lower()
     existing = constraints_of(snapshot.metadata.configuration)
     expression = existing.get(short)
-    cmd = Command(snapshot, "DROP CONSTRAINT", {"name": short, "expr": expression}, txn_options=txn_options)
+    cmd = Command(snapshot, "DROP CONSTRAINT", {"name": short, "expr": expression}, identity=identity)
     fields = {"constraint": short, "expression": expression}
     if cmd.duplicate:
         return cmd.skipped(None, fields=fields)
@@ -224,15 +228,13 @@ def _violations(snapshot, expression: str) -> tuple[int, dict | None]:
     return bad, example
 
 
-def rename_column(snapshot, column: str, new_name: str, **txn_options) -> CommandResult:
+def rename_column(snapshot, column: str, new_name: str, *, identity: TxnIdentity | None = None) -> CommandResult:
     """RENAME COLUMN (a table with column mapping): the schema's display name changes, nothing else
     (the files keep the physical name); a partition column is renamed in the partition columns too."""
     from ..column_mapping import renamed
 
     schema, parts = renamed(snapshot.metadata, column, new_name)
-    cmd = Command(
-        snapshot, "RENAME COLUMN", {"oldColumnPath": column, "newColumnPath": new_name}, txn_options=txn_options
-    )
+    cmd = Command(snapshot, "RENAME COLUMN", {"oldColumnPath": column, "newColumnPath": new_name}, identity=identity)
     if cmd.duplicate:
         return cmd.skipped(None)
     md = dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string(), partition_columns=parts)
@@ -240,7 +242,7 @@ def rename_column(snapshot, column: str, new_name: str, **txn_options) -> Comman
     return cmd.commit([], None, fields={"column": column, "new_name": new_name})
 
 
-def drop_column(snapshot, column: str, **txn_options) -> CommandResult:
+def drop_column(snapshot, column: str, *, identity: TxnIdentity | None = None) -> CommandResult:
     """DROP COLUMN (a table with column mapping): the column leaves the schema; its data stays in the
     files, never read again (VACUUM after a rewrite removes it)."""
     from ..clustering import clustering_columns
@@ -255,7 +257,7 @@ def drop_column(snapshot, column: str, **txn_options) -> CommandResult:
             "change the clustering columns first (cluster_by), then drop the column",
         )
     schema = dropped(snapshot.metadata, column)
-    cmd = Command(snapshot, "DROP COLUMNS", {"columns": json.dumps([column])}, txn_options=txn_options)
+    cmd = Command(snapshot, "DROP COLUMNS", {"columns": json.dumps([column])}, identity=identity)
     if cmd.duplicate:
         return cmd.skipped(None)
     cmd.update_metadata(dataclasses.replace(snapshot.metadata, schema_string=schema.to_json_string()))
@@ -292,7 +294,7 @@ def _field_path(schema, column: str) -> list:
     return path
 
 
-def change_column_type(snapshot, column: str, new_type, **txn_options) -> CommandResult:
+def change_column_type(snapshot, column: str, new_type, *, identity: TxnIdentity | None = None) -> CommandResult:
     """ALTER COLUMN ``column`` TYPE ``new_type`` (type widening; a top-level column, or a field nested in
     structs named by its dotted path ``a.b``): metadata only.
     The schema gets the new type and a ``delta.typeChanges`` entry in the column's metadata, the
@@ -342,7 +344,7 @@ def change_column_type(snapshot, column: str, new_type, **txn_options) -> Comman
         snapshot,
         "CHANGE COLUMN",
         {"columnName": name, "newType": target.to_json()},
-        txn_options=txn_options,
+        identity=identity,
     )
     fields = {"column": name, "from_type": fld.type.to_json(), "to_type": target.to_json()}
     if cmd.duplicate:
@@ -356,7 +358,9 @@ def change_column_type(snapshot, column: str, new_type, **txn_options) -> Comman
     return cmd.commit([], None, fields=fields)
 
 
-def set_column_default(snapshot, column: str, default: str | None, **txn_options) -> CommandResult:
+def set_column_default(
+    snapshot, column: str, default: str | None, *, identity: TxnIdentity | None = None
+) -> CommandResult:
     """ALTER COLUMN ``column`` SET DEFAULT ``default`` (``None``: DROP DEFAULT), metadata only: rows
     written from now on that leave the column out get the default's value; rows already written keep
     theirs. The way a column added by an evolving write gets a default (PROTOCOL.md "Default Columns":
@@ -395,7 +399,7 @@ def set_column_default(snapshot, column: str, default: str | None, **txn_options
     schema = StructType(tuple(new if f is fld else f for f in snapshot.schema.fields))
     check_defaults(StructType((new,)))  # refused before anything is committed
     fields = {"column": fld.name, "default": default}
-    cmd = Command(snapshot, "CHANGE COLUMN", {"column": json.dumps(new.to_json())}, txn_options=txn_options)
+    cmd = Command(snapshot, "CHANGE COLUMN", {"column": json.dumps(new.to_json())}, identity=identity)
     if cmd.duplicate:
         return cmd.skipped(None, fields=fields)
     if new.metadata == fld.metadata:

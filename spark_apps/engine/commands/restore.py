@@ -17,6 +17,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..commit_identity import TxnIdentity
 from ..errors import InvalidArgumentError
 from ..threads import ThreadPool
 from ..values import parse_timestamp_ms, parse_version
@@ -49,11 +50,16 @@ def _sum(files: pa.Table) -> int:
 
 
 def restore(
-    snapshot, *, version: int | None = None, timestamp_ms: int | None = None, timestamp=None, **txn_options
+    snapshot,
+    *,
+    version: int | None = None,
+    timestamp_ms: int | None = None,
+    timestamp=None,
+    identity: TxnIdentity | None = None,
 ) -> CommandResult:
     """RESTORE the snapshot's table to ``version`` or to the version as of ``timestamp_ms`` (see the
     module docstring); ``timestamp``: how the user wrote it (for the commit's parameters);
-    ``txn_options``: ``app_id``, ``app_version``, ``user_metadata``."""
+    ``identity``: the run's transaction identity."""
     from ..actions import Protocol
     from ..log.snapshot import add_from_row, load_snapshot
     from ..paths import file_locations
@@ -69,7 +75,7 @@ def restore(
         )
     if version is not None:  # before anything is read or written: 2.7 must never restore version 2
         version = parse_version(version)
-    cmd = Command(snapshot, "RESTORE", txn_options={**txn_options, "readds_files": True})
+    cmd = Command(snapshot, "RESTORE", identity=identity, txn_options={"readds_files": True})
     if cmd.duplicate:
         return cmd.skipped(None)
     storage, root = snapshot.storage, snapshot.table_root

@@ -66,6 +66,7 @@ import uuid
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..commit_identity import TxnIdentity
 from ..errors import ConcurrentVacuumError, InvalidArgumentError
 from ..paths import new_file_location
 from ..threads import ThreadPool
@@ -477,11 +478,11 @@ def vacuum(
     inventory: str | None = None,
     inventory_options: dict | None = None,
     now_ms: int | None = None,
-    **txn_options,
+    identity: TxnIdentity | None = None,
 ) -> CommandResult:
-    """VACUUM the snapshot's table (see the module docstring). ``txn_options``: ``app_id``,
-    ``app_version`` (committed with ``VACUUM END``: a retry after it landed does nothing) and
-    ``user_metadata`` (on both commits). ``inventory_options``: storage options for the inventory's
+    """VACUUM the snapshot's table (see the module docstring). ``identity``: its ``app_id`` and
+    ``app_version`` are committed with ``VACUUM END`` (a retry after it landed does nothing), its
+    ``user_metadata`` with both commits. ``inventory_options``: storage options for the inventory's
     location when it is not the table's (e.g. another bucket)."""
     from .. import features
     from ..log.snapshot import load_snapshot
@@ -499,8 +500,12 @@ def vacuum(
         "vacuumType": mode.upper(),
     }
     # the identity goes into VACUUM END only (it marks a finished run); userMetadata into both
-    start_options = {k: v for k, v in txn_options.items() if k not in ("app_id", "app_version")}
-    start = Command(snapshot, "VACUUM START", params, txn_options=start_options)
+    start = Command(
+        snapshot,
+        "VACUUM START",
+        params,
+        identity=TxnIdentity(user_metadata=identity.user_metadata if identity else None),
+    )
     # vacuumProtocolCheck: the writer gate on every table, not only those with the feature (the
     # Command above ran it too; stated here so VACUUM never depends on it)
     features.check_write_supported(snapshot.protocol, snapshot.metadata)
@@ -520,7 +525,7 @@ def vacuum(
         fields["keep_versions"] = sorted({parse_version(v) for v in _as_list(keep_versions)})
     if inventory is not None:
         fields["inventory"] = inventory
-    probe = Command(snapshot, "VACUUM END", txn_options=txn_options)
+    probe = Command(snapshot, "VACUUM END", identity=identity)
     if probe.duplicate:
         return probe.skipped(VacuumMetrics(), fields=fields)
     lease = None if dry_run else Lease(storage, root)
@@ -561,7 +566,7 @@ def vacuum(
         metrics.num_vacuumed_directories = _empty_dirs(storage, root, done)
         latest = load_snapshot(storage, root)
         status = "COMPLETED" if len(done) == len(paths) else "FAILED"
-        end = Command(latest, "VACUUM END", {"status": status}, txn_options=txn_options)
+        end = Command(latest, "VACUUM END", {"status": status}, identity=identity)
         ended = end.commit(
             [],
             _Metrics(numDeletedFiles=len(done), numVacuumedDirectories=metrics.num_vacuumed_directories),

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 
 from ..actions import AddCDCFile
+from ..commit_identity import TxnIdentity, takes_identity
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..foreign import translated
 from ..plane import in_process_plane
@@ -147,7 +148,7 @@ def write(
     target_file_size: int | None = None,
     watermark: tuple[str, int] | None = None,
     plane=None,
-    **txn_options,
+    identity: TxnIdentity | None = None,
 ) -> CommandResult:
     """WRITE ``source`` (the operations registry's entry): :func:`append` (``rerun``: its
     ``on_rerun``) or, with ``mode="overwrite"``, :func:`overwrite` (``replace_where``,
@@ -170,7 +171,7 @@ def write(
             merge_schema=merge_schema,
             target_file_size=target_file_size,
             watermark=watermark,
-            **txn_options,
+            identity=identity,
         )
     return append(
         snapshot,
@@ -180,11 +181,11 @@ def write(
         on_rerun=rerun or "apply",
         target_file_size=target_file_size,
         watermark=watermark,
-        **txn_options,
+        identity=identity,
     )
 
 
-def open_append(table, app_id, app_version, user_metadata, watermark=None) -> Command:
+def open_append(table, identity: TxnIdentity | None, watermark=None) -> Command:
     """The append's command on the skeleton, on the given snapshot or the latest of a table URI."""
     from ..log.snapshot import load_snapshot
 
@@ -194,8 +195,7 @@ def open_append(table, app_id, app_version, user_metadata, watermark=None) -> Co
     else:
         snapshot = table
     params = {"mode": "Append", "partitionBy": list(snapshot.metadata.partition_columns or [])}
-    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata, "watermark": watermark}
-    return Command(snapshot, OPERATION_WRITE, params, txn_options=options)
+    return Command(snapshot, OPERATION_WRITE, params, identity=identity, watermark=watermark)
 
 
 RERUN_MODES = ("apply", "replace")
@@ -256,9 +256,7 @@ def append(
     table,
     df,
     *,
-    app_id: str | None = None,
-    app_version: int | None = None,
-    user_metadata: str | None = None,
+    identity: TxnIdentity | None = None,
     target_file_size: int | None = None,
     merge_schema: bool = False,
     on_rerun: str = "apply",
@@ -273,11 +271,12 @@ def append(
 
     :param merge_schema: add the data's new columns to the table schema (as nullable columns, also
         inside structs) in the same commit
-    :param on_rerun: with ``app_id``, when the application committed an older version before:
+    :param identity: the run's transaction identity
+    :param on_rerun: with an ``app_id``, when the application committed an older version before:
         ``"apply"`` appends next to that output, ``"replace"`` removes the files that commit appended
         in the same commit (:func:`replaced_output`): a re-run of a task holds one copy of its rows
     """
-    cmd = open_append(table, app_id, app_version, user_metadata, watermark)
+    cmd = open_append(table, identity, watermark)
     snapshot = cmd.snapshot
     partition_columns = list(snapshot.metadata.partition_columns or [])
     if cmd.duplicate:
@@ -287,8 +286,8 @@ def append(
         raise InvalidArgumentError(
             f"Unknown on_rerun '{on_rerun}'", f"known: {', '.join(RERUN_MODES)}", "use 'apply' or 'replace'"
         )
-    if on_rerun == "replace" and app_id is not None:
-        removes, replaced = replaced_output(cmd, app_id)
+    if on_rerun == "replace" and cmd.identity.app_id is not None:
+        removes, replaced = replaced_output(cmd, cmd.identity.app_id)
         if replaced is not None:
             cmd.set_parameters(replacesVersion=replaced)
     plane = plane or in_process_plane()
@@ -319,13 +318,12 @@ def append(
 
 
 @translated
+@takes_identity
 def append_arrow(
     table,
     data,
     *,
-    app_id: str | None = None,
-    app_version: int | None = None,
-    user_metadata: str | None = None,
+    identity: TxnIdentity | None = None,
     target_file_size: int | None = None,
 ) -> CommandResult:
     """Blind append of Arrow data (a ``pa.Table``, a record batch, a reader or record batches) in
@@ -336,7 +334,7 @@ def append_arrow(
     from ..conform import conform_arrow
     from ..writer import table_write_spec, write_batches
 
-    cmd = open_append(table, app_id, app_version, user_metadata)
+    cmd = open_append(table, identity)
     if cmd.duplicate:
         return cmd.skipped(WriteMetrics())
     snapshot = cmd.snapshot
@@ -363,9 +361,7 @@ def overwrite(
     overwrite_schema: bool = False,
     partition_overwrite_mode: str = "static",
     merge_schema: bool = False,
-    app_id: str | None = None,
-    app_version: int | None = None,
-    user_metadata: str | None = None,
+    identity: TxnIdentity | None = None,
     target_file_size: int | None = None,
     watermark: tuple[str, int] | None = None,
 ):
@@ -407,14 +403,14 @@ def overwrite(
         )
     partition_columns = list(snapshot.metadata.partition_columns or [])
     params = {"mode": "Overwrite", "partitionBy": partition_columns}
-    options = {"app_id": app_id, "app_version": app_version, "user_metadata": user_metadata, "watermark": watermark}
     cmd = Command(
         snapshot,
         OPERATION_WRITE,
         params,
         removes_rows="overwrite",
         append_only_fix="append instead, or set delta.appendOnly=false first",
-        txn_options=options,
+        identity=identity,
+        watermark=watermark,
     )
     plane = plane or in_process_plane()
     df = plane.held(df)  # read more than once below

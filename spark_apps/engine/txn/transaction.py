@@ -69,6 +69,7 @@ from ..actions import (
     parse_commit_bytes,
     serialize_actions,
 )
+from ..commit_identity import TxnIdentity
 from ..config import (
     IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP,
     IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION,
@@ -215,9 +216,8 @@ class OptimisticTransaction:
         ``.set_transactions``), or ``None`` when the commit creates the table
     :param operation: Delta operation name for commitInfo (``WRITE``, ``DELETE``, ``CREATE TABLE``...)
     :param operation_parameters: commitInfo.operationParameters (non-strings are JSON-encoded)
-    :param app_id: SetTransaction application id (idempotent writes); needs ``app_version``
-    :param app_version: SetTransaction version for ``app_id``
-    :param user_metadata: commitInfo.userMetadata
+    :param identity: the :class:`~..commit_identity.TxnIdentity` of the commit: its ``(app_id,
+        app_version)`` SetTransaction (idempotent writes) and ``commitInfo.userMetadata``
     :param isolation_level: force a level for data-changing commits (else ``delta.isolationLevel``,
         else Serializable)
     :param max_retries: how many lost races to absorb before giving up (default 50)
@@ -236,9 +236,7 @@ class OptimisticTransaction:
         *,
         operation: str = "WRITE",
         operation_parameters: dict | None = None,
-        app_id: str | None = None,
-        app_version: int | None = None,
-        user_metadata: str | None = None,
+        identity: TxnIdentity | None = None,
         isolation_level: IsolationLevel | str | None = None,
         max_retries: int | None = None,
         engine_info: str | None = None,
@@ -246,21 +244,6 @@ class OptimisticTransaction:
         post_commit: bool = True,
         readds_files: bool = False,
     ):
-        if (app_id is None) != (app_version is None):
-            raise InvalidArgumentError(
-                "An idempotent write needs both an application id and a version",
-                f"got app_id={app_id!r}, app_version={app_version!r}",
-                "pass both app_id and app_version (e.g. the DAG run id and a monotonically increasing number), or neither",
-            )
-        if app_version is not None:
-            try:
-                app_version = int(app_version)
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    f"Transaction version {app_version!r} is not an integer",
-                    None,
-                    "pass app_version as an integer",
-                ) from None
         if max_retries is not None and int(max_retries) < 0:
             raise InvalidArgumentError(f"max_retries={max_retries} is negative", None, "pass 0 or more")
         self.storage = storage
@@ -268,9 +251,8 @@ class OptimisticTransaction:
         self.snapshot = snapshot
         self.operation = operation
         self.operation_parameters = dict(operation_parameters or {})
-        self.app_id = app_id
-        self.app_version = app_version
-        self.user_metadata = user_metadata
+        self.identity = identity or TxnIdentity()  # checked when made
+        self.app_id, self.app_version = self.identity.app_id, self.identity.app_version
         self.requested_isolation = IsolationLevel.parse(isolation_level) if isolation_level is not None else None
         self.max_retries = DEFAULT_MAX_RETRIES if max_retries is None else int(max_retries)
         self.engine_info = engine_info or _engine_info()
@@ -291,8 +273,8 @@ class OptimisticTransaction:
         self.read_predicates: list[ReadPredicate] = []
         self.read_app_ids: set[str] = set()
         self.committed: CommitResult | None = None
-        if app_id is not None:
-            self.read_app_ids.add(app_id)
+        if self.app_id is not None:
+            self.read_app_ids.add(self.app_id)
 
     # ------------------------------------------------------------------ state accessors
     @property
@@ -722,8 +704,8 @@ class OptimisticTransaction:
         ci["isolationLevel"] = level.value
         ci["isBlindAppend"] = is_blind_append
         ci["operationMetrics"] = _encode_metrics(operation_metrics)
-        if self.user_metadata is not None:
-            ci["userMetadata"] = self.user_metadata
+        if self.identity.user_metadata is not None:
+            ci["userMetadata"] = self.identity.user_metadata
         ci["engineInfo"] = self.engine_info
         if _PROVENANCE.get():
             ci["airflow"] = dict(_PROVENANCE.get())

@@ -19,6 +19,7 @@ from airflow_delta_provider_apps.engine.commands.optimize import optimize
 from airflow_delta_provider_apps.engine.commands.restore import restore
 from airflow_delta_provider_apps.engine.commands.vacuum import vacuum
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
+from airflow_delta_provider_apps.engine.commit_identity import TxnIdentity
 from airflow_delta_provider_apps.engine.errors import AppendOnlyViolationError, UnsupportedFeatureError
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
@@ -89,12 +90,12 @@ def test_the_ends_of_a_command(tmp_path):
     root = str(tmp_path / "t")
     t = _table(root)
     # a commit: the new version, its metrics, execution time measured
-    done = dml.delete(t.snapshot(), "id = 1", app_id="job", app_version=1).to_dict()
+    done = dml.delete(t.snapshot(), "id = 1", identity=TxnIdentity("job", 1)).to_dict()
     assert (done["version"], done["committed"], done["skipped"], done["numDeletedRows"]) == (3, True, False, 2)
     assert done["executionTimeMs"] >= 0
     assert t.history(limit=1)[0]["operationMetrics"]["numDeletedRows"] == "2"
     # the same identity again: skipped, nothing read or written
-    again = dml.delete(t.snapshot(), "id = 2", app_id="job", app_version=1).to_dict()
+    again = dml.delete(t.snapshot(), "id = 2", identity=TxnIdentity("job", 1)).to_dict()
     assert (again["version"], again["committed"], again["skipped"], again["numDeletedRows"]) == (3, False, True, 0)
     # nothing matches: no commit, the snapshot's version
     none = dml.delete(t.snapshot(), "id = 99").to_dict()
@@ -117,7 +118,7 @@ def test_a_change_feed_watermark_moved_since_the_range_was_read_conflicts(tmp_pa
     t = DeltaTable.create(None, root, schema="id BIGINT")
     append_arrow(root, pa.table({"id": pa.array([1], pa.int64())}))
     with pytest.raises(ConcurrentTransactionError, match="after version 3, the table now records None"):
-        Command(t.snapshot(), "WRITE", txn_options={"watermark": ("delta-changes:x", 5, 3)})
-    cmd = Command(t.snapshot(), "WRITE", txn_options={"watermark": ("delta-changes:x", 5, None)})
+        Command(t.snapshot(), "WRITE", watermark=("delta-changes:x", 5, 3))
+    cmd = Command(t.snapshot(), "WRITE", watermark=("delta-changes:x", 5, None))
     cmd.commit([], None)
     assert t.snapshot().set_transactions["delta-changes:x"].version == 5
