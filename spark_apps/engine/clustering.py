@@ -149,7 +149,6 @@ def resolve_columns(schema, columns, *, partition_columns=(), configuration=None
 
     :raises InvalidArgumentError: naming the column, before anything is written
     """
-    from .schema import StructType
     from .stats import MINMAX_TYPES, type_name
 
     if isinstance(columns, str):
@@ -174,18 +173,15 @@ def resolve_columns(schema, columns, *, partition_columns=(), configuration=None
         )
     out: list[tuple[str, tuple]] = []
     for col in columns:
-        st, names, path, f = schema, [], [], None
-        for part in column_parts(col):
-            f = st.find(part) if isinstance(st, StructType) else None
-            if f is None:
-                raise InvalidArgumentError(
-                    f"Clustering column '{col}' is not in the schema",
-                    f"the schema has columns {', '.join(schema.names)}",
-                    "cluster by existing columns (nested ones as parent.child)",
-                )
-            names.append(f.name)
-            path.append(f.physical_name)
-            st = f.type
+        parts = column_parts(col)
+        fields = schema.field_path(parts)
+        if len(fields) < len(parts):
+            raise InvalidArgumentError(
+                f"Clustering column '{col}' is not in the schema",
+                f"the schema has columns {', '.join(schema.names)}",
+                "cluster by existing columns (nested ones as parent.child)",
+            )
+        f, names, path = fields[-1], [x.name for x in fields], [x.physical_name for x in fields]
         if type_name(f.type) not in MINMAX_TYPES:
             raise InvalidArgumentError(
                 f"Cannot cluster by column '{col}' of type {f.type.simple_string()}",

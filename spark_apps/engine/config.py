@@ -289,15 +289,7 @@ def check_stats_columns(configuration: Mapping[str, Any] | None, schema: Any) ->
     """
     paths = TableProperties.of(configuration).data_skipping_stats_columns
     for path in paths or ():
-        st, found = schema, True
-        for part in path:
-            fields = getattr(st, "fields", None)
-            f = next((x for x in fields or () if x.name.lower() == part.lower()), None)
-            if f is None:
-                found = False
-                break
-            st = f.type
-        if not found:
+        if len(schema.field_path(path)) < len(path):
             name = ".".join(path)
             raise InvalidArgumentError(
                 f"Table property {DATA_SKIPPING_STATS_COLUMNS} names column '{name}', which the table does not have",

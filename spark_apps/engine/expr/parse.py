@@ -841,42 +841,36 @@ class _Binder:
         return self._column_in(self.relations[having[0]], parts, having[0])
 
     def _column_in(self, schema: StructType, parts: list[str], relation: str | None) -> n.Column:
-        struct = schema
-        path, phys = [], []
-        field = None
-        for i, part in enumerate(parts):
-            field = struct.find(part)
-            if field is None:
-                if i == 0:
-                    whose = "the table" if relation is None else f"'{relation}'"
-                    shown = parts if relation is None else [relation, *parts]
-                    raise _err(
-                        f"Unknown column '{'.'.join(shown)}' in '{self.text}'",
-                        f"{whose} has columns {', '.join(schema.names)}",
-                        f"use one of {whose}'s columns (quote names with special characters in `backticks`)",
-                    )
+        fields = schema.field_path(parts)
+        path = [f.name for f in fields]
+        if not fields:
+            whose = "the table" if relation is None else f"'{relation}'"
+            shown = parts if relation is None else [relation, *parts]
+            raise _err(
+                f"Unknown column '{'.'.join(shown)}' in '{self.text}'",
+                f"{whose} has columns {', '.join(schema.names)}",
+                f"use one of {whose}'s columns (quote names with special characters in `backticks`)",
+            )
+        field = fields[-1]
+        if len(fields) < len(parts):  # the path stops at ``field``
+            if not isinstance(field.type, StructType):
                 raise _err(
-                    f"Unknown field '{part}' in '{'.'.join(parts)}' of '{self.text}'",
-                    f"'{'.'.join(path)}' has fields {', '.join(struct.names)}",
-                    "name an existing struct field",
+                    f"Column '{'.'.join(path)}' is not a struct in '{self.text}'",
+                    f"it is {n.type_name(field.type)}",
+                    "quote a column name that contains dots with backticks, e.g. `a.b`",
                 )
-            path.append(field.name)
-            phys.append(field.physical_name)
-            if i < len(parts) - 1:
-                if not isinstance(field.type, StructType):
-                    raise _err(
-                        f"Column '{'.'.join(path)}' is not a struct in '{self.text}'",
-                        f"it is {n.type_name(field.type)}",
-                        "quote a column name that contains dots with backticks, e.g. `a.b`",
-                    )
-                struct = field.type
+            raise _err(
+                f"Unknown field '{parts[len(fields)]}' in '{'.'.join(parts)}' of '{self.text}'",
+                f"'{'.'.join(path)}' has fields {', '.join(field.type.names)}",
+                "name an existing struct field",
+            )
         if not isinstance(field.type, (PrimitiveType, DecimalType)) and not self.whole_columns:
             raise _err(
                 f"Column '{'.'.join(path)}' of type {field.type.simple_string()} cannot be used in '{self.text}'",
                 "conditions work on primitive columns (nested struct fields included)",
                 "reference a primitive field, e.g. s.a",
             )
-        return n.Column(tuple(path), field.type, field.nullable, tuple(phys), relation)
+        return n.Column(tuple(path), field.type, field.nullable, tuple(f.physical_name for f in fields), relation)
 
     def _b_Literal(self, node) -> n.Literal:
         if node.is_string:

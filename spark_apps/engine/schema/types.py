@@ -13,7 +13,7 @@ variant -> ``struct<value, metadata>`` (Spark's Arrow form, ``metadata`` tagged 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,6 +265,20 @@ class StructType(_TypeBase):
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.find(name) is not None
+
+    def field_path(self, parts: Iterable[str]) -> list[StructField]:
+        """The fields a path of names (``["a", "b"]``: ``a.b``) reaches from here down through structs,
+        each found as :meth:`find` finds it; shorter than the path where a name is missing (or its
+        parent is not a struct)."""
+        out: list[StructField] = []
+        struct: DataType = self
+        for part in parts:
+            f = struct.find(part) if isinstance(struct, StructType) else None
+            if f is None:
+                break
+            out.append(f)
+            struct = f.type
+        return out
 
     def index(self, name: str) -> int:
         f = self.field(name)
