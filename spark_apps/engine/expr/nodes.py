@@ -83,6 +83,25 @@ class Expr:
         return list(dict.fromkeys(c.path for c in self.column_nodes()))
 
 
+class _Unary(Expr):
+    """A node over one expression."""
+
+    child: Expr  # a field of each subclass
+
+    def children(self):
+        return (self.child,)
+
+
+class _Binary(Expr):
+    """A node over two expressions."""
+
+    left: Expr  # fields of each subclass
+    right: Expr
+
+    def children(self):
+        return (self.left, self.right)
+
+
 @dataclass(frozen=True)
 class Column(Expr):
     """A column of the table: ``path`` is the chain of field names from a top-level column into
@@ -112,12 +131,9 @@ class Literal(Expr):
 
 
 @dataclass(frozen=True)
-class Cast(Expr):
+class Cast(_Unary):
     child: Expr
     type: DataType
-
-    def children(self):
-        return (self.child,)
 
 
 @dataclass(frozen=True)
@@ -134,16 +150,13 @@ NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
 @dataclass(frozen=True)
-class Compare(Expr):
+class Compare(_Binary):
     """``left op right`` with both sides of one comparable type (the binder casts them)."""
 
     op: str
     left: Expr
     right: Expr
     type: DataType = BOOLEAN
-
-    def children(self):
-        return (self.left, self.right)
 
 
 @dataclass(frozen=True)
@@ -165,24 +178,18 @@ class Or(Expr):
 
 
 @dataclass(frozen=True)
-class Not(Expr):
+class Not(_Unary):
     child: Expr
     type: DataType = BOOLEAN
 
-    def children(self):
-        return (self.child,)
-
 
 @dataclass(frozen=True)
-class IsNull(Expr):
+class IsNull(_Unary):
     """``child IS NULL`` (``negated``: ``IS NOT NULL``). Never NULL itself."""
 
     child: Expr
     negated: bool = False
     type: DataType = BOOLEAN
-
-    def children(self):
-        return (self.child,)
 
 
 @dataclass(frozen=True)
@@ -199,7 +206,7 @@ class In(Expr):
 
 
 @dataclass(frozen=True)
-class Like(Expr):
+class Like(_Unary):
     """``child LIKE pattern`` (``%`` any run, ``_`` one character, ``\\`` escapes); ``ILIKE`` when
     ``case_insensitive``."""
 
@@ -209,31 +216,22 @@ class Like(Expr):
     case_insensitive: bool = False
     type: DataType = BOOLEAN
 
-    def children(self):
-        return (self.child,)
-
 
 ARITHMETIC = ("+", "-", "*", "/", "%", "div")
 
 
 @dataclass(frozen=True)
-class Arithmetic(Expr):
+class Arithmetic(_Binary):
     op: str
     left: Expr
     right: Expr
     type: DataType
 
-    def children(self):
-        return (self.left, self.right)
-
 
 @dataclass(frozen=True)
-class Negate(Expr):
+class Negate(_Unary):
     child: Expr
     type: DataType
-
-    def children(self):
-        return (self.child,)
 
 
 @dataclass(frozen=True)
