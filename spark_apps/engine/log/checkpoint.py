@@ -48,27 +48,16 @@ import pyarrow.parquet as pq
 
 from ..actions import snake_case
 from ..config import TableProperties
+from .file_actions import DV_TYPE, STRING_MAP
 from .listing import SIDECAR_DIR_NAME, classic_checkpoint_name, log_dir_of, multipart_checkpoint_name
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PART_SIZE = 5_000_000  # actions per part (delta-spark spark.databricks.delta.checkpoint.partSize)
 
-STR_MAP = pa.map_(pa.string(), pa.string())
-
-DV_TYPE = pa.struct(
-    [
-        ("storageType", pa.string()),
-        ("pathOrInlineDv", pa.string()),
-        ("offset", pa.int32()),
-        ("sizeInBytes", pa.int32()),
-        ("cardinality", pa.int64()),
-    ]
-)
-
 TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
 
-FORMAT_TYPE = pa.struct([("provider", pa.string()), ("options", STR_MAP)])
+FORMAT_TYPE = pa.struct([("provider", pa.string()), ("options", STRING_MAP)])
 
 METADATA_TYPE = pa.struct(
     [
@@ -78,7 +67,7 @@ METADATA_TYPE = pa.struct(
         ("format", FORMAT_TYPE),
         ("schemaString", pa.string()),
         ("partitionColumns", pa.list_(pa.string())),
-        ("configuration", STR_MAP),
+        ("configuration", STRING_MAP),
         ("createdTime", pa.int64()),
     ]
 )
@@ -97,11 +86,11 @@ DOMAIN_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string())
 # (wire name, arrow type, snake-case source column)
 ADD_FIELDS = [
     ("path", pa.string(), "path"),
-    ("partitionValues", STR_MAP, "partition_values"),
+    ("partitionValues", STRING_MAP, "partition_values"),
     ("size", pa.int64(), "size"),
     ("modificationTime", pa.int64(), "modification_time"),
     ("dataChange", pa.bool_(), "data_change"),
-    ("tags", STR_MAP, "tags"),
+    ("tags", STRING_MAP, "tags"),
     ("deletionVector", DV_TYPE, "deletion_vector"),
     ("baseRowId", pa.int64(), "base_row_id"),
     ("defaultRowCommitVersion", pa.int64(), "default_row_commit_version"),
@@ -114,7 +103,7 @@ REMOVE_FIELDS = [
     ("deletionTimestamp", pa.int64(), "deletion_timestamp"),
     ("dataChange", pa.bool_(), "data_change"),
     ("extendedFileMetadata", pa.bool_(), "extended_file_metadata"),
-    ("partitionValues", STR_MAP, "partition_values"),
+    ("partitionValues", STRING_MAP, "partition_values"),
     ("size", pa.int64(), "size"),
     ("deletionVector", DV_TYPE, "deletion_vector"),
     ("baseRowId", pa.int64(), "base_row_id"),
@@ -124,10 +113,10 @@ REMOVE_FIELDS = [
 ADD_TYPE = pa.struct([(n, t) for n, t, _ in ADD_FIELDS])
 REMOVE_TYPE = pa.struct([(n, t) for n, t, _ in REMOVE_FIELDS])
 
-CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", STR_MAP)])
+CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", STRING_MAP)])
 
 SIDECAR_TYPE = pa.struct(
-    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", STR_MAP)]
+    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", STRING_MAP)]
 )
 
 COLUMN_ORDER = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"]
@@ -335,7 +324,7 @@ def _add_parsed_fields(files: pa.Table, snapshot, want_struct: bool) -> list[tup
     extra: list[tuple[str, pa.Array]] = []
     if part_cols:
         try:
-            pv = _column(files, "partition_values", "partitionValues", STR_MAP)
+            pv = _column(files, "partition_values", "partitionValues", STRING_MAP)
             parsed = _parse_partition_values(pv, schema, part_cols)
         except Exception as e:
             parsed = None

@@ -31,6 +31,15 @@ class CheckpointReadError(LogCorruptedError):
     """
 
 
+def _unreadable(path: str, e: Exception) -> CheckpointReadError:
+    """The error for a checkpoint file (or sidecar) pyarrow cannot read as parquet."""
+    return CheckpointReadError(
+        f"Checkpoint file '{path}' is not readable parquet",
+        str(e),
+        "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
+    )
+
+
 def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_files: bool = False) -> pa.Table:
     """Read the action columns we need from one checkpoint/sidecar parquet file."""
     try:
@@ -44,11 +53,7 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
             pf = pq.ParquetFile(fh)
             schema = pf.schema_arrow
         except (pa.ArrowInvalid, OSError) as e:
-            raise CheckpointReadError(
-                f"Checkpoint file '{path}' is not readable parquet",
-                str(e),
-                "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
-            ) from None
+            raise _unreadable(path, e) from None
         cols: list[str] = []
         for kind, fschema in () if no_files else (("add", FILE_SCHEMA), ("remove", REMOVE_SCHEMA)):
             idx = schema.get_field_index(kind)
@@ -68,11 +73,7 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
         try:
             return pf.read(columns=cols, use_threads=True)
         except (pa.ArrowInvalid, OSError) as e:
-            raise CheckpointReadError(
-                f"Checkpoint file '{path}' is not readable parquet",
-                str(e),
-                "delete the broken checkpoint (and fix _last_checkpoint); the JSON commits rebuild the state",
-            ) from None
+            raise _unreadable(path, e) from None
 
 
 def _collect_parquet_table(t: pa.Table, version: int, coll: Collected, *, files_only: bool = False) -> list[dict]:

@@ -32,6 +32,15 @@ DV_TYPE = pa.struct(
     ]
 )
 
+#: the fields ``add`` and ``remove`` both carry, in this order, after their own
+_SHARED = [
+    ("stats", pa.string()),
+    ("tags", STRING_MAP),
+    ("deletion_vector", DV_TYPE),
+    ("base_row_id", pa.int64()),
+    ("default_row_commit_version", pa.int64()),
+]
+
 #: live files of a snapshot: one row per logical file (path, dv id)
 FILE_SCHEMA = pa.schema(
     [
@@ -40,11 +49,7 @@ FILE_SCHEMA = pa.schema(
         ("size", pa.int64()),
         ("modification_time", pa.int64()),
         ("data_change", pa.bool_()),
-        ("stats", pa.string()),
-        ("tags", STRING_MAP),
-        ("deletion_vector", DV_TYPE),
-        ("base_row_id", pa.int64()),
-        ("default_row_commit_version", pa.int64()),
+        *_SHARED,
         ("clustering_provider", pa.string()),
     ]
 )
@@ -58,11 +63,7 @@ REMOVE_SCHEMA = pa.schema(
         ("extended_file_metadata", pa.bool_()),
         ("partition_values", STRING_MAP),
         ("size", pa.int64()),
-        ("stats", pa.string()),
-        ("tags", STRING_MAP),
-        ("deletion_vector", DV_TYPE),
-        ("base_row_id", pa.int64()),
-        ("default_row_commit_version", pa.int64()),
+        *_SHARED,
     ]
 )
 
