@@ -202,11 +202,6 @@ def _encode_metrics(metrics: dict | None) -> dict:
     return out
 
 
-def _dv_id(a) -> str | None:
-    dv = getattr(a, "deletion_vector", None)
-    return dv.unique_id if dv is not None else None
-
-
 class OptimisticTransaction:
     """One optimistic transaction against a table, based on ``snapshot`` (``None``: creating version 0).
 
@@ -470,32 +465,20 @@ class OptimisticTransaction:
 
         part_cols = list(metadata.partition_columns or [])
         part_set = set(partition_keys_of(metadata))  # physical names under column mapping
-        add_keys: set = set()
-        add_paths: set = set()
-        rem_keys: set = set()
-        rem_paths: set = set()
+        adds: dict[str, str | None] = {}  # path -> deletion vector id, of the adds and of the removes
+        removes: dict[str, str | None] = {}
         for a in actions:
-            if isinstance(a, AddFile):
-                if a.path in add_paths:
-                    raise InvalidCommitError(
-                        f"The commit adds the file '{a.path}' twice",
-                        "a commit may contain at most one add per path",
-                        "deduplicate the add actions",
-                    )
-                add_paths.add(a.path)
-                add_keys.add((a.path, _dv_id(a)))
-            elif isinstance(a, RemoveFile):
-                if a.path in rem_paths:
-                    raise InvalidCommitError(
-                        f"The commit removes the file '{a.path}' twice",
-                        "a commit may contain at most one remove per path",
-                        "deduplicate the remove actions",
-                    )
-                rem_paths.add(a.path)
-                rem_keys.add((a.path, _dv_id(a)))
-            else:
+            seen = adds if isinstance(a, AddFile) else removes if isinstance(a, RemoveFile) else None
+            if seen is None:
                 continue
-        both = add_keys & rem_keys
+            if a.path in seen:
+                raise InvalidCommitError(
+                    f"The commit {a.ACTION_KEY}s the file '{a.path}' twice",
+                    f"a commit may contain at most one {a.ACTION_KEY} per path",
+                    f"deduplicate the {a.ACTION_KEY} actions",
+                )
+            seen[a.path] = a.dv_unique_id
+        both = set(adds.items()) & set(removes.items())
         if both:
             p = sorted(both, key=str)[0]
             raise InvalidCommitError(
@@ -525,7 +508,7 @@ class OptimisticTransaction:
         """An add of a path that is live with another deletion vector must remove that logical file
         in the same commit (spec: no two live logical files per path). Vectorised lookup of the
         added paths in ``snapshot.files``."""
-        adds = {a.path: _dv_id(a) for a in actions if isinstance(a, AddFile)}
+        adds = {a.path: a.dv_unique_id for a in actions if isinstance(a, AddFile)}
         files = getattr(self.snapshot, "files", None) if self.snapshot is not None else None
         if not adds or files is None or files.num_rows == 0:
             return
@@ -539,7 +522,7 @@ class OptimisticTransaction:
             live_ids = dv_unique_ids(dv_col, live.num_rows).to_pylist()
         except (ImportError, KeyError):
             return
-        removed = {(a.path, _dv_id(a)) for a in actions if isinstance(a, RemoveFile)}
+        removed = {(a.path, a.dv_unique_id) for a in actions if isinstance(a, RemoveFile)}
         for path, live_id in zip(live.column("path").to_pylist(), live_ids):
             if live_id != adds[path] and (path, live_id) not in removed:
                 raise InvalidCommitError(
