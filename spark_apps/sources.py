@@ -177,46 +177,39 @@ def _read_source_locally(source: str, fmt: str, options: dict) -> Source:
     )
 
 
-#: how many times its files' bytes a parquet or ORC source may take as Arrow (encoded and compressed
-#: columns grow when decoded): the estimate that must fit the cap before it is read in this process
-ARROW_GROWTH = 32
-
-
 def small_source_as_arrow(spark, source: str, fmt: str, options: dict) -> Source | None:
     """A MERGE's parquet or ORC file or folder, or Delta table (``versionAsOf`` / ``timestampAsOf``),
     read in this process as Arrow, no Spark job, when its size, known without reading it (the files'
-    bytes from a listing or the Delta log), times :data:`ARROW_GROWTH` fits the cap of a source
-    collected to the driver (:func:`~.engine.spark.merge.collect_cap`), and what was read does too.
-    The merge then runs file by file (:meth:`~.engine.spark.plane.SparkPlane.merge`).
+    bytes from a listing or the Delta log), times :data:`~.engine.spark.merge.ARROW_GROWTH` fits the
+    cap of a source read from files (:func:`~.engine.spark.merge.source_cap`: on a local master a share
+    of this machine's memory), and what was read does too. The merge then runs with the source held
+    here (:meth:`~.engine.spark.plane.SparkPlane.merge`).
 
     None (Spark reads it, as before): another format, reader options, a folder with subfolders (Spark
-    takes partition columns from their names) or files of other names, timestamps without a time zone
-    in a file (Spark reads them as its local-time ``timestamp``), a store this process cannot read
-    (the listing fails: no credentials here), over the cap."""
+    takes partition columns from their names) or files of other names, files Spark reads by its own
+    rules (:func:`~.engine.spark.merge.read_files_as_spark`: timestamps without a time zone, Spark's
+    legacy calendar), a store this process cannot read (the listing fails: no credentials here),
+    over the cap."""
     import pyarrow as pa
 
     from .engine.errors import DeltaError
     from .engine.reader import read_snapshot_table
-    from .engine.spark.merge import collect_cap
+    from .engine.spark import merge
 
-    cap = collect_cap(spark)
+    cap = merge.collect_cap(spark, from_files=True)
     try:
         if fmt == "delta" and not set(options) - _DELTA_READ_OPTIONS:
             snapshot = _delta_snapshot(source, options)
-            if int(snapshot.size_in_bytes) * ARROW_GROWTH > cap:
+            if int(snapshot.size_in_bytes) * merge.ARROW_GROWTH > cap:
                 return None
             table = read_snapshot_table(snapshot)
         elif fmt in ("parquet", "orc") and not options:
             files = _flat_files(source, fmt)
-            if files is None or sum(files.values()) * ARROW_GROWTH > cap:
+            if files is None or sum(files.values()) * merge.ARROW_GROWTH > cap:
                 return None
-            from .engine.storage import storage_for
-
-            table = storage_for(next(iter(files))).read_parquet_files(list(files), file_format=fmt)
-            if any(pa.types.is_timestamp(f.type) and f.type.tz is None for f in table.schema):
+            table = merge.read_files_as_spark(list(files), fmt)
+            if table is None:
                 return None
-            # as Spark reads files: every column nullable
-            table = table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
         else:
             return None
     except (DeltaError, OSError, pa.ArrowException):  # Spark reads it, and says what is wrong if anything

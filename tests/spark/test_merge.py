@@ -681,6 +681,7 @@ def test_a_stable_source_is_read_where_it_lies_and_any_other_is_materialised(spa
 
     from airflow_delta_provider_apps.engine.merge import source as merge_rewrite
     from airflow_delta_provider_apps.engine.spark import merge as spark_merge
+    from airflow_delta_provider_apps.engine.spark import session as spark_session
 
     src_path = str(tmp_path / "src")
     spark.createDataFrame([(i, -i, i % 2) for i in range(0, 60, 3)], DDL).coalesce(2).write.parquet(src_path)
@@ -718,6 +719,7 @@ def test_a_stable_source_is_read_where_it_lies_and_any_other_is_materialised(spa
         type(parquet), "localCheckpoint", lambda df, *a, **k: checkpoints.append(1) or real(df, *a, **k)
     )
     monkeypatch.setattr(merge_rewrite, "MAX_SOURCE_BYTES", 0)
+    monkeypatch.setattr(spark_session, "LOCAL_SOURCE_SHARE", 0)  # not read from its files on the local master
     source = {i: (i, -i, i % 2) for i in range(0, 60, 3)}
     for props in (None, {"delta.enableDeletionVectors": "true"}):
         root = str(tmp_path / f"t{bool(props)}")

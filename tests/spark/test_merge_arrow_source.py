@@ -107,10 +107,10 @@ def test_a_delta_source_with_a_deletion_vector_is_read_as_arrow(spark, capsys, t
 
 
 def test_a_source_over_the_limit_or_with_a_query_is_read_by_spark(spark, capsys, tmp_path, monkeypatch):
-    from airflow_delta_provider_apps import sources
+    from airflow_delta_provider_apps.engine.spark import merge
 
     pq.write_table(_upsert_table({1: (1.0, "x")}), tmp_path / "one.parquet")
-    monkeypatch.setattr(sources, "ARROW_GROWTH", 1 << 40)  # no file is small enough
+    monkeypatch.setattr(merge, "ARROW_GROWTH", 1 << 40)  # no file is small enough
     assert small_source_as_arrow(spark, str(tmp_path / "one.parquet"), "parquet", {}) is None
     r = _merge(spark, capsys, _target(tmp_path / "t"), str(tmp_path / "one.parquet"), "parquet")
     # read by Spark, then collected as before (small enough for that) and merged file by file

@@ -11,13 +11,14 @@ import pytest
 
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.errors import InvalidArgumentError
+from airflow_delta_provider_apps.engine.spark import session
 from airflow_delta_provider_apps.engine.spark.merge import (
     MAX_SOURCE_CONF,
     collect_cap,
     measured_size,
     positionally_renamed,
 )
-from airflow_delta_provider_apps.engine.spark.session import memory_bytes
+from airflow_delta_provider_apps.engine.spark.session import FILE_WORK_CONF, memory_bytes
 
 deltalake = pytest.importorskip("deltalake")
 pytestmark = pytest.mark.spark
@@ -35,12 +36,23 @@ def test_the_measured_size_is_the_arrow_size(spark):
     assert 0.9 * actual <= nbytes <= 1.5 * actual, (nbytes, actual)  # an estimate, never far below
 
 
-def test_the_cap_follows_the_driver_memory_and_the_property(spark):
+def test_the_cap_follows_the_machine_the_driver_memory_and_the_property(spark, monkeypatch):
     driver = memory_bytes(spark.conf.get("spark.driver.memory", "1g"))
-    assert collect_cap(spark) == min(256 << 20, driver // 8)
+    # a local master: what a collect holds is bounded by the JVM; what is read from files, by the machine
+    monkeypatch.setattr(session, "LOCAL_SOURCE_SHARE", 1.0)
+    assert collect_cap(spark) == min(256 << 20, driver // 8, 1 << 30, session.available_memory())
+    monkeypatch.setattr(session, "LOCAL_SOURCE_SHARE", 0.5)
+    before = session.available_memory()
+    cap = collect_cap(spark, from_files=True)
+    assert 0.4 * min(before, session.available_memory()) <= cap <= 0.6 * max(before, session.available_memory())
+    spark.conf.set(FILE_WORK_CONF, "tasks")  # shipped to tasks: the shipping cap
+    try:
+        assert collect_cap(spark, from_files=True) == min(256 << 20, driver // 8)
+    finally:
+        spark.conf.unset(FILE_WORK_CONF)
     spark.conf.set(MAX_SOURCE_CONF, "64k")
     try:
-        assert collect_cap(spark) == 64 << 10
+        assert collect_cap(spark) == collect_cap(spark, from_files=True) == 64 << 10
         spark.conf.set(MAX_SOURCE_CONF, "64 megs")  # a typo is refused, not read as "no limit"
         with pytest.raises(InvalidArgumentError, match="maxSourceBytes is not a size"):
             collect_cap(spark)
@@ -114,3 +126,99 @@ def test_a_matched_only_merge_by_join_rewrites_only_the_touched_files(spark, tmp
     names = dict(zip(results["join_rows"]["id"].to_pylist(), results["join_rows"]["name"].to_pylist()))
     assert [names[i] for i in range(1000, 1004)] == ["changed", "t1001", "changed", "t1003"]
     assert len(names) == 4000
+
+
+def _upsert_files(spark, tmp_path, monkeypatch, caplog, name: str, *, share: float) -> tuple[dict, pa.Table]:
+    """A 600-row parquet source (a plain scan: ``spark.read.parquet``) upserted into 1,000 rows, the
+    shipping cap and the hash join's threshold lowered; the result and the merged rows."""
+    import logging
+
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider_apps.engine.merge import by_hash
+    from airflow_delta_provider_apps.engine.merge import source as merge_source
+
+    ddl = "id BIGINT, name STRING, score DOUBLE"
+    root = str(tmp_path / name)
+    t = DeltaTable.create(spark, root, schema=ddl)
+    t.append(spark.range(1000).selectExpr("id * 2 AS id", "concat('t', id) AS name", "CAST(id AS DOUBLE) AS score"))
+    src = tmp_path / f"{name}.parquet"
+    ids = list(range(1500, 2100))  # half update (even ids under 2000), the rest insert
+    pq.write_table(pa.table({"id": ids, "name": [f"s{i}" for i in ids], "score": [-float(i) for i in ids]}), src)
+    monkeypatch.setattr(merge_source, "MAX_SOURCE_BYTES", 1)  # over the shipping cap
+    monkeypatch.setattr(by_hash, "HASH_JOIN_ROWS", 100)
+    monkeypatch.setattr(session, "LOCAL_SOURCE_SHARE", share)
+    with caplog.at_level(logging.INFO, logger="airflow_delta_provider_apps.engine.spark.merge"):
+        result = t.upsert(spark.read.parquet(str(src)), ["id"])
+    return result, deltalake.DeltaTable(root).to_pyarrow_table().sort_by("id")
+
+
+def _model() -> pa.Table:
+    """The upsert above in plain Python."""
+    rows = {i * 2: (f"t{i}", float(i)) for i in range(1000)} | {i: (f"s{i}", -float(i)) for i in range(1500, 2100)}
+    ids = sorted(rows)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "name": [rows[i][0] for i in ids],
+            "score": [rows[i][1] for i in ids],
+        }
+    )
+
+
+def test_a_file_source_over_the_shipping_cap_is_held_and_hash_joined_on_a_local_master(
+    spark, tmp_path, monkeypatch, caplog
+):
+    result, got = _upsert_files(spark, tmp_path, monkeypatch, caplog, "held", share=0.25)
+    assert result["strategy"] == "hash_join", result
+    assert got.equals(_model())
+    m = result["metrics"]
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"], m["numSourceRows"]) == (250, 350, 600)
+    assert "MERGE source read from its files: 600 rows" in caplog.text and "local master" in caplog.text
+
+
+def test_a_file_source_over_the_machine_cap_is_joined_in_spark(spark, tmp_path, monkeypatch, caplog):
+    result, got = _upsert_files(spark, tmp_path, monkeypatch, caplog, "joined", share=0.0)
+    assert result["strategy"] == "join", result
+    assert got.equals(_model())
+    assert "MERGE source joined in Spark" in caplog.text
+
+
+def test_only_a_plain_scan_of_parquet_files_is_read_from_its_files(spark, tmp_path, caplog):
+    """Read from its files, the rows and types are Spark's; whatever Spark reads by its own rules
+    (partition columns from folder names, a filter, timestamps without a time zone) is Spark's."""
+    import datetime
+    import logging
+    import os
+
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider_apps.engine.spark.merge import scanned_files_as_arrow
+
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    for k in range(2):
+        part = pa.table({"id": pa.array([k * 10 + i for i in range(5)], pa.int32()), "s": ["a", None, "c", "d", "e"]})
+        pq.write_table(part, folder / f"part-{k}.parquet")
+    plain = spark.read.parquet(str(folder))
+    for df in (plain, plain.select("s", "id")):
+        got = scanned_files_as_arrow(df)
+        assert got is not None and got.sort_by("id").equals(df.toArrow().sort_by("id"))
+    assert scanned_files_as_arrow(plain.filter("id > 3")) is None
+    assert scanned_files_as_arrow(plain.selectExpr("id + 1 AS id")) is None
+    spark.range(4).selectExpr("id", "id % 2 AS k").write.partitionBy("k").parquet(str(tmp_path / "parts"))
+    assert scanned_files_as_arrow(spark.read.parquet(str(tmp_path / "parts"))) is None
+    naive = pa.table({"id": [1], "at": pa.array([datetime.datetime(2026, 1, 1)], pa.timestamp("us"))})
+    pq.write_table(naive, tmp_path / "naive.parquet")
+    assert scanned_files_as_arrow(spark.read.parquet(str(tmp_path / "naive.parquet"))) is None
+    # files far smaller than their rows: the read stops once what it holds is over the cap
+    pq.write_table(pa.table({"s": ["x" * 100] * 20_000}), tmp_path / "dense.parquet")
+    dense = spark.read.parquet(str(tmp_path / "dense.parquet"))
+    assert os.path.getsize(tmp_path / "dense.parquet") < (64 << 10) < dense.toArrow().nbytes
+    spark.conf.set(MAX_SOURCE_CONF, "64k")
+    try:
+        with caplog.at_level(logging.INFO, logger="airflow_delta_provider_apps.engine.spark.merge"):
+            assert scanned_files_as_arrow(dense) is None
+    finally:
+        spark.conf.unset(MAX_SOURCE_CONF)
+    assert "not read from its files: over the cap of 0.1 MiB after" in caplog.text

@@ -17,6 +17,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+
 from ..errors import DuplicateMatchError, InvalidArgumentError
 from ..expr.sql import quote
 from ..merge import MergeOutcome
@@ -34,6 +37,8 @@ __all__ = [
     "MergeOutcome",
     "DuplicateMatchError",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def deduplicated(source, key_columns: list[str], dedupe_by: str):
@@ -302,27 +307,182 @@ NARROW_BROADCAST_BYTES = 64 << 20
 # file by file (a small source shipped to the tasks; see engine/merge/by_file.py)
 
 
+#: how many times its files' bytes a parquet or ORC source may take as Arrow (encoded and compressed
+#: columns grow when decoded): the estimate from a listing that must fit the cap before it is read
+ARROW_GROWTH = 32
+
+
 def small_source(source, plan, max_rows: int):
     """The source as one Arrow table (columns ``__s<i>``, the source schema's Arrow types), read once,
     when it holds at most ``max_rows`` rows and fits :func:`collect_cap`; None otherwise (then it
     is joined in Spark). Its size is known before anything is collected: Spark's own estimate when
     that is far below the cap, else one aggregation measures its rows and their Arrow bytes (string
-    lengths summed), so a source too big for the driver (or a Connect client) is never collected."""
+    lengths summed), so a source too big for the driver (or a Connect client) is never collected.
+    The decision is logged with its sizes and the cap's rule."""
     import pyarrow as pa
 
     renamed = positionally_renamed(source, "__s")
-    cap = collect_cap(source.sparkSession)
+    cap, rule = source_cap(source.sparkSession)
     size = _plan_size(renamed)
     if size is not None and size > cap and _bare_scan(renamed):  # its files alone are over the cap
+        _log_source("joined in Spark", f"its files' {_mib(size)} are over the cap of {_mib(cap)}", rule)
         return None
-    if size is None or size * 32 > cap:  # not clearly small (compressed files may grow 10x as Arrow)
+    if size is None or size * ARROW_GROWTH > cap:  # not clearly small
         rows, nbytes = measured_size(renamed, plan.source_schema)
         if rows > max_rows or nbytes > cap:
+            why = f"{rows:,} rows (at most {max_rows:,}), {_mib(nbytes)} of Arrow (cap {_mib(cap)})"
+            _log_source("joined in Spark", why, rule)
             return None
     table = renamed.toArrow()
+    _log_source("collected", f"{table.num_rows:,} rows, {_mib(table.nbytes)} of Arrow (cap {_mib(cap)})", rule)
     schema = plan.source_schema.to_arrow_schema()
     want = pa.schema([pa.field(f"__s{i}", f.type, f.nullable) for i, f in enumerate(schema)])
     return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(want)], schema=want)
+
+
+def scanned_files_as_arrow(source):
+    """A DataFrame that is Spark's plain read of local Parquet files, read from those files in this
+    process by pyarrow (no Spark job, no JVM between), on a local master whose file work runs here,
+    within the cap of a source read from files (:func:`source_cap`): an Arrow table with the
+    DataFrame's column names and types, else None (then the source goes the DataFrame's way,
+    :func:`small_source`). Bounded by design: files whose bytes alone are over the cap are not read,
+    and the read streams batch by batch and stops as soon as what it holds is over the cap.
+
+    Only where that is provably the rows Spark reads: the optimized plan is a scan of files listed
+    once (``InMemoryFileIndex``, no partition columns taken from folder names, no bucketing, no
+    reader option), under at most a projection of its plain columns; the files are on this
+    machine's file system (``file:`` URIs, the ones Spark listed); what was read has the
+    DataFrame's columns, the files' own types as Spark reads them (:func:`spark_reads_alike`), and
+    casts to the DataFrame's types."""
+    spark = source.sparkSession
+    if not held_here(spark):  # (never over Spark Connect: no local master there)
+        return None
+    files = _scanned_files(source)
+    if files is None:
+        return None
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from ..schema import parse_schema
+    from ..storage import normalize_table_uri
+
+    paths = [normalize_table_uri(f) for f in files]
+    cap, rule = source_cap(spark, from_files=True)
+    try:
+        size = sum(os.path.getsize(p) for p in paths)
+        if size > cap:
+            _log_source("not read from its files", f"its files' {_mib(size)} are over the cap of {_mib(cap)}", rule)
+            return None
+        dataset = ds.dataset(paths, format="parquet")
+        if set(source.columns) - set(dataset.schema.names) or not spark_reads_alike(dataset.schema, paths):
+            return None
+        batches, held = [], 0
+        for batch in dataset.to_batches(columns=list(source.columns)):
+            batches.append(batch)
+            held += batch.nbytes
+            if held > cap:
+                why = f"over the cap of {_mib(cap)} after {_mib(held)} of Arrow (its files' {_mib(size)})"
+                _log_source("not read from its files", why, rule)
+                return None
+        table = pa.Table.from_batches(batches, pa.schema([dataset.schema.field(c) for c in source.columns]))
+        want = parse_schema(source.schema.jsonValue()).to_arrow_schema()
+        table = pa.Table.from_arrays([table.column(c).cast(f.type) for c, f in zip(source.columns, want)], schema=want)
+    except (OSError, pa.ArrowException, ValueError):  # Spark reads it, and says what is wrong
+        return None
+    why = f"{table.num_rows:,} rows, {_mib(table.nbytes)} of Arrow from {len(paths)} parquet file(s) (cap {_mib(cap)})"
+    _log_source("read from its files", why, rule)
+    return table
+
+
+def read_files_as_spark(paths: list[str], fmt: str):
+    """Parquet or ORC files (locations as :mod:`..storage` takes them) read in this process as Spark
+    reads them (every column nullable), or None when Spark reads them by its own rules
+    (:func:`spark_reads_alike`)."""
+    import pyarrow as pa
+
+    from ..storage import storage_for
+
+    table = storage_for(paths[0]).read_parquet_files(list(paths), file_format=fmt)
+    if not spark_reads_alike(table.schema, paths if fmt == "parquet" else []):
+        return None
+    return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+
+
+def spark_reads_alike(schema, parquet_paths: list[str]) -> bool:
+    """Whether Spark reads columns of this Arrow ``schema`` (of files) as pyarrow does: no timestamp
+    without a time zone (Spark reads it as its local-time ``timestamp``, or ``timestamp_ntz``) and,
+    with dates or timestamps, no Parquet file of ``parquet_paths`` written in Spark's legacy hybrid
+    calendar (its old dates differ)."""
+    import pyarrow as pa
+
+    types = [f.type for f in schema]
+    if any(pa.types.is_timestamp(t) and t.tz is None for t in types):
+        return False
+    if any(pa.types.is_timestamp(t) or pa.types.is_date(t) for t in types):
+        return not any(_legacy_calendar(p) for p in parquet_paths)
+    return True
+
+
+#: footer keys Spark writes into a file in the legacy hybrid (Julian) calendar
+_LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
+
+
+def _legacy_calendar(path: str) -> bool:
+    import pyarrow.parquet as pq
+
+    from ..storage import storage_for
+
+    storage = storage_for(path)
+    with storage.open_input_file(path) as f:
+        meta = pq.read_metadata(f).metadata or {}
+    return any(k in meta for k in _LEGACY_KEYS)
+
+
+def _scanned_files(df) -> list[str] | None:
+    """The ``file:`` URIs of the Parquet files ``df`` reads when it is a plain scan of them (see
+    :func:`scanned_files_as_arrow`), else None."""
+    nodes = _plan_nodes(df)
+    if not nodes or nodes[-1][0] != "LogicalRelation":
+        return None
+    try:
+        for kind, node in nodes[:-1]:
+            if kind != "Project" or _calls_user_code(node):
+                return None
+            exprs = node.expressions()
+            if any(exprs.apply(i).getClass().getSimpleName() != "AttributeReference" for i in range(exprs.size())):
+                return None
+        relation = nodes[-1][1].relation()
+        if relation.getClass().getSimpleName() != "HadoopFsRelation":
+            return None
+        if relation.fileFormat().getClass().getSimpleName() != "ParquetFileFormat":
+            return None
+        if relation.location().getClass().getSimpleName() != "InMemoryFileIndex":
+            return None
+        if not relation.partitionSchema().isEmpty() or not relation.bucketSpec().isEmpty():
+            return None
+        options = relation.options()
+        keys = options.keys().iterator()
+        while keys.hasNext():
+            if str(keys.next()).lower() not in ("path", "paths"):
+                return None
+        names = set(relation.dataSchema().fieldNames())
+    except Exception:  # an internal API that moved: Spark reads it
+        return None
+    if set(df.columns) - names or len(set(df.columns)) != len(df.columns):
+        return None
+    files = list(df.inputFiles())
+    if not files or not all(f.startswith("file:") for f in files):
+        return None
+    return files
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 20):,.1f} MiB"
+
+
+def _log_source(what: str, why: str, rule: str) -> None:
+    """The one log line of where a MERGE's source goes, with the sizes and the cap's rule."""
+    log.info("MERGE source %s: %s; the cap: %s", what, why, rule)
 
 
 #: a Spark property that lowers the cap (bytes, or a size such as ``64m``): a driver shared with others
@@ -333,16 +493,51 @@ MAX_SOURCE_CONF = "spark.airflowDelta.merge.maxSourceBytes"
 CONNECT_SOURCE_BYTES = 64 << 20
 
 
-def collect_cap(spark) -> int:
-    """The most bytes of Arrow a MERGE collects from its source: :data:`..merge.MAX_SOURCE_BYTES`,
-    at most an eighth of the driver's memory (``spark.driver.memory``, Spark's default 1g: the JVM
-    holds the collected batches while Python reads them), and over Spark Connect at most
-    :data:`CONNECT_SOURCE_BYTES`, and at most :data:`MAX_SOURCE_CONF` when set. A hard cap: above it
-    the source is joined in Spark instead."""
-    from ..merge import MAX_SOURCE_BYTES
-    from .session import conf_value, is_connect, memory_bytes
+def collect_cap(spark, *, from_files: bool = False) -> int:
+    """The most bytes of Arrow a MERGE holds of its source in this process (:func:`source_cap`)."""
+    return source_cap(spark, from_files=from_files)[0]
 
-    cap = min(MAX_SOURCE_BYTES, memory_bytes(conf_value(spark, "spark.driver.memory", "1g")) // 8)
+
+def held_here(spark) -> bool:
+    """Whether a MERGE source held in this process stays here: a local master whose file work runs
+    in this process's threads (:data:`.session.FILE_WORK_CONF` not ``tasks``), so nothing ships it
+    to tasks."""
+    from .session import FILE_WORK_CONF, conf_value, local_master
+
+    return local_master(spark) and conf_value(spark, FILE_WORK_CONF, "auto").strip().lower() != "tasks"
+
+
+def source_cap(spark, *, from_files: bool = False) -> tuple[int, str]:
+    """``(bytes, rule)``: the most bytes of Arrow a MERGE holds of its source in this process (above
+    it the source is joined in Spark, whose memory spills), and the rule that gave it, for the log.
+
+    * On a local master whose file work runs here (:func:`held_here`) the source is this machine's
+      memory, shipped nowhere: :func:`.session.local_source_cap` (a share of the memory available
+      now). Read from its files in this process (``from_files``: no JVM between), that alone;
+      collected from a DataFrame (``toArrow``), also at most :data:`..merge.MAX_SOURCE_BYTES`, an
+      eighth of the driver's memory and ``spark.driver.maxResultSize`` (the JVM holds the collected
+      batches: a larger collect is slow, and a 1g driver loses task results).
+    * Elsewhere (a cluster, Spark Connect) it is shipped to every task: :data:`..merge.MAX_SOURCE_BYTES`,
+      at most an eighth of the driver's memory (``spark.driver.memory``, Spark's default 1g), and over
+      Spark Connect at most :data:`CONNECT_SOURCE_BYTES`.
+    * :data:`MAX_SOURCE_CONF`, when set, lowers it everywhere."""
+    from ..merge import MAX_SOURCE_BYTES
+    from .session import LOCAL_SOURCE_SHARE, conf_value, is_connect, local_source_cap, memory_bytes
+
+    driver = memory_bytes(conf_value(spark, "spark.driver.memory", "1g")) // 8
+    if held_here(spark):
+        cap = local_source_cap()
+        rule = f"local master: {LOCAL_SOURCE_SHARE:g} of this machine's available memory"
+        if not from_files:
+            results = memory_bytes(conf_value(spark, "spark.driver.maxResultSize", "1g")) or cap
+            cap = min(cap, MAX_SOURCE_BYTES, driver, results)
+            rule += ", at most the shipped source's bytes, an eighth of driver memory and spark.driver.maxResultSize"
+    else:
+        cap = min(MAX_SOURCE_BYTES, driver)
+        rule = "the source shipped to every task, at most an eighth of driver memory"
+        if is_connect(spark):
+            cap = min(cap, CONNECT_SOURCE_BYTES)
+            rule += ", over Spark Connect at most 64 MiB"
     limit = conf_value(spark, MAX_SOURCE_CONF, "")
     if limit:
         try:
@@ -351,7 +546,8 @@ def collect_cap(spark) -> int:
             raise InvalidArgumentError(
                 f"Spark property {MAX_SOURCE_CONF} is not a size", str(e), "set it to bytes or a size such as 64m"
             ) from None
-    return min(cap, CONNECT_SOURCE_BYTES) if is_connect(spark) else cap
+        rule += f", {MAX_SOURCE_CONF}={limit}"
+    return cap, rule
 
 
 def measured_size(df, schema) -> tuple[int, int]:

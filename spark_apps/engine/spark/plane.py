@@ -5,10 +5,15 @@ in-process plane does, in this process's threads when the files are small
 (:data:`..rewrite.common.IN_PROCESS_BYTES`) or the master is local (:meth:`SparkPlane.in_driver`;
 ``spark.airflowDelta.fileWork=tasks`` overrides both), else in Spark tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`,
 :mod:`.merge`). Data handed in is a DataFrame: written by the core writer in tasks or by Spark's own
-writer (:mod:`.write`), and a MERGE whose source is over the collection cap runs on Spark's own
-scan, joins and writer (:func:`.merge_join.execute_merge`). A MERGE source may also be Arrow data
-read in this process (a small file source, :mod:`airflow_delta_provider_apps.sources`): merged file
-by file, no Spark job to read it.
+writer (:mod:`.write`), and a MERGE whose source is over the cap of a source held here
+(:func:`.merge.source_cap`: on a local master a share of this machine's memory, elsewhere what may
+be shipped to every task) runs on Spark's own scan, joins and writer (:func:`.merge_join.execute_merge`).
+A MERGE source may also be Arrow data read in this process (a small file source,
+:mod:`airflow_delta_provider_apps.sources`; on a local master a DataFrame that is a plain scan of
+parquet files, :func:`.merge.scanned_files_as_arrow`): no Spark job to read it. Held here, it is
+merged file by file, or by one hash join in this process's threads when large
+(:meth:`SparkPlane._merge_held`). The result's ``strategy`` says which (``file_by_file``,
+``hash_join``, ``join``), and the task log why.
 """
 
 from __future__ import annotations
@@ -113,12 +118,15 @@ class SparkPlane:
 
     def merge(self, job):
         from ..merge import merge_by_join, source_row_limit
-        from .merge import deduplicated, small_source, source_key_values
+        from .merge import deduplicated, scanned_files_as_arrow, small_source, source_key_values
         from .merge_join import execute_merge
 
         source, plan = job.source, job.plan
+        if _is_dataframe(source) and job.keys:  # a plain scan of parquet files, on a local master: read here
+            held = scanned_files_as_arrow(source)
+            source = source if held is None else held
         if not _is_dataframe(source):
-            if job.keys:  # Arrow data read in this process: merged file by file, as the in-process plane does
+            if job.keys:  # Arrow data read in this process: merged here, as the in-process plane does
                 return self._merge_held(job, _arrow_source(source, job))
             from ..rewrite.common import arrow_table
 
@@ -144,8 +152,9 @@ class SparkPlane:
         """MERGE with the source held here as Arrow (``local``): when the table's file work runs in
         this process (:meth:`in_driver`: small files, or any on a local master, whose cores are this
         machine's) and the source is large (:func:`..merge.joins_by_hash`), by one hash join in this
-        process's threads; else file by file (:meth:`_merge_files`). A source over the collection
-        cap is never held here: Spark joins it (its memory spills; a hash join here would hold it)."""
+        process's threads; else file by file (:meth:`_merge_files`). A source over the cap
+        (:func:`.merge.source_cap`) is never held here: Spark joins it (its memory spills; a hash
+        join here would hold it)."""
         from ..merge import joins_by_hash, merge_by_file, merge_by_hash
         from ..rewrite.common import files_bytes
 

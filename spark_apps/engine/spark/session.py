@@ -229,6 +229,62 @@ def memory_bytes(text: str, *, plain: str = "m", strict: bool = False) -> int:
 FILE_WORK_CONF = "spark.airflowDelta.fileWork"
 
 
+#: on a local master, the share of this machine's available memory (:func:`available_memory`) a MERGE
+#: source held in this process may take (:func:`.merge.collect_cap`); the rest is for the join's hash
+#: table, the files being rewritten, and Spark
+LOCAL_SOURCE_SHARE = 0.25
+
+
+def available_memory() -> int:
+    """Bytes this machine can give now without swapping: ``MemAvailable`` (/proc/meminfo), else the
+    free physical pages (``os.sysconf``), else 1 GiB; at most what this process's cgroup (a
+    container's memory limit) has left."""
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if free is None:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            free = 1 << 30
+    left = _cgroup_memory_left()
+    return free if left is None else min(free, left)
+
+
+#: a cgroup's memory limit and usage: v2, then v1 (a limit this large means none)
+_CGROUP_MEMORY = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
+
+
+def _cgroup_memory_left() -> int | None:
+    for limit_file, usage_file in _CGROUP_MEMORY:
+        try:
+            with open(limit_file) as f:
+                limit = f.read().strip()
+            with open(usage_file) as f:
+                usage = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit == "max" or not limit.isdigit() or int(limit) >= 1 << 60:
+            return None
+        return max(int(limit) - usage, 0)
+    return None
+
+
+def local_source_cap() -> int:
+    """The most bytes of Arrow a MERGE source held in this process may take on a local master:
+    :data:`LOCAL_SOURCE_SHARE` of :func:`available_memory`."""
+    return int(available_memory() * LOCAL_SOURCE_SHARE)
+
+
 def local_master(spark) -> bool:
     """Whether ``spark`` is a classic session on a local master (``local``, ``local[N]``, ``local[*]``,
     ``local[N,F]``): its executors are threads of this machine's JVM, on the cores this process has."""
