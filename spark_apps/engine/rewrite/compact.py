@@ -152,16 +152,18 @@ def _read_plain(storage, write: WriteSpec, schema, parts, rows, read) -> pa.Tabl
     partition, typed from the log's text as every reader types it."""
     locations = file_locations(write.table_uri, pa.array([r["path"] for r in rows], pa.string()))
     conform = file_conformer([f for f in schema.fields if f.name not in parts])
+    local = is_local(write.table_uri)
 
     def one(i: int) -> pa.Table:
         try:
             with storage.open_input_file(locations[i]) as f:
-                return conform(pq.ParquetFile(f).read(use_threads=False))
+                # pre-buffering (reads coalesced on Arrow's I/O threads) pays on an object store only
+                return conform(pq.ParquetFile(f, pre_buffer=not local).read(use_threads=False))
         except FileNotFoundError:  # name the file as every reader does (DataFileMissingError)
             read(rows[i])
             raise
 
-    if is_local(write.table_uri):  # CPU-bound: one thread, no hand-offs of the GIL between readers
+    if local:  # CPU-bound: one thread, no hand-offs of the GIL between readers
         tables = [one(i) for i in range(len(rows))]
     else:  # latency-bound: several requests in flight
         with ThreadPool(max_workers=min(_READERS, len(rows))) as pool:
