@@ -42,6 +42,9 @@ import time
 import traceback
 
 from airflow_delta_provider_apps import operations as ops
+
+# the generic runner's entry points, also the CLI's names (callers and tests import them from here)
+from airflow_delta_provider_apps.dispatch import as_delta_error, run, run_checked, run_in_process  # noqa: F401
 from airflow_delta_provider_apps.engine.errors import DeltaError, InvalidArgumentError, StorageError
 from airflow_delta_provider_apps.failures import SparkInfrastructureError
 
@@ -170,77 +173,12 @@ def _session(params: dict):
     return build_session(app_name=f"delta-{params['operation']}", conf=conf)
 
 
-def run(params: dict, spark=None) -> dict:
-    """Run one operation (its registry entry, ``params`` as :func:`ops.check_params` returned them:
-    not checked again); returns the result dict (without printing). A
-    ``catalog`` parameter is synced after the commit in ``spark`` when it reaches that catalog."""
-    from airflow_delta_provider_apps.dispatch import run_command
-    from airflow_delta_provider_apps.engine.catalog import catalog_spec, sync_in_session
-    from airflow_delta_provider_apps.engine.storage import table_location
-    from airflow_delta_provider_apps.engine.txn.transaction import commit_provenance
-
-    op = ops.get(params["operation"])
-    catalog_spec(params.get("catalog"))  # a bad one fails before anything is written
-    params = dict(params, table_uri=table_location(params["table_uri"]))
-    with commit_provenance(params.get("airflow_task")):  # commitInfo.airflow of its commits
-        result = run_command(op, params, spark, checked=True)  # params: check_params's, checked once
-    return sync_in_session(params.get("catalog"), params["table_uri"], result, spark)
-
-
-def run_checked(operation: str, table_uri: str, params: dict, *, spark_factory=None) -> dict:
-    """Run one operation in THIS process with the same parameter checks as the command line: without
-    Spark (``spark_factory`` None: operations that need none), or with the session ``spark_factory()``
-    returns, created only when these parameters need Spark (a Spark Connect session: the task is
-    the client). Returns the result dict; raises :class:`DeltaError` (an
-    :class:`InvalidArgumentError` when these parameters need Spark and there is none)."""
-    op = ops.get(operation)
-    given = {k: v for k, v in (params or {}).items() if v is not None}
-    try:
-        full = ops.check_params(op, {**op.defaults(), **given, "operation": op.name, "table_uri": table_uri})
-    except ValueError as e:
-        raise InvalidArgumentError(f"Bad parameters for {op.name}", str(e), "fix the argument") from None
-    needs_spark = op.spark_required(full)
-    if needs_spark and spark_factory is None and not op.runs_in_process(full):
-        raise InvalidArgumentError(
-            f"'{op.name}' cannot run in the worker process with these arguments",
-            "it reads or writes data, which needs Spark",
-            "use execution='spark' (the default: the connection's Spark)",
-        )
-    spark = spark_factory() if needs_spark and spark_factory is not None else None
-    try:
-        return run(full, spark)
-    except Exception as e:  # the same classification the app applies under spark-submit
-        raise as_delta_error(e) from e
-
-
-def run_in_process(operation: str, table_uri: str, params: dict) -> dict:
-    """Run an operation that needs no Spark in THIS process (:func:`run_checked` without a session)."""
-    return run_checked(operation, table_uri, params)
-
-
 # --------------------------------------------------------------------------------------------------
 # entry point
 
 
 def _error_result(err: DeltaError) -> dict:
     return {"status": "error", **err.to_dict()}
-
-
-def as_delta_error(e: BaseException) -> DeltaError:
-    """``e`` as the DeltaError the app reports: the engine's classification
-    (:func:`airflow_delta_provider_apps.engine.foreign.as_delta_error`: itself, a Spark task's error,
-    an I/O error, a Spark or Spark Connect infrastructure failure), with a Spark analysis error of
-    the source read here named as bad input of the source."""
-    if isinstance(e, DeltaError):
-        return e
-    from airflow_delta_provider_apps.engine.foreign import as_delta_error as engine_error
-    from airflow_delta_provider_apps.engine.foreign import decoded
-
-    if type(e).__name__ in ("AnalysisException", "ParseException") and decoded(e) is None:
-        from airflow_delta_provider_apps.sources import spark_error
-
-        return spark_error(e, "Spark refused the operation")
-    return engine_error(e)
 
 
 def _write_result_file(result_uri: str | None, result: dict) -> None:

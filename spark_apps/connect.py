@@ -175,7 +175,7 @@ class ConnectRun:
     def run(self, operation: str, table_uri: str, params: dict) -> dict:
         """The operation's result dict; raises :class:`DeltaError` (a Spark or server failure
         classified as the CLI classifies it)."""
-        from .cli import as_delta_error, run_checked
+        from .dispatch import as_delta_error, run_checked
         from .engine.spark.session import connect_mode
 
         with connect_mode():

@@ -205,8 +205,11 @@ class Operation:
         return made
 
     def identity(self, params: Mapping) -> TxnIdentity:
-        """The transaction identity among ``params`` (none for an operation that does not commit)."""
-        return TxnIdentity.of(params) if self.commits else TxnIdentity()
+        """The transaction identity among a run's ``params`` (its :data:`COMMIT_ARGS`; the other keys
+        ignored), checked as one value; empty for an operation that does not commit."""
+        if not self.commits:
+            return TxnIdentity()
+        return TxnIdentity(params.get("app_id"), params.get("app_version"), params.get("user_metadata"))
 
 
 _PARAMETERS: dict[Operation, type] = {}

@@ -27,6 +27,7 @@ internals can move without touching the provider (``tests/test_layering.py`` enf
 from __future__ import annotations
 
 from .connect import ConnectRun
+from .dispatch import run_in_process
 from .engine import errors as _errors
 from .engine.catalog import parse_table_name, sync_catalog, syncs_in_session
 from .engine.errors import DeltaError
@@ -100,14 +101,6 @@ def error_retryable(error_class: str | None) -> bool | None:
     if isinstance(cls, type) and issubclass(cls, DeltaError):
         return bool(cls.retryable)
     return None
-
-
-def run_in_process(operation: str, table_uri: str, params: dict) -> dict:
-    """Run an operation that needs no Spark in this process (see
-    :func:`airflow_delta_provider_apps.cli.run_in_process`)."""
-    from .cli import run_in_process as run
-
-    return run(operation, table_uri, params)
 
 
 def table_schema(table_uri: str) -> list[tuple[str, str]] | None:

@@ -187,22 +187,23 @@ class DeltaHook(BaseHook):
 
     def _run_on(self, transport: Transport, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         self.transport = transport
+        identity = OPERATIONS[operation].identity(params)
         with self.storage_context():
-            earlier = transport.recover(table_uri, params)
+            earlier = transport.recover(table_uri, identity)
             if earlier is not None:
                 return {**earlier, "transport": transport.name}
-            result = self._or_from_log(lambda: transport.run(operation, table_uri, params), table_uri, params)
+            result = self._or_from_log(lambda: transport.run(operation, table_uri, params), table_uri, identity)
         result = {**result, "transport": transport.name}
         self._log_result(operation, table_uri, result, transport.run_label)
         return result
 
-    def _or_from_log(self, call, table_uri: str, params: dict[str, Any]) -> dict:
+    def _or_from_log(self, call, table_uri: str, identity: TxnIdentity) -> dict:
         """``call()``'s result; when it fails but the run's commit is in the table's log (its own
         result was lost), that commit's result."""
         try:
             return call()
         except DeltaTaskError as e:
-            result = self.result_from_log(table_uri, params)
+            result = self.result_from_log(table_uri, identity)
             if result is None:
                 raise
             self.log.warning(
@@ -228,7 +229,7 @@ class DeltaHook(BaseHook):
         self._check_target(operation, table_uri)
         transport = self.transport = self.transport_for_connection()
         with self.storage_context():
-            earlier = transport.recover(table_uri, params)
+            earlier = transport.recover(table_uri, OPERATIONS[operation].identity(params))
             if earlier is not None:
                 return {**earlier, "transport": transport.name}
             handle = transport.start(operation, table_uri, params)
@@ -262,7 +263,9 @@ class DeltaHook(BaseHook):
                 )
             with self.storage_context():
                 result = self._or_from_log(
-                    lambda: transport.finish(handle, event["state"], bool(event["succeeded"])), table_uri, params
+                    lambda: transport.finish(handle, event["state"], bool(event["succeeded"])),
+                    table_uri,
+                    OPERATIONS[operation].identity(params),
                 )
         finally:
             transport.release(handle)
@@ -301,12 +304,11 @@ class DeltaHook(BaseHook):
         for warning in result.get("reader_warnings") or []:
             self.log.warning("Delta %s on %s: other readers: %s", operation, table_uri, reader_warning_text(warning))
 
-    def result_from_log(self, table_uri: str, params: dict) -> dict | None:
-        """The result of this run's commit, found in the table's log by its SetTransaction identity
-        (``app_id``, ``app_version``): what a run reports when its result file and stdout are lost
-        (cluster deploy mode, a client killed after the commit). None without an identity, or when
-        the commit is not there (the run did not commit)."""
-        identity = TxnIdentity.of(params)
+    def result_from_log(self, table_uri: str, identity: TxnIdentity) -> dict | None:
+        """The result of this run's commit, found in the table's log by its SetTransaction
+        ``identity`` (``app_id``, ``app_version``): what a run reports when its result file and
+        stdout are lost (cluster deploy mode, a client killed after the commit). None without an
+        identity, or when the commit is not there (the run did not commit)."""
         if not identity.app_id:
             return None
         from airflow_delta_provider_apps.protocol import landed_result

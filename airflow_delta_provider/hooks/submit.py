@@ -486,12 +486,11 @@ class SubmitTransport(Transport):
     def deferral_blocker(self) -> str | None:
         return self.submit_settings().deferral_blocker()
 
-    def recover(self, table_uri: str, params: dict[str, Any]) -> dict | None:
+    def recover(self, table_uri: str, identity: TxnIdentity) -> dict | None:
         """When an earlier try of this task instance still runs its Spark application (its driver
         outlived the worker that started it), wait for it instead of submitting a second one; the
         result of its commit, or None (it ended without committing: submit as usual). See
         :mod:`airflow_delta_provider_apps.run_lease`."""
-        identity = TxnIdentity.of(params)
         if not identity.app_id:
             return None
         from airflow_delta_provider_apps.protocol import (
@@ -630,7 +629,7 @@ class SubmitTransport(Transport):
         settings = self.submit_settings()
         self._settings = settings  # run() names the master from it, without reading the connection again
         bundle = build_app_bundle(self.hook.bundle_dir)
-        recoverable = bool(TxnIdentity.of(params).app_id)
+        recoverable = bool(OPERATIONS[operation].identity(params or {}).app_id)
         result_uri = result_uri or self.new_result_uri(settings, recoverable=recoverable)
         spec = self.job_spec(table_uri, dict(params or {}))
         opts = self.hook.submit_options

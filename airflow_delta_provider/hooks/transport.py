@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
+
+if TYPE_CHECKING:
+    from airflow_delta_provider_apps.operations import TxnIdentity
 
 __all__ = ["RunState", "Started", "Transport", "app_run", "class_path"]
 
@@ -96,11 +99,11 @@ class Transport:
     def run(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         raise NotImplementedError
 
-    def recover(self, table_uri: str, params: dict[str, Any]) -> dict | None:
-        """Before a run: when an earlier try of this task instance still runs (it outlived the
-        worker that started it), wait for it and return the result of its commit, instead of
-        starting a second run; None: run as usual. Nothing to wait for where a run cannot outlive
-        its worker."""
+    def recover(self, table_uri: str, identity: TxnIdentity) -> dict | None:
+        """Before a run: when an earlier try of this task instance (the run's transaction
+        ``identity``) still runs (it outlived the worker that started it), wait for it and return the
+        result of its commit, instead of starting a second run; None: run as usual. Nothing to wait
+        for where a run cannot outlive its worker."""
         return None
 
     @property

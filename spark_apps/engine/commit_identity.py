@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,14 +55,9 @@ class TxnIdentity:
                     "pass app_version as an integer",
                 ) from None
 
-    @classmethod
-    def of(cls, values: Mapping[str, Any] | None) -> TxnIdentity:
-        """The identity among ``values`` (a run's parameters, or keyword options); other keys ignored."""
-        values = values or {}
-        return cls(*(values.get(k) for k in IDENTITY_KEYS))
-
     def options(self) -> dict[str, Any]:
-        """The identity as the app's spec keys (only those given): what goes on the wire."""
+        """The identity as the app's spec keys (only those given): what goes on the wire (the
+        registry's :meth:`~airflow_delta_provider_apps.operations.Operation.identity` reads it back)."""
         return {k: getattr(self, k) for k in IDENTITY_KEYS if getattr(self, k) is not None}
 
 

@@ -75,9 +75,9 @@ class DeltaTable:
     def run(self, command, /, *args, **arguments):
         """Run an engine command (``(snapshot, *args, **arguments) -> CommandResult``, :mod:`.commands`)
         on the table's latest snapshot, with :attr:`plane` when the command takes one. Each command
-        method below is this with its own typed signature; the operations registry's generic runner
-        runs an entry's command here too (its parameters and transaction ``identity`` as ``arguments``;
-        ``app_id``, ``app_version``, ``user_metadata`` become that one value).
+        method below is this with its own typed signature (the operations registry's generic runner
+        runs an entry's command the same way); the transaction ``identity`` is one of ``arguments``
+        (``app_id``, ``app_version``, ``user_metadata`` become that one value).
         Returns the command's :class:`~.commands.result.CommandResult`."""
         import inspect
 

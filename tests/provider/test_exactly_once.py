@@ -13,6 +13,7 @@ from txn_helpers import create_table, txn, write_file
 
 from airflow_delta_provider.hooks.delta import DeltaHook
 from airflow_delta_provider.operators.delta import DeltaDeleteOperator, DeltaWriteOperator, task_instance_identity
+from airflow_delta_provider_apps.engine.commit_identity import TxnIdentity
 from airflow_delta_provider_apps.protocol import landed_result
 
 DAY = datetime(2026, 3, 1, tzinfo=UTC)
@@ -86,8 +87,8 @@ def test_a_lost_result_is_recovered_from_the_commit(tmp_path):
     create_table(root)
     append(root, [1], app_id="airflow:daily/load@d1", app_version=4)
     hook = DeltaHook()
-    got = hook.result_from_log(root, {"app_id": "airflow:daily/load@d1", "app_version": 4})
+    got = hook.result_from_log(root, TxnIdentity("airflow:daily/load@d1", 4))
     assert (got["version"], got["skipped"], got["from_log"]) == (1, False, True)
     assert got["metrics"]["numOutputRows"] == 1
-    assert hook.result_from_log(root, {"app_id": "airflow:daily/load@d1", "app_version": 5}) is None
-    assert hook.result_from_log(root, {}) is None
+    assert hook.result_from_log(root, TxnIdentity("airflow:daily/load@d1", 5)) is None
+    assert hook.result_from_log(root, TxnIdentity()) is None
