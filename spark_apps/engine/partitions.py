@@ -40,7 +40,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -48,7 +48,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidArgumentError
-from .schema import DataType, DecimalType, type_from_json
+
+if TYPE_CHECKING:
+    from .schema import DataType
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
@@ -89,11 +91,16 @@ def require_data_column(column_names: Sequence[str], partition_columns: Sequence
 
 def _as_type(delta_type: DataType | str) -> DataType:
     if isinstance(delta_type, str):
+        # the schema package loads on first use: a log replay (paths -> here) does not need it
+        from .schema import type_from_json
+
         return type_from_json(delta_type)
     return delta_type
 
 
 def _type_name(t: DataType) -> str:
+    from .schema import DecimalType
+
     return "decimal" if isinstance(t, DecimalType) else getattr(t, "name", "?")
 
 
@@ -218,6 +225,8 @@ def serialize_partition_value(value: Any, delta_type: DataType | str) -> str | N
         return _fmt_micros(_to_epoch_micros(value), sep=" ", frac="trim")
     if name == "decimal":
         d = value if isinstance(value, _decimal.Decimal) else _decimal.Decimal(str(value))
+        from .schema import DecimalType
+
         if isinstance(t, DecimalType):
             try:
                 d = d.quantize(_decimal.Decimal(1).scaleb(-t.scale))
