@@ -1009,7 +1009,8 @@ def test_property_checkpoint_plus_commits_matches_reference(initial, commits, la
 
 def test_open_does_not_import_pandas(tmp_path):
     """pyarrow imports pandas (~0.25 s) on its first numpy/Python <-> arrow conversion; a fresh process
-    that opens a table (checkpoint + commits with DVs and partition values, JSON-only) must not."""
+    that opens a table (checkpoint + commits with DVs and partition values, JSON-only) must not, nor
+    the engine's schema package (a replay has no use for it: it loads when a command first asks)."""
     import subprocess
     import sys
 
@@ -1030,7 +1031,7 @@ def test_open_does_not_import_pandas(tmp_path):
         "from airflow_delta_provider_apps.engine.storage import storage_for\n"
         f"for p in {[str(cp_root), str(json_root)]!r}:\n"
         "    print(load_snapshot(storage_for(p), p).files.num_rows)\n"
-        "print('pandas' in sys.modules)\n"
+        "print('pandas' in sys.modules, 'airflow_delta_provider_apps.engine.schema' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -1039,4 +1040,4 @@ def test_open_does_not_import_pandas(tmp_path):
         cwd=Path(__file__).resolve().parents[3],
         check=True,
     ).stdout.split()
-    assert out == ["3", "2", "False"]
+    assert out == ["3", "2", "False", "False"]
