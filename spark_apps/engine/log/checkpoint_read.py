@@ -54,26 +54,50 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
             schema = pf.schema_arrow
         except (pa.ArrowInvalid, OSError) as e:
             raise _unreadable(path, e) from None
+        empty = _empty_columns(pf.metadata)
         cols: list[str] = []
         for kind, fschema in () if no_files else (("add", FILE_SCHEMA), ("remove", REMOVE_SCHEMA)):
             idx = schema.get_field_index(kind)
-            if idx < 0:
+            if idx < 0 or f"{kind}.path" in empty:  # no row has a path: no file action to read
                 continue
             t = schema.field(idx).type
             if not pa.types.is_struct(t):
                 continue
-            present = {f.name for f in t}
+            present = {f.name for f in t} - {n.split(".", 1)[1] for n in empty if n.startswith(f"{kind}.")}
             cols += [f"{kind}.{WIRE[n]}" for n in fschema.names if WIRE[n] in present]
             if kind == "add" and "stats_parsed" in present:
                 cols.append("add.stats_parsed")  # typed stats for skipping (kept beside the JSON)
         if not only_files:
-            cols += [c for c in NON_FILE_COLUMNS if schema.get_field_index(c) >= 0]
+            cols += [c for c in NON_FILE_COLUMNS if schema.get_field_index(c) >= 0 and c not in empty]
         if not cols:
             return pa.table({})
         try:
             return pf.read(columns=cols, use_threads=True)
         except (pa.ArrowInvalid, OSError) as e:
             raise _unreadable(path, e) from None
+
+
+def _empty_columns(md: pq.FileMetaData) -> set[str]:
+    """The columns (``txn``) and their fields (``remove.path``, ``add.deletionVector``) that hold no
+    value in any row group, by the file's own statistics: a checkpoint keeps one column per action
+    type, null in the rows of every other type, and a field no action sets (deletion vectors, row
+    ids) is null throughout. Reading them would only allocate nulls (over a quarter of a 100k-file
+    checkpoint's Arrow memory). A leaf in a map or list never counts as empty (its statistics do not
+    tell an empty map from a null one), nor does a column chunk without a null count."""
+    repeated = {i for i in range(md.num_columns) if md.schema.column(i).max_repetition_level > 0}
+    leaves: set[str] = set()
+    valued: set[str] = set()
+    for g in range(md.num_row_groups):
+        group = md.row_group(g)
+        for i in range(group.num_columns):
+            chunk = group.column(i)
+            parts = chunk.path_in_schema.split(".")
+            names = {parts[0], ".".join(parts[:2])}
+            leaves |= names
+            st = chunk.statistics
+            if i in repeated or st is None or not st.has_null_count or st.null_count != chunk.num_values:
+                valued |= names
+    return leaves - valued
 
 
 def _collect_parquet_table(t: pa.Table, version: int, coll: Collected, *, files_only: bool = False) -> list[dict]:

@@ -318,6 +318,34 @@ def test_partition_values_nulls_tags_stats(tmp_path):
     assert [list(r["partition_values"]) for r in rows.values()] == [["p", "q"]] * 3
 
 
+def test_checkpoint_columns_null_throughout_are_not_read_and_read_alike(tmp_path):
+    """A checkpoint's columns and fields that hold no value anywhere (the ``remove`` column of a
+    checkpoint without tombstones, unset deletion vectors and row ids, no ``txn``) are left unread,
+    by the file's statistics: the state is the same. Empty maps are values (not nulls), and a second
+    checkpoint with a tombstone and a txn reads them."""
+    from airflow_delta_provider_apps.engine.log.checkpoint_read import _empty_columns
+
+    adds = [add("a"), add("b", tags={}, stats='{"numRecords":1}')]
+    write_checkpoint(tmp_path, 0, [protocol(), metadata(), *adds])
+    log = tmp_path / "_delta_log"
+    empty = _empty_columns(pq.ParquetFile(log / f"{0:020d}.checkpoint.parquet").metadata)
+    assert {"remove.path", "add.deletionVector", "add.baseRowId", "txn"} <= empty
+    assert not {"add", "add.path", "add.partitionValues", "add.tags", "metaData", "protocol"} & empty
+    res = load(tmp_path)
+    rows = {r["path"]: r for r in res.files.to_pylist(maps_as_pydicts="strict")}
+    assert rows["a"]["partition_values"] == {} and rows["b"]["partition_values"] == {}  # empty, not null
+    assert rows["a"]["tags"] is None and rows["b"]["tags"] == {}
+    assert rows["a"]["deletion_vector"] is None and rows["a"]["base_row_id"] is None
+    assert rows["b"]["stats"] == '{"numRecords":1}' and res.tombstones.num_rows == 0
+    assert res.set_transactions == {}
+
+    txn = {"txn": {"appId": "app", "version": 3, "lastUpdated": 1}}
+    write_checkpoint(tmp_path, 1, [protocol(), metadata(), adds[0], remove("b"), txn])
+    res = load(tmp_path)
+    assert live(res) == {("a", None)} and dead(res) == {("b", None)}
+    assert res.set_transactions["app"].version == 3
+
+
 def test_partition_change_by_overwrite_keeps_each_files_keys(tmp_path):
     write_commit(tmp_path, 0, [protocol(), metadata(["a"]), add("a=1/f", {"a": "1"})])
     write_commit(
