@@ -8,8 +8,11 @@ data-plane bench). Cases (issue 15, item 8):
   16-character hex strings (a copy of the table with that key column); an upsert into one partition; an insert-only merge;
   a matched-only delete merge; NOT MATCHED BY SOURCE limited to one partition (sync one day);
 * the 50k-row upsert (int key, string key, conditional clauses) as ``DeltaMergeOperator`` runs it: the
-  app's merge with ``source=`` a Parquet file Spark wrote (:func:`operator_merge`), through Spark and
-  without it (``execution="local"``), deltalake reading the same file inside its timed call;
+  app's merge with ``source=`` a Parquet file Spark wrote (:func:`operator_merge`), through Spark
+  (this process's local[2] session), over Spark Connect (a ``spark_connect`` task: the engine in this
+  process as the client of a local[2] Connect server on loopback started by the bench, its shared
+  session warm) and without Spark (``execution="local"``), deltalake reading the same file inside its
+  timed call;
 * on tables clustered by ``id`` (files of 250k consecutive ids, written by deltalake): an upsert of 1
   row (must touch 1 file), and the same 50k-row merge (updates inside one file's id range, inserts
   beyond the last id) at 1M / 5M / 20M target rows: its cost must follow the touched files, not the
@@ -128,11 +131,12 @@ def parquet_source(df, name: str) -> str:
     return str(path)
 
 
-def operator_merge(spark, table: str, source: str, predicate: str, clauses: list) -> dict:
+def operator_merge(spark, table: str, source: str, predicate: str, clauses: list, *, connect: str = "") -> dict:
     """The MERGE as ``DeltaMergeOperator`` runs it (the app's merge with its parameter checks, in this
-    process on ``spark``: what a task over Spark Connect, or under spark-submit, runs; ``spark`` None:
-    ``execution="local"``, no Spark), ``source`` a Parquet file; the result with its metrics also at
-    the top level."""
+    process on ``spark``: what a task under spark-submit runs; ``spark`` None: ``execution="local"``,
+    no Spark; ``connect``: a Connect server's ``sc://`` address, as a ``spark_connect`` task runs it,
+    the apps' bundle on the server's shared session), ``source`` a Parquet file; the result with its
+    metrics also at the top level."""
     from airflow_delta_provider_apps.cli import run_checked
 
     params = {
@@ -141,7 +145,13 @@ def operator_merge(spark, table: str, source: str, predicate: str, clauses: list
         "predicate": predicate,
         "clauses": [{"when": w, "then": t, "condition": c} for w, t, c in clauses],
     }
-    r = run_checked("merge", table, params, spark_factory=None if spark is None else lambda: spark)
+    if connect:
+        from airflow_delta_provider.hooks.bundle import build_app_bundle
+        from airflow_delta_provider_apps.connect import ConnectRun
+
+        r = ConnectRun(connect, pyfiles=(build_app_bundle().zip_path,)).run("merge", table, params)
+    else:
+        r = run_checked("merge", table, params, spark_factory=None if spark is None else lambda: spark)
     return {**r["metrics"], **r}
 
 
@@ -157,9 +167,17 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
     spark = dp._session()
     work = DATA / "work"
     results: list[dict] = []
+    connect_state: dict = {}  # the Connect server (started for the first Connect case), and whether it is warm
 
     def wanted(label: str) -> bool:
         return not only or any(o in label for o in only)
+
+    def connect_url() -> str:
+        if "server" not in connect_state:
+            from airflow_delta_provider_apps.connect_server import ConnectServer
+
+            connect_state["server"] = ConnectServer()
+        return connect_state["server"].url
 
     def case(
         label,
@@ -172,20 +190,23 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         key=None,
         source_file=None,
         local=False,
+        connect=False,
     ):
         """Time one merge for both engines (alternating, each on a fresh copy of ``base``; ours on a
         copy of ``ours_base`` when given: the same files with deletion vectors enabled). With
         ``source_file`` (``source_df`` written as Parquet) ours runs as the merge operator does (the
         app's merge with ``source=`` the file: :func:`operator_merge`) and deltalake reads the file
-        too, inside the timed call; ``local``: without Spark (``execution="local"``: in this process).
+        too, inside the timed call; ``local``: without Spark (``execution="local"``: in this process);
+        ``connect``: over Spark Connect (the bench's server; its first case warms it untimed).
         ``key``: the row's name for other benches (bench/one_machine.py)."""
         if not wanted(label):
             return
         h = {}
+        url = connect_url() if connect else ""
 
         def ours():
             if source_file is not None:
-                return operator_merge(None if local else spark, h["ours"], source_file, predicate, clauses)
+                return operator_merge(None if local else spark, h["ours"], source_file, predicate, clauses, connect=url)
             b = DeltaTable.for_path(spark, h["ours"]).merge(source_df, predicate)
             for when, then, cond in clauses:
                 b = b.clause(when=when, then=then, condition=cond)
@@ -206,9 +227,11 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
             return b.execute()
 
         mine = ours_base or base
-        if not results:  # warm: the session's first merge starts Spark's Python workers
+        if not results or (connect and not connect_state.get("warm")):
+            # warm: the session's first merge starts Spark's Python workers (a Connect server's: its session)
             h.update(ours=fresh_copy(mine, work / "ours"), rs=fresh_copy(base, work / "rs"))
             ours(), theirs()
+            connect_state["warm"] = connect_state.get("warm") or connect
         times, outs = dp._alternating(
             {
                 "ours": (ours, lambda: h.update(ours=fresh_copy(mine, work / "ours"))),
@@ -280,6 +303,17 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         source_file=src_file,
     )
     case(
+        f"merge {2 * half} rows into {rows}, int key, as the merge operator runs it over Spark Connect (Parquet source)",
+        base,
+        src,
+        src_a,
+        on_day,
+        upsert,
+        key="operator_int_connect",
+        connect=True,
+        source_file=src_file,
+    )
+    case(
         f"merge {2 * half} rows into {rows}, int key, as the merge operator runs it without Spark (Parquet source)",
         base,
         src,
@@ -332,6 +366,17 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         source_file=src_file,
     )
     case(
+        f"conditional upsert of {2 * half} rows, as the merge operator runs it over Spark Connect (Parquet source)",
+        base,
+        src,
+        src_a,
+        on_day,
+        conditional,
+        key="operator_conditional_connect",
+        connect=True,
+        source_file=src_file,
+    )
+    case(
         f"conditional upsert of {2 * half} rows, as the merge operator runs it without Spark (Parquet source)",
         base,
         src,
@@ -350,17 +395,17 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
         keyed = string_keyed(base)
         case(f"upsert of {2 * half} rows by string keys", keyed, k_src, k_a, on_key, upsert)
         k_file = parquet_source(k_src, "string_keys")
-        for local in (False, True):
+        for how, title in (("", ""), ("connect", " over Spark Connect"), ("local", " without Spark")):
             case(
-                f"upsert of {2 * half} rows by string keys, as the merge operator runs it"
-                f"{' without Spark' if local else ''} (Parquet source)",
+                f"upsert of {2 * half} rows by string keys, as the merge operator runs it{title} (Parquet source)",
                 keyed,
                 k_src,
                 k_a,
                 on_key,
                 upsert,
-                key="operator_string_local" if local else "operator_string",
-                local=local,
+                key="operator_string" + (f"_{how}" if how else ""),
+                local=how == "local",
+                connect=how == "connect",
                 source_file=k_file,
             )
     day = "DATE '2026-01-05'"
@@ -421,6 +466,8 @@ def run(rows: int, reps: int, only: list[str] | None, scale: list[int]) -> list[
             "target.id = source.id",
             upsert,
         )
+    if "server" in connect_state:
+        connect_state["server"].stop()
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
     return results

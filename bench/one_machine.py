@@ -11,7 +11,8 @@ and called with its own checks (no case is written twice):
   deletion vectors) beside deltalake's upsert in a fresh process; checked: row count, distinct ids and the sum of
   ``n`` of every merged table, as deltalake reads it, equal to each other and to the generator's;
 * the three 50k-row upserts into ``--small-rows`` rows (default 5M): bench/merge.py's cases "as the
-  merge operator runs it" (the app's merge, a Parquet source file), through Spark and without it;
+  merge operator runs it" (the app's merge, a Parquet source file), through Spark (local[2]), over
+  Spark Connect (a local[2] server on loopback, warm) and without Spark;
   checked: row count and the sums of ``id``, ``v``, ``n`` equal to deltalake's;
 * OPTIMIZE of 600 small files in 3 partitions, in process and through Spark: bench/maintenance.py;
   checked: the rows after (count and a digest), as deltalake reads each table, equal to deltalake's;
@@ -91,6 +92,9 @@ SMALL = {
     "operator_int": "int key, through Spark",
     "operator_string": "string key, through Spark",
     "operator_conditional": "conditional clauses, through Spark",
+    "operator_int_connect": "int key, over Spark Connect",
+    "operator_string_connect": "string key, over Spark Connect",
+    "operator_conditional_connect": "conditional clauses, over Spark Connect",
     "operator_int_local": "int key, without Spark",
     "operator_string_local": "string key, without Spark",
     "operator_conditional_local": "conditional clauses, without Spark",
@@ -240,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyspark
 
     info = {
-        "machine": f"{os.cpu_count()} cores; ours: Spark local[2] (pyspark {pyspark.__version__}) or in process; "
+        "machine": f"{os.cpu_count()} cores; ours: Spark local[2] (pyspark {pyspark.__version__}), a local[2] Spark Connect server, or in process; "
         f"deltalake {deltalake.__version__}",
         "load (`uptime`) at the start": load0,
         "load (`uptime`) at the end": _uptime(),

@@ -22,10 +22,12 @@ from airflow_delta_provider.hooks.bundle import build_app_bundle
 from airflow_delta_provider.hooks.delta import DeltaHook
 from airflow_delta_provider_apps.connect import ConnectRun
 from airflow_delta_provider_apps.engine.errors import DeltaError
-from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
+from airflow_delta_provider_apps.engine.spark.session import FILE_WORK_CONF
 from airflow_delta_provider_apps.failures import SparkInfrastructureError
 
 TASKS = 8
+#: per-file work in the server's Spark tasks (the server is on loopback: else in the client's threads)
+IN_TASKS = {FILE_WORK_CONF: "tasks"}
 
 
 def _day(path, ids) -> str:
@@ -52,7 +54,6 @@ def test_tasks_started_together_on_a_fresh_server_all_succeed(tmp_path, monkeypa
     it in the server's Python workers (which import the engine from the zip); every one commits."""
     from airflow_delta_provider_apps.connect_server import ConnectServer
 
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)  # the DELETE rewrites in Spark tasks
     uploads, races = [], []
     real = SparkSession.addArtifacts
 
@@ -76,7 +77,7 @@ def test_tasks_started_together_on_a_fresh_server_all_succeed(tmp_path, monkeypa
         outcome: dict = {}
 
         def task(i: int) -> None:
-            hook = DeltaHook("sc_race")
+            hook = DeltaHook("sc_race", spark_conf=IN_TASKS)  # the DELETE rewrites in Spark tasks
             start.wait(timeout=60)
             try:
                 hook.run("write", uris[i], source=_day(tmp_path / f"d{i}.parquet", [i, 100 + i, 200 + i]))
@@ -102,7 +103,6 @@ def test_a_run_that_lost_the_upload_race_adds_the_zip_again(connect_server, tmp_
     """The server answers the first upload to a fresh session as it answers the loser of the race
     (after the other's copy landed: here the run's own); the run adds the zip again, the server finds
     the same bytes there, and the session's Python workers run the engine from it."""
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
     zip_path = build_app_bundle().zip_path
     calls = []
     real = SparkSession.addArtifacts
@@ -115,7 +115,7 @@ def test_a_run_that_lost_the_upload_race_adds_the_zip_again(connect_server, tmp_
         return result
 
     monkeypatch.setattr(SparkSession, "addArtifacts", add)
-    conf, uri = _fresh_conf(), str(tmp_path / "t")
+    conf, uri = {**_fresh_conf(), **IN_TASKS}, str(tmp_path / "t")  # the DELETE rewrites in Spark tasks
     ConnectRun(connect_server.url, conf=conf, pyfiles=(zip_path,)).run(
         "create-table", uri, {"schema": "id BIGINT, v BIGINT"}
     )

@@ -19,7 +19,10 @@ from airflow_delta_provider.hooks.bundle import build_app_bundle
 from airflow_delta_provider.hooks.delta import DeltaHook
 from airflow_delta_provider_apps import connect as connect_mod
 from airflow_delta_provider_apps.connect import ConnectRun
-from airflow_delta_provider_apps.engine.rewrite import common as rewrite_common
+from airflow_delta_provider_apps.engine.spark.session import FILE_WORK_CONF
+
+#: per-file work in the server's Spark tasks (the server is on loopback: else in the client's threads)
+IN_TASKS = {FILE_WORK_CONF: "tasks"}
 
 SLOW = "SELECT s.* FROM source s WHERE (SELECT max(id) FROM range(0, 40000000000, 1, 2)) > 0"
 
@@ -44,7 +47,6 @@ def _day(path, ids, v=0) -> str:
 def test_runs_share_one_session_and_leave_nothing_in_it(connect_server, tmp_path, monkeypatch):
     from airflow_delta_provider_apps.engine.spark.session import connect_mode
 
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)  # the DELETE rewrites in Spark tasks
     zip_path = build_app_bundle().zip_path
     uri = str(tmp_path / "t")
     ids = []
@@ -59,7 +61,7 @@ def test_runs_share_one_session_and_leave_nothing_in_it(connect_server, tmp_path
         ),
         ("delete", {"predicate": "id = 2"}),
     ]:
-        run = ConnectRun(connect_server.url, pyfiles=(zip_path,))
+        run = ConnectRun(connect_server.url, conf=IN_TASKS, pyfiles=(zip_path,))  # the DELETE rewrites in tasks
         assert run.run(operation, uri, params)["status"] == "ok"
         ids.append(run.session_id)
     assert ids[0] is None and ids[1] is not None and ids[1] == ids[2]  # CREATE without data: no session
@@ -155,10 +157,9 @@ def test_soak_a_server_stays_flat_over_hundreds_of_tasks(monkeypatch, tmp_path, 
     session per task (~200 MiB each) would pass in two tasks; rows checked against a Python model."""
     from airflow_delta_provider_apps.connect_server import ConnectServer
 
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)  # every rewrite through Spark tasks
     server = ConnectServer()
     try:
-        hook = DeltaHook(_conn(monkeypatch, "sc_soak", server))
+        hook = DeltaHook(_conn(monkeypatch, "sc_soak", server), spark_conf=IN_TASKS)  # every rewrite in tasks
         uri = str(tmp_path / "t")
         hook.run("create-table", uri, schema="id BIGINT, v BIGINT")
         model: dict[int, int] = {}
@@ -204,7 +205,6 @@ def test_two_provider_versions_on_one_server_use_two_sessions(connect_server, tm
     import shutil
     import zipfile
 
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
     mine = build_app_bundle().zip_path
     other = str(tmp_path / "other.zip")
     shutil.copy(mine, other)
@@ -214,7 +214,7 @@ def test_two_provider_versions_on_one_server_use_two_sessions(connect_server, tm
 
     def run(name, zip_path):
         uri = str(tmp_path / name)
-        r = ConnectRun(connect_server.url, pyfiles=(zip_path,))
+        r = ConnectRun(connect_server.url, conf=IN_TASKS, pyfiles=(zip_path,))
         r.run("create-table", uri, {"schema": "id BIGINT, v BIGINT"})
         r.run("write", uri, {"source": _day(tmp_path / f"{name}.parquet", [1, 2, 3])})
         r.run("delete", uri, {"predicate": "id = 2"})
@@ -261,9 +261,8 @@ def test_the_bundle_is_uploaded_once_per_session(connect_server, tmp_path, monke
     uploads = []
     real = SparkSession.addArtifacts
     monkeypatch.setattr(SparkSession, "addArtifacts", lambda self, *a, **k: uploads.append(a) or real(self, *a, **k))
-    monkeypatch.setattr(rewrite_common, "IN_PROCESS_BYTES", -1)
     uri = str(tmp_path / "t")
-    conf = {"spark.sql.shuffle.partitions": "7"}  # a key of this test's own
+    conf = {"spark.sql.shuffle.partitions": "7", **IN_TASKS}  # a key of this test's own
     zip_path = build_app_bundle().zip_path
     ConnectRun(connect_server.url, conf=conf, pyfiles=(zip_path,)).run(
         "create-table", uri, {"schema": "id BIGINT, v BIGINT"}
@@ -275,17 +274,31 @@ def test_the_bundle_is_uploaded_once_per_session(connect_server, tmp_path, monke
     assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2]
 
 
-def test_over_connect_only_small_per_file_work_stays_in_the_client(connect_server):
-    """The client of a Connect server is not where its executors are: per-file work over more than
-    IN_PROCESS_BYTES goes to the server's Spark tasks, whatever the server's master."""
+def test_over_a_connect_server_on_loopback_per_file_work_stays_in_the_client(connect_server, caplog):
+    """A Connect server on loopback that runs a local master has this machine's cores: per-file work
+    of any size runs in the client's threads, as on a local master (said once in the log, with the
+    reason); ``fileWork=tasks`` sends it to the server's tasks. A server elsewhere is not this machine."""
+    import logging
     import uuid
 
+    from pyspark.sql.connect.session import SparkSession
+
     from airflow_delta_provider_apps.engine.spark.plane import SparkPlane
+    from airflow_delta_provider_apps.engine.spark.session import on_this_machine
 
     spark = _raw_session(connect_server.url, str(uuid.uuid4()))
     try:
-        plane = SparkPlane(spark)
-        limit = rewrite_common.IN_PROCESS_BYTES
-        assert plane.in_driver(limit) and not plane.in_driver(limit + 1)
+        assert on_this_machine(spark) == "a Spark Connect server on loopback (127.0.0.1) with master local[2]"
+        with caplog.at_level(logging.INFO, logger="airflow_delta_provider_apps.engine.spark.plane"):
+            assert SparkPlane(spark).in_driver(1 << 40)
+        assert "threads at any size: Spark's executors are a Spark Connect server on loopback" in caplog.text
+        spark.conf.set(FILE_WORK_CONF, "tasks")
+        assert not SparkPlane(spark).in_driver(0)
     finally:
         spark.stop()
+    elsewhere = SparkSession.builder.remote("sc://192.0.2.7:15002").create()  # (no call is made to it)
+    try:
+        assert on_this_machine(elsewhere) is None
+    finally:
+        elsewhere.release_session_on_close = False
+        elsewhere.stop()

@@ -2,9 +2,10 @@
 
 The per-file work (DELETE/UPDATE rewrites, OPTIMIZE's bins, MERGE file by file) runs as the
 in-process plane does, in this process's threads when the files are small
-(:data:`..rewrite.common.IN_PROCESS_BYTES`) or the master is local (:meth:`SparkPlane.in_driver`;
-``spark.airflowDelta.fileWork=tasks`` overrides both), else in Spark tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`,
-:mod:`.merge`). Data handed in is a DataFrame: written by the core writer in tasks or by Spark's own
+(:data:`..rewrite.common.IN_PROCESS_BYTES`) or Spark's executors are this machine's cores (a local
+master, or a Connect server on loopback running one: :func:`.session.on_this_machine`;
+:meth:`SparkPlane.in_driver`; ``spark.airflowDelta.fileWork=tasks`` overrides both), else in Spark
+tasks over the same pure-pyarrow code (:mod:`.rewrite`, :mod:`.optimize`, :mod:`.merge`). Data handed in is a DataFrame: written by the core writer in tasks or by Spark's own
 writer (:mod:`.write`), and a MERGE whose source is over the cap of a source held here
 (:func:`.merge.source_cap`: on a local master a share of this machine's memory, elsewhere what may
 be shipped to every task) runs on Spark's own scan, joins and writer (:func:`.merge_join.execute_merge`).
@@ -18,9 +19,13 @@ merged file by file, or by one hash join in this process's threads when large
 
 from __future__ import annotations
 
+import logging
+
 from ..plane import InProcessPlane
 
 __all__ = ["SparkPlane"]
+
+log = logging.getLogger(__name__)
 
 
 class SparkPlane:
@@ -29,6 +34,7 @@ class SparkPlane:
     def __init__(self, spark):
         self.spark = spark
         self._local_master: bool | None = None
+        self._this_machine: str | None | bool = False  # (False: not asked yet)
         self._here: InProcessPlane | None = None
 
     @property
@@ -48,18 +54,31 @@ class SparkPlane:
             self._local_master = local_master(self.spark)
         return self._local_master
 
+    def _on_this_machine(self) -> str | None:
+        """:func:`.session.on_this_machine`, asked once per plane; logged when it holds."""
+        if self._this_machine is False:
+            from .session import on_this_machine
+
+            self._this_machine = on_this_machine(self.spark)
+            if self._this_machine:
+                log.info(
+                    "Per-file work in this process's threads at any size: Spark's executors are %s", self._this_machine
+                )
+        return self._this_machine
+
     def in_driver(self, size: int) -> bool:
         """Whether per-file work over ``size`` bytes of files runs in this process's threads, not in
         Spark tasks: when they are small (a job, and the Python workers it starts, cost more than the
-        work), or at any size on a local master (the executors are this machine's cores, which the
-        threads use, as many as the master has; a job adds its scheduling and the shipping of its
+        work), or at any size when Spark's executors are this machine's cores
+        (:func:`.session.on_this_machine`: a local master, whose core count the threads take, or a
+        Connect server on loopback running one; a job adds its scheduling and the shipping of its
         inputs), unless :data:`.session.FILE_WORK_CONF` is ``tasks``."""
         from ..rewrite.common import IN_PROCESS_BYTES
         from .session import FILE_WORK_CONF, conf_value
 
         if conf_value(self.spark, FILE_WORK_CONF, "auto").strip().lower() == "tasks":
             return False
-        return size <= IN_PROCESS_BYTES or self._is_local()
+        return size <= IN_PROCESS_BYTES or self._on_this_machine() is not None
 
     def __repr__(self) -> str:
         return f"SparkPlane({self.spark!r})"

@@ -224,8 +224,8 @@ def memory_bytes(text: str, *, plain: str = "m", strict: bool = False) -> int:
 
 #: Spark property: where DELETE, UPDATE, OPTIMIZE and a file-by-file MERGE do their per-file work.
 #: ``auto`` (the default): this process's threads when the files are small
-#: (:data:`..rewrite.common.IN_PROCESS_BYTES`) or the master is local, else Spark tasks; ``tasks``:
-#: Spark tasks whatever the size
+#: (:data:`..rewrite.common.IN_PROCESS_BYTES`) or Spark's executors are this machine's cores
+#: (:func:`on_this_machine`), else Spark tasks; ``tasks``: Spark tasks whatever the size
 FILE_WORK_CONF = "spark.airflowDelta.fileWork"
 
 
@@ -291,10 +291,37 @@ def local_master(spark) -> bool:
     if is_connect(spark):
         return False
     try:
-        master = str(spark.sparkContext.master).strip().lower()
+        return _is_local_master(str(spark.sparkContext.master))
     except Exception:  # no SparkContext to ask
         return False
+
+
+def _is_local_master(master: str) -> bool:
+    master = master.strip().lower()
     return master == "local" or master.startswith("local[")
+
+
+def on_this_machine(spark) -> str | None:
+    """Why Spark's executors for ``spark`` are this machine's cores, or None: the rule by which the
+    per-file work runs in this process's threads (:meth:`.plane.SparkPlane.in_driver`), where a
+    Spark job would add its scheduling and the shipping of its inputs on the same cores.
+
+    * a classic session on a local master (:func:`local_master`);
+    * a Spark Connect session whose server is on a loopback address and runs a local master itself
+      (its ``spark.master``; a loopback address alone could be a tunnel to a cluster's server)."""
+    if not is_connect(spark):
+        return "a local master" if local_master(spark) else None
+    import ipaddress
+
+    host = str(getattr(getattr(spark, "client", None), "host", "") or "").strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name
+        loopback = False
+    if not loopback:
+        return None
+    master = conf_value(spark, "spark.master", "")
+    return f"a Spark Connect server on loopback ({host}) with master {master}" if _is_local_master(master) else None
 
 
 def is_connect(spark) -> bool:
