@@ -150,7 +150,8 @@ def _plainly_inside(paths: pa.Array) -> np.ndarray:
     path is plainly inside when it is non-empty, starts with neither ``/`` nor ``.``, does not end with
     ``/``, and holds no ``:``, backslash or NUL and no ``//`` or ``/.``; a path whose only blemish is a
     ``%`` escape is plainly inside too unless an escape decodes to a dot, slash, colon, NUL or
-    backslash (:data:`_SUSPECT`, checked on those rows only).
+    backslash (:data:`_SUSPECT`, checked on those rows only). The bytes are scanned a window at a
+    time: the temporaries stay small (8 MB of paths would take fresh pages on every call).
     """
     n = len(paths)
     if n == 0:
@@ -171,26 +172,37 @@ def _plainly_inside(paths: pa.Array) -> np.ndarray:
     last = data[np.maximum(ends - 1, 0)]
     ok &= (first != ord("/")) & (first != ord(".")) & (last != ord("/"))
 
-    def rows_at(byte_mask: np.ndarray) -> np.ndarray:
-        rows = np.searchsorted(offsets, np.flatnonzero(byte_mask), side="right") - 1
+    def rows_at(positions: np.ndarray) -> np.ndarray:
+        rows = np.searchsorted(offsets, positions, side="right") - 1
         return rows[(rows >= 0) & (rows < n)]
 
-    blob = bytes(memoryview(data_buf)[: len(data)])  # the bytes' own search (memchr) finds no blemish fast
-    for needle in (b":", b"\\", b"\x00"):
-        if needle in blob:
-            ok[rows_at(data == needle[0])] = False
-    slashes = np.flatnonzero(data[:-1] == ord("/"))  # "//" and "/." (two-byte searches are slow here)
-    after = data[slashes + 1]
-    pairs = slashes[(after == ord("/")) | (after == ord("."))]
-    if len(pairs):
-        rows = np.searchsorted(offsets, pairs, side="right") - 1
-        ok[rows[(rows >= 0) & (rows < n)]] = False
-    escaped = np.unique(rows_at(data == ord("%"))) if b"%" in blob else np.zeros(0, dtype=np.int64)
+    bad, escapes = [], []
+    for lo in range(int(offsets[0]), len(data), _WINDOW):
+        hi = min(len(data), lo + _WINDOW)
+        window = data[lo : hi + 1]  # one byte more: a pair across the window's edge
+        own = window[: hi - lo]
+        blob = own.tobytes()  # the bytes' own search (memchr) finds no blemish fast
+        for needle in (b":", b"\\", b"\x00"):
+            if needle in blob:
+                bad.append(lo + np.flatnonzero(own == needle[0]))
+        slashes = np.flatnonzero(own == ord("/"))  # "//" and "/." (two-byte searches are slow here)
+        slashes = slashes[slashes + 1 < len(window)]
+        after = window[slashes + 1]
+        bad.append(lo + slashes[(after == ord("/")) | (after == ord("."))])
+        if b"%" in blob:
+            escapes.append(lo + np.flatnonzero(own == ord("%")))
+    if bad:
+        ok[rows_at(np.concatenate(bad))] = False
+    escaped = np.unique(rows_at(np.concatenate(escapes))) if escapes else np.zeros(0, dtype=np.int64)
     escaped = escaped[ok[escaped]]
     if len(escaped):  # decoding must not change the path's structure
         suspect = pc.match_substring_regex(paths.take(pa_ints(escaped)), _SUSPECT)
         ok[escaped[np_bools(suspect)]] = False
     return ok
+
+
+#: bytes of paths :func:`_plainly_inside` scans at a time
+_WINDOW = 1 << 17
 
 
 def confine_paths(table_root: str, paths, *, kind: str = "data file") -> None:

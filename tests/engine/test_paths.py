@@ -115,6 +115,26 @@ def test_the_vectorised_check_and_the_resolver_agree_on_locations():
     assert file_locations("/data/t", pa.array(paths)) == [resolve_log_path("/data/t", p) for p in paths]
 
 
+@pytest.mark.parametrize("window", [1, 2, 5, 1 << 17])
+def test_the_windowed_scan_flags_blemishes_across_window_edges(monkeypatch, window):
+    """The byte scan works a window at a time: a blemish straddling two windows (``//``, ``/.``) or
+    sitting at either edge is found, in whole arrays and slices, as a plain-Python check finds it."""
+    import re
+
+    from airflow_delta_provider_apps.engine import paths as P
+
+    def plain(p):
+        if not p or p[0] in "/." or p.endswith("/") or any(c in p for c in ":\\\x00"):
+            return False
+        return "//" not in p and "/." not in p and not ("%" in p and re.search(P._SUSPECT, p))
+
+    monkeypatch.setattr(P, "_WINDOW", window)
+    values = ["a/b", "a//b", "a/.b", "x:y", "a%2Fb", "a%41b", "b/", ".a", "ab", None, "", "a\\b", "p=1/%2e", "c/d"]
+    arr = pa.array(values * 3, pa.string())
+    for a in (arr, arr.slice(5, 20), arr.slice(13)):
+        assert P._plainly_inside(a).tolist() == [v is not None and plain(v) for v in a.to_pylist()]
+
+
 def _hostile_commit(root, version, action: str, path: str, dv: dict | None = None):
     body = {"path": path, "partitionValues": {"p": "a"}, "size": 1, "dataChange": True}
     if action == "add":
