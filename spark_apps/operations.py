@@ -640,6 +640,14 @@ SOURCE_ARGS = (
     Arg("source_query", help="Spark SQL over the source (a temporary view named `source`), e.g. a filter or join"),
     Arg("target_file_size", "int", templated=False, help="bytes per data file"),
 )
+
+
+def _rewrite_metrics(rows: str) -> tuple[str, ...]:
+    """The metrics of a DML rewrite (DELETE, UPDATE) with its own count of ``rows``."""
+    files = ("numRemovedFiles", "numAddedFiles", rows, "numCopiedRows", "numAddedBytes", "numRemovedBytes")
+    return (*files, "numAddedChangeFiles", "executionTimeMs", "scanTimeMs", "rewriteTimeMs")
+
+
 PREDICATE = Arg("predicate", help="Spark SQL condition, e.g. dt = '2026-01-01' AND id <= 4", sql="predicate")
 
 _OPERATIONS = (
@@ -728,18 +736,7 @@ _OPERATIONS = (
         "delete the rows matching a predicate (all rows without one)",
         command="airflow_delta_provider_apps.engine.commands.dml:delete",
         args=(PREDICATE,),
-        metrics=(
-            "numRemovedFiles",
-            "numAddedFiles",
-            "numDeletedRows",
-            "numCopiedRows",
-            "numAddedBytes",
-            "numRemovedBytes",
-            "numAddedChangeFiles",
-            "executionTimeMs",
-            "scanTimeMs",
-            "rewriteTimeMs",
-        ),
+        metrics=_rewrite_metrics("numDeletedRows"),
         needs_spark=lambda p: p.get("predicate") is not None,
         in_process=True,
         settled_by_log=_whole_files_deleted,
@@ -759,18 +756,7 @@ _OPERATIONS = (
             ),
             PREDICATE,
         ),
-        metrics=(
-            "numRemovedFiles",
-            "numAddedFiles",
-            "numUpdatedRows",
-            "numCopiedRows",
-            "numAddedBytes",
-            "numRemovedBytes",
-            "numAddedChangeFiles",
-            "executionTimeMs",
-            "scanTimeMs",
-            "rewriteTimeMs",
-        ),
+        metrics=_rewrite_metrics("numUpdatedRows"),
         needs_spark=True,
         checks=(_updates_given,),
         in_process=True,

@@ -12,7 +12,8 @@
     t.delete("dt = '2026-01-01' AND id <= 4")        # Spark, or in-process when spark is None
     t.update({"v": "v * 2"}, "id = 7")               # Spark, or in-process when spark is None
 
-Rules: this module holds no protocol logic; each method is one call into a command or the log layer,
+Rules: this module holds no protocol logic; each method is one call into a command or the log layer
+(a method that only runs a command is its typed signature and docstring under :func:`runs`),
 and raises only :class:`~.errors.DeltaError` (:func:`.foreign.translated_methods`: a Spark task's
 error as itself, an I/O error as a retryable StorageError, anything else named as ours).
 Every method that commits takes the commit's transaction identity as ``identity=TxnIdentity(...)``,
@@ -33,11 +34,41 @@ writer_features}, configuration, id, name, description, created_time (plus table
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
+
 from .commit_identity import TxnIdentity, takes_identity
 from .errors import InvalidArgumentError, TableNotFoundError
 from .foreign import translated_iter, translated_methods
 from .storage import storage_for, table_location
 from .values import parse_timestamp_ms, parse_version
+
+
+def runs(target: str, *, spark: str | None = None):
+    """A :class:`DeltaTable` method that runs the engine command ``target`` (``"module:function"``
+    of :mod:`.commands`) on the table (:meth:`DeltaTable.run`) and returns its result dict. The method
+    is its typed signature and docstring only; its arguments go to the command by name. A method
+    with an ``identity`` also takes ``app_id``, ``app_version``, ``user_metadata``
+    (:func:`.commit_identity.takes_identity`); ``spark``: what the command does, when it needs a
+    SparkSession (refused clearly without one). The command is imported on the first call."""
+    module, _, name = target.partition(":")
+
+    def decorate(front):
+        signature = inspect.signature(front)
+
+        @functools.wraps(front)
+        def method(self, *args, **kwargs):
+            arguments = signature.bind(self, *args, **kwargs)
+            arguments.apply_defaults()
+            if spark is not None:
+                self._need_spark(spark)
+            command = getattr(importlib.import_module(f"{__package__}.commands.{module}"), name)
+            return self.run(command, **dict(list(arguments.arguments.items())[1:])).to_dict()
+
+        return takes_identity(method) if "identity" in signature.parameters else method
+
+    return decorate
 
 
 def plane_for(spark):
@@ -79,8 +110,6 @@ class DeltaTable:
         runs an entry's command the same way); the transaction ``identity`` is one of ``arguments``
         (``app_id``, ``app_version``, ``user_metadata`` become that one value).
         Returns the command's :class:`~.commands.result.CommandResult`."""
-        import inspect
-
         if "plane" in inspect.signature(command).parameters:
             arguments = {**arguments, "plane": self.plane}
         return command(self.snapshot(), *args, **arguments)
@@ -207,21 +236,17 @@ class DeltaTable:
                 )
         return history(self.table_uri, limit).fields["history"]
 
+    @runs("checkpoint:checkpoint")
     def checkpoint(self) -> dict:
         """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its result."""
-        from .commands.checkpoint import checkpoint
 
-        return self.run(checkpoint).to_dict()
-
+    @runs("checkpoint:cleanup_metadata")
     def cleanup_metadata(self) -> dict:
         """Delete expired log files (``delta.logRetentionDuration``) older than the newest checkpoint
         before the retention cutoff; returns what was deleted."""
-        from .commands.checkpoint import cleanup_metadata
-
-        return self.run(cleanup_metadata).to_dict()
 
     # ------------------------------------------------------------------ Spark
-    @takes_identity
+    @runs("vacuum:vacuum")
     def vacuum(
         self,
         retention_hours: float | None = None,
@@ -238,20 +263,8 @@ class DeltaTable:
         ``keep_versions``: versions whose files are kept whatever their age (deltalake's name);
         ``inventory``: a Delta table or parquet path listing the table's files, used instead of
         listing (delta-spark's ``VACUUM ... USING INVENTORY``)."""
-        from .commands.vacuum import vacuum
 
-        return self.run(
-            vacuum,
-            retention_hours,
-            dry_run=dry_run,
-            enforce_retention_duration=enforce_retention_duration,
-            mode=mode,
-            keep_versions=keep_versions,
-            inventory=inventory,
-            identity=identity,
-        ).to_dict()
-
-    @takes_identity
+    @runs("optimize:optimize")
     def optimize(
         self,
         *,
@@ -265,73 +278,41 @@ class DeltaTable:
         """Compact small files, or Z-order them, or purge deleted rows (see
         :mod:`airflow_delta_provider_apps.engine.commands.optimize`); in Spark tasks when this table
         has a SparkSession, else in this process."""
-        from .commands.optimize import optimize
 
-        return self.run(
-            optimize,
-            partition_filter=partition_filter,
-            target_size=target_size,
-            min_file_size=min_file_size,
-            z_order_by=z_order_by,
-            purge_deletion_vectors=purge_deletion_vectors,
-            identity=identity,
-        ).to_dict()
-
-    @takes_identity
+    @runs("properties:set_properties")
     def set_properties(self, properties: dict, *, identity: TxnIdentity | None = None) -> dict:
         """Set table properties in one commit, upgrading the protocol to the features they enable
         (see :mod:`airflow_delta_provider_apps.engine.commands.properties`); no Spark needed."""
-        from .commands.properties import set_properties
 
-        return self.run(set_properties, properties, identity=identity).to_dict()
-
-    @takes_identity
+    @runs("properties:add_constraint")
     def add_constraint(self, name: str, expression: str, *, identity: TxnIdentity | None = None) -> dict:
         """ADD CONSTRAINT ``name`` CHECK (``expression``), after checking every row the table holds;
         every later write checks it (see :mod:`airflow_delta_provider_apps.engine.constraints`)."""
-        from .commands.properties import add_constraint
 
-        return self.run(add_constraint, name, expression, identity=identity).to_dict()
-
-    @takes_identity
+    @runs("properties:rename_column")
     def rename_column(self, column: str, new_name: str, *, identity: TxnIdentity | None = None) -> dict:
         """RENAME COLUMN on a table with column mapping (metadata only; see
         :mod:`airflow_delta_provider_apps.engine.column_mapping`)."""
-        from .commands.properties import rename_column
 
-        return self.run(rename_column, column, new_name, identity=identity).to_dict()
-
-    @takes_identity
+    @runs("properties:drop_column")
     def drop_column(self, column: str, *, identity: TxnIdentity | None = None) -> dict:
         """DROP COLUMN on a table with column mapping (metadata only)."""
-        from .commands.properties import drop_column
 
-        return self.run(drop_column, column, identity=identity).to_dict()
-
-    @takes_identity
+    @runs("properties:change_column_type")
     def change_column_type(self, column: str, new_type, *, identity: TxnIdentity | None = None) -> dict:
         """Widen a column's type, or a struct field's by its dotted path (metadata only; the protocol's allowed widenings, see
         :mod:`airflow_delta_provider_apps.engine.schema.widening`); enables type widening."""
-        from .commands.properties import change_column_type
 
-        return self.run(change_column_type, column, new_type, identity=identity).to_dict()
-
-    @takes_identity
+    @runs("properties:set_column_default")
     def set_column_default(self, column: str, default: str | None, *, identity: TxnIdentity | None = None) -> dict:
         """``ALTER COLUMN ... SET DEFAULT`` (``None``: ``DROP DEFAULT``), metadata only; the table must
         enable ``allowColumnDefaults`` (see :func:`.commands.properties.set_column_default`)."""
-        from .commands.properties import set_column_default
 
-        return self.run(set_column_default, column, default, identity=identity).to_dict()
-
-    @takes_identity
+    @runs("properties:cluster_by")
     def cluster_by(self, columns, *, identity: TxnIdentity | None = None) -> dict:
         """Set the clustering columns (``ALTER TABLE ... CLUSTER BY``), or remove them with ``None``
         or ``[]`` (``CLUSTER BY NONE``): metadata only, the ``delta.clustering`` domain; files
         written before are clustered by the next OPTIMIZE (see :mod:`.clustering`)."""
-        from .commands.properties import cluster_by
-
-        return self.run(cluster_by, columns, identity=identity).to_dict()
 
     def clustering_columns(self) -> list[str]:
         """The table's clustering columns (empty when it is not clustered)."""
@@ -339,21 +320,14 @@ class DeltaTable:
 
         return clustering_columns(self.snapshot()) or []
 
-    @takes_identity
+    @runs("properties:drop_constraint")
     def drop_constraint(self, name: str, *, if_exists: bool = False, identity: TxnIdentity | None = None) -> dict:
         """DROP CONSTRAINT [IF EXISTS] ``name`` (metadata only)."""
-        from .commands.properties import drop_constraint
 
-        return self.run(drop_constraint, name, if_exists=if_exists, identity=identity).to_dict()
-
-    @takes_identity
+    @runs("restore:restore")
     def restore(self, version: int | None = None, timestamp=None, *, identity: TxnIdentity | None = None) -> dict:
         """Make the table's live files those of an older version (see
         :mod:`airflow_delta_provider_apps.engine.commands.restore`); no Spark needed."""
-        from .commands.restore import restore
-
-        ts = parse_timestamp_ms(timestamp) if timestamp is not None else None
-        return self.run(restore, version=version, timestamp_ms=ts, timestamp=timestamp, identity=identity).to_dict()
 
     def _need_spark(self, what: str):
         if self.spark is None:
@@ -417,7 +391,7 @@ class DeltaTable:
         )
         return changes_dataframe(spark, plan, list(columns) if columns else None)
 
-    @takes_identity
+    @runs("write:append", spark="Appending")
     def append(
         self,
         df,
@@ -440,20 +414,8 @@ class DeltaTable:
         :param target_file_size: roll data files at about this many bytes (default: the table's
             ``delta.targetFileSize`` or 128 MiB)
         """
-        from .commands.write import append
 
-        self._need_spark("Appending")
-        return self.run(
-            append,
-            df,
-            identity=identity,
-            target_file_size=target_file_size,
-            merge_schema=merge_schema,
-            on_rerun=on_rerun,
-            watermark=watermark,
-        ).to_dict()
-
-    @takes_identity
+    @runs("write:overwrite", spark="Overwriting")
     def overwrite(
         self,
         df,
@@ -469,23 +431,9 @@ class DeltaTable:
         """Replace the table's rows with ``df``'s in one commit: all of them, those matching
         ``replace_where`` (every written row must match it), or with ``partition_overwrite_mode="dynamic"``
         the partitions ``df`` writes to. See :func:`airflow_delta_provider_apps.engine.commands.write.overwrite`."""
-        from .commands.write import overwrite
-
-        self._need_spark("Overwriting")
-        return self.run(
-            overwrite,
-            df,
-            replace_where=replace_where,
-            overwrite_schema=overwrite_schema,
-            partition_overwrite_mode=partition_overwrite_mode,
-            merge_schema=merge_schema,
-            identity=identity,
-            target_file_size=target_file_size,
-            watermark=watermark,
-        ).to_dict()
 
     # ------------------------------------------------------------------ DML
-    @takes_identity
+    @runs("dml:delete")
     def delete(self, predicate: str | None = None, *, identity: TxnIdentity | None = None) -> dict:
         """DELETE the rows where ``predicate`` (Spark SQL) is TRUE; every row when None.
 
@@ -494,20 +442,14 @@ class DeltaTable:
         Spark tasks when this table has a session, else in this process. No match: no commit.
         See :mod:`airflow_delta_provider_apps.engine.commands.dml`.
         """
-        from .commands.dml import delete
 
-        return self.run(delete, predicate, identity=identity).to_dict()
-
-    @takes_identity
+    @runs("dml:update")
     def update(self, updates: dict, predicate: str | None = None, *, identity: TxnIdentity | None = None) -> dict:
         """UPDATE SET ``updates`` (``{column: Spark SQL expression}``) WHERE ``predicate``.
 
         Assignments are type-checked and cast as Spark's UPDATE does; an updated partition column moves
         the rows to their new partition; nothing matching means no commit.
         """
-        from .commands.dml import update
-
-        return self.run(update, updates, predicate, identity=identity).to_dict()
 
     def merge(
         self,
@@ -530,7 +472,7 @@ class DeltaTable:
             self, source, predicate, source_alias=source_alias, target_alias=target_alias, merge_schema=merge_schema
         )
 
-    @takes_identity
+    @runs("merge:upsert")
     def upsert(
         self,
         source,
@@ -549,14 +491,3 @@ class DeltaTable:
         the source leave out table columns: kept in updated rows, NULL in inserted ones (delta-spark's
         schema evolution; a NOT NULL column left out is refused).
         """
-        from .commands.merge import upsert
-
-        return self.run(
-            upsert,
-            source,
-            key_columns,
-            dedupe_by=dedupe_by,
-            merge_schema=merge_schema,
-            identity=identity,
-            watermark=watermark,
-        ).to_dict()

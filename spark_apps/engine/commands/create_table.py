@@ -295,12 +295,11 @@ def create_table(
         adds.append(domain_action(clustering))
     metrics = None  # a create without data has no write metrics
     if source is not None:
-        from .write import prepare_dataframe, write_files
+        from .write import prepare_dataframe, write_spec
 
         df = prepare_dataframe(plane, source, delta_schema)
-        result = write_files(
-            plane, df, table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size
-        )
+        spec = write_spec(table_root, delta_schema, partition_columns, configuration, target_file_size=target_file_size)
+        result = plane.write(df, spec)
         adds += result.adds
         metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)
     try:

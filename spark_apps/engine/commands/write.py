@@ -58,31 +58,24 @@ def prepare_dataframe(plane, df, table_schema, *, merge_schema: bool = False):
     return plane.conform(df, target)
 
 
-def write_files(
-    plane,
-    df,
-    table_root: str,
-    table_schema,
-    partition_columns,
-    configuration,
-    *,
-    target_file_size: int | None = None,
-    row_constraint=None,
-):
-    """Write already conformed rows as data files on ``plane``; returns a
-    :class:`~airflow_delta_provider_apps.engine.writer.WriteResult` (AddFile actions, not committed).
+def _write_into(cmd: Command, plane, rows, table_schema, *, target_file_size=None, row_constraint=None):
+    """``rows`` (conformed to ``table_schema``) written as data files on ``plane`` into the table
+    ``cmd`` writes, partitioned and configured as its snapshot (an append's and an overwrite's
+    data); returns a :class:`~airflow_delta_provider_apps.engine.writer.WriteResult` (AddFile
+    actions, not committed).
 
     :param row_constraint: bound condition every row must satisfy (checked in the writing tasks)
     """
+    metadata = cmd.snapshot.metadata
     spec = write_spec(
-        table_root,
+        cmd.table_root,
         table_schema,
-        partition_columns,
-        configuration,
+        list(metadata.partition_columns or []),
+        metadata.configuration,
         target_file_size=target_file_size,
         row_constraint=row_constraint,
     )
-    return plane.write(df, spec)
+    return plane.write(rows, spec)
 
 
 def write_spec(
@@ -94,8 +87,9 @@ def write_spec(
     target_file_size: int | None = None,
     row_constraint=None,
 ):
-    """The :class:`~airflow_delta_provider_apps.engine.writer.WriteSpec` :func:`write_files` writes with
-    (also what a caller whose tasks write before the command runs plans with: the data source)."""
+    """The :class:`~airflow_delta_provider_apps.engine.writer.WriteSpec` a data plane writes a
+    table's data files with (``plane.write(rows, spec)``; also what a caller whose tasks write before
+    the command runs plans with: the data source)."""
     from ..writer import WriteSpec
 
     return WriteSpec(
@@ -278,7 +272,6 @@ def append(
     """
     cmd = open_append(table, identity, watermark)
     snapshot = cmd.snapshot
-    partition_columns = list(snapshot.metadata.partition_columns or [])
     if cmd.duplicate:
         return cmd.skipped(WriteMetrics())
     removes, replaced = [], None
@@ -294,15 +287,7 @@ def append(
     df = plane.held(df)  # read more than once below (a reader or batches: held as one table)
     table_schema = _evolve(cmd, snapshot, plane.schema_of(df), merge_schema)
     prepared = prepare_dataframe(plane, df, table_schema, merge_schema=merge_schema)
-    result = write_files(
-        plane,
-        prepared,
-        cmd.table_root,
-        table_schema,
-        partition_columns,
-        snapshot.metadata.configuration,
-        target_file_size=target_file_size,
-    )
+    result = _write_into(cmd, plane, prepared, table_schema, target_file_size=target_file_size)
     metrics = WriteMetrics(result.num_files, result.num_output_rows, result.num_output_bytes)
     report("WRITE", "written", files=result.num_files, rows=result.num_output_rows)
     if removes:
@@ -443,15 +428,8 @@ def overwrite(
     else:
         table_schema = _evolve(cmd, snapshot, data_schema, merge_schema)
         prepared = prepare_dataframe(plane, df, table_schema, merge_schema=merge_schema)
-    written = write_files(
-        plane,
-        prepared,
-        cmd.table_root,
-        table_schema,
-        partition_columns,
-        snapshot.metadata.configuration,
-        target_file_size=target_file_size,
-        row_constraint=predicate,
+    written = _write_into(
+        cmd, plane, prepared, table_schema, target_file_size=target_file_size, row_constraint=predicate
     )
     files = snapshot.files
     extra_adds: list = []
@@ -521,7 +499,6 @@ __all__ = [
     "append",
     "append_arrow",
     "prepare_dataframe",
-    "write_files",
     "write_spec",
     "evolved_schema",
     "resolve_target_file_size",
