@@ -417,23 +417,28 @@ class DeltaBaseOperator(BaseOperator):
         else one derived from the task instance (see ``app_id`` in the class docstring;
         :func:`task_instance_identity`), with ``user_metadata``; empty for an operation that
         commits nothing."""
-        app_version = _coerce_version(self.app_version, "app_version")
-        if (self.app_id is None) != (app_version is None):
+        from airflow_delta_provider_apps.protocol import DeltaError
+
+        try:  # the identity's own rule (both parts or neither), in the operator's words
+            explicit = ops.TxnIdentity(
+                self.app_id, _coerce_version(self.app_version, "app_version"), self.user_metadata
+            )
+        except DeltaError as e:
             raise DeltaConfigurationError(
                 "app_id and app_version must be given together",
-                f"got app_id={self.app_id!r}, app_version={self.app_version!r}",
+                e.cause,
                 "pass both (an application id and this run's version number) or neither",
-            )
+            ) from None
         if not ops.get(self.operation).commits:
             return ops.TxnIdentity()
-        if self.app_id is None:
+        if explicit.app_id is None:
             derived = task_instance_identity(context, self.retries)
             if derived is not None:
                 app_id, app_version = derived
                 if self.on_rerun == "skip":
                     app_version = 1  # every run of this task instance is the first: any commit of it counts
                 return ops.TxnIdentity(app_id, app_version, self.user_metadata)
-        return ops.TxnIdentity(self.app_id, app_version, self.user_metadata)
+        return explicit
 
     def transaction_identity(self, context, identity: ops.TxnIdentity | None = None) -> dict[str, Any]:
         """The run's :meth:`identity` (``identity`` when already made) as the app's spec keys: the one
