@@ -54,7 +54,7 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
             schema = pf.schema_arrow
         except (pa.ArrowInvalid, OSError) as e:
             raise _unreadable(path, e) from None
-        empty = _empty_columns(pf.metadata)
+        empty = empty_columns(pf.metadata)
         cols: list[str] = []
         for kind, fschema in () if no_files else (("add", FILE_SCHEMA), ("remove", REMOVE_SCHEMA)):
             idx = schema.get_field_index(kind)
@@ -77,7 +77,7 @@ def _read_parquet(storage: Storage, path: str, *, only_files: bool = False, no_f
             raise _unreadable(path, e) from None
 
 
-def _empty_columns(md: pq.FileMetaData) -> set[str]:
+def empty_columns(md: pq.FileMetaData) -> set[str]:
     """The columns (``txn``) and their fields (``remove.path``, ``add.deletionVector``) that hold no
     value in any row group, by the file's own statistics: a checkpoint keeps one column per action
     type, null in the rows of every other type, and a field no action sets (deletion vectors, row

@@ -323,12 +323,12 @@ def test_checkpoint_columns_null_throughout_are_not_read_and_read_alike(tmp_path
     checkpoint without tombstones, unset deletion vectors and row ids, no ``txn``) are left unread,
     by the file's statistics: the state is the same. Empty maps are values (not nulls), and a second
     checkpoint with a tombstone and a txn reads them."""
-    from airflow_delta_provider_apps.engine.log.checkpoint_read import _empty_columns
+    from airflow_delta_provider_apps.engine.log.checkpoint_read import empty_columns
 
     adds = [add("a"), add("b", tags={}, stats='{"numRecords":1}')]
     write_checkpoint(tmp_path, 0, [protocol(), metadata(), *adds])
     log = tmp_path / "_delta_log"
-    empty = _empty_columns(pq.ParquetFile(log / f"{0:020d}.checkpoint.parquet").metadata)
+    empty = empty_columns(pq.ParquetFile(log / f"{0:020d}.checkpoint.parquet").metadata)
     assert {"remove.path", "add.deletionVector", "add.baseRowId", "txn"} <= empty
     assert not {"add", "add.path", "add.partitionValues", "add.tags", "metaData", "protocol"} & empty
     res = load(tmp_path)
