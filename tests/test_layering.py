@@ -498,10 +498,10 @@ TRANSPORT_MODULES = {
     f"airflow_delta_provider.hooks.{m}"
     for m in ("transport", "registry", "connections", "submit", "driver", "connect", "local")
 }
-# the transports' names and the connection types that select them
-# (not "local": ``execution="local"`` is an operator's choice to run in the worker, made before any
-# transport is asked, and the in-process transport is then taken by the hook's run_in_process)
-TRANSPORT_KINDS = {"spark-submit", "connect", "spark", "delta_spark", "spark_connect", "sc://"}
+# the transports' names and the connection types that select them; "local" too: only the user's
+# ``execution`` argument may be compared with it (``execution="local"`` is the operator's choice to run
+# in the worker, made before any transport is asked; the registry then names that transport)
+TRANSPORT_KINDS = {"spark-submit", "connect", "local", "spark", "delta_spark", "spark_connect", "sc://"}
 TRANSPORT_KIND_NAMES = {"CONNECT_CONN_TYPE", "DELTA_SPARK_CONN_TYPE"}
 
 
@@ -512,8 +512,9 @@ def _named(node: ast.AST) -> str:
 def _kind_branches(source: str, where: str) -> list[str]:
     """Where ``source`` asks which transport it has: a comparison with a transport's name or a Spark
     connection type (``== "spark_connect"``, ``in ("spark", "delta_spark")``, ``.startswith("sc://")``),
-    ``is_connect(...)``, ``isinstance(x, SomeTransport)`` or the driver of one transport, and the
-    hook's hard-wired ``submitter``."""
+    ``is_connect(...)``, ``isinstance(x, SomeTransport)`` or the driver of one transport, one
+    transport built by its class name (``LocalTransport(hook)``: the registry picks), and the hook's
+    hard-wired ``submitter``. Comparing the user's ``execution`` argument is no branch on the kind."""
     found = []
 
     def kind_constant(node: ast.AST) -> bool:
@@ -525,7 +526,8 @@ def _kind_branches(source: str, where: str) -> list[str]:
 
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare) and any(kind_constant(n) for n in (node.left, *node.comparators)):
-            found.append(f"{where}:{node.lineno}: compares with a transport kind")
+            if not any(_named(n) == "execution" for n in (node.left, *node.comparators)):
+                found.append(f"{where}:{node.lineno}: compares with a transport kind")
         elif isinstance(node, ast.Call) and _named(node.func) == "startswith" and any(map(kind_constant, node.args)):
             found.append(f"{where}:{node.lineno}: tests a transport's URL scheme")
         elif isinstance(node, ast.Call) and _named(node.func) == "is_connect":
@@ -540,6 +542,10 @@ def _kind_branches(source: str, where: str) -> list[str]:
             )
         ):
             found.append(f"{where}:{node.lineno}: tests which transport it has")
+        elif (
+            isinstance(node, ast.Call) and _named(node.func).endswith("Transport") and _named(node.func) != "Transport"
+        ):
+            found.append(f"{where}:{node.lineno}: builds one transport by name (the registry picks)")
         elif isinstance(node, ast.Attribute) and node.attr == "submitter":
             found.append(f"{where}:{node.lineno}: uses the spark-submit transport by name")
     return found
@@ -569,11 +575,15 @@ def test_no_module_outside_the_transport_registry_branches_on_the_transport_kind
         "def f(r):\n    return isinstance(r, (dict, SubmittedDriver))\n",
         "def f(hook):\n    return hook.submitter.start()\n",
         "def f(conn):\n    return conn.conn_type == CONNECT_CONN_TYPE\n",
+        "def f(result):\n    return result.get('transport') != 'local'\n",
+        "def f(hook):\n    return hook.transport.name in ('local', 'connect')\n",
+        "def f(hook):\n    return LocalTransport(hook).run('checkpoint', '/t', {})\n",
     ],
 )
 def test_a_planted_kind_branch_is_found(source):
     assert _kind_branches(source, "planted.py")
-    assert _kind_branches("def f(op):\n    return op.execution in ('auto', 'local')\n", "planted.py") == []
+    for choice in ("op.execution in ('auto', 'local')", "execution == 'local'", "transport_in_worker()(hook)"):
+        assert _kind_branches(f"def f(op, execution, hook):\n    return {choice}\n", "planted.py") == []
 
 
 MERGE = f"{ENGINE}.merge"

@@ -28,7 +28,6 @@ from airflow_delta_provider.exceptions import (
 )
 from airflow_delta_provider.hooks.bundle import AppBundle, build_app_bundle, clear_bundle_cache
 from airflow_delta_provider.hooks.connections import DELTA_SPARK_CONN_TYPE, missing_connection
-from airflow_delta_provider.hooks.local import LocalTransport
 from airflow_delta_provider.hooks.outcome import (
     AppOutput,
     engine_error_retryable,
@@ -37,7 +36,7 @@ from airflow_delta_provider.hooks.outcome import (
     resolve_outcome,
     schema_change_text,
 )
-from airflow_delta_provider.hooks.registry import transport_for
+from airflow_delta_provider.hooks.registry import transport_for, transport_in_worker
 from airflow_delta_provider.hooks.submit import (
     CapturingSparkSubmitHook,
     SparkSubmitOptions,
@@ -182,8 +181,9 @@ class DeltaHook(BaseHook):
         """Run an operation in this worker process without Spark (create without data, checkpoint,
         log cleanup, describe, history; DELETE/UPDATE/OPTIMIZE rewritten by a thread pool): no
         spark-submit, no connection needed. Same parameters, result and errors as :meth:`run`, plus
-        ``run_seconds``."""
-        return self._run_on(LocalTransport(self), operation, table_uri, params)
+        ``run_seconds``. The registry names its transport
+        (:func:`~airflow_delta_provider.hooks.registry.transport_in_worker`)."""
+        return self._run_on(transport_in_worker()(self), operation, table_uri, params)
 
     def _run_on(self, transport: Transport, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
         self.transport = transport

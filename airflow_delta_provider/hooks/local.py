@@ -2,7 +2,8 @@
 
 No Spark, no spark-submit, no connection: log-only work, DELETE/UPDATE/OPTIMIZE rewritten by a
 thread pool, a MERGE of a source the worker can hold. An operator picks it with ``execution="local"``
-(or ``"auto"`` when the parameters need no Spark), whatever its connection; no connection selects it.
+(or ``"auto"`` when the parameters need no Spark), whatever its connection; no connection selects it
+(:func:`~airflow_delta_provider.hooks.registry.transport_in_worker` does).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class LocalTransport(Transport):
     """In the worker's process with the bundled engine, no Spark: no spark-submit, no connection."""
 
     name = "local"
+    in_worker = True
 
     def deferral_blocker(self) -> str | None:
         return "the work runs in this task's own process"

@@ -77,6 +77,9 @@ class Transport:
     name: ClassVar[str] = ""
     #: seconds between the trigger's polls of a started run
     poll_interval: ClassVar[float] = 10.0
+    #: runs in the worker's own process: what an operator's ``execution="local"`` takes
+    #: (:func:`~airflow_delta_provider.hooks.registry.transport_in_worker`); no connection selects it
+    in_worker: ClassVar[bool] = False
 
     def __init__(self, hook) -> None:  # the DeltaHook whose connection and arguments it uses
         self.hook = hook

@@ -520,7 +520,7 @@ class DeltaBaseOperator(BaseOperator):
                 self.defer(trigger=result.trigger, method_name="execute_complete")
         else:
             result = self.hook.run(self.operation, self.table_uri, **params)
-        return self._report(context, result)
+        return self._report(context, result, app_syncs_catalog="catalog" in params)
 
     def runs_in_worker(self, params: dict) -> bool:
         """Whether this run goes to the worker's process (no Spark): ``execution="local"`` always,
@@ -610,15 +610,18 @@ class DeltaBaseOperator(BaseOperator):
             return False
         return True
 
-    def _report(self, context, result: dict) -> dict:
-        self._sync_catalog(result)
+    def _report(self, context, result: dict, *, app_syncs_catalog: bool = False) -> dict:
+        """The run's ``result`` as the task reports it (catalog synced, asset events annotated);
+        ``app_syncs_catalog``: this run asked the Spark app to sync the catalog in its own session."""
+        self._sync_catalog(result, app_syncs_catalog)
         self._annotate_asset_events(context, result)
         self._last_result = result
         return result
 
-    def _sync_catalog(self, result: dict) -> None:
+    def _sync_catalog(self, result: dict, app_syncs_catalog: bool = False) -> None:
         """After the commit landed: create or update ``catalog_table`` (see the class docstring).
-        Any failure is retryable: the retry reports the landed commit and syncs again, nothing more."""
+        Any failure is retryable: the retry reports the landed commit and syncs again, nothing more.
+        ``app_syncs_catalog``: the Spark app was asked to sync it in its session (:meth:`_catalog_spec`)."""
         if not self.catalog_table or not (self.syncs_catalog or result.get("schema_changes")):
             return
         from airflow_delta_provider.hooks.catalog import DeltaCatalogHook
@@ -636,7 +639,7 @@ class DeltaBaseOperator(BaseOperator):
             return
         if synced.get("error"):  # the Spark app committed, then its sync failed
             raise self._catalog_sync_failed(result, synced["error"])
-        if self.__dict__.get("_catalog_spec_value") and result.get("transport") != "local":
+        if app_syncs_catalog:  # asked, yet not synced there: the worker syncs it
             self.log.info(
                 "The Spark run did not sync %s in its session (a Spark Connect session, or an earlier try's "
                 "commit): this worker syncs it, from a local Spark session",
