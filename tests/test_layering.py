@@ -752,3 +752,95 @@ def test_merge_exports_its_submodules_public_names():
     names = [n for m in order for n in _static_all(folder / f"{m}.py")]
     assert len(names) == len(set(names))  # each name from one module
     assert merge.__all__ == sorted(names)
+
+
+# ------------------------------------------------------------------------------ import fallbacks
+# The optional dependencies a module may try to import, (module, what it imports) -> why a missing
+# one is fine there. Any other ``except ImportError`` / ``except ModuleNotFoundError`` (alone or in a
+# tuple) hides a broken import behind a silent fallback (issue 43): import normally instead.
+OPTIONAL_IMPORTS = {
+    ("airflow_delta_provider_apps.__main__", "airflow_delta_provider_apps.cli"): (
+        "spark-submit runs the file by path from a source tree: the package's parent folder is put on "
+        "sys.path and the same import is made again (a missing package still fails there)"
+    ),
+    ("airflow_delta_provider_apps.datasource_streaming", "pyspark.sql.streaming.datasource"): (
+        "Trigger.AvailableNow and read limits exist from pyspark 4.2; on 4.0/4.1 the stream runs without them"
+    ),
+    ("airflow_delta_provider_apps.engine.catalog.glue", "boto3"): (
+        "the [glue] extra: without it the Glue catalog is refused with an error naming the extra"
+    ),
+    ("airflow_delta_provider.exceptions", "airflow.sdk.exceptions"): (
+        "Airflow 3.1's task SDK does not re-export them: the same classes from airflow.exceptions"
+    ),
+    ("airflow_delta_provider.operators.delta", "airflow.sdk.configuration"): (
+        "Airflow 3.1: the same configuration from airflow.configuration"
+    ),
+    ("airflow_delta_provider.storage_connections", "airflow.providers.amazon"): (
+        "the Amazon provider is optional: without it the connection's login and password are the keys"
+    ),
+    ("airflow_delta_provider.storage_connections", "airflow.sdk.log"): (
+        "mask_secret, which the Airflow releases supported have: the fallback masks nothing"
+    ),
+    ("airflow_delta_provider.hooks.driver", "airflow.providers.cncf.kubernetes"): (
+        "the Kubernetes provider is optional: following a driver pod without it fails with an error naming it"
+    ),
+    ("airflow_delta_provider.lineage", "airflow.providers.openlineage"): (
+        "the [openlineage] extra: without it a run reports no lineage"
+    ),
+    ("airflow_delta_provider.lineage", "openlineage.client"): "the [openlineage] extra, as above",
+}
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+
+
+def _catches_import_errors(handler: ast.excepthandler) -> bool:
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(_named(c) in IMPORT_ERRORS for c in caught if c is not None)
+
+
+def _import_fallbacks() -> tuple[list[str], set[tuple[str, str]]]:
+    """Every ``try`` that catches an import error where it imports something not in
+    ``OPTIONAL_IMPORTS`` (or imports nothing), and the allowlist's entries in use."""
+    found, used = [], set()
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.Try) or not any(map(_catches_import_errors, node.handlers)):
+                continue
+            imported = []
+            for stmt in node.body:
+                for inner in ast.walk(stmt):
+                    if isinstance(inner, ast.Import):
+                        imported += [alias.name for alias in inner.names]
+                    elif isinstance(inner, ast.ImportFrom):
+                        base = package.split(".")[: len(package.split(".")) - inner.level + 1] if inner.level else []
+                        imported.append(".".join(base + ([inner.module] if inner.module else [])))
+            where = f"{path.relative_to(REPO)}:{node.lineno}"
+            allowed = [next((k for k in OPTIONAL_IMPORTS if k[0] == name and _within(m, k[1])), None) for m in imported]
+            used |= {k for k in allowed if k}
+            if not imported or None in allowed:
+                what = ", ".join(m for m, k in zip(imported, allowed) if k is None) or "nothing"
+                found.append(f"{where}: catches an import error of {what} (import it; see OPTIONAL_IMPORTS)")
+    return sorted(found), used
+
+
+def test_no_silent_import_fallbacks():
+    """An ``except ImportError`` only around an optional dependency named in ``OPTIONAL_IMPORTS``
+    with its reason, and every entry there still in use."""
+    found, used = _import_fallbacks()
+    assert found == []
+    assert set(OPTIONAL_IMPORTS) - used == set()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(t):\n    try:\n        from ..log.file_actions import dv_unique_ids\n"
+        "    except (ImportError, KeyError):\n        return None\n",
+        "try:\n    import numpy\nexcept ModuleNotFoundError:\n    numpy = None\n",
+        "try:\n    import boto3\nexcept ImportError:\n    pass\n",  # optional for the Glue catalog only
+        "try:\n    x = 1\nexcept ImportError:\n    pass\n",
+    ],
+)
+def test_a_planted_import_fallback_is_found(monkeypatch, source):
+    _plant(monkeypatch, source)
+    assert any("spark_apps/engine/planted.py" in v for v in _import_fallbacks()[0])

@@ -86,7 +86,7 @@ from ..errors import (
 )
 from ..features import in_commit_timestamps_active
 from ..isolation import IsolationLevel, choose_isolation_level
-from ..log.file_actions import partition_keys_of
+from ..log.file_actions import dv_unique_ids, partition_keys_of
 from ..log.listing import commit_path, latest_version, log_dir_of
 from ..partitions import require_data_column
 from .conflicts import (
@@ -515,13 +515,8 @@ class OptimisticTransaction:
         live = files.filter(pc.is_in(files.column("path"), value_set=pa.array(list(adds), pa.string())))
         if live.num_rows == 0:
             return
-        try:
-            from ..log.file_actions import dv_unique_ids
-
-            dv_col = live.column("deletion_vector").combine_chunks()
-            live_ids = dv_unique_ids(dv_col, live.num_rows).to_pylist()
-        except (ImportError, KeyError):
-            return
+        # ``snapshot.files`` follows FILE_SCHEMA: its deletion_vector column is always there
+        live_ids = dv_unique_ids(live.column("deletion_vector").combine_chunks(), live.num_rows).to_pylist()
         removed = {(a.path, a.dv_unique_id) for a in actions if isinstance(a, RemoveFile)}
         for path, live_id in zip(live.column("path").to_pylist(), live_ids):
             if live_id != adds[path] and (path, live_id) not in removed:
