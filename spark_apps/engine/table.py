@@ -51,7 +51,9 @@ def runs(target: str, *, spark: str | None = None):
     is its typed signature and docstring only; its arguments go to the command by name. A method
     with an ``identity`` also takes ``app_id``, ``app_version``, ``user_metadata``
     (:func:`.commit_identity.takes_identity`); ``spark``: what the command does, when it needs a
-    SparkSession (refused clearly without one). The command is imported on the first call."""
+    SparkSession (refused clearly without one). The command is imported on the first call; the
+    method's ``command`` attribute names it (tests hold the signature to the command's and the
+    registry's)."""
     module, _, name = target.partition(":")
 
     def decorate(front):
@@ -66,6 +68,7 @@ def runs(target: str, *, spark: str | None = None):
             command = getattr(importlib.import_module(f"{__package__}.commands.{module}"), name)
             return self.run(command, **dict(list(arguments.arguments.items())[1:])).to_dict()
 
+        method.command = f"{__package__}.commands.{module}:{name}"
         return takes_identity(method) if "identity" in signature.parameters else method
 
     return decorate
@@ -237,8 +240,9 @@ class DeltaTable:
         return history(self.table_uri, limit).fields["history"]
 
     @runs("checkpoint:checkpoint")
-    def checkpoint(self) -> dict:
-        """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its result."""
+    def checkpoint(self, *, cleanup: bool = False) -> dict:
+        """Write a checkpoint of the latest version (and ``_last_checkpoint``); returns its result.
+        ``cleanup``: then delete the expired log files, as :meth:`cleanup_metadata`."""
 
     @runs("checkpoint:cleanup_metadata")
     def cleanup_metadata(self) -> dict:
@@ -481,6 +485,7 @@ class DeltaTable:
         dedupe_by: str | None = None,
         merge_schema: bool = False,
         identity: TxnIdentity | None = None,
+        target_file_size: int | None = None,
         watermark=None,
     ) -> dict:
         """Upsert ``source`` by ``key_columns``: update every column of matched rows, insert the rest.
@@ -489,5 +494,6 @@ class DeltaTable:
         column: then the row with its greatest value per key is kept. NULL keys never match.
         ``merge_schema=True`` adds the source's new columns to the table in the same commit, and lets
         the source leave out table columns: kept in updated rows, NULL in inserted ones (delta-spark's
-        schema evolution; a NOT NULL column left out is refused).
+        schema evolution; a NOT NULL column left out is refused). ``target_file_size``: roll data
+        files at about this many bytes (default: the table's ``delta.targetFileSize`` or 128 MiB).
         """

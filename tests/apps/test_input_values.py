@@ -249,10 +249,14 @@ def test_log_cleanup_deletes_a_killed_commits_old_temp_file_but_never_a_young_on
     assert r["metrics"]["numDeletedFiles"] == 1 and r["metrics"]["numDeletedCommits"] == 0
     assert r["protected_checkpoint_version"] is None
     assert _version(root) == 3 and DeltaTable(None, root).snapshot().num_files == 3
-    # a checkpoint with cleanup does the same, through the CLI and the operator
+    # a checkpoint with cleanup does the same, through the CLI, DeltaTable and the operator
     old = _leftover(root, 4, age_days=31)
     code, _ = _cli(capsys, "checkpoint", "--table-uri", root, "--cleanup")
     assert code == 0 and not os.path.exists(old) and os.path.exists(young)
+    old = _leftover(root, 4, age_days=31)
+    r = DeltaTable(None, root).checkpoint(cleanup=True)
+    assert not os.path.exists(old) and os.path.exists(young)
+    assert r["version"] == 3 and r["cleanup"]["metrics"]["numDeletedFiles"] == 1
 
 
 def test_the_checkpoint_operator_with_cleanup_deletes_old_temp_files(tmp_path, no_spark_submit):

@@ -98,6 +98,19 @@ def test_upsert_in_process_dedupes_and_refuses_duplicate_keys(tmp_path):
     assert got == sorted(want, key=row_key)  # id 2 moved to partition 0, the greatest v of id 5 won
 
 
+def test_upsert_rolls_files_at_the_target_file_size(tmp_path):
+    rows = [{"id": i, "v": i, "p": 0} for i in range(40)]
+    added = {}
+    for size in (None, 1):  # the table's default, or a new file after every row written
+        root = str(tmp_path / f"t{size}")
+        t = _table(root, rows[:2], partitioned=False)
+        m = t.upsert(_arrow(rows), ["id"], target_file_size=size)["metrics"]
+        assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (2, 38)
+        assert sorted(_theirs(root, False), key=row_key) == sorted(rows, key=row_key)
+        added[size] = m["numTargetFilesAdded"]
+    assert added[None] == 2 and added[1] > 2  # the rewritten file and the inserts; then rolled
+
+
 def test_a_merge_without_spark_needs_keys_and_arrow_data(tmp_path):
     root = str(tmp_path / "t")
     t = _table(root, [{"id": 1, "v": 10, "p": 0}], partitioned=False)
