@@ -27,7 +27,6 @@ from urllib.parse import urlparse
 from airflow_delta_provider.exceptions import DeltaRetryableError
 from airflow_delta_provider.hooks.bundle import build_app_bundle
 from airflow_delta_provider.hooks.connections import CONNECT_CONN_TYPE, connect_url, is_connect, redacted_url
-from airflow_delta_provider.hooks.submit import SparkSubmitOptions
 from airflow_delta_provider.hooks.transport import Transport, app_run
 from airflow_delta_provider_apps.operations import OPERATIONS
 
@@ -66,6 +65,8 @@ class ConnectTransport(Transport):
 
     name = "connect"
     conn_types = (CONNECT_CONN_TYPE,)
+    #: bundle_dir: the apps zip's cache folder (the zip goes to the session as an artifact)
+    options = ("bundle_dir",)
 
     def __init__(self, hook) -> None:
         super().__init__(hook)
@@ -93,13 +94,15 @@ class ConnectTransport(Transport):
         url = self.settings().url
         if not OPERATIONS[operation].spark_needed(params):  # log only: no session, no server needed
             return app_run(lambda: ConnectRun(url).run(operation, table_uri, params), self.log)
-        if self.hook.submit_options != SparkSubmitOptions() or self.hook.result_dir:
+        foreign = self.foreign_options()
+        if foreign:
             self.log.warning(
-                "submit_options and result_dir are spark-submit settings: over Spark Connect they do not apply "
-                "(the server's resources are its own; spark_conf sets the session's runtime properties)"
+                "%s: over Spark Connect they do not apply (the server's resources are its own; spark_conf "
+                "sets the session's runtime properties)",
+                " and ".join(foreign),
             )
         check_server_reachable(url)
-        bundle = build_app_bundle(self.hook.bundle_dir)
+        bundle = build_app_bundle(self.option("bundle_dir"))
         self._run = ConnectRun(
             url,
             conf={str(k): str(v) for k, v in self.hook.spark_conf.items()},

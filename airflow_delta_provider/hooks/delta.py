@@ -36,7 +36,7 @@ from airflow_delta_provider.hooks.outcome import (
     resolve_outcome,
     schema_change_text,
 )
-from airflow_delta_provider.hooks.registry import transport_for, transport_in_worker
+from airflow_delta_provider.hooks.registry import check_options, driver_env, transport_for, transport_in_worker
 from airflow_delta_provider.hooks.submit import (
     CapturingSparkSubmitHook,
     SparkSubmitOptions,
@@ -46,19 +46,6 @@ from airflow_delta_provider.hooks.submit import (
 )
 from airflow_delta_provider.hooks.transport import Started, Transport
 from airflow_delta_provider_apps.operations import OPERATIONS, TxnIdentity
-
-
-def driver_env(spark_conf: dict[str, Any] | None, submit_options: SparkSubmitOptions | dict | None) -> dict[str, str]:
-    """The environment a hook gives the Spark app's driver besides ``storage_conn_id``'s:
-    ``submit_options.env_vars`` (client mode) and ``spark_conf``'s ``spark.yarn.appMasterEnv.*`` and
-    ``spark.kubernetes.driverEnv.*`` (cluster mode), so that work done in the worker (log reads,
-    in-process runs) reaches the object store as the app would."""
-    env = {str(k): str(v) for k, v in SparkSubmitOptions.coerce(submit_options).env_vars.items()}
-    for key, value in (spark_conf or {}).items():
-        for prefix in ("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv."):
-            if str(key).startswith(prefix):
-                env[str(key)[len(prefix) :]] = str(value)
-    return env
 
 
 class DeltaHook(BaseHook):
@@ -71,12 +58,16 @@ class DeltaHook(BaseHook):
         Spark Connect, the task is the client; or any connection a transport of
         :data:`~airflow_delta_provider.hooks.registry.TRANSPORTS` serves.
     :param spark_conf: Spark properties (``--conf``).
-    :param spark_binary: spark-submit to run (name on PATH or absolute path); overrides the
-        connection's ``spark-binary``. Default: see :func:`find_spark_submit`.
-    :param result_dir: folder (local path or URI) for the result files; required for cluster
-        deploy mode. Default: the connection extra ``delta_result_dir``.
-    :param submit_options: :class:`SparkSubmitOptions` (or a dict of its fields).
-    :param bundle_dir: cache folder for the apps zip (default: ``<tmp>/airflow-delta-provider/bundles``).
+    :param storage_conn_id: the object store's credentials (see
+        :mod:`airflow_delta_provider.storage_connections`).
+    :param options: the transports' own settings, passed through as one mapping (:attr:`options`);
+        each transport takes and checks its own (``Transport.options``), a name none takes is refused.
+        spark-submit's: ``spark_binary`` (spark-submit to run, name on PATH or absolute path; overrides
+        the connection's ``spark-binary``; default: see :func:`find_spark_submit`), ``result_dir``
+        (folder, local path or URI, for the result files; required for cluster deploy mode; default:
+        the connection extra ``delta_result_dir``), ``submit_options`` (:class:`SparkSubmitOptions` or
+        a dict of its fields); spark-submit's and Spark Connect's: ``bundle_dir`` (cache folder for the
+        apps zip, default ``<tmp>/airflow-delta-provider/bundles``).
 
     Example::
 
@@ -95,21 +86,15 @@ class DeltaHook(BaseHook):
         conn_id: str = default_conn_name,
         *,
         spark_conf: dict[str, Any] | None = None,
-        spark_binary: str | None = None,
-        result_dir: str | None = None,
-        submit_options: SparkSubmitOptions | dict | None = None,
-        bundle_dir: str | None = None,
         storage_conn_id: str | None = None,
+        **options: Any,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
         self.storage_conn_id = storage_conn_id
         self._storage_env: dict[str, str] | None = None
         self.spark_conf = dict(spark_conf or {})
-        self.spark_binary = spark_binary
-        self.result_dir = result_dir
-        self.submit_options = SparkSubmitOptions.coerce(submit_options)
-        self.bundle_dir = bundle_dir
+        self.options = check_options(options)  # every transport's settings: each reads its own
         self._connection_transport: Transport | None = None
         self.transport: Transport | None = None  # the transport of the current (or last) run
 
@@ -146,10 +131,16 @@ class DeltaHook(BaseHook):
     def storage_context(self):
         """A context manager in which this worker reaches the object store with ``storage_conn_id``'s
         credentials (log reads, in-process runs), else those the hook gives the driver
-        (:func:`driver_env`), leaving the process environment as it is."""
+        (:meth:`driver_env`), leaving the process environment as it is."""
         from airflow_delta_provider_apps.protocol import storage_settings
 
-        return storage_settings({**driver_env(self.spark_conf, self.submit_options), **self.storage_env()})
+        return storage_settings({**self.driver_env(), **self.storage_env()})
+
+    def driver_env(self) -> dict[str, str]:
+        """The environment the hook's settings give the Spark app's driver besides ``storage_conn_id``'s
+        (each transport's own, e.g. spark-submit's ``submit_options.env_vars``), so that work done in
+        the worker (log reads, in-process runs) reaches the object store as the app would."""
+        return driver_env(self.spark_conf, self.options)
 
     # -- building ---------------------------------------------------------------------------
 

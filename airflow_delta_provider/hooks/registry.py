@@ -6,9 +6,16 @@ process (an operator's ``execution="local"``) takes the one that says it runs th
 (:attr:`~.transport.Transport.in_worker`). A new way to reach Spark is a
 module with a ``Transport`` subclass and one line here (a test adds one the same way:
 ``TRANSPORTS["name"] = TheTransport``). The hook and the operators never ask which one they have.
+
+Each transport declares its own settings among the user's arguments (``Transport.options``); the hook
+and the operators hold them all as one mapping, checked here (:func:`check_options`), and every
+transport reads its own.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError
 from airflow_delta_provider.hooks.connect import ConnectTransport
@@ -16,7 +23,7 @@ from airflow_delta_provider.hooks.local import LocalTransport
 from airflow_delta_provider.hooks.submit import SubmitTransport
 from airflow_delta_provider.hooks.transport import Transport
 
-__all__ = ["TRANSPORTS", "transport_for", "transport_in_worker"]
+__all__ = ["TRANSPORTS", "check_options", "driver_env", "option_names", "transport_for", "transport_in_worker"]
 
 TRANSPORTS: dict[str, type[Transport]] = {
     SubmitTransport.name: SubmitTransport,  # spark / delta_spark connections (not sc://)
@@ -55,3 +62,32 @@ def transport_in_worker() -> type[Transport]:
             "keep in_worker = True on one transport of TRANSPORTS",
         )
     return in_worker[0]
+
+
+def option_names() -> set[str]:
+    """The user's arguments some transport takes as its own settings (``Transport.options``)."""
+    return {name for cls in TRANSPORTS.values() for name in cls.options}
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` (the user's transport settings, one mapping) as a dict, each checked by the
+    transports that take it (``Transport.check_options``); a name no transport takes is refused."""
+    unknown = sorted(set(options) - option_names())
+    if unknown:
+        raise DeltaConfigurationError(
+            f"Unknown Delta transport setting(s) {unknown}",
+            f"the transports there are ({', '.join(TRANSPORTS)}) take {sorted(option_names())}",
+            "fix the name, or pass Spark properties through spark_conf",
+        )
+    for cls in TRANSPORTS.values():
+        cls.check_options({k: v for k, v in options.items() if k in cls.options})
+    return dict(options)
+
+
+def driver_env(spark_conf: Mapping[str, Any] | None, options: Mapping[str, Any]) -> dict[str, str]:
+    """The environment the user's settings give the Spark app's driver, whichever transport runs it
+    (``Transport.driver_env``): the worker's own reads of the table take it too."""
+    env: dict[str, str] = {}
+    for cls in TRANSPORTS.values():
+        env.update(cls.driver_env(spark_conf or {}, {k: v for k, v in options.items() if k in cls.options}))
+    return env

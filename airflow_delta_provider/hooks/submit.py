@@ -466,6 +466,10 @@ class SubmitTransport(Transport):
 
     name = "spark-submit"
     conn_types = ("spark", DELTA_SPARK_CONN_TYPE)
+    #: spark_binary: spark-submit to run (overrides the connection's ``spark-binary``); result_dir:
+    #: the result files' folder (default: the connection extra ``delta_result_dir``); submit_options:
+    #: :class:`SparkSubmitOptions` or a dict of its fields; bundle_dir: the apps zip's cache folder
+    options = ("spark_binary", "result_dir", "submit_options", "bundle_dir")
 
     def __init__(self, hook) -> None:  # the DeltaHook whose connection and settings it uses
         super().__init__(hook)
@@ -475,6 +479,26 @@ class SubmitTransport(Transport):
     @classmethod
     def serves(cls, conn) -> bool:
         return getattr(conn, "conn_type", None) in cls.conn_types and not is_connect(conn)
+
+    @classmethod
+    def check_options(cls, options) -> None:
+        SparkSubmitOptions.coerce(options.get("submit_options"))  # an unknown option is refused by name
+
+    @classmethod
+    def driver_env(cls, spark_conf, options) -> dict[str, str]:
+        """``submit_options.env_vars`` (client mode) and ``spark_conf``'s ``spark.yarn.appMasterEnv.*``
+        and ``spark.kubernetes.driverEnv.*`` (cluster mode)."""
+        env = {str(k): str(v) for k, v in SparkSubmitOptions.coerce(options.get("submit_options")).env_vars.items()}
+        for key, value in spark_conf.items():
+            for prefix in ("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv."):
+                if str(key).startswith(prefix):
+                    env[str(key)[len(prefix) :]] = str(value)
+        return env
+
+    @property
+    def submit_options(self) -> SparkSubmitOptions:
+        """The user's ``submit_options``, as :class:`SparkSubmitOptions`."""
+        return SparkSubmitOptions.coerce(self.option("submit_options"))
 
     @property
     def run_label(self) -> str:
@@ -523,10 +547,10 @@ class SubmitTransport(Transport):
         if self._settings is None:
             conn = self.hook.get_conn()
             extra = conn.extra_dejson
-            deploy_mode = self.hook.submit_options.deploy_mode or extra.get("deploy-mode") or "client"
+            deploy_mode = self.submit_options.deploy_mode or extra.get("deploy-mode") or "client"
             if deploy_mode not in ("client", "cluster"):
                 raise DeltaConfigurationError(f"Unknown deploy mode '{deploy_mode}'", None, "use 'client' or 'cluster'")
-            binary = self.hook.spark_binary
+            binary = self.option("spark_binary")
             if not binary:
                 conn_binary = extra.get("spark-binary")
                 if conn_binary and conn_binary not in ALLOWED_SPARK_BINARIES:
@@ -549,7 +573,7 @@ class SubmitTransport(Transport):
                 master=master_from_connection(conn),
                 deploy_mode=deploy_mode,
                 spark_binary=binary,
-                result_dir=self.hook.result_dir or connection_extra(extra, RESULT_DIR_EXTRA) or None,
+                result_dir=self.option("result_dir") or connection_extra(extra, RESULT_DIR_EXTRA) or None,
             )
         return self._settings
 
@@ -628,11 +652,11 @@ class SubmitTransport(Transport):
             raise DeltaConfigurationError("No table_uri given", None, "pass the table's path or URI")
         settings = self.submit_settings()
         self._settings = settings  # run() names the master from it, without reading the connection again
-        bundle = build_app_bundle(self.hook.bundle_dir)
+        bundle = build_app_bundle(self.option("bundle_dir"))
         recoverable = bool(OPERATIONS[operation].identity(params or {}).app_id)
         result_uri = result_uri or self.new_result_uri(settings, recoverable=recoverable)
         spec = self.job_spec(table_uri, dict(params or {}))
-        opts = self.hook.submit_options
+        opts = self.submit_options
         py_files = ",".join([bundle.zip_path, *opts.extra_py_files])
         kwargs = opts.hook_kwargs()  # deploy_mode only when set here; else the connection extra applies
         conf = self.effective_conf(settings)
@@ -802,7 +826,7 @@ class SubmitTransport(Transport):
         from airflow_delta_provider.triggers.delta import DeltaSparkDriverTrigger
 
         # a request to the cluster manager per poll: at least every 5 s
-        return DeltaSparkDriverTrigger(handle, poll_interval=max(5.0, self.hook.submit_options.status_poll_interval))
+        return DeltaSparkDriverTrigger(handle, poll_interval=max(5.0, self.submit_options.status_poll_interval))
 
     @classmethod
     def poll(cls, handle: dict) -> RunState:

@@ -4,7 +4,10 @@ A :class:`Transport` is everything the hook and the operators know of a way to r
 the bundled apps; :mod:`.registry` picks one from the connection (``TRANSPORTS[kind]``), and nothing
 else asks which one it is. What it carries:
 
-* its own settings, parsed from the connection and the hook's arguments (:meth:`Transport.settings`);
+* its own settings: the user's arguments it takes (:attr:`Transport.options`, checked by
+  :meth:`Transport.check_options` before anything runs; the hook and the operators pass every
+  transport's through as one mapping, ``hook.options``, without knowing which one takes which), and
+  what they and the connection mean, parsed once (:meth:`Transport.settings`);
 * :meth:`~Transport.run`: run one operation, attached, and return the app's result dict (the app
   protocol's ``{"status": "ok", "operation", "table_uri", "version", "skipped", "committed",
   "metrics", ...}``), or raise :class:`~airflow_delta_provider.exceptions.DeltaRetryableError` /
@@ -27,6 +30,7 @@ The implementations: :class:`~airflow_delta_provider.hooks.submit.SubmitTranspor
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -80,6 +84,9 @@ class Transport:
     #: runs in the worker's own process: what an operator's ``execution="local"`` takes
     #: (:func:`~airflow_delta_provider.hooks.registry.transport_in_worker`); no connection selects it
     in_worker: ClassVar[bool] = False
+    #: the user's arguments (the hook's keywords, an operator's) that are this transport's own settings;
+    #: the hook holds every transport's as one mapping (``hook.options``), this one reads its own
+    options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, hook) -> None:  # the DeltaHook whose connection and arguments it uses
         self.hook = hook
@@ -92,8 +99,28 @@ class Transport:
         """Whether runs over the Airflow connection ``conn`` go through this transport."""
         return False
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Refuse a bad value among ``options`` (its own :attr:`options` the user gave, none of them a
+        template) with a clear error, before anything runs: when the hook is built, and at DAG parse
+        time when an operator is."""
+
+    @classmethod
+    def driver_env(cls, spark_conf: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, str]:
+        """The environment its ``options`` (and ``spark_conf``) give the Spark app's driver, which the
+        worker's own reads of the table take too (log reads, in-process runs): none by default."""
+        return {}
+
+    def option(self, name: str) -> Any:
+        """The user's value of one of its :attr:`options` (None when not given)."""
+        return self.hook.options.get(name)
+
+    def foreign_options(self) -> list[str]:
+        """The user's settings given for other transports (not its :attr:`options`): a run here ignores them."""
+        return sorted(k for k, v in self.hook.options.items() if k not in self.options and v not in (None, {}, ()))
+
     def settings(self) -> Any:
-        """What the connection (and the hook's arguments) mean for this transport, parsed once;
+        """What the connection (and its :attr:`options`) mean for this transport, parsed once;
         ``None`` for a transport without settings."""
         return None
 

@@ -34,7 +34,8 @@ from typing import Any, ClassVar
 from airflow.sdk import Asset, BaseOperator, BaseOperatorLink
 
 from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
-from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions, driver_env
+from airflow_delta_provider.hooks.delta import DeltaHook, SparkSubmitOptions
+from airflow_delta_provider.hooks.registry import check_options, driver_env, option_names
 from airflow_delta_provider.hooks.transport import Started
 from airflow_delta_provider.operators.arguments import refuse_unknown_arguments
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
@@ -258,6 +259,10 @@ class DeltaBaseOperator(BaseOperator):
         (:class:`~airflow_delta_provider.hooks.delta.SparkSubmitOptions` or a dict of its fields).
     :param result_dir: where the app writes its result file (needed for cluster deploy mode; default:
         the connection extra ``delta_result_dir``).
+    :param kwargs: BaseOperator's arguments, and any transport's own settings
+        (``Transport.options``, e.g. spark-submit's ``spark_binary`` and ``bundle_dir``): with
+        ``submit_options`` and ``result_dir`` they reach the hook as one mapping; each transport takes
+        and checks its own (a literal bad value fails the DAG import), a run over another ignores them.
     :param app_id: application id of the commit's SetTransaction (templated). Without it, every
         writing operator derives one from the task instance (DAG, task, map index, logical date or run
         id) and its version from the task instance's clears (Airflow's first try number of the current
@@ -357,6 +362,9 @@ class DeltaBaseOperator(BaseOperator):
             )
         self.execution = execution
         values = {arg.name: kwargs.pop(arg.name, arg.default) for arg in op.operator_args}
+        # other transports' own settings (Transport.options, e.g. spark_binary), passed through with
+        # submit_options and result_dir as one mapping (transport_settings): each transport reads its own
+        self.more_transport_settings = {name: kwargs.pop(name) for name in sorted(option_names()) if name in kwargs}
         own = [a.name for a in op.operator_args]
         takes = f"its operation's arguments ({', '.join(own) or 'none'}), the common Delta arguments (table_uri, "
         refuse_unknown_arguments(type(self), kwargs, own=own, takes=takes + "conn_id, spark_conf, ...)")
@@ -388,10 +396,12 @@ class DeltaBaseOperator(BaseOperator):
         self.table_uri = table_uri
         self.conn_id = conn_id
         self.spark_conf = spark_conf
-        if not ops.holds_template(submit_options if isinstance(submit_options, dict) else None):
-            SparkSubmitOptions.coerce(submit_options)  # a bad option fails the DAG import
-        self.submit_options = submit_options  # templated: coerced when the hook is built
+        self.submit_options = submit_options  # templated: checked again when the hook is built
         self.result_dir = result_dir
+        literal = {
+            k: v for k, v in self.transport_settings().items() if not (ops.is_template(v) or ops.holds_template(v))
+        }
+        check_options(literal)  # a bad setting (e.g. an unknown spark-submit option) fails the DAG import
         self.app_id = app_id
         self.app_version = app_version
         self.user_metadata = user_metadata
@@ -405,12 +415,13 @@ class DeltaBaseOperator(BaseOperator):
     def hook(self) -> DeltaHook:
         """The DeltaHook, built on first use (never at DAG parse time)."""
         return DeltaHook(
-            self.conn_id,
-            spark_conf=self.spark_conf,
-            result_dir=self.result_dir,
-            submit_options=SparkSubmitOptions.coerce(self.submit_options),
-            storage_conn_id=self.storage_conn_id,
+            self.conn_id, spark_conf=self.spark_conf, storage_conn_id=self.storage_conn_id, **self.transport_settings()
         )
+
+    def transport_settings(self) -> dict[str, Any]:
+        """The user's settings of the transports (rendered, once the task runs), as one mapping: the
+        hook passes it through and each transport takes its own (``Transport.options``)."""
+        return {"submit_options": self.submit_options, "result_dir": self.result_dir, **self.more_transport_settings}
 
     def identity(self, context) -> ops.TxnIdentity:
         """The commit's transaction identity, one value: the explicit ``app_id``/``app_version``,
@@ -482,7 +493,7 @@ class DeltaBaseOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         _check_table_uri(self.table_uri, DeltaConfigurationError)
-        if not self.storage_conn_id and not driver_env(self.spark_conf, self.submit_options):
+        if not self.storage_conn_id and not driver_env(self.spark_conf, self.transport_settings()):
             return self._execute(context)
         # the worker's own log reads and runs use storage_conn_id's credentials (else the driver's)
         with self.hook.storage_context():

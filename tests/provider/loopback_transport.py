@@ -7,7 +7,7 @@ one registry line (``TRANSPORTS[LoopbackTransport.name] = LoopbackTransport``, i
 each submitted operation in its own thread through the bundled apps' in-process runner
 (:func:`airflow_delta_provider_apps.protocol.run_in_process`, the real engine) and answers::
 
-    POST /runs                {"operation", "table_uri", "params"} -> {"id"}
+    POST /runs                {"operation", "table_uri", "params", "queue"} -> {"id"}
     GET  /runs/<id>           -> {"state": "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "KILLED"}
     GET  /runs/<id>/result    -> {"result": {...}} or {"error": {"error_class", "message", "retryable"}}
     POST /runs/<id>/kill      -> {}
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from airflow_delta_provider.exceptions import app_error
+from airflow_delta_provider.exceptions import DeltaConfigurationError, app_error
 from airflow_delta_provider.hooks.transport import RunState, Transport
 
 ACTIVE = ("QUEUED", "RUNNING")
@@ -58,7 +58,9 @@ class LoopbackService:
                 service.requests.append(("POST", self.path))
                 parts = self.path.strip("/").split("/")
                 if parts == ["runs"]:
-                    self._send(200, {"id": service.submit(body["operation"], body["table_uri"], body["params"])})
+                    run_id = service.submit(body["operation"], body["table_uri"], body["params"])
+                    service.runs[run_id]["queue"] = body.get("queue")
+                    self._send(200, {"id": run_id})
                 elif len(parts) == 3 and parts[2] == "kill" and parts[1] in service.runs:
                     service.runs[parts[1]]["state"] = "KILLED"
                     self._send(200, {})
@@ -124,9 +126,11 @@ def _call(url: str, body: dict | None = None) -> dict:
 
 @dataclass(frozen=True)
 class LoopbackSettings:
-    """What a ``delta_loopback`` connection means: the service's address."""
+    """What a ``delta_loopback`` connection and the transport's own option mean: the service's
+    address, and the service queue runs go to (``loopback_queue``, default ``default``)."""
 
     url: str
+    queue: str
 
 
 class LoopbackTransport(Transport):
@@ -135,6 +139,7 @@ class LoopbackTransport(Transport):
     name = "loopback"
     conn_types = ("delta_loopback",)
     poll_interval = 0.05
+    options = ("loopback_queue",)  # its own setting: an operator or the hook takes it as a keyword
 
     def __init__(self, hook) -> None:
         super().__init__(hook)
@@ -144,9 +149,19 @@ class LoopbackTransport(Transport):
     def serves(cls, conn) -> bool:
         return conn.conn_type in cls.conn_types
 
+    @classmethod
+    def check_options(cls, options) -> None:
+        queue = options.get("loopback_queue")
+        if queue is not None and not (isinstance(queue, str) and queue.isidentifier()):
+            raise DeltaConfigurationError(
+                f"loopback_queue={queue!r} is not a queue name",
+                "the loopback service names its queues with letters, digits and underscores",
+                "pass a name such as 'etl'",
+            )
+
     def settings(self) -> LoopbackSettings:
         conn = self.hook.get_conn()
-        return LoopbackSettings(f"http://{conn.host}:{conn.port}")
+        return LoopbackSettings(f"http://{conn.host}:{conn.port}", self.option("loopback_queue") or "default")
 
     def deferral_blocker(self) -> str | None:
         return None
@@ -158,8 +173,9 @@ class LoopbackTransport(Transport):
         return self.finish(handle, polled.state, polled.succeeded)
 
     def start(self, operation: str, table_uri: str, params: dict[str, Any]) -> dict:
-        url = self.settings().url
-        run_id = _call(f"{url}/runs", {"operation": operation, "table_uri": table_uri, "params": params})["id"]
+        url, queue = self.settings().url, self.settings().queue
+        body = {"operation": operation, "table_uri": table_uri, "params": params, "queue": queue}
+        run_id = _call(f"{url}/runs", body)["id"]
         self._handle = {"url": url, "run_id": run_id, "submitted_at": time.time()}
         return self._handle
 

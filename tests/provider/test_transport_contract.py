@@ -1,7 +1,8 @@
 """A transport is the whole contract (issue 43 item 2): a fourth transport, a remote Delta service on
 loopback (:mod:`loopback_transport`, one module), is selected by one registry line and a connection,
 and runs operators attached and deferred (its trigger polls it), writing the table for real; a run
-that never gets resources is stopped. Nothing in the hook, the operators or the trigger names it."""
+that never gets resources is stopped. It declares and checks its own setting, which an operator passes
+through without knowing whose it is. Nothing in the hook, the operators or the trigger names it."""
 
 from __future__ import annotations
 
@@ -145,3 +146,44 @@ def test_a_connection_no_transport_serves_is_refused_by_name(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_ELSEWHERE", json.dumps({"conn_type": "http", "host": "h"}))
     with pytest.raises(DeltaConfigurationError, match="'elsewhere' of type 'http' reaches no Delta transport"):
         DeltaHook("elsewhere").transport_for_connection()
+
+
+def test_a_transport_declares_and_checks_its_own_settings_and_operators_pass_them_through(service, table):
+    # the operator knows nothing of loopback_queue: it passes it to the hook with the other transports'
+    op = DeltaDeleteOperator(
+        task_id="drop_first",
+        table_uri=table,
+        conn_id="loopback",
+        execution="spark",
+        predicate="id <= 3",
+        loopback_queue="etl",
+        submit_options={"driver_memory": "1g"},  # spark-submit's: held, not read by this transport
+    )
+    xcom = op.execute({})
+    assert (xcom["transport"], xcom["metrics"]["numDeletedRows"]) == ("loopback", 3)
+    assert sorted(_rows(table)) == list(range(4, 11))
+    assert [run["queue"] for run in service.runs.values()] == ["etl"]  # what the service was sent
+    assert op.hook.options == {"submit_options": {"driver_memory": "1g"}, "result_dir": None, "loopback_queue": "etl"}
+    # each transport knows which of the user's settings are not its own (a run there ignores them)
+    hook = DeltaHook("loopback", bundle_dir="/tmp/b", result_dir="/tmp/r", loopback_queue="etl")
+    assert {name: cls(hook).foreign_options() for name, cls in TRANSPORTS.items()} == {
+        "spark-submit": ["loopback_queue"],
+        "connect": ["loopback_queue", "result_dir"],
+        "local": ["bundle_dir", "loopback_queue", "result_dir"],
+        "loopback": ["bundle_dir", "result_dir"],
+    }
+
+    # a bad value fails the DAG import, in the transport's words; so does one of spark-submit's
+    with pytest.raises(DeltaConfigurationError, match=r"loopback_queue='etl jobs' is not a queue name"):
+        DeltaDeleteOperator(task_id="d", table_uri=table, conn_id="loopback", loopback_queue="etl jobs")
+    with pytest.raises(DeltaConfigurationError, match=r"Unknown spark-submit option\(s\) \['driver_mem'\]"):
+        DeltaDeleteOperator(task_id="d", table_uri=table, submit_options={"driver_mem": "1g"})
+    # a templated value is checked once rendered, when the hook is built
+    templated = DeltaDeleteOperator(task_id="d", table_uri=table, conn_id="loopback", loopback_queue="{{ q }}")
+    with pytest.raises(DeltaConfigurationError, match="is not a queue name"):
+        templated.hook  # noqa: B018 (the rendered value, here left as it is, is checked)
+    # a setting no transport takes is refused by name, the transports' own listed
+    with pytest.raises(DeltaConfigurationError, match=r"Unknown Delta transport setting\(s\) \['loopback_qeue'\]"):
+        DeltaHook("loopback", loopback_qeue="etl")
+    with pytest.raises(TypeError, match="loopback_qeue"):
+        DeltaDeleteOperator(task_id="d", table_uri=table, loopback_qeue="etl")
