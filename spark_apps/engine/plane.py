@@ -85,12 +85,12 @@ class InProcessPlane:
         self.threads = threads
 
     def held(self, data):
-        from .rewrite.common import arrow_table
+        from .arrays import arrow_table
 
         return arrow_table(data)
 
     def schema_of(self, data) -> StructType:
-        from .rewrite.common import arrow_table
+        from .arrays import arrow_table
         from .schema import StructType
 
         return StructType.from_arrow(arrow_table(data).schema)
@@ -104,7 +104,7 @@ class InProcessPlane:
         return pa.Table.from_batches(batches, schema=batches[0].schema if batches else schema.to_arrow_schema())
 
     def write(self, data, spec: WriteSpec, *, change_data: bool = False) -> WriteResult:
-        from .rewrite.common import arrow_table
+        from .arrays import arrow_table
         from .writer import WriteResult, write_batches
 
         started = time.monotonic()
@@ -143,8 +143,8 @@ class InProcessPlane:
         return compact_files(spec, files, bins, max_workers=self.threads)
 
     def merge(self, job: MergeJob) -> MergeOutcome:
+        from .arrays import arrow_table
         from .merge import deduplicated_arrow, execute_by_file, joins_by_hash, merge_by_file, merge_by_hash, prefixed
-        from .rewrite.common import arrow_table
 
         source = arrow_table(job.source)  # held here whatever its size
         if job.dedupe:

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta_provider_apps.engine import DeltaTable, rewrite
+from airflow_delta_provider_apps.engine.arrays import scatter
 from airflow_delta_provider_apps.engine.commands import dml
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.expr import bind_assignments, parse_predicate
@@ -373,7 +374,7 @@ def test_update_of_nested_columns_in_some_rows(tmp_path):
 def test_scatter_replaces_the_masked_rows_in_order(col):
     mask = pa.array([True, False, False, True])
     new = col.take(pa.array([2, 1]))
-    assert rewrite.common.scatter(col, mask, new).to_pylist() == [
+    assert scatter(col, mask, new).to_pylist() == [
         new[0].as_py(),
         col[1].as_py(),
         col[2].as_py(),

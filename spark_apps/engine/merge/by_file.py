@@ -33,18 +33,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import as_array, numbers, scatter
 from ..errors import InvalidArgumentError
 from ..expr import nodes as n
-from ..rewrite.common import (
-    LIKELY_MATCHES,
-    FileOutcome,
-    as_array,
-    as_written,
-    discard,
-    marked_deletion_vector,
-    numbers,
-    scatter,
-)
+from ..rewrite.common import LIKELY_MATCHES, FileOutcome, as_written, discard, marked_deletion_vector
 from ..writer import TableWriter, WriteSpec, WrittenFile
 from .clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from .plan import MAX_PRUNING_VALUES, MergeJob, MergeOutcome, duplicate_match_error, first_firing, source_columns

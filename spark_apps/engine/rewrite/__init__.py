@@ -6,7 +6,7 @@ or in this process), behind one surface.
 * :mod:`.compact` - OPTIMIZE's bins: files read and written again with the same rows, a bin being
   a unit of the same loop (:func:`.files.run_units` here, one Spark job's tasks in Spark);
 * :mod:`.common` - what they share: a file's outcome, the run observers, the bytes of a set of
-  files (:func:`files_bytes`, which decide where a run goes), and the Arrow helpers.
+  files (:func:`files_bytes`, which decide where a run goes); the Arrow helpers are :mod:`..arrays`'s.
 
 Spark runs them through :mod:`..spark.rewrite`; MERGE's file-by-file
 rewrite is :mod:`..merge.by_file` (on the same helpers).

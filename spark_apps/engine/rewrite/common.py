@@ -1,6 +1,6 @@
 """What the file rewriters share: the outcome of one file, the observers of a run, when a run stays
-in this process, and the small Arrow helpers of rewriting (data handed in as one table, a value as an
-array, scattering new values, stats as numbers)."""
+in this process, deleting what a failed run wrote, and marking rows through deletion vectors. The
+Arrow helpers they use are :mod:`..arrays`'s."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..writer import WrittenFile
 
@@ -26,12 +25,8 @@ __all__ = [
     "RewriteRecord",
     "record_outcomes",
     "notify",
-    "arrow_table",
-    "as_array",
-    "scatter",
     "discard",
     "as_written",
-    "numbers",
     "has_deletion_vector",
     "marked_deletion_vector",
 ]
@@ -226,18 +221,6 @@ def notify(outcomes: list[FileOutcome], wall_ms: int = 0) -> None:
             got.wall_ms += int(wall_ms)
 
 
-def scatter(col: pa.Array, mask: pa.Array, new: pa.Array) -> pa.Array:
-    """``col`` with its rows where ``mask`` is TRUE replaced, in order, by ``new`` (one value each)."""
-    try:
-        return pc.replace_with_mask(col, mask, new)
-    except pa.ArrowNotImplementedError:  # nested types: gather from the two arrays
-        n = len(col)
-        where = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
-        index = np.arange(n, dtype=np.int64)
-        index[where] = n + np.arange(int(where.sum()), dtype=np.int64)
-        return pa.concat_arrays([col, new]).take(pa.array(index))
-
-
 def discard(storage, table_uri: str, outcomes: list) -> None:
     """Delete the files ``outcomes`` wrote, data and change files (best effort: an undeleted one is an
     orphan VACUUM removes)."""
@@ -254,56 +237,6 @@ def discard(storage, table_uri: str, outcomes: list) -> None:
 def as_written(actions: list) -> list:
     """AddFile actions as WrittenFile entries (for :func:`discard`)."""
     return [WrittenFile(a, 0) for a in actions]
-
-
-def arrow_table(data) -> pa.Table:
-    """Arrow data handed in by a caller (a table, a record batch, a reader or batches) as one table."""
-    from ..errors import InvalidArgumentError
-
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, pa.RecordBatchReader):
-        return data.read_all()
-    try:
-        batches = list(data)
-    except TypeError:
-        batches = None
-    if not batches or not all(isinstance(b, pa.RecordBatch) for b in batches):
-        raise InvalidArgumentError(
-            f"A MERGE without Spark takes Arrow data as its source, got {type(data).__name__}",
-            "the table was opened without a Spark session, so the source cannot be a DataFrame",
-            "pass a pyarrow Table (or record batches), or open the table with DeltaTable.for_path(spark, ...)",
-        )
-    return pa.Table.from_batches(batches)
-
-
-def as_array(value, length: int, t: pa.DataType) -> pa.Array:
-    """An evaluated expression (an array, a chunked array or a scalar) as one array of ``length``."""
-    if isinstance(value, pa.ChunkedArray):
-        value = value.combine_chunks()
-    if isinstance(value, pa.Scalar):
-        value = pa.repeat(value, length) if value.is_valid else pa.nulls(length, t)
-    return value
-
-
-def numbers(arr: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
-    """Bounds (or literals) as float64 on one scale per type (days, microseconds); NaN = unknown."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    t = arr.type
-    if pa.types.is_date32(t):
-        arr = arr.cast(pa.int32())
-    elif pa.types.is_date64(t):
-        arr = pc.divide(arr.cast(pa.int64()), 86_400_000)
-    elif pa.types.is_timestamp(t):
-        arr = arr.cast(pa.timestamp("us", t.tz), safe=False).cast(pa.int64())
-    elif pa.types.is_boolean(t):
-        arr = arr.cast(pa.int8())
-    elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
-        return None
-    return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype="float64")
 
 
 def has_deletion_vector(dv) -> bool:

@@ -45,20 +45,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import numbers, scatter
 from ..expr import nodes as n
 from ..expr.nodes import Expr
 from ..threads import ThreadPool
 from ..writer import TableWriter, WriteSpec, WrittenFile
-from .common import (
-    LIKELY_MATCHES,
-    FileOutcome,
-    discard,
-    has_deletion_vector,
-    marked_deletion_vector,
-    notify,
-    numbers,
-    scatter,
-)
+from .common import LIKELY_MATCHES, FileOutcome, discard, has_deletion_vector, marked_deletion_vector, notify
 
 __all__ = ["RewriteSpec", "Bound", "rewrite_file", "rewrite_files", "run_units", "likely_touched"]
 

@@ -147,7 +147,7 @@ class SparkPlane:
         if not _is_dataframe(source):
             if job.keys:  # Arrow data read in this process: merged here, as the in-process plane does
                 return self._merge_held(job, _arrow_source(source, job))
-            from ..rewrite.common import arrow_table
+            from ..arrays import arrow_table
 
             source = self.spark.createDataFrame(arrow_table(source))  # no key to look up: joined in Spark
         if job.dedupe:
@@ -201,8 +201,8 @@ def _is_dataframe(data) -> bool:
 def _arrow_source(source, job):
     """An Arrow MERGE source in the form the file-by-file merge reads (one row per key first when
     ``job.dedupe`` asks; columns ``__s<i>``)."""
+    from ..arrays import arrow_table
     from ..merge import deduplicated_arrow, prefixed
-    from ..rewrite.common import arrow_table
 
     source = arrow_table(source)
     if job.dedupe:
