@@ -124,6 +124,14 @@ def test_the_cli_reads_the_same_entry(registered, table, tmp_path, capsys):
     assert deltalake.DeltaTable(table).version() == 1
 
 
+def test_the_clis_refusals_name_it_among_the_operations(registered, capsys):
+    """The operations a refusal lists are read from the registry when the message is made."""
+    for argv in ([], ["no_such_operation"]):
+        assert cli.main(argv) == 1
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        assert last.startswith("DELTA_ERROR InvalidArgumentError") and "set_comment" in last, argv
+
+
 def test_an_operator_class_naming_it_is_all_the_provider_needs(registered, table):
     from airflow_delta_provider.exceptions import DeltaConfigurationError
     from airflow_delta_provider.operators.delta import DeltaBaseOperator
