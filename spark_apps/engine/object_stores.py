@@ -435,6 +435,36 @@ def _create(store, uri: str, key: str, data: bytes) -> None:
         ) from None
 
 
+def list_after(uri: str, start_after: str) -> tuple[list[str], list[int], list[int]]:
+    """The objects directly under the "directory" ``uri`` whose name sorts after ``start_after``:
+    names, sizes, modification times in ms. One listing that starts at that key on the server
+    (S3's ``start-after``, GCS's ``startOffset``), so a writer asking for the commits after the
+    ones it read does not list the whole log. The names are filtered here too: not every store or
+    emulator honours the start key (Azurite lists from the beginning)."""
+    import obstore
+
+    _, bucket_url, key = bucket_of(uri)
+    store, _ = _store(_known(uri), bucket_url)
+    prefix = key.rstrip("/") + "/"
+    names: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    try:
+        for chunk in obstore.list(store, prefix, offset=prefix + start_after, chunk_size=1000):
+            for meta in chunk:
+                name = meta["path"][len(prefix) :]
+                if "/" in name or name <= start_after:  # deeper (_sidecars/...), or before the key
+                    continue
+                names.append(name)
+                sizes.append(int(meta["size"]))
+                mtimes.append(int(meta["last_modified"].timestamp() * 1000))
+    except Exception as e:
+        raise StorageError(
+            f"Cannot list '{uri}'", _short(e), "check the store's credentials and endpoint, then retry"
+        ) from None
+    return names, sizes, mtimes
+
+
 def _verify_conditional_create(store, bucket_url: str, directory: str) -> None:
     """Create one probe object twice: a store that lets the second create through ignores
     conditional writes, and a commit there could overwrite a concurrent writer's commit."""

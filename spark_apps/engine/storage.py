@@ -9,7 +9,10 @@ Contract (what commits rely on, after Delta Kernel's LogStore):
   nothing at all, and raises :class:`FileExistsError` when the file is already there. This
   atomic put-if-absent is what makes two writers of the same log version mutually exclusive.
 * ``list_dir`` returns the direct children that are files, sorted by path, with size and
-  modification time; a missing directory lists as empty.
+  modification time; a missing directory lists as empty. With ``start_after`` only the names that
+  sort after it (the store's listing from a start key where it has one: S3's ``start-after``;
+  locally the names before it are not even stat'ed), so a writer looking for commits newer than the
+  ones it read does not list the whole log again.
 * ``list_files`` lists every file under a prefix (recursively by default) as one Arrow table
   (``LISTING_SCHEMA``) with paths *relative to the prefix*; :func:`hidden_mask` (or
   ``skip_hidden=True``) selects what Delta's VACUUM treats as hidden.
@@ -222,12 +225,26 @@ class Storage:
             t = t.filter(pc.invert(hidden_mask(t.column("path"), not_hidden=not_hidden)))
         return t
 
-    def list_dir(self, dir_path: str) -> list[FileInfo]:
-        """The files directly in ``dir_path``, sorted by path, with full locations; [] if missing."""
-        paths, sizes, mtimes = self._walk(dir_path, recursive=False, prune=None)
+    def list_dir(self, dir_path: str, *, start_after: str | None = None) -> list[FileInfo]:
+        """The files directly in ``dir_path``, sorted by path, with full locations; [] if missing.
+
+        :param start_after: only the files whose name sorts after this one (plain string order, as
+            S3's ``start-after``); the listing starts there where the storage can
+        """
+        if start_after is None:
+            paths, sizes, mtimes = self._walk(dir_path, recursive=False, prune=None)
+        else:
+            paths, sizes, mtimes = self._list_after(dir_path, start_after)
         return sorted(
             (FileInfo(self.join(dir_path, p), s, m) for p, s, m in zip(paths, sizes, mtimes)), key=lambda f: f.path
         )
+
+    def _list_after(self, dir_path: str, start_after: str) -> tuple[list[str], list[int], list[int]]:
+        """The files directly in ``dir_path`` named after ``start_after`` (as :meth:`_walk` returns
+        them); here the whole directory filtered, where a storage has nothing better."""
+        paths, sizes, mtimes = self._walk(dir_path, recursive=False, prune=None)
+        keep = [i for i, p in enumerate(paths) if p > start_after]
+        return [paths[i] for i in keep], [sizes[i] for i in keep], [mtimes[i] for i in keep]
 
     def _walk(
         self, prefix: str, *, recursive: bool, prune: frozenset[str] | None
@@ -341,6 +358,30 @@ class LocalStorage(Storage):
                     paths.append(rel_dir + e.name)
                     sizes.append(st.st_size)
                     mtimes.append(st.st_mtime_ns // 1_000_000)
+        return paths, sizes, mtimes
+
+    def _list_after(self, dir_path: str, start_after: str) -> tuple[list[str], list[int], list[int]]:
+        # the names come from one readdir; only those after the start key cost a stat
+        paths: list[str] = []
+        sizes: list[int] = []
+        mtimes: list[int] = []
+        try:
+            it = os.scandir(dir_path.rstrip("/") or "/")
+        except (FileNotFoundError, NotADirectoryError):
+            return paths, sizes, mtimes
+        with it:
+            for e in it:
+                if e.name <= start_after:
+                    continue
+                try:
+                    if e.is_dir(follow_symlinks=False) or not e.is_file():  # files only, as _walk
+                        continue
+                    st = e.stat()
+                except FileNotFoundError:  # deleted while listing
+                    continue
+                paths.append(e.name)
+                sizes.append(st.st_size)
+                mtimes.append(st.st_mtime_ns // 1_000_000)
         return paths, sizes, mtimes
 
     def read_bytes(self, path: str) -> bytes:
@@ -563,6 +604,13 @@ class ObjectStoreStorage(PyArrowStorage):
         from . import object_stores
 
         return object_stores.fs_path(path) if "://" in path else path
+
+    def _list_after(self, dir_path: str, start_after: str) -> tuple[list[str], list[int], list[int]]:
+        if "://" not in dir_path:  # a path without its scheme: pyarrow's listing, filtered
+            return super()._list_after(dir_path, start_after)
+        from . import object_stores
+
+        return object_stores.list_after(dir_path, start_after)
 
     def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         if overwrite or self.allow_unsafe_put_if_absent:

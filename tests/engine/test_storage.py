@@ -225,6 +225,15 @@ def test_list_dir_gives_full_locations(tree):
     ]
 
 
+def test_list_dir_from_a_start_key_is_the_full_listing_after_it(tree):
+    storage, prefix = tree
+    d = storage.join(prefix, "dt=1")  # files and a sub-directory (h=x), which is no row
+    full = storage.list_dir(d)
+    for key in ["", ".part", ".part-0.parquet.crc", "_SUCCESS", "a", "h=x", "part-0.parquet", "~"]:
+        assert storage.list_dir(d, start_after=key) == [f for f in full if f.name > key], key
+    assert storage.list_dir(storage.join(prefix, "missing"), start_after="a") == []
+
+
 _component = st.text(alphabet="_.=ab", min_size=1, max_size=4)
 
 

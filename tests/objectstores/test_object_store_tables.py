@@ -304,3 +304,24 @@ def _boto(s3) -> dict:
         "aws_access_key_id": o["AWS_ACCESS_KEY_ID"],
         "aws_secret_access_key": o["AWS_SECRET_ACCESS_KEY"],
     }
+
+
+def test_the_log_listed_from_a_start_key_is_the_full_listing_after_it(store):
+    """A commit's check for concurrent commits lists the log only from the version it read on (the
+    store's listing from a start key): the same files the full listing has after that key, nothing
+    from deeper "directories" (_sidecars/)."""
+    from airflow_delta_provider_apps.engine.log.listing import latest_version
+
+    root = store.uri("events")
+    create_table(root, schema="id BIGINT, p STRING", partition_by=["p"])
+    for i in range(3):
+        append_arrow(root, pa.table({"id": [i], "p": ["a"]}))
+    storage = storage_for(root)
+    log = storage.join(root, "_delta_log")
+    storage.write_bytes(storage.join(log, "_sidecars", "s.parquet"), b"x", overwrite=True)
+    full = storage.list_dir(log)
+    for key in ["", f"{1:020d}", f"{2:020d}.json", "_last_checkpoint", "~"]:
+        after = storage.list_dir(log, start_after=key)
+        assert [(f.path, f.size) for f in after] == [(f.path, f.size) for f in full if f.name > key], key
+        assert all(abs(a.mtime_ms - f.mtime_ms) < 1000 for a, f in zip(after, [f for f in full if f.name > key]))
+    assert [latest_version(storage, root, since=v) for v in (0, 2, 3, 4)] == [3, 3, 3, None]

@@ -271,11 +271,22 @@ def list_log(storage: Storage, table_root: str, *, read_hint: bool = True) -> Lo
     return LogListing(table_root, log_dir, commits, checkpoints, hint, compactions)
 
 
-def latest_version(storage: Storage, table_root: str) -> int | None:
+def latest_version(storage: Storage, table_root: str, *, since: int | None = None) -> int | None:
     """The newest version of the table, or ``None`` when there is no table (yet).
 
     One directory listing, no file is read: cheap enough for a sensor that polls.
+
+    :param since: list only the log's files of versions ``>= since`` (the storage's listing from
+        that start key: a committer that read version ``since`` does not list the whole log again).
+        The answer is the same whenever the newest version is ``>= since``; else ``None``.
     """
+    if since is not None:
+        # the names of versions >= since sort after "<since:020d>" (it is their prefix or smaller),
+        # every older one before it; what else sorts after it (_last_checkpoint) is no log file
+        files = storage.list_dir(log_dir_of(storage, table_root), start_after=f"{since:020d}")
+        commits, checkpoints, _ = _classify(files)
+        found = [c.version for c in commits[-1:]] + [c.version for c in checkpoints[-1:]]
+        return max(found) if found else None
     try:
         return list_log(storage, table_root, read_hint=False).latest_version
     except TableNotFoundError:

@@ -21,7 +21,10 @@ Algorithm of :meth:`OptimisticTransaction.commit` (after delta-spark's Optimisti
    row-tracking table the adds get ``baseRowId``/``defaultRowCommitVersion`` and the high water mark
    moves (:func:`..row_tracking.assign`), redone on every attempt above the winners' marks.
 4. **Write** the true next version with put-if-absent. Before each attempt one listing gives the
-   log's latest version L (commits and checkpoints): every commit from our attempt's version up to L
+   log's latest version L (commits and checkpoints); it lists only the files from the last version
+   known on (the storage's listing from a start key, :func:`..log.listing.latest_version`'s ``since``),
+   not the whole log again, and a log without that version any more is a conflict (the table was
+   replaced). Every commit from our attempt's version up to L
    is read and checked (:mod:`.conflicts`, raises the typed conflict) and the attempt moves to L+1.
    Why this cannot lose a commit behind log cleanup: cleanup deletes only commits older than a
    checkpoint, and a checkpoint at V needs commit V to exist first; so once the listing shows L as
@@ -720,12 +723,14 @@ class OptimisticTransaction:
         while True:
             if self.read_version >= 0:
                 # Land only at the true next version: when the log already has `version` (or a
-                # checkpoint at or past it), check every commit we did not read, then rebase.
-                latest = latest_version(self.storage, self.table_root)
-                if latest is None or latest < version - 1:
+                # checkpoint at or past it), check every commit we did not read, then rebase. The
+                # listing starts at version - 1 (the newest one known): what is older is not needed.
+                latest = latest_version(self.storage, self.table_root, since=version - 1)
+                if latest is None:
                     raise CommitConflictError(
                         "The table's log changed under this transaction",
-                        f"it read version {self.read_version}, but the log now ends at {latest}",
+                        f"it read version {self.read_version}, but the log no longer has version {version - 1} "
+                        "or any later one (the table was removed or replaced)",
                         "retry the operation (it re-reads the table)",
                     )
                 for v in range(version, latest + 1):
