@@ -28,7 +28,7 @@ from typing import Any
 
 from .result import CommandResult, Stopwatch
 
-__all__ = ["Command", "gate", "report"]
+__all__ = ["Command", "command_result", "gate"]
 
 
 def gate(protocol, metadata, table_root: str, *, removes_rows: str | None = None, append_only_fix: str | None = None):
@@ -47,7 +47,7 @@ def gate(protocol, metadata, table_root: str, *, removes_rows: str | None = None
         )
 
 
-def report(
+def command_result(
     operation: str,
     table_root: str,
     version: int,
@@ -186,7 +186,7 @@ class Command:
     def _result(self, metrics, version: int, *, commit=None, skipped: bool = False, fields=None) -> CommandResult:
         if metrics is not None and hasattr(metrics, "execution_time_ms"):
             metrics.execution_time_ms = self.watch.elapsed_ms()
-        return report(
+        return command_result(
             self.operation,
             self.table_root,
             version,

@@ -8,7 +8,7 @@ as result fields.
 
 from __future__ import annotations
 
-from .base import report
+from .base import command_result
 from .result import CheckpointMetrics, CleanupMetrics, CommandResult, Stopwatch
 
 OPERATION_CHECKPOINT = "CHECKPOINT"
@@ -42,7 +42,7 @@ def checkpoint(snapshot, *, cleanup: bool = False) -> CommandResult:
 
         latest = load_snapshot(snapshot.storage, snapshot.table_root)
         fields["cleanup"] = cleanup_metadata(latest).to_dict()
-    return report(OPERATION_CHECKPOINT, snapshot.table_root, snapshot.version, metrics, fields=fields)
+    return command_result(OPERATION_CHECKPOINT, snapshot.table_root, snapshot.version, metrics, fields=fields)
 
 
 def cleanup_metadata(snapshot, *, now_ms: int | None = None) -> CommandResult:
@@ -62,4 +62,4 @@ def cleanup_metadata(snapshot, *, now_ms: int | None = None) -> CommandResult:
         "protected_checkpoint_version": done.get("checkpoint_version"),
         "retention_threshold_ms": done.get("threshold_ms"),
     }
-    return report(OPERATION_CLEANUP, snapshot.table_root, snapshot.version, metrics, fields=fields)
+    return command_result(OPERATION_CLEANUP, snapshot.table_root, snapshot.version, metrics, fields=fields)

@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ..partitions import require_data_column
 from ..storage import storage_for, table_location
-from .base import Command, report
+from .base import Command, command_result
 from .result import CommandResult, WriteMetrics
 
 OPERATION_CREATE = "CREATE TABLE"
@@ -354,7 +354,7 @@ def _already_exists(table_root: str, version: int, if_not_exists: bool, operatio
             "use if_not_exists (--if-not-exists) to keep the existing table, pick another location, "
             "or write to the existing table",
         )
-    return report(operation, table_root, version, skipped=True, fields={"created": False})
+    return command_result(operation, table_root, version, skipped=True, fields={"created": False})
 
 
 __all__ = [

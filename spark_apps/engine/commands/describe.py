@@ -1,6 +1,6 @@
 """The reads of a table that commit nothing: DESCRIBE DETAIL, DESCRIBE HISTORY and READ (the rows to
 one parquet file). Each ends as every command does, in a :class:`~.result.CommandResult` made by
-:func:`.base.report` (``committed`` false), so the registry's generic runner runs them as any other
+:func:`.base.command_result` (``committed`` false), so the registry's generic runner runs them as any other
 command: DESCRIBE DETAIL and READ on the latest snapshot (READ on its ``plane``), DESCRIBE HISTORY on
 the table's location (its log's commits alone: no snapshot replayed)."""
 
@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError, TableNotFoundError
-from .base import report
+from .base import command_result
 from .result import OperationMetrics
 
 __all__ = ["detail", "history", "read", "snapshot_detail", "ReadMetrics"]
@@ -57,7 +57,7 @@ def detail(snapshot):
     from ..log.checksum import verify
 
     state = {**snapshot_detail(snapshot, snapshot.table_root), "checksum": verify(snapshot)}
-    return report("DESCRIBE DETAIL", snapshot.table_root, snapshot.version, fields={"detail": state})
+    return command_result("DESCRIBE DETAIL", snapshot.table_root, snapshot.version, fields={"detail": state})
 
 
 def history(table_uri: str, limit: int | None = None):
@@ -78,7 +78,7 @@ def history(table_uri: str, limit: int | None = None):
         raise TableNotFoundError(f"No Delta table at '{root}'", None, "check the table URI, or create the table first")
     commits = commit_history(storage, root, limit=limit)
     version = commits[0]["version"] if commits else latest
-    return report("DESCRIBE HISTORY", root, version, fields={"history": commits})
+    return command_result("DESCRIBE HISTORY", root, version, fields={"history": commits})
 
 
 def read(snapshot, output: str | None = None, version: int | None = None, timestamp=None, *, plane=None):
@@ -108,4 +108,4 @@ def read(snapshot, output: str | None = None, version: int | None = None, timest
     with storage_for(path).open_output_stream(path) as sink:
         pq.write_table(rows, sink, compression="snappy")
     metrics = ReadMetrics(rows.num_rows, int(snapshot.num_files))
-    return report("READ", snapshot.table_root, snapshot.version, metrics, fields={"output": path})
+    return command_result("READ", snapshot.table_root, snapshot.version, metrics, fields={"output": path})

@@ -71,7 +71,7 @@ from ..errors import ConcurrentVacuumError, InvalidArgumentError
 from ..paths import new_file_location
 from ..threads import ThreadPool
 from ..values import parse_retention_hours, parse_version
-from .base import Command, report
+from .base import Command, command_result
 from .result import CommandResult, Stopwatch, VacuumMetrics
 
 __all__ = ["vacuum", "check_time_travel", "vacuums_in_flight", "MODES"]
@@ -536,7 +536,7 @@ def vacuum(
         metrics = VacuumMetrics(num_files_to_delete=len(paths), size_of_data_to_delete=size)
         if dry_run:
             metrics.execution_time_ms = watch.elapsed_ms()
-            return report("VACUUM", root, snapshot.version, metrics, fields={**fields, "files": paths})
+            return command_result("VACUUM", root, snapshot.version, metrics, fields={**fields, "files": paths})
         started = start.commit([], _Metrics(numFilesToDelete=len(paths), sizeOfDataToDelete=size))
         if started.version > snapshot.version + 1 and paths:  # something landed before VACUUM START
             # what landed between the plan and VACUUM START (a RESTORE re-adding a file, a writer):
@@ -575,7 +575,7 @@ def vacuum(
         if lease is not None:
             lease.release()
     metrics.execution_time_ms = watch.elapsed_ms()
-    return report("VACUUM", root, ended.version, metrics, commit_info=ended.commit_info, fields=fields)
+    return command_result("VACUUM", root, ended.version, metrics, commit_info=ended.commit_info, fields=fields)
 
 
 def check_time_travel(old) -> None:
