@@ -779,7 +779,8 @@ OPTIONAL_IMPORTS = {
         "the Amazon provider is optional: without it the connection's login and password are the keys"
     ),
     ("airflow_delta_provider.storage_connections", "airflow.sdk.log"): (
-        "mask_secret, which the Airflow releases supported have: the fallback masks nothing"
+        "mask_secret; the module says Airflow 3.1+ (the minimum supported) has it, so this fallback, which "
+        "masks nothing, looks dead (not verified against 3.1.0: a candidate for removal)"
     ),
     ("airflow_delta_provider.hooks.driver", "airflow.providers.cncf.kubernetes"): (
         "the Kubernetes provider is optional: following a driver pod without it fails with an error naming it"
