@@ -640,16 +640,23 @@ def _write_v2(storage, log_dir: str, version: int, table: pa.Table, counts: dict
 
 
 def checkpoint_after_commit(
-    storage, table_root: str, version: int, *, now_ms: int | None = None, part_size: int | None = None
+    storage,
+    table_root: str,
+    version: int,
+    *,
+    now_ms: int | None = None,
+    part_size: int | None = None,
+    listing=None,
 ) -> tuple[dict, dict | None]:
     """Post-commit hook: checkpoint ``version`` and, if enabled, clean up expired log files.
 
+    :param listing: the committer's listing of the log up to ``version`` (no second listing), if any
     :returns: ``(checkpoint metrics, cleanup metrics or None)``
     """
     from .cleanup import cleanup_expired_logs
     from .snapshot import load_snapshot
 
-    snap = load_snapshot(storage, table_root, version=version)
+    snap = load_snapshot(storage, table_root, version=version, listing=listing)
     metrics = write_checkpoint(storage, table_root, snap, now_ms=now_ms, part_size=part_size)
     cleanup = None
     if snap.properties.enable_expired_log_cleanup:

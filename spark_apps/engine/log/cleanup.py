@@ -44,7 +44,7 @@ import re
 import time
 
 from ..config import MS_PER_DAY, TableProperties
-from .listing import COMMIT_RE, SIDECAR_DIR_NAME, commit_file_name, list_log, log_dir_of
+from .listing import COMMIT_RE, SIDECAR_DIR_NAME, classify_log, commit_file_name, log_dir_of
 
 #: the table property of the ``checkpointProtection`` feature (Delta's name)
 PROTECTION_PROPERTY = "delta.requireCheckpointProtectionBeforeVersion"
@@ -196,7 +196,9 @@ def cleanup_expired_logs(
         "dry_run": dry_run,
         "protection_skipped": None,
     }
-    listing = list_log(storage, table_root, read_hint=False)
+    log_dir = log_dir_of(storage, table_root)
+    files = storage.list_dir(log_dir)  # one listing: what to keep, then what goes
+    listing = classify_log(table_root, log_dir, files)
     ts_prev = None
     cutoff_version = None
     for c in listing.commits:
@@ -227,9 +229,8 @@ def cleanup_expired_logs(
     temp_cutoff = min(threshold, now_ms - TEMP_FILE_MIN_AGE_MS)
 
     doomed: list[tuple[int, int, str, str]] = []  # (version, kind order, path, metric)
-    log_dir = log_dir_of(storage, table_root)
     kept_checkpoints: list[str] = []
-    for f in storage.list_dir(log_dir):
+    for f in files:
         name = f.name
         if _TEMP_RE.match(name):
             if f.mtime_ms <= temp_cutoff:

@@ -163,6 +163,17 @@ class LogListing:
             self._idx = idx
         return idx
 
+    def with_commit(self, version: int, info: FileInfo) -> LogListing | None:
+        """This listing plus the next commit ``version`` (a committer's own, ``info`` from one
+        ``file_info``): the log after that commit without listing it again; ``None`` when
+        ``version`` is not the next one."""
+        if self.latest_version != version - 1:
+            return None
+        commits = [*self.commits, LogFile.of(version, info)]
+        return LogListing(
+            self.table_root, self.log_dir, commits, self.checkpoints, self.last_checkpoint, self.compactions
+        )
+
     def checkpoint_at_or_before(self, version: int) -> Checkpoint | None:
         """The preferred complete checkpoint with the highest version ``<= version``."""
         cands = [c for c in self.checkpoints if c.version <= version]
@@ -254,6 +265,20 @@ def list_log(storage: Storage, table_root: str, *, read_hint: bool = True) -> Lo
     """
     log_dir = log_dir_of(storage, table_root)
     files = storage.list_dir(log_dir)
+    listing = classify_log(table_root, log_dir, files)
+    if read_hint and any(f.name == "_last_checkpoint" for f in files):
+        from .last_checkpoint import read_last_checkpoint
+
+        listing.last_checkpoint = read_last_checkpoint(storage, log_dir)
+    return listing
+
+
+def classify_log(table_root: str, log_dir: str, files: list[FileInfo]) -> LogListing:
+    """The :class:`LogListing` of the files a listing of ``log_dir`` returned (no hint read), for a
+    caller that needs the listing's other files too (cleanup): one listing serves both.
+
+    :raises TableNotFoundError: nothing recognised in it.
+    """
     commits, checkpoints, compactions = _classify(files)
     if not commits and not checkpoints:
         raise TableNotFoundError(
@@ -263,12 +288,7 @@ def list_log(storage: Storage, table_root: str, *, read_hint: bool = True) -> Lo
             else "_delta_log contains no commit (<version>.json) or checkpoint file",
             "check the table URI, or create the table first",
         )
-    hint = None
-    if read_hint and any(f.name == "_last_checkpoint" for f in files):
-        from .last_checkpoint import read_last_checkpoint
-
-        hint = read_last_checkpoint(storage, log_dir)
-    return LogListing(table_root, log_dir, commits, checkpoints, hint, compactions)
+    return LogListing(table_root, log_dir, commits, checkpoints, None, compactions)
 
 
 def latest_version(storage: Storage, table_root: str, *, since: int | None = None) -> int | None:

@@ -270,12 +270,16 @@ def load_snapshot(
     table_root: str,
     version: int | None = None,
     timestamp_ms: int | None = None,
+    *,
+    listing: LogListing | None = None,
 ) -> Snapshot:
     """Load the snapshot of the table at ``table_root``.
 
     :param version: time travel to this version (default: latest).
     :param timestamp_ms: time travel to the latest commit at or before this time (ms since epoch);
         a time after the latest commit's is refused.
+    :param listing: the log's listing the caller already holds (a committer's: the one its snapshot
+        was loaded from plus its own commit, :meth:`.LogListing.with_commit`), instead of a new one.
     :raises TableNotFoundError: no Delta table there.
     :raises VersionNotFoundError: the version/timestamp cannot be reconstructed.
     :raises LogCorruptedError: the log breaks the protocol.
@@ -294,7 +298,8 @@ def load_snapshot(
         table_root = normalize_table_uri(table_root)
     else:
         table_root = table_root.rstrip("/")
-    listing = list_log(storage, table_root)
+    if listing is None:
+        listing = list_log(storage, table_root)
     if timestamp_ms is not None:
         version = version_at_timestamp(storage, listing, int(timestamp_ms))
     segment = select_segment(listing, version)

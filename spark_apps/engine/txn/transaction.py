@@ -837,6 +837,19 @@ class OptimisticTransaction:
         return any(t.app_id == self.app_id and t.version >= self.app_version for t in winner.txns)
 
     # ------------------------------------------------------------------ post-commit
+    def _listing_at(self, result: CommitResult):
+        """The log's listing at our new version without listing it again: the one the read snapshot
+        was loaded from plus our commit (one ``file_info``); ``None`` (the checkpoint lists the log
+        itself) when others committed in between or the snapshot holds no listing."""
+        read = getattr(self.snapshot, "listing", None)
+        if read is None or result.version != self.read_version + 1:
+            return None
+        try:
+            info = self.storage.file_info(commit_path(self.storage, self.table_root, result.version))
+        except FileNotFoundError:
+            return None
+        return read.with_commit(result.version, info)
+
     def _post_commit(self, result: CommitResult) -> None:
         """Checkpoint every ``delta.checkpointInterval`` versions, then expired-log cleanup; on a
         table whose checkpoints are further apart, a log compaction every ``SPAN`` versions.
@@ -859,7 +872,7 @@ class OptimisticTransaction:
             from ..log.checkpoint import checkpoint_after_commit
 
             result.checkpoint, result.cleanup = checkpoint_after_commit(
-                self.storage, self.table_root, result.version, now_ms=self.clock()
+                self.storage, self.table_root, result.version, now_ms=self.clock(), listing=self._listing_at(result)
             )
         except Exception as e:
             log.warning("post-commit checkpoint of version %s failed: %s", result.version, e)

@@ -5,6 +5,7 @@ returned; a listing that returns commit 0 listed the whole log."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -86,3 +87,25 @@ def test_a_log_replaced_under_the_transaction_is_a_conflict_and_nothing_is_writt
     assert sorted(os.listdir(os.path.join(root, "_delta_log"))) == [
         n for v in (0, 1) for n in (f"{v:020d}.crc", f"{v:020d}.json")
     ]
+
+
+def test_a_checkpointing_commit_lists_the_log_once_more_only_for_the_cleanup(tmp_path, log_listings):
+    """The checkpoint after a commit is built from the listing the write's snapshot was loaded
+    from plus its own commit; the expired-log cleanup lists the log once (what to keep, what goes)."""
+    root = str(tmp_path / "t")
+    DeltaTable.create(None, root, schema="id BIGINT", properties={"delta.checkpointInterval": "5"})
+    for i in range(9):
+        append_arrow(root, pa.table({"id": pa.array([i], pa.int64())}))
+    log_listings.clear()
+    assert append_arrow(root, pa.table({"id": pa.array([9], pa.int64())})).version == 10
+    whole = [names for names in log_listings if FIRST_COMMIT in names]
+    assert len(whole) == 2  # the snapshot the write read, the cleanup's
+    assert f"{10:020d}.checkpoint.parquet" in whole[1]  # the cleanup's, after the checkpoint
+    snap = snapshot(root)
+    assert snap.log_segment.checkpoint_version == 10
+    # the checkpoint holds every file the commits added (plain JSON of the log, no engine replay)
+    added = set()
+    for v in range(11):
+        with open(os.path.join(root, "_delta_log", f"{v:020d}.json")) as f:
+            added |= {a["add"]["path"] for a in map(json.loads, f) if "add" in a}
+    assert len(added) == 10 and set(snap.file_paths()) == added
