@@ -235,9 +235,10 @@ class Storage:
             paths, sizes, mtimes = self._walk(dir_path, recursive=False, prune=None)
         else:
             paths, sizes, mtimes = self._list_after(dir_path, start_after)
-        return sorted(
-            (FileInfo(self.join(dir_path, p), s, m) for p, s, m in zip(paths, sizes, mtimes)), key=lambda f: f.path
-        )
+        base = dir_path.rstrip("/") + "/"  # join() for plain names, once
+        return [
+            FileInfo(base + paths[i], sizes[i], mtimes[i]) for i in sorted(range(len(paths)), key=paths.__getitem__)
+        ]
 
     def _list_after(self, dir_path: str, start_after: str) -> tuple[list[str], list[int], list[int]]:
         """The files directly in ``dir_path`` named after ``start_after`` (as :meth:`_walk` returns

@@ -222,7 +222,7 @@ def _classify(files: list[FileInfo]) -> tuple[list[LogFile], list[Checkpoint], l
     multipart: dict[tuple[int, int], dict[int, LogFile]] = {}
     for f in files:
         name = f.name
-        if not name[:1].isdigit():
+        if not name[:1].isdigit() or not name.endswith((".json", ".parquet")):  # .crc, temp files: no regex
             continue
         m = COMMIT_RE.match(name)
         if m:
