@@ -325,3 +325,25 @@ def test_the_log_listed_from_a_start_key_is_the_full_listing_after_it(store):
         assert [(f.path, f.size) for f in after] == [(f.path, f.size) for f in full if f.name > key], key
         assert all(abs(a.mtime_ms - f.mtime_ms) < 1000 for a, f in zip(after, [f for f in full if f.name > key]))
     assert [latest_version(storage, root, since=v) for v in (0, 2, 3, 4)] == [3, 3, 3, None]
+
+
+def test_an_append_on_s3_lists_the_log_once_in_full_then_from_the_version_it_read(s3, monkeypatch):
+    """On the wire, through a recording proxy: an append's snapshot lists ``_delta_log`` (one
+    LIST), its check for concurrent commits lists it with ``start-after`` the version it read."""
+    from urllib.parse import parse_qs, urlparse
+
+    from object_store_servers import LoopbackProxy
+
+    root = s3.uri("listed")
+    create_table(root, schema="id BIGINT")
+    for i in range(3):
+        append_arrow(root, pa.table({"id": [i]}))
+    proxy = LoopbackProxy(s3.server.port)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        assert append_arrow(root, pa.table({"id": [9]})).version == 4
+    finally:
+        proxy.stop()
+    lists = [parse_qs(urlparse(p).query) for m, p, _ in proxy.requests if m == "GET" and "list-type=2" in p]
+    of_log = [q for q in lists if q.get("prefix", [""])[0].startswith("listed/_delta_log")]
+    assert [q.get("start-after", [None])[0] for q in of_log] == [None, f"listed/_delta_log/{3:020d}"], proxy.requests
