@@ -221,4 +221,31 @@ def test_only_a_plain_scan_of_parquet_files_is_read_from_its_files(spark, tmp_pa
             assert scanned_files_as_arrow(dense) is None
     finally:
         spark.conf.unset(MAX_SOURCE_CONF)
-    assert "not read from its files: over the cap of 0.1 MiB after" in caplog.text
+    assert "not read from its files: over the cap of 0.1 MiB while reading" in caplog.text
+
+
+_READ_PEAK = """
+import sys
+import pyarrow as pa
+from airflow_delta_provider_apps.engine.spark.merge import local_parquet_dataset, read_within
+
+got = read_within(local_parquet_dataset([sys.argv[1]]), ["id", "s"], 1 << 40)
+print(got.num_rows, got.nbytes, pa.default_memory_pool().max_memory())
+"""
+
+
+def test_a_source_read_from_its_files_holds_about_itself_while_it_is_read(tmp_path):
+    """The read's peak of Arrow memory (a fresh process: the pool's peak is its own) is the rows it
+    returns plus the batches read ahead, not also the file's bytes (pre-buffered, nearly twice)."""
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    n, path = 400_000, str(tmp_path / "s.parquet")  # uncompressed: the file is as large as its rows
+    rows = pa.table({"id": pa.array(range(n), pa.int64()), "s": [f"{i:040d}" for i in range(n)]})
+    pq.write_table(rows, path, compression="none", use_dictionary=False, row_group_size=20_000)
+    out = subprocess.run([sys.executable, "-c", _READ_PEAK, path], capture_output=True, text=True, check=True)
+    rows, nbytes, peak = map(int, out.stdout.split())
+    assert rows == 400_000 and nbytes > 16 << 20
+    assert peak < 1.4 * nbytes, (peak, nbytes)
