@@ -221,7 +221,7 @@ def test_only_a_plain_scan_of_parquet_files_is_read_from_its_files(spark, tmp_pa
             assert scanned_files_as_arrow(dense) is None
     finally:
         spark.conf.unset(MAX_SOURCE_CONF)
-    assert "not read from its files: over the cap of 0.1 MiB while reading" in caplog.text
+    assert "not read from its files: its rows and their merge's 200 B per row over the cap of 0.1 MiB" in caplog.text
 
 
 _READ_PEAK = """
@@ -249,3 +249,21 @@ def test_a_source_read_from_its_files_holds_about_itself_while_it_is_read(tmp_pa
     rows, nbytes, peak = map(int, out.stdout.split())
     assert rows == 400_000 and nbytes > 16 << 20
     assert peak < 1.4 * nbytes, (peak, nbytes)
+
+
+def test_a_source_read_from_its_files_counts_what_merging_each_row_costs(tmp_path):
+    """The cap of a source read from its files holds its Arrow bytes plus the hash join's working
+    memory per row: many narrow rows are not read although their bytes alone are under it."""
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider_apps.engine.spark.merge import HELD_ROW_BYTES, local_parquet_dataset, read_within
+
+    path = str(tmp_path / "narrow.parquet")
+    pq.write_table(pa.table({"id": pa.array(range(50_000), pa.int64())}), path, row_group_size=5_000)
+    dataset = local_parquet_dataset([path])
+    got = read_within(dataset, ["id"], 1 << 40)
+    assert got is not None and got.column("id").to_pylist() == list(range(50_000))
+    cost = got.nbytes + 50_000 * HELD_ROW_BYTES
+    assert read_within(dataset, ["id"], cost).equals(got)
+    assert read_within(dataset, ["id"], cost - 1) is None
+    assert read_within(dataset, ["id"], 10 * got.nbytes) is None  # ten times its bytes: still over
