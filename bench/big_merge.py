@@ -76,14 +76,14 @@ FILE_BYTES = 128 * MiB  # the output file size the floors aim at (Delta's defaul
 CASES = ["ours_plain", "ours_dv", "arrow_plain", "arrow_dv", "deltalake", "floor_plain", "floor_dv"]
 BIG = ["big_ours", "big_arrow", "big_floor", "big_deltalake"]
 TITLES = {
-    "ours_plain": "ours, plain table",
-    "ours_dv": "ours, deletion vectors enabled",
+    "ours_plain": "ours through Spark local[2] (DataFrame source), plain table",
+    "ours_dv": "ours through Spark local[2] (DataFrame source), deletion vectors enabled",
     "arrow_plain": "ours without Spark (Arrow source), plain table",
     "arrow_dv": "ours without Spark (Arrow source), deletion vectors enabled",
     "deltalake": "deltalake (plain table)",
     "floor_plain": "Spark floor: full outer join, write all rows",
     "floor_dv": "Spark floor for deletion vectors: key scan, positions per file, write the source",
-    "big_ours": "ours, plain table (own process)",
+    "big_ours": "ours through Spark local[2] (DataFrame source), plain table (own process)",
     "big_arrow": "ours without Spark (Arrow source), plain table (own process)",
     "big_deltalake": "deltalake (own process)",
     "big_floor": "Spark floor: full outer join, write all rows (own process)",
