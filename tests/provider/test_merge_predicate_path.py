@@ -21,14 +21,21 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import airflow_delta_provider
+import airflow_delta_provider_apps
 from airflow_delta_provider.operators.delta import DeltaMergeOperator
 from airflow_delta_provider_apps.engine import DeltaTable
 from airflow_delta_provider_apps.engine.commands.create_table import create_table
 from airflow_delta_provider_apps.engine.commands.write import append_arrow
 from airflow_delta_provider_apps.engine.reader import read_snapshot_table
 
-HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OURS = tuple(os.path.join(HERE, d) + os.sep for d in ("airflow_delta_provider", "spark_apps"))
+# where our two packages are loaded from (the source tree, or site-packages when installed), and
+# the name each is shown by (its folder in the repository)
+ROOTS = {
+    os.path.dirname(os.path.abspath(airflow_delta_provider.__file__)): "airflow_delta_provider",
+    os.path.dirname(os.path.abspath(airflow_delta_provider_apps.__file__)): "spark_apps",
+}
+OURS = tuple(root + os.sep for root in ROOTS)
 EXPRESSIONS = "airflow_delta_provider_apps.engine.expr"
 ON = "target.id = source.id AND target.v IS NOT NULL"
 MOST_FILES = 13  # measured after the path was shortened (20 before: see the commit)
@@ -83,7 +90,8 @@ class PathOfCondition:
     def files(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for path, name in self.frames:
-            names = out.setdefault(os.path.relpath(path, HERE), [])
+            root = next(r for r in ROOTS if path.startswith(r + os.sep))
+            names = out.setdefault(os.path.join(ROOTS[root], os.path.relpath(path, root)), [])
             if name not in names:
                 names.append(name)
         return out
