@@ -207,7 +207,7 @@ def small_source_as_arrow(spark, source: str, fmt: str, options: dict) -> Source
             files = _flat_files(source, fmt)
             if files is None or sum(files.values()) * merge.ARROW_GROWTH > cap:
                 return None
-            table = merge.read_files_as_spark(list(files), fmt)
+            table = merge.read_files_as_spark(list(files), fmt, cap)
             if table is None:
                 return None
         else:

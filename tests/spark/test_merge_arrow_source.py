@@ -116,3 +116,18 @@ def test_a_source_over_the_limit_or_with_a_query_is_read_by_spark(spark, capsys,
     # read by Spark, then collected as before (small enough for that) and merged file by file
     assert (r["source_read"], r["strategy"]) == ("spark", "file_by_file"), r
     assert _table_rows(str(tmp_path / "t")) == {**TARGET, 1: (1.0, "x")}
+
+
+def test_a_file_source_is_given_up_while_read_once_its_merge_cost_is_over_the_cap(spark, tmp_path, monkeypatch):
+    """The operator's local parquet source streams through ``read_within``: files whose bytes pass the
+    estimate are still refused (Spark reads them) once their rows' merge cost passes the cap."""
+    from airflow_delta_provider_apps.engine.spark import merge
+
+    path = tmp_path / "many.parquet"
+    pq.write_table(_upsert_table({i: (float(i), "x") for i in range(1000)}), path)
+    monkeypatch.setattr(merge, "ARROW_GROWTH", 1)  # the bytes estimate alone lets it through
+    monkeypatch.setattr(merge, "collect_cap", lambda *a, **k: 1 << 20)  # its bytes fit 1 MiB
+    monkeypatch.setattr(merge, "HELD_ROW_BYTES", 0)
+    assert small_source_as_arrow(spark, str(path), "parquet", {}) is not None
+    monkeypatch.setattr(merge, "HELD_ROW_BYTES", 10_000)  # 1000 rows cost 10 MB: over the cap
+    assert small_source_as_arrow(spark, str(path), "parquet", {}) is None

@@ -422,14 +422,23 @@ def read_within(dataset, columns: list[str], cap: int):
     return pa.Table.from_batches(batches, pa.schema([dataset.schema.field(c) for c in columns]))
 
 
-def read_files_as_spark(paths: list[str], fmt: str):
+def read_files_as_spark(paths: list[str], fmt: str, cap: int | None = None):
     """Parquet or ORC files (locations as :mod:`..storage` takes them) read in this process as Spark
     reads them (every column nullable), or None when Spark reads them by its own rules
-    (:func:`spark_reads_alike`)."""
+    (:func:`spark_reads_alike`). With ``cap``, local Parquet files stream through :func:`read_within`
+    (None once what merging them costs is over it), as a DataFrame's scanned files do."""
     import pyarrow as pa
 
-    from ..storage import storage_for
+    from ..storage import is_local, storage_for
 
+    if cap is not None and fmt == "parquet" and all(is_local(p) for p in paths):
+        dataset = local_parquet_dataset(list(paths))
+        if not spark_reads_alike(dataset.schema, paths):
+            return None
+        table = read_within(dataset, dataset.schema.names, cap)
+        if table is None:
+            return None
+        return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
     table = storage_for(paths[0]).read_parquet_files(list(paths), file_format=fmt)
     if not spark_reads_alike(table.schema, paths if fmt == "parquet" else []):
         return None
