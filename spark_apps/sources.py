@@ -207,7 +207,8 @@ def small_source_as_arrow(spark, source: str, fmt: str, options: dict) -> Source
             files = _flat_files(source, fmt)
             if files is None or sum(files.values()) * merge.ARROW_GROWTH > cap:
                 return None
-            table = merge.read_files_as_spark(list(files), fmt, cap)
+            # held here on a local master: streamed and bounded by its merge's cost (elsewhere shipped as before)
+            table = merge.read_files_as_spark(list(files), fmt, cap if merge.held_here(spark) else None)
             if table is None:
                 return None
         else:
